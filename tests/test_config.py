@@ -1,0 +1,101 @@
+"""Project and zone resolution: the documented order, and one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpuctl.config import gcloud_properties, resolve_target
+from tpuctl.errors import ConfigError
+
+
+def write_gcloud(root: Path, name: str, project: str | None, zone: str | None) -> None:
+    (root / "configurations").mkdir(parents=True, exist_ok=True)
+    (root / "active_config").write_text(name)
+    lines = []
+    if project:
+        lines += ["[core]", f"project = {project}"]
+    if zone:
+        lines += ["[compute]", f"zone = {zone}"]
+    (root / "configurations" / f"config_{name}").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def base_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        "HOME": str(tmp_path / "home"),
+        "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+        "TPUCTL_CONFIG": str(tmp_path / "tpuctl.toml"),
+    }
+
+
+def test_order_flags_env_cloudsdk_file_gcloud(tmp_path: Path, base_env: dict[str, str]) -> None:
+    write_gcloud(tmp_path / "gcloud", "work", "from-gcloud", "us-central1-c")
+    env = dict(base_env)
+    t = resolve_target(env=env)
+    assert (t.project, t.zone) == ("from-gcloud", "us-central1-c")
+    assert t.project_source == "gcloud config core/project"
+
+    Path(env["TPUCTL_CONFIG"]).write_text('project = "from-file"\nzone = "europe-west4-a"\n')
+    t = resolve_target(env=env)
+    assert (t.project, t.zone) == ("from-file", "europe-west4-a")
+
+    env["CLOUDSDK_CORE_PROJECT"] = "from-cloudsdk"
+    env["CLOUDSDK_COMPUTE_ZONE"] = "us-east1-d"
+    assert resolve_target(env=env).project == "from-cloudsdk"
+    assert resolve_target(env=env).zone == "us-east1-d"
+
+    env["TPUCTL_PROJECT"] = "from-tpuctl-env"
+    assert resolve_target(env=env).project == "from-tpuctl-env"
+
+    t = resolve_target("from-flag", "us-central2-b", env=env)
+    assert (t.project, t.zone, t.region) == ("from-flag", "us-central2-b", "us-central2")
+
+
+def test_endpoint_defaults_come_last(base_env: dict[str, str]) -> None:
+    t = resolve_target(
+        env=base_env, endpoint_defaults=lambda: {"project": "demo", "zone": "us-central1-a"}
+    )
+    assert (t.project, t.zone) == ("demo", "us-central1-a")
+    assert t.project_source == "the endpoint's defaults"
+    t = resolve_target(
+        "mine", env=base_env, endpoint_defaults=lambda: {"project": "demo"}, need_zone=False
+    )
+    assert (t.project, t.zone) == ("mine", "-")
+
+
+def test_missing_project_names_every_place(base_env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as e:
+        resolve_target(env=base_env)
+    msg = str(e.value)
+    assert "\n" not in msg
+    for place in (
+        "--project",
+        "$TPUCTL_PROJECT",
+        "$CLOUDSDK_CORE_PROJECT",
+        "tpuctl.toml",
+        "gcloud config core/project",
+    ):
+        assert place in msg
+    assert "gcloud config set project" in (e.value.hint or "")
+
+
+def test_missing_zone(base_env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match=r"no zone set; looked at --zone, \$TPUCTL_ZONE"):
+        resolve_target("p", env=base_env)
+
+
+def test_gcloud_active_config_and_override(tmp_path: Path, base_env: dict[str, str]) -> None:
+    root = tmp_path / "gcloud"
+    write_gcloud(root, "other", "p-other", None)
+    write_gcloud(root, "main", "p-main", "z-main")
+    assert gcloud_properties(base_env) == {"core/project": "p-main", "compute/zone": "z-main"}
+    env = {**base_env, "CLOUDSDK_ACTIVE_CONFIG_NAME": "other"}
+    assert gcloud_properties(env) == {"core/project": "p-other"}
+
+
+def test_malformed_config_file_is_a_config_error(base_env: dict[str, str]) -> None:
+    Path(base_env["TPUCTL_CONFIG"]).write_text("project = \n")
+    with pytest.raises(ConfigError, match="cannot read tpuctl's config file"):
+        resolve_target(env=base_env)

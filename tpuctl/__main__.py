@@ -1,0 +1,5 @@
+import sys
+
+from tpuctl.cli import main
+
+sys.exit(main())

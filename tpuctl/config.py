@@ -1,0 +1,167 @@
+"""Where project and zone come from, and tpuctl's own config file.
+
+Order (first hit wins): command flags; TPUCTL_PROJECT / TPUCTL_ZONE; gcloud's own
+environment overrides (CLOUDSDK_CORE_PROJECT / CLOUDSDK_COMPUTE_ZONE); tpuctl's
+config file ($TPUCTL_CONFIG or ~/.config/tpuctl/config.toml); the active gcloud
+configuration, read as a file; last, defaults offered by the endpoint in use
+(the local emulator offers a demo project and zone, the cloud offers none).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tpuctl.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or Path.home())
+
+
+def config_file_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("TPUCTL_CONFIG"):
+        return Path(env["TPUCTL_CONFIG"]).expanduser()
+    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else _home(env) / ".config"
+    return base / "tpuctl" / "config.toml"
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where tpuctl keeps local state that is not the cloud's (audit log, known hosts)."""
+    env = os.environ if env is None else env
+    if env.get("TPUCTL_STATE_DIR"):
+        return Path(env["TPUCTL_STATE_DIR"]).expanduser()
+    base = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else _home(env) / ".local/state"
+    return base / "tpuctl"
+
+
+def load_config_file(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """tpuctl's config file as a dict ({} when absent); a malformed file is a ConfigError."""
+    path = config_file_path(env)
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(
+            f"cannot read tpuctl's config file {path}: {e}", hint="fix or remove that file"
+        ) from e
+
+
+def _gcloud_dir(env: Mapping[str, str]) -> Path:
+    if env.get("CLOUDSDK_CONFIG"):
+        return Path(env["CLOUDSDK_CONFIG"]).expanduser()
+    return _home(env) / ".config" / "gcloud"
+
+
+def gcloud_properties(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`core/project` and `compute/zone` of the active gcloud configuration, without gcloud."""
+    env = os.environ if env is None else env
+    root = _gcloud_dir(env)
+    name = env.get("CLOUDSDK_ACTIVE_CONFIG_NAME")
+    if not name:
+        try:
+            name = (root / "active_config").read_text().strip() or "default"
+        except OSError:
+            name = "default"
+    parser = configparser.ConfigParser()
+    try:
+        parser.read(root / "configurations" / f"config_{name}")
+    except configparser.Error:
+        return {}
+    props: dict[str, str] = {}
+    for section, key in (("core", "project"), ("compute", "zone")):
+        if parser.has_option(section, key):
+            value = parser.get(section, key).strip()
+            if value:
+                props[f"{section}/{key}"] = value
+    return props
+
+
+@dataclass(frozen=True)
+class Target:
+    """The project and zone a command works on, and where each came from."""
+
+    project: str
+    zone: str
+    project_source: str = ""
+    zone_source: str = ""
+
+    @property
+    def region(self) -> str:
+        return self.zone.rsplit("-", 1)[0]
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.zone}"
+
+
+def _lookup(
+    key: str,
+    flag: str | None,
+    env: Mapping[str, str],
+    file_cfg: Mapping[str, Any],
+    gcloud: Mapping[str, str],
+    fallback: Callable[[], Mapping[str, str]],
+) -> tuple[str | None, str, list[str]]:
+    """One value through the chain; returns (value, source, places looked)."""
+    tpuctl_env = {"project": "TPUCTL_PROJECT", "zone": "TPUCTL_ZONE"}[key]
+    cloudsdk_env = {"project": "CLOUDSDK_CORE_PROJECT", "zone": "CLOUDSDK_COMPUTE_ZONE"}[key]
+    gcloud_key = {"project": "core/project", "zone": "compute/zone"}[key]
+    chain: list[tuple[str, Callable[[], Any]]] = [
+        (f"--{key}", lambda: flag),
+        (f"${tpuctl_env}", lambda: env.get(tpuctl_env)),
+        (f"${cloudsdk_env}", lambda: env.get(cloudsdk_env)),
+        (f"{config_file_path(env)} ({key} = ...)", lambda: file_cfg.get(key)),
+        (f"gcloud config {gcloud_key}", lambda: gcloud.get(gcloud_key)),
+        ("the endpoint's defaults", lambda: fallback().get(key)),
+    ]
+    looked: list[str] = []
+    for source, get in chain:
+        value = get()
+        if value:
+            return str(value), source, looked
+        looked.append(source)
+    return None, "", looked
+
+
+def resolve_target(
+    project: str | None = None,
+    zone: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    endpoint_defaults: Callable[[], Mapping[str, str]] = dict,
+    need_zone: bool = True,
+) -> Target:
+    """Project and zone through the whole chain; a one-line ConfigError names where it looked."""
+    env = os.environ if env is None else env
+    file_cfg = load_config_file(env)
+    gcloud = gcloud_properties(env)
+    p, p_src, p_looked = _lookup("project", project, env, file_cfg, gcloud, endpoint_defaults)
+    if not p:
+        raise ConfigError(
+            "no project set; looked at " + ", ".join(p_looked),
+            hint="pass --project P, or run `gcloud config set project P`",
+        )
+    z, z_src, z_looked = _lookup("zone", zone, env, file_cfg, gcloud, endpoint_defaults)
+    if not z:
+        if need_zone:
+            raise ConfigError(
+                "no zone set; looked at " + ", ".join(z_looked),
+                hint="pass --zone Z (e.g. us-central1-a), "
+                "or run `gcloud config set compute/zone Z`",
+            )
+        z, z_src = "-", "all zones"
+    return Target(project=p, zone=z, project_source=p_src, zone_source=z_src)

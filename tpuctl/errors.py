@@ -1,0 +1,75 @@
+"""tpuctl's one error hierarchy: every user-facing failure is a TpuctlError.
+
+Each error carries an exit code (see docs/exit-codes in DESIGN: 1 failed, 2 usage,
+3 configuration or credentials, 4 not found, 5 quota or capacity, 6 cloud API
+error, 130 interrupted) and an optional hint saying what to do next.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    CONFIG = 3
+    NOT_FOUND = 4
+    QUOTA = 5
+    CLOUD = 6
+    INTERRUPTED = 130
+
+
+class TpuctlError(Exception):
+    """Root of every error tpuctl reports to the user."""
+
+    exit_code: int = ExitCode.FAILED
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(TpuctlError):
+    """The user asked for something malformed (bad name, unknown flag value)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ConfigError(TpuctlError):
+    """Project, zone or credentials are missing or wrong."""
+
+    exit_code = ExitCode.CONFIG
+
+
+class NotFoundError(TpuctlError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class AlreadyExistsError(TpuctlError):
+    exit_code = ExitCode.FAILED
+
+
+class QuotaError(TpuctlError):
+    """Quota exceeded, or no capacity in the zone."""
+
+    exit_code = ExitCode.QUOTA
+
+
+class CloudError(TpuctlError):
+    """The cloud refused or failed a call in a way no retry fixes."""
+
+    exit_code = ExitCode.CLOUD
+
+
+class AccessDeniedError(CloudError):
+    """Permission denied (kept apart so the hint can name `gcloud auth`)."""
+
+
+class Interrupted(TpuctlError):
+    exit_code = ExitCode.INTERRUPTED
