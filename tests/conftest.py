@@ -1,0 +1,92 @@
+"""Shared fixtures: one emulator per session, reset, fast and isolated for every test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tpuctl.emulator.control import EmulatorControl
+from tpuctl.emulator.server import EmulatorServer
+
+ISOLATED_UNSET = (
+    "TPUCTL_PROJECT",
+    "TPUCTL_ZONE",
+    "TPUCTL_STATE_DIR",
+    "TPUCTL_EMULATOR_HOST",
+    "CLOUDSDK_CORE_PROJECT",
+    "CLOUDSDK_COMPUTE_ZONE",
+)
+
+
+class Emulator(EmulatorControl):
+    """The control object tests get: the control plane plus ready-made Google clients."""
+
+    def tpu_client(self) -> Any:
+        """google-cloud-tpu's TpuClient (REST) pointed at the emulator."""
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import tpu_v2
+
+        return tpu_v2.TpuClient(
+            transport="rest",
+            client_options={"api_endpoint": f"http://{self.address}"},
+            credentials=AnonymousCredentials(),
+        )
+
+    def discovery_client(self) -> Any:
+        """google-api-python-client's `tpu v2` service pointed at the emulator."""
+        from google.auth.credentials import AnonymousCredentials
+        from googleapiclient.discovery import build
+
+        return build(
+            "tpu",
+            "v2",
+            static_discovery=True,
+            client_options={"api_endpoint": f"http://{self.address}"},
+            credentials=AnonymousCredentials(),
+            cache_discovery=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def emulator_server() -> Iterator[EmulatorServer]:
+    server = EmulatorServer(host="127.0.0.1", port=0, state_dir=None).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME, config and state dirs, gcloud's config: all under a fresh tmp dir."""
+    root = tmp_path / "env"
+    for sub in ("home", "config", "state", "gcloud"):
+        (root / sub).mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(root / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(root / "state"))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(root / "gcloud"))
+    monkeypatch.setenv("TPUCTL_CONFIG", str(root / "config" / "tpuctl" / "config.toml"))
+    for name in ISOLATED_UNSET:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    return root
+
+
+@pytest.fixture
+def emulator(
+    emulator_server: EmulatorServer, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Emulator]:
+    """The session's emulator, reset, with instant transitions; fails a test leaking nodes."""
+    control = Emulator(emulator_server.address)
+    control.reset()
+    control.durations(create=0, stop=0, start=0, delete=0)
+    monkeypatch.setenv("TPUCTL_EMULATOR_HOST", emulator_server.address)
+    yield control
+    leaked = control.nodes()
+    control.reset()
+    if leaked:
+        names = ", ".join(f"{n['name']} ({n['state']})" for n in leaked)
+        pytest.fail(f"test leaked emulated nodes: {names}")

@@ -1,0 +1,131 @@
+"""`tpuctl emulator start|stop|status` as a user runs them: real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tpuctl.emulator.control import EmulatorControl
+
+
+def tpuctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tpuctl", "emulator", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"  # a zombie waits for init, nothing runs
+
+
+def test_detached_start_status_stop(isolated_env: Path, tmp_path: Path) -> None:
+    port = free_port()
+    state = tmp_path / "emu"
+    started = tpuctl("start", "--detach", "--port", str(port), "--state-dir", str(state))
+    record = state / "emulator.json"
+    pid = json.loads(record.read_text())["pid"] if record.exists() else None
+    try:
+        assert started.returncode == 0, started.stderr
+        assert started.stdout == f"export TPUCTL_EMULATOR_HOST=127.0.0.1:{port}\n"
+        assert pid is not None and not gone(pid)
+        assert EmulatorControl(f"127.0.0.1:{port}").status()["ok"] is True
+
+        status = tpuctl("status", "--state-dir", str(state))
+        assert status.returncode == 0, status.stderr
+        assert f"running at 127.0.0.1:{port} (pid {pid}): 0 nodes" in status.stdout
+        report = json.loads(tpuctl("status", "--state-dir", str(state), "--json").stdout)
+        assert report == {
+            "running": True,
+            "address": f"127.0.0.1:{port}",
+            "pid": pid,
+            "nodes": 0,
+            "state_dir": str(state),
+        }
+
+        again = tpuctl("start", "--detach", "--port", str(port), "--state-dir", str(state))
+        assert (again.returncode, again.stdout) == (0, started.stdout)
+        assert json.loads(record.read_text())["pid"] == pid  # no second emulator
+
+        clash = tpuctl("start", "--detach", "--port", str(port), "--state-dir", str(tmp_path / "b"))
+        assert clash.returncode == 2
+        assert clash.stdout == ""
+        assert f"error: port {port} on 127.0.0.1 is in use" in clash.stderr
+        assert "hint: pick another with --port" in clash.stderr
+
+        stopped = tpuctl("stop", "--state-dir", str(state))
+        assert stopped.returncode == 0, stopped.stderr
+        assert gone(pid)
+        assert not record.exists()
+        assert (state / "state.json").exists() and (state / "emulator.log").exists()
+    finally:
+        if pid is not None and not gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+    after = tpuctl("status", "--state-dir", str(state))
+    assert after.returncode == 1
+    assert "not running" in after.stdout
+    twice = tpuctl("stop", "--state-dir", str(state))
+    assert twice.returncode == 0
+    assert "not running" in twice.stdout
+
+
+def test_default_state_dir_follows_xdg_state_home(isolated_env: Path) -> None:
+    status = tpuctl("status", "--json")
+    assert status.returncode == 1
+    report = json.loads(status.stdout)
+    assert report["running"] is False
+    assert report["state_dir"] == str(isolated_env / "state" / "tpuctl" / "emulator")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_foreground_start_serves_until_interrupted(
+    isolated_env: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    port = free_port()
+    state = tmp_path / "fg"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpuctl", "emulator", "start", "--port", str(port),
+         "--state-dir", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == f"export TPUCTL_EMULATOR_HOST=127.0.0.1:{port}\n"
+        assert EmulatorControl(f"127.0.0.1:{port}").status()["nodes"] == 0
+        assert json.loads((state / "emulator.json").read_text())["pid"] == proc.pid
+        status = tpuctl("status", "--state-dir", str(state))
+        assert status.returncode == 0 and f"(pid {proc.pid})" in status.stdout
+        time.sleep(0.1)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=10) == 0
+        assert not (state / "emulator.json").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

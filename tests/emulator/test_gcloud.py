@@ -1,0 +1,73 @@
+"""gcloud itself, with a scratch configuration, against the emulator.
+
+gcloud needs the override to end with a slash and no version (`http://HOST:PORT/`);
+it appends `v2/projects/...` itself (an override ending in `/v2/` gives `/v2/v2/...`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+GCLOUD = shutil.which("gcloud") or "/usr/bin/gcloud"
+
+
+def gcloud(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.update(
+        CLOUDSDK_CORE_DISABLE_PROMPTS="1",
+        CLOUDSDK_CORE_DISABLE_USAGE_REPORTING="true",
+        CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK="true",
+    )
+    return subprocess.run(
+        [GCLOUD, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_gcloud_create_list_describe_delete(emulator) -> None:
+    # CLOUDSDK_CONFIG already points at a scratch dir (see the isolated_env fixture)
+    for key, value in (
+        ("api_endpoint_overrides/tpu", f"http://{emulator.address}/"),
+        ("auth/disable_credentials", "true"),
+        ("project", "p"),
+    ):
+        assert gcloud("config", "set", key, value).returncode == 0
+
+    made = gcloud(
+        "compute", "tpus", "tpu-vm", "create", "g1", "--zone", "us-central1-a",
+        "--accelerator-type", "v3-8", "--version", "tpu-vm-base", "--labels", "team=ml",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    (node,) = emulator.nodes()
+    assert node["labels"] == {"team": "ml"}
+    assert node["networkConfig"]["enableExternalIps"] is True  # gcloud's default
+
+    listed = gcloud("compute", "tpus", "tpu-vm", "list", "--zone", "us-central1-a")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split()[:3] == ["NAME", "ZONE", "ACCELERATOR_TYPE"]
+    assert row.split()[:3] == ["g1", "us-central1-a", "v3-8"]
+    assert row.split()[-1] == "READY"
+
+    described = gcloud(
+        "compute", "tpus", "tpu-vm", "describe", "g1", "--zone", "us-central1-a",
+        "--format", "json",
+    )  # fmt: skip
+    assert described.returncode == 0, described.stderr
+    data = json.loads(described.stdout)
+    assert data["name"] == "projects/p/locations/us-central1-a/nodes/g1"
+    assert data["networkEndpoints"][0]["ipAddress"].startswith("127.")
+
+    missing = gcloud("compute", "tpus", "tpu-vm", "describe", "nope", "--zone", "us-central1-a")
+    assert missing.returncode != 0
+    assert "NOT_FOUND: Resource 'projects/p/locations/us-central1-a/nodes/nope' was not found" in (
+        missing.stderr
+    )
+
+    gone = gcloud("compute", "tpus", "tpu-vm", "delete", "g1", "--zone", "us-central1-a", "--quiet")
+    assert gone.returncode == 0, gone.stderr
+    assert emulator.nodes() == []
+    counts = emulator.requests()
+    assert counts["POST create"] == 1 and counts["DELETE delete"] == 1

@@ -1,0 +1,215 @@
+"""What Cloud TPU offers: accelerator types, zones, runtime versions and list prices.
+
+Pure data and small functions, no heavy imports: the CLI reads it for defaults and
+costs, and the emulator for the rules it enforces. Facts are from gcloud's TPU
+messages, the Cloud TPU docs and public catalogs (see shared/reference/tpu-facts.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# generation -> (name prefix, acceleratorConfig.type, sizes offered)
+_GENERATIONS: dict[str, tuple[str, str, tuple[int, ...]]] = {
+    "v2": ("v2-", "V2", (8, 32, 128, 256, 512)),
+    "v3": ("v3-", "V3", (8, 32, 64, 128, 256, 512, 1024, 2048)),
+    "v4": ("v4-", "V4", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)),
+    "v5e": ("v5litepod-", "V5LITE_POD", (1, 4, 8, 16, 32, 64, 128, 256)),
+    "v5p": ("v5p-", "V5P", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288)),
+    "v6e": ("v6e-", "V6E", (1, 4, 8, 16, 32, 64, 128, 256)),
+}
+GENERATIONS: tuple[str, ...] = tuple(_GENERATIONS)
+
+# Chips -> topology. v2/v3 and v5e/v6e slices are 2D tori, v4/v5p slices 3D.
+_TOPOLOGY_2D = {
+    1: "1x1",
+    4: "2x2",
+    8: "2x4",
+    16: "4x4",
+    32: "4x8",
+    64: "8x8",
+    128: "8x16",
+    256: "16x16",
+    512: "16x32",
+    1024: "32x32",
+}
+_TOPOLOGY_3D = {
+    4: "2x2x1",
+    8: "2x2x2",
+    16: "2x2x4",
+    32: "2x4x4",
+    64: "4x4x4",
+    128: "4x4x8",
+    256: "4x8x8",
+    512: "8x8x8",
+    1024: "8x8x16",
+    2048: "8x16x16",
+    4096: "16x16x16",
+    6144: "16x16x24",
+}
+
+
+@dataclass(frozen=True)
+class AcceleratorType:
+    """One accelerator type, e.g. `v4-32`: a slice of `chips` chips on `workers` VMs."""
+
+    name: str
+    generation: str
+    size: int
+    chips: int
+    cores: int
+    workers: int
+    config_type: str
+    topology: str
+
+    @property
+    def multi_host(self) -> bool:
+        return self.workers > 1
+
+
+def _make(generation: str, size: int) -> AcceleratorType:
+    prefix, config_type, _ = _GENERATIONS[generation]
+    if generation in ("v5e", "v6e"):
+        # The suffix counts chips, one TensorCore each; up to 8 chips sit on one VM,
+        # multi-host slices have 4 chips per VM.
+        chips, cores = size, size
+        workers = 1 if size <= 8 else size // 4
+        topology = _TOPOLOGY_2D[chips]
+    else:
+        # The suffix counts TensorCores, two per chip, four chips per VM.
+        chips, cores = size // 2, size
+        workers = max(1, size // 8)
+        table = _TOPOLOGY_3D if generation in ("v4", "v5p") else _TOPOLOGY_2D
+        topology = table[chips]
+    return AcceleratorType(
+        name=f"{prefix}{size}",
+        generation=generation,
+        size=size,
+        chips=chips,
+        cores=cores,
+        workers=workers,
+        config_type=config_type,
+        topology=topology,
+    )
+
+
+ACCELERATOR_TYPES: dict[str, AcceleratorType] = {
+    acc.name: acc
+    for acc in (_make(gen, size) for gen, (_, _, sizes) in _GENERATIONS.items() for size in sizes)
+}
+DEFAULT_ACCELERATOR = "v2-8"
+
+
+def parse_accelerator(name: str) -> AcceleratorType | None:
+    """The accelerator type called `name` (e.g. `v5litepod-16`), or None if there is none."""
+    return ACCELERATOR_TYPES.get(name)
+
+
+def accelerator_for_config(config_type: str, topology: str) -> AcceleratorType | None:
+    """The accelerator type matching an `acceleratorConfig {type, topology}`, if any."""
+    for acc in ACCELERATOR_TYPES.values():
+        if acc.config_type == config_type and acc.topology == topology:
+            return acc
+    return None
+
+
+# zone -> generations offered there (a representative subset of the real map)
+ZONES: dict[str, list[str]] = {
+    "us-central1-a": ["v3", "v5e", "v5p"],
+    "us-central1-b": ["v2", "v3", "v6e"],
+    "us-central1-c": ["v2"],
+    "us-central1-f": ["v2", "v3"],
+    "us-central2-b": ["v4"],
+    "europe-west4-a": ["v2", "v3", "v6e"],
+    "europe-west4-b": ["v5e", "v5p"],
+    "us-east1-d": ["v6e"],
+    "us-east5-a": ["v5e", "v5p", "v6e"],
+    "us-east5-b": ["v5e", "v6e"],
+    "us-east5-c": ["v5e"],
+    "us-south1-a": ["v5e"],
+    "us-west1-c": ["v5e"],
+    "us-west4-a": ["v5e"],
+    "asia-east1-c": ["v2"],
+    "asia-northeast1-b": ["v6e"],
+}
+DEFAULT_ZONE = "us-central1-a"
+
+
+def region_of(zone: str) -> str:
+    """`us-central1-a` -> `us-central1`."""
+    return zone.rsplit("-", 1)[0]
+
+
+def accelerator_types(zone: str) -> list[AcceleratorType]:
+    """Every accelerator type offered in `zone` (empty for an unknown zone)."""
+    gens = ZONES.get(zone, [])
+    return [acc for acc in ACCELERATOR_TYPES.values() if acc.generation in gens]
+
+
+def zones_offering(generation: str) -> list[str]:
+    """The zones where a generation is offered."""
+    return [zone for zone, gens in ZONES.items() if generation in gens]
+
+
+RUNTIME_VERSIONS: list[str] = [
+    "tpu-ubuntu2204-base",
+    "tpu-vm-base",
+    "tpu-vm-pt-2.0",
+    "tpu-vm-tf-2.10.0",
+    "tpu-vm-tf-2.10.0-pod",
+    "tpu-vm-tf-2.10.0-v4",
+    "tpu-vm-tf-2.10.0-pod-v4",
+    "tpu-vm-tf-2.14.0",
+    "tpu-vm-tf-2.14.0-pod",
+    "tpu-vm-tf-2.15.0-pjrt",
+    "tpu-vm-tf-2.15.0-pod-pjrt",
+    "tpu-vm-tf-2.15.0-se",
+    "tpu-vm-tf-2.15.0-pod-se",
+    "tpu-vm-tf-2.16.0-pjrt",
+    "tpu-vm-tf-2.16.0-pod-pjrt",
+    "tpu-vm-tf-2.16.0-se",
+    "tpu-vm-tf-2.16.0-pod-se",
+    "tpu-vm-tf-2.17.0-pjrt",
+    "tpu-vm-tf-2.17.0-pod-pjrt",
+    "tpu-vm-tf-2.18.0-pjrt",
+    "tpu-vm-tf-2.18.0-pod-pjrt",
+    "v2-alpha",
+    "v2-alpha-pod",
+    "v2-alpha-tpuv4",
+    "v2-alpha-tpuv4-pod",
+    "v2-alpha-tpuv5-lite",
+    "v2-alpha-tpuv5",
+    "v2-alpha-tpuv6e",
+]
+
+_DEFAULT_RUNTIME = {
+    "v2": "tpu-ubuntu2204-base",
+    "v3": "tpu-ubuntu2204-base",
+    "v4": "tpu-ubuntu2204-base",
+    "v5e": "v2-alpha-tpuv5-lite",
+    "v5p": "v2-alpha-tpuv5",
+    "v6e": "v2-alpha-tpuv6e",
+}
+
+
+def default_runtime(generation: str) -> str:
+    """The base image to use for a generation when the user names none."""
+    return _DEFAULT_RUNTIME.get(generation, "tpu-ubuntu2204-base")
+
+
+# USD per chip-hour in the generation's home region: (on-demand, spot/preemptible).
+# From a billing-SKU-derived public catalog; other regions differ a little.
+PRICES: dict[str, tuple[float, float]] = {
+    "v2": (1.125, 0.3375),
+    "v3": (2.00, 0.51),
+    "v4": (3.22, 0.9215),
+    "v5e": (1.20, 0.213),
+    "v5p": (4.20, 1.68),
+    "v6e": (2.70, 0.648),
+}
+
+
+def hourly_price(acc: AcceleratorType, spot: bool = False) -> float:
+    """List price in USD per hour for the whole slice (an estimate: regions vary)."""
+    on_demand, cheap = PRICES[acc.generation]
+    return round(acc.chips * (cheap if spot else on_demand), 4)

@@ -1,0 +1,51 @@
+"""`python -m tpuctl.emulator --host H --port P --state-dir D`: serve until SIGTERM/SIGINT.
+
+Prints `export TPUCTL_EMULATOR_HOST=H:P` on stdout once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from tpuctl.emulator.server import EmulatorServer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tpuctl.emulator", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8470)
+    parser.add_argument("--state-dir", default=None, help="keep state here (default: memory)")
+    parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    args = parser.parse_args(argv)
+
+    try:
+        server = EmulatorServer(args.host, args.port, args.state_dir, verbose=args.verbose)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        print(
+            f"error: cannot load the emulator state in {args.state_dir}: {exc!r}; "
+            "move its state.json away to start afresh",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"export TPUCTL_EMULATOR_HOST={server.address}", flush=True)
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

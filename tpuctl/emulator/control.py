@@ -1,0 +1,79 @@
+"""A small stdlib client of the emulator's control plane (`/_emulator/v1/...`)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+CONTROL_PREFIX = "/_emulator/v1/"
+
+
+class ControlError(RuntimeError):
+    """The control plane answered with an error."""
+
+
+class EmulatorControl:
+    """Talks to the emulator at `address` (`host:port`)."""
+
+    def __init__(self, address: str, timeout: float = 5.0) -> None:
+        self.address = address
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One control call; raises OSError when nothing listens, ControlError on an error."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"http://{self.address}{CONTROL_PREFIX}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.load(exc)["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = str(exc)
+            raise ControlError(f"{method} {path}: {message}") from None
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.call("GET", "status"))
+
+    def config(self, **changes: Any) -> dict[str, Any]:
+        """The config; with keyword arguments (durations=..., defaults=...) change it first."""
+        if changes:
+            return dict(self.call("POST", "config", changes))
+        return dict(self.call("GET", "config"))
+
+    def durations(self, **seconds: float | None) -> dict[str, Any]:
+        """Set some transition durations (create, stop, start, delete; None: hold)."""
+        return self.config(durations=seconds)
+
+    def faults(self, **faults: Any) -> dict[str, Any]:
+        """Inject faults (rate, codes, delay, after_rate, seed); no arguments turns them off."""
+        return dict(self.call("POST", "faults", faults))
+
+    def advance(self, node: str | None = None) -> list[str]:
+        """Complete pending transitions now (of one node by full name, or all)."""
+        body = {"node": node} if node else {}
+        return list(self.call("POST", "advance", body)["completed"])
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "nodes"))
+
+    def requests(self) -> dict[str, int]:
+        return dict(self.call("GET", "requests"))
+
+    def reset(self) -> None:
+        self.call("POST", "reset", {})
+
+    def set_guest_attributes(self, node: str, worker: int, items: list[dict[str, str]]) -> None:
+        """Publish `{namespace, key, value}` guest attributes on one worker of a node."""
+        self.call("POST", "guest-attributes", {"node": node, "worker": worker, "items": items})
+
+    def preempt(self, node: str) -> dict[str, Any]:
+        return dict(self.call("POST", "preempt", {"node": node}))
