@@ -1,0 +1,111 @@
+"""`make bench`: wall time of tpuctl's start-up and of `tpuctl list` against the emulator.
+
+Median (and min/max) of repeated runs of each command as a fresh process, beside
+`python -c pass`, printed as a Markdown table for docs/performance.md.
+Talks only to an emulator it starts on 127.0.0.1 and stops at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tpuctl.emulator.server import EmulatorServer  # noqa: E402
+
+RUNS = int(os.environ.get("BENCH_RUNS", "15"))
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> list[float]:
+    subprocess.run(cmd, env=env, capture_output=True, check=True)  # warm the page cache
+    times = []
+    for _ in range(RUNS):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def post(addr: str, path: str, body: dict) -> None:
+    req = urllib.request.Request(
+        f"http://{addr}/_emulator/v1/{path}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def main() -> None:
+    server = EmulatorServer(host="127.0.0.1", port=0, state_dir=None)
+    server.start()
+    try:
+        env = {**os.environ, "TPUCTL_EMULATOR_HOST": server.address, "NO_COLOR": "1"}
+        post(server.address, "config", {"durations": {"create": 0}})
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import tpu_v2
+
+        client = tpu_v2.TpuClient(
+            transport="rest",
+            credentials=AnonymousCredentials(),
+            client_options={"api_endpoint": f"http://{server.address}"},
+        )
+        parent = "projects/bench/locations/us-central1-a"
+        for i in range(20):
+            client.create_node(
+                parent=parent,
+                node_id=f"bench-{i}",
+                node=tpu_v2.Node(accelerator_type="v3-8", runtime_version="tpu-ubuntu2204-base"),
+            ).result()
+        py = sys.executable
+        cases = [
+            ("python -c pass", [py, "-c", "pass"]),
+            ("tpuctl --help", [py, "-m", "tpuctl", "--help"]),
+            ("tpuctl --version", [py, "-m", "tpuctl", "--version"]),
+            (
+                "tpuctl list (20 nodes, emulator)",
+                [py, "-m", "tpuctl", "list", "-p", "bench", "-z", "us-central1-a"],
+            ),
+            (
+                "tpuctl list --json --all-zones",
+                [py, "-m", "tpuctl", "list", "-p", "bench", "--all-zones", "--json"],
+            ),
+        ]
+        print(
+            f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}; {RUNS} runs each\n"
+        )
+        print("| command | median | min | max |")
+        print("|---|---|---|---|")
+        for label, cmd in cases:
+            t = timed(cmd, env)
+            print(
+                f"| `{label}` | {statistics.median(t) * 1000:.0f} ms | "
+                f"{min(t) * 1000:.0f} ms | {max(t) * 1000:.0f} ms |"
+            )
+        # One API round trip, in-process, to show the server's own latency.
+        t = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            client.get_node(name=f"{parent}/nodes/bench-0")
+            t.append(time.perf_counter() - t0)
+        print(
+            f"| emulator round trip (get_node, in-process client, 200 calls) | "
+            f"{statistics.median(t) * 1000:.2f} ms | {min(t) * 1000:.2f} ms | "
+            f"{max(t) * 1000:.2f} ms |"
+        )
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

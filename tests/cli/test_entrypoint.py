@@ -1,0 +1,52 @@
+"""The entry points, the error boundary, and fast start-up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.cli.conftest import one_line_error
+
+
+def test_python_m_tpuctl_version() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "tpuctl", "--version"], capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 0
+    assert r.stdout.startswith("tpuctl ")
+
+
+def test_help_does_not_import_google_clients() -> None:
+    code = (
+        "import sys\n"
+        "from tpuctl.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('google', 'grpc', 'asyncssh')))\n"
+        "print('HEAVY=' + ','.join(heavy))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Usage" in r.stdout or "create" in r.stdout
+    assert r.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_every_command_has_help_with_an_example(cli) -> None:
+    for cmd in ("create", "list", "describe", "stop", "start", "delete"):
+        r = cli(cmd, "--help")
+        assert r.code == 0, (cmd, r.err)
+        assert "Example: tpuctl" in r.out, cmd
+
+
+def test_unknown_command_is_a_usage_error(cli) -> None:
+    r = cli("frobnicate")
+    assert r.code == 2
+    assert "No such command 'frobnicate'" in one_line_error(r)
+
+
+def test_debug_shows_the_traceback(cli) -> None:
+    r = cli("describe", "Bad_Name", "--debug")
+    assert r.code == 2
+    assert "Traceback" in r.err
+    assert "error: invalid node name" in r.err

@@ -1,0 +1,130 @@
+"""The root of tpuctl's command line; `main()` is the one error boundary."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+try:  # typer >= 0.29 vendors click; older releases depend on it
+    from typer._click import exceptions as click_exc
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exc  # type: ignore[no-redef]
+
+from tpuctl import __version__
+from tpuctl.cli import create as create_mod
+from tpuctl.cli import delete as delete_mod
+from tpuctl.cli import describe as describe_mod
+from tpuctl.cli import emulator_cmd, list_cmd, power
+from tpuctl.cli.options import AppEnv, env, set_env
+from tpuctl.errors import ExitCode, TpuctlError
+
+app = typer.Typer(
+    name="tpuctl",
+    help="Manage the whole life of Google Cloud TPU VMs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"tpuctl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Tracebacks and an HTTP trace on stderr.")
+    ] = False,
+) -> None:
+    """tpuctl: create, run on, watch and tear down Cloud TPU VMs.
+
+    Try it with no Google account: `tpuctl emulator start --detach`, then paste the line it prints.
+    """
+
+
+app.command("create")(create_mod.create)
+app.command("list")(list_cmd.list_nodes)
+app.command("describe")(describe_mod.describe)
+app.command("stop")(power.stop)
+app.command("start")(power.start)
+app.command("delete")(delete_mod.delete)
+app.add_typer(emulator_cmd.app, name="emulator", help="Run a local emulator of the cloud side.")
+
+
+def _set_debug(debug: bool) -> None:
+    """Logging and an HTTP trace on stderr (http.client prints its trace; keep stdout clean)."""
+    import http.client
+
+    if debug and not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger().setLevel(logging.DEBUG if debug else logging.WARNING)
+    http.client.HTTPConnection.debuglevel = 1 if debug else 0
+    http.client.print = lambda *a, **k: print(*a, file=sys.stderr)  # type: ignore[attr-defined]
+
+
+def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """`--debug` is accepted anywhere before `--`, so it can be added to any command line."""
+    if "--" in argv:
+        cut = argv.index("--")
+        head, tail = argv[:cut], argv[cut:]
+    else:
+        head, tail = argv, []
+    debug = "--debug" in head or os.environ.get("TPUCTL_DEBUG", "") not in ("", "0")
+    return [a for a in head if a != "--debug"] + tail, debug
+
+
+def _fail(message: str, hint: str | None = None) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")
+
+
+def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
+    """Run tpuctl; return the exit code. Errors become one line, tracebacks only with --debug."""
+    args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
+    set_env(app_env or AppEnv())
+    env().debug = debug
+    _set_debug(debug)
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="tpuctl", standalone_mode=False)
+        return int(result) if isinstance(result, int) else 0
+    except TpuctlError as e:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        _fail(e.message, e.hint)
+        return int(e.exit_code)
+    except click_exc.UsageError as e:
+        where = (
+            f"tpuctl {e.ctx.command_path.split(' ', 1)[1]}"
+            if e.ctx and " " in e.ctx.command_path
+            else "tpuctl"
+        )
+        _fail(e.format_message(), f"see `{where} --help`")
+        return int(ExitCode.USAGE)
+    except typer.Exit as e:
+        return int(e.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("interrupted\n")
+        return int(ExitCode.INTERRUPTED)
+    except click_exc.ClickException as e:
+        _fail(e.format_message())
+        return int(e.exit_code)
+    except Exception as e:  # noqa: BLE001 - the one boundary that catches everything
+        if debug:
+            raise
+        _fail(f"unexpected {type(e).__name__}: {e}", "run again with --debug for the traceback")
+        return int(ExitCode.FAILED)

@@ -1,0 +1,120 @@
+"""tpuctl create NAME --accelerator v3-8"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tpuctl.cli import render
+from tpuctl.cli.options import Json, NoWait, Project, Zone, env
+from tpuctl.errors import Interrupted, TpuctlError
+
+
+def create(
+    name: Annotated[str, typer.Argument(help="Node name: lowercase letters, digits, hyphens.")],
+    accelerator: Annotated[
+        str,
+        typer.Option(
+            "--accelerator", "-a", "--accelerator-type", help="e.g. v3-8, v4-32, v5litepod-8."
+        ),
+    ] = "v2-8",
+    version: Annotated[
+        str | None,
+        typer.Option("--version", help="Runtime version (default: the generation's base image)."),
+    ] = None,
+    zone: Zone = None,
+    project: Project = None,
+    spot: Annotated[
+        bool, typer.Option("--spot", help="Spot capacity: cheaper, can be preempted.")
+    ] = False,
+    preemptible: Annotated[
+        bool, typer.Option("--preemptible", help="Legacy preemptible capacity (24 h max).")
+    ] = False,
+    reserved: Annotated[
+        bool, typer.Option("--reserved", help="Use the project's reservation.")
+    ] = False,
+    labels: Annotated[list[str], typer.Option("--labels", help="k=v[,k=v...]; repeatable.")] = [],  # noqa: B006
+    metadata: Annotated[
+        list[str], typer.Option("--metadata", help="k=v[,k=v...]; repeatable.")
+    ] = [],  # noqa: B006
+    description: Annotated[str, typer.Option("--description")] = "",
+    network: Annotated[str | None, typer.Option("--network")] = None,
+    subnetwork: Annotated[str | None, typer.Option("--subnetwork")] = None,
+    service_account: Annotated[str | None, typer.Option("--service-account")] = None,
+    internal_ip_only: Annotated[
+        bool, typer.Option("--internal-ip-only", help="No external IPs on the workers.")
+    ] = False,
+    no_wait: NoWait = False,
+    json_out: Json = False,
+) -> None:
+    """Create a TPU VM and wait until it is READY.
+
+    Example: tpuctl create my-tpu --accelerator v3-8 --zone us-central1-a --spot
+    """
+    from tpuctl.services import nodes
+
+    app = env()
+    target = app.target(project, zone)
+    api = app.tpu()
+    spec = nodes.CreateSpec(
+        name=name,
+        accelerator=accelerator,
+        version=version,
+        spot=spot,
+        preemptible=preemptible,
+        reserved=reserved,
+        labels=nodes.parse_pairs(labels, "label"),
+        metadata=nodes.parse_pairs(metadata, "metadata entry"),
+        network=network,
+        subnetwork=subnetwork,
+        service_account=service_account,
+        internal_ip_only=internal_ip_only,
+        description=description,
+    )
+    operation = nodes.create_node(api, target, spec)
+    full_name = f"{target.parent}/nodes/{name}"
+    if no_wait:
+        if json_out:
+            render.print_json({"name": name, "zone": target.zone, "operation": operation})
+        else:
+            render.info(
+                f"creating {name} ({accelerator}) in {target.zone}; "
+                f"watch it with `tpuctl describe {name} --zone {target.zone}`"
+            )
+        return
+    try:
+        with render.progress(f"creating {name} ({accelerator}) in {target.zone}:") as update:
+            node = nodes.wait_for_state(
+                api,
+                full_name,
+                {"READY"},
+                operation=operation,
+                fail_states=nodes.FAILED_CREATE_STATES,
+                progress=update,
+            )
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"stopped waiting; node {name} exists in {target.zone} and may be billing",
+            hint=f"delete it with `tpuctl delete {name} --zone {target.zone} --yes`",
+        ) from None
+    except TpuctlError as e:
+        # A node that exists but never became ready may still bill: name it.
+        if not e.hint:
+            e.hint = (
+                f"if {name} still exists, delete it with "
+                f"`tpuctl delete {name} --zone {target.zone} --yes`"
+            )
+        raise
+    if json_out:
+        render.print_json(node.to_json())
+        return
+    console = render.out()
+    console.print(
+        f"{node.name}  {node.zone}  {node.accelerator_type}  {node.state}", highlight=False
+    )
+    for w in node.workers:
+        console.print(
+            f"  worker {w.index}: {w.external_ip or '-'} (internal {w.internal_ip})",
+            highlight=False,
+        )

@@ -1,0 +1,32 @@
+"""tpuctl describe NAME"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tpuctl.cli import render
+from tpuctl.cli.options import Json, Project, Zone, env
+
+
+def describe(
+    name: Annotated[str, typer.Argument(help="Node name.")],
+    zone: Zone = None,
+    project: Project = None,
+    json_out: Json = False,
+) -> None:
+    """Show one TPU VM: state, accelerator, workers and their addresses, labels.
+
+    Example: tpuctl describe my-tpu --json
+    """
+    from tpuctl.services.nodes import validate_name
+
+    validate_name(name)
+    app = env()
+    target = app.target(project, zone)
+    node = app.tpu().get_node(f"{target.parent}/nodes/{name}")
+    if json_out:
+        render.print_json({**node.to_json(), "raw": node.raw})
+        return
+    render.out().print(render.describe_node(node))

@@ -1,0 +1,65 @@
+"""Options shared by commands, and the per-invocation environment they work in."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.clients import ClientFactory
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.config import Target
+
+Project = Annotated[
+    str | None,
+    typer.Option(
+        "--project", "-p", help="Google Cloud project (default: see docs/configuration.md)."
+    ),
+]
+Zone = Annotated[str | None, typer.Option("--zone", "-z", help="Zone, e.g. us-central1-a.")]
+Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+NoWait = Annotated[
+    bool, typer.Option("--no-wait", help="Return once the cloud accepted the request.")
+]
+
+
+@dataclass
+class AppEnv:
+    """What one invocation works with; tests build their own instead of patching."""
+
+    debug: bool = False
+    stdin_isatty: bool = field(default_factory=lambda: sys.stdin.isatty())
+    _factory: ClientFactory | None = None
+
+    @property
+    def factory(self) -> ClientFactory:
+        if self._factory is None:
+            from tpuctl.cloud.clients import ClientFactory
+
+            self._factory = ClientFactory()
+        return self._factory
+
+    def target(self, project: str | None, zone: str | None, need_zone: bool = True) -> Target:
+        from tpuctl.config import resolve_target
+
+        return resolve_target(
+            project, zone, endpoint_defaults=self.factory.defaults, need_zone=need_zone
+        )
+
+    def tpu(self) -> TpuApi:
+        return self.factory.tpu()
+
+
+_env = AppEnv()
+
+
+def env() -> AppEnv:
+    return _env
+
+
+def set_env(new: AppEnv) -> None:
+    global _env
+    _env = new

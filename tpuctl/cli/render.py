@@ -1,0 +1,129 @@
+"""Output: data on stdout (tables or JSON), progress and messages on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tpuctl.models import Node
+
+
+def out() -> Console:
+    return Console(file=sys.stdout, soft_wrap=True)
+
+
+def err() -> Console:
+    return Console(file=sys.stderr, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def info(message: str) -> None:
+    err().print(escape(message), highlight=False)
+
+
+def human_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"
+
+
+@contextmanager
+def progress(label: str) -> Iterator[Callable[[str, float], None]]:
+    """A spinner on stderr showing `label`, the cloud state and time waited.
+
+    On a terminal it animates; otherwise it prints one line per state change,
+    so CI logs show progress without control characters.
+    """
+    console = err()
+    if console.is_terminal:
+        with console.status(escape(label)) as status:
+
+            def update(state: str, elapsed: float) -> None:
+                status.update(f"{escape(label)} [bold]{escape(state)}[/] ({human_age(elapsed)})")
+
+            yield update
+        return
+
+    last: dict[str, str] = {}
+    started = time.monotonic()
+
+    def plain(state: str, elapsed: float) -> None:
+        if last.get("state") != state:
+            last["state"] = state
+            console.print(
+                f"{escape(label)} {escape(state)} ({human_age(elapsed)})", highlight=False
+            )
+
+    yield plain
+    del started
+
+
+def node_table(nodes: list[Node]) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "WORKERS", "AGE", "OWNER"):
+        table.add_column(col, no_wrap=True)
+    for n in nodes:
+        table.add_row(
+            escape(n.name),
+            n.zone,
+            n.accelerator_type,
+            n.state,
+            n.health or "-",
+            str(len(n.workers)),
+            human_age(n.age_seconds()),
+            escape(n.owner) if n.owner else ("-" if n.managed else "(unmanaged)"),
+        )
+    return table
+
+
+def describe_node(node: Node) -> Table:
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    rows = [
+        ("name", node.name),
+        ("project", node.project),
+        ("zone", node.zone),
+        ("accelerator", node.accelerator_type),
+        ("runtime", node.runtime_version),
+        ("state", node.state + (f" ({node.health})" if node.health else "")),
+        ("scheduling", node.scheduling + (" reserved" if node.reserved else "")),
+        ("created", node.create_time.isoformat() if node.create_time else "-"),
+        ("age", human_age(node.age_seconds())),
+        ("managed", "yes (tpuctl)" if node.managed else "no"),
+    ]
+    if node.description:
+        rows.append(("description", node.description))
+    if node.health_description:
+        rows.append(("health detail", node.health_description))
+    for key, value in sorted(node.labels.items()):
+        rows.append((f"label {key}", value))
+    for w in node.workers:
+        rows.append(
+            (
+                f"worker {w.index}",
+                w.internal_ip + (f"  external {w.external_ip}" if w.external_ip else ""),
+            )
+        )
+    for key, value in rows:
+        table.add_row(key, escape(str(value)))
+    return table

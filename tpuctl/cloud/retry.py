@@ -1,0 +1,70 @@
+"""One retry policy for every cloud call: transient faults only, bounded, jittered."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+log = logging.getLogger("tpuctl.retry")
+
+MAX_ATTEMPTS = 8
+MAX_SECONDS = 90.0
+
+
+def is_rate_limit(exc: BaseException) -> bool:
+    """A 429 that asks us to slow down, as opposed to a resource quota that is used up."""
+    reason = getattr(exc, "reason", None)
+    if reason in ("RATE_LIMIT_EXCEEDED", "rateLimitExceeded", "userRateLimitExceeded"):
+        return True
+    text = str(getattr(exc, "message", "") or exc).lower()
+    return "per minute" in text or "rate limit" in text
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: the same call may well succeed in a moment."""
+    from google.api_core import exceptions as gx
+    from google.auth import exceptions as auth_x
+    from requests import exceptions as rx
+
+    if isinstance(
+        exc,
+        (
+            gx.InternalServerError,
+            gx.BadGateway,
+            gx.ServiceUnavailable,
+            gx.GatewayTimeout,
+            gx.DeadlineExceeded,
+            rx.ConnectionError,
+            rx.Timeout,
+            rx.ChunkedEncodingError,
+            ConnectionResetError,
+            auth_x.TransportError,
+        ),
+    ):
+        return True
+    if isinstance(exc, (gx.TooManyRequests, gx.ResourceExhausted)):
+        return is_rate_limit(exc)
+    return False
+
+
+def _log_retry(state: Any) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    log.debug("retrying after attempt %d: %r", state.attempt_number, exc)
+
+
+def retrying(max_attempts: int = MAX_ATTEMPTS, max_seconds: float = MAX_SECONDS) -> Retrying:
+    return Retrying(
+        retry=retry_if_exception(is_transient),
+        wait=wait_random_exponential(multiplier=0.2, max=10),
+        stop=stop_after_attempt(max_attempts) | stop_after_delay(max_seconds),
+        before_sleep=_log_retry,
+        reraise=True,
+    )

@@ -1,0 +1,263 @@
+"""TpuApi: the adapter over the Cloud TPU v2 API.
+
+Every call goes through `_call`, the one seam that retries transient faults and
+translates Google's exceptions into tpuctl's errors. Nodes cross this boundary
+as `tpuctl.models.Node`, never as protobuf messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from google.api_core import exceptions as gx
+from google.auth import exceptions as auth_x
+from google.cloud import tpu_v2
+from google.protobuf import json_format
+
+from tpuctl.cloud.retry import is_rate_limit, is_transient, retrying
+from tpuctl.errors import (
+    AccessDeniedError,
+    AlreadyExistsError,
+    CloudError,
+    ConfigError,
+    NotFoundError,
+    QuotaError,
+    TpuctlError,
+)
+from tpuctl.models import Node
+
+T = TypeVar("T")
+TIMEOUT = 60.0  # per HTTP call; a hung call becomes a retry
+
+
+_CALL_PREFIX = re.compile(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ")
+
+
+def _message(exc: BaseException) -> str:
+    """The server's own message, without api-core's "POST https://...: " prefix."""
+    msg = str(getattr(exc, "message", None) or exc).strip()
+    return _CALL_PREFIX.sub("", msg)
+
+
+def translate(exc: BaseException, subject: str, where: str, unreachable_hint: str) -> TpuctlError:
+    """Google's exception -> tpuctl's, with a hint on what to do next."""
+    msg = _message(exc)
+    if isinstance(exc, gx.NotFound):
+        return NotFoundError(
+            f"{subject} not found", hint="`tpuctl list --all-zones` shows your nodes"
+        )
+    if isinstance(exc, gx.Conflict):
+        return AlreadyExistsError(f"{subject} already exists", hint=msg)
+    if isinstance(exc, gx.Forbidden):
+        if "may not exist" in msg and "locations/" in msg:
+            return AccessDeniedError(
+                f"{msg.rstrip('.')}",
+                hint="check --zone (Cloud TPU zones look like us-central1-a) and that the TPU API "
+                "is enabled in the project",
+            )
+        return AccessDeniedError(
+            f"permission denied on {subject}: {msg}",
+            hint="your account needs roles/tpu.admin (or tpu.nodes.* permissions) in the project; "
+            "check `gcloud auth list`",
+        )
+    if isinstance(exc, (gx.Unauthorized, auth_x.RefreshError, auth_x.DefaultCredentialsError)):
+        return ConfigError(
+            f"Google Cloud rejected the credentials: {msg}",
+            hint="run `gcloud auth application-default login`",
+        )
+    if isinstance(exc, (gx.TooManyRequests, gx.ResourceExhausted)) and not is_rate_limit(exc):
+        return QuotaError(f"quota exceeded: {msg}", hint="`tpuctl quota` shows limits and usage")
+    if is_transient(exc):
+        return CloudError(
+            f"{where} kept failing for {subject}: {msg or type(exc).__name__}",
+            hint=unreachable_hint
+            if not isinstance(exc, gx.GoogleAPICallError)
+            else "try again in a minute",
+        )
+    if isinstance(exc, gx.GoogleAPICallError):
+        return CloudError(f"{subject}: {msg}")
+    return CloudError(f"{subject}: {type(exc).__name__}: {msg}")
+
+
+def _to_dict(message: Any) -> dict[str, Any]:
+    return json_format.MessageToDict(type(message).pb(message))
+
+
+class TpuApi:
+    """The Cloud TPU v2 API as tpuctl uses it."""
+
+    def __init__(
+        self, client: tpu_v2.TpuClient, where: str = "the TPU API", unreachable_hint: str = ""
+    ) -> None:
+        self._client = client
+        self._where = where
+        self._hint = unreachable_hint
+
+    def _call(self, subject: str, fn: Callable[[], T]) -> T:
+        try:
+            for attempt in retrying():
+                with attempt:
+                    return fn()
+        except TpuctlError:
+            raise
+        except Exception as e:  # noqa: BLE001 - translated, never swallowed
+            if isinstance(e, (gx.GoogleAPICallError, auth_x.GoogleAuthError)) or is_transient(e):
+                raise translate(e, subject, self._where, self._hint) from e
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- nodes --------------------------------------------------------------
+    def get_node(self, name: str) -> Node:
+        node = self._call(_subject(name), lambda: self._client.get_node(name=name, timeout=TIMEOUT))
+        return Node.from_api(_to_dict(node))
+
+    def list_nodes(self, parent: str) -> list[Node]:
+        def fetch() -> list[Node]:
+            pager = self._client.list_nodes(parent=parent, timeout=TIMEOUT)
+            return [Node.from_api(_to_dict(n)) for n in pager]
+
+        return self._call(f"nodes in {parent}", fetch)
+
+    def create_node(self, parent: str, node_id: str, body: dict[str, Any]) -> str | None:
+        """Start creating a node; returns the operation name, or None when adopted.
+
+        A create whose answer was lost (timeout, 5xx after the fact) is retried;
+        the retry then meets ALREADY_EXISTS for the node the first attempt made.
+        That node is adopted when it is the one we asked for, never duplicated.
+        """
+        node = tpu_v2.Node.from_json(json.dumps(body), ignore_unknown_fields=True)
+        attempts = 0
+
+        def create() -> str | None:
+            nonlocal attempts
+            attempts += 1
+            try:
+                op = self._client.create_node(
+                    parent=parent, node_id=node_id, node=node, timeout=TIMEOUT
+                )
+            except gx.Conflict:
+                if attempts > 1 and self._same_request(f"{parent}/nodes/{node_id}", body):
+                    return None
+                raise
+            return str(op.operation.name)
+
+        return self._call(_subject(f"{parent}/nodes/{node_id}"), create)
+
+    def _same_request(self, name: str, body: dict[str, Any]) -> bool:
+        existing = self.get_node(name)
+        return (
+            existing.accelerator_type == body.get("acceleratorType")
+            and existing.runtime_version == body.get("runtimeVersion")
+            and existing.labels == (body.get("labels") or {})
+        )
+
+    def _transition(self, name: str, call: Callable[[], Any], settled: set[str]) -> str | None:
+        """Start a delete/stop/start; returns the operation name, or None when already done.
+
+        Like create, these can succeed on the server while the answer is lost; the
+        retry is then refused (FAILED_PRECONDITION, or NOT_FOUND for a delete). When
+        the node is already where the lost attempt sent it, that refusal is success.
+        """
+        attempts = 0
+
+        def once() -> str | None:
+            nonlocal attempts
+            attempts += 1
+            try:
+                return str(call().operation.name)
+            except gx.NotFound:
+                if attempts > 1 and "DELETING" in settled:
+                    return None
+                raise
+            except gx.BadRequest:
+                if attempts > 1 and self.get_node(name).state in settled:
+                    return None
+                raise
+
+        return self._call(_subject(name), once)
+
+    def delete_node(self, name: str) -> str | None:
+        return self._transition(
+            name,
+            lambda: self._client.delete_node(request={"name": name}, timeout=TIMEOUT),
+            {"DELETING"},
+        )
+
+    def stop_node(self, name: str) -> str | None:
+        return self._transition(
+            name,
+            lambda: self._client.stop_node(request={"name": name}, timeout=TIMEOUT),
+            {"STOPPING", "STOPPED"},
+        )
+
+    def start_node(self, name: str) -> str | None:
+        return self._transition(
+            name,
+            lambda: self._client.start_node(request={"name": name}, timeout=TIMEOUT),
+            {"STARTING", "READY"},
+        )
+
+    def update_node(self, name: str, fields: dict[str, Any], mask: list[str]) -> str:
+        """Patch `fields` (JSON form, e.g. {"labels": {...}}) named by `mask`."""
+        from google.protobuf import field_mask_pb2
+
+        node = tpu_v2.Node.from_json(json.dumps({"name": name, **fields}))
+        op = self._call(
+            _subject(name),
+            lambda: self._client.update_node(
+                node=node, update_mask=field_mask_pb2.FieldMask(paths=mask), timeout=TIMEOUT
+            ),
+        )
+        return str(op.operation.name)
+
+    def get_guest_attributes(self, name: str, query_path: str = "") -> list[dict[str, str]]:
+        """Guest attribute items per worker, in worker order."""
+        resp = self._call(
+            _subject(name),
+            lambda: self._client.get_guest_attributes(
+                request={"name": name, "query_path": query_path}, timeout=TIMEOUT
+            ),
+        )
+        data = _to_dict(resp)
+        return [
+            {
+                f"{i.get('namespace', '')}/{i.get('key', '')}": i.get("value", "")
+                for i in (ga.get("queryValue") or {}).get("items", [])
+            }
+            for ga in data.get("guestAttributes", [])
+        ]
+
+    # -- operations ---------------------------------------------------------
+    def get_operation(self, name: str) -> dict[str, Any]:
+        """The operation as JSON ({name, done, error?, ...})."""
+        op = self._call(
+            f"operation {name}",
+            lambda: self._client.get_operation(request={"name": name}, timeout=TIMEOUT),
+        )
+        return json_format.MessageToDict(op)
+
+    # -- catalog ------------------------------------------------------------
+    def accelerator_types(self, parent: str) -> list[str]:
+        def fetch() -> list[str]:
+            pager = self._client.list_accelerator_types(parent=parent, timeout=TIMEOUT)
+            return [a.type_ for a in pager]
+
+        return self._call(f"zone {parent.rsplit('/', 1)[-1]}", fetch)
+
+    def runtime_versions(self, parent: str) -> list[str]:
+        def fetch() -> list[str]:
+            pager = self._client.list_runtime_versions(parent=parent, timeout=TIMEOUT)
+            return [r.version for r in pager]
+
+        return self._call(f"zone {parent.rsplit('/', 1)[-1]}", fetch)
+
+
+def _subject(name: str) -> str:
+    """`projects/p/locations/z/nodes/n` -> "node 'n' in zone z"."""
+    parts = name.split("/")
+    if len(parts) >= 6 and parts[4] == "nodes":
+        return f"node '{parts[5]}' in zone {parts[3]}"
+    return name

@@ -1,0 +1,127 @@
+"""tpuctl's own view of cloud resources: plain data, no Google types.
+
+The cloud adapters build these from the API's JSON; services and the CLI only
+ever see these.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+MANAGED_BY = "managed-by"
+MANAGED_BY_VALUE = "tpuctl"
+OWNER = "tpuctl-owner"
+CREATED = "tpuctl-created"
+
+# Node states grouped by what they mean to a user (the cloud's enum, as data).
+PENDING_STATES = frozenset({"CREATING", "STARTING", "RESTARTING", "REIMAGING", "REPAIRING"})
+RUNNING_STATES = frozenset({"READY"})
+STOPPED_STATES = frozenset({"STOPPED", "STOPPING"})
+DEAD_STATES = frozenset({"PREEMPTED", "TERMINATED"})
+GONE_STATES = frozenset({"DELETING", "HIDING", "HIDDEN"})
+
+
+@dataclass(frozen=True)
+class Worker:
+    index: int
+    internal_ip: str
+    external_ip: str | None = None
+
+
+@dataclass
+class Node:
+    name: str
+    project: str
+    zone: str
+    accelerator_type: str
+    state: str
+    runtime_version: str = ""
+    health: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    workers: list[Worker] = field(default_factory=list)
+    create_time: datetime | None = None
+    spot: bool = False
+    preemptible: bool = False
+    reserved: bool = False
+    description: str = ""
+    health_description: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def full_name(self) -> str:
+        return f"projects/{self.project}/locations/{self.zone}/nodes/{self.name}"
+
+    @property
+    def managed(self) -> bool:
+        return self.labels.get(MANAGED_BY) == MANAGED_BY_VALUE
+
+    @property
+    def owner(self) -> str:
+        return self.labels.get(OWNER, "")
+
+    @property
+    def scheduling(self) -> str:
+        return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
+
+    def age_seconds(self, now: float | None = None) -> float | None:
+        if self.create_time is None:
+            return None
+        return max(0.0, (now or time.time()) - self.create_time.timestamp())
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Node:
+        """Build from the TPU API's JSON form of a Node (camelCase keys)."""
+        parts = data.get("name", "").split("/")
+        project, zone, name = (parts[1], parts[3], parts[5]) if len(parts) == 6 else ("", "", "")
+        workers = []
+        for i, ep in enumerate(data.get("networkEndpoints") or []):
+            ext = (ep.get("accessConfig") or {}).get("externalIp") or None
+            workers.append(Worker(index=i, internal_ip=ep.get("ipAddress", ""), external_ip=ext))
+        created = None
+        if data.get("createTime"):
+            created = datetime.fromisoformat(data["createTime"].replace("Z", "+00:00"))
+        sched = data.get("schedulingConfig") or {}
+        return cls(
+            name=name,
+            project=project,
+            zone=zone,
+            accelerator_type=data.get("acceleratorType", ""),
+            state=data.get("state", "STATE_UNSPECIFIED"),
+            runtime_version=data.get("runtimeVersion", ""),
+            health=data.get("health", ""),
+            labels=dict(data.get("labels") or {}),
+            metadata=dict(data.get("metadata") or {}),
+            workers=workers,
+            create_time=created,
+            spot=bool(sched.get("spot")),
+            preemptible=bool(sched.get("preemptible")),
+            reserved=bool(sched.get("reserved")),
+            description=data.get("description", ""),
+            health_description=data.get("healthDescription", ""),
+            raw=data,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable, script-friendly form printed by `--json`."""
+        return {
+            "name": self.name,
+            "project": self.project,
+            "zone": self.zone,
+            "acceleratorType": self.accelerator_type,
+            "state": self.state,
+            "health": self.health,
+            "runtimeVersion": self.runtime_version,
+            "scheduling": self.scheduling,
+            "managed": self.managed,
+            "owner": self.owner,
+            "createTime": self.create_time.isoformat() if self.create_time else None,
+            "labels": self.labels,
+            "workers": [
+                {"index": w.index, "internalIp": w.internal_ip, "externalIp": w.external_ip}
+                for w in self.workers
+            ],
+        }

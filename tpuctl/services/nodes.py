@@ -1,0 +1,335 @@
+"""Node lifecycle: validate, create, wait, stop, start, delete.
+
+Services receive a `TpuApi` (the adapter) and report progress through a callback;
+they never print and never know which endpoint is behind the adapter.
+"""
+
+from __future__ import annotations
+
+import difflib
+import getpass
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tpuctl import catalog
+from tpuctl.errors import CloudError, NotFoundError, QuotaError, TpuctlError, UsageError
+from tpuctl.models import (
+    CREATED,
+    DEAD_STATES,
+    MANAGED_BY,
+    MANAGED_BY_VALUE,
+    OWNER,
+    Node,
+)
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.config import Target
+
+Progress = Callable[[str, float], None]
+"""Called with (state, seconds waited) while a service waits on the cloud."""
+
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+FAILED_CREATE_STATES = DEAD_STATES | {"DELETING", "HIDDEN", "UNKNOWN"}
+
+
+def _noop(state: str, elapsed: float) -> None:
+    pass
+
+
+def validate_name(name: str) -> None:
+    if not NAME_RE.match(name):
+        raise UsageError(
+            f"invalid node name {name!r}: use 1-63 lowercase letters, digits and hyphens, "
+            "starting with a letter and not ending with a hyphen",
+            hint="e.g. my-tpu-1",
+        )
+
+
+def label_safe(value: str) -> str:
+    """Make any string a valid label value (lowercase, [a-z0-9_-], at most 63)."""
+    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+
+
+def local_user() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = os.environ.get("USER", "") or "unknown"
+    return label_safe(user) or "unknown"
+
+
+def parse_pairs(items: Iterable[str], what: str) -> dict[str, str]:
+    """`["a=1,b=2", "c=3"]` -> {"a": "1", "b": "2", "c": "3"}."""
+    out: dict[str, str] = {}
+    for item in items:
+        for pair in filter(None, item.split(",")):
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"invalid {what} {pair!r}: expected KEY=VALUE")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def validate_labels(labels: dict[str, str]) -> None:
+    if len(labels) > 64:
+        raise UsageError(f"too many labels ({len(labels)}): the TPU API allows 64")
+    for key, value in labels.items():
+        if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(value):
+            raise UsageError(
+                f"invalid label {key}={value}: keys start with a lowercase letter; keys and "
+                "values use lowercase letters, digits, '_' and '-', at most 63 characters"
+            )
+
+
+def _suggest(wanted: str, offered: list[str]) -> str:
+    close = difflib.get_close_matches(wanted, offered, n=3, cutoff=0.5)
+    return f"did you mean {', '.join(close)}?" if close else ""
+
+
+@dataclass
+class CreateSpec:
+    name: str
+    accelerator: str
+    version: str | None = None
+    spot: bool = False
+    preemptible: bool = False
+    reserved: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    network: str | None = None
+    subnetwork: str | None = None
+    service_account: str | None = None
+    internal_ip_only: bool = False
+    description: str = ""
+
+
+def check_accelerator(api: TpuApi, target: Target, accelerator: str) -> None:
+    offered = api.accelerator_types(target.parent)
+    if accelerator in offered:
+        return
+    hints = [_suggest(accelerator, offered)]
+    parsed = catalog.parse_accelerator(accelerator)
+    if parsed is not None:
+        elsewhere = [z for z, gens in catalog.ZONES.items() if parsed.generation in gens]
+        if elsewhere:
+            hints.append(f"{parsed.generation} is offered in {', '.join(elsewhere[:4])}")
+    raise UsageError(
+        f"accelerator type {accelerator!r} is not offered in zone {target.zone}",
+        hint="; ".join(h for h in hints if h)
+        or f"see the types with `gcloud compute tpus accelerator-types list --zone {target.zone}`",
+    )
+
+
+def check_version(api: TpuApi, target: Target, version: str) -> None:
+    offered = api.runtime_versions(target.parent)
+    if version not in offered:
+        raise UsageError(
+            f"runtime version {version!r} is not offered in zone {target.zone}",
+            hint=_suggest(version, offered) or f"offered: {', '.join(sorted(offered)[:8])}, ...",
+        )
+
+
+def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> dict[str, Any]:
+    """The Node JSON for a create call, labelled as tpuctl's."""
+    if spec.spot and spec.preemptible:
+        raise UsageError("--spot and --preemptible are exclusive: choose one")
+    labels = dict(spec.labels)
+    labels.update(
+        {
+            MANAGED_BY: MANAGED_BY_VALUE,
+            OWNER: local_user(),
+            CREATED: str(int(now if now is not None else time.time())),
+        }
+    )
+    validate_labels(labels)
+    body: dict[str, Any] = {
+        "acceleratorType": spec.accelerator,
+        "runtimeVersion": spec.version,
+        "labels": labels,
+        "networkConfig": {"enableExternalIps": not spec.internal_ip_only},
+    }
+    if spec.description:
+        body["description"] = spec.description
+    if spec.metadata:
+        body["metadata"] = spec.metadata
+    if spec.network:
+        body["networkConfig"]["network"] = spec.network
+    if spec.subnetwork:
+        body["networkConfig"]["subnetwork"] = spec.subnetwork
+    if spec.service_account:
+        body["serviceAccount"] = {
+            "email": spec.service_account,
+            "scope": ["https://www.googleapis.com/auth/cloud-platform"],
+        }
+    sched = {k: True for k in ("spot", "preemptible", "reserved") if getattr(spec, k)}
+    if sched:
+        body["schedulingConfig"] = sched
+    return body
+
+
+def create_node(api: TpuApi, target: Target, spec: CreateSpec) -> str | None:
+    """Validate everything the API would refuse, then ask for the node.
+
+    Returns the create operation's name (None when a retried create adopted the
+    node its lost first attempt had made).
+    """
+    validate_name(spec.name)
+    validate_labels(spec.labels)
+    check_accelerator(api, target, spec.accelerator)
+    if not spec.version:
+        parsed = catalog.parse_accelerator(spec.accelerator)
+        spec.version = catalog.default_runtime(parsed.generation if parsed else "v4")
+    check_version(api, target, spec.version)
+    body = build_body(spec, target)
+    return api.create_node(target.parent, spec.name, body)
+
+
+def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
+    err = op.get("error")
+    if not err:
+        return None
+    code, msg = int(err.get("code", 2)), err.get("message", "unknown error")
+    if code == 8:  # RESOURCE_EXHAUSTED
+        if "capacity" in msg.lower():
+            return QuotaError(
+                f"no capacity for {subject}: {msg}",
+                hint="try another zone, --spot, or a queued resource",
+            )
+        return QuotaError(f"quota exceeded for {subject}: {msg}", hint="`tpuctl quota` shows usage")
+    return CloudError(f"{subject} failed: {msg}")
+
+
+def wait_for_state(
+    api: TpuApi,
+    name: str,
+    until: frozenset[str] | set[str],
+    *,
+    operation: str | None = None,
+    fail_states: frozenset[str] | set[str] = frozenset(),
+    progress: Progress = _noop,
+    timeout: float = 3600.0,
+    poll: float = 0.2,
+    max_poll: float = 5.0,
+) -> Node:
+    """Poll until the node reaches a state in `until`; raise on failure or timeout."""
+    start = time.monotonic()
+    subject = name.rsplit("/", 1)[-1]
+    op_done = operation is None
+    state = "PENDING"
+    while True:
+        elapsed = time.monotonic() - start
+        if not op_done and operation:
+            op = api.get_operation(operation)
+            error = _operation_error(op, subject)
+            if error:
+                raise error
+            op_done = bool(op.get("done"))
+        try:
+            node = api.get_node(name)
+        except NotFoundError:
+            if op_done:
+                raise
+            node = None
+        if node is not None:
+            state = node.state
+            if state in until:
+                return node
+            if state in fail_states:
+                raise CloudError(
+                    f"node {subject} went to {state} instead of {'/'.join(sorted(until))}"
+                    + (f": {node.health_description}" if node.health_description else "")
+                )
+        progress(state, elapsed)
+        if elapsed > timeout:
+            raise CloudError(
+                f"timed out after {int(elapsed)}s waiting for {subject} (state {state})"
+            )
+        time.sleep(poll)
+        poll = min(max_poll, poll * 1.5)
+
+
+def wait_gone(
+    api: TpuApi,
+    name: str,
+    *,
+    progress: Progress = _noop,
+    timeout: float = 1800.0,
+    poll: float = 0.2,
+    max_poll: float = 5.0,
+) -> None:
+    start = time.monotonic()
+    while True:
+        try:
+            node = api.get_node(name)
+        except NotFoundError:
+            return
+        elapsed = time.monotonic() - start
+        progress(node.state, elapsed)
+        if elapsed > timeout:
+            raise CloudError(f"timed out after {int(elapsed)}s waiting for {name} to be deleted")
+        time.sleep(poll)
+        poll = min(max_poll, poll * 1.5)
+
+
+def require_single_host(node: Node, verb: str) -> None:
+    if len(node.workers) > 1:
+        raise UsageError(
+            f"cannot {verb} {node.name}: {node.accelerator_type} is a multi-host slice "
+            f"({len(node.workers)} workers) and the TPU API only stops and starts single-host "
+            "nodes",
+            hint=f"delete it instead (`tpuctl delete {node.name}`) and recreate it later",
+        )
+
+
+@dataclass
+class DeleteResult:
+    name: str
+    ok: bool
+    message: str
+    node: Node | None = None
+    error: TpuctlError | None = None
+
+
+def delete_nodes(
+    api: TpuApi,
+    nodes: list[Node],
+    *,
+    wait: bool = True,
+    progress: Callable[[str, str, float], None] | None = None,
+    max_parallel: int = 16,
+) -> list[DeleteResult]:
+    """Delete nodes concurrently; one result per node, in the order given.
+
+    A node already gone or already being deleted counts as deleted.
+    """
+
+    def one(node: Node) -> DeleteResult:
+        def report(state: str, elapsed: float) -> None:
+            if progress:
+                progress(node.name, state, elapsed)
+
+        try:
+            if node.state != "DELETING":
+                try:
+                    api.delete_node(node.full_name)
+                except NotFoundError:
+                    return DeleteResult(node.name, True, "already gone", node)
+            if wait:
+                wait_gone(api, node.full_name, progress=report)
+                return DeleteResult(node.name, True, "deleted", node)
+            return DeleteResult(node.name, True, "deletion started", node)
+        except TpuctlError as e:
+            return DeleteResult(node.name, False, str(e), node, e)
+
+    if not nodes:
+        return []
+    with ThreadPoolExecutor(max_workers=min(max_parallel, len(nodes))) as pool:
+        return list(pool.map(one, nodes))
