@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import Annotated
@@ -64,7 +63,10 @@ app.add_typer(emulator_cmd.app, name="emulator", help="Run a local emulator of t
 
 def _set_debug(debug: bool) -> None:
     """Logging and an HTTP trace on stderr (http.client prints its trace; keep stdout clean)."""
+    if not debug and "http.client" not in sys.modules:
+        return  # nothing to switch off, and no import to pay for
     import http.client
+    import logging
 
     if debug and not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
