@@ -199,6 +199,8 @@ def default_runtime(generation: str) -> str:
 
 # USD per chip-hour in the generation's home region: (on-demand, spot/preemptible).
 # From a billing-SKU-derived public catalog; other regions differ a little.
+# v6e was checked against cloud.google.com/tpu/pricing as of PRICES_AS_OF.
+PRICES_AS_OF = "2024-10-30"
 PRICES: dict[str, tuple[float, float]] = {
     "v2": (1.125, 0.3375),
     "v3": (2.00, 0.51),

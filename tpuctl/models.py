@@ -15,6 +15,11 @@ MANAGED_BY = "managed-by"
 MANAGED_BY_VALUE = "tpuctl"
 OWNER = "tpuctl-owner"
 CREATED = "tpuctl-created"
+EXPIRES = "tpuctl-expires"
+IDLE_TIMEOUT = "tpuctl-idle-timeout"
+LAST_ACTIVE = "tpuctl-last-active"
+JOB = "tpuctl-job"
+KEEP = "tpuctl-keep"
 
 # Node states grouped by what they mean to a user (the cloud's enum, as data).
 PENDING_STATES = frozenset({"CREATING", "STARTING", "RESTARTING", "REIMAGING", "REPAIRING"})
@@ -62,6 +67,17 @@ class Node:
     @property
     def owner(self) -> str:
         return self.labels.get(OWNER, "")
+
+    @property
+    def kept(self) -> bool:
+        return self.labels.get(KEEP) == "true"
+
+    def label_time(self, key: str) -> float | None:
+        """A label holding unix seconds (tpuctl-created, -expires, -last-active), if valid."""
+        try:
+            return float(self.labels[key])
+        except (KeyError, ValueError):
+            return None
 
     @property
     def scheduling(self) -> str:

@@ -22,9 +22,13 @@ def test_list_zone_all_zones_and_json(cli) -> None:
         "HEALTH",
         "WORKERS",
         "AGE",
+        "$/H",
+        "COST",
         "OWNER",
     ]
     assert [row.split()[:4] for row in rows] == [["a1", "us-central1-a", "v3-8", "READY"]]
+    assert rows[0].split()[7] == "$8.00"  # v3-8: 4 chips at $2.00 on demand
+    assert "estimates from list prices" in r.err
 
     r = cli("list", "--all-zones", "--json")
     data = json.loads(r.out)
@@ -33,6 +37,10 @@ def test_list_zone_all_zones_and_json(cli) -> None:
         ("b1", "us-central2-b"),
     ]
     assert all(n["managed"] and n["owner"] for n in data)
+    assert [n["hourlyUsd"] for n in data] == [8.0, 12.88]  # v3-8 and v4-8 list prices
+    assert all(0 <= n["costSoFarUsd"] < 1 for n in data)
+    assert [n["hourlyUsd"] for n in data] == [8.0, 12.88]  # v3-8 and v4-8 list prices
+    assert all(0 <= n["costSoFarUsd"] < 1 for n in data)
     assert r.err == ""  # stdout is data only, stderr clean
 
     assert cli("delete", "a1", "--zone", "us-central1-a", "--yes").code == 0

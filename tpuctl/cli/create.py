@@ -45,6 +45,13 @@ def create(
     internal_ip_only: Annotated[
         bool, typer.Option("--internal-ip-only", help="No external IPs on the workers.")
     ] = False,
+    ttl: Annotated[
+        str | None,
+        typer.Option("--ttl", help="Delete after this long (e.g. 8h); enforced by `tpuctl gc`."),
+    ] = None,
+    idle_timeout: Annotated[
+        str | None, typer.Option("--idle-timeout", help="Delete after idling this long (e.g. 30m).")
+    ] = None,
     no_wait: NoWait = False,
     json_out: Json = False,
 ) -> None:
@@ -52,7 +59,8 @@ def create(
 
     Example: tpuctl create my-tpu --accelerator v3-8 --zone us-central1-a --spot
     """
-    from tpuctl.services import nodes
+    from tpuctl.durations import parse_duration
+    from tpuctl.services import cost, nodes
 
     app = env()
     target = app.target(project, zone)
@@ -71,8 +79,15 @@ def create(
         service_account=service_account,
         internal_ip_only=internal_ip_only,
         description=description,
+        ttl=parse_duration(ttl, "--ttl") if ttl else None,
+        idle_timeout=parse_duration(idle_timeout, "--idle-timeout") if idle_timeout else None,
     )
-    operation = nodes.create_node(api, target, spec)
+    body = nodes.validate_create(api, target, spec)
+    rate = cost.hourly(accelerator, spot or preemptible)
+    if rate is not None:
+        kind = "spot" if spot else "preemptible" if preemptible else "on-demand"
+        render.info(f"{accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.NOTE})")
+    operation = nodes.create_node(api, target, spec, body)
     full_name = f"{target.parent}/nodes/{name}"
     if no_wait:
         if json_out:

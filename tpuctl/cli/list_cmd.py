@@ -28,10 +28,20 @@ def list_nodes(
     parent = f"projects/{target.project}/locations/{zone_part}"
     nodes = sorted(app.tpu().list_nodes(parent), key=lambda n: (n.zone, n.name))
     if json_out:
-        render.print_json([n.to_json() for n in nodes])
+        from tpuctl.services import cost
+
+        render.print_json(
+            [
+                {**n.to_json(), "hourlyUsd": cost.node_hourly(n), "costSoFarUsd": cost.so_far(n)}
+                for n in nodes
+            ]
+        )
         return
     if not nodes:
         where = "any zone" if zone_part == "-" else f"zone {zone_part}"
         render.info(f"no TPU nodes in {where} of project {target.project}")
         return
     render.out().print(render.node_table(nodes))
+    from tpuctl.services import cost
+
+    render.info(f"costs are {cost.NOTE}")

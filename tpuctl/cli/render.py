@@ -13,7 +13,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tpuctl.models import Node
+from tpuctl.durations import format_duration
+from tpuctl.models import EXPIRES, Node
+from tpuctl.services import cost
 
 
 def out() -> Console:
@@ -34,16 +36,7 @@ def info(message: str) -> None:
 
 
 def human_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600}h"
+    return "-" if seconds is None else format_duration(seconds)
 
 
 @contextmanager
@@ -79,8 +72,19 @@ def progress(label: str) -> Iterator[Callable[[str, float], None]]:
 
 def node_table(nodes: list[Node]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "WORKERS", "AGE", "OWNER"):
-        table.add_column(col, no_wrap=True)
+    for col in (
+        "NAME",
+        "ZONE",
+        "ACCELERATOR",
+        "STATE",
+        "HEALTH",
+        "WORKERS",
+        "AGE",
+        "$/H",
+        "COST",
+        "OWNER",
+    ):
+        table.add_column(col, no_wrap=True, justify="right" if col in ("$/H", "COST") else "left")
     for n in nodes:
         table.add_row(
             escape(n.name),
@@ -90,6 +94,8 @@ def node_table(nodes: list[Node]) -> Table:
             n.health or "-",
             str(len(n.workers)),
             human_age(n.age_seconds()),
+            cost.money(cost.node_hourly(n)),
+            "~" + cost.money(cost.so_far(n)),
             escape(n.owner) if n.owner else ("-" if n.managed else "(unmanaged)"),
         )
     return table
@@ -110,7 +116,23 @@ def describe_node(node: Node) -> Table:
         ("created", node.create_time.isoformat() if node.create_time else "-"),
         ("age", human_age(node.age_seconds())),
         ("managed", "yes (tpuctl)" if node.managed else "no"),
+        (
+            "cost",
+            f"{cost.money(cost.node_hourly(node), per_hour=True)} now, "
+            f"~{cost.money(cost.so_far(node))} since creation ({cost.NOTE})",
+        ),
     ]
+    expires = node.label_time(EXPIRES)
+    if expires is not None:
+        left = expires - time.time()
+        rows.append(
+            (
+                "expires",
+                f"in {format_duration(left)}"
+                if left > 0
+                else f"{format_duration(-left)} ago (gc will delete it)",
+            )
+        )
     if node.description:
         rows.append(("description", node.description))
     if node.health_description:

@@ -157,23 +157,25 @@ class TpuApi:
     def _transition(self, name: str, call: Callable[[], Any], settled: set[str]) -> str | None:
         """Start a delete/stop/start; returns the operation name, or None when already done.
 
-        Like create, these can succeed on the server while the answer is lost; the
-        retry is then refused (FAILED_PRECONDITION, or NOT_FOUND for a delete). When
-        the node is already where the lost attempt sent it, that refusal is success.
+        These can succeed on the server while the answer is lost, and another client
+        (a second gc run, a colleague) may have asked for the same thing: the call is
+        then refused (FAILED_PRECONDITION, or NOT_FOUND for a delete). When the node
+        is already where we wanted to send it, that refusal is success.
         """
-        attempts = 0
 
         def once() -> str | None:
-            nonlocal attempts
-            attempts += 1
             try:
                 return str(call().operation.name)
             except gx.NotFound:
-                if attempts > 1 and "DELETING" in settled:
+                if "DELETING" in settled:
                     return None
                 raise
-            except gx.BadRequest:
-                if attempts > 1 and self.get_node(name).state in settled:
+            except (gx.BadRequest, gx.Conflict):
+                try:
+                    state = self.get_node(name).state
+                except NotFoundError:
+                    state = "DELETING"  # gone already
+                if state in settled:
                     return None
                 raise
 

@@ -17,10 +17,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
-from tpuctl.errors import CloudError, NotFoundError, QuotaError, TpuctlError, UsageError
+from tpuctl.errors import (
+    AlreadyExistsError,
+    CloudError,
+    NotFoundError,
+    QuotaError,
+    TpuctlError,
+    UsageError,
+)
 from tpuctl.models import (
     CREATED,
     DEAD_STATES,
+    EXPIRES,
+    IDLE_TIMEOUT,
     MANAGED_BY,
     MANAGED_BY_VALUE,
     OWNER,
@@ -109,6 +118,8 @@ class CreateSpec:
     service_account: str | None = None
     internal_ip_only: bool = False
     description: str = ""
+    ttl: int | None = None  # seconds until gc may delete it
+    idle_timeout: int | None = None  # seconds of idleness before it goes
 
 
 def check_accelerator(api: TpuApi, target: Target, accelerator: str) -> None:
@@ -141,14 +152,13 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     """The Node JSON for a create call, labelled as tpuctl's."""
     if spec.spot and spec.preemptible:
         raise UsageError("--spot and --preemptible are exclusive: choose one")
+    created = int(now if now is not None else time.time())
     labels = dict(spec.labels)
-    labels.update(
-        {
-            MANAGED_BY: MANAGED_BY_VALUE,
-            OWNER: local_user(),
-            CREATED: str(int(now if now is not None else time.time())),
-        }
-    )
+    labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: local_user(), CREATED: str(created)})
+    if spec.ttl:
+        labels[EXPIRES] = str(created + spec.ttl)
+    if spec.idle_timeout:
+        labels[IDLE_TIMEOUT] = str(spec.idle_timeout)
     validate_labels(labels)
     body: dict[str, Any] = {
         "acceleratorType": spec.accelerator,
@@ -175,12 +185,8 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     return body
 
 
-def create_node(api: TpuApi, target: Target, spec: CreateSpec) -> str | None:
-    """Validate everything the API would refuse, then ask for the node.
-
-    Returns the create operation's name (None when a retried create adopted the
-    node its lost first attempt had made).
-    """
+def validate_create(api: TpuApi, target: Target, spec: CreateSpec) -> dict[str, Any]:
+    """Check everything the API would refuse; fill in defaults; return the create body."""
     validate_name(spec.name)
     validate_labels(spec.labels)
     check_accelerator(api, target, spec.accelerator)
@@ -189,6 +195,27 @@ def create_node(api: TpuApi, target: Target, spec: CreateSpec) -> str | None:
         spec.version = catalog.default_runtime(parsed.generation if parsed else "v4")
     check_version(api, target, spec.version)
     body = build_body(spec, target)
+    try:
+        existing = api.get_node(f"{target.parent}/nodes/{spec.name}")
+    except NotFoundError:
+        return body
+    raise AlreadyExistsError(
+        f"node {spec.name} already exists in zone {target.zone} ({existing.accelerator_type}, "
+        f"{existing.state})",
+        hint=f"pick another name, or use it: `tpuctl describe {spec.name} --zone {target.zone}`",
+    )
+
+
+def create_node(
+    api: TpuApi, target: Target, spec: CreateSpec, body: dict[str, Any] | None = None
+) -> str | None:
+    """Ask for the node (validating first unless given the body `validate_create` made).
+
+    Returns the create operation's name (None when a retried create adopted the
+    node its lost first attempt had made).
+    """
+    if body is None:
+        body = validate_create(api, target, spec)
     return api.create_node(target.parent, spec.name, body)
 
 
@@ -277,6 +304,26 @@ def wait_gone(
             raise CloudError(f"timed out after {int(elapsed)}s waiting for {name} to be deleted")
         time.sleep(poll)
         poll = min(max_poll, poll * 1.5)
+
+
+def set_labels(api: TpuApi, name: str, changes: dict[str, str | None]) -> Node:
+    """Set (or, with None, remove) labels; the rest of the node's labels are kept.
+
+    The API replaces the whole label map, so read-modify-write; a concurrent change
+    between the read and the write is rare for these labels and harmless to redo.
+    """
+    node = api.get_node(name)
+    labels = dict(node.labels)
+    for key, value in changes.items():
+        if value is None:
+            labels.pop(key, None)
+        else:
+            labels[key] = value
+    validate_labels(labels)
+    if labels != node.labels:
+        api.update_node(name, {"labels": labels}, ["labels"])
+        node.labels = labels
+    return node
 
 
 def require_single_host(node: Node, verb: str) -> None:

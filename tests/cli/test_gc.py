@@ -1,0 +1,180 @@
+"""tpuctl gc and tpuctl keep: what is collected, what never is, and how gc behaves in cron."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from google.cloud import tpu_v2
+from google.protobuf import field_mask_pb2
+
+from tests.cli.conftest import one_line_error
+
+Z = "us-central1-a"
+PARENT = f"projects/tpuctl-demo/locations/{Z}"
+
+
+def names(emulator) -> list[str]:  # noqa: ANN001
+    return sorted(n["name"].rsplit("/", 1)[1] for n in emulator.nodes())
+
+
+def set_label(emulator, node: str, key: str, value: str) -> None:  # noqa: ANN001
+    """Edit a label as another client would (the cloud is the source of truth)."""
+    client = emulator.tpu_client()
+    current = client.get_node(name=f"{PARENT}/nodes/{node}")
+    labels = dict(current.labels)
+    labels[key] = value
+    client.update_node(
+        node=tpu_v2.Node(name=f"{PARENT}/nodes/{node}", labels=labels),
+        update_mask=field_mask_pb2.FieldMask(paths=["labels"]),
+    ).result()
+
+
+def foreign_node(emulator, name: str, labels: dict[str, str], spot: bool = False) -> None:  # noqa: ANN001
+    """A node created without tpuctl (or by another user), straight through the API."""
+    node = tpu_v2.Node(
+        accelerator_type="v3-8",
+        runtime_version="tpu-ubuntu2204-base",
+        labels=labels,
+        scheduling_config=tpu_v2.SchedulingConfig(spot=spot),
+    )
+    emulator.tpu_client().create_node(parent=PARENT, node_id=name, node=node).result()
+
+
+def expire(emulator, node: str) -> None:  # noqa: ANN001
+    set_label(emulator, node, "tpuctl-expires", str(int(time.time()) - 120))
+
+
+def test_expired_and_preempted_are_collected_with_reason_and_cost(cli, emulator) -> None:
+    assert cli("create", "old", "-a", "v3-8", "--zone", Z, "--ttl", "8h").code == 0
+    assert cli("create", "young", "-a", "v3-8", "--zone", Z, "--ttl", "8h").code == 0
+    assert cli("create", "spotty", "-a", "v3-8", "--zone", Z, "--spot").code == 0
+    expire(emulator, "old")
+    emulator.preempt(f"{PARENT}/nodes/spotty")
+
+    r = cli("gc", "--yes")
+    assert r.code == 0, r.err
+    assert names(emulator) == ["young"]
+    assert "deleted old (us-central1-a, v3-8): expired 2m ago (--ttl); stops $8.00/h" in r.out
+    assert "deleted spotty (us-central1-a, v3-8): preempted: holds quota until deleted" in r.out
+
+    log = Path(os.environ["XDG_STATE_HOME"]) / "tpuctl" / "gc.log"
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(e["node"] for e in entries) == ["old", "spotty"]
+    assert all(e["result"] == "deleted" and e["project"] == "tpuctl-demo" for e in entries)
+    assert cli("delete", "young", "--zone", Z, "--yes").code == 0
+
+
+def test_unmanaged_and_kept_nodes_are_never_touched(cli, emulator) -> None:
+    past = str(int(time.time()) - 3600)
+    # Looks expired and preempted, but tpuctl did not create it.
+    foreign_node(emulator, "theirs", {"tpuctl-expires": past, "tpuctl-owner": "root"}, spot=True)
+    emulator.preempt(f"{PARENT}/nodes/theirs")
+    assert cli("create", "precious", "-a", "v3-8", "--zone", Z, "--ttl", "1h").code == 0
+    assert cli("keep", "precious", "--zone", Z).code == 0
+    expire(emulator, "precious")
+
+    r = cli("gc", "--yes", "--all-owners", "--idle", "1s")
+    assert r.code == 0, r.err
+    assert names(emulator) == ["precious", "theirs"]
+    assert "keep precious (us-central1-a): kept (tpuctl-keep=true)" in r.err
+    assert "theirs" not in r.out + r.err
+
+    assert cli("keep", "precious", "--off", "--zone", Z).code == 0
+    assert cli("gc", "--yes").code == 0
+    assert names(emulator) == ["theirs"]
+    emulator.tpu_client().delete_node(name=f"{PARENT}/nodes/theirs").result()
+
+
+def test_other_owners_only_with_flags(cli, emulator) -> None:
+    managed = {
+        "managed-by": "tpuctl",
+        "tpuctl-owner": "alice",
+        "tpuctl-expires": str(int(time.time()) - 60),
+    }
+    foreign_node(emulator, "alices", managed)
+    assert cli("gc", "--yes").code == 0
+    assert names(emulator) == ["alices"]
+    assert cli("gc", "--yes", "--owner", "bob").code == 0
+    assert names(emulator) == ["alices"]
+    r = cli("gc", "--yes", "--owner", "alice", "--json")
+    assert r.code == 0
+    (row,) = json.loads(r.out)
+    assert row["name"] == "alices" and row["deleted"] is True and row["action"] == "delete"
+    assert names(emulator) == []
+
+
+def test_dry_run_and_cron_without_yes_delete_nothing(cli, emulator) -> None:
+    assert cli("create", "dry", "-a", "v3-8", "--zone", Z, "--ttl", "1h").code == 0
+    expire(emulator, "dry")
+    r = cli("gc", "--dry-run")
+    assert r.code == 0
+    assert "would delete dry" in r.err
+    r = cli("gc")  # no terminal, no --yes: a cron line that forgot --yes
+    assert r.code == 2
+    assert "would delete dry" in r.err  # says what it would have done
+    assert "error: deleting nothing: 1 node(s) to collect but no --yes" in r.err
+    assert "Traceback" not in r.err
+    r = cli("gc", tty=True, stdin="n\n")
+    assert r.code == 1
+    assert names(emulator) == ["dry"]
+    r = cli("gc", tty=True, stdin="y\n")
+    assert r.code == 0
+    assert names(emulator) == []
+
+
+def test_idle_by_labels_is_not_enough_without_confirmation(cli, emulator) -> None:
+    assert cli("create", "quiet", "-a", "v3-8", "--zone", Z, "--idle-timeout", "1m").code == 0
+    set_label(emulator, "quiet", "tpuctl-last-active", str(int(time.time()) - 3600))
+    r = cli("gc", "--yes")
+    assert r.code == 0
+    assert "labels say idle for 1h" in r.err and "not confirmed" in r.err
+    assert names(emulator) == ["quiet"]
+    assert cli("delete", "quiet", "--zone", Z, "--yes").code == 0
+
+
+def test_two_concurrent_gc_runs_both_succeed(cli, emulator) -> None:
+    for name in ("c1", "c2", "c3"):
+        assert cli("create", name, "-a", "v3-8", "--zone", Z, "--ttl", "1h").code == 0
+        expire(emulator, name)
+    emulator.config(durations={"delete": 0.5})
+    cmd = [sys.executable, "-m", "tpuctl", "gc", "--yes"]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = [(p.wait(timeout=60), p.stderr.read() if p.stderr else "") for p in procs]
+    for p in procs:
+        for stream in (p.stdout, p.stderr):
+            if stream:
+                stream.close()
+    assert [code for code, _ in results] == [0, 0], results
+    assert names(emulator) == []
+
+
+def test_a_failed_deletion_is_reported_by_name(cli, emulator) -> None:
+    assert cli("create", "stuck", "-a", "v3-8", "--zone", Z, "--ttl", "1h").code == 0
+    expire(emulator, "stuck")
+    # Every call naming this node is refused as over quota (never retried).
+    emulator.faults(rate=1.0, codes=[429], quota=True, paths="nodes/stuck")
+    r = cli("gc", "--yes")
+    emulator.faults(rate=0)
+    assert r.code == 1
+    assert "could not delete stuck" in one_line_error(r)
+    assert "FAILED to delete stuck" in r.out
+    assert cli("delete", "stuck", "--zone", Z, "--yes").code == 0
+
+
+def test_bad_flags(cli) -> None:
+    r = cli("gc", "--idle", "soon")
+    assert r.code == 2
+    assert "invalid --idle 'soon'" in one_line_error(r)
+    r = cli("gc", "--owner", "a", "--all-owners")
+    assert r.code == 2
+    r = cli("create", "x", "-a", "v3-8", "--zone", Z, "--ttl", "0s")
+    assert r.code == 2
+    assert "must be more than zero" in one_line_error(r)

@@ -1,0 +1,85 @@
+"""Cost estimates and duration parsing."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from tpuctl.durations import format_duration, parse_duration
+from tpuctl.errors import UsageError
+from tpuctl.models import Node
+from tpuctl.services import cost
+
+
+def node(acc: str, state: str = "READY", spot: bool = False, age_h: float = 2.0) -> Node:
+    created = datetime.fromtimestamp(1_000_000 - age_h * 3600, tz=timezone.utc)
+    return Node(
+        name="n",
+        project="p",
+        zone="z",
+        accelerator_type=acc,
+        state=state,
+        spot=spot,
+        create_time=created,
+    )
+
+
+def test_hourly_by_generation_and_scheduling() -> None:
+    assert cost.hourly("v4-32", cheap=False) == pytest.approx(16 * 3.22)  # 16 chips
+    assert cost.hourly("v5litepod-8", cheap=True) == pytest.approx(8 * 0.213)
+    assert cost.hourly("v6e-256", cheap=False) == pytest.approx(256 * 2.70)
+    assert cost.hourly("v9-8", cheap=False) is None
+
+
+def test_stopped_nodes_cost_nothing_now_and_so_far_scales_with_age() -> None:
+    assert cost.node_hourly(node("v3-8", "STOPPED")) == 0.0
+    assert cost.node_hourly(node("v3-8", spot=True)) == pytest.approx(4 * 0.51)
+    assert cost.so_far(node("v3-8", age_h=3), now=1_000_000) == pytest.approx(24.0)
+
+
+def test_config_overrides_prices() -> None:
+    table = cost.price_table({"prices": {"v3": {"on_demand": 1.5}, "bogus": {"spot": 1}}})
+    assert table["v3"] == (1.5, 0.51)
+    assert "bogus" not in table
+    assert cost.hourly("v3-8", cheap=False, prices=table) == pytest.approx(6.0)
+
+
+def test_money() -> None:
+    assert cost.money(8.0, per_hour=True) == "$8.00/h"
+    assert cost.money(0.0123) == "$0.012"
+    assert cost.money(1234.5) == "$1,234.50"
+    assert cost.money(None) == "-"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 90),
+        ("90s", 90),
+        ("30m", 1800),
+        ("8h", 28800),
+        ("2d", 172800),
+        ("1h30m", 5400),
+        ("1.5h", 5400),
+    ],
+)
+def test_parse_duration(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "5x", "h", "0m", "-5m"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_duration(text, "--ttl")
+
+
+def test_format_duration() -> None:
+    assert [format_duration(s) for s in (5, 120, 3600, 5400, 90000, 86400)] == [
+        "5s",
+        "2m",
+        "1h",
+        "1h30m",
+        "1d1h",
+        "1d",
+    ]

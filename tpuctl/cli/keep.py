@@ -1,0 +1,32 @@
+"""tpuctl keep NAME [--off]"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tpuctl.cli import render
+from tpuctl.cli.options import Project, Zone, env
+
+
+def keep(
+    name: Annotated[str, typer.Argument(help="Node name.")],
+    off: Annotated[bool, typer.Option("--off", help="Make the node collectable again.")] = False,
+    zone: Zone = None,
+    project: Project = None,
+) -> None:
+    """Exempt a node from `tpuctl gc` and idle autodown (label tpuctl-keep=true).
+
+    Example: tpuctl keep my-tpu      (undo: tpuctl keep my-tpu --off)
+    """
+    from tpuctl.models import KEEP
+    from tpuctl.services.nodes import set_labels, validate_name
+
+    validate_name(name)
+    app = env()
+    target = app.target(project, zone)
+    set_labels(app.tpu(), f"{target.parent}/nodes/{name}", {KEEP: None if off else "true"})
+    render.info(
+        f"{name}: {'no longer kept; gc may collect it' if off else 'kept: gc will not touch it'}"
+    )

@@ -1,0 +1,155 @@
+"""Garbage collection: find tpuctl's nodes that should not be billing, and delete them.
+
+Safety rules, enforced here and nowhere else:
+- a node without `managed-by=tpuctl` is never a candidate, whatever it looks like;
+- a node labelled `tpuctl-keep=true` is never a candidate;
+- by default only the current user's nodes (`tpuctl-owner`) are considered;
+- idleness read from labels is confirmed by probing the node before it counts.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from tpuctl.durations import format_duration
+from tpuctl.models import (
+    CREATED,
+    DEAD_STATES,
+    EXPIRES,
+    IDLE_TIMEOUT,
+    LAST_ACTIVE,
+    Node,
+)
+from tpuctl.services import cost
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.services.nodes import DeleteResult
+
+Busy = Literal["busy", "idle", "unknown"]
+IdleProbe = Callable[[Node], tuple[Busy, str]]
+"""Looks at the node itself: ("busy", why) / ("idle", why) / ("unknown", why)."""
+
+
+def no_probe(node: Node) -> tuple[Busy, str]:
+    return "unknown", "no way to look inside the node"
+
+
+@dataclass
+class Decision:
+    node: Node
+    reason: str
+    delete: bool
+
+    @property
+    def hourly(self) -> float | None:
+        return cost.node_hourly(self.node)
+
+
+def _idle_since(node: Node) -> float | None:
+    """When the node was last known active: the agent's label, else its creation."""
+    last = node.label_time(LAST_ACTIVE)
+    if last is not None:
+        return last
+    created = node.label_time(CREATED)
+    if created is not None:
+        return created
+    return node.create_time.timestamp() if node.create_time else None
+
+
+def decide(
+    node: Node,
+    *,
+    now: float,
+    owner: str | None,
+    idle_limit: float | None,
+    probe: IdleProbe = no_probe,
+) -> Decision | None:
+    """What gc does with one node; None when the node is none of gc's business."""
+    if not node.managed:
+        return None
+    if owner is not None and node.owner != owner:
+        return None
+    if node.kept:
+        return Decision(node, "kept (tpuctl-keep=true)", False)
+    if node.state == "DELETING":
+        return Decision(node, "already being deleted", False)
+    if node.state in DEAD_STATES:
+        return Decision(node, f"{node.state.lower()}: holds quota until deleted", True)
+    expires = node.label_time(EXPIRES)
+    if expires is not None and now >= expires:
+        return Decision(node, f"expired {format_duration(now - expires)} ago (--ttl)", True)
+    limit = idle_limit if idle_limit is not None else node.label_time(IDLE_TIMEOUT)
+    if limit is None or node.state != "READY":
+        return Decision(node, "in use or within its limits", False)
+    since = _idle_since(node)
+    if since is None or now - since < limit:
+        return Decision(node, "active recently", False)
+    verdict, why = probe(node)
+    idle_for = format_duration(now - since)
+    if verdict == "idle":
+        return Decision(node, f"idle for {idle_for} (limit {format_duration(limit)}): {why}", True)
+    if verdict == "busy":
+        return Decision(node, f"labels say idle for {idle_for}, but {why}", False)
+    return Decision(node, f"labels say idle for {idle_for}; not confirmed ({why})", False)
+
+
+def plan(
+    nodes: list[Node],
+    *,
+    owner: str | None,
+    idle_limit: float | None = None,
+    probe: IdleProbe = no_probe,
+    now: float | None = None,
+) -> list[Decision]:
+    """Decisions for every node gc may act on, deletions first."""
+    at = time.time() if now is None else now
+    decisions = [
+        d
+        for n in nodes
+        if (d := decide(n, now=at, owner=owner, idle_limit=idle_limit, probe=probe)) is not None
+    ]
+    return sorted(decisions, key=lambda d: (not d.delete, d.node.zone, d.node.name))
+
+
+def collect(
+    api: TpuApi,
+    decisions: list[Decision],
+    *,
+    progress: Callable[[str, str, float], None] | None = None,
+) -> list[DeleteResult]:
+    """Delete what the plan says, concurrently; idempotent (gone or going counts as done)."""
+    from tpuctl.services.nodes import delete_nodes
+
+    return delete_nodes(api, [d.node for d in decisions if d.delete], progress=progress)
+
+
+def audit(path: Path, decision: Decision, result: str, project: str) -> None:
+    """Append one JSON line per action to the audit log (created with its folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = os.environ.get("USER", "unknown")
+    entry = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "user": user,
+        "host": socket.gethostname(),
+        "project": project,
+        "zone": decision.node.zone,
+        "node": decision.node.name,
+        "accelerator": decision.node.accelerator_type,
+        "reason": decision.reason,
+        "hourly_usd": decision.hourly,
+        "result": result,
+    }
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
