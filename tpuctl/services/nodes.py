@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl import catalog
 from tpuctl.errors import (
@@ -234,6 +234,35 @@ def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
     return CloudError(f"{subject} failed: {msg}")
 
 
+T = TypeVar("T")
+
+
+def poll_until(
+    check: Callable[[], tuple[T | None, str]],
+    *,
+    what: str,
+    progress: Progress = _noop,
+    timeout: float = 3600.0,
+    poll: float = 0.2,
+    max_poll: float = 5.0,
+) -> T:
+    """Call `check` with growing pauses until it returns a result; it reports the state.
+
+    `check` returns (result, state): a non-None result ends the wait. It raises to fail.
+    """
+    start = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - start
+        result, state = check()
+        if result is not None:
+            return result
+        progress(state, elapsed)
+        if elapsed > timeout:
+            raise CloudError(f"timed out after {int(elapsed)}s waiting for {what} (state {state})")
+        time.sleep(poll)
+        poll = min(max_poll, poll * 1.5)
+
+
 def wait_for_state(
     api: TpuApi,
     name: str,
@@ -243,16 +272,13 @@ def wait_for_state(
     fail_states: frozenset[str] | set[str] = frozenset(),
     progress: Progress = _noop,
     timeout: float = 3600.0,
-    poll: float = 0.2,
-    max_poll: float = 5.0,
 ) -> Node:
     """Poll until the node reaches a state in `until`; raise on failure or timeout."""
-    start = time.monotonic()
     subject = name.rsplit("/", 1)[-1]
     op_done = operation is None
-    state = "PENDING"
-    while True:
-        elapsed = time.monotonic() - start
+
+    def check() -> tuple[Node | None, str]:
+        nonlocal op_done
         if not op_done and operation:
             op = api.get_operation(operation)
             error = _operation_error(op, subject)
@@ -264,46 +290,31 @@ def wait_for_state(
         except NotFoundError:
             if op_done:
                 raise
-            node = None
-        if node is not None:
-            state = node.state
-            if state in until:
-                return node
-            if state in fail_states:
-                raise CloudError(
-                    f"node {subject} went to {state} instead of {'/'.join(sorted(until))}"
-                    + (f": {node.health_description}" if node.health_description else "")
-                )
-        progress(state, elapsed)
-        if elapsed > timeout:
+            return None, "PENDING"
+        if node.state in fail_states:
             raise CloudError(
-                f"timed out after {int(elapsed)}s waiting for {subject} (state {state})"
+                f"node {subject} went to {node.state} instead of {'/'.join(sorted(until))}"
+                + (f": {node.health_description}" if node.health_description else "")
             )
-        time.sleep(poll)
-        poll = min(max_poll, poll * 1.5)
+        return (node if node.state in until else None), node.state
+
+    return poll_until(check, what=subject, progress=progress, timeout=timeout)
 
 
 def wait_gone(
-    api: TpuApi,
-    name: str,
-    *,
-    progress: Progress = _noop,
-    timeout: float = 1800.0,
-    poll: float = 0.2,
-    max_poll: float = 5.0,
+    api: TpuApi, name: str, *, progress: Progress = _noop, timeout: float = 1800.0
 ) -> None:
-    start = time.monotonic()
-    while True:
+    """Poll until the node no longer exists."""
+
+    def check() -> tuple[bool | None, str]:
         try:
-            node = api.get_node(name)
+            return None, api.get_node(name).state
         except NotFoundError:
-            return
-        elapsed = time.monotonic() - start
-        progress(node.state, elapsed)
-        if elapsed > timeout:
-            raise CloudError(f"timed out after {int(elapsed)}s waiting for {name} to be deleted")
-        time.sleep(poll)
-        poll = min(max_poll, poll * 1.5)
+            return True, "GONE"
+
+    poll_until(
+        check, what=f"{name.rsplit('/', 1)[-1]} to be deleted", progress=progress, timeout=timeout
+    )
 
 
 def set_labels(api: TpuApi, name: str, changes: dict[str, str | None]) -> Node:
