@@ -72,7 +72,7 @@ def create(
         internal_ip_only=internal_ip_only,
         description=description,
     )
-    operation = nodes.create_node(api, target, spec)
+    operation = nodes.create_node(api, target, spec, quotas=app.factory.quotas())
     full_name = f"{target.parent}/nodes/{name}"
     if no_wait:
         if json_out:

@@ -28,6 +28,7 @@ from tpuctl.models import (
 )
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
@@ -175,12 +176,17 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     return body
 
 
-def create_node(api: TpuApi, target: Target, spec: CreateSpec) -> str | None:
+def create_node(
+    api: TpuApi, target: Target, spec: CreateSpec, quotas: QuotaApi | None = None
+) -> str | None:
     """Validate everything the API would refuse, then ask for the node.
 
+    With `quotas`, a create that would exceed its quota is refused before the call.
     Returns the create operation's name (None when a retried create adopted the
     node its lost first attempt had made).
     """
+    from tpuctl.services import quota
+
     validate_name(spec.name)
     validate_labels(spec.labels)
     check_accelerator(api, target, spec.accelerator)
@@ -189,7 +195,13 @@ def create_node(api: TpuApi, target: Target, spec: CreateSpec) -> str | None:
         spec.version = catalog.default_runtime(parsed.generation if parsed else "v4")
     check_version(api, target, spec.version)
     body = build_body(spec, target)
-    return api.create_node(target.parent, spec.name, body)
+    scheduling = catalog.scheduling_name(spec.spot, spec.preemptible, spec.reserved)
+    if quotas is not None:
+        quota.check_create(api, quotas, target, spec.accelerator, scheduling)
+    try:
+        return api.create_node(target.parent, spec.name, body)
+    except QuotaError as e:
+        raise quota.explain_refusal(e, api, target, spec.accelerator, scheduling) from e
 
 
 def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
@@ -199,11 +211,18 @@ def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
     code, msg = int(err.get("code", 2)), err.get("message", "unknown error")
     if code == 8:  # RESOURCE_EXHAUSTED
         if "capacity" in msg.lower():
+            # The zone is out of this TPU type for everyone: no quota would change that.
             return QuotaError(
-                f"no capacity for {subject}: {msg}",
-                hint="try another zone, --spot, or a queued resource",
+                f"no capacity for {subject}: the zone has no more of this TPU type free right "
+                f"now (a shortage in the cloud, not your quota): {msg}",
+                hint="try another zone that offers it, or again later; spot capacity (--spot) is "
+                "often easier to find than on-demand; a queued resource waits for capacity "
+                "instead of failing",
             )
-        return QuotaError(f"quota exceeded for {subject}: {msg}", hint="`tpuctl quota` shows usage")
+        return QuotaError(
+            f"quota exceeded for {subject}: {msg}",
+            hint="`tpuctl quota` shows limits, usage and which nodes use them",
+        )
     return CloudError(f"{subject} failed: {msg}")
 
 
