@@ -115,3 +115,13 @@ def test_refusal_naming_an_unknown_quota_keeps_the_clouds_words() -> None:
         "Quota 'TPUV7xPerProjectPerZoneForTPUAPI' exhausted."
     )
     assert explained.hint and "tpuctl quota --zone us-east5-a" in explained.hint
+
+
+def test_refusal_naming_another_familys_quota_is_not_rephrased() -> None:
+    words = (
+        "Quota limit 'TPUV6EPerProjectPerRegionForTPUAPI' has been exceeded. "
+        "Limit: 0 in region us-east5."
+    )
+    error = QuotaError(f"quota exceeded: {words}")
+    explained = quota.explain_refusal(error, None, Target("p", "us-east5-a"), "v5p-8", "spot")  # type: ignore[arg-type]
+    assert explained.message == f"quota exceeded (the cloud refused the create): {words}"

@@ -112,14 +112,14 @@ class QuotaApi:
         self._where = where
         self._hint = unreachable_hint
 
-    def _call(self, project: str, fn: Callable[[], T]) -> T:
+    def _call(self, project: str, fn: Callable[[], T], patience: float | None = None) -> T:
         from google.api_core import exceptions as gx
         from google.auth import exceptions as auth_x
 
-        from tpuctl.cloud.retry import is_transient, retrying
+        from tpuctl.cloud.retry import MAX_SECONDS, is_transient, retrying
 
         try:
-            for attempt in retrying():
+            for attempt in retrying(max_seconds=patience or MAX_SECONDS):
                 with attempt:
                     return fn()
         except TpuctlError:
@@ -146,7 +146,13 @@ class QuotaApi:
 
         return self._call(project, fetch)
 
-    def quota_info(self, project: str, quota_id: str) -> QuotaInfo:
+    def quota_info(self, project: str, quota_id: str, patience: float | None = None) -> QuotaInfo:
+        """One quota; `patience` bounds the seconds spent retrying transient faults."""
         name = f"{self._parent(project)}/quotaInfos/{quota_id}"
-        info = self._call(project, lambda: self._client.get_quota_info(name=name, timeout=TIMEOUT))
+        timeout = min(TIMEOUT, patience) if patience else TIMEOUT
+        info = self._call(
+            project,
+            lambda: self._client.get_quota_info(name=name, timeout=timeout),
+            patience,
+        )
         return QuotaInfo.from_api(_to_dict(info))

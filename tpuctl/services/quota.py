@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tpuctl.config import Target
 
 log = logging.getLogger("tpuctl.quota")
+CHECK_PATIENCE = 10.0  # seconds of retries a pre-create check may spend; it never blocks
 _REFUSAL = re.compile(
     r"Quota(?: limit)? '(?P<id>[^']+)'.*?Limit:? (?P<limit>\d+) in (?P<dim>region|zone) "
     r"(?P<where>[a-z0-9-]+)"
@@ -286,6 +287,11 @@ def _scoped(usages: list[Usage], spec: catalog.QuotaSpec, location: str) -> list
     return [u for u in usages if u.spec == spec and u.location == location]
 
 
+def _limit(quotas: QuotaApi, project: str, spec: catalog.QuotaSpec, location: str) -> int | None:
+    info = quotas.quota_info(project, spec.quota_id, patience=CHECK_PATIENCE)
+    return info.limit(location)
+
+
 def check_create(
     tpu: TpuApi, quotas: QuotaApi, target: Target, accelerator: str, scheduling: str
 ) -> None:
@@ -300,7 +306,7 @@ def check_create(
         return
     location = spec.location(target.zone)
     try:
-        limit = quotas.quota_info(target.project, spec.quota_id).limit(location)
+        limit = _limit(quotas, target.project, spec, location)
     except TpuctlError as e:
         log.debug("quota check skipped: cannot read %s: %s", spec.quota_id, e)
         return
@@ -315,7 +321,7 @@ def check_create(
     other_free = None
     if other is not None:
         try:
-            other_limit = quotas.quota_info(target.project, other.quota_id).limit(location)
+            other_limit = _limit(quotas, target.project, other, location)
         except TpuctlError:
             other_limit = None
         if other_limit is not None:
@@ -330,7 +336,8 @@ def explain_refusal(
     match = _REFUSAL.search(error.message)
     acc = catalog.parse_accelerator(accelerator)
     spec = catalog.QUOTAS_BY_ID.get(match["id"]) if match else None
-    if match is None or acc is None or spec is None:
+    # A quota tpuctl does not know, or not the one it expected, is told in the cloud's words.
+    if match is None or acc is None or spec is None or spec != catalog.quota_for(acc, scheduling):
         return QuotaError(
             f"quota exceeded (the cloud refused the create): "
             f"{error.message.removeprefix('quota exceeded: ')}",
