@@ -35,6 +35,17 @@ class Emulator(EmulatorControl):
             credentials=AnonymousCredentials(),
         )
 
+    def quotas_client(self) -> Any:
+        """google-cloud-quotas' CloudQuotasClient (REST) pointed at the emulator."""
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import cloudquotas_v1
+
+        return cloudquotas_v1.CloudQuotasClient(
+            transport="rest",
+            client_options={"api_endpoint": f"http://{self.address}"},
+            credentials=AnonymousCredentials(),
+        )
+
     def discovery_client(self) -> Any:
         """google-api-python-client's `tpu v2` service pointed at the emulator."""
         from google.auth.credentials import AnonymousCredentials

@@ -215,3 +215,154 @@ def hourly_price(acc: AcceleratorType, spot: bool = False) -> float:
     """List price in USD per hour for the whole slice (an estimate: regions vary)."""
     on_demand, cheap = PRICES[acc.generation]
     return round(acc.chips * (cheap if spot else on_demand), 4)
+
+
+# -- quotas ---------------------------------------------------------------------
+# The TPU quotas of the Cloud Quotas API (service tpu.googleapis.com), one per quota
+# family and scheduling: the emulator enforces and serves this table, and tpuctl reads
+# the limits of these quota ids. Spot and preemptible nodes count against the
+# preemptible quotas; reserved nodes against reservations, which are not listed here.
+# Ids and metrics marked "seen" appear in public error messages and quota listings;
+# the others follow the same naming pattern (docs/quota.md says which is which).
+QUOTA_SERVICE = "tpu.googleapis.com"
+# States whose nodes no longer hold quota (the delete has been accepted).
+QUOTA_FREE_STATES = frozenset({"DELETING"})
+
+
+@dataclass(frozen=True)
+class QuotaSpec:
+    """One TPU quota: what it counts (chips or TensorCores), per region or per zone."""
+
+    quota_id: str
+    family: str  # "v2", "v2 pod", "v3", "v3 pod", "v4", "v5e", "v5e serving", "v5p", "v6e"
+    preemptible: bool
+    metric: str
+    unit: str  # "chips" or "cores" (TensorCores)
+    dimension: str  # "region" or "zone"
+    new_project: int  # the limit a new project starts with
+    granted: int  # the limit in the emulator's default project, which has been granted quota
+
+    @property
+    def scheduling(self) -> str:
+        return "preemptible" if self.preemptible else "on-demand"
+
+    def amount(self, acc: AcceleratorType) -> int:
+        """How much of this quota one `acc` slice uses."""
+        return acc.chips if self.unit == "chips" else acc.cores
+
+    def location(self, zone: str) -> str:
+        """The region or zone whose limit a node in `zone` counts against."""
+        return zone if self.dimension == "zone" else region_of(zone)
+
+    @property
+    def display_name(self) -> str:
+        kind = "preemptible " if self.preemptible else ""
+        return f"TPU {self.family} {kind}{self.unit} per project per {self.dimension}"
+
+
+def _pair(
+    family: str,
+    unit: str,
+    dimension: str,
+    ids: tuple[str, str],
+    metric: str,
+    limits: tuple[int, int, int, int],
+) -> tuple[QuotaSpec, QuotaSpec]:
+    """The on-demand and preemptible quotas of one family; limits are (on-demand new,
+    on-demand granted, preemptible new, preemptible granted)."""
+    return (
+        QuotaSpec(ids[0], family, False, _M + metric, unit, dimension, limits[0], limits[1]),
+        QuotaSpec(
+            ids[1],
+            family,
+            True,
+            _M + metric + "-preemptible",
+            unit,
+            dimension,
+            limits[2],
+            limits[3],
+        ),
+    )
+
+
+_M = "tpu.googleapis.com/"
+QUOTAS: tuple[QuotaSpec, ...] = (
+    *_pair("v2", "cores", "zone",
+           ("TPUV2sPerProjectPerZoneForTPUAPI", "TPUV2sPreemptiblePerProjectPerZoneForTPUAPI"),
+           "tpu-v2", (16, 128, 48, 1024)),
+    *_pair("v2 pod", "cores", "region",
+           ("TPUV2sPodPerProjectPerRegionForTPUAPI",  # seen
+            "TPUV2sPreemptiblePodPerProjectPerRegionForTPUAPI"),  # seen
+           "tpu-v2-pod", (0, 512, 0, 2048)),
+    *_pair("v3", "cores", "zone",
+           ("TPUV3sPerProjectPerZoneForTPUAPI", "TPUV3sPreemptiblePerProjectPerZoneForTPUAPI"),
+           "tpu-v3", (16, 128, 48, 1024)),
+    *_pair("v3 pod", "cores", "region",
+           ("TPUV3sPodPerProjectPerRegionForTPUAPI",
+            "TPUV3sPreemptiblePodPerProjectPerRegionForTPUAPI"),
+           "tpu-v3-pod", (0, 512, 0, 2048)),
+    *_pair("v4", "chips", "region",
+           ("TPUV4sPodPerProjectPerRegionForTPUAPI",
+            "TPUV4sPreemptiblePodPerProjectPerRegionForTPUAPI"),  # seen
+           "tpu-v4", (0, 512, 0, 2048)),  # metric tpu-v4-preemptible: seen
+    *_pair("v5e", "chips", "region",
+           ("TPUV5sLitepodPerProjectPerRegionForTPUAPI",  # seen
+            "TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI"),  # seen
+           "tpu-v5s-litepod", (0, 256, 0, 1024)),  # metric ...-preemptible: seen
+    *_pair("v5e serving", "chips", "zone",
+           ("TPUV5sLitepodServingPerProjectPerZoneForTPUAPI",  # seen
+            "TPUV5sPreemptibleLitepodServingPerProjectPerZoneForTPUAPI"),  # seen
+           "tpu-v5s-litepod-serving", (0, 64, 0, 256)),  # metrics: in the Cloud TPU docs
+    *_pair("v5p", "cores", "zone",
+           ("TPUV5PPerProjectPerZoneForTPUAPI",  # seen
+            "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI"),  # seen
+           "tpu-v5p", (0, 1024, 0, 4096)),  # metric tpu-v5p-preemptible: seen
+    *_pair("v6e", "chips", "region",
+           ("TPUV6EPerProjectPerRegionForTPUAPI",  # seen
+            "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI"),  # seen
+           "tpu-v6e", (0, 256, 0, 1024)),  # metric tpu-v6e-preemptible: seen
+)  # fmt: skip
+QUOTAS_BY_ID: dict[str, QuotaSpec] = {q.quota_id: q for q in QUOTAS}
+QUOTA_FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(q.family for q in QUOTAS))
+
+
+def quota_family(acc: AcceleratorType) -> str:
+    """The quota family a slice counts against.
+
+    v2 and v3 single devices (`-8`) and pods have separate quotas; single-host v5e
+    (`v5litepod-1/4/8`) counts against the v5e serving quota, larger slices against v5e.
+    """
+    if acc.generation in ("v2", "v3"):
+        return acc.generation if acc.size == 8 else f"{acc.generation} pod"
+    if acc.generation == "v5e" and not acc.multi_host:
+        return "v5e serving"
+    return acc.generation
+
+
+def quota_for(acc: AcceleratorType, scheduling: str) -> QuotaSpec | None:
+    """The quota a create of `acc` counts against; scheduling is on-demand, spot,
+    preemptible or reserved (None: reserved capacity is not counted here)."""
+    if scheduling == "reserved":
+        return None
+    preemptible = scheduling in ("spot", "preemptible")
+    family = quota_family(acc)
+    for spec in QUOTAS:
+        if spec.family == family and spec.preemptible == preemptible:
+            return spec
+    return None
+
+
+def regions() -> list[str]:
+    """Every region with a zone in ZONES, in order."""
+    return sorted({region_of(z) for z in ZONES})
+
+
+def zones_in(region: str) -> list[str]:
+    return sorted(z for z in ZONES if region_of(z) == region)
+
+
+def scheduling_name(spot: bool = False, preemptible: bool = False, reserved: bool = False) -> str:
+    """A node's scheduling as quota sees it: reserved, spot, preemptible or on-demand."""
+    if reserved:
+        return "reserved"
+    return "spot" if spot else "preemptible" if preemptible else "on-demand"

@@ -35,9 +35,17 @@ def cli(emulator, capsys, monkeypatch) -> Cli:  # noqa: ANN001
     return run
 
 
-def one_line_error(result: Result) -> str:
-    """Assert the error is one `error:` line (plus at most a hint) and no traceback."""
+def one_line_error(result: Result, after_call: bool = False) -> str:
+    """Assert the error is one `error:` line (plus at most a hint) and no traceback.
+
+    `after_call`: the failure came from the cloud after the command had started (and
+    said so on stderr, e.g. the price line before a create); only the lines from the
+    error on are held to the rule.
+    """
     lines = [ln for ln in result.err.splitlines() if ln.strip()]
+    if after_call:
+        first = next((i for i, ln in enumerate(lines) if ln.startswith("error: ")), 0)
+        lines = lines[first:]
     assert "Traceback" not in result.err
     errors = [ln for ln in lines if ln.startswith("error: ")]
     assert len(errors) == 1, result.err

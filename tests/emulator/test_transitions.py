@@ -140,10 +140,9 @@ def test_state_survives_a_restart(tmp_path: Path) -> None:
         assert [e.ip_address for e in kept.network_endpoints] == [
             e.ip_address for e in first.network_endpoints
         ]
-        assert EmulatorControl(again.address).config() == {
-            "durations": {"create": 0.0, "stop": 0.5, "start": 0.5, "delete": 0.0},
-            "defaults": {"project": "demo-2", "zone": "us-central1-a"},
-        }
+        config = EmulatorControl(again.address).config()
+        assert config["durations"] == {"create": 0.0, "stop": 0.5, "start": 0.5, "delete": 0.0}
+        assert config["defaults"] == {"project": "demo-2", "zone": "us-central1-a"}
         from google.longrunning import operations_pb2
 
         got = c2.get_operation(operations_pb2.GetOperationRequest(name=op.operation.name))

@@ -18,6 +18,7 @@ from tpuctl.cli import create as create_mod
 from tpuctl.cli import delete as delete_mod
 from tpuctl.cli import describe as describe_mod
 from tpuctl.cli import emulator_cmd, gc, keep, list_cmd, power
+from tpuctl.cli import quota as quota_mod
 from tpuctl.cli.options import AppEnv, env, set_env
 from tpuctl.errors import ExitCode, TpuctlError
 
@@ -60,6 +61,7 @@ app.command("start")(power.start)
 app.command("delete")(delete_mod.delete)
 app.command("keep")(keep.keep)
 app.command("gc")(gc.gc)
+app.command("quota")(quota_mod.quota)
 app.add_typer(emulator_cmd.app, name="emulator", help="Run a local emulator of the cloud side.")
 
 

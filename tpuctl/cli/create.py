@@ -82,7 +82,7 @@ def create(
         ttl=parse_duration(ttl, "--ttl") if ttl else None,
         idle_timeout=parse_duration(idle_timeout, "--idle-timeout") if idle_timeout else None,
     )
-    body = nodes.validate_create(api, target, spec)
+    body = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
     rate = cost.hourly(accelerator, spot or preemptible)
     if rate is not None:
         kind = "spot" if spot else "preemptible" if preemptible else "on-demand"

@@ -23,8 +23,10 @@ from tpuctl.errors import ConfigError
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
+    from google.cloud.cloudquotas_v1 import CloudQuotasClient
     from google.cloud.tpu_v2 import TpuClient
 
+    from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.tpu import TpuApi
 
 EMULATOR_ENV = "TPUCTL_EMULATOR_HOST"
@@ -52,6 +54,13 @@ class ClientFactory:
         if self._emulator:
             return f"http://{self._emulator}"
         return "https://tpu.googleapis.com"
+
+    @property
+    def quotas_endpoint(self) -> str:
+        """The Cloud Quotas API: Google's, or the emulator's (it serves both APIs)."""
+        if self._emulator:
+            return f"http://{self._emulator}"
+        return "https://cloudquotas.googleapis.com"
 
     def describe_endpoint(self) -> str:
         """A phrase for messages: which cloud tpuctl is talking to."""
@@ -120,6 +129,25 @@ class ClientFactory:
 
         return TpuApi(
             self.tpu_client(),
+            where=self.describe_endpoint(),
+            unreachable_hint=self.unreachable_hint(),
+        )
+
+    def quotas_client(self) -> CloudQuotasClient:
+        from google.api_core.client_options import ClientOptions
+        from google.cloud import cloudquotas_v1
+
+        return cloudquotas_v1.CloudQuotasClient(
+            transport="rest",
+            credentials=self.credentials,
+            client_options=ClientOptions(api_endpoint=self.quotas_endpoint),
+        )
+
+    def quotas(self) -> QuotaApi:
+        from tpuctl.cloud.quota import QuotaApi
+
+        return QuotaApi(
+            self.quotas_client(),
             where=self.describe_endpoint(),
             unreachable_hint=self.unreachable_hint(),
         )

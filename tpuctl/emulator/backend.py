@@ -23,6 +23,8 @@ from typing import Any, TypeVar, cast
 from tpuctl.emulator import errors, rules
 from tpuctl.emulator.errors import Faults
 from tpuctl.emulator.models import TRANSITIONS, AddressAllocator, Node, Operation
+from tpuctl.emulator.quotas import CONFIG_KEYS as QUOTA_CONFIG_KEYS
+from tpuctl.emulator.quotas import QuotaConfig
 
 DEFAULT_DURATIONS: dict[str, float | None] = {
     "create": 1.0,
@@ -71,6 +73,7 @@ class Backend:
         self.durations: dict[str, float | None] = dict(DEFAULT_DURATIONS)
         self.defaults = {"project": DEFAULT_PROJECT, "zone": DEFAULT_ZONE}
         self.faults = Faults()
+        self.quota = QuotaConfig()
         self._rng = random.Random()
         self.requests: Counter[str] = Counter()
         self._dirty = True
@@ -84,7 +87,11 @@ class Backend:
             "version": 1,
             "nodes": [n.to_state() for n in self.nodes.values()],
             "operations": [op.to_state() for op in self.operations.values()],
-            "config": {"durations": self.durations, "defaults": self.defaults},
+            "config": {
+                "durations": self.durations,
+                "defaults": self.defaults,
+                **self.quota.to_config(),
+            },
             "allocator": {"next_index": self.allocator.next_index},
         }
         self._state_dir.mkdir(parents=True, exist_ok=True)
@@ -103,6 +110,7 @@ class Backend:
         self.operations = {op.name: op for op in ops}
         self.durations.update(state.get("config", {}).get("durations", {}))
         self.defaults.update(state.get("config", {}).get("defaults", {}))
+        self.quota.load(state.get("config", {}))
         self.allocator.next_index = state.get("allocator", {}).get("next_index", 1)
 
     # -- transitions ---------------------------------------------------------
@@ -121,6 +129,13 @@ class Backend:
 
     def _complete(self, node: Node, now: float) -> None:
         verb = node.transition
+        if verb == "create" and node.capacity_error:
+            # The zone ran out: the create fails and the node never comes to be.
+            del self.nodes[node.name]
+            for op in self._pending(node.name, verb):
+                op.fail(now, errors.CODES["RESOURCE_EXHAUSTED"], node.capacity_error)
+            self._dirty = True
+            return
         gone = node.finish()
         if gone:
             del self.nodes[node.name]
@@ -169,6 +184,7 @@ class Backend:
         if node_id and name in self.nodes:
             raise errors.already_exists(name)
         node = rules.new_node(project, zone, node_id, body, self._clock(), self.allocator)
+        node.capacity_error = self.quota.admit(node, self.nodes.values())
         self.nodes[name] = node
         return self._begin(node, "create")
 
@@ -280,6 +296,17 @@ class Backend:
     def cancel_operation(self, project: str, zone: str, op_id: str) -> dict:
         return self.delete_operation(project, zone, op_id)
 
+    # -- Cloud Quotas (tpuctl/emulator/quotas.py) -----------------------------
+    @_locked
+    def list_quota_infos(
+        self, project: str, service: str, page_size: int = 0, page_token: str = ""
+    ) -> dict:
+        return self.quota.list_infos(project, service, page_size, page_token)
+
+    @_locked
+    def get_quota_info(self, project: str, service: str, quota_id: str) -> dict:
+        return self.quota.get_info(project, service, quota_id)
+
     # -- control plane ---------------------------------------------------------
     def count(self, key: str) -> None:
         with self.lock:
@@ -304,11 +331,15 @@ class Backend:
 
     @_locked
     def config(self) -> dict:
-        return {"durations": dict(self.durations), "defaults": dict(self.defaults)}
+        return {
+            "durations": dict(self.durations),
+            "defaults": dict(self.defaults),
+            **self.quota.to_config(),
+        }
 
     @_locked
     def update_config(self, body: dict[str, Any]) -> dict:
-        unknown = set(body) - {"durations", "defaults"}
+        unknown = set(body) - {"durations", "defaults"} - QUOTA_CONFIG_KEYS
         if unknown:
             raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
         durations = body.get("durations") or {}
@@ -322,6 +353,7 @@ class Backend:
         for key, value in defaults.items():
             if key not in ("project", "zone") or not isinstance(value, str) or not value:
                 raise errors.invalid_argument(f"bad default {key}={value!r}")
+        self.quota.update(body)
         self.durations.update({k: None if v is None else float(v) for k, v in durations.items()})
         self.defaults.update(defaults)
         self._dirty = True

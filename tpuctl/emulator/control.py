@@ -77,3 +77,12 @@ class EmulatorControl:
 
     def preempt(self, node: str) -> dict[str, Any]:
         return dict(self.call("POST", "preempt", {"node": node}))
+
+    def quotas(self, limits: dict[str, Any] | str) -> dict[str, Any]:
+        """Set TPU quota limits: `{quotaId: {"*": default, location: n} or n}` (partial),
+        or a preset, "granted" or "new-project"."""
+        return dict(self.config(quotas=limits)["quotas"])
+
+    def capacity(self, caps: dict[str, dict[str, int | None]]) -> dict[str, Any]:
+        """Cap what zones have left: `{zone: {generation: chips or None}}` (partial)."""
+        return dict(self.config(capacity=caps)["capacity"])

@@ -143,13 +143,8 @@ def injected(http: int, project: str, zone: str | None = None, quota: bool = Fal
     """The error an injected fault answers with, as Google's front end words it."""
     if http == 429 and quota:
         region = zone.rsplit("-", 1)[0] if zone and zone != "-" else "us-central1"
-        limit = "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI"
-        message = f"Quota limit '{limit}' has been exceeded. Limit: 0 in region {region}."
-        failure = {
-            "@type": QUOTA_FAILURE_TYPE,
-            "violations": [{"subject": f"projects/{project}", "description": message}],
-        }
-        return ApiError(429, "RESOURCE_EXHAUSTED", message, [failure])
+        quota_id = "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI"
+        return quota_exceeded(project, quota_id, 0, "region", region)
     if http == 429:
         info = {
             "@type": ERROR_INFO_TYPE,
@@ -175,3 +170,59 @@ def injected(http: int, project: str, zone: str | None = None, quota: bool = Fal
     if http == 504:
         return ApiError(504, "DEADLINE_EXCEEDED", "The request timed out. Please try again.")
     raise ValueError(f"no injectable fault with HTTP status {http}")
+
+
+def eid() -> str:
+    return _eid()
+
+
+def quota_exceeded(project: str, quota_id: str, limit: int, dimension: str, where: str) -> ApiError:
+    """A used-up resource quota, as the TPU API answers a create (HTTP 429)."""
+    scope = f"{dimension} {where}"
+    message = f"Quota limit '{quota_id}' has been exceeded. Limit: {limit} in {scope}."
+    failure = {
+        "@type": QUOTA_FAILURE_TYPE,
+        "violations": [
+            {
+                "subject": f"project:{project_number(project)}",
+                "description": f"Quota '{quota_id}' exhausted. Limit {limit} in {scope}",
+            }
+        ],
+    }
+    return ApiError(429, "RESOURCE_EXHAUSTED", message, [failure])
+
+
+def service_disabled(project: str, service: str, title: str) -> ApiError:
+    """403 for an API that is not enabled in the project, as every Google API words it."""
+    number = project_number(project)
+    url = f"https://console.developers.google.com/apis/api/{service}/overview?project={number}"
+    message = (
+        f"{title} has not been used in project {number} before or it is disabled. Enable it by "
+        f"visiting {url} then retry. If you enabled this API recently, wait a few minutes for "
+        "the action to propagate to our systems and retry."
+    )
+    info = {
+        "@type": ERROR_INFO_TYPE,
+        "reason": "SERVICE_DISABLED",
+        "domain": "googleapis.com",
+        "metadata": {
+            "service": service,
+            "consumer": f"projects/{number}",
+            "activationUrl": url,
+            "serviceTitle": title,
+            "containerInfo": number,
+        },
+    }
+    return ApiError(403, "PERMISSION_DENIED", message, [info])
+
+
+def permission_denied(permission: str, resource: str) -> ApiError:
+    """403 for a caller without `permission` on `resource` (a full resource name)."""
+    info = {
+        "@type": ERROR_INFO_TYPE,
+        "reason": "IAM_PERMISSION_DENIED",
+        "domain": "cloudquotas.googleapis.com",
+        "metadata": {"permission": permission, "resource": resource},
+    }
+    message = f"Permission '{permission}' denied on resource '{resource}' (or it may not exist)."
+    return ApiError(403, "PERMISSION_DENIED", message, [info])

@@ -84,6 +84,8 @@ class Node:
     deadline: float | None = None
     # per worker: [{namespace, key, value}, ...]
     guest_attributes: list[list[dict[str, str]]] = field(default_factory=list)
+    # set when the zone had no capacity left: the create operation ends with this error
+    capacity_error: str | None = None
 
     def __post_init__(self) -> None:
         workers = self.accelerator.workers

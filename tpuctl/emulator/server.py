@@ -34,6 +34,8 @@ _O = _Z + r"/operations/(?P<op>[^/:]+)"
 _P1 = r"/v[12]/projects/(?P<project>[^/]+)/locations"
 _Z1 = _P1 + r"/(?P<zone>[^/:]+)"
 _PZ = ("project", "zone")
+# the Cloud Quotas API (cloudquotas.googleapis.com) subset: quota infos of a service
+_Q = r"/v1/projects/(?P<project>[^/]+)/locations/global/services/(?P<service>[^/]+)/quotaInfos"
 
 # (HTTP method, path, verb counted in /requests, backend method name or catalog function,
 #  arguments: path groups by name, "?param" from the query, "paging", "body")
@@ -61,6 +63,9 @@ API_ROUTES: list[tuple[str, str, str, str | Handler, tuple[str, ...]]] = [
      catalog_api.list_runtime_versions, (*_PZ, "paging")),
     ("GET", _Z + "/runtimeVersions/(?P<version>[^/:]+)", "runtimeVersions.get",
      catalog_api.get_runtime_version, (*_PZ, "version")),
+    ("GET", _Q, "quotaInfos.list", "list_quota_infos", ("project", "service", "paging")),
+    ("GET", _Q + "/(?P<quota>[^/]+)", "quotaInfos.get", "get_quota_info",
+     ("project", "service", "quota")),
 ]  # fmt: skip
 
 # control plane: (HTTP method, path under CONTROL_PREFIX) -> backend method, body keys

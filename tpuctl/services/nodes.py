@@ -37,6 +37,7 @@ from tpuctl.models import (
 )
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
@@ -185,8 +186,15 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     return body
 
 
-def validate_create(api: TpuApi, target: Target, spec: CreateSpec) -> dict[str, Any]:
-    """Check everything the API would refuse; fill in defaults; return the create body."""
+def validate_create(
+    api: TpuApi, target: Target, spec: CreateSpec, quotas: QuotaApi | None = None
+) -> dict[str, Any]:
+    """Check everything the API would refuse; fill in defaults; return the create body.
+
+    With `quotas`, a create that would exceed its quota is refused here, before the call.
+    """
+    from tpuctl.services import quota
+
     validate_name(spec.name)
     validate_labels(spec.labels)
     check_accelerator(api, target, spec.accelerator)
@@ -198,25 +206,43 @@ def validate_create(api: TpuApi, target: Target, spec: CreateSpec) -> dict[str, 
     try:
         existing = api.get_node(f"{target.parent}/nodes/{spec.name}")
     except NotFoundError:
-        return body
-    raise AlreadyExistsError(
-        f"node {spec.name} already exists in zone {target.zone} ({existing.accelerator_type}, "
-        f"{existing.state})",
-        hint=f"pick another name, or use it: `tpuctl describe {spec.name} --zone {target.zone}`",
-    )
+        existing = None
+    if existing is not None:
+        raise AlreadyExistsError(
+            f"node {spec.name} already exists in zone {target.zone} "
+            f"({existing.accelerator_type}, {existing.state})",
+            hint=f"use another name, or see it: `tpuctl describe {spec.name} --zone {target.zone}`",
+        )
+    if quotas is not None:
+        quota.check_create(api, quotas, target, spec.accelerator, _scheduling(spec))
+    return body
+
+
+def _scheduling(spec: CreateSpec) -> str:
+    return catalog.scheduling_name(spec.spot, spec.preemptible, spec.reserved)
 
 
 def create_node(
-    api: TpuApi, target: Target, spec: CreateSpec, body: dict[str, Any] | None = None
+    api: TpuApi,
+    target: Target,
+    spec: CreateSpec,
+    body: dict[str, Any] | None = None,
+    quotas: QuotaApi | None = None,
 ) -> str | None:
     """Ask for the node (validating first unless given the body `validate_create` made).
 
     Returns the create operation's name (None when a retried create adopted the
-    node its lost first attempt had made).
+    node its lost first attempt had made). A quota refusal from the cloud itself
+    is explained like tpuctl's own check.
     """
+    from tpuctl.services import quota
+
     if body is None:
-        body = validate_create(api, target, spec)
-    return api.create_node(target.parent, spec.name, body)
+        body = validate_create(api, target, spec, quotas)
+    try:
+        return api.create_node(target.parent, spec.name, body)
+    except QuotaError as e:
+        raise quota.explain_refusal(e, api, target, spec.accelerator, _scheduling(spec)) from e
 
 
 def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
@@ -226,11 +252,18 @@ def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
     code, msg = int(err.get("code", 2)), err.get("message", "unknown error")
     if code == 8:  # RESOURCE_EXHAUSTED
         if "capacity" in msg.lower():
+            # The zone is out of this TPU type for everyone: no quota would change that.
             return QuotaError(
-                f"no capacity for {subject}: {msg}",
-                hint="try another zone, --spot, or a queued resource",
+                f"no capacity for {subject}: the zone has no more of this TPU type free right "
+                f"now (a shortage in the cloud, not your quota): {msg}",
+                hint="try another zone that offers it, or again later; spot capacity (--spot) is "
+                "often easier to find than on-demand; a queued resource waits for capacity "
+                "instead of failing",
             )
-        return QuotaError(f"quota exceeded for {subject}: {msg}", hint="`tpuctl quota` shows usage")
+        return QuotaError(
+            f"quota exceeded for {subject}: {msg}",
+            hint="`tpuctl quota` shows limits, usage and which nodes use them",
+        )
     return CloudError(f"{subject} failed: {msg}")
 
 

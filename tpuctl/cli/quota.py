@@ -1,0 +1,117 @@
+"""tpuctl quota"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from tpuctl.cli import render
+from tpuctl.cli.options import Json, Project, Zone, env
+from tpuctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from tpuctl.services.quota import QuotaReport, QuotaRow
+
+
+def quota(
+    zone: Zone = None,
+    region: Annotated[
+        str | None, typer.Option("--region", "-r", help="A region, e.g. us-east5.")
+    ] = None,
+    all_regions: Annotated[
+        bool, typer.Option("--all-regions", help="Every region with TPUs, quota or nodes.")
+    ] = False,
+    project: Project = None,
+    json_out: Json = False,
+) -> None:
+    """TPU quota limits, what uses them, and the headroom, per region.
+
+    Without a flag: the region of the configured zone (every region if none is configured).
+    Example: tpuctl quota --region us-east5
+    """
+    from tpuctl.services import quota as quota_svc
+
+    if sum(bool(x) for x in (zone, region, all_regions)) > 1:
+        raise UsageError("--zone, --region and --all-regions are exclusive: choose one")
+    app = env()
+    target = app.target(project, zone, need_zone=False)
+    scope: dict[str, str] = {}
+    if zone:
+        scope = {"zone": target.zone}
+    elif region:
+        scope = {"region": region}
+    elif not all_regions and target.zone != "-":
+        scope = {"region": target.region}
+    report = quota_svc.report(app.tpu(), app.factory.quotas(), target.project, **scope)
+    if json_out:
+        render.print_json(report.to_json())
+    else:
+        _print(report, explicit=bool(scope))
+    if report.limits_error is not None:
+        e = report.limits_error
+        render.info(f"note: limits unknown, showing usage only: {e.message}")
+        if e.hint:
+            render.info(f"note: {e.hint}")
+    elif not json_out:
+        render.info(
+            f"request more: {quota_svc.request_url(target.project)} "
+            "(or `gcloud quotas preferences create --service=tpu.googleapis.com "
+            f"--quota-id=ID --preferred-value=N --dimensions=region=R --project={target.project}`)"
+        )
+
+
+def _print(report: QuotaReport, explicit: bool) -> None:
+    console = render.out()
+    printed = after_table = False
+    for region in report.regions:
+        rows = [r for r in report.region_rows(region) if r.shown]
+        zeros = report.zero_families(region)
+        if not (rows or zeros or explicit):
+            continue
+        if printed and (rows or after_table):
+            console.print()
+        printed, after_table = True, bool(rows)
+        title = f"[bold]{region}[/]"
+        if not rows:
+            what = f"no quota for {', '.join(zeros)}" if zeros else "no TPU nodes"
+            console.print(f"{title}  {what}", highlight=False)
+            continue
+        console.print(f"{title}  (project {report.project})", highlight=False)
+        console.print(_table(rows))
+        if zeros:
+            console.print(f"no quota: {', '.join(zeros)}", highlight=False)
+    if not printed:
+        render.info(f"no TPU quota or nodes in any region of project {report.project}")
+
+
+def _table(rows: list[QuotaRow]) -> Table:
+    from tpuctl.services.quota import scheduling_label
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("FAMILY", "SCHEDULING", "PER"):
+        table.add_column(col, no_wrap=True)
+    for col in ("LIMIT", "IN USE", "HEADROOM"):
+        table.add_column(col, no_wrap=True, justify="right")
+    table.add_column("UNIT", no_wrap=True)
+    table.add_column("USED BY")
+    for r in rows:
+        names = [u.node.name for u in r.usage]
+        used_by = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+        headroom = "?" if r.headroom is None else str(r.headroom)
+        if r.headroom is not None and r.headroom <= 0:
+            headroom = f"[bold red]{headroom}[/]"
+        per = "region" if r.spec.dimension == "region" else f"zone {r.location.rsplit('-', 1)[-1]}"
+        table.add_row(
+            r.spec.family,
+            scheduling_label(r.spec),
+            per,
+            "?" if r.limit is None else str(r.limit),
+            str(r.in_use),
+            headroom,
+            r.spec.unit,
+            escape(used_by) or "-",
+        )
+    return table

@@ -1,0 +1,158 @@
+"""QuotaApi: the adapter over the Cloud Quotas API (cloudquotas.googleapis.com), read-only.
+
+tpuctl reads the limits of the TPU quotas (service tpu.googleapis.com) with it; usage
+comes from the project's nodes. Every call goes through `_call`, which retries
+transient faults and turns "API not enabled" and "permission denied" into errors
+that say what to enable or grant. Limits cross this boundary as `QuotaInfo`.
+Google's libraries are imported inside the calls, so services may import this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from tpuctl.catalog import QUOTA_SERVICE
+from tpuctl.errors import AccessDeniedError, CloudError, ConfigError, TpuctlError
+
+T = TypeVar("T")
+TIMEOUT = 30.0
+QUOTAS_API = "cloudquotas.googleapis.com"
+
+
+@dataclass(frozen=True)
+class QuotaInfo:
+    """The limits of one quota: explicit per region or zone, and a default elsewhere."""
+
+    quota_id: str
+    metric: str = ""
+    dimensions: tuple[str, ...] = ()
+    limits: dict[str, int] = field(default_factory=dict)
+    default: int | None = None
+    default_locations: frozenset[str] = frozenset()
+
+    def limit(self, location: str) -> int | None:
+        """The limit in a region or zone (None: the quota says nothing about it)."""
+        if location in self.limits:
+            return self.limits[location]
+        if self.default is None:
+            return None
+        if not self.default_locations or location in self.default_locations:
+            return self.default
+        return None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> QuotaInfo:
+        """From the API's JSON form. Entries are ordered most specific first; the one
+        without dimensions is the default. A missing value is a zero (proto3 JSON)."""
+        limits: dict[str, int] = {}
+        default, default_locations = None, frozenset[str]()
+        for entry in data.get("dimensionsInfos") or []:
+            value = int((entry.get("details") or {}).get("value") or 0)
+            dims = entry.get("dimensions") or {}
+            where = dims.get("zone") or dims.get("region")
+            if where:
+                limits.setdefault(where, value)
+            elif not dims and default is None:
+                default = value
+                default_locations = frozenset(entry.get("applicableLocations") or ())
+                default_locations -= {"global"}
+        return cls(
+            quota_id=data.get("quotaId", ""),
+            metric=data.get("metric", ""),
+            dimensions=tuple(data.get("dimensions") or ()),
+            limits=limits,
+            default=default,
+            default_locations=default_locations,
+        )
+
+
+def translate(exc: BaseException, project: str, where: str, hint: str) -> TpuctlError:
+    """Google's exception -> tpuctl's, naming the API to enable or the permission to grant."""
+    from google.api_core import exceptions as gx
+
+    from tpuctl.cloud.tpu import _message
+    from tpuctl.cloud.tpu import translate as tpu_translate
+
+    msg = _message(exc)
+    if isinstance(exc, gx.Forbidden):
+        if "quota project" in msg:  # user credentials without a quota project
+            return ConfigError(
+                f"the Cloud Quotas API needs a quota project for your credentials: {msg}",
+                hint=f"run `gcloud auth application-default set-quota-project {project}`",
+            )
+        reason = getattr(exc, "reason", None)
+        if reason == "SERVICE_DISABLED" or "has not been used in project" in msg:
+            return CloudError(
+                f"the Cloud Quotas API ({QUOTAS_API}) is not enabled in project {project}",
+                hint=f"enable it with `gcloud services enable {QUOTAS_API} --project {project}`",
+            )
+        return AccessDeniedError(
+            f"not allowed to read the quotas of project {project}: {msg}",
+            hint="your account needs the permission cloudquotas.quotas.get, e.g. through "
+            "the role roles/cloudquotas.viewer",
+        )
+    return tpu_translate(exc, f"TPU quotas of project {project}", where, hint)
+
+
+def _to_dict(message: Any) -> dict[str, Any]:
+    from google.protobuf import json_format
+
+    return dict(json_format.MessageToDict(type(message).pb(message)))
+
+
+class QuotaApi:
+    """The TPU quotas of a project, as the Cloud Quotas API reports them."""
+
+    def __init__(
+        self, client: Any, where: str = "the Cloud Quotas API", unreachable_hint: str = ""
+    ):
+        self._client = client
+        self._where = where
+        self._hint = unreachable_hint
+
+    def _call(self, project: str, fn: Callable[[], T], patience: float | None = None) -> T:
+        from google.api_core import exceptions as gx
+        from google.auth import exceptions as auth_x
+
+        from tpuctl.cloud.retry import MAX_SECONDS, is_transient, retrying
+
+        try:
+            for attempt in retrying(max_seconds=patience or MAX_SECONDS):
+                with attempt:
+                    return fn()
+        except TpuctlError:
+            raise
+        except Exception as e:  # noqa: BLE001 - translated, never swallowed
+            if isinstance(e, (gx.GoogleAPICallError, auth_x.GoogleAuthError)) or is_transient(e):
+                raise translate(e, project, self._where, self._hint) from e
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _parent(project: str) -> str:
+        return f"projects/{project}/locations/global/services/{QUOTA_SERVICE}"
+
+    def quota_infos(self, project: str) -> dict[str, QuotaInfo]:
+        """Every TPU quota of the project, by quota id (one paged listing)."""
+
+        def fetch() -> dict[str, QuotaInfo]:
+            pager = self._client.list_quota_infos(
+                request={"parent": self._parent(project)}, timeout=TIMEOUT
+            )
+            infos = (QuotaInfo.from_api(_to_dict(info)) for info in pager)
+            return {info.quota_id: info for info in infos}
+
+        return self._call(project, fetch)
+
+    def quota_info(self, project: str, quota_id: str, patience: float | None = None) -> QuotaInfo:
+        """One quota; `patience` bounds the seconds spent retrying transient faults."""
+        name = f"{self._parent(project)}/quotaInfos/{quota_id}"
+        timeout = min(TIMEOUT, patience) if patience else TIMEOUT
+        info = self._call(
+            project,
+            lambda: self._client.get_quota_info(name=name, timeout=timeout),
+            patience,
+        )
+        return QuotaInfo.from_api(_to_dict(info))
