@@ -13,6 +13,8 @@ from tpuctl.cloud.storage import Bucket
 from tpuctl.errors import (
     AccessDeniedError,
     AlreadyExistsError,
+    CloudError,
+    ConfigError,
     NotFoundError,
     PreconditionFailedError,
     UsageError,
@@ -29,6 +31,20 @@ def bucket(emulator) -> Bucket:
 def test_ensure_is_idempotent_and_the_factory_points_at_the_emulator(emulator, bucket) -> None:
     assert bucket.ensure("us-central1") is False
     assert [b.name for b in emulator.storage_client().list_buckets()] == ["tpuctl-demo-tpuctl"]
+    assert ClientFactory().storage_client().project == "tpuctl-demo"  # the emulator's default
+
+
+def test_factory_errors_without_storage(isolated_env, monkeypatch) -> None:  # noqa: ANN001
+    from tpuctl.emulator.server import EmulatorServer
+
+    with EmulatorServer(port=0, storage=False) as bare:
+        monkeypatch.setenv("TPUCTL_EMULATOR_HOST", bare.address)
+        with pytest.raises(ConfigError, match="serves no Cloud Storage"):
+            ClientFactory().bucket("b")
+    monkeypatch.setenv("TPUCTL_EMULATOR_HOST", bare.address)  # stopped: nothing answers
+    with pytest.raises(CloudError, match="cannot reach the local emulator") as info:
+        ClientFactory().bucket("b")
+    assert "tpuctl emulator start" in (info.value.hint or "")
 
 
 def test_a_refused_creation_says_so(emulator) -> None:

@@ -414,7 +414,7 @@ class Job:
             proc = subprocess.Popen(command, cwd=str(self.code), env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)  # fmt: skip
-        self.status.write(state="RUNNING", phase=phase, child_pid=proc.pid)
+        self.quietly(lambda: self.status.write(state="RUNNING", phase=phase, child_pid=proc.pid))
         beat = synced = time.monotonic()
         term_at: float | None = None
         while True:
@@ -439,7 +439,7 @@ class Job:
     def run(self) -> int:
         self.outputs.mkdir(parents=True, exist_ok=True)
         self.code.mkdir(parents=True, exist_ok=True)
-        self.status.write(state="FETCHING")
+        self.quietly(lambda: self.status.write(state="FETCHING"))
         code, state, record = 1, "FAILED", {}
         try:
             record = fetch_code(self.storage, self.args.job_id, self.code)

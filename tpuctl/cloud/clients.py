@@ -147,18 +147,19 @@ class ClientFactory:
             )
         return str(endpoint)
 
-    def storage_client(self, project: str) -> StorageClient:
-        """google-cloud-storage's Client for `project` (which owns the buckets it creates)."""
+    def storage_client(self, project: str | None = None) -> StorageClient:
+        """google-cloud-storage's Client for `project`, which owns the buckets it creates
+        (None: the endpoint's default project, or the one the credentials name)."""
         from google.cloud import storage
 
         endpoint = self.storage_endpoint
         return storage.Client(
-            project=project,
+            project=project or self.defaults().get("project"),
             credentials=self.credentials,
             client_options={"api_endpoint": endpoint} if endpoint else None,
         )
 
-    def bucket(self, name: str, project: str) -> Bucket:
+    def bucket(self, name: str, project: str | None = None) -> Bucket:
         """The Bucket adapter for gs://`name` (`name` without the scheme)."""
         from tpuctl.cloud.storage import Bucket
 

@@ -83,7 +83,7 @@ class StorageServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, root: Path | None = None):
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port  # 0: a free one, picked at start
         self.root = root
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -92,7 +92,23 @@ class StorageServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> StorageServer:
-        """Start the child and wait until it answers; raises StorageError on failure."""
+        """Start the child and wait until it answers; raises StorageError on failure.
+
+        A free port picked here may be taken by someone else before the child binds it:
+        then the child exits at once and another port is tried."""
+        if self.port:
+            return self._start()
+        for attempt in range(3):
+            self.port = _free_port(self.host)
+            try:
+                return self._start()
+            except StorageError:
+                self.port = 0
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self) -> StorageServer:
         backend = ["-backend", "memory"]
         if self.root is not None:
             self.root.mkdir(parents=True, exist_ok=True)
