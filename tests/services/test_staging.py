@@ -103,8 +103,8 @@ def test_unchanged_second_run_uploads_only_the_record(bucket: Bucket, workdir: P
     assert set(after) - set(before) == {staging.job_record_path(second.job_id)}
     assert {k: after[k] for k in before} == before  # no object was rewritten
     (workdir / "pkg" / "model.py").write_text("W = 2\n")
-    third = stage_job(bucket, spec(bucket), workdir, excludes=["train.py"])
-    assert third.uploaded == 1 and "train.py" not in third.record["manifest"]
+    third = stage_job(bucket, spec(bucket), workdir, excludes=["pkg/same.py"])
+    assert third.uploaded == 1 and "pkg/same.py" not in third.record["manifest"]
     assert staging.list_job_ids(bucket) == sorted([first.job_id, second.job_id, third.job_id])
 
 
@@ -118,3 +118,11 @@ def test_progress_duplicate_id_and_missing_record(bucket: Bucket, workdir: Path)
         staging.read_job_record(bucket, "20200101-000000-abcdef")
     with pytest.raises(UsageError, match="bad job id"):
         staging.read_job_record(bucket, "../x")
+
+
+def test_the_script_must_be_staged(bucket: Bucket, workdir: Path) -> None:
+    with pytest.raises(UsageError, match="train.py is not staged"):
+        stage_job(bucket, spec(bucket), workdir, excludes=["train.py"])
+    with pytest.raises(UsageError, match="every file there is ignored"):
+        stage_job(bucket, spec(bucket), workdir, excludes=["*"])
+    assert staging.list_job_ids(bucket) == []

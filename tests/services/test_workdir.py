@@ -126,3 +126,33 @@ def test_manifest_hashes_sizes_and_modes(tmp_path: Path) -> None:
         "mode": 0o644,
     }
     assert manifest["run.sh"].mode == 0o755
+
+
+def test_rules_of_the_enclosing_repository_apply(tmp_path: Path) -> None:
+    repo = make_tree(
+        tmp_path / "repo",
+        {
+            ".gitignore": "*.ckpt\n/proj/local.txt\n",
+            "proj/.gitignore": "!keep.ckpt\n",
+            "proj/train.py": "",
+            "proj/model.ckpt": "",
+            "proj/keep.ckpt": "",
+            "proj/local.txt": "",
+            "proj/secret.txt": "",
+            "proj/sub/local.txt": "",
+        },
+    )
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "exclude").write_text("secret.txt\n")
+    expected = [".gitignore", "keep.ckpt", "sub/local.txt", "train.py"]
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard"],
+        cwd=repo / "proj",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert walk(repo / "proj") == sorted(listed) == expected
+    # the repository's own root: its info/exclude applies, nothing from above it
+    assert "proj/secret.txt" not in walk(repo)

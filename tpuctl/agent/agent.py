@@ -485,6 +485,7 @@ class Job:
             time.sleep(self.args.heartbeat)
         project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
         self.say(f"teardown: deleting node {node} in {zone}")
+        self.quietly(lambda: self.log.upload(force=True))  # before this VM goes away
         try:
             op = delete_node(self.storage.token, project, zone, node)
             outcome = (op or {}).get("name", "already gone")

@@ -171,6 +171,13 @@ def stage_job(
     """
     root = workdir.resolve()
     manifest = build_manifest(root, walk(root, excludes))
+    if spec.script not in manifest:
+        why = "every file there is ignored" if not manifest else f"{spec.script} is not staged"
+        raise UsageError(
+            f"nothing to run from the work dir {root}: {why}",
+            hint="the script must be a file in the work dir that no .gitignore (there, or "
+            "above it in its git repository) and no --exclude leaves out",
+        )
     first_path: dict[str, str] = {}  # sha256 -> one file with that content
     for relative, entry in manifest.items():
         first_path.setdefault(entry.sha256, relative)

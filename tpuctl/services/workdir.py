@@ -6,8 +6,11 @@ overrides a shallower one, and within one file the last matching pattern wins
 (pathspec's GitIgnoreSpec implements the pattern language: globs, `**`, a trailing `/`
 for directories only, a leading or inner `/` to anchor, `!` to re-include, escapes).
 As in git, nothing inside an ignored directory can be re-included, and `.git` is never
-staged. `--exclude` patterns use the same language, anchored at the work dir, and win
-over every `.gitignore` (a `!` there cannot re-include a file).
+staged. When the work dir lies inside a git repository, the `.gitignore` files of the
+directories above it (up to the repository's root) and `.git/info/exclude` apply too,
+as they do to `git status` run there. `--exclude` patterns use the same language,
+anchored at the work dir, and win over every `.gitignore` (a `!` there cannot re-include
+a file).
 
 Symbolic links to files are staged as the file they point to; links to directories are
 not followed (no cycles, nothing from outside the tree by surprise).
@@ -47,23 +50,51 @@ def _spec(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 
+def _read_lines(path: Path) -> list[str] | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e}") from None
+
+
 class IgnoreRules:
-    """The `.gitignore` files met on the way down, plus the `--exclude` patterns."""
+    """The `.gitignore` files that apply on the way down, plus the `--exclude` patterns.
+
+    Each level is (strip, add, spec): a work-dir-relative path `p` is matched against the
+    spec as `add + p[len(strip):]`, i.e. relative to the directory of its `.gitignore`.
+    """
 
     def __init__(self, excludes: Iterable[str] = ()) -> None:
         self._excludes = _spec(excludes)
-        self._levels: list[tuple[str, pathspec.GitIgnoreSpec]] = []  # (dir prefix, spec)
+        self._levels: list[tuple[str, str, pathspec.GitIgnoreSpec]] = []
+
+    def enter_repository(self, root: Path) -> None:
+        """Apply `.git/info/exclude` and the `.gitignore` files above `root` in its repo."""
+        ancestors: list[Path] = []
+        if not (root / ".git").exists():
+            for directory in root.parents:
+                ancestors.append(directory)
+                if (directory / ".git").exists():
+                    break
+            else:
+                return  # not inside a repository
+        top = ancestors[-1] if ancestors else root
+        files = [(top, top / ".git" / "info" / "exclude")]  # the lowest precedence
+        files += [(d, d / ".gitignore") for d in reversed(ancestors)]
+        for directory, path in files:
+            lines = _read_lines(path)
+            if lines is not None:
+                add = root.relative_to(directory).as_posix() + "/"
+                self._levels.append(("", "" if add == "./" else add, _spec(lines)))
 
     def enter(self, directory: Path, prefix: str) -> int:
         """Read `directory/.gitignore` if any; returns the depth to `leave` back to."""
         depth = len(self._levels)
-        try:
-            text = (directory / ".gitignore").read_text(encoding="utf-8", errors="replace")
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return depth
-        except OSError as e:
-            raise UsageError(f"cannot read {directory / '.gitignore'}: {e}") from None
-        self._levels.append((prefix, _spec(text.splitlines())))
+        lines = _read_lines(directory / ".gitignore")
+        if lines is not None:
+            self._levels.append((prefix, "", _spec(lines)))
         return depth
 
     def leave(self, depth: int) -> None:
@@ -74,8 +105,8 @@ class IgnoreRules:
         suffix = "/" if is_dir else ""
         if relative == ".git" or self._excludes.match_file(relative + suffix):
             return True
-        for prefix, spec in reversed(self._levels):  # the deepest .gitignore decides first
-            result = spec.check_file(relative[len(prefix) :] + suffix)
+        for strip, add, spec in reversed(self._levels):  # the deepest .gitignore decides first
+            result = spec.check_file(add + relative[len(strip) :] + suffix)
             if result.include is not None:
                 return bool(result.include)
         return False
@@ -87,6 +118,7 @@ def walk(root: Path, excludes: Iterable[str] = ()) -> list[str]:
     if not root.is_dir():
         raise UsageError(f"the work dir {root} is not a directory")
     rules = IgnoreRules(excludes)
+    rules.enter_repository(root)
     found: list[str] = []
 
     def visit(directory: Path, prefix: str) -> None:
