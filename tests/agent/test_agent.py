@@ -182,7 +182,7 @@ def test_start_detaches_and_a_signal_cancels(cluster: Cluster) -> None:
         wait_for(lambda: cluster.node_names() == [], "the node's deletion")
         assert "started\n" in Path(info["log"]).read_text()
     finally:
-        _reap(pid)
+        _reap(pid, cluster.status(job))
 
 
 def test_a_cancel_written_to_the_status_stops_the_job(cluster: Cluster) -> None:
@@ -206,15 +206,20 @@ def test_a_cancel_written_to_the_status_stops_the_job(cluster: Cluster) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        _reap(proc.pid, cluster.status(job))
 
 
-def _reap(pid: int) -> None:
-    """Make sure a detached agent is gone (it is not our child: poll, then kill)."""
+def _reap(pid: int, status: dict | None) -> None:
+    """Make sure an agent and its script are gone, whatever the test did: the agent may
+    not be our child (poll it), and the script leads a process group of its own."""
     try:
         wait_for(lambda: not _alive(pid), "the agent to exit", timeout=30)
-    except AssertionError:
-        os.kill(pid, signal.SIGKILL)
-        raise
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        child = (status or {}).get("child_pid")
+        if child and _alive(child):
+            os.killpg(child, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:
