@@ -46,6 +46,17 @@ class Emulator(EmulatorControl):
             credentials=AnonymousCredentials(),
         )
 
+    def storage_client(self, project: str = "tpuctl-demo") -> Any:
+        """google-cloud-storage's Client pointed at the emulator's Cloud Storage."""
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        return storage.Client(
+            project=project,
+            credentials=AnonymousCredentials(),
+            client_options={"api_endpoint": self.status()["storage_endpoint"]},
+        )
+
     def discovery_client(self) -> Any:
         """google-api-python-client's `tpu v2` service pointed at the emulator."""
         from google.auth.credentials import AnonymousCredentials

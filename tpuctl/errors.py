@@ -73,3 +73,7 @@ class AccessDeniedError(CloudError):
 
 class Interrupted(TpuctlError):
     exit_code = ExitCode.INTERRUPTED
+
+
+class PreconditionFailedError(CloudError):
+    """A conditional write lost: the object changed (or exists) since it was read."""

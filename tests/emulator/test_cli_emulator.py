@@ -58,6 +58,8 @@ def test_detached_start_status_stop(isolated_env: Path, tmp_path: Path) -> None:
         assert status.returncode == 0, status.stderr
         assert f"running at 127.0.0.1:{port} (pid {pid}): 0 nodes" in status.stdout
         report = json.loads(tpuctl("status", "--state-dir", str(state), "--json").stdout)
+        storage = report.pop("storage_endpoint")
+        assert storage.startswith("http://127.0.0.1:")
         assert report == {
             "running": True,
             "address": f"127.0.0.1:{port}",

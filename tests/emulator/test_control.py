@@ -14,7 +14,9 @@ from tpuctl.emulator.control import ControlError
 
 
 def test_status_and_defaults(emulator) -> None:
-    assert emulator.status() == {
+    status = emulator.status()
+    assert status.pop("storage_endpoint").startswith("http://127.0.0.1:")
+    assert status == {
         "ok": True,
         "nodes": 0,
         "defaults": {"project": "tpuctl-demo", "zone": "us-central1-a"},

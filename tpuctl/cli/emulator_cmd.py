@@ -171,6 +171,7 @@ def _raise_interrupt(*_: object) -> None:
 
 def _run_foreground(host: str, port: int, directory: Path) -> None:
     from tpuctl.emulator.server import EmulatorServer
+    from tpuctl.emulator.storage import StorageError
 
     server = EmulatorServer(host, port, directory)
     try:
@@ -179,6 +180,8 @@ def _run_foreground(host: str, port: int, directory: Path) -> None:
         raise UsageError(
             f"port {port} on {host} is in use", hint="pick another with --port"
         ) from None
+    except StorageError as exc:
+        raise TpuctlError(f"cannot start the emulator's Cloud Storage: {exc}") from None
     _write_record(directory, os.getpid(), host, port)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     typer.echo(_export_line(host, port))
@@ -264,13 +267,14 @@ def status(
             "address": address if running else None,
             "pid": record["pid"] if record and running else None,
             "nodes": info["nodes"] if info else None,
+            "storage_endpoint": info.get("storage_endpoint") if info else None,
             "state_dir": str(directory),
         }
         typer.echo(json.dumps(report))
     elif running and record and info:
         typer.echo(
             f"running at {address} (pid {record['pid']}): {info['nodes']} nodes, "
-            f"state in {directory}"
+            f"Cloud Storage at {info.get('storage_endpoint') or 'none'}, state in {directory}"
         )
     elif record:
         typer.echo(f"not answering: pid {record['pid']} should serve {address}")

@@ -19,14 +19,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.errors import ConfigError
+from tpuctl.errors import CloudError, ConfigError
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
     from google.cloud.cloudquotas_v1 import CloudQuotasClient
+    from google.cloud.storage import Client as StorageClient
     from google.cloud.tpu_v2 import TpuClient
 
     from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.storage import Bucket
     from tpuctl.cloud.tpu import TpuApi
 
 EMULATOR_ENV = "TPUCTL_EMULATOR_HOST"
@@ -149,5 +151,50 @@ class ClientFactory:
         return QuotaApi(
             self.quotas_client(),
             where=self.describe_endpoint(),
+            unreachable_hint=self.unreachable_hint(),
+        )
+
+    # -- Cloud Storage -------------------------------------------------------
+    @property
+    def storage_endpoint(self) -> str | None:
+        """Cloud Storage's endpoint: the emulator's (from its status), or None for Google's."""
+        if not self._emulator:
+            return None
+        config = self._emulator_config
+        if not config:
+            raise CloudError(
+                f"cannot reach the local emulator at {self._emulator}",
+                hint=self.unreachable_hint(),
+            )
+        endpoint = config.get("storage_endpoint")
+        if not endpoint:
+            raise ConfigError(
+                f"the local emulator at {self._emulator} serves no Cloud Storage",
+                hint="restart it without --no-storage: `tpuctl emulator stop; "
+                "tpuctl emulator start --detach`",
+            )
+        return str(endpoint)
+
+    def storage_client(self, project: str | None = None) -> StorageClient:
+        """google-cloud-storage's Client for `project`, which owns the buckets it creates
+        (None: the endpoint's default project, or the one the credentials name)."""
+        from google.cloud import storage
+
+        endpoint = self.storage_endpoint
+        return storage.Client(
+            project=project or self.defaults().get("project"),
+            credentials=self.credentials,
+            client_options={"api_endpoint": endpoint} if endpoint else None,
+        )
+
+    def bucket(self, name: str, project: str | None = None) -> Bucket:
+        """The Bucket adapter for gs://`name` (`name` without the scheme)."""
+        from tpuctl.cloud.storage import Bucket
+
+        where = f"Cloud Storage ({self.describe_endpoint()})"
+        return Bucket(
+            self.storage_client(project),
+            name,
+            where=where,
             unreachable_hint=self.unreachable_hint(),
         )

@@ -11,6 +11,7 @@ import sys
 import threading
 
 from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.storage import StorageError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,10 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8470)
     parser.add_argument("--state-dir", default=None, help="keep state here (default: memory)")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    parser.add_argument("--no-storage", action="store_true", help="serve no Cloud Storage")
     args = parser.parse_args(argv)
 
     try:
-        server = EmulatorServer(args.host, args.port, args.state_dir, verbose=args.verbose)
+        server = EmulatorServer(
+            args.host, args.port, args.state_dir, verbose=args.verbose, storage=not args.no_storage
+        )
     except (OSError, ValueError, TypeError, KeyError) as exc:
         print(
             f"error: cannot load the emulator state in {args.state_dir}: {exc!r}; "
@@ -35,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
+    except StorageError as exc:
+        print(f"error: cannot start Cloud Storage: {exc}", file=sys.stderr)
+        return 1
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

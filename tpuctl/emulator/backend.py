@@ -64,6 +64,9 @@ class Backend:
         self._clock = clock
         self._state_dir = Path(state_dir) if state_dir else None
         self.allocator = AddressAllocator()
+        # Cloud Storage beside the TPU API (set by EmulatorServer; None: not served)
+        self.storage_endpoint: str | None = None
+        self.clear_storage: Callable[[], None] | None = None
         self._clear()
         self._load()
 
@@ -327,7 +330,12 @@ class Backend:
 
     @_locked
     def status(self) -> dict:
-        return {"ok": True, "nodes": len(self.nodes), "defaults": dict(self.defaults)}
+        return {
+            "ok": True,
+            "nodes": len(self.nodes),
+            "defaults": dict(self.defaults),
+            "storage_endpoint": self.storage_endpoint,
+        }
 
     @_locked
     def config(self) -> dict:
@@ -362,6 +370,8 @@ class Backend:
     @_locked
     def reset(self) -> dict:
         self._clear()  # the address allocator carries on: addresses are never reused
+        if self.clear_storage is not None:
+            self.clear_storage()  # every bucket and object goes too
         return self.status()
 
     @_locked

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tpuctl.emulator import catalog_api, errors
+from tpuctl.emulator import catalog_api, errors, metadata
 from tpuctl.emulator.backend import Backend
 from tpuctl.emulator.control import CONTROL_PREFIX
 from tpuctl.emulator.errors import ApiError
+from tpuctl.emulator.storage import StorageServer
 
 Handler = Callable[..., Any]
 _P = r"/v2/projects/(?P<project>[^/]+)/locations"
@@ -178,10 +179,28 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _send_metadata(self, path: str, query: dict[str, str]) -> None:
+        try:
+            status, content_type, data = metadata.respond(
+                self.server.backend, path, query, self.headers
+            )
+        except Exception as exc:  # a bug here must still answer
+            traceback.print_exc()
+            status, content_type, data = 500, "text/plain", f"emulator bug: {exc!r}".encode()
+        self.send_response(status)
+        self.send_header("Metadata-Flavor", "Google")
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _handle(self) -> None:
         backend = self.server.backend
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if url.path.startswith(metadata.PREFIX):
+            self._send_metadata(url.path, query)
+            return
         try:
             body = self._body()
             if url.path.startswith(CONTROL_PREFIX):
@@ -247,11 +266,17 @@ class EmulatorServer:
         port: int = 8470,
         state_dir: Path | str | None = None,
         verbose: bool = False,
+        storage: bool = True,
     ) -> None:
         self.backend = Backend(state_dir)
         self._host, self._port, self._verbose = host, port, verbose
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # Cloud Storage (fake-gcs-server, a child process): objects kept beside the nodes
+        self.storage: StorageServer | None = None
+        if storage:
+            root = Path(state_dir) / "storage" if state_dir else None
+            self.storage = StorageServer(host, 0, root)
 
     @property
     def address(self) -> str:
@@ -260,8 +285,18 @@ class EmulatorServer:
         return f"{self._host}:{port}"
 
     def start(self) -> EmulatorServer:
-        """Bind (raising OSError if the port is taken) and serve in a daemon thread."""
+        """Bind (raising OSError if the port is taken), start Cloud Storage (raising
+        StorageError if it cannot), and serve in a daemon thread."""
         self._httpd = _HTTPServer((self._host, self._port), self.backend, self._verbose)
+        if self.storage is not None:
+            try:
+                self.storage.start()
+            except Exception:
+                self._httpd.server_close()
+                self._httpd = None
+                raise
+            self.backend.storage_endpoint = self.storage.url
+            self.backend.clear_storage = self.storage.clear
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},  # how long stop() may wait for the loop
@@ -280,6 +315,8 @@ class EmulatorServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._httpd = None
+        if self.storage is not None:
+            self.storage.stop()
 
     def __enter__(self) -> EmulatorServer:
         return self.start()

@@ -1,0 +1,149 @@
+"""Run the agent as it runs on a VM: a copy of the one file, in a process of its own,
+with only the endpoint overrides an emulated worker gets (no tpuctl on its path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tpuctl.agent.agent as agent_module
+from tpuctl.cloud.clients import ClientFactory
+from tpuctl.cloud.storage import Bucket
+from tpuctl.services import staging
+
+# TPUCTL_TEST_AGENT_PYTHON=/path/to/python3.8 runs the agent under another interpreter
+AGENT_PYTHON = os.environ.get("TPUCTL_TEST_AGENT_PYTHON") or sys.executable
+PROJECT = "tpuctl-demo"
+FAST = ["--heartbeat", "0.1", "--sync-every", "0.2", "--grace", "2", "--stale", "30"]
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    """Poll until `condition()` is truthy; the bound only stops a hang."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class Worker:
+    """One emulated worker of a node: its own metadata server and agent home."""
+
+    env: dict[str, str]
+    root: Path
+    worker: int
+
+    def command(self, verb: str, job_id: str, bucket: str, *extra: str) -> list[str]:
+        return [AGENT_PYTHON, "-I", str(self.root.parent / "agent.py"), verb,
+                "--job-id", job_id, "--bucket", bucket, "--root", str(self.root),
+                *FAST, *extra]  # fmt: skip
+
+    def run(self, job_id: str, bucket: str, *extra: str, env_values: dict | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        return subprocess.run(
+            self.command("run", job_id, bucket, *extra),
+            input=json.dumps(env_values or {}),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def popen(self, verb: str, job_id: str, bucket: str, *extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.command(verb, job_id, bucket, *extra),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            text=True,
+        )
+
+
+class Cluster:
+    """Nodes made with google-cloud-tpu, jobs staged with tpuctl, agents run by hand."""
+
+    def __init__(self, emulator: Any, tmp_path: Path) -> None:
+        self.emulator, self.tmp = emulator, tmp_path
+        self.bucket: Bucket = ClientFactory().bucket(staging.default_bucket_name(PROJECT), PROJECT)
+        self.bucket.ensure("us-central1")
+        self.storage_url = emulator.status()["storage_endpoint"]
+
+    def create_node(self, name: str, accelerator: str = "v3-8", zone: str = "us-central1-a") -> str:
+        from google.cloud import tpu_v2
+
+        parent = f"projects/{PROJECT}/locations/{zone}"
+        node = tpu_v2.Node(accelerator_type=accelerator, runtime_version="tpu-ubuntu2204-base")
+        self.emulator.tpu_client().create_node(parent=parent, node_id=name, node=node).result(10)
+        return f"{parent}/nodes/{name}"
+
+    def worker(self, node: str, k: int) -> Worker:
+        _, project, _, zone, _, name = node.split("/")
+        home = self.tmp / f"{name}-w{k}"
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copy(agent_module.__file__, home / "agent.py")
+        base = f"http://{self.emulator.address}"
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(home),
+            "TPUCTL_METADATA_URL": f"{base}/_emulator/v1/metadata/{project}/{zone}/{name}/{k}"
+            "/computeMetadata/v1",
+            "TPUCTL_STORAGE_URL": self.storage_url,
+            "TPUCTL_TPU_URL": base,
+        }
+        return Worker(env, home / ".tpuctl", k)
+
+    def stage(self, files: dict[str, str], node: str, **spec: Any) -> str:
+        root = self.tmp / f"work-{len(list(self.tmp.glob('work-*')))}"
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+            if text.startswith("#!"):
+                (root / rel).chmod(0o755)
+        _, project, _, zone, _, name = node.split("/")
+        fields: dict[str, Any] = {"project": project, "zone": zone, "node": name,
+                                  "accelerator": "v3-8", "workers": 1, "script": "train.py",
+                                  "bucket": self.bucket.name}  # fmt: skip
+        fields.update(spec)
+        staged = staging.stage_job(self.bucket, staging.JobSpec(**fields), root)
+        return staged.job_id
+
+    def status(self, job_id: str, worker: int = 0) -> dict[str, Any] | None:
+        try:
+            return dict(
+                self.bucket.read_json(f"tpuctl/jobs/{job_id}/status/worker-{worker}.json")[0]
+            )
+        except Exception:  # noqa: BLE001 - not written yet
+            return None
+
+    def text(self, name: str) -> str:
+        return self.bucket.read_bytes(name)[0].decode()
+
+    def node_names(self) -> list[str]:
+        return [n["name"] for n in self.emulator.nodes()]
+
+    def cleanup(self) -> None:
+        client = self.emulator.tpu_client()
+        for name in self.node_names():
+            client.delete_node(name=name).result(10)
+
+
+@pytest.fixture
+def cluster(emulator, tmp_path: Path):  # noqa: ANN001, ANN201
+    c = Cluster(emulator, tmp_path)
+    yield c
+    c.cleanup()

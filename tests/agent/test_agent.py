@@ -1,0 +1,245 @@
+"""The agent against the emulator, as a real process with only the env overrides."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import tpuctl.agent.agent as agent_module
+from tests.agent.conftest import Cluster, wait_for
+from tpuctl.services import staging
+
+TRAIN = """\
+import os, pathlib, sys
+out = pathlib.Path(os.environ["TPUCTL_OUTPUT_DIR"])
+print("worker", os.environ["TPUCTL_WORKER_ID"], "of", os.environ["TPUCTL_NUM_WORKERS"])
+print("job", os.environ["TPUCTL_JOB_ID"], "restart", os.environ["TPUCTL_RESTART"])
+print("args", sys.argv[1:])
+print("greeting", os.environ.get("GREETING"))
+previous = (out / "steps.txt").read_text() if (out / "steps.txt").exists() else ""
+(out / "steps.txt").write_text(previous + "step\\n")
+(out / "ckpt").mkdir(exist_ok=True)
+(out / "ckpt" / "w.bin").write_bytes(b"w" * 10)
+print("helper", open("pkg/helper.txt").read().strip())
+sys.exit(int(os.environ.get("EXIT", "0")))
+"""
+FILES = {"train.py": TRAIN, "pkg/helper.txt": "from the work dir\n", "run.sh": "#!/bin/sh\n"}
+
+
+def test_the_agent_is_one_stdlib_only_python38_file() -> None:
+    source = Path(agent_module.__file__).read_text()
+    tree = ast.parse(source, feature_version=(3, 8))
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import"
+            modules.add((node.module or "").split(".")[0])
+    assert modules and modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
+    assert "tpuctl" not in modules
+
+
+def test_layout_agrees_with_staging() -> None:
+    assert (agent_module.BLOBS, agent_module.JOBS) == (staging.BLOBS, staging.JOBS)
+    assert agent_module.job_path("j", "job.json") == staging.job_record_path("j")
+
+
+def test_a_run_fetches_runs_reports_and_tears_down(cluster: Cluster) -> None:
+    node = cluster.create_node("solo")
+    job = cluster.stage(FILES, node, args=["a b", "--q='x'"], env_names=["GREETING"], teardown=True)
+    worker = cluster.worker(node, 0)
+    done = worker.run(job, cluster.bucket.name, env_values={"GREETING": "hello there"})
+    assert done.returncode == 0, done.stderr
+
+    status = cluster.status(job)
+    assert status and status["state"] == "SUCCEEDED" and status["exit_status"] == 0
+    assert status["attempt"] == 1 and status["worker"] == 0 and status["heartbeat"] > 0
+    log = cluster.text(f"tpuctl/jobs/{job}/logs/attempt-1/worker-0.log")
+    assert "worker 0 of 1\n" in log and f"job {job} restart 0\n" in log
+    assert "args ['a b', \"--q='x'\"]\n" in log and "greeting hello there\n" in log
+    assert "helper from the work dir\n" in log
+    assert "teardown: deleting node solo" in log
+    assert cluster.text(f"tpuctl/jobs/{job}/outputs/steps.txt") == "step\n"
+    assert cluster.text(f"tpuctl/jobs/{job}/outputs/ckpt/w.bin") == "w" * 10
+    code = worker.root / "jobs" / job / "code"
+    assert (code / "pkg" / "helper.txt").read_text() == "from the work dir\n"
+    assert os.access(code / "run.sh", os.X_OK) and not os.access(code / "train.py", os.X_OK)
+    assert cluster.node_names() == []  # the agent deleted its own node through the TPU API
+    assert status.get("teardown") or cluster.status(job)["teardown"].startswith("projects/")
+    assert cluster.emulator.requests()["GET metadata.token"] == 1  # cached for the whole run
+
+
+def test_failure_is_reported_and_node_kept_without_teardown(cluster: Cluster) -> None:
+    node = cluster.create_node("kept")
+    job = cluster.stage(FILES, node, env_names=["EXIT"], teardown=False)
+    done = cluster.worker(node, 0).run(job, cluster.bucket.name, env_values={"EXIT": "3"})
+    assert done.returncode == 3
+    status = cluster.status(job)
+    assert status and (status["state"], status["exit_status"]) == ("FAILED", 3)
+    assert "teardown" not in status
+    assert cluster.node_names() == [node]
+
+
+def test_failed_setup_skips_the_script(cluster: Cluster) -> None:
+    node = cluster.create_node("setup")
+    job = cluster.stage(FILES, node, setup="echo preparing; exit 7", teardown=True)
+    done = cluster.worker(node, 0).run(job, cluster.bucket.name)
+    assert done.returncode == 7
+    log = cluster.text(f"tpuctl/jobs/{job}/logs/attempt-1/worker-0.log")
+    assert "preparing\n" in log and "the setup failed with exit status 7" in log
+    assert "worker 0 of" not in log
+    assert cluster.status(job)["state"] == "FAILED"
+    assert cluster.node_names() == []  # teardown on failure too
+
+
+def test_executable_script_and_unsafe_manifest(cluster: Cluster) -> None:
+    node = cluster.create_node("exe")
+    script = '#!/bin/sh\necho from sh "$1"\n'
+    job = cluster.stage({"bin/go.sh": script}, node, script="bin/go.sh", args=["x y"])
+    assert cluster.worker(node, 0).run(job, cluster.bucket.name).returncode == 0
+    assert "from sh x y\n" in cluster.text(f"tpuctl/jobs/{job}/logs/attempt-1/worker-0.log")
+
+    record = staging.read_job_record(cluster.bucket, job)
+    record["manifest"] = {"../escape.py": next(iter(record["manifest"].values()))}
+    evil = staging.new_job_id()
+    cluster.bucket.write_json(staging.job_record_path(evil), {**record, "id": evil})
+    worker = cluster.worker(node, 0)
+    assert worker.run(evil, cluster.bucket.name).returncode == 1
+    status = cluster.status(evil)
+    assert status["state"] == "FAILED" and "unsafe path" in status["message"]
+    assert not (worker.root / "jobs" / evil / "escape.py").exists()
+
+
+def test_restart_restores_outputs_and_uploads_only_changes(cluster: Cluster) -> None:
+    node = cluster.create_node("again")
+    job = cluster.stage(FILES, node)
+    worker = cluster.worker(node, 0)
+    assert worker.run(job, cluster.bucket.name).returncode == 0
+    first = {o.name: o.generation for o in cluster.bucket.objects(f"tpuctl/jobs/{job}/outputs/")}
+    import shutil
+
+    shutil.rmtree(worker.root)  # a fresh VM: nothing local survives
+    worker.root.mkdir()
+    assert worker.run(job, cluster.bucket.name, "--attempt", "2").returncode == 0
+    log = cluster.text(f"tpuctl/jobs/{job}/logs/attempt-2/worker-0.log")
+    assert f"job {job} restart 1\n" in log
+    assert cluster.text(f"tpuctl/jobs/{job}/outputs/steps.txt") == "step\nstep\n"
+    second = {o.name: o.generation for o in cluster.bucket.objects(f"tpuctl/jobs/{job}/outputs/")}
+    ckpt = f"tpuctl/jobs/{job}/outputs/ckpt/w.bin"
+    assert second[ckpt] == first[ckpt]  # same content: not uploaded again
+
+
+def test_a_four_worker_slice_tears_down_after_the_last_worker(cluster: Cluster) -> None:
+    node = cluster.create_node("slice", "v4-32", "us-central2-b")
+    job = cluster.stage(FILES, node, workers=4, env_names=["EXIT"], teardown=True)
+    workers = [cluster.worker(node, k) for k in range(4)]
+    procs = [w.popen("run", job, cluster.bucket.name) for w in workers[:3]]
+    try:
+        for k, proc in enumerate(procs):
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps({"EXIT": str(k)}))
+            proc.stdin.close()
+        assert [p.wait(timeout=60) for p in procs[1:]] == [1, 2]
+        wait_for(lambda: cluster.status(job, 0)["state"] == "SUCCEEDED", "worker 0's end")
+        assert procs[0].poll() is None  # worker 0 waits for worker 3 before tearing down
+        assert cluster.node_names() == [node]
+        assert workers[3].run(job, cluster.bucket.name).returncode == 0
+        assert procs[0].wait(timeout=30) == 0
+        assert cluster.node_names() == []
+        log = cluster.text(f"tpuctl/jobs/{job}/logs/attempt-1/worker-2.log")
+        assert "worker 2 of 4\n" in log
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_start_detaches_and_a_signal_cancels(cluster: Cluster) -> None:
+    node = cluster.create_node("bg")
+    sleeper = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
+    job = cluster.stage({"train.py": sleeper}, node, teardown=True)
+    started = cluster.worker(node, 0).popen("start", job, cluster.bucket.name)
+    out, err = started.communicate("{}", timeout=30)
+    assert started.returncode == 0, err
+    info = json.loads(out)
+    pid = info["pid"]
+    try:
+        running = wait_for(
+            lambda: (s := cluster.status(job)) and s.get("phase") == "script" and s, "RUNNING"
+        )
+        assert running["pid"] == pid and os.getsid(pid) != os.getsid(0)  # not our session
+        os.kill(pid, signal.SIGTERM)
+        final = wait_for(
+            lambda: (s := cluster.status(job)) and s["state"] in agent_module.FINAL and s, "end"
+        )
+        assert (final["state"], final["exit_status"]) == ("CANCELLED", 128 + signal.SIGTERM)
+        wait_for(lambda: cluster.node_names() == [], "the node's deletion")
+        assert "started\n" in Path(info["log"]).read_text()
+    finally:
+        _reap(pid, cluster.status(job))
+
+
+def test_a_cancel_written_to_the_status_stops_the_job(cluster: Cluster) -> None:
+    node = cluster.create_node("cancel")
+    sleeper = "import time\ntime.sleep(600)\n"
+    job = cluster.stage({"train.py": sleeper}, node)
+    proc = cluster.worker(node, 0).popen("run", job, cluster.bucket.name)
+    proc.stdin.write("{}")
+    proc.stdin.close()
+    try:
+        status_name = f"tpuctl/jobs/{job}/status/worker-0.json"
+        wait_for(lambda: (s := cluster.status(job)) and s.get("phase") == "script", "RUNNING")
+
+        def ask() -> None:  # what the runner does: a conditional read-modify-write
+            cluster.bucket.update_json(status_name, lambda v: {**v, "cancel": True})
+
+        ask()
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        assert cluster.status(job)["state"] == "CANCELLED"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _reap(proc.pid, cluster.status(job))
+
+
+def _reap(pid: int, status: dict | None) -> None:
+    """Make sure an agent and its script are gone, whatever the test did: the agent may
+    not be our child (poll it), and the script leads a process group of its own."""
+    try:
+        wait_for(lambda: not _alive(pid), "the agent to exit", timeout=30)
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        child = (status or {}).get("child_pid")
+        if child and _alive(child):
+            os.killpg(child, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_large_output_goes_by_resumable_upload(cluster: Cluster) -> None:
+    node = cluster.create_node("big")
+    size = agent_module.MULTIPART_LIMIT + 12345
+    writer = (
+        "import os\n"
+        "out = os.path.join(os.environ['TPUCTL_OUTPUT_DIR'], 'big.bin')\n"
+        f"open(out, 'wb').write(b'z' * {size})\n"
+    )
+    job = cluster.stage({"train.py": writer}, node)
+    assert cluster.worker(node, 0).run(job, cluster.bucket.name).returncode == 0
+    data, _ = cluster.bucket.read_bytes(f"tpuctl/jobs/{job}/outputs/big.bin")
+    assert data == b"z" * size

@@ -1,0 +1,134 @@
+"""The emulator's Cloud Storage (fake-gcs-server) through google-cloud-storage."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from google.api_core import exceptions as gx
+
+from tpuctl.emulator.control import EmulatorControl
+from tpuctl.emulator.server import EmulatorServer
+
+
+def test_bucket_create_and_generation_preconditions(emulator) -> None:
+    client = emulator.storage_client()
+    bucket = client.create_bucket("tpuctl-demo-tpuctl", location="us-central2")
+    with pytest.raises(gx.Conflict):
+        client.create_bucket("tpuctl-demo-tpuctl")
+
+    blob = bucket.blob("tpuctl/blobs/abc")
+    blob.upload_from_string(b"hello", if_generation_match=0)
+    first = blob.generation
+    with pytest.raises(gx.PreconditionFailed):
+        bucket.blob("tpuctl/blobs/abc").upload_from_string(b"other", if_generation_match=0)
+    with pytest.raises(gx.PreconditionFailed):
+        bucket.blob("tpuctl/blobs/abc").upload_from_string(b"x", if_generation_match=first + 1)
+    bucket.blob("tpuctl/blobs/abc").upload_from_string(b"new", if_generation_match=first)
+    assert bucket.blob("tpuctl/blobs/abc").download_as_bytes() == b"new"
+    with pytest.raises(gx.NotFound):
+        bucket.blob("missing").download_as_bytes()
+
+
+def test_listing_pages_and_prefixes(emulator) -> None:
+    client = emulator.storage_client()
+    bucket = client.create_bucket("pages")
+    for i in range(23):
+        bucket.blob(f"tpuctl/jobs/j{i:02d}/job.json").upload_from_string(b"{}")
+    bucket.blob("tpuctl/blobs/x").upload_from_string(b"x")
+    pages = list(client.list_blobs("pages", prefix="tpuctl/jobs/", page_size=10).pages)
+    assert [p.num_items for p in pages] == [10, 10, 3]
+    listing = client.list_blobs("pages", prefix="tpuctl/jobs/", delimiter="/", page_size=10)
+    assert list(listing) == []
+    assert len(listing.prefixes) == 23 and "tpuctl/jobs/j07/" in listing.prefixes
+
+
+def test_resumable_upload_round_trips(emulator) -> None:
+    bucket = emulator.storage_client().create_bucket("big")
+    data = os.urandom(3 * 256 * 1024 + 17)
+    bucket.blob("big.bin", chunk_size=256 * 1024).upload_from_string(data)
+    assert bucket.blob("big.bin").download_as_bytes() == data
+
+
+def test_reset_empties_storage(emulator) -> None:
+    client = emulator.storage_client()
+    for name in ("one", "two"):
+        client.create_bucket(name).blob("a/b").upload_from_string(b"x")
+    emulator.reset()
+    assert list(client.list_buckets()) == []
+
+
+def test_objects_outlive_a_restart_with_a_state_dir(tmp_path: Path) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    def client(server: EmulatorServer) -> storage.Client:
+        endpoint = server.backend.storage_endpoint
+        return storage.Client(
+            "p", AnonymousCredentials(), client_options={"api_endpoint": endpoint}
+        )
+
+    with EmulatorServer(port=0, state_dir=tmp_path) as first:
+        client(first).create_bucket("kept").blob("o").upload_from_string(b"still here")
+    with EmulatorServer(port=0, state_dir=tmp_path) as second:
+        assert client(second).bucket("kept").blob("o").download_as_bytes() == b"still here"
+
+
+def test_server_without_storage_says_so() -> None:
+    with EmulatorServer(port=0, storage=False) as server:
+        assert EmulatorControl(server.address).status()["storage_endpoint"] is None
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
+
+
+def _wait_gone(pid: int) -> bool:
+    deadline = time.monotonic() + 20  # a bound on a hang, not a measurement
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _gone(pid)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_storage_child_dies_with_the_emulator(sig: signal.Signals) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpuctl.emulator", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        address = proc.stdout.readline().strip().split("=", 1)[1]
+        endpoint = EmulatorControl(address).status()["storage_endpoint"]
+        children = _children(proc.pid)
+        assert len(children) == 1
+        assert "fake-gcs-server" in Path(f"/proc/{children[0]}/cmdline").read_text()
+        assert (
+            f"-port\0{endpoint.rsplit(':', 1)[1]}\0"
+            in Path(f"/proc/{children[0]}/cmdline").read_text()
+        )
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
+        assert _wait_gone(children[0])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

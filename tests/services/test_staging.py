@@ -1,0 +1,128 @@
+"""Staging a work dir in the emulator's Cloud Storage."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+from tpuctl.cloud.clients import ClientFactory
+from tpuctl.cloud.storage import Bucket
+from tpuctl.errors import AlreadyExistsError, NotFoundError, UsageError
+from tpuctl.services import staging
+from tpuctl.services.staging import JobSpec, stage_job
+
+
+@pytest.fixture
+def bucket(emulator) -> Bucket:
+    b = ClientFactory().bucket(staging.default_bucket_name("tpuctl-demo"), "tpuctl-demo")
+    b.ensure("us-central1")
+    return b
+
+
+def spec(bucket: Bucket, **kw: object) -> JobSpec:
+    fields: dict = dict(
+        project="tpuctl-demo",
+        zone="us-central1-a",
+        node="n1",
+        accelerator="v3-8",
+        workers=1,
+        script="train.py",
+        bucket=bucket.name,
+        args=["--lr", "0.1 0.2"],
+        env_names=["WANDB_KEY", "A"],
+        teardown=True,
+    )
+    fields.update(kw)
+    return JobSpec(**fields)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "train.py").write_text("import pkg.model\n")
+    (root / "pkg" / "model.py").write_text("W = 1\n")
+    (root / "pkg" / "same.py").write_text("W = 1\n")  # same content: one blob
+    (root / "out.log").write_text("ignored\n")
+    (root / ".gitignore").write_text("*.log\n")
+    return root
+
+
+def snapshot(bucket: Bucket) -> dict[str, int]:
+    return {o.name: o.generation for o in bucket.objects("tpuctl/")}
+
+
+def test_job_ids_sort_by_time_and_are_unique() -> None:
+    ids = [staging.new_job_id(1_800_000_000 + i) for i in (0, 0, 61)]
+    assert all(re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", i) for i in ids)
+    assert ids[0].startswith("20270115-080000-") and ids[2].startswith("20270115-080101-")
+    assert ids[0] != ids[1]  # same second, different random part
+    assert max(ids[0], ids[1]) < ids[2]
+
+
+def test_bucket_names() -> None:
+    assert staging.default_bucket_name("my-proj") == "my-proj-tpuctl"
+    assert staging.default_bucket_name("example.com:Proj") == "example-com-proj-tpuctl"
+    assert staging.bucket_name(None, {}, "p") == "p-tpuctl"
+    assert staging.bucket_name(None, {"bucket": "gs://cfg/"}, "p") == "cfg"
+    assert staging.bucket_name("gs://flag", {"bucket": "cfg"}, "p") == "flag"
+    with pytest.raises(UsageError, match="bad bucket"):
+        staging.bucket_name("gs://b/sub", {}, "p")
+
+
+def test_stage_uploads_blobs_and_record(bucket: Bucket, workdir: Path) -> None:
+    staged = stage_job(bucket, spec(bucket), workdir)
+    assert (staged.files, staged.uploaded) == (4, 3)  # model.py and same.py share a blob
+    record, _ = bucket.read_json(staging.job_record_path(staged.job_id))
+    assert record == staged.record
+    assert set(record["manifest"]) == {".gitignore", "pkg/model.py", "pkg/same.py", "train.py"}
+    entry = record["manifest"]["train.py"]
+    assert entry == {
+        "sha256": hashlib.sha256(b"import pkg.model\n").hexdigest(),
+        "size": 17,
+        "mode": 0o644,
+    }
+    assert bucket.read_bytes(staging.blob_path(entry["sha256"]))[0] == b"import pkg.model\n"
+    assert record["env"] == ["A", "WANDB_KEY"]
+    assert record["args"] == ["--lr", "0.1 0.2"] and record["teardown"] is True
+    for key in ("id", "user", "host", "created", "node", "accelerator", "script", "bucket"):
+        assert record[key], key
+    assert staging.read_job_record(bucket, staged.job_id)["id"] == staged.job_id
+    assert staging.list_job_ids(bucket) == [staged.job_id]
+
+
+def test_unchanged_second_run_uploads_only_the_record(bucket: Bucket, workdir: Path) -> None:
+    first = stage_job(bucket, spec(bucket), workdir)
+    before = snapshot(bucket)
+    second = stage_job(bucket, spec(bucket), workdir)
+    after = snapshot(bucket)
+    assert second.uploaded == 0 and second.uploaded_bytes == 0
+    assert set(after) - set(before) == {staging.job_record_path(second.job_id)}
+    assert {k: after[k] for k in before} == before  # no object was rewritten
+    (workdir / "pkg" / "model.py").write_text("W = 2\n")
+    third = stage_job(bucket, spec(bucket), workdir, excludes=["pkg/same.py"])
+    assert third.uploaded == 1 and "pkg/same.py" not in third.record["manifest"]
+    assert staging.list_job_ids(bucket) == sorted([first.job_id, second.job_id, third.job_id])
+
+
+def test_progress_duplicate_id_and_missing_record(bucket: Bucket, workdir: Path) -> None:
+    seen: list[tuple[int, int]] = []
+    staged = stage_job(bucket, spec(bucket), workdir, progress=lambda d, t: seen.append((d, t)))
+    assert sorted(seen) == [(1, 3), (2, 3), (3, 3)]
+    with pytest.raises(AlreadyExistsError):
+        stage_job(bucket, spec(bucket, job_id=staged.job_id), workdir)
+    with pytest.raises(NotFoundError):
+        staging.read_job_record(bucket, "20200101-000000-abcdef")
+    with pytest.raises(UsageError, match="bad job id"):
+        staging.read_job_record(bucket, "../x")
+
+
+def test_the_script_must_be_staged(bucket: Bucket, workdir: Path) -> None:
+    with pytest.raises(UsageError, match="train.py is not staged"):
+        stage_job(bucket, spec(bucket), workdir, excludes=["train.py"])
+    with pytest.raises(UsageError, match="every file there is ignored"):
+        stage_job(bucket, spec(bucket), workdir, excludes=["*"])
+    assert staging.list_job_ids(bucket) == []

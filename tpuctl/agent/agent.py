@@ -1,0 +1,577 @@
+#!/usr/bin/env python3
+"""tpuctl's agent on a TPU VM worker: fetch the code, run the job, report, tear down.
+
+One file, standard library only, Python 3.8+: TPU VM images have only the system Python,
+and the runner uploads this file and starts it over SSH. It never imports tpuctl.
+
+    python3 agent.py start --job-id J --bucket B [--worker K] < env.json   # detaches
+    python3 agent.py run   --job-id J --bucket B [--worker K] < env.json   # foreground
+
+stdin holds the user's env values as a JSON object (never stored in the bucket). Cloud
+Storage (JSON API), the TPU API and the metadata server are reached at the endpoints in
+TPUCTL_STORAGE_URL, TPUCTL_TPU_URL and TPUCTL_METADATA_URL, Google's by default, with
+the token of the VM's service account. docs/runner-internals.md is the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict
+from urllib.parse import quote, urlencode
+
+VERSION = 1
+_GOOGLE_METADATA = "http://metadata.google.internal/computeMetadata/v1"
+METADATA_URL = os.environ.get("TPUCTL_METADATA_URL", _GOOGLE_METADATA).rstrip("/")
+STORAGE_URL = os.environ.get("TPUCTL_STORAGE_URL", "https://storage.googleapis.com").rstrip("/")
+TPU_URL = os.environ.get("TPUCTL_TPU_URL", "https://tpu.googleapis.com").rstrip("/")
+BLOBS, JOBS = "tpuctl/blobs/", "tpuctl/jobs/"  # the layout of tpuctl.services.staging
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+MULTIPART_LIMIT = 8 << 20  # larger files go by a resumable upload, streamed from disk
+RETRIED = (429, 500, 502, 503, 504)
+Json = Dict[str, Any]
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+def http(
+    method: str,
+    url: str,
+    data: Any = None,
+    headers: dict[str, str] | None = None,
+    attempts: int = 8,
+    timeout: float = 60,
+) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP call, retried with jittered back-off on 429, 5xx and network errors.
+    `data` is bytes, or a Path streamed from disk (reopened for each attempt).
+    Returns (status, headers with lower-case names, body)."""
+    for attempt in range(attempts):
+        body = open(data, "rb") if isinstance(data, Path) else data  # noqa: SIM115
+        try:
+            req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                head = {k.lower(): v for k, v in resp.headers.items()}
+                return resp.status, head, resp.read()
+        except urllib.error.HTTPError as e:
+            if e.code not in RETRIED or attempt == attempts - 1:
+                raise HttpError(e.code, e.read()[:500].decode(errors="replace")) from None
+        except OSError as e:  # URLError, resets, timeouts
+            if attempt == attempts - 1:
+                raise HttpError(0, f"{method} {url}: {e}") from None
+        finally:
+            if isinstance(data, Path) and body is not None:
+                body.close()
+        time.sleep(min(10.0, 0.25 * 2**attempt) * random.uniform(0.5, 1.0))
+    raise AssertionError("unreachable")
+
+
+# -- the metadata server ---------------------------------------------------------------
+def metadata(path: str) -> str:
+    return http("GET", f"{METADATA_URL}/{path}", headers={"Metadata-Flavor": "Google"})[2].decode()
+
+
+class Token:
+    """The service account's access token, cached until a minute before it expires."""
+
+    def __init__(self) -> None:
+        self._value, self._expires, self._lock = "", 0.0, threading.Lock()
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        with self._lock:
+            if time.time() >= self._expires:
+                data = json.loads(metadata("instance/service-accounts/default/token"))
+                self._value = data["access_token"]
+                self._expires = time.time() + float(data.get("expires_in", 300)) - 60
+            return dict(extra, Authorization="Bearer " + self._value)
+
+
+def identity() -> Json:
+    """Who this VM is: project, zone, node id, worker number and worker count."""
+    env = {}
+    for line in metadata("instance/attributes/tpu-env").splitlines():
+        key, _, value = line.partition(":")
+        env[key.strip()] = value.strip().strip("'\"")
+    endpoints = metadata("instance/attributes/worker-network-endpoints").split(",")
+    return {
+        "project": metadata("project/project-id"),
+        "zone": metadata("instance/zone").rsplit("/", 1)[-1],
+        "node": env.get("NODE_ID", ""),
+        "worker": int(metadata("instance/attributes/agent-worker-number")),
+        "workers": len([e for e in endpoints if e]) or 1,
+    }
+
+
+# -- Cloud Storage (JSON API) ---------------------------------------------------------
+class Storage:
+    def __init__(self, token: Token, bucket: str) -> None:
+        self.token, self.bucket = token, bucket
+        self._b = f"{STORAGE_URL}/storage/v1/b/{quote(bucket, safe='')}/o"
+        self._up = f"{STORAGE_URL}/upload/storage/v1/b/{quote(bucket, safe='')}/o"
+
+    def read(self, name: str) -> tuple[bytes, int]:
+        """An object's content and generation."""
+        url = f"{self._b}/{quote(name, safe='')}?alt=media"
+        _, head, data = http("GET", url, headers=self.token.headers())
+        return data, int(head.get("x-goog-generation", 0))
+
+    def read_json(self, name: str) -> tuple[Json | None, int]:
+        """(value, generation), or (None, 0) when absent."""
+        try:
+            data, generation = self.read(name)
+        except HttpError as e:
+            if e.status == 404:
+                return None, 0
+            raise
+        return json.loads(data), generation
+
+    def write(
+        self,
+        name: str,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+        if_generation_match: int | None = None,
+    ) -> Json:
+        """A multipart upload: the kind that honours ifGenerationMatch everywhere."""
+        sep = "tpuctl-" + uuid.uuid4().hex
+        meta = json.dumps({"name": name, "contentType": content_type})
+        body = (
+            f"--{sep}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{meta}\r\n"
+            f"--{sep}\r\nContent-Type: {content_type}\r\n\r\n"
+        ).encode()
+        body += data + f"\r\n--{sep}--\r\n".encode()
+        query = {"uploadType": "multipart"}
+        if if_generation_match is not None:
+            query["ifGenerationMatch"] = str(if_generation_match)
+        headers = self.token.headers(**{"Content-Type": "multipart/related; boundary=" + sep})
+        return dict(json.loads(http("POST", f"{self._up}?{urlencode(query)}", body, headers)[2]))
+
+    def write_json(self, name: str, value: Any, if_generation_match: int | None = None) -> int:
+        data = json.dumps(value, indent=1, sort_keys=True).encode()
+        return int(self.write(name, data, "application/json", if_generation_match)["generation"])
+
+    def upload_file(
+        self, name: str, path: Path, content_type: str = "application/octet-stream"
+    ) -> Any:
+        size = path.stat().st_size
+        if size <= MULTIPART_LIMIT:
+            return self.write(name, path.read_bytes(), content_type)
+        start = f"{self._up}?{urlencode({'uploadType': 'resumable', 'name': name})}"
+        meta = json.dumps({"contentType": content_type}).encode()
+        head = http("POST", start, meta, self.token.headers(**{"Content-Type": "application/json"}))
+        put = self.token.headers(**{"Content-Length": str(size), "Content-Type": content_type})
+        return http("PUT", head[1]["location"], path, put, timeout=600)
+
+    def download(self, name: str, target: Path, sha256: str | None = None) -> None:
+        """Download to a temporary file beside `target`, check the hash, then rename."""
+        data = self.read(name)[0]
+        if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+            raise HttpError(0, f"gs://{self.bucket}/{name} does not match its sha256")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tpuctl-tmp")
+        tmp.write_bytes(data)
+        os.replace(str(tmp), str(target))
+
+    def objects(self, prefix: str) -> list[Json]:
+        items: list[Json] = []
+        query = {"prefix": prefix}
+        while True:
+            page = json.loads(
+                http("GET", f"{self._b}?{urlencode(query)}", headers=self.token.headers())[2]
+            )
+            items.extend(page.get("items") or [])
+            if not page.get("nextPageToken"):
+                return items
+            query["pageToken"] = page["nextPageToken"]
+
+
+def job_path(job_id: str, *parts: str) -> str:
+    return "/".join((JOBS + job_id, *parts))
+
+
+def status_path(job_id: str, worker: int) -> str:
+    return job_path(job_id, "status", f"worker-{worker}.json")
+
+
+def log_path(job_id: str, attempt: int, worker: int) -> str:
+    return job_path(job_id, "logs", f"attempt-{attempt}", f"worker-{worker}.log")
+
+
+def _safe_parts(relative: str) -> list[str]:
+    parts = relative.split("/")
+    if not relative or relative.startswith("/") or ".." in parts or "" in parts:
+        raise ValueError(f"unsafe path in the bucket: {relative!r}")
+    return parts
+
+
+def fetch_code(storage: Storage, job_id: str, dest: Path, workers: int = 8) -> Json:
+    """Download the job's code (its manifest) into `dest`; returns the job record.
+    Files already there with the right content are kept (a restart fetches nothing)."""
+    record = json.loads(storage.read(job_path(job_id, "job.json"))[0])
+
+    def one(item: tuple[str, Json]) -> None:
+        relative, entry = item
+        target = dest.joinpath(*_safe_parts(relative))
+        if not (target.is_file() and _digest(target, "sha256") == entry["sha256"]):
+            storage.download(BLOBS + entry["sha256"], target, entry["sha256"])
+        os.chmod(str(target), int(entry.get("mode", 0o644)))
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(one, sorted(record["manifest"].items())))
+    return dict(record)
+
+
+def _digest(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with open(str(path), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    if algorithm == "md5":  # as Cloud Storage reports it
+        return base64.b64encode(digest.digest()).decode()
+    return digest.hexdigest()
+
+
+class LogUploader:
+    """Uploads the whole log file when it has changed.
+
+    Objects are immutable: the choice is rewriting the object or composing appended
+    pieces. Rewriting keeps one object that readers always see whole, with no pieces to
+    clean up and no 32-component compose limit. The live stream goes over SSH; this copy
+    serves `tpuctl logs` later, so a big log is rewritten less often (every size / 2 MiB
+    seconds at least), which bounds the upload rate.
+    """
+
+    def __init__(self, storage: Storage, local: Path, name: str, every: float = 5.0) -> None:
+        self.storage, self.local, self.name, self.every = storage, local, name, every
+        self._sent, self._last = (-1, -1), 0.0
+
+    def upload(self, force: bool = False) -> bool:
+        try:
+            st = self.local.stat()
+        except FileNotFoundError:
+            return False
+        state = (st.st_size, st.st_mtime_ns)
+        due = time.monotonic() - self._last >= max(self.every, st.st_size / (2 << 20))
+        if state == self._sent or not (force or due):
+            return False
+        self.storage.upload_file(self.name, self.local, "text/plain; charset=utf-8")
+        self._sent, self._last = state, time.monotonic()
+        return True
+
+
+class OutputSync:
+    """Mirrors a local dir into `prefix`, uploading only the files that changed."""
+
+    def __init__(self, storage: Storage, local: Path, prefix: str) -> None:
+        self.storage, self.local, self.prefix = storage, local, prefix
+        self._seen: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime) sent
+        self._remote: dict[str, str] | None = None  # relative path -> md5 in the bucket
+
+    def restore(self) -> int:
+        """Download what earlier attempts left in the bucket (a script may resume from it)."""
+        self._remote, count = {}, 0
+        for item in self.storage.objects(self.prefix):
+            relative = item["name"][len(self.prefix) :]
+            target = self.local.joinpath(*_safe_parts(relative))
+            self._remote[relative] = item.get("md5Hash", "")
+            if not target.exists():
+                self.storage.download(item["name"], target)
+                count += 1
+        return count
+
+    def sync(self) -> int:
+        """Upload new and changed files; returns how many."""
+        if self._remote is None:
+            self.restore()
+        remote, count = self._remote or {}, 0
+        for root, _dirs, files in os.walk(str(self.local)):
+            for filename in sorted(f for f in files if not f.endswith(".tpuctl-tmp")):
+                path = Path(root, filename)
+                relative = path.relative_to(self.local).as_posix()
+                st = path.stat()
+                if self._seen.get(relative) == (st.st_size, st.st_mtime_ns):
+                    continue
+                md5 = _digest(path, "md5")
+                if remote.get(relative) != md5:
+                    self.storage.upload_file(self.prefix + relative, path)
+                    remote[relative], count = md5, count + 1
+                self._seen[relative] = (st.st_size, st.st_mtime_ns)
+        return count
+
+
+# -- the Cloud TPU API --------------------------------------------------------------------
+def delete_node(token: Token, project: str, zone: str, node: str) -> Json | None:
+    """Ask the TPU API to delete a node: its operation, or None when the node is gone."""
+    url = f"{TPU_URL}/v2/projects/{project}/locations/{zone}/nodes/{node}"
+    try:
+        return dict(json.loads(http("DELETE", url, headers=token.headers())[2] or b"{}"))
+    except HttpError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+# -- the job ---------------------------------------------------------------------------------
+class StatusWriter:
+    """This worker's status object. The runner may write it too (`"cancel": true` to stop
+    the job), so each write carries the generation last seen; on a 412 the agent reads
+    the object again and keeps the request."""
+
+    def __init__(self, storage: Storage, name: str, value: Json) -> None:
+        self.storage, self.name, self.value = storage, name, value
+        self.generation: int | None = None
+        self.cancel_requested = False
+
+    def write(self, **changes: Any) -> None:
+        self.value.update(changes, heartbeat=round(time.time(), 3))
+        for _ in range(5):
+            if self.generation is None:
+                current, self.generation = self.storage.read_json(self.name)
+                ours = current and current.get("attempt") == self.value["attempt"]
+                if ours and current and current.get("cancel"):
+                    self.cancel_requested = self.value["cancel"] = True
+            try:
+                self.generation = self.storage.write_json(self.name, self.value, self.generation)
+                return
+            except HttpError as e:
+                if e.status != 412:
+                    raise
+                self.generation = None
+
+
+class Job:
+    """One attempt of a job on this worker: what `run` does."""
+
+    def __init__(self, args: argparse.Namespace, user_env: dict[str, str]) -> None:
+        self.args, self.user_env, self.stop_reason = args, user_env, ""
+        self.dir = Path(args.root).expanduser() / "jobs" / args.job_id
+        self.code, self.outputs = self.dir / "code", self.dir / "outputs"
+        self.local_log = self.dir / f"attempt-{args.attempt}.log"
+        self.storage = Storage(Token(), args.bucket)
+        self.me = identity()
+        self.worker = self.me["worker"] if args.worker is None else args.worker
+        self.status = StatusWriter(self.storage, status_path(args.job_id, self.worker), {
+            "worker": self.worker, "attempt": args.attempt, "pid": os.getpid(),
+            "started": round(time.time(), 3), "state": "STARTING", "exit_status": None,
+            "log": log_path(args.job_id, args.attempt, self.worker), "agent_version": VERSION,
+        })  # fmt: skip
+        self.log = LogUploader(
+            self.storage, self.local_log, self.status.value["log"], args.heartbeat
+        )
+        self.sync = OutputSync(self.storage, self.outputs, job_path(args.job_id, "outputs", ""))
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self.stop_reason or self.status.cancel_requested)
+
+    def say(self, text: str) -> None:
+        """A line of the agent's own in the job's log."""
+        with open(str(self.local_log), "ab") as f:
+            f.write(f"tpuctl-agent: {text}\n".encode())
+
+    def quietly(self, fn: Callable[[], Any]) -> None:
+        """Reporting must not kill the job: a failure is logged, the next round retries."""
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            self.say(f"could not report: {e!r}")
+
+    def env(self, record: Json) -> dict[str, str]:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")  # so the log follows the script live
+        for name in record.get("env") or []:
+            if name in self.user_env:
+                env[name] = self.user_env[name]
+            else:
+                self.say(f"no value was given for the env variable {name}")
+        env.update(
+            TPUCTL_JOB_ID=self.args.job_id, TPUCTL_WORKER_ID=str(self.worker),
+            TPUCTL_NUM_WORKERS=str(self.me["workers"]), TPUCTL_OUTPUT_DIR=str(self.outputs),
+            TPUCTL_ATTEMPT=str(self.args.attempt), TPUCTL_RESTART=str(int(self.args.attempt > 1)),
+        )  # fmt: skip
+        return env
+
+    def supervise(self, command: list[str], env: dict[str, str], phase: str) -> int:
+        """Run one command to its end, heartbeating; on a cancel SIGTERM, then SIGKILL."""
+        with open(str(self.local_log), "ab") as log:
+            proc = subprocess.Popen(command, cwd=str(self.code), env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)  # fmt: skip
+        self.quietly(lambda: self.status.write(state="RUNNING", phase=phase, child_pid=proc.pid))
+        beat = synced = time.monotonic()
+        term_at: float | None = None
+        while True:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = proc.wait(timeout=0.1)
+                return 128 - code if code < 0 else code  # killed by signal N: 128 + N
+            now = time.monotonic()
+            if self.cancelled and term_at is None:
+                self.say(f"cancelled ({self.stop_reason or 'on request'}): stopping the {phase}")
+                _kill(proc.pid, signal.SIGTERM)
+                term_at = now
+            elif term_at is not None and now - term_at > self.args.grace:
+                _kill(proc.pid, signal.SIGKILL)
+            if now - beat >= self.args.heartbeat:
+                beat = now
+                self.quietly(self.log.upload)
+                self.quietly(self.status.write)
+            if now - synced >= self.args.sync_every:
+                synced = now
+                self.quietly(self.sync.sync)
+
+    def run(self) -> int:
+        self.outputs.mkdir(parents=True, exist_ok=True)
+        self.code.mkdir(parents=True, exist_ok=True)
+        self.quietly(lambda: self.status.write(state="FETCHING"))
+        code, state, record = 1, "FAILED", {}
+        try:
+            record = fetch_code(self.storage, self.args.job_id, self.code)
+            self.sync.restore()
+            env = self.env(record)
+            script = record["script"]
+            command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
+            code = 0
+            if record.get("setup") and not self.cancelled:
+                self.say(f"setup: {record['setup']}")
+                shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+                code = self.supervise([shell, "-c", record["setup"]], env, "setup")
+                if code:
+                    self.say(f"the setup failed with exit status {code}")
+            if code == 0 and not self.cancelled:
+                code = self.supervise(command + list(record.get("args") or []), env, "script")
+            state = "CANCELLED" if self.cancelled else ("SUCCEEDED" if code == 0 else "FAILED")
+            self.say(f"{state.lower()} with exit status {code}")
+        except Exception as e:  # noqa: BLE001 - reported in the log and the status
+            self.say(f"error: {e!r}")
+            self.status.value["message"] = repr(e)[:500]
+        self.quietly(lambda: self.log.upload(force=True))
+        self.quietly(self.sync.sync)
+        self.quietly(lambda: self.status.write(state=state, exit_status=code, ended=time.time()))
+        if self.worker == 0 and record.get("teardown"):
+            self.teardown()
+        return code
+
+    def ended(self, worker: int, since: float) -> bool:
+        """Has `worker` ended this attempt, or stopped answering for --stale seconds?"""
+        try:
+            st = self.storage.read_json(status_path(self.args.job_id, worker))[0]
+        except HttpError:
+            return False
+        if not st or st.get("attempt") != self.args.attempt:
+            return time.time() - since > self.args.stale  # its agent never started
+        return st.get("state") in FINAL or time.time() - st.get("heartbeat", 0) > self.args.stale
+
+    def teardown(self) -> None:
+        """On worker 0: once every worker has ended, delete the node (this VM included)."""
+        since = time.time()
+        while not all(self.ended(k, since) for k in range(self.me["workers"])):
+            time.sleep(self.args.heartbeat)
+        project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
+        self.say(f"teardown: deleting node {node} in {zone}")
+        self.quietly(lambda: self.log.upload(force=True))  # before this VM goes away
+        try:
+            op = delete_node(self.storage.token, project, zone, node)
+            outcome = (op or {}).get("name", "already gone")
+        except Exception as e:  # noqa: BLE001 - said in the log and the status
+            outcome = f"failed: {e!r}"
+            self.say(f"teardown {outcome}")
+        self.quietly(lambda: self.status.write(teardown=outcome))
+        self.quietly(lambda: self.log.upload(force=True))
+
+
+def _kill(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)  # the child leads its own process group: its children go too
+
+
+def _read_env(stream: Any) -> dict[str, str]:
+    if stream is None or stream.isatty():
+        return {}
+    text = stream.read().strip()
+    return {str(k): str(v) for k, v in json.loads(text).items()} if text else {}
+
+
+def serve(args: argparse.Namespace, user_env: dict[str, str]) -> int:
+    job = Job(args, user_env)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        job.stop_reason = signal.Signals(signum).name
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    return job.run()
+
+
+def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
+    """Detach from the SSH session (double fork, own session), print the agent's pid."""
+    job_dir = Path(args.root).expanduser() / "jobs" / args.job_id
+    job_dir.mkdir(parents=True, exist_ok=True)
+    agent_log = job_dir / f"agent-{args.attempt}.log"
+    read_end, write_end = os.pipe()
+    if os.fork():
+        os.close(write_end)
+        pid = int(os.read(read_end, 64) or b"0")
+        log = str(job_dir / f"attempt-{args.attempt}.log")
+        print(json.dumps({"pid": pid, "log": log, "agent_log": str(agent_log)}), flush=True)
+        return 0 if pid else 1
+    os.close(read_end)
+    os.setsid()
+    child = os.fork()
+    if child:
+        os.write(write_end, str(child).encode())
+        os._exit(0)
+    os.close(write_end)
+    code = 1
+    try:  # the SSH session may close now: nothing of it stays open here
+        with open(os.devnull, "rb") as null, open(str(agent_log), "ab") as log_file:
+            os.dup2(null.fileno(), 0)
+            os.dup2(log_file.fileno(), 1)
+            os.dup2(log_file.fileno(), 2)
+        code = serve(args, user_env)
+    except BaseException:  # noqa: BLE001 - the agent's log is all there is now
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agent.py", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["start", "run"])
+    parser.add_argument("--job-id", required=True)
+    parser.add_argument("--bucket", required=True)
+    parser.add_argument("--worker", type=int, help="default: the metadata server's")
+    parser.add_argument("--attempt", type=int, default=1)
+    parser.add_argument("--root", default="~/.tpuctl", help="where jobs live on the VM")
+    parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between reports")
+    parser.add_argument("--sync-every", type=float, default=30.0, help="seconds between syncs")
+    parser.add_argument("--grace", type=float, default=30.0, help="from SIGTERM to SIGKILL")
+    parser.add_argument("--stale", type=float, default=300.0, help="a worker silent this "
+                        "long (seconds) counts as ended when tearing down")  # fmt: skip
+    args = parser.parse_args(argv)
+    user_env = _read_env(sys.stdin)
+    return (start if args.command == "start" else serve)(args, user_env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

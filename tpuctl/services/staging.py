@@ -1,0 +1,224 @@
+"""Stage a job's code in Cloud Storage: content-addressed blobs plus a job record.
+
+Layout (the agent on the VM reads the same paths; docs/runner-internals.md):
+
+    tpuctl/blobs/<sha256>                         one object per distinct file content
+    tpuctl/jobs/<job-id>/job.json                 the job record, with the code manifest
+    tpuctl/jobs/<job-id>/status/worker-<k>.json   written by the agents
+    tpuctl/jobs/<job-id>/logs/attempt-<a>/worker-<k>.log
+    tpuctl/jobs/<job-id>/outputs/...
+
+Files whose content is already in the bucket are not uploaded again, so a second run of
+an unchanged work dir writes nothing but its job record. Environment values never reach
+the bucket: the record keeps only their names.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.errors import AlreadyExistsError, PreconditionFailedError, UsageError
+from tpuctl.services.workdir import FileEntry, build_manifest, walk
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.storage import Bucket
+
+ROOT = "tpuctl/"
+BLOBS = ROOT + "blobs/"
+JOBS = ROOT + "jobs/"
+JOB_RECORD_VERSION = 1
+UPLOAD_WORKERS = 8
+INLINE_LIMIT = 32 << 20  # files up to this size are read once, checked and sent from memory
+JOB_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
+
+
+def new_job_id(now: float | None = None) -> str:
+    """Sortable and unique: `20261129-153012-ab12cd` (UTC time, then 24 random bits)."""
+    stamp = datetime.fromtimestamp(time.time() if now is None else now, timezone.utc)
+    return f"{stamp:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def job_prefix(job_id: str) -> str:
+    return f"{JOBS}{job_id}/"
+
+
+def job_record_path(job_id: str) -> str:
+    return f"{JOBS}{job_id}/job.json"
+
+
+def blob_path(sha256: str) -> str:
+    return BLOBS + sha256
+
+
+def default_bucket_name(project: str) -> str:
+    """`<project>-tpuctl`; a domain-scoped project (`example.com:p`) made bucket-safe."""
+    return re.sub(r"[^a-z0-9_-]", "-", project.lower()) + "-tpuctl"
+
+
+def bucket_name(flag: str | None, config: Mapping[str, Any], project: str) -> str:
+    """The bucket to use: --bucket, else the config file's `bucket`, else the default.
+    Accepts `gs://name`, `gs://name/` or `name`."""
+    chosen = flag or config.get("bucket") or default_bucket_name(project)
+    name = str(chosen).strip()
+    name = name.removeprefix("gs://").rstrip("/")
+    if not name or "/" in name:
+        raise UsageError(
+            f"bad bucket {chosen!r}: give a bucket name, e.g. gs://my-bucket",
+            hint="tpuctl keeps everything under gs://BUCKET/tpuctl/; sub-folders are not supported",
+        )
+    return name
+
+
+def _who() -> tuple[str, str]:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = os.environ.get("USER", "") or "unknown"
+    return user, socket.gethostname()
+
+
+@dataclass
+class JobSpec:
+    """What to run where: everything the job record holds except the manifest."""
+
+    project: str
+    zone: str
+    node: str
+    accelerator: str
+    workers: int
+    script: str
+    bucket: str
+    args: list[str] = field(default_factory=list)
+    env_names: list[str] = field(default_factory=list)
+    setup: str | None = None
+    teardown: bool = False
+    name: str | None = None
+    job_id: str = field(default_factory=new_job_id)
+
+
+@dataclass
+class StagedJob:
+    job_id: str
+    record: dict[str, Any]
+    files: int  # in the manifest
+    uploaded: int  # blobs written now
+    uploaded_bytes: int
+
+
+def job_record(spec: JobSpec, manifest: Mapping[str, FileEntry], workdir: Path) -> dict[str, Any]:
+    user, host = _who()
+    now = time.time()
+    return {
+        "version": JOB_RECORD_VERSION,
+        "id": spec.job_id,
+        "name": spec.name or spec.job_id,
+        "created": datetime.fromtimestamp(now, timezone.utc).isoformat().replace("+00:00", "Z"),
+        "created_unix": round(now, 3),
+        "user": user,
+        "host": host,
+        "project": spec.project,
+        "zone": spec.zone,
+        "node": spec.node,
+        "accelerator": spec.accelerator,
+        "workers": spec.workers,
+        "script": spec.script,
+        "args": list(spec.args),
+        "env": sorted(spec.env_names),  # names only: values travel over SSH, never stored
+        "setup": spec.setup,
+        "teardown": spec.teardown,
+        "bucket": spec.bucket,
+        "workdir": str(workdir),
+        "manifest": {path: entry.to_json() for path, entry in sorted(manifest.items())},
+    }
+
+
+def _upload_blob(bucket: Bucket, root: Path, relative: str, entry: FileEntry) -> bool:
+    path = root / relative
+    if entry.size > INLINE_LIMIT:
+        return bucket.upload_if_absent(blob_path(entry.sha256), path)
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise UsageError(f"{path} changed while it was being staged", hint="run again")
+    return bucket.upload_if_absent(blob_path(entry.sha256), data)
+
+
+def stage_job(
+    bucket: Bucket,
+    spec: JobSpec,
+    workdir: Path,
+    excludes: Iterable[str] = (),
+    *,
+    workers: int = UPLOAD_WORKERS,
+    progress: Callable[[int, int], None] | None = None,
+) -> StagedJob:
+    """Upload the work dir's missing blobs in parallel, then write the job record.
+
+    `progress(done, total)` is called as blobs are checked off. The bucket must exist
+    (`Bucket.ensure`). Returns what was staged and how much was uploaded.
+    """
+    root = workdir.resolve()
+    manifest = build_manifest(root, walk(root, excludes))
+    if spec.script not in manifest:
+        why = "every file there is ignored" if not manifest else f"{spec.script} is not staged"
+        raise UsageError(
+            f"nothing to run from the work dir {root}: {why}",
+            hint="the script must be a file in the work dir that no .gitignore (there, or "
+            "above it in its git repository) and no --exclude leaves out",
+        )
+    first_path: dict[str, str] = {}  # sha256 -> one file with that content
+    for relative, entry in manifest.items():
+        first_path.setdefault(entry.sha256, relative)
+    present = {name[len(BLOBS) :] for name in bucket.names(BLOBS)}
+    todo = [(rel, manifest[rel]) for sha, rel in first_path.items() if sha not in present]
+    done = 0
+    lock = threading.Lock()
+
+    def one(item: tuple[str, FileEntry]) -> int:
+        nonlocal done
+        uploaded = _upload_blob(bucket, root, *item)
+        with lock:
+            done += 1
+            if progress is not None:
+                progress(done, len(todo))
+        return item[1].size if uploaded else -1
+
+    sizes: list[int] = []
+    if todo:
+        with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+            sizes = list(pool.map(one, todo))
+    record = job_record(spec, manifest, root)
+    try:
+        bucket.write_json(job_record_path(spec.job_id), record, if_generation_match=0)
+    except PreconditionFailedError:
+        raise AlreadyExistsError(
+            f"job {spec.job_id} already exists in gs://{bucket.name}", hint="pick another --name"
+        ) from None
+    uploaded = [s for s in sizes if s >= 0]
+    return StagedJob(spec.job_id, record, len(manifest), len(uploaded), sum(uploaded))
+
+
+def read_job_record(bucket: Bucket, job_id: str) -> dict[str, Any]:
+    """The job record of `job_id` (NotFoundError when there is none)."""
+    if not JOB_ID_RE.match(job_id):
+        raise UsageError(f"bad job id {job_id!r}: job ids look like 20261129-153012-ab12cd")
+    value, _ = bucket.read_json(job_record_path(job_id))
+    return dict(value)
+
+
+def list_job_ids(bucket: Bucket) -> list[str]:
+    """Every job id in the bucket, oldest first."""
+    ids = (p[len(JOBS) :].rstrip("/") for p in bucket.list_prefixes(JOBS))
+    return sorted(i for i in ids if JOB_ID_RE.match(i))
