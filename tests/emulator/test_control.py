@@ -14,10 +14,12 @@ from tpuctl.emulator.control import ControlError
 
 
 def test_status_and_defaults(emulator) -> None:
-    assert emulator.status() == {
+    status = emulator.status()
+    assert status == {
         "ok": True,
         "nodes": 0,
         "defaults": {"project": "tpuctl-demo", "zone": "us-central1-a"},
+        "ssh_port": status["ssh_port"],  # a free port picked at start (tests/emulator/test_ssh*)
     }
 
 
