@@ -18,6 +18,9 @@ from tpuctl.cli import create as create_mod
 from tpuctl.cli import delete as delete_mod
 from tpuctl.cli import describe as describe_mod
 from tpuctl.cli import emulator_cmd, list_cmd, power
+from tpuctl.cli import exec_cmd as exec_mod
+from tpuctl.cli import scp as scp_mod
+from tpuctl.cli import ssh as ssh_mod
 from tpuctl.cli.options import AppEnv, env, set_env
 from tpuctl.errors import ExitCode, TpuctlError
 
@@ -58,6 +61,9 @@ app.command("describe")(describe_mod.describe)
 app.command("stop")(power.stop)
 app.command("start")(power.start)
 app.command("delete")(delete_mod.delete)
+app.command("ssh")(ssh_mod.ssh)
+app.command("exec")(exec_mod.exec_command)
+app.command("scp")(scp_mod.scp)
 app.add_typer(emulator_cmd.app, name="emulator", help="Run a local emulator of the cloud side.")
 
 
