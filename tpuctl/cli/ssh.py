@@ -128,10 +128,11 @@ def report(results: list[WorkerResult]) -> int:
     from tpuctl.services import remote
 
     summary = remote.failure_summary(results)
-    if summary:
-        render.info(summary)
+    if summary:  # plain text: file names and messages must not be read as markup
+        sys.stderr.write(summary + "\n")
     if any(r.host_key_refused for r in results):
-        render.info(f"hint: {remote.HOST_KEY_HINT}")
+        sys.stderr.write(f"hint: {remote.HOST_KEY_HINT}\n")
+    sys.stderr.flush()
     return remote.exit_status(results)
 
 
@@ -194,7 +195,7 @@ def ssh(
 
     argv = ssh_service.openssh_command(plan, list(openssh_args or []))
     if dry_run:
-        render.out().print(ssh_service.printable(argv), highlight=False, markup=False)
+        sys.stdout.write(ssh_service.printable(argv) + "\n")
         return
     executable = shutil.which("ssh")
     if executable is None:
