@@ -21,6 +21,15 @@ import asyncssh
 from tpuctl.errors import ConfigError, TpuctlError
 
 CHUNK = 65536
+# AES-GCM first: OpenSSL does it in hardware, asyncssh's ChaCha20-Poly1305 costs CPU
+# per packet. Both ends support all of these.
+_CIPHERS = [
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes128-ctr",
+    "aes256-ctr",
+]
 Output = Callable[[str, bytes], None]
 """Receives ("stdout" | "stderr", bytes) as a remote command writes them."""
 
@@ -91,6 +100,17 @@ class SshApi:
 
     def __init__(self, port: int) -> None:
         self.port = port
+        self._known_hosts: dict[Path, tuple[float, asyncssh.SSHKnownHosts]] = {}
+        self._keys: dict[Path, asyncssh.SSHKey] = {}
+
+    def _trusted(self, path: Path) -> asyncssh.SSHKnownHosts:
+        """The known-hosts file, parsed once per change (not once per worker)."""
+        mtime = path.stat().st_mtime
+        cached = self._known_hosts.get(path)
+        if cached is None or cached[0] != mtime:
+            cached = (mtime, asyncssh.read_known_hosts(str(path)))
+            self._known_hosts[path] = cached
+        return cached[1]
 
     def endpoint(self, worker: int, host: str) -> Endpoint:
         return Endpoint(worker, host, self.port)
@@ -102,19 +122,21 @@ class SshApi:
         """A connection to one worker, closed on exit; raises an `SshError`."""
         where = f"worker {ep.worker} ({ep.host}:{ep.port})"
         try:
-            key = asyncssh.read_private_key(key_path)
+            key = self._keys.get(key_path) or asyncssh.read_private_key(key_path)
         except (asyncssh.KeyImportError, OSError) as e:
             raise ConfigError(f"cannot read the SSH key {key_path}: {e}") from e
+        self._keys[key_path] = key
         try:
             conn = await asyncssh.connect(
                 ep.host,
                 ep.port,
                 username=user,
                 client_keys=[key],
-                known_hosts=str(known_hosts),
+                known_hosts=self._trusted(known_hosts),
                 config=[],
                 agent_path=None,
                 preferred_auth="publickey",
+                encryption_algs=_CIPHERS,
                 connect_timeout=timeout,
                 keepalive_interval=15,
                 keepalive_count_max=4,
