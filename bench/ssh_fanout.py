@@ -2,8 +2,9 @@
 
 For v4-8 (1 worker), v4-64 (8), v4-256 (32) and v4-512 (64): the wall time of
 tpuctl's fan-out (`tpuctl exec NAME -- true`, minus process start-up) with all workers
-at once, beside the same done one worker at a time (`--max-parallel 1`). Each run opens
-fresh SSH connections (key exchange, auth, a `true` process per worker). The emulator
+at once, beside the same done one worker at a time (`--max-parallel 1`), the client's
+CPU time per worker, and `sleep 1` on all workers at once. Each run opens fresh SSH
+connections (key exchange, auth, a process per worker). The emulator
 runs as its own process on 127.0.0.1, so client and servers do not share an
 interpreter; it is stopped at the end. Prints a Markdown table for docs/performance.md.
 """
@@ -62,8 +63,11 @@ def main() -> None:
             f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
             f"{platform.python_version()}; median of {RUNS} runs, fresh connections each\n"
         )
-        print("| workers | all at once | one at a time | ratio | tpuctl CPU per worker |")
-        print("|---|---|---|---|---|")
+        print(
+            "| workers | `true`, all at once | `true`, one at a time | ratio "
+            "| tpuctl CPU per worker | `sleep 1`, all at once |"
+        )
+        print("|---|---|---|---|---|---|")
         for accelerator, workers in SLICES:
             name = f"bench-{workers}"
             create_node(api, target, CreateSpec(name=name, accelerator=accelerator))
@@ -81,10 +85,14 @@ def main() -> None:
                     assert remote.exit_status(results) == 0, results
                 times[parallel] = statistics.median(samples)
                 cpu[parallel] = statistics.median(cpu_samples)
+            t0 = time.perf_counter()
+            results = remote.run_command(ssh_api, plan, "sleep 1", lambda *_: None)
+            sleep_time = time.perf_counter() - t0
+            assert remote.exit_status(results) == 0, results
             print(
                 f"| {workers} ({accelerator}) | {times[0] * 1000:.0f} ms | "
                 f"{times[1] * 1000:.0f} ms | {times[1] / times[0]:.1f}x | "
-                f"{cpu[0] * 1000 / workers:.1f} ms |"
+                f"{cpu[0] * 1000 / workers:.1f} ms | {sleep_time * 1000:.0f} ms |"
             )
             api.delete_node(f"{target.parent}/nodes/{name}")
     finally:
