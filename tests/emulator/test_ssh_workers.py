@@ -198,3 +198,60 @@ def test_stopping_the_emulator_leaves_no_server_thread_or_process(tmp_path: Path
 def test_two_emulators_hand_out_different_addresses() -> None:
     first, second = AddressAllocator(), AddressAllocator()
     assert set(first.allocate(64)).isdisjoint(second.allocate(64))
+
+
+def test_reset_takes_every_worker_down(emulator, tmp_path: Path) -> None:
+    pub, key = user_key(tmp_path)
+    node = create(emulator, "reset", "v3-8", metadata={"ssh-keys": f"alice:{pub}"})
+    home = run(emulator, tmp_path, node, 0, "alice", key, "nohup sleep 300 >/dev/null 2>&1 & pwd")
+    assert worker_processes()
+    emulator.reset()
+    wait_until(lambda: not worker_processes(), "the worker's processes to be killed")
+    assert not Path(home.stdout.decode().strip()).exists()
+    address = (node.network_endpoints[0].ip_address, emulator.status()["ssh_port"])
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(address, timeout=5).close()
+
+
+def test_a_restarted_emulator_keeps_its_workers_host_keys(tmp_path: Path) -> None:
+    from tests.conftest import Emulator
+
+    state = tmp_path / "state"
+    pub, key = user_key(tmp_path)
+    server = EmulatorServer(port=0, state_dir=state).start()
+    try:
+        first = Emulator(server.address)
+        first.durations(create=0)
+        node = create(first, "kept", "v3-8", metadata={"ssh-keys": f"a:{pub}"})
+        published = host_keys(first, node.name)
+    finally:
+        server.stop()
+    again = EmulatorServer(port=0, state_dir=state).start()
+    try:
+        control = Emulator(again.address)
+        assert host_keys(control, node.name) == published
+        # strict checking against the published key: the server still has it
+        assert run(control, tmp_path, node, 0, "a", key, "echo still-me").stdout == b"still-me\n"
+        control.tpu_client().delete_node(name=node.name).result()
+    finally:
+        again.stop()
+
+
+def test_concurrent_authorizations_all_land(emulator, tmp_path: Path) -> None:
+    node = create(emulator, "race", "v3-8")
+    api = ClientFactory().tpu()
+    users = [f"user{i}" for i in range(4)]
+    keys = {u: user_key(tmp_path, u)[0] for u in users}
+    threads = [
+        threading.Thread(
+            target=ssh_service.authorize, args=(api, api.get_node(node.name), u, keys[u])
+        )
+        for u in users
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    metadata = api.get_node(node.name).metadata
+    assert all(ssh_service.has_key(metadata, u, keys[u]) for u in users)
+    delete(emulator, node.name)

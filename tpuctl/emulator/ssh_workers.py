@@ -178,7 +178,10 @@ class SshWorkers:
             worker.keys = keys.get(uid, frozenset())
         gone = [w for key, w in self._workers.items() if key not in wanted]
         new = []
-        config = backend.config() if set(wanted) - set(self._workers) else {}
+        config: dict[str, Any] = {}
+        if set(wanted) - set(self._workers):
+            # the config without the lock wrapper, which would apply transitions under our feet
+            config = Backend.config.__wrapped__(backend)  # type: ignore[attr-defined]
         for key, (node, k) in wanted.items():
             if key not in self._workers:
                 env = backend.workers.env(node, k, backend.endpoint, config)
