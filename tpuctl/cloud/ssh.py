@@ -100,15 +100,16 @@ class SshApi:
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self._known_hosts: dict[Path, tuple[float, asyncssh.SSHKnownHosts]] = {}
+        self._known_hosts: dict[Path, tuple[tuple[int, int], asyncssh.SSHKnownHosts]] = {}
         self._keys: dict[Path, asyncssh.SSHKey] = {}
 
     def _trusted(self, path: Path) -> asyncssh.SSHKnownHosts:
         """The known-hosts file, parsed once per change (not once per worker)."""
-        mtime = path.stat().st_mtime
+        st = path.stat()
+        version = (st.st_ino, st.st_mtime_ns)  # tpuctl replaces the file on every write
         cached = self._known_hosts.get(path)
-        if cached is None or cached[0] != mtime:
-            cached = (mtime, asyncssh.read_known_hosts(str(path)))
+        if cached is None or cached[0] != version:
+            cached = (version, asyncssh.read_known_hosts(str(path)))
             self._known_hosts[path] = cached
         return cached[1]
 
