@@ -28,6 +28,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/staging.py
+	$(BIN)/python bench/ssh_fanout.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

@@ -33,6 +33,9 @@ step tpuctl list --zone "$zone"
 tpuctl list --zone "$zone"
 step tpuctl describe "$node" --zone "$zone"
 tpuctl describe "$node" --zone "$zone"
+# SSH: uses ~/.ssh/google_compute_engine (gcloud's key; created if missing), host keys checked
+step tpuctl exec "$node" --zone "$zone" -- sh -c "'echo \"hello from worker \$TPU_WORKER_ID of \$TPU_ACCELERATOR_TYPE\"'"
+tpuctl exec "$node" --zone "$zone" -- sh -c 'echo "hello from worker $TPU_WORKER_ID of $TPU_ACCELERATOR_TYPE"'
 step tpuctl stop "$node" --zone "$zone"
 tpuctl stop "$node" --zone "$zone"
 step tpuctl start "$node" --zone "$zone"
@@ -41,4 +44,4 @@ step tpuctl delete "$node" --zone "$zone" --yes
 tpuctl delete "$node" --zone "$zone" --yes
 step tpuctl list --all-zones --json
 tpuctl list --all-zones --json
-printf '\nDemo done: the node was created, stopped, started and deleted on the emulator.\n'
+printf '\nDemo done: the node was created, reached over SSH, stopped, started and deleted on the emulator.\n'

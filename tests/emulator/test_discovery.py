@@ -52,7 +52,8 @@ def test_node_life_cycle(emulator) -> None:
     assert endpoint["accessConfig"]["externalIp"] == endpoint["ipAddress"]
 
     attrs = nodes.getGuestAttributes(name=name, body={"queryPath": "hostkeys/"}).execute()
-    assert attrs == {"guestAttributes": [{"queryPath": "hostkeys/", "queryValue": {"items": []}}]}
+    [item] = attrs["guestAttributes"][0]["queryValue"]["items"]  # the worker's SSH host key
+    assert (item["namespace"], item["key"]) == ("hostkeys", "ssh-ed25519")
 
     gone = wait(service, nodes.delete(name=name).execute())
     assert gone["response"] == {"@type": "type.googleapis.com/google.protobuf.Empty"}

@@ -177,21 +177,26 @@ def test_patch_labels_description_and_external_ips(emulator) -> None:
 def test_guest_attributes_one_entry_per_worker(emulator) -> None:
     client = emulator.tpu_client()
     pod = create(client, "ga", "v4-16", zone="us-central2-b")
+    # each worker publishes its SSH host key (hostkeys/ssh-ed25519) by itself
     emulator.set_guest_attributes(
-        pod.name, 1, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAAkey1"}]
+        pod.name, 1, [{"namespace": "custom", "key": "k1", "value": "AAAAkey1"}]
     )
     emulator.set_guest_attributes(pod.name, 1, [{"namespace": "other", "key": "k", "value": "v"}])
-    request = tpu_v2.GetGuestAttributesRequest(name=pod.name, query_path="hostkeys/")
+    request = tpu_v2.GetGuestAttributesRequest(name=pod.name, query_path="custom/")
     response = client.get_guest_attributes(request=request)
     assert len(response.guest_attributes) == 2
     assert [len(g.query_value.items) for g in response.guest_attributes] == [0, 1]
     item = response.guest_attributes[1].query_value.items[0]
-    assert (item.namespace, item.key, item.value) == ("hostkeys", "ssh-ed25519", "AAAAkey1")
+    assert (item.namespace, item.key, item.value) == ("custom", "k1", "AAAAkey1")
     only = client.get_guest_attributes(
         request=tpu_v2.GetGuestAttributesRequest(name=pod.name, worker_ids=["1"])
     )
     assert len(only.guest_attributes) == 1
-    assert len(only.guest_attributes[0].query_value.items) == 2
+    assert [i.namespace for i in only.guest_attributes[0].query_value.items] == [
+        "hostkeys",
+        "custom",
+        "other",
+    ]
     delete(client, pod.name)
 
 

@@ -18,7 +18,10 @@ from tpuctl.cli import create as create_mod
 from tpuctl.cli import delete as delete_mod
 from tpuctl.cli import describe as describe_mod
 from tpuctl.cli import emulator_cmd, gc, keep, list_cmd, power
+from tpuctl.cli import exec_cmd as exec_mod
 from tpuctl.cli import quota as quota_mod
+from tpuctl.cli import scp as scp_mod
+from tpuctl.cli import ssh as ssh_mod
 from tpuctl.cli.options import AppEnv, env, set_env
 from tpuctl.errors import ExitCode, TpuctlError
 
@@ -62,6 +65,9 @@ app.command("delete")(delete_mod.delete)
 app.command("keep")(keep.keep)
 app.command("gc")(gc.gc)
 app.command("quota")(quota_mod.quota)
+app.command("ssh")(ssh_mod.ssh)
+app.command("exec")(exec_mod.exec_command)
+app.command("scp")(scp_mod.scp)
 app.add_typer(emulator_cmd.app, name="emulator", help="Run a local emulator of the cloud side.")
 
 

@@ -7,8 +7,10 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, NoWait, Project, Zone, env
+from tpuctl.cli.options import AppEnv, Json, NoWait, Project, Zone, env
 from tpuctl.errors import Interrupted, TpuctlError
+
+SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
 
 
 def create(
@@ -53,6 +55,9 @@ def create(
         str | None, typer.Option("--idle-timeout", help="Delete after idling this long (e.g. 30m).")
     ] = None,
     no_wait: NoWait = False,
+    wait_ssh: Annotated[
+        bool, typer.Option("--wait-ssh", help="Also wait until SSH answers on every worker.")
+    ] = False,
     json_out: Json = False,
 ) -> None:
     """Create a TPU VM and wait until it is READY.
@@ -121,6 +126,8 @@ def create(
                 f"`tpuctl delete {name} --zone {target.zone} --yes`"
             )
         raise
+    if wait_ssh:
+        _wait_ssh(app, full_name, len(node.workers), internal_ip_only)
     if json_out:
         render.print_json(node.to_json())
         return
@@ -132,4 +139,23 @@ def create(
         console.print(
             f"  worker {w.index}: {w.external_ip or '-'} (internal {w.internal_ip})",
             highlight=False,
+        )
+
+
+def _wait_ssh(app: AppEnv, full_name: str, workers: int, internal_ip: bool) -> None:
+    """A node is ready for tpuctl once SSH answers on every worker."""
+    from tpuctl.cli.ssh import report
+    from tpuctl.services import remote
+    from tpuctl.services import ssh as ssh_service
+
+    name = full_name.rsplit("/", 1)[-1]
+    ssh_api = app.factory.ssh()
+    with render.progress(f"waiting for SSH on {workers} worker(s) of {name}:") as update:
+        update("connecting", 0.0)
+        plan = ssh_service.plan(app.tpu(), ssh_api, full_name, "all", internal_ip, wait=SSH_WAIT)
+        results = remote.wait_ssh(ssh_api, plan, timeout=SSH_WAIT)
+    if report(results):
+        raise TpuctlError(
+            f"{name} is READY but SSH does not answer on every worker",
+            hint=f"try `tpuctl ssh {name} --worker all --command true` in a minute",
         )

@@ -136,7 +136,7 @@ def _wait_until_answering(host: str, port: int, pid: int, log: Path) -> None:
     )
 
 
-def _start_detached(host: str, port: int, directory: Path) -> None:
+def _start_detached(host: str, port: int, directory: Path, ssh_port: int | None) -> None:
     log = directory / LOG
     package_root = str(Path(__file__).resolve().parents[2])
     child_env = dict(os.environ)
@@ -144,6 +144,8 @@ def _start_detached(host: str, port: int, directory: Path) -> None:
         p for p in (package_root, child_env.get("PYTHONPATH", "")) if p
     )
     command = [sys.executable, "-m", "tpuctl.emulator", "--host", host, "--port", str(port)]
+    if ssh_port:
+        command += ["--ssh-port", str(ssh_port)]
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [*command, "--state-dir", str(directory)],
@@ -169,11 +171,11 @@ def _raise_interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-def _run_foreground(host: str, port: int, directory: Path) -> None:
+def _run_foreground(host: str, port: int, directory: Path, ssh_port: int | None) -> None:
     from tpuctl.emulator.server import EmulatorServer
     from tpuctl.emulator.storage import StorageError
 
-    server = EmulatorServer(host, port, directory)
+    server = EmulatorServer(host, port, directory, ssh_port=ssh_port)
     try:
         server.start()
     except OSError:
@@ -205,6 +207,10 @@ def start(
     detach: Annotated[
         bool, typer.Option("--detach", help="Run in the background and return once it answers.")
     ] = False,
+    ssh_port: Annotated[
+        int | None,
+        typer.Option("--ssh-port", help="Port of the workers' SSH servers (default: a free one)."),
+    ] = None,
 ) -> None:
     """Start the emulator and print the line that points tpuctl at it.
 
@@ -222,10 +228,10 @@ def start(
         raise UsageError(f"port {port} on {host} is in use", hint="pick another with --port")
     directory.mkdir(parents=True, exist_ok=True)
     if detach:
-        _start_detached(host, port, directory)
+        _start_detached(host, port, directory, ssh_port)
         typer.echo(_export_line(host, port))
     else:
-        _run_foreground(host, port, directory)
+        _run_foreground(host, port, directory, ssh_port)
 
 
 @app.command()

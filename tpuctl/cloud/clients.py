@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from google.cloud.tpu_v2 import TpuClient
 
     from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.ssh import SshApi
     from tpuctl.cloud.storage import Bucket
     from tpuctl.cloud.tpu import TpuApi
 
@@ -198,3 +199,27 @@ class ClientFactory:
             where=where,
             unreachable_hint=self.unreachable_hint(),
         )
+
+    # -- SSH ----------------------------------------------------------------------
+    @property
+    def ssh_port(self) -> int:
+        """The workers' SSH port: 22 in the cloud, the emulator's own port under it."""
+        if not self._emulator:
+            return 22
+        if not self._emulator_config:
+            raise ConfigError(
+                f"cannot reach the local emulator at {self._emulator}",
+                hint=self.unreachable_hint(),
+            )
+        port = self._emulator_config.get("ssh_port")
+        if not port:
+            raise ConfigError(
+                f"the emulator at {self._emulator} does not serve SSH to its workers",
+                hint="restart it with a tpuctl that does (`tpuctl emulator stop`, then start)",
+            )
+        return int(port)
+
+    def ssh(self) -> SshApi:
+        from tpuctl.cloud.ssh import SshApi
+
+        return SshApi(self.ssh_port)

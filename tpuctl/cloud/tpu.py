@@ -8,7 +8,9 @@ as `tpuctl.models.Node`, never as protobuf messages.
 from __future__ import annotations
 
 import json
+import random
 import re
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -214,6 +216,62 @@ class TpuApi:
             ),
         )
         return str(op.operation.name)
+
+    def patch_metadata(
+        self,
+        name: str,
+        change: Callable[[dict[str, str]], dict[str, str] | None],
+        attempts: int = 10,
+    ) -> Node:
+        """Read-modify-write the node's metadata: `change` gets the current metadata and
+        returns the new one, or None when nothing needs changing. A concurrent update
+        (409, FAILED_PRECONDITION, ABORTED, or a write that lost to another one and is
+        gone when read back) is retried from a fresh read. Returns the node as it ends."""
+        subject = _subject(name)
+        for attempt in range(attempts):
+            node = self.get_node(name)
+            wanted = change(dict(node.metadata))
+            if wanted is None:
+                return node
+
+            def patch(wanted: dict[str, str] = wanted) -> str | None:
+                from google.protobuf import field_mask_pb2
+
+                body = tpu_v2.Node.from_json(json.dumps({"name": name, "metadata": wanted}))
+                try:
+                    op = self._client.update_node(
+                        node=body,
+                        update_mask=field_mask_pb2.FieldMask(paths=["metadata"]),
+                        timeout=TIMEOUT,
+                    )
+                except (gx.Conflict, gx.FailedPrecondition, gx.Aborted):
+                    return None  # someone else changed the node: start again
+                return str(op.operation.name)
+
+            operation = self._call(subject, patch)
+            if operation is not None:
+                self._wait_operation(operation, subject)  # the next read checks it held
+            # The API has no fingerprint for metadata, so concurrent writers can undo each
+            # other; random pauses break their lock-step until every change has landed.
+            time.sleep(random.uniform(0, min(1.0, 0.05 * 2**attempt)))
+        raise CloudError(
+            f"could not update the metadata of {subject}: it kept changing under tpuctl",
+            hint="try again in a minute",
+        )
+
+    def _wait_operation(self, operation: str, subject: str, timeout: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout
+        delay = 0.2
+        while True:
+            op = self.get_operation(operation)
+            if op.get("done"):
+                if op.get("error"):
+                    raise CloudError(f"{subject}: {op['error'].get('message', 'update failed')}")
+                return
+            if time.monotonic() > deadline:
+                raise CloudError(f"{subject}: the update did not finish in {timeout:.0f} s")
+            time.sleep(delay)
+            delay = min(5.0, delay * 1.5)
 
     def get_guest_attributes(self, name: str, query_path: str = "") -> list[dict[str, str]]:
         """Guest attribute items per worker, in worker order."""

@@ -21,11 +21,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", default=None, help="keep state here (default: memory)")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
     parser.add_argument("--no-storage", action="store_true", help="serve no Cloud Storage")
+    parser.add_argument(
+        "--ssh-port", type=int, default=None, help="the workers' SSH port (default: a free one)"
+    )
     args = parser.parse_args(argv)
 
     try:
         server = EmulatorServer(
-            args.host, args.port, args.state_dir, verbose=args.verbose, storage=not args.no_storage
+            args.host,
+            args.port,
+            args.state_dir,
+            verbose=args.verbose,
+            storage=not args.no_storage,
+            ssh_port=args.ssh_port,
         )
     except (OSError, ValueError, TypeError, KeyError) as exc:
         print(

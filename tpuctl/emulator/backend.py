@@ -25,6 +25,7 @@ from tpuctl.emulator.errors import Faults
 from tpuctl.emulator.models import TRANSITIONS, AddressAllocator, Node, Operation
 from tpuctl.emulator.quotas import CONFIG_KEYS as QUOTA_CONFIG_KEYS
 from tpuctl.emulator.quotas import QuotaConfig
+from tpuctl.emulator.workers import WorkerFiles
 
 DEFAULT_DURATIONS: dict[str, float | None] = {
     "create": 1.0,
@@ -51,6 +52,9 @@ def _locked(fn: F) -> F:
                 return fn(self, *args, **kwargs)
             finally:
                 if self._dirty:
+                    for listener in self.listeners:
+                        listener()  # e.g. the SSH workers follow the new state
+                if self._dirty:
                     self._save()
 
     return cast(F, wrapper)
@@ -67,6 +71,11 @@ class Backend:
         # Cloud Storage beside the TPU API (set by EmulatorServer; None: not served)
         self.storage_endpoint: str | None = None
         self.clear_storage: Callable[[], None] | None = None
+        # Called under the lock after every change (they may change nodes in turn).
+        self.listeners: list[Callable[[], None]] = []
+        self.endpoint = ""  # host:port of the HTTP server, set once it listens
+        self.ssh_port: int | None = None  # the workers' SSH port, when SSH is served
+        self.workers = WorkerFiles(self._state_dir)  # homes and host keys of the workers
         self._clear()
         self._load()
 
@@ -114,7 +123,8 @@ class Backend:
         self.durations.update(state.get("config", {}).get("durations", {}))
         self.defaults.update(state.get("config", {}).get("defaults", {}))
         self.quota.load(state.get("config", {}))
-        self.allocator.next_index = state.get("allocator", {}).get("next_index", 1)
+        allocator = state.get("allocator", {})
+        self.allocator.next_index = allocator.get("next_index", self.allocator.next_index)
 
     # -- transitions ---------------------------------------------------------
     def _tick(self) -> None:
@@ -335,6 +345,7 @@ class Backend:
             "nodes": len(self.nodes),
             "defaults": dict(self.defaults),
             "storage_endpoint": self.storage_endpoint,
+            "ssh_port": self.ssh_port,
         }
 
     @_locked
@@ -428,3 +439,18 @@ class Backend:
         target.state = "PREEMPTED"
         self._dirty = True
         return target.to_dict()
+
+    # -- workers: the VMs of a node, as the SSH servers and other helpers see them --
+    @_locked
+    def worker_env(self, node_name: str, worker: int) -> dict[str, str]:
+        """The environment every process on worker `worker` of a node gets (see
+        docs/emulator.md): the TPU VM's variables, its home, and its view of the cloud."""
+        node = self._node_by_name(node_name)
+        if not 0 <= worker < len(node.addresses):
+            raise errors.invalid_argument(f"worker {worker} is out of range")
+        config = {**self.config(), "storage_endpoint": self.storage_endpoint}
+        return self.workers.env(node, worker, self.endpoint, config)
+
+    def close(self) -> None:
+        """Release what the backend holds outside its state (a temporary workers dir)."""
+        self.workers.close()

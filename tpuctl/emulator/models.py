@@ -262,6 +262,10 @@ class Operation:
         return cls(**data)
 
 
+def _random_base() -> int:
+    return secrets.randbelow(AddressAllocator.NETWORK.num_addresses - 1) + 1
+
+
 @dataclass
 class AddressAllocator:
     """Hands out distinct loopback addresses from 127.64.0.0/10, never twice.
@@ -270,7 +274,9 @@ class AddressAllocator:
     in someone's known_hosts. Addresses ending in .0 or .255 are skipped.
     """
 
-    next_index: int = 1
+    # Each emulator starts at a random place, so two emulators on one machine (a user's
+    # and a test suite's) do not hand out the same addresses.
+    next_index: int = field(default_factory=lambda: _random_base())
 
     NETWORK = ipaddress.IPv4Network("127.64.0.0/10")
 

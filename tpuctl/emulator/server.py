@@ -267,6 +267,8 @@ class EmulatorServer:
         state_dir: Path | str | None = None,
         verbose: bool = False,
         storage: bool = True,
+        ssh: bool = True,
+        ssh_port: int | None = None,
     ) -> None:
         self.backend = Backend(state_dir)
         self._host, self._port, self._verbose = host, port, verbose
@@ -277,6 +279,8 @@ class EmulatorServer:
         if storage:
             root = Path(state_dir) / "storage" if state_dir else None
             self.storage = StorageServer(host, 0, root)
+        self._ssh_wanted, self._ssh_port = ssh, ssh_port  # ssh_port None: a free one
+        self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
 
     @property
     def address(self) -> str:
@@ -304,9 +308,22 @@ class EmulatorServer:
             daemon=True,
         )
         self._thread.start()
+        self.backend.endpoint = self.address
+        if self._ssh_wanted:
+            from tpuctl.emulator.ssh_workers import SshWorkers
+
+            try:
+                self.ssh = SshWorkers(self.backend, self._ssh_port).start()
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def stop(self) -> None:
+        if self.ssh is not None:
+            self.ssh.stop()
+            self.ssh = None
+        self.backend.close()
         if self._httpd is None:
             return
         self._httpd.shutdown()

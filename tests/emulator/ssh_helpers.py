@@ -1,0 +1,55 @@
+"""Helpers for tests of the emulated workers' SSH servers."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from tpuctl.cloud.ssh import ensure_key_pair
+
+RUNTIME = "tpu-ubuntu2204-base"
+
+
+def worker_processes() -> list[int]:
+    """Processes (not zombies) started on any emulated worker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if b"\0TPUCTL_EMULATOR_WORKER=" in b"\0" + f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def wait_until(condition: Any, what: str, timeout: float = 10.0) -> None:
+    """Wait for an event that follows asynchronously (a killed process being reaped)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def user_key(home: Any, user: str = "alice") -> tuple[str, Any]:
+    """A key pair under `home`; returns (public key line, private key path)."""
+    path = home / f"id_{user}"
+    return ensure_key_pair(path, user), path
+
+
+def create(emulator: Any, node_id: str, accelerator: str = "v4-32", **fields: Any) -> Any:
+    """A READY node (durations are 0 in tests) made with google-cloud-tpu."""
+    from google.cloud import tpu_v2
+
+    zone = "us-central2-b" if accelerator.startswith("v4") else "us-central1-a"
+    node = tpu_v2.Node(accelerator_type=accelerator, runtime_version=RUNTIME, **fields)
+    client = emulator.tpu_client()
+    parent = f"projects/tpuctl-demo/locations/{zone}"
+    return client.create_node(parent=parent, node_id=node_id, node=node).result()
+
+
+def delete(emulator: Any, name: str) -> None:
+    emulator.tpu_client().delete_node(name=name).result()

@@ -1,0 +1,48 @@
+"""tpuctl exec NAME -- CMD ARGS...: one command on every worker, arguments kept exact."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Annotated
+
+import typer
+
+from tpuctl.cli.options import Project, Zone
+from tpuctl.cli.ssh import (
+    ConnectTimeout,
+    InternalIp,
+    MaxParallel,
+    OutputDir,
+    Workers,
+    make_plan,
+    run_everywhere,
+)
+
+
+def exec_command(
+    name: Annotated[str, typer.Argument(help="Node name.")],
+    command: Annotated[
+        list[str], typer.Argument(help="After `--`: the program and its arguments.")
+    ],
+    worker: Workers = "all",
+    internal_ip: InternalIp = False,
+    max_parallel: MaxParallel = 0,
+    output_dir: OutputDir = None,
+    connect_timeout: ConnectTimeout = 60.0,
+    zone: Zone = None,
+    project: Project = None,
+) -> None:
+    """Run a program on the node's workers (all by default), output prefixed by worker.
+
+    Each argument reaches the VM exactly as given (quoted for the remote shell), so
+    spaces, quotes, $() and ; are never interpreted there; for shell syntax such as
+    pipes use `tpuctl ssh NAME --worker all --command "..."`. Exit status: the first
+    non-zero status in worker order.
+
+    Example: tpuctl exec my-tpu -- python3 -c "import os; print(os.getcwd())"
+    """
+    ssh_api, plan = make_plan(name, zone, project, worker, internal_ip, connect_timeout)
+    code = run_everywhere(
+        ssh_api, plan, shlex.join(command), max_parallel, output_dir, connect_timeout
+    )
+    raise typer.Exit(code)

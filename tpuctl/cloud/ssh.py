@@ -1,0 +1,238 @@
+"""SshApi: tpuctl's SSH client (asyncssh), the one place that imports asyncssh.
+
+Host keys are always checked strictly against a known-hosts file tpuctl wrote from
+what the cloud publishes; no agent and no ~/.ssh/config are consulted, so a run
+behaves the same on every machine. Failures become tpuctl errors that say which
+worker and what to do: `Unreachable` (worth retrying while a VM boots),
+`AuthRejected`, `HostKeyMismatch` (never retried) and `ConnectionDropped`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from tpuctl.errors import ConfigError, TpuctlError
+
+CHUNK = 65536
+# AES-GCM first: OpenSSL does it in hardware, asyncssh's ChaCha20-Poly1305 costs CPU
+# per packet. Both ends support all of these.
+_CIPHERS = [
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes128-ctr",
+    "aes256-ctr",
+]
+Output = Callable[[str, bytes], None]
+"""Receives ("stdout" | "stderr", bytes) as a remote command writes them."""
+
+
+class SshError(TpuctlError):
+    """An SSH connection or transfer to one worker failed."""
+
+
+class Unreachable(SshError):
+    """Nothing answered (refused, timed out, no route): the VM may still be booting."""
+
+
+class AuthRejected(SshError):
+    """The server refused tpuctl's key (the key may not have reached the VM yet)."""
+
+
+class HostKeyMismatch(SshError):
+    """The server's host key is not the one the cloud publishes for that worker."""
+
+
+class ConnectionDropped(SshError):
+    """The connection broke while a command or a copy ran."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one worker's SSH server answers."""
+
+    worker: int
+    host: str
+    port: int
+
+    @property
+    def host_pattern(self) -> str:
+        """The known-hosts name OpenSSH and asyncssh look up for this endpoint."""
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+
+def ensure_key_pair(path: Path, comment: str) -> str:
+    """The public key (`ssh-ed25519 AAAA... comment`) of the key at `path`, creating an
+    ed25519 key pair there (private 0600, `.pub` beside it) when there is none."""
+    public = path.with_name(path.name + ".pub")
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = asyncssh.generate_private_key("ssh-ed25519", comment=comment)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+            f.write(key.export_private_key())
+        os.replace(tmp, path)
+        public.write_bytes(key.export_public_key())
+    if public.exists():
+        line = public.read_text().strip()
+        if line:
+            return line
+    try:  # a private key without its .pub: derive it
+        key = asyncssh.read_private_key(path)
+    except (asyncssh.KeyImportError, OSError) as e:
+        raise ConfigError(
+            f"cannot read the SSH key {path}: {e}",
+            hint="tpuctl needs a key without a passphrase there (or move it away and let "
+            "tpuctl create one)",
+        ) from e
+    return key.export_public_key().decode().strip()
+
+
+class SshApi:
+    """Opens SSH connections to TPU VM workers on one port (22 in the cloud)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._known_hosts: dict[Path, tuple[tuple[int, int], asyncssh.SSHKnownHosts]] = {}
+        self._keys: dict[Path, asyncssh.SSHKey] = {}
+
+    def _trusted(self, path: Path) -> asyncssh.SSHKnownHosts:
+        """The known-hosts file, parsed once per change (not once per worker)."""
+        st = path.stat()
+        version = (st.st_ino, st.st_mtime_ns)  # tpuctl replaces the file on every write
+        cached = self._known_hosts.get(path)
+        if cached is None or cached[0] != version:
+            cached = (version, asyncssh.read_known_hosts(str(path)))
+            self._known_hosts[path] = cached
+        return cached[1]
+
+    def endpoint(self, worker: int, host: str) -> Endpoint:
+        return Endpoint(worker, host, self.port)
+
+    @contextlib.asynccontextmanager
+    async def session(
+        self, ep: Endpoint, user: str, key_path: Path, known_hosts: Path, timeout: float = 20.0
+    ) -> AsyncIterator[Session]:
+        """A connection to one worker, closed on exit; raises an `SshError`."""
+        where = f"worker {ep.worker} ({ep.host}:{ep.port})"
+        try:
+            key = self._keys.get(key_path) or asyncssh.read_private_key(key_path)
+        except (asyncssh.KeyImportError, OSError) as e:
+            raise ConfigError(f"cannot read the SSH key {key_path}: {e}") from e
+        self._keys[key_path] = key
+        try:
+            conn = await asyncssh.connect(
+                ep.host,
+                ep.port,
+                username=user,
+                client_keys=[key],
+                known_hosts=self._trusted(known_hosts),
+                config=[],
+                agent_path=None,
+                preferred_auth="publickey",
+                encryption_algs=_CIPHERS,
+                connect_timeout=timeout,
+                keepalive_interval=15,
+                keepalive_count_max=4,
+            )
+        except asyncssh.HostKeyNotVerifiable as e:
+            raise HostKeyMismatch(
+                f"{where} presented an SSH host key that is not the one the cloud publishes "
+                "for it: refused"
+            ) from e
+        except asyncssh.PermissionDenied as e:
+            raise AuthRejected(f"{where}: the server refused the key {key_path} for {user}") from e
+        except (OSError, asyncio.TimeoutError, asyncssh.DisconnectError) as e:
+            raise Unreachable(f"{where}: {_reason(e)}") from e
+        try:
+            yield Session(conn, where)
+        finally:
+            conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 5)
+
+
+class Session:
+    """One open connection: run commands, copy files."""
+
+    def __init__(self, conn: asyncssh.SSHClientConnection, where: str) -> None:
+        self._conn = conn
+        self._where = where
+
+    async def run(self, command: str, output: Output) -> int:
+        """Run `command` (a shell command line) with stdin closed; stream its output;
+        return its exit status (128 + N when killed by signal N)."""
+        try:
+            async with self._conn.create_process(
+                command, encoding=None, stdin=asyncssh.DEVNULL
+            ) as proc:
+
+                async def pump(stream: asyncssh.SSHReader[bytes], name: str) -> None:
+                    while chunk := await stream.read(CHUNK):
+                        output(name, chunk)
+
+                await asyncio.gather(pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr"))
+                await proc.wait()
+        except (OSError, asyncssh.Error) as e:
+            raise ConnectionDropped(f"{self._where}: connection lost: {_reason(e)}") from e
+        if proc.exit_status is not None and proc.exit_status >= 0:
+            return int(proc.exit_status)
+        if proc.exit_signal:
+            import signal
+
+            with contextlib.suppress(KeyError):
+                return 128 + int(signal.Signals[f"SIG{proc.exit_signal[0]}"])
+        raise ConnectionDropped(f"{self._where}: the command ended without an exit status")
+
+    async def put(self, sources: Sequence[Path], target: str, recurse: bool) -> None:
+        """Copy local files (folders with `recurse`) to `target` on the worker; a target
+        ending in `/`, or one for several sources, is a folder, made when missing."""
+        names = [str(p) for p in sources]
+
+        async def put(sftp: asyncssh.SFTPClient) -> None:
+            if target and (len(names) > 1 or target.endswith("/")):
+                await sftp.makedirs(target, exist_ok=True)
+            await sftp.put(names, target or ".", recurse=recurse)
+
+        await self._sftp(put, target or "~")
+
+    async def get(self, sources: Sequence[str], target: Path, recurse: bool) -> None:
+        """Copy files from the worker to the local `target`."""
+
+        async def get(sftp: asyncssh.SFTPClient) -> None:
+            await sftp.get(list(sources), str(target), recurse=recurse)
+
+        await self._sftp(get, ", ".join(sources))
+
+    async def _sftp(
+        self, action: Callable[[asyncssh.SFTPClient], Awaitable[None]], subject: str
+    ) -> None:
+        try:
+            async with self._conn.start_sftp_client() as sftp:
+                await action(sftp)
+        except asyncssh.SFTPError as e:
+            raise SshError(f"{self._where}: {e.reason}: {subject}") from e
+        except asyncssh.ChannelOpenError as e:
+            raise SshError(f"{self._where}: cannot start SFTP: {e.reason}") from e
+        except OSError as e:
+            where = f"{self._where}: {e.strerror or e}: {e.filename or subject}"
+            raise SshError(where) from e
+        except asyncssh.Error as e:
+            raise ConnectionDropped(f"{self._where}: connection lost: {_reason(e)}") from e
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(e, asyncssh.Error):
+        return e.reason or type(e).__name__
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e) or type(e).__name__

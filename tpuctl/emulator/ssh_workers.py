@@ -1,0 +1,279 @@
+"""Every worker of every READY emulated node is an SSH host (asyncssh).
+
+One asyncio event loop in a background thread serves them all: a server per worker,
+bound to the worker's own loopback address on the emulator's SSH port. The servers
+follow the backend's state through a listener the backend calls, under its lock, after
+every change: a node that becomes READY gets its servers, one that stops, is preempted
+or deleted loses them (and its workers' processes are killed); a deleted node's folders
+go too. The loop thread never takes the backend's lock, so waiting on it from under the
+lock cannot deadlock: what the servers need (authorized keys, environment) is handed
+over as plain data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+import sys
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncssh
+
+from tpuctl.emulator.backend import Backend
+from tpuctl.emulator.models import Node
+from tpuctl.emulator.worker_sessions import HomeSftp, Session
+
+HOSTKEYS_NAMESPACE = "hostkeys"
+APPLY_TIMEOUT = 30.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def authorized_keys(metadata: dict[str, str]) -> frozenset[tuple[str, bytes]]:
+    """(user, key blob) pairs from the `ssh-keys` metadata (`user:ssh-ed25519 AAAA... c`)."""
+    pairs = set()
+    for line in (metadata.get("ssh-keys") or "").splitlines():
+        user, sep, key = line.strip().partition(":")
+        fields = key.split()
+        if not sep or not user or len(fields) < 2:
+            continue
+        try:
+            pairs.add((user, base64.b64decode(fields[1], validate=True)))
+        except ValueError:
+            continue
+    return frozenset(pairs)
+
+
+@dataclass
+class Worker:
+    """One worker's server: what it serves and what it has running."""
+
+    node: str
+    uid: str
+    index: int
+    address: str
+    host_key: asyncssh.SSHKey
+    home: str
+    env: dict[str, str]
+    keys: frozenset[tuple[str, bytes]] = frozenset()
+    acceptor: Any = None
+    connections: set[Any] = field(default_factory=set)
+    pids: set[int] = field(default_factory=set)
+    down: bool = False
+
+    def track(self, pid: int, alive: bool) -> bool:
+        if alive:
+            self.pids.add(pid)
+        else:
+            self.pids.discard(pid)
+        return not self.down
+
+
+class _Server(asyncssh.SSHServer):
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self.conn = conn
+        self.worker.connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.worker.connections.discard(self.conn)
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        # The keys are read when tried, so a key added to the metadata works at once.
+        return (username, key.public_data) in self.worker.keys
+
+    def connection_requested(self, *args: Any) -> bool:
+        return True  # `ssh -L`: the worker's localhost is this machine's
+
+
+class SshWorkers:
+    """Serves SSH on every worker of every READY node of `backend`."""
+
+    def __init__(self, backend: Backend, port: int | None = None) -> None:
+        self.backend = backend
+        self.port = port or free_port()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="tpuctl-emulator-ssh", daemon=True
+        )
+        self._workers: dict[tuple[str, int], Worker] = {}  # (node uid, index) -> worker
+        self._host_keys: dict[tuple[str, int], asyncssh.SSHKey] = {}
+        self._node_dirs: dict[str, str] = {}  # node uid -> its folder's name
+        self._syncing = False
+
+    # -- life ---------------------------------------------------------------------
+    def start(self) -> SshWorkers:
+        self._thread.start()
+        with self.backend.lock:
+            self.backend.ssh_port = self.port
+            self.backend.listeners.append(self.sync)
+            self._node_dirs = {}
+            known = {self.backend.workers.node_dir(n).name for n in self.backend.nodes.values()}
+            for orphan in self.backend.workers.node_dir_names() - known:
+                self.backend.workers.remove_node(orphan)  # nodes deleted while it was down
+            self.sync()
+            self.backend._save()
+        return self
+
+    def stop(self) -> None:
+        with self.backend.lock:
+            if self.sync in self.backend.listeners:
+                self.backend.listeners.remove(self.sync)
+            workers, self._workers = list(self._workers.values()), {}
+            self.backend.ssh_port = None
+        if self._thread.is_alive():
+            self._run(self._stop_all(workers))
+            self.backend.workers.kill()
+            self._run(self._drain())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self.backend.workers.kill()
+        self._loop.close()
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(APPLY_TIMEOUT)
+
+    # -- following the backend -------------------------------------------------------
+    def sync(self) -> None:
+        """Bring the servers in line with the nodes (called under the backend's lock)."""
+        if self._syncing:
+            return
+        self._syncing = True
+        try:
+            self._sync()
+        finally:
+            self._syncing = False
+
+    def _sync(self) -> None:
+        backend = self.backend
+        nodes = list(backend.nodes.values())
+        for node in nodes:
+            if node.uid not in self._node_dirs:
+                self._prepare(node)
+        wanted: dict[tuple[str, int], tuple[Node, int]] = {
+            (node.uid, k): (node, k)
+            for node in nodes
+            if node.state == "READY"
+            for k in range(len(node.addresses))
+        }
+        keys = {node.uid: authorized_keys(node.metadata) for node in nodes}
+        for (uid, _), worker in self._workers.items():
+            worker.keys = keys.get(uid, frozenset())
+        gone = [w for key, w in self._workers.items() if key not in wanted]
+        new = []
+        config: dict[str, Any] = {}
+        if set(wanted) - set(self._workers):
+            # the config without the lock wrapper, which would apply transitions under our feet
+            config = Backend.config.__wrapped__(backend)  # type: ignore[attr-defined]
+            config["storage_endpoint"] = backend.storage_endpoint
+        for key, (node, k) in wanted.items():
+            if key not in self._workers:
+                env = backend.workers.env(node, k, backend.endpoint, config)
+                new.append(
+                    Worker(
+                        node.name, node.uid, k, node.addresses[k], self._host_keys[key],
+                        env["HOME"], env, keys[node.uid],
+                    )
+                )  # fmt: skip
+        for worker in gone:
+            del self._workers[(worker.uid, worker.index)]
+        for worker in new:
+            self._workers[(worker.uid, worker.index)] = worker
+        if gone or new:
+            self._run(self._apply(new, gone))
+        for worker in gone:
+            backend.workers.kill(worker.uid, worker.index)
+        live = {node.uid for node in nodes}
+        for uid in [uid for uid in self._node_dirs if uid not in live]:
+            backend.workers.kill(uid)
+            backend.workers.remove_node(self._node_dirs.pop(uid))
+            for key in [key for key in self._host_keys if key[0] == uid]:
+                del self._host_keys[key]
+
+    def _prepare(self, node: Node) -> None:
+        """A node seen for the first time: its folders and host keys, published as the
+        cloud publishes them (guest attributes `hostkeys/ssh-ed25519`)."""
+        files = self.backend.workers
+        self._node_dirs[node.uid] = files.node_dir(node).name
+        for k in range(len(node.addresses)):
+            key = asyncssh.import_private_key(files.prepare(node, k))
+            self._host_keys[(node.uid, k)] = key
+            value = key.export_public_key("openssh").split()[1].decode()
+            item = {"namespace": HOSTKEYS_NAMESPACE, "key": "ssh-ed25519", "value": value}
+            if item not in node.guest_attributes[k]:
+                node.set_guest_attributes(k, [item])
+                self.backend._dirty = True
+
+    # -- on the loop -------------------------------------------------------------------
+    async def _apply(self, new: Iterable[Worker], gone: Iterable[Worker]) -> None:
+        await self._stop_all(gone)
+        for worker in new:
+            await self._listen(worker)
+
+    async def _listen(self, worker: Worker) -> None:
+        async def process(proc: asyncssh.SSHServerProcess) -> None:
+            if worker.down:
+                proc.exit(255)
+                return
+            await Session(proc, worker.home, worker.env, worker.track).run()
+
+        try:
+            worker.acceptor = await asyncssh.listen(
+                worker.address,
+                self.port,
+                server_factory=lambda: _Server(worker),
+                server_host_keys=[worker.host_key],
+                process_factory=process,
+                sftp_factory=lambda chan: HomeSftp(chan, worker.home),
+                allow_scp=True,
+                encoding=None,
+                line_editor=False,
+                agent_forwarding=False,
+                x11_forwarding=False,
+                reuse_address=True,
+            )
+        except OSError as exc:  # e.g. no such loopback address outside Linux
+            print(
+                f"tpuctl emulator: worker {worker.index} of {worker.node}: cannot serve SSH "
+                f"on {worker.address}:{self.port}: {exc}",
+                file=sys.stderr,
+            )
+
+    async def _stop_all(self, workers: Iterable[Worker]) -> None:
+        closing = []
+        for worker in workers:
+            worker.down = True
+            if worker.acceptor is not None:
+                worker.acceptor.close()
+                closing.append(worker.acceptor.wait_closed())
+            for conn in list(worker.connections):
+                conn.abort()
+            worker.connections.clear()
+        if closing:
+            await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), 5)
+
+    async def _drain(self) -> None:
+        """Let the sessions whose processes were killed finish; cancel what lingers."""
+        tasks = asyncio.all_tasks() - {asyncio.current_task()}
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=2)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)

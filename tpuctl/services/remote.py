@@ -1,0 +1,173 @@
+"""Commands and copies on many workers at once, with tpuctl's own SSH client.
+
+Every chosen worker gets its own connection, all at once (or at most `max_parallel`).
+A worker that does not answer yet is retried with back-off until `connect_timeout`,
+as a VM that is still booting would need; a refused host key is never retried. Each
+worker ends with a `WorkerResult`; `exit_status` combines them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tpuctl.services.ssh import Plan
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.ssh import Endpoint, Session, SshApi
+
+WorkerOutput = Callable[[int, str, bytes], None]
+"""Receives (worker, "stdout" | "stderr", bytes) as remote commands write them."""
+
+UNREACHABLE_STATUS = 255  # what OpenSSH's client exits with when the connection fails
+HOST_KEY_HINT = (
+    "tpuctl trusts only the host keys a node publishes in its guest attributes and "
+    "rewrites its known-hosts file from them on every connection, so there is no stale "
+    "entry to delete. If the node was just recreated, try again once it has published "
+    "its new keys; otherwise something else answers at that address: do not connect"
+)
+
+
+@dataclass
+class WorkerResult:
+    worker: int
+    status: int
+    error: str | None = None  # why the worker could not run it (None: it ran)
+    host_key_refused: bool = False
+
+
+def exit_status(results: Sequence[WorkerResult]) -> int:
+    """The first non-zero status in worker order (0 when every worker succeeded)."""
+    for result in sorted(results, key=lambda r: r.worker):
+        if result.status:
+            return result.status
+    return 0
+
+
+def failure_summary(results: Sequence[WorkerResult]) -> str | None:
+    """`failed on 2 of 4 workers:` and a line per failed worker, or None."""
+    failed = [r for r in sorted(results, key=lambda r: r.worker) if r.status]
+    if not failed:
+        return None
+    lines = [f"failed on {len(failed)} of {len(results)} workers:"]
+    lines += [f"  {r.error or f'worker {r.worker}: exit status {r.status}'}" for r in failed]
+    return "\n".join(lines)
+
+
+async def _on_worker(
+    ssh: SshApi,
+    plan: Plan,
+    ep: Endpoint,
+    deadline: float,
+    action: Callable[[Session], Awaitable[int]],
+) -> WorkerResult:
+    from tpuctl.cloud.ssh import (
+        AuthRejected,
+        ConnectionDropped,
+        HostKeyMismatch,
+        SshError,
+        Unreachable,
+    )
+
+    delay = 0.5
+    while True:
+        try:
+            async with ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
+                return WorkerResult(ep.worker, await action(session))
+        except HostKeyMismatch as e:
+            return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e), host_key_refused=True)
+        except (Unreachable, AuthRejected) as e:
+            # A booting VM refuses connections, and takes a moment to pick up a new key.
+            retry = isinstance(e, Unreachable) or plan.key_added
+            if not retry or time.monotonic() + delay > deadline:
+                return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
+            await asyncio.sleep(delay)
+            delay = min(5.0, delay * 1.6)
+        except ConnectionDropped as e:
+            return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
+        except SshError as e:  # e.g. a file to copy that is not there
+            return WorkerResult(ep.worker, 1, str(e))
+
+
+def on_workers(
+    ssh: SshApi,
+    plan: Plan,
+    action: Callable[[Session, Endpoint], Awaitable[int]],
+    max_parallel: int = 0,
+    connect_timeout: float = 60.0,
+) -> list[WorkerResult]:
+    """Run `action` with a session on every endpoint of the plan; results in worker order."""
+
+    async def main() -> list[WorkerResult]:
+        deadline = time.monotonic() + connect_timeout
+        limit = asyncio.Semaphore(max_parallel if max_parallel > 0 else len(plan.endpoints))
+
+        async def one(ep: Endpoint) -> WorkerResult:
+            async with limit:
+                return await _on_worker(ssh, plan, ep, deadline, lambda s: action(s, ep))
+
+        return list(await asyncio.gather(*(one(ep) for ep in plan.endpoints)))
+
+    return asyncio.run(main())
+
+
+def run_command(
+    ssh: SshApi,
+    plan: Plan,
+    command: str,
+    output: WorkerOutput,
+    max_parallel: int = 0,
+    connect_timeout: float = 60.0,
+) -> list[WorkerResult]:
+    """Run a shell command line on every worker of the plan, streaming its output."""
+
+    async def action(session: Session, ep: Endpoint) -> int:
+        return await session.run(command, lambda stream, data: output(ep.worker, stream, data))
+
+    return on_workers(ssh, plan, action, max_parallel, connect_timeout)
+
+
+def copy_to(
+    ssh: SshApi,
+    plan: Plan,
+    sources: Sequence[Path],
+    target: str,
+    recurse: bool = False,
+    max_parallel: int = 0,
+    connect_timeout: float = 60.0,
+) -> list[WorkerResult]:
+    """Copy local files to `target` on every worker of the plan."""
+
+    async def action(session: Session, ep: Endpoint) -> int:
+        await session.put(sources, target, recurse)
+        return 0
+
+    return on_workers(ssh, plan, action, max_parallel, connect_timeout)
+
+
+def copy_from(
+    ssh: SshApi,
+    plan: Plan,
+    sources: Sequence[str],
+    target: Callable[[int], Path],
+    recurse: bool = False,
+    max_parallel: int = 0,
+    connect_timeout: float = 60.0,
+) -> list[WorkerResult]:
+    """Copy remote files from every worker of the plan to `target(worker)`."""
+
+    async def action(session: Session, ep: Endpoint) -> int:
+        destination = target(ep.worker)
+        await session.get(sources, destination, recurse)
+        return 0
+
+    return on_workers(ssh, plan, action, max_parallel, connect_timeout)
+
+
+def wait_ssh(ssh: SshApi, plan: Plan, timeout: float = 300.0) -> list[WorkerResult]:
+    """Wait until SSH answers (and runs `true`) on every worker of the plan."""
+    return run_command(ssh, plan, "true", lambda *_: None, connect_timeout=timeout)

@@ -1,0 +1,285 @@
+"""SSH to TPU VM workers: who (key and user), where (workers and addresses) and whom to
+trust (the host keys the cloud publishes, written to tpuctl's own known-hosts file).
+
+`plan()` does it all for one node and returns a `Plan` that both the system OpenSSH
+client (`openssh_command`) and tpuctl's own client (services.remote) connect with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import getpass
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tpuctl.config import state_dir
+from tpuctl.errors import CloudError, UsageError
+from tpuctl.models import DEAD_STATES, Node
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.ssh import Endpoint, SshApi
+    from tpuctl.cloud.tpu import TpuApi
+
+KEY_FILE = "google_compute_engine"  # gcloud's key: both tools share one identity
+KNOWN_HOSTS_FILE = "known_hosts"
+HOSTKEYS = "hostkeys"
+_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+
+
+def key_path() -> Path:
+    return Path.home() / ".ssh" / KEY_FILE
+
+
+def known_hosts_path() -> Path:
+    return state_dir() / KNOWN_HOSTS_FILE
+
+
+def ssh_user(name: str | None = None) -> str:
+    """The local user name made valid for a Linux VM: lowercase letters, digits, `_`
+    and `-`, starting with a letter or `_`, at most 32 characters (`John.Doe` ->
+    `john_doe`, `1x` -> `_1x`)."""
+    if name is None:
+        try:
+            name = getpass.getuser()
+        except (KeyError, OSError):
+            name = os.environ.get("USER", "")
+    user = re.sub(r"[^a-z0-9_-]", "_", name.lower())
+    if not user or not re.match(r"[a-z_]", user[0]):
+        user = "_" + user
+    return user[:32]
+
+
+def parse_workers(spec: str, count: int, node: str = "the node") -> list[int]:
+    """`all`, `0,2`, `1-3` or a mix (`0,2-3`) -> sorted worker indices, each checked."""
+    spec = spec.strip().lower()
+    if spec == "all":
+        return list(range(count))
+    wanted: set[int] = set()
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        low, dash, high = part.partition("-")
+        try:
+            first, last = int(low), int(high if dash else low)
+        except ValueError:
+            raise UsageError(
+                f"invalid --worker {spec!r}: use all, a number, a list (0,2) or a range (1-3)"
+            ) from None
+        if first > last or first < 0:
+            raise UsageError(f"invalid worker range {part!r}")
+        wanted.update(range(first, last + 1))
+    if not wanted:
+        raise UsageError("--worker names no worker: use all, a number, 0,2 or 1-3")
+    unknown = sorted(w for w in wanted if w >= count)
+    if unknown:
+        raise UsageError(
+            f"{node} has {count} worker{'s' if count != 1 else ''} (0-{count - 1}): "
+            f"there is no worker {unknown[0]}",
+            hint="--worker all runs on every worker",
+        )
+    return sorted(wanted)
+
+
+def check_connectable(node: Node) -> None:
+    """Only a READY node can be reached; say why not, in gcloud's words."""
+    if node.state == "READY":
+        return
+    hint = f"wait until it is READY: `tpuctl describe {node.name}` shows its state"
+    if node.state in {"STOPPED", "STOPPING"}:
+        hint = f"start it with `tpuctl start {node.name}`"
+    elif node.state in DEAD_STATES:
+        raise UsageError(
+            f"TPU {node.name} is in a terminal state ({node.state}), so it cannot be connected to",
+            hint=f"delete it (`tpuctl delete {node.name}`) and create it again",
+        )
+    raise UsageError(
+        f"TPU {node.name} has state {node.state}, so it cannot be currently connected to",
+        hint=hint,
+    )
+
+
+def worker_address(node: Node, worker: int, internal_ip: bool) -> str:
+    w = node.workers[worker]
+    if internal_ip:
+        return w.internal_ip
+    if not w.external_ip:
+        raise UsageError(
+            f"worker {worker} of {node.name} has no external IP address",
+            hint="connect from inside its VPC network (or over a VPN into it) with --internal-ip",
+        )
+    return w.external_ip
+
+
+# -- the key in the node's metadata -------------------------------------------------
+def _key_fields(public_key: str) -> tuple[str, str]:
+    fields = public_key.split()
+    return fields[0], fields[1]
+
+
+def has_key(metadata: dict[str, str], user: str, public_key: str) -> bool:
+    wanted = _key_fields(public_key)
+    for line in (metadata.get("ssh-keys") or "").splitlines():
+        who, sep, key = line.strip().partition(":")
+        if sep and who == user and tuple(key.split()[:2]) == wanted:
+            return True
+    return False
+
+
+def with_key(metadata: dict[str, str], user: str, public_key: str) -> dict[str, str] | None:
+    """The metadata with `user:KEY user` added to `ssh-keys` (keeping every key already
+    there), or None when it is there already."""
+    if has_key(metadata, user, public_key):
+        return None
+    kind, blob = _key_fields(public_key)
+    lines = [ln for ln in (metadata.get("ssh-keys") or "").splitlines() if ln.strip()]
+    lines.append(f"{user}:{kind} {blob} {user}")
+    return {**metadata, "ssh-keys": "\n".join(lines)}
+
+
+def authorize(api: TpuApi, node: Node, user: str, public_key: str) -> bool:
+    """Make sure the node's `ssh-keys` metadata holds the key; True when it was added."""
+    if has_key(node.metadata, user, public_key):
+        return False
+    api.patch_metadata(node.full_name, lambda md: with_key(md, user, public_key))
+    return True
+
+
+# -- host keys ------------------------------------------------------------------------
+def published_host_keys(
+    api: TpuApi,
+    node: Node,
+    workers: list[int],
+    timeout: float = 60.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[int, list[tuple[str, str]]]:
+    """(algorithm, base64 key) per worker, from the node's guest attributes; waits
+    (with back-off) while a booting worker has not published its keys yet."""
+    deadline = time.monotonic() + timeout
+    delay = 0.5
+    while True:
+        attributes = api.get_guest_attributes(node.full_name, f"{HOSTKEYS}/")
+        keys = {
+            w: [
+                (path.split("/", 1)[1], value)
+                for path, value in (attributes[w] if w < len(attributes) else {}).items()
+                if path.startswith(f"{HOSTKEYS}/") and value
+            ]
+            for w in workers
+        }
+        missing = [w for w, found in keys.items() if not found]
+        if not missing:
+            return keys
+        if time.monotonic() + delay > deadline:
+            raise CloudError(
+                f"worker {missing[0]} of {node.name} has not published its SSH host keys "
+                f"(guest attributes {HOSTKEYS}/) after {timeout:.0f} s",
+                hint="a TPU VM publishes them once booted; try again in a minute",
+            )
+        sleep(delay)
+        delay = min(5.0, delay * 1.6)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def write_known_hosts(
+    path: Path, node: Node, endpoints: list[Endpoint], keys: dict[int, list[tuple[str, str]]]
+) -> None:
+    """Put the published keys of these workers in tpuctl's known-hosts file, one line
+    per key: `HOST ALGORITHM KEY tpuctl:PROJECT/ZONE/NODE/wK`. Lines of the same node
+    and worker, or of the same address (a recreated node, a reused IP), are replaced."""
+    tag = f"tpuctl:{node.project}/{node.zone}/{node.name}/"
+    patterns = {ep.host_pattern for ep in endpoints}
+    workers = {f"{tag}w{ep.worker}" for ep in endpoints}
+    new = [
+        f"{ep.host_pattern} {kind} {value} {tag}w{ep.worker}"
+        for ep in endpoints
+        for kind, value in keys[ep.worker]
+    ]
+    with _locked(path):
+        try:
+            old = path.read_text().splitlines()
+        except FileNotFoundError:
+            old = []
+        kept = []
+        for line in old:
+            fields = line.split()
+            if fields and (fields[0] in patterns or fields[-1] in workers):
+                continue
+            kept.append(line)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text("".join(f"{ln}\n" for ln in kept + new))
+        os.replace(tmp, path)
+
+
+# -- all of it for one node --------------------------------------------------------------
+@dataclass
+class Plan:
+    """How to reach chosen workers of one node."""
+
+    node: Node
+    user: str
+    key: Path
+    known_hosts: Path
+    endpoints: list[Endpoint]
+    key_added: bool = False  # just added to the metadata: the VMs may need a moment
+
+
+def plan(
+    api: TpuApi,
+    ssh: SshApi,
+    full_name: str,
+    workers: str = "0",
+    internal_ip: bool = False,
+    wait: float = 60.0,
+) -> Plan:
+    """Check the node, choose workers and addresses, make sure tpuctl's key is in the
+    node's metadata and the workers' host keys are in tpuctl's known-hosts file."""
+    from tpuctl.cloud.ssh import ensure_key_pair
+
+    node = api.get_node(full_name)
+    check_connectable(node)
+    chosen = parse_workers(workers, len(node.workers), f"node {node.name}")
+    endpoints = [ssh.endpoint(w, worker_address(node, w, internal_ip)) for w in chosen]
+    user = ssh_user()
+    key = key_path()
+    public_key = ensure_key_pair(key, user)
+    added = authorize(api, node, user, public_key)
+    keys = published_host_keys(api, node, chosen, timeout=wait)
+    known_hosts = known_hosts_path()
+    write_known_hosts(known_hosts, node, endpoints, keys)
+    return Plan(node, user, key, known_hosts, endpoints, added)
+
+
+def openssh_command(plan: Plan, extra: list[str], ssh: str = "ssh") -> list[str]:
+    """The OpenSSH command line for an interactive session with the plan's one worker:
+    tpuctl's key, user and known-hosts file, strict checking; `extra` goes after the host
+    (OpenSSH reads options there too, and a command after them)."""
+    ep = plan.endpoints[0]
+    return [
+        ssh,
+        "-i", str(plan.key),
+        "-l", plan.user,
+        "-p", str(ep.port),
+        "-o", f"UserKnownHostsFile={plan.known_hosts}",
+        "-o", "GlobalKnownHostsFile=/dev/null",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "IdentitiesOnly=yes",
+        "-o", "CheckHostIP=no",
+        ep.host,
+        *extra,
+    ]  # fmt: skip
+
+
+def printable(argv: list[str]) -> str:
+    return shlex.join(argv)
