@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# `make demo`: the whole node lifecycle against the local emulator, no Google account needed.
-# Starts an emulator if none answers at $TPUCTL_EMULATOR_HOST, and stops it again at the end.
+# `make demo`: tpuctl's main job against the local emulator, no Google account needed.
+# Starts an emulator if none answers at $TPUCTL_EMULATOR_HOST (and stops it at the end),
+# runs examples/train.py on an emulated v3-8 with live logs, downloads its outputs and
+# tears the node down; then shows the job record and that no node is left.
 set -euo pipefail
 
+cd "$(dirname "$0")/.."
 export TPUCTL_EMULATOR_HOST="${TPUCTL_EMULATOR_HOST:-127.0.0.1:8470}"
 host="${TPUCTL_EMULATOR_HOST%:*}"
 port="${TPUCTL_EMULATOR_HOST##*:}"
 state_dir="${TPUCTL_DEMO_STATE:-$(mktemp -d -t tpuctl-demo.XXXXXX)}"
-node="demo-$(date +%H%M%S)"
+outputs="${TPUCTL_DEMO_OUTPUTS:-outputs/demo}"
 zone="us-central1-a"
 started=""
 
@@ -15,33 +18,30 @@ step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
 cleanup() {
   # Never leave a node or an emulator behind, whatever happened above.
-  tpuctl delete "$node" --zone "$zone" --yes --missing-ok >/dev/null 2>&1 || true
-  if [ -n "$started" ]; then tpuctl emulator stop --state-dir "$state_dir" >/dev/null 2>&1 || true; fi
+  if [ -n "$started" ]; then
+    tpuctl gc --yes --all-owners --zone "$zone" >/dev/null 2>&1 || true
+    tpuctl emulator stop --state-dir "$state_dir" >/dev/null 2>&1 || true
+  fi
 }
 trap cleanup EXIT
 
-if ! tpuctl emulator status --state-dir "$state_dir" >/dev/null 2>&1 \
-   && ! curl -fsS "http://$TPUCTL_EMULATOR_HOST/_emulator/v1/status" >/dev/null 2>&1; then
+answers() {
+  python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+    "http://$TPUCTL_EMULATOR_HOST/_emulator/v1/status" >/dev/null 2>&1
+}
+if ! answers; then
   step tpuctl emulator start --detach --host "$host" --port "$port"
   tpuctl emulator start --detach --host "$host" --port "$port" --state-dir "$state_dir"
   started=1
 fi
 
-step tpuctl create "$node" --accelerator v3-8 --zone "$zone"
-tpuctl create "$node" --accelerator v3-8 --zone "$zone"
-step tpuctl list --zone "$zone"
-tpuctl list --zone "$zone"
-step tpuctl describe "$node" --zone "$zone"
-tpuctl describe "$node" --zone "$zone"
-# SSH: uses ~/.ssh/google_compute_engine (gcloud's key; created if missing), host keys checked
-step tpuctl exec "$node" --zone "$zone" -- sh -c "'echo \"hello from worker \$TPU_WORKER_ID of \$TPU_ACCELERATOR_TYPE\"'"
-tpuctl exec "$node" --zone "$zone" -- sh -c 'echo "hello from worker $TPU_WORKER_ID of $TPU_ACCELERATOR_TYPE"'
-step tpuctl stop "$node" --zone "$zone"
-tpuctl stop "$node" --zone "$zone"
-step tpuctl start "$node" --zone "$zone"
-tpuctl start "$node" --zone "$zone"
-step tpuctl delete "$node" --zone "$zone" --yes
-tpuctl delete "$node" --zone "$zone" --yes
-step tpuctl list --all-zones --json
-tpuctl list --all-zones --json
-printf '\nDemo done: the node was created, reached over SSH, stopped, started and deleted on the emulator.\n'
+step tpuctl run examples/train.py --accelerator v3-8 --zone "$zone" --teardown --outputs "$outputs" -- --steps 60 --sleep 0.05
+tpuctl run examples/train.py --accelerator v3-8 --zone "$zone" --teardown --outputs "$outputs" \
+  -- --steps 60 --sleep 0.05
+step ls "$outputs"
+ls "$outputs"
+step tpuctl jobs
+tpuctl jobs
+step tpuctl list --all-zones
+tpuctl list --all-zones
+printf '\nDemo done: the job trained on an emulated v3-8, its outputs are in %s, and its node is gone.\n' "$outputs"

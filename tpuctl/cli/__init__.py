@@ -19,7 +19,9 @@ from tpuctl.cli import delete as delete_mod
 from tpuctl.cli import describe as describe_mod
 from tpuctl.cli import emulator_cmd, gc, keep, list_cmd, power
 from tpuctl.cli import exec_cmd as exec_mod
+from tpuctl.cli import jobs as jobs_mod
 from tpuctl.cli import quota as quota_mod
+from tpuctl.cli import run as run_mod
 from tpuctl.cli import scp as scp_mod
 from tpuctl.cli import ssh as ssh_mod
 from tpuctl.cli.options import AppEnv, env, set_env
@@ -65,6 +67,10 @@ app.command("delete")(delete_mod.delete)
 app.command("keep")(keep.keep)
 app.command("gc")(gc.gc)
 app.command("quota")(quota_mod.quota)
+app.command("run")(run_mod.run)
+app.command("jobs")(jobs_mod.jobs)
+app.command("logs")(jobs_mod.logs)
+app.command("cancel")(jobs_mod.cancel)
 app.command("ssh")(ssh_mod.ssh)
 app.command("exec")(exec_mod.exec_command)
 app.command("scp")(scp_mod.scp)

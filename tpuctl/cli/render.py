@@ -19,7 +19,8 @@ from tpuctl.services import cost
 
 
 def out() -> Console:
-    return Console(file=sys.stdout, soft_wrap=True)
+    # Piped output is for grep and scripts: never truncate a table to 80 columns there.
+    return Console(file=sys.stdout, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
 
 
 def err() -> Console:

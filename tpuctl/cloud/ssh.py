@@ -166,13 +166,16 @@ class Session:
         self._conn = conn
         self._where = where
 
-    async def run(self, command: str, output: Output) -> int:
-        """Run `command` (a shell command line) with stdin closed; stream its output;
-        return its exit status (128 + N when killed by signal N)."""
+    async def run(self, command: str, output: Output, stdin: bytes | None = None) -> int:
+        """Run `command` (a shell command line); feed it `stdin` (else stdin is closed);
+        stream its output; return its exit status (128 + N when killed by signal N)."""
         try:
             async with self._conn.create_process(
-                command, encoding=None, stdin=asyncssh.DEVNULL
+                command, encoding=None, stdin=asyncssh.PIPE if stdin else asyncssh.DEVNULL
             ) as proc:
+                if stdin:
+                    proc.stdin.write(stdin)
+                    proc.stdin.write_eof()
 
                 async def pump(stream: asyncssh.SSHReader[bytes], name: str) -> None:
                     while chunk := await stream.read(CHUNK):

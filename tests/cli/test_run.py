@@ -1,0 +1,223 @@
+"""tpuctl run end to end against the emulator: every exit path leaves no node behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import one_line_error
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train.py"
+
+SCRIPT = """\
+import json, os, sys, time
+w = os.environ["TPUCTL_WORKER_ID"]
+print("worker", w, "of", os.environ["TPUCTL_NUM_WORKERS"], "job", os.environ["TPUCTL_JOB_ID"])
+print("args", json.dumps(sys.argv[1:]))
+print("secret", os.environ.get("SECRET"))
+out = os.environ["TPUCTL_OUTPUT_DIR"]
+open(os.path.join(out, "result-%s.txt" % w), "w").write("done by " + w)
+time.sleep(float(os.environ.get("NAP", "0")))
+sys.exit(int(os.environ.get("FAIL_ON_" + w, "0")))
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "job.py").write_text(SCRIPT)
+    (root / "data.bin").write_bytes(os.urandom(2048))
+    return root
+
+
+def wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.2)
+
+
+def bucket_objects(emulator) -> dict[str, bytes]:  # noqa: ANN001
+    """Every object in the default bucket ({} while the bucket does not exist yet)."""
+    from google.api_core.exceptions import NotFound
+
+    client = emulator.storage_client()
+    try:
+        blobs = list(client.list_blobs("tpuctl-demo-tpuctl"))
+    except NotFound:
+        return {}
+    return {b.name: b.download_as_bytes() for b in blobs}
+
+
+def test_example_trains_downloads_outputs_and_tears_down(cli, emulator, tmp_path) -> None:
+    out = tmp_path / "out"
+    r = cli("run", str(EXAMPLE), "-a", "v3-8", "--outputs", str(out), "--", "--steps", "20")
+    assert r.code == 0, r.err
+    assert "step    10  loss" in r.out and "step    20  loss" in r.out
+    assert r.out.index("step    10") < r.out.index("step    20")  # live, in order
+    assert "done: loss" in r.out
+    metrics = json.loads((out / "metrics-worker0.json").read_text())
+    assert metrics["steps"] == 20
+    assert "deleted node tpuctl-" in r.err
+    assert emulator.nodes() == []
+
+
+def test_pod_args_env_and_exit_status(cli, emulator, project) -> None:
+    args = ["a b", "it's", "$(whoami);echo x", "--flag=1"]
+    r = cli(
+        "run",
+        str(project / "job.py"),
+        "-a",
+        "v3-32",
+        "--env",
+        "SECRET=hunter2",
+        "--env",
+        "FAIL_ON_2=7",
+        "--",
+        *args,
+    )
+    assert r.code == 7, r.err
+    for w in range(4):
+        assert f"[w{w}] worker {w} of 4 job " in r.out
+        assert f"[w{w}] args {json.dumps(args)}" in r.out
+        assert f"[w{w}] secret hunter2" in r.out
+    assert "w2 FAILED" in r.err and "exit status 7" in r.err
+    assert emulator.nodes() == []
+    # The bucket's records hold env names, never values (the script's own log printed it).
+    objects = {k: v for k, v in bucket_objects(emulator).items() if not k.endswith(".log")}
+    (record,) = [json.loads(v) for k, v in objects.items() if k.endswith("/job.json")]
+    assert sorted(record["env"]) == ["FAIL_ON_2", "SECRET"]
+    assert not any(b"hunter2" in v for v in objects.values())
+
+
+def test_unchanged_second_run_uploads_no_code(cli, emulator, project) -> None:
+    first = cli("run", str(project / "job.py"))
+    assert first.code == 0, first.err
+    assert ": 2 files, 2 uploaded" in first.err
+    second = cli("run", str(project / "job.py"))
+    assert second.code == 0, second.err
+    assert ": 2 files, 0 uploaded (0 bytes)" in second.err
+    assert emulator.nodes() == []
+
+
+def test_detach_then_logs_follow_then_jobs(cli, emulator, project) -> None:
+    r = cli("run", str(project / "job.py"), "--detach", "--json", "--env", "NAP=1")
+    assert r.code == 0, r.err
+    job = json.loads(r.out)["job"]
+    logs = cli("logs", job, "-f")
+    assert logs.code == 0, logs.err
+    assert "worker 0 of 1 job " + job in logs.out
+    assert "tpuctl-agent: succeeded with exit status 0" in logs.out
+    wait_for(lambda: emulator.nodes() == [])  # the agent tore it down, nobody watching
+    rows = json.loads(cli("jobs", "--json").out)
+    (row,) = [x for x in rows if x["id"] == job]
+    assert row["state"] == "SUCCEEDED" and row["exitStatus"] == 0
+
+
+def test_cancel_a_detached_job(cli, emulator, project) -> None:
+    r = cli("run", str(project / "job.py"), "--detach", "--json", "--env", "NAP=60")
+    job = json.loads(r.out)["job"]
+    wait_for(lambda: "RUNNING" in cli("jobs").out)
+    assert cli("cancel", job).code == 0
+    wait_for(lambda: emulator.nodes() == [])
+    (row,) = [x for x in json.loads(cli("jobs", "--json").out) if x["id"] == job]
+    assert row["state"] == "CANCELLED"
+
+
+def test_existing_node_is_kept_unless_teardown(cli, emulator, project) -> None:
+    assert cli("create", "mine", "-a", "v3-8").code == 0
+    r = cli("run", str(project / "job.py"), "--node", "mine")
+    assert r.code == 0, r.err
+    assert [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()] == ["mine"]
+    r = cli("run", str(project / "job.py"), "--node", "mine", "--teardown")
+    assert r.code == 0, r.err
+    assert emulator.nodes() == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "needle"),
+    [
+        (["--exclude", "job.py"], 2, "nothing to run from the work dir"),  # fails mid-way
+        (["--setup", "exit 4"], 4, "w0 FAILED"),
+    ],
+)
+def test_failures_after_create_still_tear_down(cli, emulator, project, extra, code, needle):
+    r = cli("run", str(project / "job.py"), *extra)
+    assert r.code == code, r.err
+    assert needle in r.err
+    assert emulator.nodes() == []
+
+
+def test_no_capacity_leaves_nothing(cli, emulator, project) -> None:
+    emulator.capacity({"us-central1-a": {"v3": 0}})
+    r = cli("run", str(project / "job.py"))
+    assert r.code == 5
+    assert "no capacity" in r.err
+    assert emulator.nodes() == []
+
+
+def test_bad_input(cli, emulator, project) -> None:
+    r = cli("run", str(project / "missing.py"))
+    assert r.code == 2
+    assert "script" in one_line_error(r) and "not found" in r.err
+    r = cli("run", str(project / "job.py"), "--env", "NOEQUALS")
+    assert r.code == 2
+    assert "expected KEY=VALUE" in one_line_error(r)
+    assert emulator.nodes() == []
+
+
+def _spawn(project: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tpuctl", "run", str(project / "job.py"), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+
+
+def _wait_running(emulator) -> None:  # noqa: ANN001
+    def running() -> bool:
+        objects = bucket_objects(emulator)
+        return any(k.endswith("worker-0.json") and b'"RUNNING"' in v for k, v in objects.items())
+
+    wait_for(running)
+
+
+def test_ctrl_c_stops_the_job_and_deletes_the_node(emulator, project) -> None:
+    proc = _spawn(project, "--env", "NAP=60")
+    try:
+        _wait_running(emulator)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "stopped job" in err and "deleted its node" in err
+    assert "Traceback" not in err
+    assert emulator.nodes() == []
+
+
+def test_sigkill_of_the_client_leaves_the_agent_to_tear_down(emulator, project) -> None:
+    proc = _spawn(project, "--env", "NAP=2")
+    try:
+        _wait_running(emulator)
+        proc.kill()  # SIGKILL: no cleanup of any kind on this side
+        proc.communicate(timeout=30)
+        assert len(emulator.nodes()) == 1
+        wait_for(lambda: emulator.nodes() == [], timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

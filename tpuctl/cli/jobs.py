@@ -1,0 +1,104 @@
+"""tpuctl jobs / logs JOB / cancel JOB: jobs as the bucket records them."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from tpuctl.cli import render
+from tpuctl.cli.options import Json, Project, env
+
+Bucket = Annotated[
+    str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
+]
+
+
+def _bucket(project: str | None, bucket: str | None) -> Any:
+    from tpuctl.config import load_config_file
+    from tpuctl.services import staging
+
+    app = env()
+    target = app.target(project, None, need_zone=False)
+    name = staging.bucket_name(bucket, load_config_file(), target.project)
+    return app.factory.bucket(name, target.project)
+
+
+def jobs(project: Project = None, bucket: Bucket = None, json_out: Json = False) -> None:
+    """List tpuctl jobs from the bucket: id, node, state, exit status, started, duration.
+
+    Example: tpuctl jobs --json
+    """
+    from tpuctl.services import jobs as jobs_service
+
+    rows = jobs_service.list_jobs(_bucket(project, bucket))
+    if json_out:
+        render.print_json(rows)
+        return
+    if not rows:
+        render.info("no jobs yet")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("JOB", "NAME", "NODE", "STATE", "EXIT", "STARTED", "DURATION", "RESTARTS"):
+        table.add_column(col, no_wrap=True)
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["name"] if r["name"] != r["id"] else "-",
+            r["node"],
+            r["state"],
+            "-" if r["exitStatus"] is None else str(r["exitStatus"]),
+            r["created"][:19],
+            render.human_age(r["duration"]),
+            str(r["restarts"]),
+        )
+    render.out().print(table)
+
+
+def logs(
+    job: Annotated[str, typer.Argument(help="Job id (see `tpuctl jobs`).")],
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")
+    ] = False,
+    worker: Annotated[int | None, typer.Option("--worker", "-w", help="Only this worker.")] = None,
+    project: Project = None,
+    bucket: Bucket = None,
+) -> None:
+    """Print a job's logs (all workers, prefixed on pods) from the bucket.
+
+    Example: tpuctl logs 20261129-153012-ab12cd -f
+    """
+    from tpuctl.services import jobs as jobs_service
+
+    b = _bucket(project, bucket)
+    offsets: dict[int, int] = {}
+    out = sys.stdout.buffer
+    while True:
+        state, chunks = jobs_service.read_logs(b, job, offsets, worker)
+        prefix = len({w for w, _ in chunks} | set(offsets)) > 1
+        for w, data in chunks:
+            for line in data.splitlines(keepends=True):
+                out.write((f"[w{w}] ".encode() if prefix else b"") + line)
+        out.flush()
+        if not follow or state in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            return
+        time.sleep(2.0)
+
+
+def cancel(
+    job: Annotated[str, typer.Argument(help="Job id.")],
+    project: Project = None,
+    bucket: Bucket = None,
+) -> None:
+    """Stop a job on every worker (its node is torn down if the job was started with teardown).
+
+    Example: tpuctl cancel 20261129-153012-ab12cd
+    """
+    from tpuctl.services import jobs as jobs_service
+
+    count = jobs_service.cancel(_bucket(project, bucket), job)
+    render.info(f"asked {count} worker(s) to stop job {job}")

@@ -1,0 +1,225 @@
+"""tpuctl run SCRIPT [-- ARGS...]: the main job."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tpuctl.cli import render
+from tpuctl.cli.options import Json, Project, Zone, env
+from tpuctl.errors import Interrupted, TpuctlError, UsageError
+
+
+class JobFailed(TpuctlError):
+    pass
+
+
+class CliUI:
+    """Progress on stderr; the job's log lines on stdout, prefixed per worker on pods."""
+
+    def __init__(self) -> None:
+        self.prefix = False
+        self.partial: dict[int, bytes] = {}
+
+    def set_workers(self, count: int) -> None:
+        self.prefix = count > 1
+
+    def info(self, message: str) -> None:
+        render.info(message)
+
+    def progress(self, label: str) -> AbstractContextManager[Any]:
+        return render.progress(label)
+
+    def log(self, worker: int, data: bytes) -> None:
+        buf = self.partial.get(worker, b"") + data
+        *lines, rest = buf.split(b"\n")
+        self.partial[worker] = rest
+        out = sys.stdout.buffer
+        for line in lines:
+            out.write((f"[w{worker}] ".encode() if self.prefix else b"") + line + b"\n")
+        out.flush()
+
+    def flush(self) -> None:
+        for worker, rest in sorted(self.partial.items()):
+            if rest:
+                self.log(worker, b"\n")
+
+
+def parse_env(pairs: list[str], env_file: Path | None) -> dict[str, str]:
+    values: dict[str, str] = {}
+    if env_file is not None:
+        try:
+            text = env_file.read_text()
+        except OSError as e:
+            raise UsageError(f"cannot read --env-file {env_file}: {e.strerror}") from e
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, sep, value = line.removeprefix("export ").partition("=")
+            if not sep or not key.strip().isidentifier():
+                raise UsageError(f"{env_file}:{n}: expected KEY=VALUE")
+            values[key.strip()] = value.strip().strip("'\"")
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise UsageError(f"invalid --env {pair!r}: expected KEY=VALUE")
+        values[key] = value
+    return values
+
+
+def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
+    """(work dir, script path relative to it)."""
+    path = Path(script)
+    if workdir is None:
+        if not path.is_file():
+            raise UsageError(f"script {script} not found", hint="give the path to a file")
+        return path.resolve().parent, path.name
+    root = workdir.resolve()
+    if not root.is_dir():
+        raise UsageError(f"--workdir {workdir} is not a folder")
+    for candidate in (path.resolve(), (root / path).resolve()):
+        if candidate.is_file() and candidate.is_relative_to(root):
+            return root, candidate.relative_to(root).as_posix()
+    raise UsageError(f"script {script} is not a file inside the work dir {root}")
+
+
+def run(
+    script: Annotated[str, typer.Argument(help="A .py file (run with python3) or an executable.")],
+    script_args: Annotated[
+        list[str] | None, typer.Argument(help="Arguments for the script, after --.")
+    ] = None,
+    node: Annotated[str | None, typer.Option("--node", help="Use (or create) this node.")] = None,
+    accelerator: Annotated[str, typer.Option("--accelerator", "-a")] = "v3-8",
+    version: Annotated[str | None, typer.Option("--version", help="Runtime version.")] = None,
+    spot: Annotated[bool, typer.Option("--spot", help="Spot capacity.")] = False,
+    workdir: Annotated[
+        Path | None, typer.Option("--workdir", help="Folder to ship (default: the script's).")
+    ] = None,
+    exclude: Annotated[
+        list[str], typer.Option("--exclude", help="gitignore-style; repeatable.")
+    ] = [],  # noqa: B006
+    bucket: Annotated[
+        str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
+    ] = None,
+    env_pairs: Annotated[
+        list[str], typer.Option("--env", help="KEY=VALUE for the script; repeatable.")
+    ] = [],  # noqa: B006
+    env_file: Annotated[Path | None, typer.Option("--env-file", help="KEY=VALUE lines.")] = None,
+    setup: Annotated[
+        str | None, typer.Option("--setup", help="Shell command run once per worker first.")
+    ] = None,
+    outputs: Annotated[
+        Path | None, typer.Option("--outputs", help="Download outputs here at the end.")
+    ] = None,
+    teardown: Annotated[
+        bool | None,
+        typer.Option(
+            "--teardown/--keep",
+            help="Delete the node at the end (default: only a node created for the job).",
+        ),
+    ] = None,
+    detach: Annotated[bool, typer.Option("--detach", help="Return once the job started.")] = False,
+    name: Annotated[str | None, typer.Option("--name", help="A name for the job.")] = None,
+    ttl: Annotated[str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc`.")] = None,
+    zone: Zone = None,
+    project: Project = None,
+    json_out: Json = False,
+) -> None:
+    """Run a script on a TPU VM: stage it, run it on every worker, stream logs, tear down.
+
+    Example: tpuctl run examples/train.py --accelerator v3-8 --outputs out/ -- --steps 200
+    """
+    from tpuctl.durations import parse_duration
+    from tpuctl.services.runner import Adapters, Runner, RunSpec
+
+    root, rel = locate(script, workdir)
+    spec = RunSpec(
+        script=rel,
+        workdir=root,
+        args=list(script_args or []),
+        node=node,
+        accelerator=accelerator,
+        version=version,
+        spot=spot,
+        excludes=list(exclude),
+        bucket=bucket,
+        env=parse_env(env_pairs, env_file),
+        setup=setup,
+        outputs=outputs,
+        teardown=(node is None) if teardown is None else teardown,
+        detach=detach,
+        name=name,
+        ttl=parse_duration(ttl, "--ttl") if ttl else None,
+    )
+    app = env()
+    target = app.target(project, zone)
+    factory = app.factory
+    adapters = Adapters(
+        tpu=factory.tpu(),
+        ssh=factory.ssh(),
+        bucket=lambda b: factory.bucket(b, target.project),
+        quotas=factory.quotas(),
+    )
+    ui = CliUI()
+    runner = Runner(adapters, target, spec, ui)
+
+    def as_interrupt(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, as_interrupt)
+    left = f"node {runner.node_name} in {target.zone}" + (
+        " will be deleted by its agent when the job ends" if spec.teardown else " keeps running"
+    )
+    try:
+        try:
+            outcome = runner.run()
+        except KeyboardInterrupt:
+            ui.flush()
+            try:
+                stopped = runner.stop()
+            except KeyboardInterrupt:
+                raise Interrupted(
+                    f"left at once: job {runner.job_id} may still run; {left}",
+                    hint=f"`tpuctl cancel {runner.job_id}` stops it; "
+                    f"`tpuctl delete {runner.node_name} --zone {target.zone}` deletes the node",
+                ) from None
+            gone = " and deleted its node" if stopped and stopped.torn_down else ""
+            raise Interrupted(f"interrupted: stopped job {runner.job_id}{gone}") from None
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+    ui.flush()
+    where = f"gs://{runner.bucket.name if runner.bucket else '?'}/tpuctl/jobs/{outcome.job_id}/"
+    if spec.detach:
+        if json_out:
+            render.print_json({"job": outcome.job_id, "node": outcome.node, "bucket": where})
+        else:
+            render.info(f"job {outcome.job_id} started on {outcome.node}; {left}")
+            render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
+        return
+    summary = ", ".join(f"w{w} {s}" for w, s in sorted(outcome.states.items()))
+    render.info(f"job {outcome.job_id}: {summary}; exit status {outcome.exit_status}")
+    render.info(f"logs and outputs: {where}")
+    if outcome.outputs:
+        render.info(f"downloaded {len(outcome.outputs)} output file(s) to {spec.outputs}")
+    if outcome.torn_down:
+        render.info(f"deleted node {outcome.node}")
+    if json_out:
+        render.print_json(
+            {
+                "job": outcome.job_id,
+                "node": outcome.node,
+                "exitStatus": outcome.exit_status,
+                "states": outcome.states,
+                "bucket": where,
+            }
+        )
+    if outcome.exit_status:
+        raise typer.Exit(outcome.exit_status)

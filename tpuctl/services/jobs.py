@@ -1,0 +1,107 @@
+"""Jobs as the bucket records them: list, read logs, cancel. No local state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.errors import NotFoundError, TpuctlError, UsageError
+from tpuctl.services import staging
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.storage import Bucket
+
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
+    found: dict[int, dict[str, Any]] = {}
+    for name in sorted(bucket.names(f"{staging.job_prefix(job_id)}status/")):
+        try:
+            value, _ = bucket.read_json(name)
+        except NotFoundError:
+            continue
+        found[int(value.get("worker", 0))] = value
+    return found
+
+
+def overall(states: list[str], expected: int) -> str:
+    """One state for the job: the worst final one, else RUNNING/PENDING."""
+    if len(states) >= expected and states and all(s in FINAL for s in states):
+        for s in ("FAILED", "CANCELLED"):
+            if s in states:
+                return s
+        return "SUCCEEDED"
+    return "RUNNING" if states else "PENDING"
+
+
+def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
+    rows = []
+    for job_id in staging.list_job_ids(bucket):
+        try:
+            record = staging.read_job_record(bucket, job_id)
+        except NotFoundError:
+            continue
+        st = statuses(bucket, job_id)
+        exits = [s.get("exit_status") for _, s in sorted(st.items())]
+        nonzero = [e for e in exits if e]
+        ended = [float(s["ended"]) for s in st.values() if s.get("ended")]
+        started = record.get("created_unix")
+        rows.append(
+            {
+                "id": job_id,
+                "name": record.get("name", job_id),
+                "node": record.get("node", ""),
+                "state": overall(
+                    [str(s.get("state")) for s in st.values()], int(record.get("workers", 1))
+                ),
+                "exitStatus": (
+                    nonzero[0] if nonzero else (0 if exits and None not in exits else None)
+                ),
+                "created": record.get("created", ""),
+                "duration": (max(ended) - started) if ended and started else None,
+                "restarts": max((int(s.get("attempt", 1)) - 1 for s in st.values()), default=0),
+                "workers": record.get("workers", 1),
+            }
+        )
+    return rows
+
+
+def read_logs(
+    bucket: Bucket, job_id: str, offsets: dict[int, int], worker: int | None = None
+) -> tuple[str, list[tuple[int, bytes]]]:
+    """New log bytes per worker since `offsets` (updated), and the job's state."""
+    record = staging.read_job_record(bucket, job_id)
+    st = statuses(bucket, job_id)
+    if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
+        raise UsageError(f"job {job_id} has no worker {worker}")
+    chunks = []
+    for w, status in sorted(st.items()):
+        if worker is not None and w != worker:
+            continue
+        log = status.get("log")
+        if not log:
+            continue
+        try:
+            data, _ = bucket.read_bytes(log)
+        except NotFoundError:
+            continue
+        start = offsets.get(w, 0)
+        if len(data) > start:
+            chunks.append((w, data[start:]))
+            offsets[w] = len(data)
+    return overall(
+        [str(s.get("state")) for s in st.values()], int(record.get("workers", 1))
+    ), chunks
+
+
+def cancel(bucket: Bucket, job_id: str) -> int:
+    """Ask every worker's agent to stop (a flag in its status object); returns how many."""
+    staging.read_job_record(bucket, job_id)  # a clear NotFound for a wrong id
+    count = 0
+    for name in sorted(bucket.names(f"{staging.job_prefix(job_id)}status/")):
+        try:
+            bucket.update_json(name, lambda v: {**v, "cancel": True})
+            count += 1
+        except TpuctlError:
+            continue
+    return count

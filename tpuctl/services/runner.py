@@ -1,0 +1,479 @@
+"""tpuctl run: provision (or reuse) a node, stage the code, start the agents, follow the
+logs, collect the outputs, and tear down on every exit path.
+
+The agent on each worker (tpuctl/agent/agent.py) owns the job once started: it runs the
+script, uploads logs, status and outputs to the bucket, and worker 0 deletes the node
+when every worker has finished and teardown was asked for. The client here only
+watches; if it dies, nothing is lost. Every exit path of the client that happens before
+the agents own the job deletes a node this run created (when teardown was asked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tpuctl import catalog
+from tpuctl.errors import CloudError, NotFoundError, TpuctlError, UsageError
+from tpuctl.models import JOB, Node
+from tpuctl.services import jobs, nodes, staging
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.ssh import Endpoint, SshApi
+    from tpuctl.cloud.storage import Bucket
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.config import Target
+    from tpuctl.services.ssh import Plan
+
+AGENT_SOURCE = Path(__file__).resolve().parent.parent / "agent" / "agent.py"
+REMOTE_ROOT = "~/.tpuctl"
+FINAL_STATES = frozenset(jobs.FINAL)
+STATUS_POLL = 1.0
+
+# Runs on the worker (system python3, stdlib): print the job log from a byte offset and
+# keep following it until the agent process has exited and everything is printed.
+FOLLOW = r"""
+import os, sys, time
+path, offset, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def alive():
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+out = sys.stdout.buffer
+while not os.path.exists(path):
+    if not alive():
+        sys.exit(0)
+    time.sleep(0.2)
+with open(path, "rb") as f:
+    f.seek(offset)
+    while True:
+        chunk = f.read(65536)
+        if chunk:
+            out.write(chunk)
+            out.flush()
+            continue
+        if not alive():
+            rest = f.read()
+            out.write(rest)
+            out.flush()
+            sys.exit(0)
+        time.sleep(0.2)
+"""
+
+
+class RunUI(Protocol):
+    """What the runner tells the user; the CLI implements it (stderr, spinners)."""
+
+    def info(self, message: str) -> None: ...
+
+    def progress(self, label: str) -> Any: ...  # a context manager yielding update(state, s)
+
+    def log(self, worker: int, data: bytes) -> None: ...
+
+    def set_workers(self, count: int) -> None: ...
+
+
+@dataclass
+class RunSpec:
+    script: str  # relative to workdir
+    workdir: Path
+    args: list[str] = field(default_factory=list)
+    node: str | None = None
+    accelerator: str = "v3-8"
+    version: str | None = None
+    spot: bool = False
+    excludes: list[str] = field(default_factory=list)
+    bucket: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    setup: str | None = None
+    outputs: Path | None = None
+    teardown: bool = True
+    detach: bool = False
+    name: str | None = None
+    ttl: int | None = None
+    idle_timeout: int | None = None
+
+
+@dataclass
+class Adapters:
+    tpu: TpuApi
+    ssh: SshApi
+    bucket: Callable[[str], Bucket]
+    quotas: QuotaApi | None = None
+
+
+@dataclass
+class JobOutcome:
+    job_id: str
+    node: str
+    exit_status: int
+    states: dict[int, str]
+    outputs: list[Path] = field(default_factory=list)
+    torn_down: bool = False
+
+
+class Interrupted(Exception):
+    """The user asked to stop (Ctrl-C, SIGTERM, SIGHUP)."""
+
+
+def job_node_name(job_id: str) -> str:
+    return f"tpuctl-{job_id}"
+
+
+class Runner:
+    def __init__(self, adapters: Adapters, target: Target, spec: RunSpec, ui: RunUI) -> None:
+        self.a = adapters
+        self.target = target
+        self.spec = spec
+        self.ui = ui
+        self.job_id = staging.new_job_id()
+        self.node_name = spec.node or job_node_name(self.job_id)
+        self.full_name = f"{target.parent}/nodes/{self.node_name}"
+        self.created = False  # did this run create the node?
+        self.agents_started = False
+        self.bucket: Bucket | None = None
+        self.plan: Plan | None = None
+        self.pids: dict[int, int] = {}
+        self.logs: dict[int, str] = {}
+
+    # -- the node -----------------------------------------------------------------
+    def _node_spec(self) -> nodes.CreateSpec:
+        return nodes.CreateSpec(
+            name=self.node_name,
+            accelerator=self.spec.accelerator,
+            version=self.spec.version,
+            spot=self.spec.spot,
+            labels={JOB: self.job_id},
+            ttl=self.spec.ttl,
+            idle_timeout=self.spec.idle_timeout,
+        )
+
+    def _start_node(self) -> tuple[str | None, Node | None]:
+        """Create the job's node (or find --node); returns (operation, existing node)."""
+        if self.spec.node:
+            try:
+                node = self.a.tpu.get_node(self.full_name)
+            except NotFoundError:
+                node = None
+            if node is not None:
+                if node.state != "READY":
+                    raise UsageError(
+                        f"node {node.name} is {node.state}, not READY",
+                        hint=f"start it (`tpuctl start {node.name}`) or pick another --node",
+                    )
+                return None, node
+        spec = self._node_spec()
+        body = nodes.validate_create(self.a.tpu, self.target, spec, self.a.quotas)
+        op = nodes.create_node(self.a.tpu, self.target, spec, body, self.a.quotas)
+        self.created = True
+        return op, None
+
+    def _wait_ready(self, op: str | None) -> Node:
+        with self.ui.progress(f"creating {self.node_name} ({self.spec.accelerator}):") as update:
+            return nodes.wait_for_state(
+                self.a.tpu,
+                self.full_name,
+                {"READY"},
+                operation=op,
+                fail_states=nodes.FAILED_CREATE_STATES,
+                progress=update,
+            )
+
+    # -- staging ------------------------------------------------------------------
+    def _stage(self, workers: int) -> staging.StagedJob:
+        assert self.bucket is not None
+        job = staging.JobSpec(
+            project=self.target.project,
+            zone=self.target.zone,
+            node=self.node_name,
+            accelerator=self.spec.accelerator,
+            workers=workers,
+            script=self.spec.script,
+            bucket=self.bucket.name,
+            args=list(self.spec.args),
+            env_names=sorted(self.spec.env),
+            setup=self.spec.setup,
+            teardown=self.spec.teardown,
+            name=self.spec.name,
+            job_id=self.job_id,
+        )
+        return staging.stage_job(self.bucket, job, self.spec.workdir, self.spec.excludes)
+
+    # -- the agents ---------------------------------------------------------------
+    def _start_agents(self) -> None:
+        from tpuctl.services import remote
+        from tpuctl.services import ssh as ssh_service
+
+        assert self.bucket is not None
+        bucket_name = self.bucket.name
+        self.plan = ssh_service.plan(self.a.tpu, self.a.ssh, self.full_name, workers="all")
+        agent = AGENT_SOURCE.read_bytes()
+        env_json = json.dumps(self.spec.env).encode()
+        started: dict[int, dict[str, Any]] = {}
+
+        async def install_and_start(session: Any, ep: Endpoint) -> int:
+            install = f"mkdir -p {REMOTE_ROOT} && cat > {REMOTE_ROOT}/agent.py"
+            status = await session.run(install, lambda *_: None, stdin=agent)
+            if status:
+                return status
+            out = bytearray()
+            # `~` stays outside the quoting so the remote shell expands it.
+            command = f"python3 {REMOTE_ROOT}/agent.py " + shlex.join(
+                [
+                    "start",
+                    "--job-id",
+                    self.job_id,
+                    "--bucket",
+                    bucket_name,
+                    "--worker",
+                    str(ep.worker),
+                    "--heartbeat",
+                    "2",
+                ]
+            )
+            status = await session.run(
+                command,
+                lambda stream, data: out.extend(data) if stream == "stdout" else None,
+                stdin=env_json,
+            )
+            if status == 0:
+                started[ep.worker] = json.loads(bytes(out).decode().strip().splitlines()[-1])
+            return int(status)
+
+        with self.ui.progress("starting the job on every worker:") as update:
+            update("SSH", 0.0)
+            results = remote.on_workers(
+                self.a.ssh, self.plan, install_and_start, connect_timeout=300.0
+            )
+        failed = remote.failure_summary(results)
+        if failed:
+            raise CloudError(f"could not start the job: {failed}")
+        self.pids = {w: int(info["pid"]) for w, info in started.items()}
+        self.logs = {w: str(info["log"]) for w, info in started.items()}
+        self.agents_started = True
+
+    # -- watching -----------------------------------------------------------------
+    def statuses(self) -> dict[int, dict[str, Any]]:
+        assert self.bucket is not None
+        return jobs.statuses(self.bucket, self.job_id)
+
+    def _watch(self, workers: int) -> dict[int, dict[str, Any]]:
+        """Stream every worker's log until all statuses are final; return them."""
+        assert self.plan is not None
+        offsets = dict.fromkeys(range(workers), 0)
+        done = threading.Event()
+        final: dict[int, dict[str, Any]] = {}
+
+        def poll_status() -> None:
+            while not done.is_set():
+                try:
+                    current = self.statuses()
+                except TpuctlError:
+                    current = {}
+                if len(current) >= workers and all(
+                    s.get("state") in FINAL_STATES for s in current.values()
+                ):
+                    final.update(current)
+                    done.set()
+                    return
+                done.wait(STATUS_POLL)
+
+        async def follow(ep: Endpoint) -> None:
+            assert self.plan is not None
+            from tpuctl.cloud.ssh import SshError
+
+            delay = 0.5
+            command_base = ["python3", "-c", FOLLOW, self.logs[ep.worker]]
+            while not done.is_set():
+
+                def out(stream: str, data: bytes, w: int = ep.worker) -> None:
+                    if stream == "stdout":
+                        offsets[w] += len(data)
+                        self.ui.log(w, data)
+
+                command = shlex.join(
+                    [*command_base, str(offsets[ep.worker]), str(self.pids[ep.worker])]
+                )
+                try:
+                    async with self.a.ssh.session(
+                        ep, self.plan.user, self.plan.key, self.plan.known_hosts
+                    ) as session:
+                        if await session.run(command, out) == 0:
+                            return
+                except SshError:
+                    pass
+                await asyncio.sleep(delay)
+                delay = min(5.0, delay * 1.6)
+
+        async def main() -> None:
+            assert self.plan is not None
+            poller = asyncio.get_running_loop().run_in_executor(None, poll_status)
+            followers = [asyncio.ensure_future(follow(ep)) for ep in self.plan.endpoints]
+            try:
+                await poller
+                # The job is over; give the followers a moment to print the tail, then
+                # take the rest from the bucket (the node may already be gone).
+                _, pending = await asyncio.wait(followers, timeout=5.0)
+            finally:
+                done.set()  # also on Ctrl-C: the poller thread must end for asyncio.run
+                pending = {f for f in followers if not f.done()}
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+
+        try:
+            asyncio.run(main())
+        finally:
+            done.set()
+        self._print_rest_from_bucket(final, offsets)
+        return final
+
+    def _print_rest_from_bucket(
+        self, final: dict[int, dict[str, Any]], offsets: dict[int, int]
+    ) -> None:
+        assert self.bucket is not None
+        for worker, status in sorted(final.items()):
+            log = status.get("log")
+            if not log:
+                continue
+            try:
+                data, _ = self.bucket.read_bytes(log)
+            except NotFoundError:
+                continue
+            if len(data) > offsets.get(worker, 0):
+                self.ui.log(worker, data[offsets.get(worker, 0) :])
+                offsets[worker] = len(data)
+
+    def cancel(self) -> None:
+        """Ask every worker's agent to stop the job (it then tears down as usual)."""
+        assert self.bucket is not None
+        jobs.cancel(self.bucket, self.job_id)
+
+    def wait_final(self, workers: int, timeout: float) -> dict[int, dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = self.statuses()
+            if len(current) >= workers and all(
+                s.get("state") in FINAL_STATES for s in current.values()
+            ):
+                return current
+            time.sleep(STATUS_POLL)
+        return self.statuses()
+
+    # -- teardown -----------------------------------------------------------------
+    def teardown(self, wait_for_agent: float = 60.0) -> bool:
+        """Make sure the node is gone: the agent deletes it; else delete it here."""
+        deadline = time.monotonic() + (wait_for_agent if self.agents_started else 0)
+        with self.ui.progress(f"tearing down {self.node_name}:") as update:
+            while True:
+                try:
+                    node = self.a.tpu.get_node(self.full_name)
+                except NotFoundError:
+                    return True
+                if node.state == "DELETING" or time.monotonic() >= deadline:
+                    break
+                update(node.state, 0.0)
+                time.sleep(1.0)
+            results = nodes.delete_nodes(self.a.tpu, [node], progress=lambda n, s, e: update(s, e))
+        if not results[0].ok:
+            raise CloudError(
+                f"teardown failed: node {self.node_name} in {self.target.zone} may still be "
+                f"billing: {results[0].message}",
+                hint=f"delete it: `tpuctl delete {self.node_name} --zone {self.target.zone} --yes`",
+            )
+        return True
+
+    # -- the whole thing ----------------------------------------------------------
+    def run(self) -> JobOutcome:
+        spec = self.spec
+        if not (spec.workdir / spec.script).is_file():
+            raise UsageError(
+                f"script {spec.script} not found in {spec.workdir}",
+                hint="give a file in the work dir (--workdir; default: the script's folder)",
+            )
+        region = catalog.region_of(self.target.zone)
+        self.bucket = self.a.bucket(staging.bucket_name(spec.bucket, {}, self.target.project))
+        try:
+            op, existing = self._start_node()
+            workers = len(existing.workers) if existing else _workers_of(spec.accelerator)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                bucket = self.bucket
+
+                def stage() -> staging.StagedJob:
+                    bucket.ensure(region)
+                    return self._stage(workers)
+
+                staged: Future[staging.StagedJob] = pool.submit(stage)
+                node = existing or self._wait_ready(op)
+                job = staged.result()
+            self.ui.info(
+                f"job {self.job_id}: {job.files} files, {job.uploaded} uploaded "
+                f"({job.uploaded_bytes} bytes) to gs://{self.bucket.name}/"
+                f"{staging.job_prefix(self.job_id)}"
+            )
+            self._start_agents()
+        except BaseException:
+            if self.created and spec.teardown:
+                self._teardown_after_failure()
+            raise
+        if spec.detach:
+            return JobOutcome(self.job_id, self.node_name, 0, {})
+        self.ui.set_workers(len(node.workers))
+        final = self._watch(len(node.workers))
+        return self._finish(final)
+
+    def _finish(self, final: dict[int, dict[str, Any]]) -> JobOutcome:
+        states = {w: str(s.get("state")) for w, s in final.items()}
+        status = 0
+        for _, s in sorted(final.items()):
+            code = int(s.get("exit_status") or 0)
+            if code:
+                status = code
+                break
+        outcome = JobOutcome(self.job_id, self.node_name, status, states)
+        if self.spec.outputs is not None and self.bucket is not None:
+            prefix = f"{staging.job_prefix(self.job_id)}outputs/"
+            outcome.outputs = self.bucket.download_prefix(prefix, self.spec.outputs)
+        if self.spec.teardown:
+            outcome.torn_down = self.teardown()
+        return outcome
+
+    def stop(self, grace: float = 60.0) -> JobOutcome | None:
+        """After an interruption: stop the job on every worker, then tear down as asked.
+
+        Before the agents own the job, `run` has already cleaned up; nothing to do.
+        """
+        if not self.agents_started or self.plan is None:
+            return None
+        self.ui.info(f"stopping job {self.job_id} on every worker (Ctrl-C again to leave now)")
+        self.cancel()
+        final = self.wait_final(len(self.plan.node.workers), grace)
+        states = {w: str(s.get("state")) for w, s in final.items()}
+        outcome = JobOutcome(self.job_id, self.node_name, 130, states)
+        if self.spec.teardown:
+            outcome.torn_down = self.teardown()
+        return outcome
+
+    def _teardown_after_failure(self) -> None:
+        try:
+            self.teardown(wait_for_agent=0)
+        except TpuctlError as e:
+            self.ui.info(f"error: {e}")
+
+
+def _workers_of(accelerator: str) -> int:
+    acc = catalog.parse_accelerator(accelerator)
+    return acc.workers if acc else 1
