@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/staging.py
 	$(BIN)/python bench/ssh_fanout.py
+	$(BIN)/python bench/run_overhead.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

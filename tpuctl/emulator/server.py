@@ -224,6 +224,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(200, result)
         except ApiError as exc:
             self._send(exc.http, exc.to_dict())
+        except (BrokenPipeError, ConnectionResetError):
+            # The caller went away before the answer (e.g. a worker's agent deleting its
+            # own node: the node's processes end with it). Nobody to answer; not a bug.
+            self.close_connection = True
         except Exception as exc:  # a bug here must still answer, and in Google's shape
             traceback.print_exc()
             self._send(500, ApiError(500, "INTERNAL", f"emulator bug: {exc!r}").to_dict())
