@@ -174,6 +174,12 @@ def test_start_detaches_and_a_signal_cancels(cluster: Cluster) -> None:
             lambda: (s := cluster.status(job)) and s.get("phase") == "script" and s, "RUNNING"
         )
         assert running["pid"] == pid and os.getsid(pid) != os.getsid(0)  # not our session
+        # A second start of the same attempt (a retry after a dropped connection) reports
+        # the running agent instead of starting another one.
+        again = cluster.worker(node, 0).popen("start", job, cluster.bucket.name)
+        out2, err2 = again.communicate("{}", timeout=30)
+        assert again.returncode == 0, err2
+        assert json.loads(out2)["pid"] == pid
         os.kill(pid, signal.SIGTERM)
         final = wait_for(
             lambda: (s := cluster.status(job)) and s["state"] in agent_module.FINAL and s, "end"

@@ -221,3 +221,58 @@ def test_sigkill_of_the_client_leaves_the_agent_to_tear_down(emulator, project) 
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, tmp_path):
+    """Kill the log follower on the worker mid-job: tpuctl reconnects from its offset."""
+    root = tmp_path / "count"
+    root.mkdir()
+    (root / "count.py").write_text(
+        "import time\nfor i in range(60):\n    print('line', i, flush=True)\n    time.sleep(0.05)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpuctl", "run", str(root / "count.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        _wait_running(emulator)
+        time.sleep(0.5)  # mid-stream: some lines sent, most still to come
+
+        # the follower is a process on the emulated worker, like any other there
+        def kill_follower() -> bool:
+            pattern = "path, offset, pid = sys.argv"
+            return subprocess.run(["pkill", "-f", pattern], check=False).returncode == 0
+
+        wait_for(kill_follower, timeout=30)  # it was there, and now it is gone
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    lines = [ln for ln in out.splitlines() if ln.startswith("line ")]
+    assert [ln.strip() for ln in lines] == [f"line {i}" for i in range(60)]
+    assert emulator.nodes() == []
+
+
+def test_a_failed_teardown_is_loud_and_names_the_node(cli, emulator, project) -> None:
+    assert cli("create", "stuck", "-a", "v3-8").code == 0
+    proc = _spawn(project, "--node", "stuck", "--teardown", "--env", "NAP=3")
+    try:
+        _wait_running(emulator)
+        # From now on every call about this node is refused (the agent's delete too).
+        emulator.faults(rate=1.0, codes=[429], quota=True, paths="nodes/stuck")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        emulator.faults(rate=0)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert "error: teardown failed: node stuck in us-central1-a may still be billing" in err
+    assert "tpuctl delete stuck --zone us-central1-a --yes" in err
+    assert len(emulator.nodes()) == 1
+    assert cli("delete", "stuck", "--yes").code == 0

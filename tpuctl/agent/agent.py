@@ -501,6 +501,16 @@ def _kill(pid: int, sig: int) -> None:
         os.killpg(pid, sig)  # the child leads its own process group: its children go too
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _read_env(stream: Any) -> dict[str, str]:
     if stream is None or stream.isatty():
         return {}
@@ -524,11 +534,21 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
     job_dir = Path(args.root).expanduser() / "jobs" / args.job_id
     job_dir.mkdir(parents=True, exist_ok=True)
     agent_log = job_dir / f"agent-{args.attempt}.log"
+    log = str(job_dir / f"attempt-{args.attempt}.log")
+    pid_file = job_dir / f"agent-{args.attempt}.pid"
+    try:  # idempotent: a second start of the same attempt reports the running agent
+        running = int(pid_file.read_text().strip() or 0)
+    except (OSError, ValueError):
+        running = 0
+    if running and _alive(running):
+        print(json.dumps({"pid": running, "log": log, "agent_log": str(agent_log)}), flush=True)
+        return 0
     read_end, write_end = os.pipe()
     if os.fork():
         os.close(write_end)
         pid = int(os.read(read_end, 64) or b"0")
-        log = str(job_dir / f"attempt-{args.attempt}.log")
+        if pid:
+            pid_file.write_text(str(pid))
         print(json.dumps({"pid": pid, "log": log, "agent_log": str(agent_log)}), flush=True)
         return 0 if pid else 1
     os.close(read_end)

@@ -64,6 +64,7 @@ async def _on_worker(
     ep: Endpoint,
     deadline: float,
     action: Callable[[Session], Awaitable[int]],
+    idempotent: bool = False,
 ) -> WorkerResult:
     from tpuctl.cloud.ssh import (
         AuthRejected,
@@ -88,7 +89,11 @@ async def _on_worker(
             await asyncio.sleep(delay)
             delay = min(5.0, delay * 1.6)
         except ConnectionDropped as e:
-            return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
+            # Only an action that is safe to repeat is tried again on a new connection.
+            if not idempotent or time.monotonic() + delay > deadline:
+                return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
+            await asyncio.sleep(delay)
+            delay = min(5.0, delay * 1.6)
         except SshError as e:  # e.g. a file to copy that is not there
             return WorkerResult(ep.worker, 1, str(e))
 
@@ -99,8 +104,12 @@ def on_workers(
     action: Callable[[Session, Endpoint], Awaitable[int]],
     max_parallel: int = 0,
     connect_timeout: float = 60.0,
+    idempotent: bool = False,
 ) -> list[WorkerResult]:
-    """Run `action` with a session on every endpoint of the plan; results in worker order."""
+    """Run `action` with a session on every endpoint of the plan; results in worker order.
+
+    With `idempotent`, an action whose connection dropped is run again on a new one.
+    """
 
     async def main() -> list[WorkerResult]:
         deadline = time.monotonic() + connect_timeout
@@ -108,7 +117,9 @@ def on_workers(
 
         async def one(ep: Endpoint) -> WorkerResult:
             async with limit:
-                return await _on_worker(ssh, plan, ep, deadline, lambda s: action(s, ep))
+                return await _on_worker(
+                    ssh, plan, ep, deadline, lambda s: action(s, ep), idempotent
+                )
 
         return list(await asyncio.gather(*(one(ep) for ep in plan.endpoints)))
 

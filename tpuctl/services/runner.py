@@ -255,8 +255,11 @@ class Runner:
 
         with self.ui.progress("starting the job on every worker:") as update:
             update("SSH", 0.0)
+            # Installing is idempotent, and so is `agent.py start` for one job and
+            # attempt (a second start reports the running agent), so a dropped
+            # connection is simply tried again.
             results = remote.on_workers(
-                self.a.ssh, self.plan, install_and_start, connect_timeout=300.0
+                self.a.ssh, self.plan, install_and_start, connect_timeout=300.0, idempotent=True
             )
         failed = remote.failure_summary(results)
         if failed:
@@ -375,8 +378,23 @@ class Runner:
 
     # -- teardown -----------------------------------------------------------------
     def teardown(self, wait_for_agent: float = 60.0) -> bool:
-        """Make sure the node is gone: the agent deletes it; else delete it here."""
-        deadline = time.monotonic() + (wait_for_agent if self.agents_started else 0)
+        """Make sure the node is gone: the agent deletes it; else delete it here.
+
+        Any failure becomes one loud error naming the node and how to delete it.
+        """
+        try:
+            return self._teardown(wait_for_agent)
+        except TpuctlError as e:
+            raise CloudError(
+                f"teardown failed: node {self.node_name} in {self.target.zone} may still be "
+                f"billing: {e}",
+                hint=f"delete it: `tpuctl delete {self.node_name} --zone {self.target.zone} --yes`",
+            ) from e
+
+    def _teardown(self, wait_for_agent: float) -> bool:
+        if not self.agents_started or self._agent_teardown_failed():
+            wait_for_agent = 0  # nobody else will delete it: do it now
+        deadline = time.monotonic() + wait_for_agent
         with self.ui.progress(f"tearing down {self.node_name}:") as update:
             while True:
                 try:
@@ -389,12 +407,15 @@ class Runner:
                 time.sleep(1.0)
             results = nodes.delete_nodes(self.a.tpu, [node], progress=lambda n, s, e: update(s, e))
         if not results[0].ok:
-            raise CloudError(
-                f"teardown failed: node {self.node_name} in {self.target.zone} may still be "
-                f"billing: {results[0].message}",
-                hint=f"delete it: `tpuctl delete {self.node_name} --zone {self.target.zone} --yes`",
-            )
+            raise CloudError(results[0].message)
         return True
+
+    def _agent_teardown_failed(self) -> bool:
+        try:
+            status = self.statuses().get(0, {})
+        except TpuctlError:
+            return False
+        return str(status.get("teardown", "")).startswith("failed")
 
     # -- the whole thing ----------------------------------------------------------
     def run(self) -> JobOutcome:
