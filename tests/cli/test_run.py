@@ -100,8 +100,11 @@ def test_pod_args_env_and_exit_status(cli, emulator, project) -> None:
 
 
 def test_unchanged_second_run_uploads_no_code(cli, emulator, project) -> None:
-    first = cli("run", str(project / "job.py"))
+    first = cli("run", str(project / "job.py"), "--json")
     assert first.code == 0, first.err
+    result = json.loads(first.out)  # with --json the logs go to stderr
+    assert result["exitStatus"] == 0 and result["states"] == {"0": "SUCCEEDED"}
+    assert "worker 0 of 1 job" in first.err
     assert ": 2 files, 2 uploaded" in first.err
     second = cli("run", str(project / "job.py"))
     assert second.code == 0, second.err

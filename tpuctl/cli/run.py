@@ -22,9 +22,11 @@ class JobFailed(TpuctlError):
 class CliUI:
     """Progress on stderr; the job's log lines on stdout, prefixed per worker on pods."""
 
-    def __init__(self) -> None:
+    def __init__(self, logs_to_stderr: bool = False) -> None:
         self.prefix = False
         self.partial: dict[int, bytes] = {}
+        # with --json, stdout carries only the final JSON object
+        self.stream = sys.stderr if logs_to_stderr else sys.stdout
 
     def set_workers(self, count: int) -> None:
         self.prefix = count > 1
@@ -39,7 +41,7 @@ class CliUI:
         buf = self.partial.get(worker, b"") + data
         *lines, rest = buf.split(b"\n")
         self.partial[worker] = rest
-        out = sys.stdout.buffer
+        out = self.stream.buffer
         for line in lines:
             out.write((f"[w{worker}] ".encode() if self.prefix else b"") + line + b"\n")
         out.flush()
@@ -166,7 +168,7 @@ def run(
         bucket=lambda b: factory.bucket(b, target.project),
         quotas=factory.quotas(),
     )
-    ui = CliUI()
+    ui = CliUI(logs_to_stderr=json_out)
     runner = Runner(adapters, target, spec, ui)
 
     def as_interrupt(signum: int, _frame: Any) -> None:
