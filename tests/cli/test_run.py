@@ -279,3 +279,100 @@ def test_a_failed_teardown_is_loud_and_names_the_node(cli, emulator, project) ->
     assert "tpuctl delete stuck --zone us-central1-a --yes" in err
     assert len(emulator.nodes()) == 1
     assert cli("delete", "stuck", "--yes").code == 0
+
+
+def _node_name(emulator) -> str:  # noqa: ANN001
+    wait_for(lambda: len(emulator.nodes()) == 1 and emulator.nodes()[0]["state"] == "READY")
+    return str(emulator.nodes()[0]["name"])
+
+
+def _wait_checkpoint(emulator) -> None:  # noqa: ANN001
+    wait_for(lambda: any(k.endswith("checkpoint-worker0.npz") for k in bucket_objects(emulator)))
+
+
+def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpuctl",
+            "run",
+            str(EXAMPLE),
+            "--spot",
+            "--restarts",
+            "1",
+            "--sync-every",
+            "1",
+            "--",
+            "--steps",
+            "150",
+            "--sleep",
+            "0.04",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        name = _node_name(emulator)
+        _wait_checkpoint(emulator)
+        emulator.preempt(name)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "is PREEMPTED during attempt 1; recreating it (restart 1 of 1)" in err
+    assert "=== tpuctl: attempt 2 (TPUCTL_RESTART=1) ===" in out
+    after = out.split("=== tpuctl: attempt 2")[1]
+    resumed = int(after.split("resumed from step ")[1].split()[0])
+    assert resumed >= 10  # the loss continues from the checkpoint, not from step 0
+    assert "step    10 " not in after
+    assert "after 1 restart(s); exit status 0" in err
+    assert emulator.nodes() == []
+
+
+def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tpuctl",
+            "run",
+            str(EXAMPLE),
+            "--spot",
+            "--restarts",
+            "1",
+            "--",
+            "--steps",
+            "100000",
+            "--sleep",
+            "0.05",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        first = _node_name(emulator)
+        _wait_running(emulator)
+        emulator.preempt(first)
+        # the recreated node, once its job runs again
+        wait_for(
+            lambda: any(
+                b'"attempt": 2' in v and b'"RUNNING"' in v
+                for v in bucket_objects(emulator).values()
+            )
+        )
+        emulator.preempt(_node_name(emulator))
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err
+    assert "was PREEMPTED during attempt 2 and the job has used its 1 restart(s)" in err
+    assert emulator.nodes() == []

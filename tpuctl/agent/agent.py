@@ -404,7 +404,7 @@ class Job:
         env.update(
             TPUCTL_JOB_ID=self.args.job_id, TPUCTL_WORKER_ID=str(self.worker),
             TPUCTL_NUM_WORKERS=str(self.me["workers"]), TPUCTL_OUTPUT_DIR=str(self.outputs),
-            TPUCTL_ATTEMPT=str(self.args.attempt), TPUCTL_RESTART=str(int(self.args.attempt > 1)),
+            TPUCTL_ATTEMPT=str(self.args.attempt), TPUCTL_RESTART=str(self.args.attempt - 1),
         )  # fmt: skip
         return env
 

@@ -46,6 +46,11 @@ class CliUI:
             out.write((f"[w{worker}] ".encode() if self.prefix else b"") + line + b"\n")
         out.flush()
 
+    def log_marker(self, text: str) -> None:
+        self.flush()
+        self.stream.buffer.write(text.encode() + b"\n")
+        self.stream.buffer.flush()
+
     def flush(self) -> None:
         for worker, rest in sorted(self.partial.items()):
             if rest:
@@ -129,6 +134,22 @@ def run(
     detach: Annotated[bool, typer.Option("--detach", help="Return once the job started.")] = False,
     name: Annotated[str | None, typer.Option("--name", help="A name for the job.")] = None,
     ttl: Annotated[str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc`.")] = None,
+    restarts: Annotated[
+        int | None,
+        typer.Option(
+            "--restarts",
+            min=0,
+            help="Recreate the node and restart after a preemption at most N times "
+            "(default: 3 with --spot, else 0).",
+        ),
+    ] = None,
+    retry_on_failure: Annotated[
+        bool, typer.Option("--retry-on-failure", help="A failed script counts as restartable.")
+    ] = False,
+    sync_every: Annotated[
+        float,
+        typer.Option("--sync-every", min=1.0, help="Seconds between output uploads (checkpoints)."),
+    ] = 30.0,
     zone: Zone = None,
     project: Project = None,
     json_out: Json = False,
@@ -158,6 +179,9 @@ def run(
         detach=detach,
         name=name,
         ttl=parse_duration(ttl, "--ttl") if ttl else None,
+        restarts=(3 if spot else 0) if restarts is None else restarts,
+        retry_on_failure=retry_on_failure,
+        sync_every=sync_every,
     )
     app = env()
     target = app.target(project, zone)
@@ -207,7 +231,8 @@ def run(
             render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
         return
     summary = ", ".join(f"w{w} {s}" for w, s in sorted(outcome.states.items()))
-    render.info(f"job {outcome.job_id}: {summary}; exit status {outcome.exit_status}")
+    restarted = f" after {outcome.restarts} restart(s)" if outcome.restarts else ""
+    render.info(f"job {outcome.job_id}: {summary}{restarted}; exit status {outcome.exit_status}")
     render.info(f"logs and outputs: {where}")
     if outcome.outputs:
         render.info(f"downloaded {len(outcome.outputs)} output file(s) to {spec.outputs}")
@@ -223,5 +248,7 @@ def run(
                 "bucket": where,
             }
         )
+    if outcome.message:
+        raise JobFailed(outcome.message, hint=f"see `tpuctl logs {outcome.job_id}`")
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)

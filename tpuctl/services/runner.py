@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl import catalog
-from tpuctl.errors import CloudError, NotFoundError, TpuctlError, UsageError
-from tpuctl.models import JOB, Node
-from tpuctl.services import jobs, nodes, staging
+from tpuctl.errors import CloudError, NotFoundError, QuotaError, TpuctlError, UsageError
+from tpuctl.models import DEAD_STATES, JOB, Node
+from tpuctl.services import cost, jobs, nodes, staging
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi
@@ -85,6 +85,8 @@ class RunUI(Protocol):
 
     def set_workers(self, count: int) -> None: ...
 
+    def log_marker(self, text: str) -> None: ...
+
 
 @dataclass
 class RunSpec:
@@ -105,6 +107,9 @@ class RunSpec:
     name: str | None = None
     ttl: int | None = None
     idle_timeout: int | None = None
+    restarts: int = 0  # recreate and restart after a preemption at most this often
+    retry_on_failure: bool = False  # a failed script counts as restartable too
+    sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
 
 
 @dataclass
@@ -123,6 +128,16 @@ class JobOutcome:
     states: dict[int, str]
     outputs: list[Path] = field(default_factory=list)
     torn_down: bool = False
+    restarts: int = 0
+    message: str = ""
+
+
+class Preempted(Exception):
+    """The node went away under the job (PREEMPTED, TERMINATED, or deleted by someone)."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__(state)
+        self.state = state
 
 
 class Interrupted(Exception):
@@ -148,6 +163,7 @@ class Runner:
         self.plan: Plan | None = None
         self.pids: dict[int, int] = {}
         self.logs: dict[int, str] = {}
+        self.attempt = 1
 
     # -- the node -----------------------------------------------------------------
     def _node_spec(self) -> nodes.CreateSpec:
@@ -177,6 +193,12 @@ class Runner:
                 return None, node
         spec = self._node_spec()
         body = nodes.validate_create(self.a.tpu, self.target, spec, self.a.quotas)
+        rate = cost.hourly(spec.accelerator, spec.spot)
+        if rate is not None:
+            kind = "spot" if spec.spot else "on-demand"
+            self.ui.info(
+                f"{spec.accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.NOTE})"
+            )
         op = nodes.create_node(self.a.tpu, self.target, spec, body, self.a.quotas)
         self.created = True
         return op, None
@@ -242,6 +264,10 @@ class Runner:
                     str(ep.worker),
                     "--heartbeat",
                     "2",
+                    "--attempt",
+                    str(self.attempt),
+                    "--sync-every",
+                    str(self.spec.sync_every),
                 ]
             )
             status = await session.run(
@@ -270,8 +296,23 @@ class Runner:
 
     # -- watching -----------------------------------------------------------------
     def statuses(self) -> dict[int, dict[str, Any]]:
+        """The workers' status objects of the current attempt."""
         assert self.bucket is not None
-        return jobs.statuses(self.bucket, self.job_id)
+        return {
+            w: s
+            for w, s in jobs.statuses(self.bucket, self.job_id).items()
+            if int(s.get("attempt", 1)) == self.attempt
+        }
+
+    def _node_lost(self) -> str | None:
+        """The node's state when it can no longer run the job, else None."""
+        try:
+            state = self.a.tpu.get_node(self.full_name).state
+        except NotFoundError:
+            return "DELETED"
+        except TpuctlError:
+            return None
+        return state if state in DEAD_STATES else None
 
     def _watch(self, workers: int) -> dict[int, dict[str, Any]]:
         """Stream every worker's log until all statuses are final; return them."""
@@ -279,8 +320,10 @@ class Runner:
         offsets = dict.fromkeys(range(workers), 0)
         done = threading.Event()
         final: dict[int, dict[str, Any]] = {}
+        lost: list[str] = []
 
         def poll_status() -> None:
+            rounds = 0
             while not done.is_set():
                 try:
                     current = self.statuses()
@@ -290,6 +333,11 @@ class Runner:
                     s.get("state") in FINAL_STATES for s in current.values()
                 ):
                     final.update(current)
+                    done.set()
+                    return
+                rounds += 1
+                if rounds % 2 == 0 and (state := self._node_lost()):
+                    lost.append(state)
                     done.set()
                     return
                 done.wait(STATUS_POLL)
@@ -341,6 +389,8 @@ class Runner:
             asyncio.run(main())
         finally:
             done.set()
+        if lost:
+            raise Preempted(lost[0])
         self._print_rest_from_bucket(final, offsets)
         return final
 
@@ -453,8 +503,65 @@ class Runner:
         if spec.detach:
             return JobOutcome(self.job_id, self.node_name, 0, {})
         self.ui.set_workers(len(node.workers))
-        final = self._watch(len(node.workers))
-        return self._finish(final)
+        while True:
+            try:
+                final = self._watch(len(node.workers))
+            except Preempted as e:
+                if self.attempt > spec.restarts:
+                    return self._give_up(e.state)
+                self.ui.info(
+                    f"node {self.node_name} is {e.state} during attempt {self.attempt}; "
+                    f"recreating it (restart {self.attempt} of {spec.restarts})"
+                )
+                self._recreate()
+                self._next_attempt()
+                continue
+            failed = any(int(s.get("exit_status") or 0) for s in final.values())
+            if failed and spec.retry_on_failure and self.attempt <= spec.restarts:
+                self.ui.info(f"attempt {self.attempt} failed; restarting (--retry-on-failure)")
+                self._next_attempt()
+                continue
+            return self._finish(final)
+
+    def _next_attempt(self) -> None:
+        self.attempt += 1
+        self.ui.log_marker(
+            f"=== tpuctl: attempt {self.attempt} (TPUCTL_RESTART={self.attempt - 1}) ==="
+        )
+        self._start_agents()
+
+    def _recreate(self) -> None:
+        """Delete the lost node and create one with the same spec, waiting for capacity."""
+        try:
+            old = self.a.tpu.get_node(self.full_name)
+            nodes.delete_nodes(self.a.tpu, [old])
+        except NotFoundError:
+            pass
+        delay = 5.0
+        while True:
+            try:
+                spec = self._node_spec()
+                op = nodes.create_node(self.a.tpu, self.target, spec, quotas=self.a.quotas)
+                self.created = True
+                self._wait_ready(op)
+                return
+            except QuotaError as e:
+                # No capacity (or quota) right now: wait and try again, saying so.
+                self.ui.info(f"{e}; trying again in {int(delay)}s")
+                time.sleep(delay)
+                delay = min(300.0, delay * 2)
+
+    def _give_up(self, state: str) -> JobOutcome:
+        final = self.statuses()
+        states = {w: str(s.get("state")) for w, s in final.items()} or {0: state}
+        outcome = JobOutcome(self.job_id, self.node_name, 1, states, restarts=self.attempt - 1)
+        outcome.message = (
+            f"node {self.node_name} was {state} during attempt {self.attempt} and the job has "
+            f"used its {self.spec.restarts} restart(s) (--restarts)"
+        )
+        if self.spec.teardown:
+            outcome.torn_down = self.teardown(wait_for_agent=0)
+        return outcome
 
     def _finish(self, final: dict[int, dict[str, Any]]) -> JobOutcome:
         states = {w: str(s.get("state")) for w, s in final.items()}
@@ -464,7 +571,7 @@ class Runner:
             if code:
                 status = code
                 break
-        outcome = JobOutcome(self.job_id, self.node_name, status, states)
+        outcome = JobOutcome(self.job_id, self.node_name, status, states, restarts=self.attempt - 1)
         if self.spec.outputs is not None and self.bucket is not None:
             prefix = f"{staging.job_prefix(self.job_id)}outputs/"
             outcome.outputs = self.bucket.download_prefix(prefix, self.spec.outputs)
