@@ -75,6 +75,9 @@ class Emulator(EmulatorControl):
 @pytest.fixture(scope="session")
 def emulator_server() -> Iterator[EmulatorServer]:
     server = EmulatorServer(host="127.0.0.1", port=0, state_dir=None).start()
+    from tests.emulator import ssh_helpers
+
+    ssh_helpers.INSTANCE = server.backend.workers.instance
     yield server
     server.stop()
 

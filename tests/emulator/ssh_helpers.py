@@ -11,15 +11,23 @@ from tpuctl.cloud.ssh import ensure_key_pair
 RUNTIME = "tpu-ubuntu2204-base"
 
 
-def worker_processes() -> list[int]:
-    """Processes (not zombies) started on any emulated worker."""
+# The session emulator's instance id (set by tests/conftest.py): processes of other
+# emulators on this machine (a user's, another test run's) are none of our business.
+INSTANCE: str | None = None
+
+
+def worker_processes(instance: str | None = None) -> list[int]:
+    """Processes (not zombies) started on the workers of one emulator (default: the
+    session's)."""
+    mine = instance or INSTANCE
+    needle = b"\0TPUCTL_EMULATOR_WORKER=" + (f"{mine}/".encode() if mine else b"")
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if b"\0TPUCTL_EMULATOR_WORKER=" in b"\0" + f.read():
+                if needle in b"\0" + f.read():
                     found.append(int(entry))
         except OSError:
             continue

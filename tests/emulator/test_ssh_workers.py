@@ -187,10 +187,11 @@ def test_stopping_the_emulator_leaves_no_server_thread_or_process(tmp_path: Path
     pub, key = user_key(tmp_path)
     node = create(control, "left", "v3-8", metadata={"ssh-keys": f"alice:{pub}"})
     started = run(control, tmp_path, node, 0, "alice", key, "nohup sleep 300 >/dev/null 2>&1 &")
-    assert started.exit_status == 0 and worker_processes()
+    instance = server.backend.workers.instance
+    assert started.exit_status == 0 and worker_processes(instance)
     workers_dir = server.backend.workers.root
     server.stop()
-    wait_until(lambda: not worker_processes(), "the worker's processes to be killed")
+    wait_until(lambda: not worker_processes(instance), "the worker's processes to be killed")
     assert [t.name for t in set(threading.enumerate()) - threads] == []
     assert not workers_dir.exists()
 
