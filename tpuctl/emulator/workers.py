@@ -74,6 +74,8 @@ class WorkerFiles:
             "HOME": str(self.worker_dir(node, worker) / "home"),
             "TPUCTL_TPU_DEVICES": ",".join(map(str, self.devices(node, worker))),
             MARKER: self.marker(node, worker),
+            # One machine hosts every emulated worker: idle.py looks only at this one's.
+            "TPUCTL_IDLE_SCOPE": f"{MARKER}={self.marker(node, worker)}",
             "TPUCTL_TPU_URL": f"http://{endpoint}",
             "TPUCTL_METADATA_URL": f"http://{endpoint}/_emulator/v1/metadata/"
             f"{node.project}/{node.zone}/{node.node_id}/{worker}/computeMetadata/v1",
