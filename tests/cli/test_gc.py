@@ -14,7 +14,7 @@ from google.cloud import tpu_v2
 from google.protobuf import field_mask_pb2
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.ssh_helpers import user_key, wait_until, worker_processes
+from tests.emulator.ssh_helpers import mine, user_key, wait_until
 
 Z = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{Z}"
@@ -137,19 +137,24 @@ def quiet_node(cli, emulator, name: str) -> None:  # noqa: ANN001
 
 def test_an_idle_node_confirmed_idle_on_the_node_is_collected(cli, emulator) -> None:
     quiet_node(cli, emulator, "quiet")
+    r = cli("list", "--zone", Z)
+    assert r.out.splitlines()[1].split()[-1] == "1h"  # IDLE
     r = cli("gc", "--yes", "--idle", "30m")
     assert r.code == 0, r.err
     assert "deleted quiet (us-central1-a, v3-8): idle for 1h (limit 30m): no job, session" in r.out
     assert names(emulator) == []
 
 
-def test_a_node_whose_device_is_held_is_kept_with_the_reason(cli, emulator) -> None:
+def test_a_node_whose_device_is_held_is_kept_with_the_reason(
+    emulator_server, cli, emulator
+) -> None:
+    procs = mine(emulator_server)
     quiet_node(cli, emulator, "holding")
     hold = 'setsid sleep 600 < "${TPUCTL_TPU_DEVICES%%,*}" > /dev/null 2>&1 & echo $!'
     r = cli("ssh", "holding", "--zone", Z, "--command", hold)
     assert r.code == 0, r.err
     holder = int(r.out.split()[-1])
-    assert holder in worker_processes()
+    assert holder in procs()
 
     r = cli("gc", "--yes", "--idle", "30m")
     assert r.code == 0, r.err
@@ -158,10 +163,10 @@ def test_a_node_whose_device_is_held_is_kept_with_the_reason(cli, emulator) -> N
     assert f"worker 0: pid {holder} (sleep 600) holds " in r.err
 
     os.kill(holder, signal.SIGKILL)
-    wait_until(lambda: holder not in worker_processes(), "the holder to go")
+    wait_until(lambda: holder not in procs(), "the holder to go")
     assert cli("gc", "--yes", "--idle", "30m").code == 0
     assert names(emulator) == []
-    wait_until(lambda: worker_processes() == [], "no process left on the workers")
+    wait_until(lambda: procs() == [], "no process left on the workers")
 
 
 def test_an_unreachable_node_is_not_confirmed_idle(cli, emulator, tmp_path: Path) -> None:

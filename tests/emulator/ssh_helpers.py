@@ -11,19 +11,27 @@ from tpuctl.cloud.ssh import ensure_key_pair
 RUNTIME = "tpu-ubuntu2204-base"
 
 
-def worker_processes() -> list[int]:
-    """Processes (not zombies) started on any emulated worker."""
+def worker_processes(instance: str = "") -> list[int]:
+    """Processes (not zombies) started on any emulated worker (of one emulator, by its
+    `backend.workers.instance`: other test sessions may run on this machine too)."""
+    needle = f"\0TPUCTL_EMULATOR_WORKER={instance}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if b"\0TPUCTL_EMULATOR_WORKER=" in b"\0" + f.read():
+                if needle in b"\0" + f.read():
                     found.append(int(entry))
         except OSError:
             continue
     return found
+
+
+def mine(emulator_server: Any) -> Any:
+    """`worker_processes` of this test session's emulator, as a function."""
+    instance = emulator_server.backend.workers.instance + "/"
+    return lambda: worker_processes(instance)
 
 
 def wait_until(condition: Any, what: str, timeout: float = 10.0) -> None:

@@ -211,6 +211,13 @@ class Watchdog:
         self.token = Token()
         self.started = time.time()  # a boot counts as activity (a restarted node starts afresh)
         self.last_write = 0.0
+        self.said = ""
+
+    def note(self, text: str) -> None:
+        """Say what the watchdog sees when it changes (not on every tick)."""
+        if text != self.said:
+            self.said = text
+            self.say(text)
 
     def say(self, text: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -248,16 +255,20 @@ class Watchdog:
         node = self.node()
         now = time.time()
         if state["busy"]:
+            self.note("busy: " + "; ".join(state["reasons"]))
             self.mark_active(node, now)
             return False
         labels = node.get("labels") or {}
         limit = _number(labels.get(IDLE_TIMEOUT))
         if self.worker != 0 or limit is None or node.get("state") != "READY":
-            return False
-        if str(labels.get(KEEP, "")).lower() == "true":
+            self.note("idle")
             return False
         idle = now - self.idle_since(node)
         if idle < limit:
+            self.note("idle")
+            return False
+        if str(labels.get(KEEP, "")).lower() == "true":
+            self.note(f"idle past its limit ({int(limit)}s), but kept (tpuctl-keep=true)")
             return False
         self.say(f"idle for {int(idle)}s (limit {int(limit)}s): {self.action} {self.name}")
         if self.action == "stop":
