@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from google.cloud import tpu_v2
 from google.protobuf import field_mask_pb2
 
 from tests.cli.conftest import one_line_error
+from tests.emulator.ssh_helpers import mine, user_key, wait_until
 
 Z = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{Z}"
@@ -127,14 +129,59 @@ def test_dry_run_and_cron_without_yes_delete_nothing(cli, emulator) -> None:
     assert names(emulator) == []
 
 
-def test_idle_by_labels_is_not_enough_without_confirmation(cli, emulator) -> None:
-    assert cli("create", "quiet", "-a", "v3-8", "--zone", Z, "--idle-timeout", "1m").code == 0
-    set_label(emulator, "quiet", "tpuctl-last-active", str(int(time.time()) - 3600))
-    r = cli("gc", "--yes")
-    assert r.code == 0
-    assert "labels say idle for 1h" in r.err and "not confirmed" in r.err
-    assert names(emulator) == ["quiet"]
-    assert cli("delete", "quiet", "--zone", Z, "--yes").code == 0
+def quiet_node(cli, emulator, name: str) -> None:  # noqa: ANN001
+    """A node whose labels say it has been idle for an hour (no watchdog of its own)."""
+    assert cli("create", name, "-a", "v3-8", "--zone", Z).code == 0
+    set_label(emulator, name, "tpuctl-last-active", str(int(time.time()) - 3600))
+
+
+def test_an_idle_node_confirmed_idle_on_the_node_is_collected(cli, emulator) -> None:
+    quiet_node(cli, emulator, "quiet")
+    r = cli("list", "--zone", Z)
+    assert r.out.splitlines()[1].split()[-1] == "1h"  # IDLE
+    r = cli("gc", "--yes", "--idle", "30m")
+    assert r.code == 0, r.err
+    assert "deleted quiet (us-central1-a, v3-8): idle for 1h (limit 30m): no job, session" in r.out
+    assert names(emulator) == []
+
+
+def test_a_node_whose_device_is_held_is_kept_with_the_reason(
+    emulator_server, cli, emulator
+) -> None:
+    procs = mine(emulator_server)
+    quiet_node(cli, emulator, "holding")
+    hold = 'setsid sleep 600 < "${TPUCTL_TPU_DEVICES%%,*}" > /dev/null 2>&1 & echo $!'
+    r = cli("ssh", "holding", "--zone", Z, "--command", hold)
+    assert r.code == 0, r.err
+    holder = int(r.out.split()[-1])
+    assert holder in procs()
+
+    r = cli("gc", "--yes", "--idle", "30m")
+    assert r.code == 0, r.err
+    assert names(emulator) == ["holding"]
+    assert "keep holding (us-central1-a): labels say idle for 1h, but busy on the node" in r.err
+    assert f"worker 0: pid {holder} (sleep 600) holds " in r.err
+
+    os.kill(holder, signal.SIGKILL)
+    wait_until(lambda: holder not in procs(), "the holder to go")
+    assert cli("gc", "--yes", "--idle", "30m").code == 0
+    assert names(emulator) == []
+    wait_until(lambda: procs() == [], "no process left on the workers")
+
+
+def test_an_unreachable_node_is_not_confirmed_idle(cli, emulator, tmp_path: Path) -> None:
+    quiet_node(cli, emulator, "silent")
+    # Its worker now answers with another host key than it publishes: tpuctl will not talk
+    # to it, so it cannot look inside.
+    other, _ = user_key(tmp_path)
+    item = {"namespace": "hostkeys", "key": "ssh-ed25519", "value": other.split()[1]}
+    emulator.set_guest_attributes(f"{PARENT}/nodes/silent", 0, [item])
+    r = cli("gc", "--yes", "--idle", "30m")
+    assert r.code == 0, r.err
+    assert "keep silent (us-central1-a): labels say idle for 1h; not confirmed (worker 0 (" in r.err
+    assert "presented an SSH host key that is not the one the cloud publishes" in r.err
+    assert names(emulator) == ["silent"]
+    assert cli("delete", "silent", "--zone", Z, "--yes").code == 0
 
 
 def test_two_concurrent_gc_runs_both_succeed(cli, emulator) -> None:

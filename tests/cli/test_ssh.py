@@ -15,16 +15,17 @@ import pexpect
 import pytest
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.ssh_helpers import wait_until, worker_processes
+from tests.emulator.ssh_helpers import mine, wait_until
 
 POD = ("-z", "us-central2-b")
 TRICKY = ["a b", "it's", '"double"', "$(echo no)", "x;y", "`id`", "*", "back\\slash", ""]
 
 
 @pytest.fixture(autouse=True)
-def no_process_left() -> Any:
+def no_process_left(emulator_server: Any) -> Any:
     yield
-    wait_until(lambda: not worker_processes(), "the workers' processes to be gone")
+    procs = mine(emulator_server)  # this session's: other suites may share the machine
+    wait_until(lambda: not procs(), "the workers' processes to be gone")
 
 
 @pytest.fixture
@@ -133,7 +134,7 @@ def test_internal_only_nodes_need_internal_ip(cli) -> None:
         assert cli("delete", "inner", "--yes").code == 0
 
 
-def test_a_connection_dropped_mid_command_names_the_worker(cli, emulator) -> None:
+def test_a_connection_dropped_mid_command_names_the_worker(cli, emulator, emulator_server) -> None:
     assert cli("create", "spot", "-a", "v3-8", "--spot").code == 0
     result: list[Any] = []
     runner = threading.Thread(
@@ -141,7 +142,7 @@ def test_a_connection_dropped_mid_command_names_the_worker(cli, emulator) -> Non
     )
     runner.start()
     try:
-        wait_until(lambda: worker_processes(), "the command to start")
+        wait_until(mine(emulator_server), "the command to start")
         emulator.preempt("projects/tpuctl-demo/locations/us-central1-a/nodes/spot")
         runner.join(timeout=30)
         [r] = result

@@ -19,7 +19,7 @@ INSTANCE: str | None = None
 def worker_processes(instance: str | None = None) -> list[int]:
     """Processes (not zombies) started on the workers of one emulator (default: the
     session's)."""
-    mine = instance or INSTANCE
+    mine = (instance or INSTANCE or "").rstrip("/")
     needle = b"\0TPUCTL_EMULATOR_WORKER=" + (f"{mine}/".encode() if mine else b"")
     found = []
     for entry in os.listdir("/proc"):
@@ -32,6 +32,12 @@ def worker_processes(instance: str | None = None) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def mine(emulator_server: Any) -> Any:
+    """`worker_processes` of this test session's emulator, as a function."""
+    instance = emulator_server.backend.workers.instance + "/"
+    return lambda: worker_processes(instance)
 
 
 def wait_until(condition: Any, what: str, timeout: float = 10.0) -> None:

@@ -54,6 +54,12 @@ def create(
     idle_timeout: Annotated[
         str | None, typer.Option("--idle-timeout", help="Delete after idling this long (e.g. 30m).")
     ] = None,
+    idle_action: Annotated[
+        str,
+        typer.Option(
+            "--idle-action", help="With --idle-timeout: delete, or stop (single-host only)."
+        ),
+    ] = "delete",
     no_wait: NoWait = False,
     wait_ssh: Annotated[
         bool, typer.Option("--wait-ssh", help="Also wait until SSH answers on every worker.")
@@ -86,6 +92,7 @@ def create(
         description=description,
         ttl=parse_duration(ttl, "--ttl") if ttl else None,
         idle_timeout=parse_duration(idle_timeout, "--idle-timeout") if idle_timeout else None,
+        idle_action=idle_action,
     )
     body = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
     rate = cost.hourly(accelerator, spot or preemptible)

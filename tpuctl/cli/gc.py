@@ -43,6 +43,7 @@ def gc(
     from tpuctl.durations import parse_duration
     from tpuctl.services import cost
     from tpuctl.services import gc as gc_service
+    from tpuctl.services import idle as idle_service
     from tpuctl.services.nodes import local_user
 
     if owner and all_owners:
@@ -57,7 +58,11 @@ def gc(
     parent = f"projects/{target.project}/locations/{zone or '-'}"
     api = app.tpu()
     who = None if all_owners else (owner or local_user())
-    decisions = gc_service.plan(api.list_nodes(parent), owner=who, idle_limit=idle_limit)
+    # A node whose labels say idle is looked at over SSH before it counts as idle.
+    probe = idle_service.ssh_probe(api, app.factory.ssh())
+    decisions = gc_service.plan(
+        api.list_nodes(parent), owner=who, idle_limit=idle_limit, probe=probe
+    )
     doomed = [d for d in decisions if d.delete]
 
     def line(d: gc_service.Decision, verb: str) -> str:

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpuctl.durations import format_duration
-from tpuctl.models import EXPIRES, Node
+from tpuctl.models import CREATED, EXPIRES, IDLE_TIMEOUT, LAST_ACTIVE, Node
 from tpuctl.services import cost
 
 
@@ -71,6 +71,21 @@ def progress(label: str) -> Iterator[Callable[[str, float], None]]:
     del started
 
 
+def idle_column(node: Node, now: float | None = None) -> str:
+    """`12m/30m`: idle since the node was last active (else created), of its limit; `-`
+    for a node without an idle limit nor activity recorded."""
+    limit = node.label_time(IDLE_TIMEOUT)
+    since = node.label_time(LAST_ACTIVE)
+    if since is None and limit is None:
+        return "-"
+    if since is None:
+        since = node.label_time(CREATED)
+    if since is None or node.state != "READY":
+        return "-"
+    idle = human_age(max(0.0, (time.time() if now is None else now) - since))
+    return idle + (f"/{format_duration(limit)}" if limit is not None else "")
+
+
 def node_table(nodes: list[Node]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in (
@@ -84,6 +99,7 @@ def node_table(nodes: list[Node]) -> Table:
         "$/H",
         "COST",
         "OWNER",
+        "IDLE",
     ):
         table.add_column(col, no_wrap=True, justify="right" if col in ("$/H", "COST") else "left")
     for n in nodes:
@@ -98,6 +114,7 @@ def node_table(nodes: list[Node]) -> Table:
             cost.money(cost.node_hourly(n)),
             "~" + cost.money(cost.so_far(n)),
             escape(n.owner) if n.owner else ("-" if n.managed else "(unmanaged)"),
+            idle_column(n),
         )
     return table
 
@@ -132,6 +149,15 @@ def describe_node(node: Node) -> Table:
                 f"in {format_duration(left)}"
                 if left > 0
                 else f"{format_duration(-left)} ago (gc will delete it)",
+            )
+        )
+    limit = node.label_time(IDLE_TIMEOUT)
+    if limit is not None:
+        rows.append(
+            (
+                "idle",
+                f"{idle_column(node)} (idle for / limit: its watchdog deletes or stops it "
+                "at the limit)",
             )
         )
     if node.description:

@@ -198,6 +198,8 @@ class SshWorkers:
             self._workers[(worker.uid, worker.index)] = worker
         if gone or new:
             self._run(self._apply(new, gone))
+        for worker in new:  # booted: the guest runs the node's startup script
+            backend.workers.run_startup_script(backend.nodes[worker.node], worker.index, worker.env)
         for worker in gone:
             backend.workers.kill(worker.uid, worker.index)
         live = {node.uid for node in nodes}

@@ -5,6 +5,7 @@ Layout, under STATE_DIR/workers (or a temp dir when the emulator keeps no state)
     <node id>-<node uid>/w<k>/home/                    the worker's home directory
     <node id>-<node uid>/w<k>/dev/accel0..             empty files standing for the TPU chips
     <node id>-<node uid>/w<k>/ssh_host_ed25519_key     the worker's SSH host key (OpenSSH)
+    <node id>-<node uid>/w<k>/startup-script(.log)     the node's startup script, its output
 
 A recreated node has a new uid, so it gets a fresh folder and new host keys. Every
 process started on a worker carries TPUCTL_EMULATOR_WORKER=<emulator>/<uid>/<k> in its
@@ -19,8 +20,10 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +77,8 @@ class WorkerFiles:
             "HOME": str(self.worker_dir(node, worker) / "home"),
             "TPUCTL_TPU_DEVICES": ",".join(map(str, self.devices(node, worker))),
             MARKER: self.marker(node, worker),
+            # One machine hosts every emulated worker: idle.py looks only at this one's.
+            "TPUCTL_IDLE_SCOPE": f"{MARKER}={self.marker(node, worker)}",
             "TPUCTL_TPU_URL": f"http://{endpoint}",
             "TPUCTL_METADATA_URL": f"http://{endpoint}/_emulator/v1/metadata/"
             f"{node.project}/{node.zone}/{node.node_id}/{worker}/computeMetadata/v1",
@@ -103,6 +108,29 @@ class WorkerFiles:
             tmp.chmod(0o600)
             os.replace(tmp, key_file)
         return key_file.read_text()
+
+    def run_startup_script(self, node: Node, worker: int, env: dict[str, str]) -> int | None:
+        """Run the node's `startup-script` metadata on a worker that just came up, as the
+        guest does on every boot: a detached local process with the worker's environment
+        (so it goes with the worker's other processes). Output: <worker>/startup-script.log.
+        Returns its pid (None: no script)."""
+        script = node.metadata.get("startup-script")
+        if not script:
+            return None
+        wdir = self.worker_dir(node, worker)
+        path = wdir / "startup-script"
+        path.write_text(script)
+        path.chmod(0o700)
+        argv = [str(path)] if script.startswith("#!") else ["/bin/bash", str(path)]
+        environment = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
+        environment.update(env)
+        with open(wdir / "startup-script.log", "ab") as log:
+            proc = subprocess.Popen(
+                argv, cwd=env["HOME"], env=environment, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        threading.Thread(target=proc.wait, daemon=True).start()  # reap it when it ends
+        return proc.pid
 
     def remove_node(self, node_dir_name: str) -> None:
         shutil.rmtree(self.root / node_dir_name, ignore_errors=True)

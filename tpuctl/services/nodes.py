@@ -121,6 +121,7 @@ class CreateSpec:
     description: str = ""
     ttl: int | None = None  # seconds until gc may delete it
     idle_timeout: int | None = None  # seconds of idleness before it goes
+    idle_action: str = "delete"  # what its watchdog does then: delete or stop
 
 
 def check_accelerator(api: TpuApi, target: Target, accelerator: str) -> None:
@@ -158,8 +159,10 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: local_user(), CREATED: str(created)})
     if spec.ttl:
         labels[EXPIRES] = str(created + spec.ttl)
+    metadata = dict(spec.metadata)
     if spec.idle_timeout:
         labels[IDLE_TIMEOUT] = str(spec.idle_timeout)
+        metadata[STARTUP_SCRIPT] = _watchdog(spec)
     validate_labels(labels)
     body: dict[str, Any] = {
         "acceleratorType": spec.accelerator,
@@ -169,8 +172,8 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     }
     if spec.description:
         body["description"] = spec.description
-    if spec.metadata:
-        body["metadata"] = spec.metadata
+    if metadata:
+        body["metadata"] = metadata
     if spec.network:
         body["networkConfig"]["network"] = spec.network
     if spec.subnetwork:
@@ -184,6 +187,31 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     if sched:
         body["schedulingConfig"] = sched
     return body
+
+
+STARTUP_SCRIPT = "startup-script"
+
+
+def _watchdog(spec: CreateSpec) -> str:
+    """The startup script that runs the node's idle watchdog (services/idle.py)."""
+    from tpuctl.services.idle import watchdog_script
+
+    if spec.idle_action not in ("delete", "stop"):
+        raise UsageError(f"invalid --idle-action {spec.idle_action!r}: use delete or stop")
+    parsed = catalog.parse_accelerator(spec.accelerator)
+    if spec.idle_action == "stop" and parsed is not None and parsed.workers > 1:
+        raise UsageError(
+            f"--idle-action stop: the cloud stops only single-host nodes, and "
+            f"{spec.accelerator} has {parsed.workers} workers",
+            hint="use --idle-action delete (the default) for a multi-host slice",
+        )
+    if STARTUP_SCRIPT in spec.metadata:
+        raise UsageError(
+            "--idle-timeout installs its watchdog as the node's startup-script; "
+            "it cannot be combined with --metadata startup-script=...",
+            hint="run your own setup over SSH (`tpuctl exec`) or from `tpuctl run --setup`",
+        )
+    return watchdog_script(spec.idle_action)
 
 
 def validate_create(

@@ -1,0 +1,133 @@
+"""idle.py check: busy means a tpuctl job, an interactive session or a held TPU device."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pty
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tpuctl.agent.idle as idle_module
+from tests.agent.conftest import AGENT_PYTHON, wait_for
+
+
+class Worker:
+    """A pretend worker: a device file, and processes marked as its own by their env."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.device = root / "accel0"
+        self.device.touch()
+        self.scope = f"TPUCTL_TEST_IDLE={secrets.token_hex(4)}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def env(self) -> dict[str, str]:
+        name, value = self.scope.split("=")
+        return dict(os.environ, TPUCTL_TPU_DEVICES=str(self.device), **{name: value})
+
+    def start(self, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(argv, env=self.env(), cwd=self.root, **kwargs)  # type: ignore[call-overload]
+        self.procs.append(proc)
+        return proc
+
+    def check(self) -> dict:  # type: ignore[type-arg]
+        env = dict(self.env(), TPUCTL_IDLE_SCOPE=self.scope)
+        done = subprocess.run(
+            [AGENT_PYTHON, idle_module.__file__, "check"],
+            env=env, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        (line,) = done.stdout.splitlines()
+        return dict(json.loads(line))
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[Worker]:
+    w = Worker(tmp_path)
+    yield w
+    w.stop()
+
+
+def test_idle_py_is_one_stdlib_only_python38_file() -> None:
+    tree = ast.parse(Path(idle_module.__file__).read_text(), feature_version=(3, 8))
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            modules.add((node.module or "").split(".")[0])
+    assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
+
+
+def test_a_quiet_worker_is_idle(worker: Worker) -> None:
+    worker.start(["sleep", "600"], stdin=subprocess.DEVNULL)  # runs, holds nothing
+    result = worker.check()
+    assert result["busy"] is False and result["reasons"] == []
+    assert isinstance(result["checked"], int)
+
+
+def test_a_process_holding_the_device_is_busy_until_it_lets_go(worker: Worker) -> None:
+    with worker.device.open("rb") as device:
+        holder = worker.start(["sleep", "600"], stdin=device)
+    result = worker.check()
+    assert result["busy"] is True
+    assert f"pid {holder.pid} (sleep 600) holds {worker.device}" in result["reasons"]
+    holder.kill()
+    holder.wait()
+    assert worker.check()["busy"] is False
+
+
+def test_a_hung_job_that_let_go_of_the_device_is_idle(worker: Worker) -> None:
+    script = f"exec 3<{worker.device}; echo opened; exec 3<&-; exec sleep 600"
+    hung = worker.start(["sh", "-c", script], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert hung.stdout and hung.stdout.readline() == b"opened\n"
+    wait_for(lambda: "sleep" in Path(f"/proc/{hung.pid}/cmdline").read_text(), "the exec")
+    result = worker.check()
+    assert result["busy"] is False and result["reasons"] == []
+
+
+def test_an_interactive_session_is_busy(worker: Worker) -> None:
+    leader, follower = pty.openpty()
+    try:
+        shell = worker.start(["sleep", "600"], stdin=follower)
+        result = worker.check()
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert result["busy"] is True
+    assert f"interactive session: pid {shell.pid} (sleep 600) on a terminal" in result["reasons"]
+
+
+def test_a_running_tpuctl_job_is_busy(worker: Worker) -> None:
+    fake = worker.root / "agent.py"
+    fake.write_text("import time\ntime.sleep(600)\n")
+    agent = worker.start(
+        [AGENT_PYTHON, str(fake), "run", "--job-id", "j1"], stdin=subprocess.DEVNULL
+    )
+    result = worker.check()
+    assert result["busy"] is True
+    assert any(r.startswith(f"tpuctl job running: pid {agent.pid}") for r in result["reasons"])
+
+
+def test_processes_outside_the_scope_do_not_count(worker: Worker, tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    other = Worker(tmp_path / "other")
+    other.device = worker.device  # the same device, held by another worker's process
+    try:
+        with worker.device.open("rb") as device:
+            other.start(["sleep", "600"], stdin=device)
+        assert worker.check()["busy"] is False
+        assert other.check()["busy"] is True
+    finally:
+        other.stop()

@@ -1,0 +1,107 @@
+"""Is a node idle? Asked of the node itself: tpuctl/agent/idle.py on every worker.
+
+`ssh_probe` is gc's `IdleProbe`: it runs `idle.py check` on every worker over SSH (the
+file travels on stdin, nothing is installed) and answers busy, idle or unknown. A worker
+it cannot reach or read makes the answer unknown: gc never deletes on a guess.
+`watchdog_script` is the startup script that keeps a watchdog on every worker of a node
+created with `--idle-timeout` (see docs/gc.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tpuctl.errors import TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.ssh import Endpoint, Session, SshApi
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.models import Node
+    from tpuctl.services.gc import Busy, IdleProbe
+
+IDLE_SOURCE = Path(__file__).resolve().parent.parent / "agent" / "idle.py"
+PROBE_TIMEOUT = 20.0  # seconds a worker may take to answer before it counts as unknown
+# As root where the VM lets us (passwordless sudo, as TPU VMs give their SSH users): a
+# process of another user would otherwise hide what it holds.
+CHECK_COMMAND = (
+    'if [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; '
+    "then exec sudo -n -E python3 - check; fi; exec python3 - check"
+)
+WATCHDOG_DIR = "${HOME:-/root}/.tpuctl"
+
+
+def verdict(node: str, answers: dict[int, dict | str]) -> tuple[Busy, str]:  # type: ignore[type-arg]
+    """Combine the workers' answers (their check's JSON, or why there is none)."""
+    busy, unknown = [], []
+    for worker, answer in sorted(answers.items()):
+        if isinstance(answer, str):
+            said = answer if answer.startswith(f"worker {worker} ") else f": {answer}"
+            unknown.append(f"worker {worker}{said.removeprefix(f'worker {worker}')}")
+        elif answer.get("busy"):
+            busy.append(f"worker {worker}: {'; '.join(answer.get('reasons') or ['busy'])}")
+        elif answer.get("unreadable"):
+            unknown.append(
+                f"worker {worker}: {answer['unreadable']} process(es) could not be inspected"
+            )
+    if busy:
+        return "busy", "busy on the node: " + "; ".join(busy)
+    if unknown:
+        return "unknown", "; ".join(unknown)
+    n = len(answers)
+    return "idle", f"no job, session or TPU device holder on its {n} worker(s)"
+
+
+def ssh_probe(api: TpuApi, ssh: SshApi, timeout: float = PROBE_TIMEOUT) -> IdleProbe:
+    """gc's probe: run idle.py's check on every worker of a node over SSH."""
+    from tpuctl.services import remote
+    from tpuctl.services import ssh as ssh_service
+
+    source = IDLE_SOURCE.read_bytes()
+
+    def probe(node: Node) -> tuple[Busy, str]:
+        try:
+            plan = ssh_service.plan(api, ssh, node.full_name, "all", wait=timeout)
+        except TpuctlError as e:
+            return "unknown", f"cannot reach it: {e}"
+        outputs: dict[int, bytearray] = {ep.worker: bytearray() for ep in plan.endpoints}
+
+        async def action(session: Session, ep: Endpoint) -> int:
+            def collect(stream: str, data: bytes) -> None:
+                if stream == "stdout":
+                    outputs[ep.worker] += data
+
+            return await session.run(CHECK_COMMAND, collect, stdin=source)
+
+        answers: dict[int, dict | str] = {}  # type: ignore[type-arg]
+        for result in remote.on_workers(ssh, plan, action, connect_timeout=timeout):
+            if result.status:
+                answers[result.worker] = result.error or f"check exited {result.status}"
+                continue
+            try:
+                answers[result.worker] = dict(json.loads(outputs[result.worker].splitlines()[-1]))
+            except (ValueError, IndexError):
+                answers[result.worker] = "the check said nothing readable"
+        return verdict(node.name, answers)
+
+    return probe
+
+
+def watchdog_script(action: str = "delete") -> str:
+    """The node's `startup-script`: install idle.py and start its watchdog, detached, on
+    every boot of every worker (the guest runs it as root; it needs no client, no cron)."""
+    source = IDLE_SOURCE.read_text()
+    marker = "TPUCTL_IDLE_PY_EOF"
+    assert marker not in source
+    return (
+        "#!/bin/bash\n"
+        "# tpuctl: idle watchdog (docs/gc.md). Deletes this node once it has been idle\n"
+        "# longer than its tpuctl-idle-timeout label, unless it is labelled tpuctl-keep=true.\n"
+        f'dir="{WATCHDOG_DIR}"\n'
+        'mkdir -p "$dir"\n'
+        f"cat > \"$dir/idle.py\" <<'{marker}'\n{source}{marker}\n"
+        f'setsid nohup python3 "$dir/idle.py" watch --action {shlex.quote(action)} '
+        '>> "$dir/idle-watchdog.log" 2>&1 < /dev/null &\n'
+    )
