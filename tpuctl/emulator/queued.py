@@ -225,9 +225,7 @@ class QueuedResources:
             state = qr.state
             due = force or (qr.deadline is not None and qr.deadline <= now)
             if state in WAITING and qr.valid_until is not None and now >= qr.valid_until:
-                self.fail(
-                    qr, 4, "The queued resource's validity ran out before capacity was found."
-                )
+                self.fail(qr, 4, "The queued resource's validity ran out before capacity was found")
             elif state == "CREATING" and due:
                 qr.state = "ACCEPTED"
                 qr.deadline = _after(now, backend.durations["queued_schedule"])
