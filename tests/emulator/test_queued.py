@@ -151,3 +151,15 @@ def test_requests_survive_a_restart(tmp_path) -> None:
     again.advance()
     assert again.get_queued_resource(PROJECT, ZONE, "kept")["state"]["state"] == "ACCEPTED"
     again.close()
+
+
+def test_a_preempted_node_suspends_its_request(emulator) -> None:
+    client = emulator.tpu_client()
+    create(client, "spotty", spot=tpu_v2.QueuedResource.Spot())
+    emulator.preempt(f"{PARENT}/nodes/spotty")
+    qr = get(client, "spotty")
+    assert qr.state.state == State.SUSPENDED
+    assert qr.state.state_initiator == tpu_v2.QueuedResourceState.StateInitiator.SERVICE
+    # SUSPENDED: a delete without force is accepted, and takes the node with it
+    client.delete_queued_resource(name=qr.name).result(timeout=10)
+    assert emulator.queued() == [] and emulator.nodes() == []

@@ -159,7 +159,7 @@ def delete_request(
 
     def check() -> tuple[bool | None, str]:
         try:
-            return None, f"DELETING ({api.get_queued_resource(full_name).state})"
+            return None, api.get_queued_resource(full_name).state
         except NotFoundError:
             return True, "GONE"
 
