@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from tests.cli.conftest import one_line_error
@@ -150,3 +151,34 @@ def test_list_shows_queued_resources_beside_nodes(cli, emulator) -> None:
     ]
     assert cli("delete", "plain", "waits", "--zone", ZONE, "--yes").code == 0
     assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_a_create_whose_answer_was_lost_adopts_the_request(cli, emulator) -> None:
+    """The first create took effect but answered 503: the retry meets 409 and carries on."""
+    emulator.faults(rate=1.0, codes=[503], after_rate=1.0, paths=r"queuedResources\?")
+    r = cli("create", "lost", "-a", "v3-8", "--zone", ZONE, "--queued")
+    emulator.faults()
+    assert r.code == 0, r.err
+    assert [q["name"].rsplit("/", 1)[-1] for q in emulator.queued()] == ["lost"]
+    assert emulator.requests()["POST queuedResources.create"] == 2
+    assert cli("delete", "lost", "--zone", ZONE, "--yes").code == 0
+
+
+def test_a_suspended_request_is_deleted_and_said_so(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    name = f"{PARENT}/queuedResources/gone"
+
+    def suspend_once_queued() -> None:
+        deadline = time.monotonic() + 30
+        while not emulator.queued() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        emulator.suspend_queued(name)
+
+    helper = threading.Thread(target=suspend_once_queued)
+    helper.start()
+    r = cli("create", "gone", "-a", "v3-8", "--zone", ZONE, "--queued")
+    helper.join()
+    assert r.code == 6, r.err
+    line = one_line_error(r, after_call=True)
+    assert "queued resource gone ended SUSPENDED" in line
+    assert emulator.queued() == []
