@@ -108,10 +108,15 @@ def emulator(
     control = Emulator(emulator_server.address)
     control.reset()
     control.durations(create=0, stop=0, start=0, delete=0)
+    control.durations(queued_accept=0, queued_schedule=0)
     monkeypatch.setenv("TPUCTL_EMULATOR_HOST", emulator_server.address)
     yield control
     leaked = control.nodes()
+    leaked_queued = control.queued()
     control.reset()
     if leaked:
         names = ", ".join(f"{n['name']} ({n['state']})" for n in leaked)
         pytest.fail(f"test leaked emulated nodes: {names}")
+    if leaked_queued:
+        names = ", ".join(f"{q['name']} ({q['state']['state']})" for q in leaked_queued)
+        pytest.fail(f"test leaked emulated queued resources: {names}")

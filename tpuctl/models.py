@@ -141,3 +141,97 @@ class Node:
                 for w in self.workers
             ],
         }
+
+
+# Queued-resource states grouped by what they mean to a waiting client.
+QUEUED_WAITING_STATES = frozenset(
+    {"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "STATE_UNSPECIFIED"}
+)
+QUEUED_ENDED_STATES = frozenset({"FAILED", "SUSPENDING", "SUSPENDED"})
+
+
+@dataclass
+class QueuedResource:
+    """A queued request for TPU nodes: its state and the nodes it asks for."""
+
+    name: str
+    project: str
+    zone: str
+    state: str
+    node_ids: list[str] = field(default_factory=list)
+    accelerator_type: str = ""
+    spot: bool = False
+    reserved: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    create_time: datetime | None = None
+    valid_until: str = ""  # the queueing policy's limit, as given (duration or time)
+    error: str = ""  # why it FAILED
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def full_name(self) -> str:
+        return f"projects/{self.project}/locations/{self.zone}/queuedResources/{self.name}"
+
+    @property
+    def scheduling(self) -> str:
+        return "spot" if self.spot else "reserved" if self.reserved else "on-demand"
+
+    def waited_seconds(self, now: float | None = None) -> float | None:
+        if self.create_time is None:
+            return None
+        return max(0.0, (now or time.time()) - self.create_time.timestamp())
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> QueuedResource:
+        """Build from the TPU API's JSON form of a QueuedResource (camelCase keys)."""
+        parts = data.get("name", "").split("/")
+        project, zone, name = (parts[1], parts[3], parts[5]) if len(parts) == 6 else ("", "", "")
+        specs = (data.get("tpu") or {}).get("nodeSpec") or []
+        node_ids: list[str] = []
+        for spec in specs:
+            multi = spec.get("multisliceParams") or {}
+            if multi:
+                prefix, count = multi.get("nodeIdPrefix", ""), int(multi.get("nodeCount", 0))
+                node_ids += [f"{prefix}-{i}" for i in range(count)]
+            else:
+                node_ids.append(spec.get("nodeId", ""))
+        node = (specs[0].get("node") or {}) if specs else {}
+        state = data.get("state") or {}
+        error = ((state.get("failedData") or {}).get("error") or {}).get("message", "")
+        policy = data.get("queueingPolicy") or {}
+        created = None
+        if data.get("createTime"):
+            created = datetime.fromisoformat(data["createTime"].replace("Z", "+00:00"))
+        sched = node.get("schedulingConfig") or {}
+        return cls(
+            name=name,
+            project=project,
+            zone=zone,
+            state=state.get("state", "STATE_UNSPECIFIED"),
+            node_ids=node_ids,
+            accelerator_type=node.get("acceleratorType", ""),
+            spot="spot" in data or bool(sched.get("spot")),
+            reserved=bool(data.get("reservationName") or sched.get("reserved")),
+            labels=dict(node.get("labels") or {}),
+            create_time=created,
+            valid_until=policy.get("validUntilTime") or policy.get("validUntilDuration") or "",
+            error=error,
+            raw=data,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable, script-friendly form printed by `--json`."""
+        return {
+            "kind": "queuedResource",
+            "name": self.name,
+            "project": self.project,
+            "zone": self.zone,
+            "acceleratorType": self.accelerator_type,
+            "state": self.state,
+            "scheduling": self.scheduling,
+            "nodes": list(self.node_ids),
+            "createTime": self.create_time.isoformat() if self.create_time else None,
+            "validUntil": self.valid_until or None,
+            "error": self.error or None,
+            "labels": self.labels,
+        }

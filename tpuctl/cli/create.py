@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.options import AppEnv, Json, NoWait, Project, Zone, env
-from tpuctl.errors import Interrupted, TpuctlError
+from tpuctl.errors import Interrupted, TpuctlError, UsageError
+
+if TYPE_CHECKING:
+    from tpuctl.config import Target
+    from tpuctl.models import Node
+    from tpuctl.services.queued import QueueOptions
 
 SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
 
@@ -65,10 +70,37 @@ def create(
         bool, typer.Option("--wait-ssh", help="Also wait until SSH answers on every worker.")
     ] = False,
     json_out: Json = False,
+    queued: Annotated[
+        bool,
+        typer.Option("--queued", help="Ask through a queued resource: wait for capacity."),
+    ] = False,
+    valid_until: Annotated[
+        str | None,
+        typer.Option("--valid-until", help="With --queued: give up after waiting this long (6h)."),
+    ] = None,
+    valid_until_time: Annotated[
+        str | None,
+        typer.Option("--valid-until-time", help="With --queued: give up at this time (ISO 8601)."),
+    ] = None,
+    keep_request: Annotated[
+        bool,
+        typer.Option(
+            "--keep-request", help="With --queued: leave the request queued on Ctrl-C or timeout."
+        ),
+    ] = False,
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--timeout", help="With --queued: stop waiting after this long (default 24h)."
+        ),
+    ] = None,
 ) -> None:
     """Create a TPU VM and wait until it is READY.
 
     Example: tpuctl create my-tpu --accelerator v3-8 --zone us-central1-a --spot
+
+    With --queued the node is asked for through a queued resource, which waits for
+    capacity; interrupting the wait deletes the request unless --keep-request.
     """
     from tpuctl.durations import parse_duration
     from tpuctl.services import cost, nodes
@@ -94,11 +126,32 @@ def create(
         idle_timeout=parse_duration(idle_timeout, "--idle-timeout") if idle_timeout else None,
         idle_action=idle_action,
     )
+    queue_flags = valid_until or valid_until_time or keep_request or timeout
+    if queue_flags and not queued:
+        raise UsageError(
+            "--valid-until, --valid-until-time, --keep-request and --timeout go with --queued"
+        )
+    from tpuctl.services import queued as queued_service
+
+    options = queued_service.QueueOptions(
+        valid_until=parse_duration(valid_until, "--valid-until") if valid_until else None,
+        valid_until_time=valid_until_time,
+        keep_request=keep_request,
+        timeout=parse_duration(timeout, "--timeout") if timeout else queued_service.DEFAULT_TIMEOUT,
+    )
     body = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
     rate = cost.hourly(accelerator, spot or preemptible)
     if rate is not None:
         kind = "spot" if spot else "preemptible" if preemptible else "on-demand"
         render.info(f"{accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.NOTE})")
+    if queued:
+        node = _create_queued(app, target, name, accelerator, body, options, no_wait, json_out)
+        if node is None:
+            return
+        if wait_ssh:
+            _wait_ssh(app, node.full_name, len(node.workers), internal_ip_only)
+        _show(node, json_out)
+        return
     operation = nodes.create_node(api, target, spec, body)
     full_name = f"{target.parent}/nodes/{name}"
     if no_wait:
@@ -135,6 +188,10 @@ def create(
         raise
     if wait_ssh:
         _wait_ssh(app, full_name, len(node.workers), internal_ip_only)
+    _show(node, json_out)
+
+
+def _show(node: Node, json_out: bool) -> None:
     if json_out:
         render.print_json(node.to_json())
         return
@@ -147,6 +204,35 @@ def create(
             f"  worker {w.index}: {w.external_ip or '-'} (internal {w.internal_ip})",
             highlight=False,
         )
+
+
+def _create_queued(
+    app: AppEnv,
+    target: Target,
+    name: str,
+    accelerator: str,
+    body: dict[str, Any],
+    options: QueueOptions,
+    no_wait: bool,
+    json_out: bool,
+) -> Node | None:
+    """Ask through the queue; wait (unless --no-wait) and return the READY node."""
+    from tpuctl.services import queued
+
+    api = app.tpu()
+    queued.create_queued(api, target, name, body, options)
+    if no_wait:
+        if json_out:
+            render.print_json({"name": name, "zone": target.zone, "queuedResource": True})
+        else:
+            render.info(
+                f"queued {name} ({accelerator}) in {target.zone}; watch it with "
+                f"`tpuctl list --zone {target.zone}`, cancel it with "
+                f"`tpuctl delete {name} --zone {target.zone} --yes`"
+            )
+        return None
+    with render.progress(f"queued {name} ({accelerator}) in {target.zone}:") as update:
+        return queued.provision(api, target, name, options, progress=update)
 
 
 def _wait_ssh(app: AppEnv, full_name: str, workers: int, internal_ip: bool) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -9,6 +11,7 @@ import typer
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, NoWait, Project, Zone, env
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
+from tpuctl.models import Node, QueuedResource
 
 
 class DeleteFailed(TpuctlError):
@@ -29,8 +32,10 @@ def delete(
     """Delete TPU VMs (concurrently), after confirmation.
 
     Example: tpuctl delete my-tpu other-tpu --yes
+
+    A queued resource of that name goes too, with its node (a forced delete).
     """
-    from tpuctl.services import nodes
+    from tpuctl.services import nodes, queued
 
     for name in names:
         nodes.validate_name(name)
@@ -39,28 +44,53 @@ def delete(
     api = app.tpu()
 
     found, missing = [], []
+    requests: dict[str, QueuedResource] = {}  # a queued resource takes its nodes with it
     for name in dict.fromkeys(names):
-        try:
-            found.append(api.get_node(f"{target.parent}/nodes/{name}"))
-        except NotFoundError:
+        node: Node | None = None
+        request: QueuedResource | None = None
+        with contextlib.suppress(NotFoundError):
+            node = api.get_node(f"{target.parent}/nodes/{name}")
+        owner = (node.raw.get("queuedResource") if node else None) or queued.qr_name(target, name)
+        with contextlib.suppress(NotFoundError):
+            request = api.get_queued_resource(owner)
+        if request is not None:
+            requests[request.full_name] = request
+        if node is not None and (request is None or node.name not in request.node_ids):
+            found.append(node)
+        if node is None and request is None:
             missing.append(name)
     for name in missing:
         render.info(f"{name}: not found in zone {target.zone}")
 
-    if found and not yes:
+    if (found or requests) and not yes:
         if not app.stdin_isatty:
+            everything = [n.name for n in found] + [q.name for q in requests.values()]
             raise UsageError(
                 "refusing to delete without confirmation: stdin is not a terminal",
-                hint="pass --yes to delete " + " ".join(n.name for n in found),
+                hint="pass --yes to delete " + " ".join(dict.fromkeys(everything)),
             )
         for n in found:
             render.info(f"  {n.name}  {n.accelerator_type}  {n.state}  {n.zone}")
-        if not typer.confirm(f"Delete {len(found)} node(s)?", default=False, err=True):
+        for q in requests.values():
+            render.info(
+                f"  {q.name}  {q.accelerator_type}  queued resource {q.state}  {q.zone}"
+                + (f"  (with node {', '.join(q.node_ids)})" if q.state == "ACTIVE" else "")
+            )
+        count = len(found) + len(requests)
+        if not typer.confirm(f"Delete {count} node(s) and request(s)?", default=False, err=True):
             render.info("nothing deleted")
             raise typer.Exit(1)
 
     with render.progress("deleting:") as update:
-        results = nodes.delete_nodes(
+
+        def report(name: str) -> Callable[[str, float], None]:
+            return lambda state, elapsed: update(f"{name} {state}", elapsed)
+
+        results = [
+            queued.delete_queued(api, q, wait=not no_wait, progress=report(q.name))
+            for q in requests.values()
+        ]
+        results += nodes.delete_nodes(
             api,
             found,
             wait=not no_wait,

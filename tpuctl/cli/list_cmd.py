@@ -8,6 +8,7 @@ import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, Project, Zone, env
+from tpuctl.errors import TpuctlError
 
 
 def list_nodes(
@@ -18,30 +19,50 @@ def list_nodes(
     ] = False,
     json_out: Json = False,
 ) -> None:
-    """List TPU VMs in a zone (or every zone).
+    """List TPU VMs in a zone (or every zone), and queued requests for them.
 
     Example: tpuctl list --all-zones --json
+
+    With --json: one array; each entry has "kind": "node" or "queuedResource".
     """
     app = env()
     target = app.target(project, None if all_zones else zone, need_zone=False)
     zone_part = "-" if all_zones else target.zone
     parent = f"projects/{target.project}/locations/{zone_part}"
     nodes = sorted(app.tpu().list_nodes(parent), key=lambda n: (n.zone, n.name))
+    try:
+        queued = sorted(app.tpu().list_queued_resources(parent), key=lambda q: (q.zone, q.name))
+    except TpuctlError as e:  # the nodes are still worth showing
+        render.info(f"could not list queued resources: {e}")
+        queued = []
     if json_out:
         from tpuctl.services import cost
 
         render.print_json(
             [
-                {**n.to_json(), "hourlyUsd": cost.node_hourly(n), "costSoFarUsd": cost.so_far(n)}
+                {
+                    **n.to_json(),
+                    "kind": "node",
+                    "queuedResource": n.raw.get("queuedResource") or None,
+                    "hourlyUsd": cost.node_hourly(n),
+                    "costSoFarUsd": cost.so_far(n),
+                }
                 for n in nodes
             ]
+            + [q.to_json() for q in queued]
         )
         return
-    if not nodes:
+    if not nodes and not queued:
         where = "any zone" if zone_part == "-" else f"zone {zone_part}"
         render.info(f"no TPU nodes in {where} of project {target.project}")
         return
-    render.out().print(render.node_table(nodes))
+    if nodes:
+        render.out().print(render.node_table(nodes))
+    if queued:
+        if nodes:
+            render.out().print()
+        render.out().print(render.queued_table(queued))
     from tpuctl.services import cost
 
-    render.info(f"costs are {cost.NOTE}")
+    if nodes:
+        render.info(f"costs are {cost.NOTE}")

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpuctl.durations import format_duration
-from tpuctl.models import CREATED, EXPIRES, IDLE_TIMEOUT, LAST_ACTIVE, Node
+from tpuctl.models import CREATED, EXPIRES, IDLE_TIMEOUT, LAST_ACTIVE, Node, QueuedResource
 from tpuctl.services import cost
 
 
@@ -115,6 +115,29 @@ def node_table(nodes: list[Node]) -> Table:
             "~" + cost.money(cost.so_far(n)),
             escape(n.owner) if n.owner else ("-" if n.managed else "(unmanaged)"),
             idle_column(n),
+        )
+    return table
+
+
+def queued_table(items: list[QueuedResource]) -> Table:
+    """Queued resources: what each waits for, how long it has waited, and its state."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("QUEUED", "ZONE", "ACCELERATOR", "SCHEDULING", "STATE", "WAITED", "VALID UNTIL"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("NOTE")
+    for q in items:
+        note = q.error if q.state == "FAILED" else ""
+        if q.state == "ACTIVE":
+            note = "node " + ", ".join(q.node_ids)
+        table.add_row(
+            escape(q.name),
+            q.zone,
+            q.accelerator_type,
+            q.scheduling,
+            q.state,
+            human_age(q.waited_seconds()),
+            escape(q.valid_until) or "-",
+            escape(note),
         )
     return table
 

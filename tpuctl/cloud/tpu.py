@@ -29,7 +29,7 @@ from tpuctl.errors import (
     QuotaError,
     TpuctlError,
 )
-from tpuctl.models import Node
+from tpuctl.models import Node, QueuedResource
 
 T = TypeVar("T")
 TIMEOUT = 60.0  # per HTTP call; a hung call becomes a retry
@@ -290,6 +290,58 @@ class TpuApi:
             for ga in data.get("guestAttributes", [])
         ]
 
+    # -- queued resources ---------------------------------------------------
+    def create_queued_resource(self, parent: str, qr_id: str, body: dict[str, Any]) -> str | None:
+        """Ask for a queued resource; returns the operation name, or None when a retried
+        create met the request its lost first attempt had made (adopted, never doubled)."""
+        request = tpu_v2.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=True)
+        attempts = 0
+
+        def create() -> str | None:
+            nonlocal attempts
+            attempts += 1
+            try:
+                op = self._client.create_queued_resource(
+                    parent=parent,
+                    queued_resource_id=qr_id,
+                    queued_resource=request,
+                    timeout=TIMEOUT,
+                )
+            except gx.Conflict:
+                if attempts > 1:
+                    return None
+                raise
+            return str(op.operation.name)
+
+        return self._call(_subject(f"{parent}/queuedResources/{qr_id}"), create)
+
+    def get_queued_resource(self, name: str) -> QueuedResource:
+        qr = self._call(
+            _subject(name), lambda: self._client.get_queued_resource(name=name, timeout=TIMEOUT)
+        )
+        return QueuedResource.from_api(_to_dict(qr))
+
+    def list_queued_resources(self, parent: str) -> list[QueuedResource]:
+        def fetch() -> list[QueuedResource]:
+            pager = self._client.list_queued_resources(parent=parent, timeout=TIMEOUT)
+            return [QueuedResource.from_api(_to_dict(q)) for q in pager]
+
+        return self._call(f"queued resources in {parent}", fetch)
+
+    def delete_queued_resource(self, name: str, force: bool = True) -> str | None:
+        """Delete a queued resource (with force: and its nodes); None when already gone."""
+
+        def delete() -> str | None:
+            try:
+                op = self._client.delete_queued_resource(
+                    request={"name": name, "force": force}, timeout=TIMEOUT
+                )
+            except gx.NotFound:
+                return None
+            return str(op.operation.name)
+
+        return self._call(_subject(name), delete)
+
     # -- operations ---------------------------------------------------------
     def get_operation(self, name: str) -> dict[str, Any]:
         """The operation as JSON ({name, done, error?, ...})."""
@@ -320,4 +372,6 @@ def _subject(name: str) -> str:
     parts = name.split("/")
     if len(parts) >= 6 and parts[4] == "nodes":
         return f"node '{parts[5]}' in zone {parts[3]}"
+    if len(parts) >= 6 and parts[4] == "queuedResources":
+        return f"queued resource '{parts[5]}' in zone {parts[3]}"
     return name

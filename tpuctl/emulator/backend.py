@@ -23,6 +23,8 @@ from typing import Any, TypeVar, cast
 from tpuctl.emulator import errors, rules
 from tpuctl.emulator.errors import Faults
 from tpuctl.emulator.models import TRANSITIONS, AddressAllocator, Node, Operation
+from tpuctl.emulator.queued import DURATIONS as QUEUED_DURATIONS
+from tpuctl.emulator.queued import QueuedResources
 from tpuctl.emulator.quotas import CONFIG_KEYS as QUOTA_CONFIG_KEYS
 from tpuctl.emulator.quotas import QuotaConfig
 from tpuctl.emulator.workers import WorkerFiles
@@ -32,6 +34,7 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
     "stop": 0.5,
     "start": 0.5,
     "delete": 0.5,
+    **QUEUED_DURATIONS,
 }
 DEFAULT_PROJECT = "tpuctl-demo"
 DEFAULT_ZONE = "us-central1-a"
@@ -82,6 +85,7 @@ class Backend:
     def _clear(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.operations: dict[str, Operation] = {}
+        self.queued = QueuedResources()
         self.durations: dict[str, float | None] = dict(DEFAULT_DURATIONS)
         self.defaults = {"project": DEFAULT_PROJECT, "zone": DEFAULT_ZONE}
         self.faults = Faults()
@@ -99,6 +103,7 @@ class Backend:
             "version": 1,
             "nodes": [n.to_state() for n in self.nodes.values()],
             "operations": [op.to_state() for op in self.operations.values()],
+            "queued_resources": self.queued.to_state(),
             "config": {
                 "durations": self.durations,
                 "defaults": self.defaults,
@@ -120,6 +125,7 @@ class Backend:
         self.nodes = {n.name: n for n in map(Node.from_state, state.get("nodes", []))}
         ops = map(Operation.from_state, state.get("operations", []))
         self.operations = {op.name: op for op in ops}
+        self.queued.load(state.get("queued_resources", []))
         self.durations.update(state.get("config", {}).get("durations", {}))
         self.defaults.update(state.get("config", {}).get("defaults", {}))
         self.quota.load(state.get("config", {}))
@@ -132,6 +138,7 @@ class Backend:
         for node in list(self.nodes.values()):
             if node.due(now):
                 self._complete(node, now)
+        self.queued.tick(self, now)
 
     def _pending(self, target: str, verb: str | None) -> list[Operation]:
         return [
@@ -309,6 +316,51 @@ class Backend:
     def cancel_operation(self, project: str, zone: str, op_id: str) -> dict:
         return self.delete_operation(project, zone, op_id)
 
+    # -- queued resources (tpuctl/emulator/queued.py) --------------------------
+    def now(self) -> float:
+        return self._clock()
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+
+    def add_operation(self, op: Operation) -> None:
+        self._add_operation(op)
+
+    def begin_create(self, node: Node) -> None:
+        self._begin(node, "create")
+
+    def begin_delete(self, node: Node) -> None:
+        self._begin(node, "delete")
+
+    @_locked
+    def create_queued_resource(
+        self, project: str, zone: str, qr_id: str, body: dict[str, Any]
+    ) -> dict:
+        return self.queued.create(self, project, zone, qr_id, body)
+
+    @_locked
+    def get_queued_resource(self, project: str, zone: str, qr_id: str) -> dict:
+        return self.queued.get(project, zone, qr_id)
+
+    @_locked
+    def list_queued_resources(
+        self, project: str, zone: str, page_size: int = 0, page_token: str = ""
+    ) -> dict:
+        return self.queued.list_page(project, zone, page_size, page_token)
+
+    @_locked
+    def delete_queued_resource(self, project: str, zone: str, qr_id: str, force: str) -> dict:
+        return self.queued.delete(self, project, zone, qr_id, force.lower() == "true")
+
+    @_locked
+    def all_queued(self) -> list[dict]:
+        return [q.to_dict() for q in sorted(self.queued.items.values(), key=lambda q: q.name)]
+
+    @_locked
+    def queued_control(self, action: str, name: str, message: str | None = None) -> dict:
+        """Fail, suspend or provision (ignoring capacity) a queued resource now."""
+        return self.queued.control(self, action, name, message)
+
     # -- Cloud Quotas (tpuctl/emulator/quotas.py) -----------------------------
     @_locked
     def list_quota_infos(
@@ -405,6 +457,11 @@ class Backend:
             if target.transition is not None:
                 done.append(target.name)
                 self._complete(target, now)
+        for qr in list(self.queued.items.values()) if not node else []:
+            if qr.state in ("CREATING", "ACCEPTED"):  # a held step: due now
+                done.append(qr.name)
+                qr.deadline = now
+                self.queued.step(self, qr, now)
         return {"completed": done}
 
     @_locked

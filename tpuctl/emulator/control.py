@@ -86,3 +86,18 @@ class EmulatorControl:
     def capacity(self, caps: dict[str, dict[str, int | None]]) -> dict[str, Any]:
         """Cap what zones have left: `{zone: {generation: chips or None}}` (partial)."""
         return dict(self.config(capacity=caps)["capacity"])
+
+    def queued(self) -> list[dict[str, Any]]:
+        """Every queued resource of every project and zone."""
+        return list(self.call("GET", "queued"))
+
+    def fail_queued(self, name: str, message: str = "Failed.") -> dict[str, Any]:
+        """End the queued resource `name` (full name) in FAILED with `message`."""
+        return dict(self.call("POST", "queued/fail", {"name": name, "message": message}))
+
+    def suspend_queued(self, name: str) -> dict[str, Any]:
+        return dict(self.call("POST", "queued/suspend", {"name": name}))
+
+    def provision_queued(self, name: str) -> dict[str, Any]:
+        """Provision a waiting queued resource now, whatever the zone's capacity."""
+        return dict(self.call("POST", "queued/provision", {"name": name}))

@@ -86,6 +86,8 @@ class Node:
     guest_attributes: list[list[dict[str, str]]] = field(default_factory=list)
     # set when the zone had no capacity left: the create operation ends with this error
     capacity_error: str | None = None
+    # the queued resource that made this node, if one did
+    queued_resource: str = ""
 
     def __post_init__(self) -> None:
         workers = self.accelerator.workers
@@ -190,6 +192,8 @@ class Node:
             node["dataDisks"] = [dict(d) for d in self.data_disks]
         if self.shielded_instance_config:
             node["shieldedInstanceConfig"] = dict(self.shielded_instance_config)
+        if self.queued_resource:
+            node["queuedResource"] = self.queued_resource
         return node
 
     def to_state(self) -> dict[str, Any]:

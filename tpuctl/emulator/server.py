@@ -31,6 +31,7 @@ _P = r"/v2/projects/(?P<project>[^/]+)/locations"
 _Z = _P + r"/(?P<zone>[^/:]+)"
 _N = _Z + r"/nodes/(?P<node>[^/:]+)"
 _O = _Z + r"/operations/(?P<op>[^/:]+)"
+_QR = _Z + r"/queuedResources"
 # gcloud's `compute tpus locations` and `accelerator-types` groups still call v1 for these
 _P1 = r"/v[12]/projects/(?P<project>[^/]+)/locations"
 _Z1 = _P1 + r"/(?P<zone>[^/:]+)"
@@ -52,6 +53,13 @@ API_ROUTES: list[tuple[str, str, str, str | Handler, tuple[str, ...]]] = [
     ("POST", _N + ":start", "start", "start_node", (*_PZ, "node")),
     ("POST", _N + ":getGuestAttributes", "getGuestAttributes", "get_guest_attributes",
      (*_PZ, "node", "body")),
+    ("GET", _QR, "queuedResources.list", "list_queued_resources", (*_PZ, "paging")),
+    ("POST", _QR, "queuedResources.create", "create_queued_resource",
+     (*_PZ, "?queuedResourceId", "body")),
+    ("GET", _QR + "/(?P<qr>[^/:]+)", "queuedResources.get", "get_queued_resource",
+     (*_PZ, "qr")),
+    ("DELETE", _QR + "/(?P<qr>[^/:]+)", "queuedResources.delete", "delete_queued_resource",
+     (*_PZ, "qr", "?force")),
     ("GET", _Z + "/operations", "operations.list", "list_operations", (*_PZ, "paging")),
     ("GET", _O, "operations.get", "get_operation", (*_PZ, "op")),
     ("DELETE", _O, "operations.delete", "delete_operation", (*_PZ, "op")),
@@ -82,6 +90,10 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("GET", "requests"): ("request_counts", ()),
     ("POST", "guest-attributes"): ("set_guest_attributes", ("node", "worker", "items")),
     ("POST", "preempt"): ("preempt", ("node",)),
+    ("GET", "queued"): ("all_queued", ()),
+    ("POST", "queued/fail"): ("queued_control", ("=fail", "name", "message?")),
+    ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name")),
+    ("POST", "queued/provision"): ("queued_control", ("=provision", "name")),
 }
 
 
@@ -110,6 +122,8 @@ def _control_arguments(spec: tuple[str, ...], body: dict[str, Any]) -> list[Any]
     for item in spec:
         if item == "body":
             args.append(body)
+        elif item.startswith("="):  # a constant
+            args.append(item[1:])
         elif item.endswith("?"):
             args.append(body.get(item[:-1]))
         elif item not in body:

@@ -1,0 +1,184 @@
+"""tpuctl create --queued, list and delete of queued resources, and their hygiene."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from tests.cli.conftest import one_line_error
+
+ZONE = "us-central1-a"
+PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
+
+
+def test_create_queued_provisions_a_labelled_ready_node(cli, emulator) -> None:
+    r = cli("create", "q1", "-a", "v3-8", "--zone", ZONE, "--queued", "--spot", "--ttl", "2h")
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[0].split() == ["q1", ZONE, "v3-8", "READY"]
+    (node,) = emulator.nodes()
+    assert node["queuedResource"] == f"{PARENT}/queuedResources/q1"
+    assert node["schedulingConfig"]["spot"] is True
+    labels = node["labels"]
+    assert labels["managed-by"] == "tpuctl"
+    assert labels["tpuctl-owner"]
+    assert int(labels["tpuctl-expires"]) - int(labels["tpuctl-created"]) == 7200
+    (qr,) = emulator.queued()
+    assert qr["state"]["state"] == "ACTIVE" and "spot" in qr
+    r = cli("delete", "q1", "--zone", ZONE, "--yes")
+    assert r.code == 0, r.err
+    assert "q1: queued resource deleted with its node q1" in r.out
+    assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_valid_until_is_sent_as_the_queueing_policy(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    r = cli("create", "q2", "-a", "v3-8", "--zone", ZONE, "--queued", "--valid-until", "6h",
+            "--no-wait")  # fmt: skip
+    assert r.code == 0, r.err
+    (qr,) = emulator.queued()
+    assert qr["queueingPolicy"] == {"validUntilDuration": "21600s"}
+    assert qr["state"]["state"] == "WAITING_FOR_RESOURCES"
+    assert cli("delete", "q2", "--zone", ZONE, "--yes").code == 0
+    assert emulator.queued() == []
+
+
+def test_a_failed_request_is_deleted_and_its_reason_shown(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    r = cli("create", "late", "-a", "v3-8", "--zone", ZONE, "--queued",
+            "--valid-until-time", "2000-01-01T00:00:00Z")  # fmt: skip
+    assert r.code == 6, r.err
+    line = one_line_error(r, after_call=True)
+    assert "queued resource late ended FAILED" in line
+    assert "validity ran out" in line
+    assert "tpuctl deleted the request" in line
+    assert emulator.queued() == []
+
+
+def test_timeout_deletes_the_request_unless_kept(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    r = cli("create", "slow", "-a", "v3-8", "--zone", ZONE, "--queued", "--timeout", "1s")
+    assert r.code == 6, r.err
+    assert "deleted queued resource slow" in one_line_error(r, after_call=True)
+    assert emulator.queued() == []
+    r = cli("create", "kept", "-a", "v3-8", "--zone", ZONE, "--queued", "--timeout", "1s",
+            "--keep-request")  # fmt: skip
+    assert r.code == 6, r.err
+    assert "stays queued (--keep-request)" in one_line_error(r, after_call=True)
+    assert [q["name"].rsplit("/", 1)[-1] for q in emulator.queued()] == ["kept"]
+    assert cli("delete", "kept", "--zone", ZONE, "--yes").code == 0
+
+
+def test_ctrl_c_during_the_queued_wait_deletes_the_request(cli, emulator) -> None:
+    """A real process, a real SIGINT: the request is gone and the message says so."""
+    emulator.capacity({ZONE: {"v3": 0}})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpuctl", "create", "waiting", "-a", "v3-8", "--zone", ZONE,
+         "--queued"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not emulator.queued() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # let it enter the wait loop
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "deleted queued resource waiting" in err
+    assert "Traceback" not in err
+    assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_a_request_filled_after_the_client_left_is_found_and_deleted(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    r = cli("create", "later", "-a", "v3-8", "--zone", ZONE, "--queued", "--no-wait")
+    assert r.code == 0, r.err
+    assert "tpuctl delete later" in r.err
+    emulator.provision_queued(f"{PARENT}/queuedResources/later")  # capacity came back
+    assert [n["state"] for n in emulator.nodes()] == ["READY"]
+    r = cli("delete", "later", "--zone", ZONE, "--yes")
+    assert r.code == 0, r.err
+    assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_delete_of_a_request_without_a_node(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    assert cli("create", "pending", "-a", "v3-8", "--zone", ZONE, "--queued", "--no-wait").code == 0
+    r = cli("delete", "pending", "--zone", ZONE)  # not a terminal: asks for --yes
+    assert r.code == 2
+    assert "pass --yes to delete pending" in r.err
+    r = cli("delete", "pending", "--zone", ZONE, "--yes", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == [
+        {
+            "name": "pending",
+            "deleted": True,
+            "message": "queued resource deleted with its node pending",
+        }
+    ]
+    assert emulator.queued() == []
+
+
+def test_list_shows_queued_resources_beside_nodes(cli, emulator) -> None:
+    assert cli("create", "plain", "-a", "v3-8", "--zone", ZONE).code == 0
+    emulator.capacity({ZONE: {"v3": 4}})
+    assert cli("create", "waits", "-a", "v3-8", "--zone", ZONE, "--queued", "--spot",
+               "--no-wait").code == 0  # fmt: skip
+    r = cli("list", "--zone", ZONE)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].split()[:2] == ["NAME", "ZONE"]
+    assert lines[1].split()[:4] == ["plain", ZONE, "v3-8", "READY"]
+    queued_header = next(i for i, line in enumerate(lines) if line.startswith("QUEUED"))
+    assert lines[queued_header + 1].split()[:5] == ["waits", ZONE, "v3-8", "spot",
+                                                    "WAITING_FOR_RESOURCES"]  # fmt: skip
+    r = cli("list", "--zone", ZONE, "--json")
+    data = json.loads(r.out)
+    assert [(d["kind"], d["name"], d["state"]) for d in data] == [
+        ("node", "plain", "READY"),
+        ("queuedResource", "waits", "WAITING_FOR_RESOURCES"),
+    ]
+    assert cli("delete", "plain", "waits", "--zone", ZONE, "--yes").code == 0
+    assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_a_create_whose_answer_was_lost_adopts_the_request(cli, emulator) -> None:
+    """The first create took effect but answered 503: the retry meets 409 and carries on."""
+    emulator.faults(rate=1.0, codes=[503], after_rate=1.0, paths=r"queuedResources\?")
+    r = cli("create", "lost", "-a", "v3-8", "--zone", ZONE, "--queued")
+    emulator.faults()
+    assert r.code == 0, r.err
+    assert [q["name"].rsplit("/", 1)[-1] for q in emulator.queued()] == ["lost"]
+    assert emulator.requests()["POST queuedResources.create"] == 2
+    assert cli("delete", "lost", "--zone", ZONE, "--yes").code == 0
+
+
+def test_a_suspended_request_is_deleted_and_said_so(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    name = f"{PARENT}/queuedResources/gone"
+
+    def suspend_once_queued() -> None:
+        deadline = time.monotonic() + 30
+        while not emulator.queued() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        emulator.suspend_queued(name)
+
+    helper = threading.Thread(target=suspend_once_queued)
+    helper.start()
+    r = cli("create", "gone", "-a", "v3-8", "--zone", ZONE, "--queued")
+    helper.join()
+    assert r.code == 6, r.err
+    line = one_line_error(r, after_call=True)
+    assert "queued resource gone ended SUSPENDED" in line
+    assert emulator.queued() == []

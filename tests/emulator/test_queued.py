@@ -1,0 +1,165 @@
+"""Queued resources through google-cloud-tpu's REST client: states, capacity, expiry, delete."""
+
+from __future__ import annotations
+
+import pytest
+from google.api_core import exceptions as gx
+from google.cloud import tpu_v2
+
+PROJECT = "p"
+ZONE = "us-central1-a"
+PARENT = f"projects/{PROJECT}/locations/{ZONE}"
+State = tpu_v2.QueuedResourceState.State
+
+
+def request(node_id: str, accelerator: str = "v3-8", **fields) -> tpu_v2.QueuedResource:
+    node = tpu_v2.Node(
+        accelerator_type=accelerator, runtime_version="tpu-vm-base", labels={"team": "ml"}
+    )
+    spec = tpu_v2.QueuedResource.Tpu.NodeSpec(parent=PARENT, node_id=node_id, node=node)
+    return tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[spec]), **fields)
+
+
+def create(client, qr_id: str, **fields) -> tpu_v2.QueuedResource:
+    op = client.create_queued_resource(
+        parent=PARENT, queued_resource_id=qr_id, queued_resource=request(qr_id, **fields)
+    )
+    return op.result(timeout=10)
+
+
+def get(client, qr_id: str) -> tpu_v2.QueuedResource:
+    return client.get_queued_resource(name=f"{PARENT}/queuedResources/{qr_id}")
+
+
+def force_delete(client, qr_id: str) -> None:
+    client.delete_queued_resource(
+        request={"name": f"{PARENT}/queuedResources/{qr_id}", "force": True}
+    ).result(timeout=10)
+
+
+def test_a_request_is_provisioned_into_a_labelled_node(emulator) -> None:
+    client = emulator.tpu_client()
+    qr = create(client, "q1", spot=tpu_v2.QueuedResource.Spot())
+    assert qr.name == f"{PARENT}/queuedResources/q1"
+    assert get(client, "q1").state.state == State.ACTIVE
+    node = client.get_node(name=f"{PARENT}/nodes/q1")
+    assert node.state == tpu_v2.Node.State.READY
+    assert node.queued_resource == f"{PARENT}/queuedResources/q1"
+    assert node.labels["team"] == "ml"
+    assert node.scheduling_config.spot
+    listed = client.list_queued_resources(parent="projects/p/locations/-")
+    assert [q.name for q in listed] == [qr.name]
+    with pytest.raises(gx.BadRequest):  # ACTIVE with a node: only force deletes it
+        client.delete_queued_resource(name=qr.name).result(timeout=10)
+    force_delete(client, "q1")
+    with pytest.raises(gx.NotFound):
+        get(client, "q1")
+    assert emulator.nodes() == []
+
+
+def test_states_step_by_step_when_held(emulator) -> None:
+    emulator.durations(queued_accept=None, queued_schedule=None, create=None)
+    client = emulator.tpu_client()
+    assert create(client, "q2").state.state == State.CREATING
+    emulator.advance()
+    assert get(client, "q2").state.state == State.ACCEPTED
+    emulator.advance()  # scheduled: its node is being created
+    assert get(client, "q2").state.state == State.PROVISIONING
+    assert [n["state"] for n in emulator.nodes()] == ["CREATING"]
+    emulator.advance()
+    assert get(client, "q2").state.state == State.ACTIVE
+    force_delete(client, "q2")
+
+
+def test_a_request_waits_for_capacity_and_gets_it_when_a_node_goes(emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 4}})  # one v3-8
+    client = emulator.tpu_client()
+    create(client, "first")
+    assert get(client, "first").state.state == State.ACTIVE
+    create(client, "second")
+    assert get(client, "second").state.state == State.WAITING_FOR_RESOURCES
+    assert [n["name"].rsplit("/", 1)[-1] for n in emulator.nodes()] == ["first"]
+    # Without force an ACCEPTED/FAILED/SUSPENDED request or one without nodes may go:
+    # "first" is ACTIVE with a node, so delete its node (the request is then SUSPENDED).
+    client.delete_node(name=f"{PARENT}/nodes/first").result(timeout=10)
+    assert get(client, "first").state.state == State.SUSPENDED
+    assert get(client, "second").state.state == State.ACTIVE
+    client.delete_queued_resource(name=f"{PARENT}/queuedResources/first").result(timeout=10)
+    force_delete(client, "second")
+    assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_validity_running_out_fails_the_request(emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    client = emulator.tpu_client()
+    policy = tpu_v2.QueuedResource.QueueingPolicy(valid_until_time="2000-01-01T00:00:00Z")
+    create(client, "late", queueing_policy=policy)
+    qr = get(client, "late")
+    assert qr.state.state == State.FAILED
+    assert "validity ran out" in qr.state.failed_data.error.message
+    client.delete_queued_resource(name=qr.name).result(timeout=10)  # FAILED: no force needed
+    assert emulator.queued() == []
+
+
+def test_the_control_plane_fails_or_provisions_a_request(emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    client = emulator.tpu_client()
+    create(client, "doomed")
+    create(client, "lucky", queueing_policy={"valid_until_duration": "3600s"})
+    emulator.fail_queued(f"{PARENT}/queuedResources/doomed", "stockout in the zone")
+    failed = get(client, "doomed")
+    assert failed.state.state == State.FAILED
+    assert failed.state.failed_data.error.message == "stockout in the zone"
+    emulator.provision_queued(f"{PARENT}/queuedResources/lucky")
+    assert get(client, "lucky").state.state == State.ACTIVE
+    force_delete(client, "doomed")
+    force_delete(client, "lucky")
+
+
+def test_a_node_name_taken_is_refused(emulator) -> None:
+    client = emulator.tpu_client()
+    create(client, "taken")
+    with pytest.raises(gx.Conflict):
+        create(client, "taken")
+    with pytest.raises(gx.BadRequest):
+        client.create_queued_resource(
+            parent=PARENT, queued_resource_id="bad", queued_resource=tpu_v2.QueuedResource()
+        )
+    force_delete(client, "taken")
+
+
+def test_requests_survive_a_restart(tmp_path) -> None:
+    from tpuctl.emulator.backend import Backend
+
+    body = {
+        "tpu": {
+            "nodeSpec": [
+                {
+                    "parent": PARENT,
+                    "nodeId": "kept",
+                    "node": {"acceleratorType": "v3-8", "runtimeVersion": "tpu-vm-base"},
+                }
+            ]
+        }
+    }
+    first = Backend(tmp_path)
+    first.update_config({"durations": {"queued_accept": None}})
+    first.create_queued_resource(PROJECT, ZONE, "kept", body)
+    first.close()
+    again = Backend(tmp_path)
+    assert again.get_queued_resource(PROJECT, ZONE, "kept")["state"]["state"] == "CREATING"
+    again.advance()
+    assert again.get_queued_resource(PROJECT, ZONE, "kept")["state"]["state"] == "ACCEPTED"
+    again.close()
+
+
+def test_a_preempted_node_suspends_its_request(emulator) -> None:
+    client = emulator.tpu_client()
+    create(client, "spotty", spot=tpu_v2.QueuedResource.Spot())
+    emulator.preempt(f"{PARENT}/nodes/spotty")
+    qr = get(client, "spotty")
+    assert qr.state.state == State.SUSPENDED
+    assert qr.state.state_initiator == tpu_v2.QueuedResourceState.StateInitiator.SERVICE
+    # SUSPENDED: a delete without force is accepted, and takes the node with it
+    client.delete_queued_resource(name=qr.name).result(timeout=10)
+    assert emulator.queued() == [] and emulator.nodes() == []

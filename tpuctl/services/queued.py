@@ -1,0 +1,241 @@
+"""Queued resources: ask for a node through the queue, wait for it, never leak the request.
+
+A request abandoned by its client (interrupted, timed out) would still be filled later and
+leave a node billing with nobody watching; so unless told to keep it, tpuctl deletes the
+request, with force, which takes any node it already produced with it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.errors import (
+    AlreadyExistsError,
+    CloudError,
+    Interrupted,
+    NotFoundError,
+    TpuctlError,
+    UsageError,
+)
+from tpuctl.models import QUEUED_ENDED_STATES, Node, QueuedResource
+from tpuctl.services.nodes import DeleteResult, Progress, _noop, poll_until
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.config import Target
+
+DEFAULT_TIMEOUT = 24 * 3600.0
+
+
+@dataclass
+class QueueOptions:
+    valid_until: int | None = None  # seconds the request may wait before it FAILS
+    valid_until_time: str | None = None  # or an absolute time (ISO 8601)
+    keep_request: bool = False  # on Ctrl-C or timeout, leave the request queued
+    timeout: float = DEFAULT_TIMEOUT  # how long tpuctl waits for the node
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def qr_name(target: Target, name: str) -> str:
+    return f"{target.parent}/queuedResources/{name}"
+
+
+def rfc3339(value: str) -> str:
+    """An ISO 8601 time (naive: UTC) -> RFC 3339 in UTC, as the API takes it."""
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"invalid --valid-until-time {value!r}", hint="e.g. 2026-12-01T18:00:00Z"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_request(
+    target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
+) -> dict[str, Any]:
+    """The QueuedResource JSON for one node built from `node_body` (nodes.build_body's)."""
+    node = dict(node_body)
+    sched = dict(node.pop("schedulingConfig", None) or {})
+    if sched.get("preemptible"):
+        raise UsageError(
+            "queued resources take --spot, not --preemptible", hint="use --queued --spot"
+        )
+    if sched.get("reserved"):
+        node["schedulingConfig"] = {"reserved": True}
+    request: dict[str, Any] = {
+        "tpu": {"nodeSpec": [{"parent": target.parent, "nodeId": name, "node": node}]}
+    }
+    if sched.get("spot"):
+        request["spot"] = {}
+    if options.valid_until and options.valid_until_time:
+        raise UsageError("--valid-until and --valid-until-time are exclusive: choose one")
+    if options.valid_until:
+        request["queueingPolicy"] = {"validUntilDuration": f"{int(options.valid_until)}s"}
+    elif options.valid_until_time:
+        request["queueingPolicy"] = {"validUntilTime": rfc3339(options.valid_until_time)}
+    return request
+
+
+def check_free(api: TpuApi, target: Target, name: str) -> None:
+    """Refuse a name a queued resource already has (the node name is checked elsewhere)."""
+    try:
+        existing = api.get_queued_resource(qr_name(target, name))
+    except NotFoundError:
+        return
+    raise AlreadyExistsError(
+        f"queued resource {name} already exists in zone {target.zone} ({existing.state})",
+        hint=f"use another name, or delete it: `tpuctl delete {name} --zone {target.zone} --yes`",
+    )
+
+
+def create_queued(
+    api: TpuApi, target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
+) -> None:
+    """Ask for the node through the queue (the request's id is the node's name)."""
+    check_free(api, target, name)
+    request = build_request(target, name, node_body, options)
+    api.create_queued_resource(target.parent, name, request)
+
+
+def wait_active(
+    api: TpuApi,
+    target: Target,
+    name: str,
+    *,
+    progress: Progress = _noop,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> tuple[QueuedResource, Node]:
+    """Poll the request until its node is READY. Raises `QueuedEnded` if it FAILS or is
+    SUSPENDED, `_TimedOut` after `timeout` seconds."""
+    full = qr_name(target, name)
+    start = time.monotonic()
+
+    def check() -> tuple[tuple[QueuedResource, Node] | None, str]:
+        if time.monotonic() - start > timeout:
+            raise _TimedOut()
+        qr = api.get_queued_resource(full)
+        if qr.state in QUEUED_ENDED_STATES:
+            raise QueuedEnded(qr)
+        if qr.state != "ACTIVE":
+            return None, qr.state
+        node_id = qr.node_ids[0] if qr.node_ids else name
+        try:
+            node = api.get_node(f"{target.parent}/nodes/{node_id}")
+        except NotFoundError:
+            return None, "ACTIVE (node pending)"
+        if node.state == "READY":
+            return (qr, node), "ACTIVE"
+        return None, f"ACTIVE (node {node.state})"
+
+    return poll_until(check, what=f"queued resource {name}", progress=progress, timeout=1e12)
+
+
+class QueuedEnded(TpuctlError):
+    """The request ended (FAILED, SUSPENDED) before its node was READY."""
+
+    def __init__(self, qr: QueuedResource) -> None:
+        super().__init__(f"queued resource {qr.name} is {qr.state}")
+        self.qr = qr
+
+
+def delete_request(
+    api: TpuApi, full_name: str, *, progress: Progress = _noop, timeout: float = 1800.0
+) -> None:
+    """Delete a queued resource with force (its nodes too) and wait until all are gone."""
+    try:
+        qr = api.get_queued_resource(full_name)
+    except NotFoundError:
+        return
+    api.delete_queued_resource(full_name, force=True)
+
+    def check() -> tuple[bool | None, str]:
+        try:
+            return None, api.get_queued_resource(full_name).state
+        except NotFoundError:
+            return True, "GONE"
+
+    poll_until(check, what=f"{qr.name} to be deleted", progress=progress, timeout=timeout)
+    # The request is gone; a node it made must be too (the cloud deletes them together).
+    parent = full_name.split("/queuedResources/")[0]
+    for node_id in qr.node_ids:
+        node_name = f"{parent}/nodes/{node_id}"
+        try:
+            node = api.get_node(node_name)
+        except NotFoundError:
+            continue
+        if node.raw.get("queuedResource") == full_name and node.state != "DELETING":
+            api.delete_node(node_name)
+
+
+def provision(
+    api: TpuApi,
+    target: Target,
+    name: str,
+    options: QueueOptions,
+    *,
+    progress: Progress = _noop,
+) -> Node:
+    """Wait for the request's node; on failure, interruption or timeout, clean up."""
+    full = qr_name(target, name)
+    where = f"--zone {target.zone}"
+    try:
+        return wait_active(api, target, name, progress=progress, timeout=options.timeout)[1]
+    except QueuedEnded as e:
+        delete_request(api, full)
+        reason = e.qr.error or (
+            "its node was preempted or deleted" if e.qr.state != "FAILED" else "no reason given"
+        )
+        raise CloudError(
+            f"queued resource {name} ended {e.qr.state}: {reason}; tpuctl deleted the request",
+            hint="try again later, in another zone, or with a longer --valid-until",
+        ) from None
+    except (KeyboardInterrupt, _TimedOut) as e:
+        interrupted = isinstance(e, KeyboardInterrupt)
+        why = "stopped waiting" if interrupted else f"gave up after {int(options.timeout)}s"
+        if options.keep_request:
+            error: TpuctlError = CloudError(
+                f"{why}; queued resource {name} stays queued (--keep-request) and its node "
+                "will bill once it is provisioned",
+                hint=f"watch it with `tpuctl list {where}`; delete it with "
+                f"`tpuctl delete {name} {where} --yes`",
+            )
+        else:
+            delete_request(api, full)
+            error = CloudError(
+                f"{why}; deleted queued resource {name} (and any node it had made), so "
+                "nothing is left billing",
+                hint="pass --keep-request to leave a request queued when you stop waiting",
+            )
+        if interrupted:
+            raise Interrupted(str(error), hint=error.hint) from None
+        raise error from None
+
+
+def delete_queued(
+    api: TpuApi,
+    qr: QueuedResource,
+    *,
+    wait: bool = True,
+    progress: Progress = _noop,
+) -> DeleteResult:
+    """`tpuctl delete` of a queued resource: the request and its nodes, together."""
+    try:
+        if wait:
+            delete_request(api, qr.full_name, progress=progress)
+            what = "deleted"
+        else:
+            api.delete_queued_resource(qr.full_name, force=True)
+            what = "deletion started"
+        nodes = f" with its node {', '.join(qr.node_ids)}" if qr.node_ids else ""
+        return DeleteResult(qr.name, True, f"queued resource {what}{nodes}")
+    except TpuctlError as e:
+        return DeleteResult(qr.name, False, str(e), error=e)
