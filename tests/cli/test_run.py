@@ -376,3 +376,17 @@ def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
     assert proc.returncode == 1, err
     assert "was PREEMPTED during attempt 2 and the job has used its 1 restart(s)" in err
     assert emulator.nodes() == []
+
+
+def test_run_queued_provisions_through_the_queue_and_leaves_nothing(cli, emulator, project):
+    r = cli("run", str(project / "job.py"), "--queued", "--spot", "--valid-until", "1h")
+    assert r.code == 0, r.err
+    assert "worker 0 of 1 job" in r.out
+    assert emulator.nodes() == []
+    assert emulator.queued() == []  # the request went with its node
+
+
+def test_run_queued_bad_flags(cli, emulator, project) -> None:
+    r = cli("run", str(project / "job.py"), "--valid-until", "1h")
+    assert r.code == 2
+    assert "--valid-until needs --queued" in one_line_error(r)

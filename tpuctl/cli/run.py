@@ -134,6 +134,12 @@ def run(
     detach: Annotated[bool, typer.Option("--detach", help="Return once the job started.")] = False,
     name: Annotated[str | None, typer.Option("--name", help="A name for the job.")] = None,
     ttl: Annotated[str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc`.")] = None,
+    queued_flag: Annotated[
+        bool, typer.Option("--queued", help="Ask for the node through a queued resource.")
+    ] = False,
+    valid_until: Annotated[
+        str | None, typer.Option("--valid-until", help="With --queued: give up waiting after this.")
+    ] = None,
     restarts: Annotated[
         int | None,
         typer.Option(
@@ -161,6 +167,10 @@ def run(
     from tpuctl.durations import parse_duration
     from tpuctl.services.runner import Adapters, Runner, RunSpec
 
+    if valid_until and not queued_flag:
+        raise UsageError("--valid-until needs --queued")
+    if queued_flag and node:
+        raise UsageError("--queued asks for a new node: it does not go with --node")
     root, rel = locate(script, workdir)
     spec = RunSpec(
         script=rel,
@@ -179,6 +189,8 @@ def run(
         detach=detach,
         name=name,
         ttl=parse_duration(ttl, "--ttl") if ttl else None,
+        queued=queued_flag,
+        valid_until=parse_duration(valid_until, "--valid-until") if valid_until else None,
         restarts=(3 if spot else 0) if restarts is None else restarts,
         retry_on_failure=retry_on_failure,
         sync_every=sync_every,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tpuctl import catalog
 from tpuctl.errors import CloudError, NotFoundError, QuotaError, TpuctlError, UsageError
 from tpuctl.models import DEAD_STATES, JOB, Node
-from tpuctl.services import cost, jobs, nodes, staging
+from tpuctl.services import cost, jobs, nodes, queued, staging
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi
@@ -107,6 +107,8 @@ class RunSpec:
     name: str | None = None
     ttl: int | None = None
     idle_timeout: int | None = None
+    queued: bool = False  # ask for the node through a queued resource
+    valid_until: int | None = None  # with queued: seconds the request may wait
     restarts: int = 0  # recreate and restart after a preemption at most this often
     retry_on_failure: bool = False  # a failed script counts as restartable too
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
@@ -199,11 +201,22 @@ class Runner:
             self.ui.info(
                 f"{spec.accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.NOTE})"
             )
-        op = nodes.create_node(self.a.tpu, self.target, spec, body, self.a.quotas)
         self.created = True
-        return op, None
+        if self.spec.queued:
+            queued.create_queued(self.a.tpu, self.target, self.node_name, body, self._queue())
+            return None, None
+        return nodes.create_node(self.a.tpu, self.target, spec, body, self.a.quotas), None
+
+    def _queue(self) -> queued.QueueOptions:
+        return queued.QueueOptions(valid_until=self.spec.valid_until)
 
     def _wait_ready(self, op: str | None) -> Node:
+        if self.spec.queued:
+            # On Ctrl-C, timeout, FAILED or SUSPENDED the request is deleted there.
+            with self.ui.progress(f"queued {self.node_name} ({self.spec.accelerator}):") as update:
+                return queued.provision(
+                    self.a.tpu, self.target, self.node_name, self._queue(), progress=update
+                )
         with self.ui.progress(f"creating {self.node_name} ({self.spec.accelerator}):") as update:
             return nodes.wait_for_state(
                 self.a.tpu,
@@ -442,6 +455,9 @@ class Runner:
             ) from e
 
     def _teardown(self, wait_for_agent: float) -> bool:
+        if self.spec.queued and self.created:
+            # The request outlives its node otherwise (SUSPENDED, listed forever).
+            queued.delete_request(self.a.tpu, queued.qr_name(self.target, self.node_name))
         if not self.agents_started or self._agent_teardown_failed():
             wait_for_agent = 0  # nobody else will delete it: do it now
         deadline = time.monotonic() + wait_for_agent
@@ -537,11 +553,20 @@ class Runner:
             nodes.delete_nodes(self.a.tpu, [old])
         except NotFoundError:
             pass
+        if self.spec.queued:
+            queued.delete_request(self.a.tpu, queued.qr_name(self.target, self.node_name))
         delay = 5.0
         while True:
             try:
                 spec = self._node_spec()
-                op = nodes.create_node(self.a.tpu, self.target, spec, quotas=self.a.quotas)
+                if self.spec.queued:
+                    body = nodes.validate_create(self.a.tpu, self.target, spec, self.a.quotas)
+                    queued.create_queued(
+                        self.a.tpu, self.target, self.node_name, body, self._queue()
+                    )
+                    op = None
+                else:
+                    op = nodes.create_node(self.a.tpu, self.target, spec, quotas=self.a.quotas)
                 self.created = True
                 self._wait_ready(op)
                 return
