@@ -119,7 +119,7 @@ def test_dry_run_and_cron_without_yes_delete_nothing(cli, emulator) -> None:
     r = cli("gc")  # no terminal, no --yes: a cron line that forgot --yes
     assert r.code == 2
     assert "would delete dry" in r.err  # says what it would have done
-    assert "error: deleting nothing: 1 node(s) to collect but no --yes" in r.err
+    assert "error: deleting nothing: 1 resource(s) to collect but no --yes" in r.err
     assert "Traceback" not in r.err
     r = cli("gc", tty=True, stdin="n\n")
     assert r.code == 1

@@ -182,3 +182,23 @@ def test_a_suspended_request_is_deleted_and_said_so(cli, emulator) -> None:
     line = one_line_error(r, after_call=True)
     assert "queued resource gone ended SUSPENDED" in line
     assert emulator.queued() == []
+
+
+def test_gc_collects_a_filled_request_with_its_node_and_failed_requests(cli, emulator) -> None:
+    """Left behind after --no-wait: the node expires; gc takes node and request together."""
+    emulator.capacity({ZONE: {"v3": 0}})
+    r = cli(
+        "create", "forgot", "-a", "v3-8", "--zone", ZONE, "--queued", "--no-wait", "--ttl", "1s"
+    )
+    assert r.code == 0, r.err
+    assert cli("create", "doomed", "-a", "v3-8", "--zone", ZONE, "--queued", "--no-wait").code == 0
+    emulator.provision_queued(f"{PARENT}/queuedResources/forgot")
+    emulator.fail_queued(f"{PARENT}/queuedResources/doomed", "no capacity before validUntil")
+    wait = time.monotonic() + 10
+    while time.monotonic() < wait and "expired" not in cli("gc", "--dry-run").err:
+        time.sleep(0.2)
+    r = cli("gc", "--yes")
+    assert r.code == 0, r.err
+    assert "deleted forgot (us-central1-a, v3-8): expired" in r.out
+    assert "deleted queued resource doomed (us-central1-a): failed: no capacity" in r.out
+    assert emulator.queued() == [] and emulator.nodes() == []

@@ -64,6 +64,11 @@ def gc(
         api.list_nodes(parent), owner=who, idle_limit=idle_limit, probe=probe
     )
     doomed = [d for d in decisions if d.delete]
+    # Requests that can never give a node any more (and hold their place in the queue).
+    stale = gc_service.stale_queued(api.list_queued_resources(parent), owner=who)
+
+    def qr_line(q: gc_service.QueuedDecision, verb: str) -> str:
+        return f"{verb} queued resource {q.request.name} ({q.request.zone}): {q.reason}"
 
     def line(d: gc_service.Decision, verb: str) -> str:
         return (
@@ -75,25 +80,28 @@ def gc(
         for d in decisions:
             if not d.delete:
                 render.info(f"keep {d.node.name} ({d.node.zone}): {d.reason}")
-    if not doomed:
+    if not doomed and not stale:
         if json_out:
             render.print_json(_json(decisions, {}))
         else:
             render.info("nothing to collect")
         return
+    total = len(doomed) + len(stale)
     if dry_run or not yes:
         for d in doomed:
             render.info(line(d, "would delete"))
+        for q in stale:
+            render.info(qr_line(q, "would delete"))
         if dry_run:
             if json_out:
                 render.print_json(_json(decisions, {}))
             return
         if not app.stdin_isatty:
             raise UsageError(
-                f"deleting nothing: {len(doomed)} node(s) to collect but no --yes and no terminal",
+                f"deleting nothing: {total} resource(s) to collect but no --yes and no terminal",
                 hint="a cron line must say `tpuctl gc --yes`; use --dry-run to only look",
             )
-        if not typer.confirm(f"Delete {len(doomed)} node(s)?", default=False, err=True):
+        if not typer.confirm(f"Delete {total} resource(s)?", default=False, err=True):
             render.info("nothing deleted")
             raise typer.Exit(1)
 
@@ -108,13 +116,52 @@ def gc(
         gc_service.audit(log, d, r.message if r.ok else f"failed: {r.message}", target.project)
         if not json_out:
             render.out().print(line(d, "deleted" if r.ok else "FAILED to delete"), highlight=False)
+    failed_requests = []
+    for q in stale:
+        from tpuctl.services import queued
+
+        try:
+            queued.delete_request(api, q.request.full_name)
+            result = "deleted"
+        except TpuctlError as e:
+            result = f"failed: {e}"
+            failed_requests.append(q.request.name)
+        gc_service.audit_entry(
+            log,
+            target.project,
+            "queuedResource",
+            q.request.name,
+            q.request.zone,
+            q.request.accelerator_type,
+            q.reason,
+            None,
+            result,
+        )
+        if not json_out:
+            verb = "deleted" if result == "deleted" else "FAILED to delete"
+            render.out().print(qr_line(q, verb), highlight=False)
     if json_out:
-        render.print_json(_json(decisions, outcome))
-    failed = [r for r in results if not r.ok]
+        render.print_json(
+            _json(decisions, outcome)
+            + [
+                {
+                    "name": q.request.name,
+                    "zone": q.request.zone,
+                    "kind": "queuedResource",
+                    "reason": q.reason,
+                    "action": "delete",
+                    "deleted": q.request.name not in failed_requests,
+                }
+                for q in stale
+            ]
+        )
+    failed = [f"{r.name} ({r.message})" for r in results if not r.ok]
+    failed += [f"queued resource {name}" for name in failed_requests]
     if failed:
         raise GcFailed(
-            "could not delete " + ", ".join(f"{r.name} ({r.message})" for r in failed),
-            hint="these nodes may still be billing; run `tpuctl gc` again or delete them by hand",
+            "could not delete " + ", ".join(failed),
+            hint="these may still be billing or queued; run `tpuctl gc` again or delete them "
+            "by hand",
         )
 
 

@@ -20,13 +20,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tpuctl.durations import format_duration
+from tpuctl.errors import TpuctlError
 from tpuctl.models import (
     CREATED,
     DEAD_STATES,
     EXPIRES,
     IDLE_TIMEOUT,
+    KEEP,
     LAST_ACTIVE,
+    MANAGED_BY,
+    MANAGED_BY_VALUE,
+    OWNER,
     Node,
+    QueuedResource,
 )
 from tpuctl.services import cost
 
@@ -126,13 +132,77 @@ def collect(
     *,
     progress: Callable[[str, str, float], None] | None = None,
 ) -> list[DeleteResult]:
-    """Delete what the plan says, concurrently; idempotent (gone or going counts as done)."""
+    """Delete what the plan says, concurrently; idempotent (gone or going counts as done).
+
+    A node that a queued resource made goes with its request (force delete), so the
+    request is not left behind SUSPENDED.
+    """
+    from tpuctl.services import queued
     from tpuctl.services.nodes import delete_nodes
 
-    return delete_nodes(api, [d.node for d in decisions if d.delete], progress=progress)
+    doomed = [d.node for d in decisions if d.delete]
+    results = delete_nodes(api, doomed, progress=progress)
+    for node, result in zip(doomed, results, strict=True):
+        request = node.raw.get("queuedResource")
+        if result.ok and request:
+            try:
+                queued.delete_request(api, str(request))
+            except TpuctlError as e:
+                result.ok, result.message = False, f"node deleted, its queued resource not: {e}"
+    return results
+
+
+@dataclass
+class QueuedDecision:
+    request: QueuedResource
+    reason: str
+
+
+def stale_queued(requests: list[QueuedResource], *, owner: str | None) -> list[QueuedDecision]:
+    """tpuctl's queued resources that can never give a node any more: FAILED or SUSPENDED."""
+    out = []
+    for qr in requests:
+        if qr.labels.get(MANAGED_BY) != MANAGED_BY_VALUE or qr.labels.get(KEEP) == "true":
+            continue
+        if owner is not None and qr.labels.get(OWNER) != owner:
+            continue
+        if qr.state in ("FAILED", "SUSPENDED"):
+            why = qr.error or (
+                "its node was preempted or deleted"
+                if qr.state == "SUSPENDED"
+                else "no reason given"
+            )
+            out.append(QueuedDecision(qr, f"{qr.state.lower()}: {why}"))
+    return out
 
 
 def audit(path: Path, decision: Decision, result: str, project: str) -> None:
+    """Append one JSON line for a node gc acted on to the audit log."""
+    n = decision.node
+    audit_entry(
+        path,
+        project,
+        "node",
+        n.name,
+        n.zone,
+        n.accelerator_type,
+        decision.reason,
+        decision.hourly,
+        result,
+    )
+
+
+def audit_entry(
+    path: Path,
+    project: str,
+    kind: str,
+    name: str,
+    zone: str,
+    accelerator: str,
+    reason: str,
+    hourly: float | None,
+    result: str,
+) -> None:
     """Append one JSON line per action to the audit log (created with its folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -144,11 +214,12 @@ def audit(path: Path, decision: Decision, result: str, project: str) -> None:
         "user": user,
         "host": socket.gethostname(),
         "project": project,
-        "zone": decision.node.zone,
-        "node": decision.node.name,
-        "accelerator": decision.node.accelerator_type,
-        "reason": decision.reason,
-        "hourly_usd": decision.hourly,
+        "kind": kind,
+        "zone": zone,
+        "node": name,
+        "accelerator": accelerator,
+        "reason": reason,
+        "hourly_usd": hourly,
         "result": result,
     }
     with open(path, "a", encoding="utf-8") as f:
