@@ -113,22 +113,11 @@ class QuotaApi:
         self._hint = unreachable_hint
 
     def _call(self, project: str, fn: Callable[[], T], patience: float | None = None) -> T:
-        from google.api_core import exceptions as gx
-        from google.auth import exceptions as auth_x
+        from tpuctl.cloud.retry import MAX_SECONDS, call
 
-        from tpuctl.cloud.retry import MAX_SECONDS, is_transient, retrying
-
-        try:
-            for attempt in retrying(max_seconds=patience or MAX_SECONDS):
-                with attempt:
-                    return fn()
-        except TpuctlError:
-            raise
-        except Exception as e:  # noqa: BLE001 - translated, never swallowed
-            if isinstance(e, (gx.GoogleAPICallError, auth_x.GoogleAuthError)) or is_transient(e):
-                raise translate(e, project, self._where, self._hint) from e
-            raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        return call(
+            fn, lambda e: translate(e, project, self._where, self._hint), patience or MAX_SECONDS
+        )
 
     @staticmethod
     def _parent(project: str) -> str:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tenacity import (
     Retrying,
@@ -14,6 +15,7 @@ from tenacity import (
 )
 
 log = logging.getLogger("tpuctl.retry")
+T = TypeVar("T")
 
 MAX_ATTEMPTS = 8
 MAX_SECONDS = 90.0
@@ -68,3 +70,31 @@ def retrying(max_attempts: int = MAX_ATTEMPTS, max_seconds: float = MAX_SECONDS)
         before_sleep=_log_retry,
         reraise=True,
     )
+
+
+def call(
+    fn: Callable[[], T],
+    translate: Callable[[BaseException], BaseException],
+    max_seconds: float = MAX_SECONDS,
+) -> T:
+    """The one seam every adapter call goes through: retry transient faults, then turn
+    Google's exceptions (and transport faults) into tpuctl's with `translate`.
+
+    tpuctl's own errors pass through; anything else is a bug and is not disguised.
+    """
+    from google.api_core import exceptions as gx
+    from google.auth import exceptions as auth_x
+
+    from tpuctl.errors import TpuctlError
+
+    try:
+        for attempt in retrying(max_seconds=max_seconds):
+            with attempt:
+                return fn()
+    except TpuctlError:
+        raise
+    except Exception as e:  # noqa: BLE001 - translated, never swallowed
+        if isinstance(e, (gx.GoogleAPICallError, auth_x.GoogleAuthError)) or is_transient(e):
+            raise translate(e) from e
+        raise
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -15,10 +15,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from google.api_core import exceptions as gx
-from google.auth import exceptions as auth_x
 from google.cloud import storage
 
-from tpuctl.cloud.retry import is_transient, retrying
+from tpuctl.cloud.retry import call
 from tpuctl.cloud.tpu import _message
 from tpuctl.cloud.tpu import translate as translate_api_error
 from tpuctl.errors import (
@@ -83,17 +82,7 @@ class Bucket:
         return f"gs://{self.name}"
 
     def _call(self, subject: str, fn: Callable[[], T]) -> T:
-        try:
-            for attempt in retrying():
-                with attempt:
-                    return fn()
-        except TpuctlError:
-            raise
-        except Exception as e:  # noqa: BLE001 - translated, never swallowed
-            if isinstance(e, (gx.GoogleAPICallError, auth_x.GoogleAuthError)) or is_transient(e):
-                raise translate(e, subject, self._where, self._hint) from e
-            raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        return call(fn, lambda e: translate(e, subject, self._where, self._hint))
 
     def _subject(self, path: str) -> str:
         return f"gs://{self.name}/{path}"

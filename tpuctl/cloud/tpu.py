@@ -19,7 +19,7 @@ from google.auth import exceptions as auth_x
 from google.cloud import tpu_v2
 from google.protobuf import json_format
 
-from tpuctl.cloud.retry import is_rate_limit, is_transient, retrying
+from tpuctl.cloud.retry import call, is_rate_limit, is_transient
 from tpuctl.errors import (
     AccessDeniedError,
     AlreadyExistsError,
@@ -99,17 +99,7 @@ class TpuApi:
         self._hint = unreachable_hint
 
     def _call(self, subject: str, fn: Callable[[], T]) -> T:
-        try:
-            for attempt in retrying():
-                with attempt:
-                    return fn()
-        except TpuctlError:
-            raise
-        except Exception as e:  # noqa: BLE001 - translated, never swallowed
-            if isinstance(e, (gx.GoogleAPICallError, auth_x.GoogleAuthError)) or is_transient(e):
-                raise translate(e, subject, self._where, self._hint) from e
-            raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        return call(fn, lambda e: translate(e, subject, self._where, self._hint))
 
     # -- nodes --------------------------------------------------------------
     def get_node(self, name: str) -> Node:
