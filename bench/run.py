@@ -60,7 +60,7 @@ def main() -> None:
             client_options={"api_endpoint": f"http://{server.address}"},
         )
         parent = "projects/bench/locations/us-central1-a"
-        for i in range(20):
+        for i in range(15):  # within a granted v3 quota (128 cores per zone)
             client.create_node(
                 parent=parent,
                 node_id=f"bench-{i}",
@@ -72,7 +72,7 @@ def main() -> None:
             ("tpuctl --help", [py, "-m", "tpuctl", "--help"]),
             ("tpuctl --version", [py, "-m", "tpuctl", "--version"]),
             (
-                "tpuctl list (20 nodes, emulator)",
+                "tpuctl list (15 nodes, emulator)",
                 [py, "-m", "tpuctl", "list", "-p", "bench", "-z", "us-central1-a"],
             ),
             (
