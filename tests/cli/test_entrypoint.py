@@ -50,3 +50,14 @@ def test_debug_shows_the_traceback(cli) -> None:
     assert r.code == 2
     assert "Traceback" in r.err
     assert "error: invalid node name" in r.err
+
+
+def test_an_unreachable_emulator_is_named(cli, monkeypatch) -> None:
+    monkeypatch.setenv("TPUCTL_EMULATOR_HOST", "127.0.0.1:1")  # nothing listens there
+    r = cli("list")
+    assert r.code == 6
+    assert "cannot reach the local emulator at 127.0.0.1:1" in one_line_error(r)
+    assert "tpuctl emulator start --detach" in r.err
+    r = cli("list", "-p", "p", "-z", "us-central1-a")  # with a project: the API call fails
+    assert r.code == 6
+    assert one_line_error(r).endswith(": Connection refused")

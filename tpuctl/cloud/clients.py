@@ -93,6 +93,11 @@ class ClientFactory:
         """Project and zone offered by the endpoint itself (the emulator's demo ones)."""
         if not self._emulator:
             return {}
+        if not self._emulator_config:
+            raise CloudError(
+                f"cannot reach the local emulator at {self._emulator}",
+                hint=self.unreachable_hint(),
+            )
         return dict(self._emulator_config.get("defaults") or {})
 
     # -- credentials --------------------------------------------------------

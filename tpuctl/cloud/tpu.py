@@ -72,12 +72,15 @@ def translate(exc: BaseException, subject: str, where: str, unreachable_hint: st
         )
     if isinstance(exc, (gx.TooManyRequests, gx.ResourceExhausted)) and not is_rate_limit(exc):
         return QuotaError(f"quota exceeded: {msg}", hint="`tpuctl quota` shows limits and usage")
+    if is_transient(exc) and not isinstance(exc, gx.GoogleAPICallError):
+        # A transport fault: say what the socket said, not urllib3's whole story.
+        errno = re.search(r"\[Errno -?\d+\] ([^'\")]+)", msg)
+        reason = errno.group(1).strip() if errno else (msg or type(exc).__name__)
+        return CloudError(f"cannot reach {where} for {subject}: {reason}", hint=unreachable_hint)
     if is_transient(exc):
         return CloudError(
             f"{where} kept failing for {subject}: {msg or type(exc).__name__}",
-            hint=unreachable_hint
-            if not isinstance(exc, gx.GoogleAPICallError)
-            else "try again in a minute",
+            hint="try again in a minute",
         )
     if isinstance(exc, gx.GoogleAPICallError):
         return CloudError(f"{subject}: {msg}")
