@@ -76,3 +76,13 @@ def test_delete_no_wait(cli, emulator) -> None:
     assert emulator.nodes()[0]["state"] == "DELETING"
     emulator.advance()
     assert emulator.nodes() == []
+
+
+def test_emulator_preempt_command(cli, emulator) -> None:
+    assert cli("create", "sp", "-a", "v3-8", "--zone", Z, "--spot").code == 0
+    r = cli("emulator", "preempt", "sp", "--zone", Z)
+    assert r.code == 0, r.err
+    assert emulator.nodes()[0]["state"] == "PREEMPTED"
+    r = cli("emulator", "preempt", "sp", "--zone", Z)  # not READY any more
+    assert r.code == 1 and "cannot preempt sp" in r.err
+    assert cli("delete", "sp", "--zone", Z, "--yes").code == 0

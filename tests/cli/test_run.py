@@ -277,8 +277,10 @@ def test_a_failed_teardown_is_loud_and_names_the_node(cli, emulator, project) ->
     assert proc.returncode != 0
     assert "error: teardown failed: node stuck in us-central1-a may still be billing" in err
     assert "tpuctl delete stuck --zone us-central1-a --yes" in err
-    assert len(emulator.nodes()) == 1
-    assert cli("delete", "stuck", "--yes").code == 0
+    # The agent keeps retrying its own delete once the faults are gone: either way the
+    # node must end up deleted.
+    assert cli("delete", "stuck", "--yes", "--missing-ok").code == 0
+    wait_for(lambda: emulator.nodes() == [])
 
 
 def _node_name(emulator) -> str:  # noqa: ANN001

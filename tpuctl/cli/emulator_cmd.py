@@ -288,3 +288,33 @@ def status(
         typer.echo(f"not running (state dir {directory})")
     if not running:
         raise typer.Exit(1)
+
+
+@app.command()
+def preempt(
+    name: Annotated[str, typer.Argument(help="A spot or preemptible node.")],
+    zone: Annotated[str | None, typer.Option("--zone", "-z")] = None,
+    project: Annotated[str | None, typer.Option("--project", "-p")] = None,
+) -> None:
+    """Preempt an emulated spot/preemptible node now, as the cloud may at any time.
+
+    Example: tpuctl emulator preempt my-spot-tpu
+    """
+    from tpuctl.cli.options import env
+    from tpuctl.emulator.control import ControlError, EmulatorControl
+
+    app_env = env()
+    address = app_env.factory.emulator_address
+    if not address:
+        raise UsageError(
+            "preempt works on the local emulator only, and TPUCTL_EMULATOR_HOST is not set",
+            hint="`tpuctl emulator start --detach` prints the line to set it",
+        )
+    target = app_env.target(project, zone)
+    try:
+        EmulatorControl(address).preempt(f"{target.parent}/nodes/{name}")
+    except ControlError as exc:
+        raise TpuctlError(f"cannot preempt {name}: {exc}") from None
+    except OSError as exc:
+        raise TpuctlError(f"cannot reach the emulator at {address}: {exc}") from None
+    typer.echo(f"preempted {name} in {target.zone}", err=True)

@@ -65,6 +65,11 @@ class ClientFactory:
             return f"http://{self._emulator}"
         return "https://cloudquotas.googleapis.com"
 
+    @property
+    def emulator_address(self) -> str | None:
+        """host:port of the emulator in use, or None against Google Cloud."""
+        return self._emulator
+
     def describe_endpoint(self) -> str:
         """A phrase for messages: which cloud tpuctl is talking to."""
         if self._emulator:
