@@ -65,6 +65,7 @@ async def _on_worker(
     deadline: float,
     action: Callable[[Session], Awaitable[int]],
     idempotent: bool = False,
+    action_timeout: float | None = None,
 ) -> WorkerResult:
     from tpuctl.cloud.ssh import (
         AuthRejected,
@@ -78,7 +79,16 @@ async def _on_worker(
     while True:
         try:
             async with ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
-                return WorkerResult(ep.worker, await action(session))
+                if action_timeout is None:
+                    return WorkerResult(ep.worker, await action(session))
+                try:
+                    return WorkerResult(
+                        ep.worker, await asyncio.wait_for(action(session), action_timeout)
+                    )
+                except asyncio.TimeoutError:
+                    raise ConnectionDropped(
+                        f"{ep.host}: no answer within {int(action_timeout)}s"
+                    ) from None
         except HostKeyMismatch as e:
             return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e), host_key_refused=True)
         except (Unreachable, AuthRejected) as e:
@@ -105,10 +115,12 @@ def on_workers(
     max_parallel: int = 0,
     connect_timeout: float = 60.0,
     idempotent: bool = False,
+    action_timeout: float | None = None,
 ) -> list[WorkerResult]:
     """Run `action` with a session on every endpoint of the plan; results in worker order.
 
-    With `idempotent`, an action whose connection dropped is run again on a new one.
+    With `idempotent`, an action whose connection dropped (or that got no answer within
+    `action_timeout` seconds) is run again on a new one.
     """
 
     async def main() -> list[WorkerResult]:
@@ -118,7 +130,7 @@ def on_workers(
         async def one(ep: Endpoint) -> WorkerResult:
             async with limit:
                 return await _on_worker(
-                    ssh, plan, ep, deadline, lambda s: action(s, ep), idempotent
+                    ssh, plan, ep, deadline, lambda s: action(s, ep), idempotent, action_timeout
                 )
 
         return list(await asyncio.gather(*(one(ep) for ep in plan.endpoints)))

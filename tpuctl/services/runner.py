@@ -298,7 +298,12 @@ class Runner:
             # attempt (a second start reports the running agent), so a dropped
             # connection is simply tried again.
             results = remote.on_workers(
-                self.a.ssh, self.plan, install_and_start, connect_timeout=300.0, idempotent=True
+                self.a.ssh,
+                self.plan,
+                install_and_start,
+                connect_timeout=300.0,
+                idempotent=True,
+                action_timeout=60.0,  # a session that never ends is a lost one: retry
             )
         failed = remote.failure_summary(results)
         if failed:
