@@ -66,6 +66,7 @@ async def _on_worker(
     action: Callable[[Session], Awaitable[int]],
     idempotent: bool = False,
     action_timeout: float | None = None,
+    retry_if: Callable[[int], bool] | None = None,
 ) -> WorkerResult:
     from tpuctl.cloud.ssh import (
         AuthRejected,
@@ -94,18 +95,27 @@ async def _on_worker(
         except (Unreachable, AuthRejected) as e:
             # A booting VM refuses connections, and takes a moment to pick up a new key.
             retry = isinstance(e, Unreachable) or plan.key_added
-            if not retry or time.monotonic() + delay > deadline:
+            if not retry or time.monotonic() + delay > deadline or not await _still(retry_if, ep):
                 return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
             await asyncio.sleep(delay)
             delay = min(5.0, delay * 1.6)
         except ConnectionDropped as e:
             # Only an action that is safe to repeat is tried again on a new connection.
-            if not idempotent or time.monotonic() + delay > deadline:
+            if (
+                not idempotent
+                or time.monotonic() + delay > deadline
+                or not await _still(retry_if, ep)
+            ):
                 return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
             await asyncio.sleep(delay)
             delay = min(5.0, delay * 1.6)
         except SshError as e:  # e.g. a file to copy that is not there
             return WorkerResult(ep.worker, 1, str(e))
+
+
+async def _still(retry_if: Callable[[int], bool] | None, ep: Endpoint) -> bool:
+    """Is another attempt on this worker still wanted? (asked off the event loop)"""
+    return True if retry_if is None else await asyncio.to_thread(retry_if, ep.worker)
 
 
 def on_workers(
@@ -116,11 +126,13 @@ def on_workers(
     connect_timeout: float = 60.0,
     idempotent: bool = False,
     action_timeout: float | None = None,
+    retry_if: Callable[[int], bool] | None = None,
 ) -> list[WorkerResult]:
     """Run `action` with a session on every endpoint of the plan; results in worker order.
 
     With `idempotent`, an action whose connection dropped (or that got no answer within
-    `action_timeout` seconds) is run again on a new one.
+    `action_timeout` seconds) is run again on a new one. `retry_if(worker)`, when given,
+    is asked before every new attempt (e.g. "has it not happened already?").
     """
 
     async def main() -> list[WorkerResult]:
@@ -130,7 +142,14 @@ def on_workers(
         async def one(ep: Endpoint) -> WorkerResult:
             async with limit:
                 return await _on_worker(
-                    ssh, plan, ep, deadline, lambda s: action(s, ep), idempotent, action_timeout
+                    ssh,
+                    plan,
+                    ep,
+                    deadline,
+                    lambda s: action(s, ep),
+                    idempotent,
+                    action_timeout,
+                    retry_if,
                 )
 
         return list(await asyncio.gather(*(one(ep) for ep in plan.endpoints)))

@@ -304,8 +304,16 @@ class Runner:
                 connect_timeout=300.0,
                 idempotent=True,
                 action_timeout=60.0,  # a session that never ends is a lost one: retry
+                # ...unless the agent is known to run already (its answer was what got lost)
+                retry_if=lambda worker: worker not in self._reported(),
             )
-        failed = remote.failure_summary(results)
+        lost = [r for r in results if r.status and r.worker not in started]
+        if lost:
+            # The answer may be what was lost (e.g. a job so short that its node was
+            # already torn down): an agent that reported a status did start.
+            reported = self.statuses()
+            lost = [r for r in lost if r.worker not in reported]
+        failed = remote.failure_summary(lost) if lost else None
         if failed:
             raise CloudError(f"could not start the job: {failed}")
         self.pids = {w: int(info["pid"]) for w, info in started.items()}
@@ -321,6 +329,12 @@ class Runner:
             for w, s in jobs.statuses(self.bucket, self.job_id).items()
             if int(s.get("attempt", 1)) == self.attempt
         }
+
+    def _reported(self) -> dict[int, dict[str, Any]]:
+        try:
+            return self.statuses()
+        except TpuctlError:
+            return {}
 
     def _node_lost(self) -> str | None:
         """The node's state when it can no longer run the job, else None."""
@@ -390,12 +404,18 @@ class Runner:
         async def main() -> None:
             assert self.plan is not None
             poller = asyncio.get_running_loop().run_in_executor(None, poll_status)
-            followers = [asyncio.ensure_future(follow(ep)) for ep in self.plan.endpoints]
+            # A worker whose start answer was lost is read from the bucket at the end.
+            followers = [
+                asyncio.ensure_future(follow(ep))
+                for ep in self.plan.endpoints
+                if ep.worker in self.logs
+            ]
             try:
                 await poller
                 # The job is over; give the followers a moment to print the tail, then
                 # take the rest from the bucket (the node may already be gone).
-                _, pending = await asyncio.wait(followers, timeout=5.0)
+                if followers:
+                    await asyncio.wait(followers, timeout=5.0)
             finally:
                 done.set()  # also on Ctrl-C: the poller thread must end for asyncio.run
                 pending = {f for f in followers if not f.done()}
