@@ -178,9 +178,10 @@ def test_bad_input(cli, emulator, project) -> None:
     assert emulator.nodes() == []
 
 
-def _spawn(project: Path, *extra: str) -> subprocess.Popen[str]:
+def _spawn(script: Path, *extra: str) -> subprocess.Popen[str]:
+    """`tpuctl run SCRIPT EXTRA...` as a real process (for signals and kills)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tpuctl", "run", str(project / "job.py"), *extra],
+        [sys.executable, "-m", "tpuctl", "run", str(script), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -197,7 +198,7 @@ def _wait_running(emulator) -> None:  # noqa: ANN001
 
 
 def test_ctrl_c_stops_the_job_and_deletes_the_node(emulator, project) -> None:
-    proc = _spawn(project, "--env", "NAP=60")
+    proc = _spawn(project / "job.py", "--env", "NAP=60")
     try:
         _wait_running(emulator)
         proc.send_signal(signal.SIGINT)
@@ -213,7 +214,7 @@ def test_ctrl_c_stops_the_job_and_deletes_the_node(emulator, project) -> None:
 
 
 def test_sigkill_of_the_client_leaves_the_agent_to_tear_down(emulator, project) -> None:
-    proc = _spawn(project, "--env", "NAP=2")
+    proc = _spawn(project / "job.py", "--env", "NAP=2")
     try:
         _wait_running(emulator)
         proc.kill()  # SIGKILL: no cleanup of any kind on this side
@@ -233,13 +234,7 @@ def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, 
     (root / "count.py").write_text(
         "import time\nfor i in range(60):\n    print('line', i, flush=True)\n    time.sleep(0.05)\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tpuctl", "run", str(root / "count.py")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
+    proc = _spawn(root / "count.py")
     try:
         _wait_running(emulator)
         time.sleep(0.5)  # mid-stream: some lines sent, most still to come
@@ -263,7 +258,7 @@ def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, 
 
 def test_a_failed_teardown_is_loud_and_names_the_node(cli, emulator, project) -> None:
     assert cli("create", "stuck", "-a", "v3-8").code == 0
-    proc = _spawn(project, "--node", "stuck", "--teardown", "--env", "NAP=3")
+    proc = _spawn(project / "job.py", "--node", "stuck", "--teardown", "--env", "NAP=3")
     try:
         _wait_running(emulator)
         # From now on every call about this node is refused (the agent's delete too).
@@ -293,28 +288,18 @@ def _wait_checkpoint(emulator) -> None:  # noqa: ANN001
 
 
 def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator) -> None:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tpuctl",
-            "run",
-            str(EXAMPLE),
-            "--spot",
-            "--restarts",
-            "1",
-            "--sync-every",
-            "1",
-            "--",
-            "--steps",
-            "150",
-            "--sleep",
-            "0.04",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
+    proc = _spawn(
+        EXAMPLE,
+        "--spot",
+        "--restarts",
+        "1",
+        "--sync-every",
+        "1",
+        "--",
+        "--steps",
+        "150",
+        "--sleep",
+        "0.04",
     )
     try:
         name = _node_name(emulator)
@@ -337,26 +322,16 @@ def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator)
 
 
 def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tpuctl",
-            "run",
-            str(EXAMPLE),
-            "--spot",
-            "--restarts",
-            "1",
-            "--",
-            "--steps",
-            "100000",
-            "--sleep",
-            "0.05",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
+    proc = _spawn(
+        EXAMPLE,
+        "--spot",
+        "--restarts",
+        "1",
+        "--",
+        "--steps",
+        "100000",
+        "--sleep",
+        "0.05",
     )
     try:
         first = _node_name(emulator)
