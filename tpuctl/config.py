@@ -165,3 +165,13 @@ def resolve_target(
             )
         z, z_src = "-", "all zones"
     return Target(project=p, zone=z, project_source=p_src, zone_source=z_src)
+
+
+def login_name() -> str:
+    """The local user's login name, "" when the system cannot say (no passwd entry)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER", "")

@@ -1,6 +1,6 @@
 """tpuctl's one error hierarchy: every user-facing failure is a TpuctlError.
 
-Each error carries an exit code (see docs/exit-codes in DESIGN: 1 failed, 2 usage,
+Each error carries an exit code (docs/commands.md, "Exit codes": 1 failed, 2 usage,
 3 configuration or credentials, 4 not found, 5 quota or capacity, 6 cloud API
 error, 130 interrupted) and an optional hint saying what to do next.
 """
@@ -8,6 +8,10 @@ error, 130 interrupted) and an optional hint saying what to do next.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tpuctl.models import QueuedResource
 
 
 class ExitCode(IntEnum):
@@ -77,3 +81,25 @@ class Interrupted(TpuctlError):
 
 class PreconditionFailedError(CloudError):
     """A conditional write lost: the object changed (or exists) since it was read."""
+
+
+class WaitTimedOut(CloudError):
+    """A wait on the cloud ran out of the time it was given."""
+
+
+class QueuedEnded(TpuctlError):
+    """A queued resource ended (FAILED, SUSPENDED) before its node was READY."""
+
+    def __init__(self, qr: QueuedResource) -> None:
+        super().__init__(f"queued resource {qr.name} is {qr.state}")
+        self.qr = qr
+
+
+class Preempted(Exception):
+    """The node went away under a running job (PREEMPTED, TERMINATED, or deleted by
+    someone). A signal inside `tpuctl run`, never shown as it is: the runner restarts
+    the job or turns it into the job's outcome."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__(state)
+        self.state = state

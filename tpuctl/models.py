@@ -9,7 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tpuctl.errors import TpuctlError
 
 MANAGED_BY = "managed-by"
 MANAGED_BY_VALUE = "tpuctl"
@@ -235,3 +238,14 @@ class QueuedResource:
             "error": self.error or None,
             "labels": self.labels,
         }
+
+
+@dataclass
+class DeleteResult:
+    """What became of one node or queued resource that was asked to go."""
+
+    name: str
+    ok: bool
+    message: str
+    node: Node | None = None
+    error: TpuctlError | None = None

@@ -7,7 +7,7 @@ import requests
 from google.api_core import exceptions as gx
 
 from tpuctl.cloud.retry import is_transient, retrying
-from tpuctl.cloud.tpu import translate
+from tpuctl.cloud.errors import translate
 from tpuctl.errors import (
     AccessDeniedError,
     AlreadyExistsError,

@@ -86,23 +86,25 @@ class ClientFactory:
 
     @cached_property
     def _emulator_config(self) -> dict[str, Any]:
+        """The emulator's status (its endpoints and defaults); asked once per factory."""
         assert self._emulator
         url = f"http://{self._emulator}/_emulator/v1/status"
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
-                return dict(json.load(resp))
+                config = dict(json.load(resp))
         except (OSError, ValueError):
-            return {}
+            config = {}
+        if not config:
+            raise CloudError(
+                f"cannot reach the local emulator at {self._emulator}",
+                hint=self.unreachable_hint(),
+            )
+        return config
 
     def defaults(self) -> dict[str, str]:
         """Project and zone offered by the endpoint itself (the emulator's demo ones)."""
         if not self._emulator:
             return {}
-        if not self._emulator_config:
-            raise CloudError(
-                f"cannot reach the local emulator at {self._emulator}",
-                hint=self.unreachable_hint(),
-            )
         return dict(self._emulator_config.get("defaults") or {})
 
     # -- credentials --------------------------------------------------------
@@ -172,11 +174,6 @@ class ClientFactory:
         if not self._emulator:
             return None
         config = self._emulator_config
-        if not config:
-            raise CloudError(
-                f"cannot reach the local emulator at {self._emulator}",
-                hint=self.unreachable_hint(),
-            )
         endpoint = config.get("storage_endpoint")
         if not endpoint:
             raise ConfigError(
@@ -216,11 +213,6 @@ class ClientFactory:
         """The workers' SSH port: 22 in the cloud, the emulator's own port under it."""
         if not self._emulator:
             return 22
-        if not self._emulator_config:
-            raise ConfigError(
-                f"cannot reach the local emulator at {self._emulator}",
-                hint=self.unreachable_hint(),
-            )
         port = self._emulator_config.get("ssh_port")
         if not port:
             raise ConfigError(

@@ -72,10 +72,10 @@ def translate(exc: BaseException, project: str, where: str, hint: str) -> Tpuctl
     """Google's exception -> tpuctl's, naming the API to enable or the permission to grant."""
     from google.api_core import exceptions as gx
 
-    from tpuctl.cloud.tpu import _message
-    from tpuctl.cloud.tpu import translate as tpu_translate
+    from tpuctl.cloud.errors import server_message
+    from tpuctl.cloud.errors import translate as tpu_translate
 
-    msg = _message(exc)
+    msg = server_message(exc)
     if isinstance(exc, gx.Forbidden):
         if "quota project" in msg:  # user credentials without a quota project
             return ConfigError(

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 from google.api_core import exceptions as gx
 from google.cloud import storage
 
+from tpuctl.cloud.errors import server_message
+from tpuctl.cloud.errors import translate as translate_api_error
 from tpuctl.cloud.retry import call
-from tpuctl.cloud.tpu import _message
-from tpuctl.cloud.tpu import translate as translate_api_error
 from tpuctl.errors import (
     AccessDeniedError,
     AlreadyExistsError,
@@ -52,7 +52,7 @@ def translate(exc: BaseException, subject: str, where: str, hint: str) -> Tpuctl
         return NotFoundError(f"{subject} not found")
     if isinstance(exc, gx.Forbidden):
         return AccessDeniedError(
-            f"permission denied on {subject}: {_message(exc)}",
+            f"permission denied on {subject}: {server_message(exc)}",
             hint="your account needs roles/storage.objectAdmin on the bucket; " + _BUCKET_HINT,
         )
     return translate_api_error(exc, subject, where, hint)
@@ -127,12 +127,12 @@ class Bucket:
             except gx.Forbidden as e:
                 raise AccessDeniedError(
                     f"not allowed to create the bucket {self.url} in project "
-                    f"{self._client.project}: {_message(e)}",
+                    f"{self._client.project}: {server_message(e)}",
                     hint="your account needs roles/storage.admin to create it; " + _BUCKET_HINT,
                 ) from None
             except gx.BadRequest as e:
                 raise UsageError(
-                    f"cannot create the bucket {self.url}: {_message(e)}", hint=_BUCKET_HINT
+                    f"cannot create the bucket {self.url}: {server_message(e)}", hint=_BUCKET_HINT
                 ) from None
             return True
 

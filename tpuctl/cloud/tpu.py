@@ -8,83 +8,21 @@ as `tpuctl.models.Node`, never as protobuf messages.
 from __future__ import annotations
 
 import json
-import random
-import re
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from google.api_core import exceptions as gx
-from google.auth import exceptions as auth_x
 from google.cloud import tpu_v2
 from google.protobuf import json_format
 
-from tpuctl.cloud.retry import call, is_rate_limit, is_transient
-from tpuctl.errors import (
-    AccessDeniedError,
-    AlreadyExistsError,
-    CloudError,
-    ConfigError,
-    NotFoundError,
-    QuotaError,
-    TpuctlError,
-)
+from tpuctl.cloud.errors import translate
+from tpuctl.cloud.retry import call
+from tpuctl.errors import CloudError, NotFoundError
 from tpuctl.models import Node, QueuedResource
+from tpuctl.waiting import poll_until, retrying
 
 T = TypeVar("T")
 TIMEOUT = 60.0  # per HTTP call; a hung call becomes a retry
-
-
-_CALL_PREFIX = re.compile(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ")
-
-
-def _message(exc: BaseException) -> str:
-    """The server's own message, without api-core's "POST https://...: " prefix."""
-    msg = str(getattr(exc, "message", None) or exc).strip()
-    return _CALL_PREFIX.sub("", msg)
-
-
-def translate(exc: BaseException, subject: str, where: str, unreachable_hint: str) -> TpuctlError:
-    """Google's exception -> tpuctl's, with a hint on what to do next."""
-    msg = _message(exc)
-    if isinstance(exc, gx.NotFound):
-        return NotFoundError(
-            f"{subject} not found", hint="`tpuctl list --all-zones` shows your nodes"
-        )
-    if isinstance(exc, gx.Conflict):
-        return AlreadyExistsError(f"{subject} already exists", hint=msg)
-    if isinstance(exc, gx.Forbidden):
-        if "may not exist" in msg and "locations/" in msg:
-            return AccessDeniedError(
-                f"{msg.rstrip('.')}",
-                hint="check --zone (Cloud TPU zones look like us-central1-a) and that the TPU API "
-                "is enabled in the project",
-            )
-        return AccessDeniedError(
-            f"permission denied on {subject}: {msg}",
-            hint="your account needs roles/tpu.admin (or tpu.nodes.* permissions) in the project; "
-            "check `gcloud auth list`",
-        )
-    if isinstance(exc, (gx.Unauthorized, auth_x.RefreshError, auth_x.DefaultCredentialsError)):
-        return ConfigError(
-            f"Google Cloud rejected the credentials: {msg}",
-            hint="run `gcloud auth application-default login`",
-        )
-    if isinstance(exc, (gx.TooManyRequests, gx.ResourceExhausted)) and not is_rate_limit(exc):
-        return QuotaError(f"quota exceeded: {msg}", hint="`tpuctl quota` shows limits and usage")
-    if is_transient(exc) and not isinstance(exc, gx.GoogleAPICallError):
-        # A transport fault: say what the socket said, not urllib3's whole story.
-        errno = re.search(r"\[Errno -?\d+\] ([^'\")]+)", msg)
-        reason = errno.group(1).strip() if errno else (msg or type(exc).__name__)
-        return CloudError(f"cannot reach {where} for {subject}: {reason}", hint=unreachable_hint)
-    if is_transient(exc):
-        return CloudError(
-            f"{where} kept failing for {subject}: {msg or type(exc).__name__}",
-            hint="try again in a minute",
-        )
-    if isinstance(exc, gx.GoogleAPICallError):
-        return CloudError(f"{subject}: {msg}")
-    return CloudError(f"{subject}: {type(exc).__name__}: {msg}")
 
 
 def _to_dict(message: Any) -> dict[str, Any]:
@@ -221,13 +159,14 @@ class TpuApi:
         (409, FAILED_PRECONDITION, ABORTED, or a write that lost to another one and is
         gone when read back) is retried from a fresh read. Returns the node as it ends."""
         subject = _subject(name)
-        for attempt in range(attempts):
+
+        def once() -> Node:
             node = self.get_node(name)
             wanted = change(dict(node.metadata))
             if wanted is None:
                 return node
 
-            def patch(wanted: dict[str, str] = wanted) -> str | None:
+            def patch() -> str | None:
                 from google.protobuf import field_mask_pb2
 
                 body = tpu_v2.Node.from_json(json.dumps({"name": name, "metadata": wanted}))
@@ -243,28 +182,46 @@ class TpuApi:
 
             operation = self._call(subject, patch)
             if operation is not None:
-                self._wait_operation(operation, subject)  # the next read checks it held
-            # The API has no fingerprint for metadata, so concurrent writers can undo each
-            # other; random pauses break their lock-step until every change has landed.
-            time.sleep(random.uniform(0, min(1.0, 0.05 * 2**attempt)))
+                self._wait_operation(operation, subject)
+            raise _NotYetSettled  # the next read checks that the change held
+
+        # The API has no fingerprint for metadata, so concurrent writers can undo each
+        # other; random pauses break their lock-step until every change has landed.
+        try:
+            for attempt in retrying(
+                lambda e: isinstance(e, _NotYetSettled),
+                attempts=attempts,
+                initial=0.05,
+                maximum=1.0,
+                factor=2.0,
+                jitter=True,
+            ):
+                with attempt:
+                    return once()
+        except _NotYetSettled:
+            pass
         raise CloudError(
             f"could not update the metadata of {subject}: it kept changing under tpuctl",
             hint="try again in a minute",
         )
 
     def _wait_operation(self, operation: str, subject: str, timeout: float = 300.0) -> None:
-        deadline = time.monotonic() + timeout
-        delay = 0.2
-        while True:
+        def check() -> tuple[bool | None, str]:
             op = self.get_operation(operation)
-            if op.get("done"):
-                if op.get("error"):
-                    raise CloudError(f"{subject}: {op['error'].get('message', 'update failed')}")
-                return
-            if time.monotonic() > deadline:
-                raise CloudError(f"{subject}: the update did not finish in {timeout:.0f} s")
-            time.sleep(delay)
-            delay = min(5.0, delay * 1.5)
+            if not op.get("done"):
+                return None, "RUNNING"
+            if op.get("error"):
+                raise CloudError(f"{subject}: {op['error'].get('message', 'update failed')}")
+            return True, "DONE"
+
+        poll_until(
+            check,
+            what=f"the update of {subject}",
+            timeout=timeout,
+            timed_out=lambda state, elapsed: CloudError(
+                f"{subject}: the update did not finish in {timeout:.0f} s"
+            ),
+        )
 
     def get_guest_attributes(self, name: str, query_path: str = "") -> list[dict[str, str]]:
         """Guest attribute items per worker, in worker order."""
@@ -358,6 +315,10 @@ class TpuApi:
             return [r.version for r in pager]
 
         return self._call(f"zone {parent.rsplit('/', 1)[-1]}", fetch)
+
+
+class _NotYetSettled(Exception):
+    """A metadata change was written (or lost to another writer) and must be read back."""
 
 
 def _subject(name: str) -> str:

@@ -31,6 +31,7 @@ from tpuctl.models import (
     MANAGED_BY,
     MANAGED_BY_VALUE,
     OWNER,
+    DeleteResult,
     Node,
     QueuedResource,
 )
@@ -38,7 +39,6 @@ from tpuctl.services import cost
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
-    from tpuctl.services.nodes import DeleteResult
 
 Busy = Literal["busy", "idle", "unknown"]
 IdleProbe = Callable[[Node], tuple[Busy, str]]

@@ -7,16 +7,15 @@ they never print and never know which endpoint is behind the adapter.
 from __future__ import annotations
 
 import difflib
-import getpass
-import os
 import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
+from tpuctl.config import login_name
 from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
@@ -33,25 +32,20 @@ from tpuctl.models import (
     MANAGED_BY,
     MANAGED_BY_VALUE,
     OWNER,
+    DeleteResult,
     Node,
 )
+from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
-Progress = Callable[[str, float], None]
-"""Called with (state, seconds waited) while a service waits on the cloud."""
-
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 FAILED_CREATE_STATES = DEAD_STATES | {"DELETING", "HIDDEN", "UNKNOWN"}
-
-
-def _noop(state: str, elapsed: float) -> None:
-    pass
 
 
 def validate_name(name: str) -> None:
@@ -69,11 +63,8 @@ def label_safe(value: str) -> str:
 
 
 def local_user() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = os.environ.get("USER", "") or "unknown"
-    return label_safe(user) or "unknown"
+    """The local user as a label value (`tpuctl-owner`)."""
+    return label_safe(login_name()) or "unknown"
 
 
 def parse_pairs(items: Iterable[str], what: str) -> dict[str, str]:
@@ -295,35 +286,6 @@ def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
     return CloudError(f"{subject} failed: {msg}")
 
 
-T = TypeVar("T")
-
-
-def poll_until(
-    check: Callable[[], tuple[T | None, str]],
-    *,
-    what: str,
-    progress: Progress = _noop,
-    timeout: float = 3600.0,
-    poll: float = 0.2,
-    max_poll: float = 5.0,
-) -> T:
-    """Call `check` with growing pauses until it returns a result; it reports the state.
-
-    `check` returns (result, state): a non-None result ends the wait. It raises to fail.
-    """
-    start = time.monotonic()
-    while True:
-        elapsed = time.monotonic() - start
-        result, state = check()
-        if result is not None:
-            return result
-        progress(state, elapsed)
-        if elapsed > timeout:
-            raise CloudError(f"timed out after {int(elapsed)}s waiting for {what} (state {state})")
-        time.sleep(poll)
-        poll = min(max_poll, poll * 1.5)
-
-
 def wait_for_state(
     api: TpuApi,
     name: str,
@@ -331,7 +293,7 @@ def wait_for_state(
     *,
     operation: str | None = None,
     fail_states: frozenset[str] | set[str] = frozenset(),
-    progress: Progress = _noop,
+    progress: Progress = noop,
     timeout: float = 3600.0,
 ) -> Node:
     """Poll until the node reaches a state in `until`; raise on failure or timeout."""
@@ -363,7 +325,7 @@ def wait_for_state(
 
 
 def wait_gone(
-    api: TpuApi, name: str, *, progress: Progress = _noop, timeout: float = 1800.0
+    api: TpuApi, name: str, *, progress: Progress = noop, timeout: float = 1800.0
 ) -> None:
     """Poll until the node no longer exists."""
 
@@ -406,15 +368,6 @@ def require_single_host(node: Node, verb: str) -> None:
             "nodes",
             hint=f"delete it instead (`tpuctl delete {node.name}`) and recreate it later",
         )
-
-
-@dataclass
-class DeleteResult:
-    name: str
-    ok: bool
-    message: str
-    node: Node | None = None
-    error: TpuctlError | None = None
 
 
 def delete_nodes(

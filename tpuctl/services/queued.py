@@ -7,7 +7,6 @@ request, with force, which takes any node it already produced with it.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -17,11 +16,13 @@ from tpuctl.errors import (
     CloudError,
     Interrupted,
     NotFoundError,
+    QueuedEnded,
     TpuctlError,
     UsageError,
+    WaitTimedOut,
 )
-from tpuctl.models import QUEUED_ENDED_STATES, Node, QueuedResource
-from tpuctl.services.nodes import DeleteResult, Progress, _noop, poll_until
+from tpuctl.models import QUEUED_ENDED_STATES, DeleteResult, Node, QueuedResource
+from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
@@ -36,10 +37,6 @@ class QueueOptions:
     valid_until_time: str | None = None  # or an absolute time (ISO 8601)
     keep_request: bool = False  # on Ctrl-C or timeout, leave the request queued
     timeout: float = DEFAULT_TIMEOUT  # how long tpuctl waits for the node
-
-
-class _TimedOut(Exception):
-    pass
 
 
 def qr_name(target: Target, name: str) -> str:
@@ -111,17 +108,14 @@ def wait_active(
     target: Target,
     name: str,
     *,
-    progress: Progress = _noop,
+    progress: Progress = noop,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> tuple[QueuedResource, Node]:
     """Poll the request until its node is READY. Raises `QueuedEnded` if it FAILS or is
-    SUSPENDED, `_TimedOut` after `timeout` seconds."""
+    SUSPENDED, `WaitTimedOut` after `timeout` seconds."""
     full = qr_name(target, name)
-    start = time.monotonic()
 
     def check() -> tuple[tuple[QueuedResource, Node] | None, str]:
-        if time.monotonic() - start > timeout:
-            raise _TimedOut()
         qr = api.get_queued_resource(full)
         if qr.state in QUEUED_ENDED_STATES:
             raise QueuedEnded(qr)
@@ -136,19 +130,17 @@ def wait_active(
             return (qr, node), "ACTIVE"
         return None, f"ACTIVE (node {node.state})"
 
-    return poll_until(check, what=f"queued resource {name}", progress=progress, timeout=1e12)
-
-
-class QueuedEnded(TpuctlError):
-    """The request ended (FAILED, SUSPENDED) before its node was READY."""
-
-    def __init__(self, qr: QueuedResource) -> None:
-        super().__init__(f"queued resource {qr.name} is {qr.state}")
-        self.qr = qr
+    return poll_until(
+        check,
+        what=f"queued resource {name}",
+        progress=progress,
+        timeout=timeout,
+        timed_out=lambda state, elapsed: WaitTimedOut(f"queued resource {name} is {state}"),
+    )
 
 
 def delete_request(
-    api: TpuApi, full_name: str, *, progress: Progress = _noop, timeout: float = 1800.0
+    api: TpuApi, full_name: str, *, progress: Progress = noop, timeout: float = 1800.0
 ) -> None:
     """Delete a queued resource with force (its nodes too) and wait until all are gone."""
     try:
@@ -182,7 +174,7 @@ def provision(
     name: str,
     options: QueueOptions,
     *,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> Node:
     """Wait for the request's node; on failure, interruption or timeout, clean up."""
     full = qr_name(target, name)
@@ -198,7 +190,7 @@ def provision(
             f"queued resource {name} ended {e.qr.state}: {reason}; tpuctl deleted the request",
             hint="try again later, in another zone, or with a longer --valid-until",
         ) from None
-    except (KeyboardInterrupt, _TimedOut) as e:
+    except (KeyboardInterrupt, WaitTimedOut) as e:
         interrupted = isinstance(e, KeyboardInterrupt)
         why = "stopped waiting" if interrupted else f"gave up after {int(options.timeout)}s"
         if options.keep_request:
@@ -225,7 +217,7 @@ def delete_queued(
     qr: QueuedResource,
     *,
     wait: bool = True,
-    progress: Progress = _noop,
+    progress: Progress = noop,
 ) -> DeleteResult:
     """`tpuctl delete` of a queued resource: the request and its nodes, together."""
     try:

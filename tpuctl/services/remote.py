@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpuctl.services.ssh import Plan
+from tpuctl.waiting import aretrying
 
 if TYPE_CHECKING:
     from tpuctl.cloud.ssh import Endpoint, Session, SshApi
@@ -76,41 +77,36 @@ async def _on_worker(
         Unreachable,
     )
 
-    delay = 0.5
-    while True:
-        try:
-            async with ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
-                if action_timeout is None:
-                    return WorkerResult(ep.worker, await action(session))
-                try:
-                    return WorkerResult(
-                        ep.worker, await asyncio.wait_for(action(session), action_timeout)
-                    )
-                except asyncio.TimeoutError:
-                    raise ConnectionDropped(
-                        f"{ep.host}: no answer within {int(action_timeout)}s"
-                    ) from None
-        except HostKeyMismatch as e:
-            return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e), host_key_refused=True)
-        except (Unreachable, AuthRejected) as e:
-            # A booting VM refuses connections, and takes a moment to pick up a new key.
-            retry = isinstance(e, Unreachable) or plan.key_added
-            if not retry or time.monotonic() + delay > deadline or not await _still(retry_if, ep):
-                return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
-            await asyncio.sleep(delay)
-            delay = min(5.0, delay * 1.6)
-        except ConnectionDropped as e:
-            # Only an action that is safe to repeat is tried again on a new connection.
-            if (
-                not idempotent
-                or time.monotonic() + delay > deadline
-                or not await _still(retry_if, ep)
-            ):
-                return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
-            await asyncio.sleep(delay)
-            delay = min(5.0, delay * 1.6)
-        except SshError as e:  # e.g. a file to copy that is not there
-            return WorkerResult(ep.worker, 1, str(e))
+    async def worth_another_try(e: BaseException) -> bool:
+        # A booting VM refuses connections, and takes a moment to pick up a new key;
+        # an action whose connection dropped is run again only when it is safe to repeat.
+        wanted = (
+            isinstance(e, Unreachable)
+            or (isinstance(e, AuthRejected) and plan.key_added)
+            or (isinstance(e, ConnectionDropped) and idempotent)
+        )
+        return wanted and await _still(retry_if, ep)
+
+    async def attempt() -> int:
+        async with ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
+            if action_timeout is None:
+                return await action(session)
+            try:
+                return await asyncio.wait_for(action(session), action_timeout)
+            except asyncio.TimeoutError:
+                raise ConnectionDropped(
+                    f"{ep.host}: no answer within {int(action_timeout)}s"
+                ) from None
+
+    retrying = aretrying(worth_another_try, timeout=max(0.0, deadline - time.monotonic()))
+    try:
+        return WorkerResult(ep.worker, await retrying(attempt))
+    except HostKeyMismatch as e:
+        return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e), host_key_refused=True)
+    except (Unreachable, AuthRejected, ConnectionDropped) as e:
+        return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
+    except SshError as e:  # e.g. a file to copy that is not there
+        return WorkerResult(ep.worker, 1, str(e))
 
 
 async def _still(retry_if: Callable[[int], bool] | None, ep: Endpoint) -> bool:

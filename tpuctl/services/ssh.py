@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import getpass
 import os
 import re
 import shlex
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpuctl.config import state_dir
+from tpuctl.config import login_name, state_dir
 from tpuctl.errors import CloudError, UsageError
 from tpuctl.models import DEAD_STATES, Node
+from tpuctl.waiting import poll_until
 
 if TYPE_CHECKING:
     from tpuctl.cloud.ssh import Endpoint, SshApi
@@ -46,10 +45,7 @@ def ssh_user(name: str | None = None) -> str:
     and `-`, starting with a letter or `_`, at most 32 characters (`John.Doe` ->
     `john_doe`, `1x` -> `_1x`)."""
     if name is None:
-        try:
-            name = getpass.getuser()
-        except (KeyError, OSError):
-            name = os.environ.get("USER", "")
+        name = login_name()
     user = re.sub(r"[^a-z0-9_-]", "_", name.lower())
     if not user or not re.match(r"[a-z_]", user[0]):
         user = "_" + user
@@ -151,17 +147,13 @@ def authorize(api: TpuApi, node: Node, user: str, public_key: str) -> bool:
 
 # -- host keys ------------------------------------------------------------------------
 def published_host_keys(
-    api: TpuApi,
-    node: Node,
-    workers: list[int],
-    timeout: float = 60.0,
-    sleep: Callable[[float], None] = time.sleep,
+    api: TpuApi, node: Node, workers: list[int], timeout: float = 60.0
 ) -> dict[int, list[tuple[str, str]]]:
     """(algorithm, base64 key) per worker, from the node's guest attributes; waits
     (with back-off) while a booting worker has not published its keys yet."""
-    deadline = time.monotonic() + timeout
-    delay = 0.5
-    while True:
+    missing: list[int] = []
+
+    def check() -> tuple[dict[int, list[tuple[str, str]]] | None, str]:
         attributes = api.get_guest_attributes(node.full_name, f"{HOSTKEYS}/")
         keys = {
             w: [
@@ -171,17 +163,21 @@ def published_host_keys(
             ]
             for w in workers
         }
-        missing = [w for w, found in keys.items() if not found]
-        if not missing:
-            return keys
-        if time.monotonic() + delay > deadline:
-            raise CloudError(
-                f"worker {missing[0]} of {node.name} has not published its SSH host keys "
-                f"(guest attributes {HOSTKEYS}/) after {timeout:.0f} s",
-                hint="a TPU VM publishes them once booted; try again in a minute",
-            )
-        sleep(delay)
-        delay = min(5.0, delay * 1.6)
+        missing[:] = [w for w, found in keys.items() if not found]
+        return (None if missing else keys), "no host keys"
+
+    return poll_until(
+        check,
+        what=f"the host keys of {node.name}",
+        timeout=timeout,
+        poll=0.5,
+        factor=1.6,
+        timed_out=lambda state, elapsed: CloudError(
+            f"worker {missing[0]} of {node.name} has not published its SSH host keys "
+            f"(guest attributes {HOSTKEYS}/) after {timeout:.0f} s",
+            hint="a TPU VM publishes them once booted; try again in a minute",
+        ),
+    )
 
 
 @contextlib.contextmanager

@@ -15,9 +15,7 @@ the bucket: the record keeps only their names.
 
 from __future__ import annotations
 
-import getpass
 import hashlib
-import os
 import re
 import secrets
 import socket
@@ -30,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tpuctl.config import login_name
 from tpuctl.errors import AlreadyExistsError, PreconditionFailedError, UsageError
 from tpuctl.services.workdir import FileEntry, build_manifest, walk
 
@@ -83,11 +82,7 @@ def bucket_name(flag: str | None, config: Mapping[str, Any], project: str) -> st
 
 
 def _who() -> tuple[str, str]:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = os.environ.get("USER", "") or "unknown"
-    return user, socket.gethostname()
+    return login_name() or "unknown", socket.gethostname()
 
 
 @dataclass
