@@ -103,3 +103,23 @@ class Preempted(Exception):
     def __init__(self, state: str) -> None:
         super().__init__(state)
         self.state = state
+
+
+class SshError(TpuctlError):
+    """An SSH connection or transfer to one worker failed."""
+
+
+class Unreachable(SshError):
+    """Nothing answered (refused, timed out, no route): the VM may still be booting."""
+
+
+class AuthRejected(SshError):
+    """The server refused tpuctl's key (the key may not have reached the VM yet)."""
+
+
+class HostKeyMismatch(SshError):
+    """The server's host key is not the one the cloud publishes for that worker."""
+
+
+class ConnectionDropped(SshError):
+    """The connection broke while a command or a copy ran."""

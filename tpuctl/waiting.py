@@ -34,17 +34,23 @@ def noop(state: str, elapsed: float) -> None:
     """A `Progress` that reports nothing."""
 
 
-def backoff(initial: float, maximum: float, factor: float = 1.6) -> Any:
-    """Pauses of initial, initial*factor, ... up to maximum seconds (a tenacity wait)."""
-    from tenacity import wait_exponential
+def backoff(initial: float, maximum: float, factor: float = 1.6, jitter: bool = False) -> Any:
+    """Pauses of initial, initial*factor, ... up to maximum seconds (a tenacity wait).
 
+    With `jitter`, each pause is drawn at random below its bound, so that writers racing
+    each other fall out of step."""
+    from tenacity import wait_exponential, wait_random_exponential
+
+    if jitter:
+        return wait_random_exponential(multiplier=initial, exp_base=factor, max=maximum)
     return wait_exponential(multiplier=initial, exp_base=factor, min=initial, max=maximum)
 
 
-def _stop(timeout: float) -> Any:
-    from tenacity import stop_before_delay, stop_never
+def _stop(timeout: float, attempts: int | None = None) -> Any:
+    from tenacity import stop_after_attempt, stop_before_delay, stop_never
 
-    return stop_never if timeout == FOREVER else stop_before_delay(timeout)
+    stop = stop_never if timeout == FOREVER else stop_before_delay(timeout)
+    return stop if attempts is None else stop | stop_after_attempt(attempts)
 
 
 def poll_until(
@@ -56,12 +62,15 @@ def poll_until(
     poll: float = 0.2,
     max_poll: float = 5.0,
     factor: float = 1.5,
+    jitter: bool = False,
+    attempts: int | None = None,
     timed_out: Callable[[str, float], BaseException] | None = None,
 ) -> T:
     """Call `check` with growing pauses until it returns a result; it reports the state.
 
     `check` returns (result, state): a non-None result ends the wait. It raises to fail.
-    Out of time, `timed_out(state, elapsed)` is raised (default: a `CloudError`).
+    Out of time (or of `attempts`), `timed_out(state, elapsed)` is raised (default: a
+    `CloudError`).
     """
     from tenacity import Retrying, retry_if_result
 
@@ -85,8 +94,8 @@ def poll_until(
 
     result: T | None = Retrying(
         retry=retry_if_result(lambda r: r is None),
-        wait=backoff(poll, max_poll, factor),
-        stop=_stop(timeout),
+        wait=backoff(poll, max_poll, factor, jitter),
+        stop=_stop(timeout, attempts),
         retry_error_callback=give_up,
         reraise=True,
     )(attempt)
@@ -101,28 +110,17 @@ def retrying(
     initial: float = 0.5,
     maximum: float = 5.0,
     factor: float = 1.6,
-    attempts: int | None = None,
-    jitter: bool = False,
     before_sleep: Callable[[BaseException, float], None] | None = None,
 ) -> Retrying:
-    """Try again while `retry(exception)` says so, with growing pauses, within `timeout`
-    (and `attempts`); the last exception is raised as it is. With `jitter`, each pause is
-    drawn at random below its bound (writers racing each other fall out of step).
-    `before_sleep(exception, pause)` is told of every pause (to say why the wait goes on)."""
-    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+    """Try again while `retry(exception)` says so, with growing pauses, within `timeout`;
+    the last exception is raised as it is. `before_sleep(exception, pause)` is told of
+    every pause (to say why the wait goes on)."""
+    from tenacity import Retrying, retry_if_exception
 
-    stop = _stop(timeout)
-    if attempts is not None:
-        stop = stop | stop_after_attempt(attempts)
-    wait = (
-        wait_random_exponential(multiplier=initial, exp_base=factor, max=maximum)
-        if jitter
-        else backoff(initial, maximum, factor)
-    )
     return Retrying(
         retry=retry_if_exception(retry),
-        wait=wait,
-        stop=stop,
+        wait=backoff(initial, maximum, factor),
+        stop=_stop(timeout),
         before_sleep=_tell(before_sleep),
         reraise=True,
     )

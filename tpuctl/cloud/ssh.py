@@ -18,7 +18,14 @@ from pathlib import Path
 
 import asyncssh
 
-from tpuctl.errors import ConfigError, TpuctlError
+from tpuctl.errors import (
+    AuthRejected,
+    ConfigError,
+    ConnectionDropped,
+    HostKeyMismatch,
+    SshError,
+    Unreachable,
+)
 
 CHUNK = 65536
 # AES-GCM first: OpenSSL does it in hardware, asyncssh's ChaCha20-Poly1305 costs CPU
@@ -32,26 +39,6 @@ _CIPHERS = [
 ]
 Output = Callable[[str, bytes], None]
 """Receives ("stdout" | "stderr", bytes) as a remote command writes them."""
-
-
-class SshError(TpuctlError):
-    """An SSH connection or transfer to one worker failed."""
-
-
-class Unreachable(SshError):
-    """Nothing answered (refused, timed out, no route): the VM may still be booting."""
-
-
-class AuthRejected(SshError):
-    """The server refused tpuctl's key (the key may not have reached the VM yet)."""
-
-
-class HostKeyMismatch(SshError):
-    """The server's host key is not the one the cloud publishes for that worker."""
-
-
-class ConnectionDropped(SshError):
-    """The connection broke while a command or a copy ran."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from tpuctl.cloud.errors import translate
 from tpuctl.cloud.retry import call
 from tpuctl.errors import CloudError, NotFoundError
 from tpuctl.models import Node, QueuedResource
-from tpuctl.waiting import poll_until, retrying
+from tpuctl.waiting import poll_until
 
 T = TypeVar("T")
 TIMEOUT = 60.0  # per HTTP call; a hung call becomes a retry
@@ -160,11 +160,11 @@ class TpuApi:
         gone when read back) is retried from a fresh read. Returns the node as it ends."""
         subject = _subject(name)
 
-        def once() -> Node:
+        def check() -> tuple[Node | None, str]:
             node = self.get_node(name)
             wanted = change(dict(node.metadata))
             if wanted is None:
-                return node
+                return node, "SETTLED"
 
             def patch() -> str | None:
                 from google.protobuf import field_mask_pb2
@@ -183,26 +183,22 @@ class TpuApi:
             operation = self._call(subject, patch)
             if operation is not None:
                 self._wait_operation(operation, subject)
-            raise _NotYetSettled  # the next read checks that the change held
+            return None, "WRITTEN"  # the next read checks that the change held
 
         # The API has no fingerprint for metadata, so concurrent writers can undo each
         # other; random pauses break their lock-step until every change has landed.
-        try:
-            for attempt in retrying(
-                lambda e: isinstance(e, _NotYetSettled),
-                attempts=attempts,
-                initial=0.05,
-                maximum=1.0,
-                factor=2.0,
-                jitter=True,
-            ):
-                with attempt:
-                    return once()
-        except _NotYetSettled:
-            pass
-        raise CloudError(
-            f"could not update the metadata of {subject}: it kept changing under tpuctl",
-            hint="try again in a minute",
+        return poll_until(
+            check,
+            what=f"the metadata of {subject}",
+            poll=0.05,
+            max_poll=1.0,
+            factor=2.0,
+            jitter=True,
+            attempts=attempts,
+            timed_out=lambda state, elapsed: CloudError(
+                f"could not update the metadata of {subject}: it kept changing under tpuctl",
+                hint="try again in a minute",
+            ),
         )
 
     def _wait_operation(self, operation: str, subject: str, timeout: float = 300.0) -> None:
@@ -315,10 +311,6 @@ class TpuApi:
             return [r.version for r in pager]
 
         return self._call(f"zone {parent.rsplit('/', 1)[-1]}", fetch)
-
-
-class _NotYetSettled(Exception):
-    """A metadata change was written (or lost to another writer) and must be read back."""
 
 
 def _subject(name: str) -> str:

@@ -15,6 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tpuctl.errors import (
+    AuthRejected,
+    ConnectionDropped,
+    HostKeyMismatch,
+    SshError,
+    Unreachable,
+)
 from tpuctl.services.ssh import Plan
 from tpuctl.waiting import aretrying
 
@@ -69,13 +76,6 @@ async def _on_worker(
     action_timeout: float | None = None,
     retry_if: Callable[[int], bool] | None = None,
 ) -> WorkerResult:
-    from tpuctl.cloud.ssh import (
-        AuthRejected,
-        ConnectionDropped,
-        HostKeyMismatch,
-        SshError,
-        Unreachable,
-    )
 
     async def worth_another_try(e: BaseException) -> bool:
         # A booting VM refuses connections, and takes a moment to pick up a new key;

@@ -376,7 +376,7 @@ class Runner:
 
         async def follow(ep: Endpoint) -> None:
             assert self.plan is not None
-            from tpuctl.cloud.ssh import SshError
+            from tpuctl.errors import SshError
 
             delay = 0.5
             command_base = ["python3", "-c", FOLLOW, self.logs[ep.worker]]
