@@ -65,6 +65,10 @@ class QuotaError(TpuctlError):
     exit_code = ExitCode.QUOTA
 
 
+class NoCapacityError(QuotaError):
+    """The zone has none of this TPU type free right now: no quota would change that."""
+
+
 class CloudError(TpuctlError):
     """The cloud refused or failed a call in a way no retry fixes."""
 

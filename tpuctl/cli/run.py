@@ -165,7 +165,7 @@ def run(
     Example: tpuctl run examples/train.py --accelerator v3-8 --outputs out/ -- --steps 200
     """
     from tpuctl.durations import parse_duration
-    from tpuctl.services.runner import Adapters, Runner, RunSpec
+    from tpuctl.services.run.runner import Adapters, Runner, RunSpec
 
     if valid_until and not queued_flag:
         raise UsageError("--valid-until needs --queued")

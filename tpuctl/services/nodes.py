@@ -19,6 +19,7 @@ from tpuctl.config import login_name
 from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
+    NoCapacityError,
     NotFoundError,
     QuotaError,
     TpuctlError,
@@ -272,7 +273,7 @@ def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
     if code == 8:  # RESOURCE_EXHAUSTED
         if "capacity" in msg.lower():
             # The zone is out of this TPU type for everyone: no quota would change that.
-            return QuotaError(
+            return NoCapacityError(
                 f"no capacity for {subject}: the zone has no more of this TPU type free right "
                 f"now (a shortage in the cloud, not your quota): {msg}",
                 hint="try another zone that offers it, or again later; spot capacity (--spot) is "

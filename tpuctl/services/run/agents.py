@@ -1,0 +1,150 @@
+"""The agent protocol from the client's side: install the agent on every worker and
+start it for one attempt (over SSH), then read what the agents write to the bucket
+(status objects, docs/runner-internals.md) and ask them to stop (cancel)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.errors import CloudError, TpuctlError, WaitTimedOut
+from tpuctl.services import jobs, remote
+from tpuctl.services import ssh as ssh_service
+from tpuctl.services.run.spec import Job
+from tpuctl.waiting import poll_until
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.ssh import Endpoint
+
+AGENT_SOURCE = Path(__file__).resolve().parents[2] / "agent" / "agent.py"
+REMOTE_ROOT = "~/.tpuctl"
+FINAL_STATES = frozenset(jobs.FINAL)
+STATUS_POLL = 1.0
+HEARTBEAT = 2  # seconds between the agents' status writes
+START_TIMEOUT = 60.0  # an agent start with no answer by then is a lost one: retried
+
+
+def start(job: Job) -> None:
+    """Install and start the agent of the current attempt on every worker."""
+    a, bucket = job.adapters, job.bucket
+    assert bucket is not None
+    job.plan = ssh_service.plan(a.tpu, a.ssh, job.full_name, workers="all")
+    agent = AGENT_SOURCE.read_bytes()
+    env_json = json.dumps(job.spec.env).encode()
+    started: dict[int, dict[str, Any]] = {}
+
+    async def install_and_start(session: Any, ep: Endpoint) -> int:
+        install = f"mkdir -p {REMOTE_ROOT} && cat > {REMOTE_ROOT}/agent.py"
+        status = await session.run(install, lambda *_: None, stdin=agent)
+        if status:
+            return status
+        out = bytearray()
+        # `~` stays outside the quoting so the remote shell expands it.
+        command = f"python3 {REMOTE_ROOT}/agent.py " + shlex.join(
+            [
+                "start",
+                "--job-id",
+                job.job_id,
+                "--bucket",
+                bucket.name,
+                "--worker",
+                str(ep.worker),
+                "--heartbeat",
+                str(HEARTBEAT),
+                "--attempt",
+                str(job.attempt),
+                "--sync-every",
+                str(job.spec.sync_every),
+            ]
+        )
+        status = await session.run(
+            command,
+            lambda stream, data: out.extend(data) if stream == "stdout" else None,
+            stdin=env_json,
+        )
+        if status == 0:
+            started[ep.worker] = json.loads(bytes(out).decode().strip().splitlines()[-1])
+        return int(status)
+
+    with job.ui.progress("starting the job on every worker:") as update:
+        update("SSH", 0.0)
+        # Installing is idempotent, and so is `agent.py start` for one job and attempt
+        # (a second start reports the running agent), so a dropped connection is simply
+        # tried again...
+        results = remote.on_workers(
+            a.ssh,
+            job.plan,
+            install_and_start,
+            connect_timeout=300.0,
+            idempotent=True,
+            action_timeout=START_TIMEOUT,
+            # ...unless the agent is known to run already (its answer was what got lost)
+            retry_if=lambda worker: worker not in reported(job),
+        )
+    lost = [r for r in results if r.status and r.worker not in started]
+    if lost:
+        # The answer may be what was lost (e.g. a job so short that its node was already
+        # torn down): an agent that reported a status did start.
+        lost = [r for r in lost if r.worker not in statuses(job)]
+    failed = remote.failure_summary(lost) if lost else None
+    if failed:
+        raise CloudError(f"could not start the job: {failed}")
+    job.pids = {w: int(info["pid"]) for w, info in started.items()}
+    job.logs = {w: str(info["log"]) for w, info in started.items()}
+    job.agents_started = True
+
+
+def statuses(job: Job) -> dict[int, dict[str, Any]]:
+    """The workers' status objects of the current attempt."""
+    assert job.bucket is not None
+    return {
+        w: s
+        for w, s in jobs.statuses(job.bucket, job.job_id).items()
+        if int(s.get("attempt", 1)) == job.attempt
+    }
+
+
+def reported(job: Job) -> dict[int, dict[str, Any]]:
+    """`statuses`, or {} when the bucket cannot be read right now."""
+    try:
+        return statuses(job)
+    except TpuctlError:
+        return {}
+
+
+def all_final(current: dict[int, dict[str, Any]], workers: int) -> bool:
+    return len(current) >= workers and all(s.get("state") in FINAL_STATES for s in current.values())
+
+
+def cancel(job: Job) -> None:
+    """Ask every worker's agent to stop the job (it then tears down as usual)."""
+    assert job.bucket is not None
+    jobs.cancel(job.bucket, job.job_id)
+
+
+def wait_final(job: Job, workers: int, timeout: float) -> dict[int, dict[str, Any]]:
+    """The statuses once every worker's is final, or as they are after `timeout`."""
+
+    def check() -> tuple[dict[int, dict[str, Any]] | None, str]:
+        current = statuses(job)
+        return (current if all_final(current, workers) else None), "RUNNING"
+
+    try:
+        return poll_until(
+            check,
+            what=f"job {job.job_id}",
+            timeout=timeout,
+            poll=STATUS_POLL,
+            factor=1.0,
+            timed_out=lambda state, elapsed: WaitTimedOut(f"job {job.job_id} is still {state}"),
+        )
+    except WaitTimedOut:
+        return statuses(job)
+
+
+def agent_teardown_failed(job: Job) -> bool:
+    """Did worker 0's agent say its delete of the node failed?"""
+    status = reported(job).get(0, {})
+    return str(status.get("teardown", "")).startswith("failed")

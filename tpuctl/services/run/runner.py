@@ -1,0 +1,178 @@
+"""tpuctl run as a story: provision (or reuse) a node while the code is staged, start
+the agents, watch the job, restart it after a preemption, collect the outputs, and tear
+down on every exit path.
+
+The agent on each worker (tpuctl/agent/agent.py) owns the job once started: it runs the
+script, uploads logs, status and outputs to the bucket, and worker 0 deletes the node
+when every worker has finished and teardown was asked for. The client only watches; if
+it dies, nothing is lost. Everything after the create call runs inside
+`teardown.guard`, which deletes the node whenever nobody else would.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from tpuctl import catalog
+from tpuctl.errors import Preempted, UsageError
+from tpuctl.models import Node
+from tpuctl.services import staging
+from tpuctl.services.run import agents, provision, teardown, watch
+from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.storage import Bucket
+    from tpuctl.config import Target
+
+Statuses = dict[int, dict[str, Any]]
+
+
+class Runner:
+    def __init__(self, adapters: Adapters, target: Target, spec: RunSpec, ui: RunUI) -> None:
+        job_id = staging.new_job_id()
+        self.job = Job(adapters, target, spec, ui, job_id, spec.node or job_node_name(job_id))
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    @property
+    def node_name(self) -> str:
+        return self.job.node_name
+
+    @property
+    def bucket(self) -> Bucket | None:
+        return self.job.bucket
+
+    def run(self) -> JobOutcome:
+        job, spec = self.job, self.job.spec
+        if not (spec.workdir / spec.script).is_file():
+            raise UsageError(
+                f"script {spec.script} not found in {spec.workdir}",
+                hint="give a file in the work dir (--workdir; default: the script's folder)",
+            )
+        job.bucket = job.adapters.bucket(staging.bucket_name(spec.bucket, {}, job.target.project))
+        with teardown.guard(job):
+            node = self._provision_and_stage()
+            agents.start(job)
+            if spec.detach:
+                return job.outcome(0, {})
+            job.ui.set_workers(len(node.workers))
+            return self._attempts(len(node.workers))
+
+    def _provision_and_stage(self) -> Node:
+        """The job's node, READY, and its code in the bucket (staged while the node boots)."""
+        job, spec = self.job, self.job.spec
+        bucket = job.bucket
+        assert bucket is not None
+        existing = provision.existing_node(job)
+        operation = None if existing else provision.create(job)
+        workers = len(existing.workers) if existing else provision.workers_of(spec.accelerator)
+
+        def stage() -> staging.StagedJob:
+            bucket.ensure(catalog.region_of(job.target.zone))
+            return staging.stage_job(bucket, self._job_record(workers), spec.workdir, spec.excludes)
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            staged = pool.submit(stage)
+            node = existing or provision.wait_ready(job, operation)
+            record = staged.result()
+        job.ui.info(
+            f"job {job.job_id}: {record.files} files, {record.uploaded} uploaded "
+            f"({record.uploaded_bytes} bytes) to gs://{bucket.name}/"
+            f"{staging.job_prefix(job.job_id)}"
+        )
+        return node
+
+    def _job_record(self, workers: int) -> staging.JobSpec:
+        job, spec = self.job, self.job.spec
+        assert job.bucket is not None
+        return staging.JobSpec(
+            project=job.target.project,
+            zone=job.target.zone,
+            node=job.node_name,
+            accelerator=spec.accelerator,
+            workers=workers,
+            script=spec.script,
+            bucket=job.bucket.name,
+            args=list(spec.args),
+            env_names=sorted(spec.env),
+            setup=spec.setup,
+            teardown=spec.teardown,
+            name=spec.name,
+            job_id=job.job_id,
+        )
+
+    def _attempts(self, workers: int) -> JobOutcome:
+        """Watch attempt after attempt until one ends the job."""
+        job, spec = self.job, self.job.spec
+        while True:
+            try:
+                final = watch.watch(job, workers)
+            except Preempted as e:
+                if job.attempt > spec.restarts:
+                    return self._give_up(e.state)
+                job.ui.info(
+                    f"node {job.node_name} is {e.state} during attempt {job.attempt}; "
+                    f"recreating it (restart {job.attempt} of {spec.restarts})"
+                )
+                job.agents_started = False  # until they start on the new node
+                provision.recreate(job)
+                self._next_attempt()
+                continue
+            failed = any(int(s.get("exit_status") or 0) for s in final.values())
+            if failed and spec.retry_on_failure and job.attempt <= spec.restarts:
+                job.ui.info(f"attempt {job.attempt} failed; restarting (--retry-on-failure)")
+                self._next_attempt()
+                continue
+            return self._finish(final)
+
+    def _next_attempt(self) -> None:
+        job = self.job
+        job.attempt += 1
+        job.ui.log_marker(
+            f"=== tpuctl: attempt {job.attempt} (TPUCTL_RESTART={job.attempt - 1}) ==="
+        )
+        agents.start(job)
+
+    def _give_up(self, state: str) -> JobOutcome:
+        job = self.job
+        final = agents.statuses(job)
+        states = {w: str(s.get("state")) for w, s in final.items()} or {0: state}
+        outcome = job.outcome(1, states)
+        outcome.message = (
+            f"node {job.node_name} was {state} during attempt {job.attempt} and the job has "
+            f"used its {job.spec.restarts} restart(s) (--restarts)"
+        )
+        if job.spec.teardown:
+            outcome.torn_down = teardown.teardown(job, wait_for_agent=0)
+        return outcome
+
+    def _finish(self, final: Statuses) -> JobOutcome:
+        job = self.job
+        states = {w: str(s.get("state")) for w, s in final.items()}
+        codes = [int(s.get("exit_status") or 0) for _, s in sorted(final.items())]
+        outcome = job.outcome(next((c for c in codes if c), 0), states)
+        if job.spec.outputs is not None and job.bucket is not None:
+            prefix = f"{staging.job_prefix(job.job_id)}outputs/"
+            outcome.outputs = job.bucket.download_prefix(prefix, job.spec.outputs)
+        if job.spec.teardown:
+            outcome.torn_down = teardown.teardown(job)
+        return outcome
+
+    def stop(self, grace: float = 60.0) -> JobOutcome | None:
+        """After an interruption: stop the job on every worker, then tear down as asked.
+
+        Before the agents own the job, the guard has already cleaned up: nothing to do.
+        """
+        job = self.job
+        if not job.agents_started or job.plan is None:
+            return None
+        job.ui.info(f"stopping job {job.job_id} on every worker (Ctrl-C again to leave now)")
+        agents.cancel(job)
+        final = agents.wait_final(job, len(job.plan.node.workers), grace)
+        outcome = job.outcome(130, {w: str(s.get("state")) for w, s in final.items()})
+        if job.spec.teardown:
+            outcome.torn_down = teardown.teardown(job)
+        return outcome

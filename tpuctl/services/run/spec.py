@@ -1,0 +1,110 @@
+"""What a job is: the spec the user gave, the adapters it runs on, what it knows as it
+goes (`Job`), and what it ends with (`JobOutcome`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.ssh import SshApi
+    from tpuctl.cloud.storage import Bucket
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.config import Target
+    from tpuctl.services.ssh import Plan
+
+
+class RunUI(Protocol):
+    """What the runner tells the user; the CLI implements it (stderr, spinners)."""
+
+    def info(self, message: str) -> None: ...
+
+    def progress(self, label: str) -> Any: ...  # a context manager yielding update(state, s)
+
+    def log(self, worker: int, data: bytes) -> None: ...
+
+    def set_workers(self, count: int) -> None: ...
+
+    def log_marker(self, text: str) -> None: ...
+
+
+@dataclass
+class RunSpec:
+    script: str  # relative to workdir
+    workdir: Path
+    args: list[str] = field(default_factory=list)
+    node: str | None = None
+    accelerator: str = "v3-8"
+    version: str | None = None
+    spot: bool = False
+    excludes: list[str] = field(default_factory=list)
+    bucket: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    setup: str | None = None
+    outputs: Path | None = None
+    teardown: bool = True
+    detach: bool = False
+    name: str | None = None
+    ttl: int | None = None
+    idle_timeout: int | None = None
+    queued: bool = False  # ask for the node through a queued resource
+    valid_until: int | None = None  # with queued: seconds the request may wait
+    restarts: int = 0  # recreate and restart after a preemption at most this often
+    retry_on_failure: bool = False  # a failed script counts as restartable too
+    sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
+
+
+@dataclass
+class Adapters:
+    tpu: TpuApi
+    ssh: SshApi
+    bucket: Callable[[str], Bucket]
+    quotas: QuotaApi | None = None
+
+
+@dataclass
+class JobOutcome:
+    job_id: str
+    node: str
+    exit_status: int
+    states: dict[int, str]
+    outputs: list[Path] = field(default_factory=list)
+    torn_down: bool = False
+    restarts: int = 0
+    message: str = ""
+
+
+def job_node_name(job_id: str) -> str:
+    return f"tpuctl-{job_id}"
+
+
+@dataclass
+class Job:
+    """What one `tpuctl run` knows of its job as it goes; every step reads and updates it."""
+
+    adapters: Adapters
+    target: Target
+    spec: RunSpec
+    ui: RunUI
+    job_id: str
+    node_name: str
+    bucket: Bucket | None = None
+    plan: Plan | None = None  # the SSH plan of the node the agents run on
+    attempt: int = 1
+    created: bool = False  # did this run create the node? (only then is it torn down)
+    agents_started: bool = False  # do agents own the current attempt? (they tear down)
+    torn_down: bool = False  # teardown was tried: the guard does not try it again
+    pids: dict[int, int] = field(default_factory=dict)  # worker -> agent pid
+    logs: dict[int, str] = field(default_factory=dict)  # worker -> log file on the VM
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.target.parent}/nodes/{self.node_name}"
+
+    def outcome(self, exit_status: int, states: dict[int, str]) -> JobOutcome:
+        return JobOutcome(
+            self.job_id, self.node_name, exit_status, states, restarts=self.attempt - 1
+        )

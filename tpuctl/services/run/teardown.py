@@ -1,0 +1,108 @@
+"""No node left billing: the one guard around everything `run` does after its create
+call, and the teardown it falls back on.
+
+Once the agents own an attempt, worker 0's agent deletes the node when the job ends
+(even with the client gone); the client waits a moment for that, then deletes the
+node itself. Before the agents own it (provisioning, staging, starting the agents,
+recreating after a preemption), nobody else would: the guard deletes the node at once
+on any failure or interruption. A Ctrl-C while agents own the job is left to
+`Runner.stop`, which first stops the job on every worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from tpuctl.errors import CloudError, NotFoundError, TpuctlError, WaitTimedOut
+from tpuctl.models import Node
+from tpuctl.services import nodes, queued
+from tpuctl.services.run import agents
+from tpuctl.services.run.spec import Job
+from tpuctl.waiting import Progress, poll_until
+
+AGENT_GRACE = 60.0  # how long the agent may take to delete the node itself
+
+
+@contextlib.contextmanager
+def guard(job: Job) -> Iterator[None]:
+    """Delete the node this run created when what runs inside fails or is interrupted
+    before agents own the job (and, on a failure, after)."""
+    try:
+        yield
+    except BaseException as e:
+        # A Ctrl-C while agents own the job: `Runner.stop` cancels it first.
+        left_to_stop = isinstance(e, KeyboardInterrupt) and job.agents_started
+        if job.created and job.spec.teardown and not job.torn_down and not left_to_stop:
+            _teardown_after_failure(job)
+        raise
+
+
+def teardown(job: Job, wait_for_agent: float = AGENT_GRACE) -> bool:
+    """Make sure the node is gone: the agent deletes it; else delete it here.
+
+    Any failure becomes one loud error naming the node and how to delete it.
+    """
+    job.torn_down = True
+    try:
+        return _teardown(job, wait_for_agent)
+    except TpuctlError as e:
+        raise CloudError(
+            f"teardown failed: node {job.node_name} in {job.target.zone} may still be billing: {e}",
+            hint=f"delete it: `tpuctl delete {job.node_name} --zone {job.target.zone} --yes`",
+        ) from e
+
+
+def _teardown(job: Job, wait_for_agent: float) -> bool:
+    a = job.adapters
+    if job.spec.queued and job.created:
+        # The request outlives its node otherwise (SUSPENDED, listed forever).
+        queued.delete_request(a.tpu, queued.qr_name(job.target, job.node_name))
+    if not job.agents_started or agents.agent_teardown_failed(job):
+        wait_for_agent = 0  # nobody else will delete it: do it now
+    with job.ui.progress(f"tearing down {job.node_name}:") as update:
+        node = _node_left(job, wait_for_agent, update)
+        if node is None:
+            return True
+        results = nodes.delete_nodes(a.tpu, [node], progress=lambda n, s, e: update(s, e))
+    if not results[0].ok:
+        raise CloudError(results[0].message)
+    return True
+
+
+def _node_left(job: Job, wait_for_agent: float, update: Progress) -> Node | None:
+    """The node once the agent had `wait_for_agent` seconds to start deleting it (None:
+    gone)."""
+    tpu = job.adapters.tpu
+
+    def current() -> Node | None:
+        try:
+            return tpu.get_node(job.full_name)
+        except NotFoundError:
+            return None
+
+    def check() -> tuple[bool | None, str]:
+        node = current()
+        if node is None or node.state == "DELETING":
+            return True, "DELETING"
+        return None, node.state
+
+    if wait_for_agent > 0:
+        with contextlib.suppress(WaitTimedOut):
+            poll_until(
+                check,
+                what=f"the agent to delete {job.node_name}",
+                progress=update,
+                timeout=wait_for_agent,
+                poll=1.0,
+                factor=1.0,
+                timed_out=lambda state, elapsed: WaitTimedOut(state),
+            )
+    return current()
+
+
+def _teardown_after_failure(job: Job) -> None:
+    try:
+        teardown(job, wait_for_agent=0)
+    except TpuctlError as e:
+        job.ui.info(f"error: {e}")

@@ -1,0 +1,170 @@
+"""Watching an attempt: every worker's log streamed live over SSH, the statuses read
+from the bucket, and the node checked for preemption, until every status is final.
+
+One event loop does it all: a status poller (its blocking reads in threads) and a
+follower per worker, each resuming from the byte offset it had printed when its
+connection drops. What the followers did not print (a worker whose node is already
+gone) is read from the bucket copies of the logs at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.errors import ConnectionDropped, NotFoundError, Preempted, SshError, TpuctlError
+from tpuctl.models import DEAD_STATES
+from tpuctl.services.run import agents
+from tpuctl.services.run.spec import Job
+from tpuctl.waiting import aretrying
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.ssh import Endpoint
+
+TAIL_GRACE = 5.0  # once the job is over, how long the followers may print its tail
+NODE_CHECK_EVERY = 2  # status polls between two looks at the node's state
+
+# Runs on the worker (system python3, stdlib): print the job log from a byte offset and
+# keep following it until the agent process has exited and everything is printed.
+FOLLOW = r"""
+import os, sys, time
+path, offset, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def alive():
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+out = sys.stdout.buffer
+while not os.path.exists(path):
+    if not alive():
+        sys.exit(0)
+    time.sleep(0.2)
+with open(path, "rb") as f:
+    f.seek(offset)
+    while True:
+        chunk = f.read(65536)
+        if chunk:
+            out.write(chunk)
+            out.flush()
+            continue
+        if not alive():
+            rest = f.read()
+            out.write(rest)
+            out.flush()
+            sys.exit(0)
+        time.sleep(0.2)
+"""
+
+
+def node_lost(job: Job) -> str | None:
+    """The node's state when it can no longer run the job, else None."""
+    try:
+        state = job.adapters.tpu.get_node(job.full_name).state
+    except NotFoundError:
+        return "DELETED"
+    except TpuctlError:
+        return None
+    return state if state in DEAD_STATES else None
+
+
+def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
+    """Stream every worker's log until all statuses are final; return them.
+
+    Raises `Preempted` when the node goes away under the job."""
+    offsets = dict.fromkeys(range(workers), 0)
+    final, lost = asyncio.run(_watch(job, workers, offsets))
+    if lost:
+        raise Preempted(lost)
+    _print_rest_from_bucket(job, final, offsets)
+    return final
+
+
+async def _watch(
+    job: Job, workers: int, offsets: dict[int, int]
+) -> tuple[dict[int, dict[str, Any]], str | None]:
+    assert job.plan is not None
+    # A worker whose start answer was lost is read from the bucket at the end.
+    followers = [
+        asyncio.ensure_future(_follow(job, ep, offsets))
+        for ep in job.plan.endpoints
+        if ep.worker in job.logs
+    ]
+    try:
+        final, lost = await _poll(job, workers)
+        if followers and not lost:
+            # The job is over; give the followers a moment to print the tail, then take
+            # the rest from the bucket (the node may already be gone).
+            await asyncio.wait(followers, timeout=TAIL_GRACE)
+        return final, lost
+    finally:  # also on Ctrl-C
+        pending = [f for f in followers if not f.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _poll(job: Job, workers: int) -> tuple[dict[int, dict[str, Any]], str | None]:
+    """(final statuses, None) once every worker's status is final, or ({}, the node's
+    state) when the node can no longer run the job."""
+    rounds = 0
+    while True:
+        current = await asyncio.to_thread(agents.reported, job)
+        if agents.all_final(current, workers):
+            return current, None
+        rounds += 1
+        if rounds % NODE_CHECK_EVERY == 0 and (state := await asyncio.to_thread(node_lost, job)):
+            return {}, state
+        await asyncio.sleep(agents.STATUS_POLL)
+
+
+async def _follow(job: Job, ep: Endpoint, offsets: dict[int, int]) -> None:
+    """Print one worker's log from where it was left until the agent has exited."""
+    plan, ssh = job.plan, job.adapters.ssh
+    assert plan is not None
+
+    def out(stream: str, data: bytes) -> None:
+        if stream == "stdout":
+            offsets[ep.worker] += len(data)
+            job.ui.log(ep.worker, data)
+
+    async def once() -> None:
+        command = shlex.join(
+            [
+                "python3",
+                "-c",
+                FOLLOW,
+                job.logs[ep.worker],
+                str(offsets[ep.worker]),
+                str(job.pids[ep.worker]),
+            ]
+        )
+        async with ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
+            status = await session.run(command, out)
+        if status:
+            raise ConnectionDropped(f"{ep.host}: the log stream ended with status {status}")
+
+    async def again(e: BaseException) -> bool:
+        return isinstance(e, SshError)  # the stream is cancelled once the job is over
+
+    await aretrying(again, initial=0.5, maximum=5.0)(once)
+
+
+def _print_rest_from_bucket(
+    job: Job, final: dict[int, dict[str, Any]], offsets: dict[int, int]
+) -> None:
+    assert job.bucket is not None
+    for worker, status in sorted(final.items()):
+        log = status.get("log")
+        if not log:
+            continue
+        try:
+            data, _ = job.bucket.read_bytes(log)
+        except NotFoundError:
+            continue
+        if len(data) > offsets.get(worker, 0):
+            job.ui.log(worker, data[offsets.get(worker, 0) :])
+            offsets[worker] = len(data)
