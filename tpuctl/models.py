@@ -9,10 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from tpuctl.errors import TpuctlError
+from typing import Any
 
 MANAGED_BY = "managed-by"
 MANAGED_BY_VALUE = "tpuctl"
@@ -248,4 +245,4 @@ class DeleteResult:
     ok: bool
     message: str
     node: Node | None = None
-    error: TpuctlError | None = None
+    error: Exception | None = None  # a TpuctlError (errors.py is above this module)

@@ -367,3 +367,25 @@ def test_run_queued_bad_flags(cli, emulator, project) -> None:
     r = cli("run", str(project / "job.py"), "--valid-until", "1h")
     assert r.code == 2
     assert "--valid-until needs --queued" in one_line_error(r)
+
+
+def test_a_recreated_node_is_deleted_when_the_run_stops_before_its_agents(emulator) -> None:
+    """The restart path is inside the teardown guard: a node recreated after a preemption
+    that has no agents yet is deleted at once when the run is stopped."""
+    proc = _spawn(EXAMPLE, "--spot", "--restarts", "1", "--", "--steps", "100000")
+    try:
+        first = _node_name(emulator)
+        _wait_running(emulator)
+        emulator.durations(create=None)  # the recreated node stays CREATING
+        emulator.preempt(first)
+        wait_for(lambda: [n["state"] for n in emulator.nodes()] == ["CREATING"])
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "recreating it (restart 1 of 1)" in err
+    assert "Traceback" not in err
+    assert emulator.nodes() == []
