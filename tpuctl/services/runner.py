@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl import catalog
+from tpuctl.agent import bundle
 from tpuctl.errors import CloudError, NotFoundError, QuotaError, TpuctlError, UsageError
 from tpuctl.models import DEAD_STATES, JOB, Node
 from tpuctl.services import cost, jobs, nodes, queued, staging
@@ -34,44 +34,9 @@ if TYPE_CHECKING:
     from tpuctl.config import Target
     from tpuctl.services.ssh import Plan
 
-AGENT_SOURCE = Path(__file__).resolve().parent.parent / "agent" / "agent.py"
 REMOTE_ROOT = "~/.tpuctl"
 FINAL_STATES = frozenset(jobs.FINAL)
 STATUS_POLL = 1.0
-
-# Runs on the worker (system python3, stdlib): print the job log from a byte offset and
-# keep following it until the agent process has exited and everything is printed.
-FOLLOW = r"""
-import os, sys, time
-path, offset, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-def alive():
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-out = sys.stdout.buffer
-while not os.path.exists(path):
-    if not alive():
-        sys.exit(0)
-    time.sleep(0.2)
-with open(path, "rb") as f:
-    f.seek(offset)
-    while True:
-        chunk = f.read(65536)
-        if chunk:
-            out.write(chunk)
-            out.flush()
-            continue
-        if not alive():
-            rest = f.read()
-            out.write(rest)
-            out.flush()
-            sys.exit(0)
-        time.sleep(0.2)
-"""
 
 
 class RunUI(Protocol):
@@ -255,33 +220,32 @@ class Runner:
         assert self.bucket is not None
         bucket_name = self.bucket.name
         self.plan = ssh_service.plan(self.a.tpu, self.a.ssh, self.full_name, workers="all")
-        agent = AGENT_SOURCE.read_bytes()
+        agent = bundle.build()
         env_json = json.dumps(self.spec.env).encode()
         started: dict[int, dict[str, Any]] = {}
 
         async def install_and_start(session: Any, ep: Endpoint) -> int:
-            install = f"mkdir -p {REMOTE_ROOT} && cat > {REMOTE_ROOT}/agent.py"
+            install = bundle.install_command(REMOTE_ROOT)
             status = await session.run(install, lambda *_: None, stdin=agent)
             if status:
                 return status
             out = bytearray()
-            # `~` stays outside the quoting so the remote shell expands it.
-            command = f"python3 {REMOTE_ROOT}/agent.py " + shlex.join(
-                [
-                    "start",
-                    "--job-id",
-                    self.job_id,
-                    "--bucket",
-                    bucket_name,
-                    "--worker",
-                    str(ep.worker),
-                    "--heartbeat",
-                    "2",
-                    "--attempt",
-                    str(self.attempt),
-                    "--sync-every",
-                    str(self.spec.sync_every),
-                ]
+            command = bundle.command(
+                "agent",
+                "start",
+                "--job-id",
+                self.job_id,
+                "--bucket",
+                bucket_name,
+                "--worker",
+                str(ep.worker),
+                "--heartbeat",
+                "2",
+                "--attempt",
+                str(self.attempt),
+                "--sync-every",
+                str(self.spec.sync_every),
+                root=REMOTE_ROOT,
             )
             status = await session.run(
                 command,
@@ -294,7 +258,7 @@ class Runner:
 
         with self.ui.progress("starting the job on every worker:") as update:
             update("SSH", 0.0)
-            # Installing is idempotent, and so is `agent.py start` for one job and
+            # Installing is idempotent, and so is `agent start` for one job and
             # attempt (a second start reports the running agent), so a dropped
             # connection is simply tried again.
             results = remote.on_workers(
@@ -379,7 +343,6 @@ class Runner:
             from tpuctl.cloud.ssh import SshError
 
             delay = 0.5
-            command_base = ["python3", "-c", FOLLOW, self.logs[ep.worker]]
             while not done.is_set():
 
                 def out(stream: str, data: bytes, w: int = ep.worker) -> None:
@@ -387,8 +350,12 @@ class Runner:
                         offsets[w] += len(data)
                         self.ui.log(w, data)
 
-                command = shlex.join(
-                    [*command_base, str(offsets[ep.worker]), str(self.pids[ep.worker])]
+                command = bundle.command(
+                    "follow",
+                    self.logs[ep.worker],
+                    str(offsets[ep.worker]),
+                    str(self.pids[ep.worker]),
+                    root=REMOTE_ROOT,
                 )
                 try:
                     async with self.a.ssh.session(
