@@ -105,9 +105,10 @@ def agent_fetch(server: EmulatorServer, control: EmulatorControl, job_id: str, d
     import importlib
 
     import tpuctl.agent.agent as agent
+    import tpuctl.agent.common as common
 
-    agent = importlib.reload(agent)  # it reads the endpoints when imported
-    storage = agent.Storage(agent.Token(), "bench-tpuctl")
+    common = importlib.reload(common)  # it reads the endpoints when imported
+    storage = common.Storage(common.Token(), "bench-tpuctl")
     t0 = time.perf_counter()
     agent.fetch_code(storage, job_id, dest)
     elapsed = time.perf_counter() - t0

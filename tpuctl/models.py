@@ -11,15 +11,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-MANAGED_BY = "managed-by"
-MANAGED_BY_VALUE = "tpuctl"
-OWNER = "tpuctl-owner"
-CREATED = "tpuctl-created"
-EXPIRES = "tpuctl-expires"
-IDLE_TIMEOUT = "tpuctl-idle-timeout"
-LAST_ACTIVE = "tpuctl-last-active"
-JOB = "tpuctl-job"
-KEEP = "tpuctl-keep"
+# The label names live in the agent package, since the watchdog on the VM reads them
+# too; the rest of tpuctl takes them from here.
+from tpuctl.agent.labels import (  # noqa: F401
+    CREATED,
+    EXPIRES,
+    IDLE_TIMEOUT,
+    JOB,
+    KEEP,
+    LAST_ACTIVE,
+    MANAGED_BY,
+    MANAGED_BY_VALUE,
+    OWNER,
+)
 
 # Node states grouped by what they mean to a user (the cloud's enum, as data).
 PENDING_STATES = frozenset({"CREATING", "STARTING", "RESTARTING", "REIMAGING", "REPAIRING"})

@@ -1,11 +1,11 @@
-"""Run the agent as it runs on a VM: a copy of the one file, in a process of its own,
-with only the endpoint overrides an emulated worker gets (no tpuctl on its path)."""
+"""Run the agent as it runs on a VM: the bundle installed where the runner puts it, in a
+process of its own, with only the endpoint overrides an emulated worker gets (no tpuctl
+on its path)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import tpuctl.agent.agent as agent_module
+from tpuctl.agent import bundle
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.storage import Bucket
 from tpuctl.services import staging
@@ -25,6 +25,18 @@ from tpuctl.services import staging
 AGENT_PYTHON = os.environ.get("TPUCTL_TEST_AGENT_PYTHON") or sys.executable
 PROJECT = "tpuctl-demo"
 FAST = ["--heartbeat", "0.1", "--sync-every", "0.2", "--grace", "2", "--stale", "30"]
+
+
+def install_bundle(home: Path) -> Path:
+    """The bundle at its place under `home`, unless it is there: what the runner's
+    install command does (atomically) before every start."""
+    path = home / bundle.remote_path().removeprefix("~/")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_bytes(bundle.build())
+        os.replace(tmp, path)
+    return path
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
@@ -45,9 +57,11 @@ class Worker:
     env: dict[str, str]
     root: Path
     worker: int
+    bundle: Path
 
     def command(self, verb: str, job_id: str, bucket: str, *extra: str) -> list[str]:
-        return [AGENT_PYTHON, "-I", str(self.root.parent / "agent.py"), verb,
+        install_bundle(self.root.parent)  # again: a test may have wiped the worker
+        return [AGENT_PYTHON, "-I", str(self.bundle), "agent", verb,
                 "--job-id", job_id, "--bucket", bucket, "--root", str(self.root),
                 *FAST, *extra]  # fmt: skip
 
@@ -95,7 +109,7 @@ class Cluster:
         _, project, _, zone, _, name = node.split("/")
         home = self.tmp / f"{name}-w{k}"
         home.mkdir(parents=True, exist_ok=True)
-        shutil.copy(agent_module.__file__, home / "agent.py")
+        installed = install_bundle(home)
         base = f"http://{self.emulator.address}"
         env = {
             "PATH": os.environ["PATH"],
@@ -105,7 +119,7 @@ class Cluster:
             "TPUCTL_STORAGE_URL": self.storage_url,
             "TPUCTL_TPU_URL": base,
         }
-        return Worker(env, home / ".tpuctl", k)
+        return Worker(env, home / ".tpuctl", k, installed)
 
     def stage(self, files: dict[str, str], node: str, **spec: Any) -> str:
         root = self.tmp / f"work-{len(list(self.tmp.glob('work-*')))}"

@@ -1,21 +1,20 @@
-"""idle.py check: busy means a tpuctl job, an interactive session or a held TPU device."""
+"""The bundle's `idle check`: busy means a tpuctl job, an interactive session or a held
+TPU device."""
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import pty
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import tpuctl.agent.idle as idle_module
-from tests.agent.conftest import AGENT_PYTHON, wait_for
+from tests.agent.conftest import AGENT_PYTHON, install_bundle, wait_for
+from tpuctl.agent import bundle
 
 
 class Worker:
@@ -23,6 +22,7 @@ class Worker:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.bundle = install_bundle(root)
         self.device = root / "accel0"
         self.device.touch()
         self.scope = f"TPUCTL_TEST_IDLE={secrets.token_hex(4)}"
@@ -40,7 +40,7 @@ class Worker:
     def check(self) -> dict:  # type: ignore[type-arg]
         env = dict(self.env(), TPUCTL_IDLE_SCOPE=self.scope)
         done = subprocess.run(
-            [AGENT_PYTHON, idle_module.__file__, "check"],
+            [AGENT_PYTHON, str(self.bundle), "idle", "check"],
             env=env, capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
         (line,) = done.stdout.splitlines()
@@ -57,17 +57,6 @@ def worker(tmp_path: Path) -> Iterator[Worker]:
     w = Worker(tmp_path)
     yield w
     w.stop()
-
-
-def test_idle_py_is_one_stdlib_only_python38_file() -> None:
-    tree = ast.parse(Path(idle_module.__file__).read_text(), feature_version=(3, 8))
-    modules = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            modules.add((node.module or "").split(".")[0])
-    assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
 
 
 def test_a_quiet_worker_is_idle(worker: Worker) -> None:
@@ -109,15 +98,39 @@ def test_an_interactive_session_is_busy(worker: Worker) -> None:
     assert f"interactive session: pid {shell.pid} (sleep 600) on a terminal" in result["reasons"]
 
 
-def test_a_running_tpuctl_job_is_busy(worker: Worker) -> None:
-    fake = worker.root / "agent.py"
+def _fake(worker: Worker, name: str) -> Path:
+    """A program that only sleeps, under the name of one of the agent's."""
+    fake = worker.root / "fake" / name
+    fake.parent.mkdir(exist_ok=True)
     fake.write_text("import time\ntime.sleep(600)\n")
+    return fake
+
+
+@pytest.mark.parametrize(
+    "name, verbs",
+    [
+        (bundle.file_name(), ["agent", "run"]),
+        (bundle.file_name(), ["agent", "start"]),
+        ("agent.py", ["run"]),  # an agent a tpuctl of before the bundle started
+    ],
+)
+def test_a_running_tpuctl_job_is_busy(worker: Worker, name: str, verbs: list[str]) -> None:
+    fake = _fake(worker, name)
     agent = worker.start(
-        [AGENT_PYTHON, str(fake), "run", "--job-id", "j1"], stdin=subprocess.DEVNULL
+        [AGENT_PYTHON, str(fake), *verbs, "--job-id", "j1"], stdin=subprocess.DEVNULL
     )
     result = worker.check()
     assert result["busy"] is True
     assert any(r.startswith(f"tpuctl job running: pid {agent.pid}") for r in result["reasons"])
+
+
+def test_the_bundles_other_programs_are_no_job(worker: Worker) -> None:
+    fake = str(_fake(worker, bundle.file_name()))
+    log = worker.root / "attempt-1.log"
+    for argv in (["follow", str(log), "0", "1"], ["idle", "watch"], ["agent", "--help"]):
+        worker.start([AGENT_PYTHON, fake, *argv], stdin=subprocess.DEVNULL)
+    result = worker.check()
+    assert result["busy"] is False and result["reasons"] == []
 
 
 def test_processes_outside_the_scope_do_not_count(worker: Worker, tmp_path: Path) -> None:

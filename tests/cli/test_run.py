@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import one_line_error
+from tests.emulator.ssh_helpers import worker_processes
+from tpuctl.agent import bundle
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train.py"
 
@@ -189,6 +192,22 @@ def _spawn(script: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
+def _followers(job_id: str) -> list[int]:
+    """The job's log followers: processes on this session's emulated workers that run the
+    bundle's `follow` on a log of this job (nothing else on the machine is ours)."""
+    name = "/" + bundle.file_name()
+    found = []
+    for pid in worker_processes():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        for i, arg in enumerate(argv[:-2]):
+            if arg.endswith(name) and argv[i + 1] == "follow" and f"/{job_id}/" in argv[i + 2]:
+                found.append(pid)
+    return found
+
+
 def _wait_running(emulator) -> None:  # noqa: ANN001
     def running() -> bool:
         objects = bucket_objects(emulator)
@@ -239,10 +258,15 @@ def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, 
         _wait_running(emulator)
         time.sleep(0.5)  # mid-stream: some lines sent, most still to come
 
+        (job,) = {k.split("/")[2] for k in bucket_objects(emulator) if "/status/" in k}
+
         # the follower is a process on the emulated worker, like any other there
         def kill_follower() -> bool:
-            pattern = "path, offset, pid = sys.argv"
-            return subprocess.run(["pkill", "-f", pattern], check=False).returncode == 0
+            pids = _followers(job)
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)  # what pkill sent
+            return bool(pids)
 
         wait_for(kill_follower, timeout=30)  # it was there, and now it is gone
         out, err = proc.communicate(timeout=90)

@@ -6,8 +6,8 @@ import pytest
 import requests
 from google.api_core import exceptions as gx
 
-from tpuctl.cloud.retry import is_transient, retrying
 from tpuctl.cloud.errors import translate
+from tpuctl.cloud.retry import is_transient, retrying
 from tpuctl.errors import (
     AccessDeniedError,
     AlreadyExistsError,

@@ -1,13 +1,14 @@
-#!/usr/bin/env python3
 """Is this TPU VM worker idle? And, as a watchdog, delete (or stop) the node once it is.
 
-One file, standard library only, Python 3.8+; it never imports tpuctl.
+Standard library only, Python 3.8+; it never imports tpuctl (HTTP, the token and
+identity come from its sibling common.py). It runs from the agent bundle (bundle.py):
 
-    python3 idle.py check                      # one JSON line: {"busy", "reasons", "checked"}
-    python3 idle.py watch [--interval 60] [--action delete|stop]
+    python3 BUNDLE idle check          # one JSON line: {"busy", "reasons", "checked"}
+    python3 BUNDLE idle watch [--interval 60] [--action delete|stop]
 
 A worker is busy when
-- a tpuctl job runs on it (a live `agent.py run|start` process),
+- a tpuctl job runs on it (a live `BUNDLE agent run|start` process, or an agent of
+  before the bundle: `agent.py run|start`),
 - an interactive SSH session is open (a process whose stdin is a pseudo-terminal),
 - or a process holds a TPU device open (`/dev/accel*`, `/dev/vfio/*`, and the paths in
   TPUCTL_TPU_DEVICES, comma-separated, when set).
@@ -22,7 +23,7 @@ idle longer than its `tpuctl-idle-timeout` label and this worker is idle, it del
 node (or stops it), unless the node is labelled `tpuctl-keep=true`. Labels are read
 from the TPU API on every tick: the cloud is the source of truth. The TPU API and the
 metadata server are reached at TPUCTL_TPU_URL and TPUCTL_METADATA_URL, Google's by
-default, with the token of the VM's service account (as agent.py does).
+default, with the token of the VM's service account (common.py, as for agent.py).
 """
 
 from __future__ import annotations
@@ -31,23 +32,24 @@ import argparse
 import glob
 import json
 import os
-import random
-import sys
 import time
-import urllib.error
-import urllib.request
-from typing import Any, Dict
+from typing import Any
 
-_GOOGLE_METADATA = "http://metadata.google.internal/computeMetadata/v1"
-METADATA_URL = os.environ.get("TPUCTL_METADATA_URL", _GOOGLE_METADATA).rstrip("/")
-TPU_URL = os.environ.get("TPUCTL_TPU_URL", "https://tpu.googleapis.com").rstrip("/")
+from .common import (
+    BUNDLE_PREFIX,
+    BUNDLE_SUFFIX,
+    TPU_URL,
+    HttpError,
+    Json,
+    Token,
+    http,
+    identity,
+    metadata,
+)
+from .labels import CREATED, IDLE_TIMEOUT, KEEP, LAST_ACTIVE
+
 DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/*")
-LAST_ACTIVE = "tpuctl-last-active"
-IDLE_TIMEOUT = "tpuctl-idle-timeout"
-CREATED = "tpuctl-created"
-KEEP = "tpuctl-keep"
-RETRIED = (429, 500, 502, 503, 504)
-Json = Dict[str, Any]
+RUNS = ([b"run"], [b"start"])
 
 
 # -- the check ------------------------------------------------------------------------------
@@ -76,8 +78,17 @@ def _in_scope(pid: str, scope: bytes) -> bool:
 
 
 def _is_agent(argv: list[bytes]) -> bool:
+    """An agent's process, by its argv: `python3 BUNDLE agent run|start ...` (after its
+    double fork too: argv stays). The bundle's other programs (this check, the log
+    follower, the watchdog) are no job. `agent.py run|start` is an agent that a tpuctl
+    of before the bundle started, which may still run on a node."""
+    prefix, suffix = BUNDLE_PREFIX.encode(), BUNDLE_SUFFIX.encode()
     for i, arg in enumerate(argv[:-1]):
-        if os.path.basename(arg) == b"agent.py" and argv[i + 1] in (b"run", b"start"):
+        name = os.path.basename(arg)
+        if name == b"agent.py" and argv[i + 1] in (b"run", b"start"):
+            return True
+        bundle = name.startswith(prefix) and name.endswith(suffix)
+        if bundle and argv[i + 1 : i + 2] == [b"agent"] and argv[i + 2 : i + 3] in RUNS:
             return True
     return False
 
@@ -131,59 +142,12 @@ def check() -> Json:
     return result
 
 
-# -- HTTP, the metadata server and the TPU API (the minimum of agent.py's) ---------------
-class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-
-
-def http(
-    method: str, url: str, data: bytes | None = None, headers: dict[str, str] | None = None
-) -> bytes:
-    """One call, retried with jittered back-off on 429, 5xx and network errors."""
-    attempts = 5
-    for attempt in range(attempts):
-        try:
-            req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return resp.read()  # type: ignore[no-any-return]
-        except urllib.error.HTTPError as e:
-            if e.code not in RETRIED or attempt == attempts - 1:
-                raise HttpError(e.code, e.read()[:300].decode(errors="replace")) from None
-        except OSError as e:
-            if attempt == attempts - 1:
-                raise HttpError(0, f"{method} {url}: {e}") from None
-        time.sleep(min(5.0, 0.25 * 2**attempt) * random.uniform(0.5, 1.0))
-    raise AssertionError("unreachable")
-
-
-def metadata(path: str) -> str:
-    return http("GET", f"{METADATA_URL}/{path}", headers={"Metadata-Flavor": "Google"}).decode()
-
-
-class Token:
-    def __init__(self) -> None:
-        self._value, self._expires = "", 0.0
-
-    def headers(self, **extra: str) -> dict[str, str]:
-        if time.time() >= self._expires:
-            data = json.loads(metadata("instance/service-accounts/default/token"))
-            self._value = data["access_token"]
-            self._expires = time.time() + float(data.get("expires_in", 300)) - 60
-        return dict(extra, Authorization="Bearer " + self._value)
-
-
-def identity() -> tuple[str, int]:
-    """This node's resource name and this worker's number."""
-    env = {}
-    for line in metadata("instance/attributes/tpu-env").splitlines():
-        key, _, value = line.partition(":")
-        env[key.strip()] = value.strip().strip("'\"")
-    project = metadata("project/project-id")
-    zone = metadata("instance/zone").rsplit("/", 1)[-1]
-    worker = int(metadata("instance/attributes/agent-worker-number"))
-    return f"projects/{project}/locations/{zone}/nodes/{env.get('NODE_ID', '')}", worker
+# -- the TPU API ----------------------------------------------------------------------------
+def _tpu(token: Token, method: str, path: str, body: bytes | None = None) -> bytes:
+    """One call about this node; fewer and shorter tries than the agent's, so that a
+    watchdog tick under faults ends soon and tries again on the next one."""
+    headers = token.headers(**({"Content-Type": "application/json"} if body else {}))
+    return http(method, f"{TPU_URL}/v2/{path}", body, headers, attempts=5, timeout=30)[2]
 
 
 def _number(value: Any) -> float | None:
@@ -224,8 +188,7 @@ class Watchdog:
         print(f"{stamp} {text}", flush=True)
 
     def node(self) -> Json:
-        url = f"{TPU_URL}/v2/{self.name}"
-        return dict(json.loads(http("GET", url, headers=self.token.headers())))
+        return dict(json.loads(_tpu(self.token, "GET", self.name)))
 
     def mark_active(self, node: Json, now: float) -> None:
         labels = dict(node.get("labels") or {})
@@ -233,9 +196,8 @@ class Watchdog:
         if now - max(last, self.last_write) < self.interval:
             return  # at most once per interval (another worker may have just written it)
         labels[LAST_ACTIVE] = str(int(now))
-        url = f"{TPU_URL}/v2/{self.name}?updateMask=labels"
         body = json.dumps({"labels": labels}).encode()
-        http("PATCH", url, body, self.token.headers(**{"Content-Type": "application/json"}))
+        _tpu(self.token, "PATCH", f"{self.name}?updateMask=labels", body)
         self.last_write = now
 
     def idle_since(self, node: Json) -> float:
@@ -272,10 +234,9 @@ class Watchdog:
             return False
         self.say(f"idle for {int(idle)}s (limit {int(limit)}s): {self.action} {self.name}")
         if self.action == "stop":
-            url = f"{TPU_URL}/v2/{self.name}:stop"
-            http("POST", url, b"{}", self.token.headers(**{"Content-Type": "application/json"}))
+            _tpu(self.token, "POST", f"{self.name}:stop", b"{}")
         else:
-            http("DELETE", f"{TPU_URL}/v2/{self.name}", headers=self.token.headers())
+            _tpu(self.token, "DELETE", self.name)
         return True
 
     def run(self) -> int:
@@ -307,7 +268,7 @@ def interval_setting(given: float | None) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="idle.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="idle", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["check", "watch"])
     parser.add_argument("--interval", type=float, help="seconds between checks (default 60)")
     parser.add_argument("--action", choices=["delete", "stop"], default="delete")
@@ -315,9 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         print(json.dumps(check()), flush=True)
         return 0
-    name, worker = identity()
+    me = identity()
+    name = f"projects/{me['project']}/locations/{me['zone']}/nodes/{me['node']}"
+    worker = int(me["worker"])
     return Watchdog(name, worker, interval_setting(args.interval), args.action).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,8 @@
 """Is a node idle? Asked of the node itself: tpuctl/agent/idle.py on every worker.
 
-`ssh_probe` is gc's `IdleProbe`: it runs `idle.py check` on every worker over SSH (the
-file travels on stdin, nothing is installed) and answers busy, idle or unknown. A worker
+`ssh_probe` is gc's `IdleProbe`: it runs `idle check` of the agent bundle on every
+worker over SSH (the bundle travels on stdin into a temporary file, removed after: nothing
+is installed) and answers busy, idle or unknown. A worker
 it cannot reach or read makes the answer unknown: gc never deletes on a guess.
 `watchdog_script` is the startup script that keeps a watchdog on every worker of a node
 created with `--idle-timeout` (see docs/gc.md).
@@ -9,11 +10,11 @@ created with `--idle-timeout` (see docs/gc.md).
 
 from __future__ import annotations
 
+import base64
 import json
-import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tpuctl.agent import bundle
 from tpuctl.errors import TpuctlError
 
 if TYPE_CHECKING:
@@ -22,13 +23,14 @@ if TYPE_CHECKING:
     from tpuctl.models import Node
     from tpuctl.services.gc import Busy, IdleProbe
 
-IDLE_SOURCE = Path(__file__).resolve().parent.parent / "agent" / "idle.py"
 PROBE_TIMEOUT = 20.0  # seconds a worker may take to answer before it counts as unknown
 # As root where the VM lets us (passwordless sudo, as TPU VMs give their SSH users): a
-# process of another user would otherwise hide what it holds.
+# process of another user would otherwise hide what it holds. A zipapp cannot run from
+# stdin (`python3 -`), so the bundle goes to a temporary file the shell removes on exit.
 CHECK_COMMAND = (
+    't="$(mktemp)" && trap \'rm -f "$t"\' EXIT && cat > "$t" || exit 1; '
     'if [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; '
-    "then exec sudo -n -E python3 - check; fi; exec python3 - check"
+    'then sudo -n -E python3 "$t" idle check; else python3 "$t" idle check; fi'
 )
 WATCHDOG_DIR = "${HOME:-/root}/.tpuctl"
 
@@ -55,11 +57,11 @@ def verdict(node: str, answers: dict[int, dict | str]) -> tuple[Busy, str]:  # t
 
 
 def ssh_probe(api: TpuApi, ssh: SshApi, timeout: float = PROBE_TIMEOUT) -> IdleProbe:
-    """gc's probe: run idle.py's check on every worker of a node over SSH."""
+    """gc's probe: run the bundle's idle check on every worker of a node over SSH."""
     from tpuctl.services import remote
     from tpuctl.services import ssh as ssh_service
 
-    source = IDLE_SOURCE.read_bytes()
+    source = bundle.build()
 
     def probe(node: Node) -> tuple[Busy, str]:
         try:
@@ -90,18 +92,20 @@ def ssh_probe(api: TpuApi, ssh: SshApi, timeout: float = PROBE_TIMEOUT) -> IdleP
 
 
 def watchdog_script(action: str = "delete") -> str:
-    """The node's `startup-script`: install idle.py and start its watchdog, detached, on
-    every boot of every worker (the guest runs it as root; it needs no client, no cron)."""
-    source = IDLE_SOURCE.read_text()
-    marker = "TPUCTL_IDLE_PY_EOF"
-    assert marker not in source
+    """The node's `startup-script`: install the agent bundle and start its idle watchdog,
+    detached, on every boot of every worker (the guest runs it as root; it needs no
+    client, no cron). The bundle travels in the script as base64, decoded by python3
+    (which the watchdog needs anyway) into the bundle's install command."""
+    encoded = base64.encodebytes(bundle.build()).decode()  # lines of 76: never the marker
+    marker = "TPUCTL_AGENT_PYZ_EOF"
+    root = '"$dir"'
     return (
         "#!/bin/bash\n"
         "# tpuctl: idle watchdog (docs/gc.md). Deletes this node once it has been idle\n"
         "# longer than its tpuctl-idle-timeout label, unless it is labelled tpuctl-keep=true.\n"
         f'dir="{WATCHDOG_DIR}"\n'
-        'mkdir -p "$dir"\n'
-        f"cat > \"$dir/idle.py\" <<'{marker}'\n{source}{marker}\n"
-        f'setsid nohup python3 "$dir/idle.py" watch --action {shlex.quote(action)} '
+        f"python3 -m base64 -d <<'{marker}' | {{ {bundle.install_command(root)}; }}\n"
+        f"{encoded}{marker}\n"
+        f"setsid nohup {bundle.command('idle', 'watch', '--action', action, root=root)} "
         '>> "$dir/idle-watchdog.log" 2>&1 < /dev/null &\n'
     )

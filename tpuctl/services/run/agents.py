@@ -5,10 +5,9 @@ start it for one attempt (over SSH), then read what the agents write to the buck
 from __future__ import annotations
 
 import json
-import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tpuctl.agent import bundle
 from tpuctl.errors import CloudError, TpuctlError, WaitTimedOut
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
@@ -18,7 +17,6 @@ from tpuctl.waiting import poll_until
 if TYPE_CHECKING:
     from tpuctl.cloud.ssh import Endpoint
 
-AGENT_SOURCE = Path(__file__).resolve().parents[2] / "agent" / "agent.py"
 REMOTE_ROOT = "~/.tpuctl"
 FINAL_STATES = frozenset(jobs.FINAL)
 STATUS_POLL = 1.0
@@ -31,33 +29,33 @@ def start(job: Job) -> None:
     a, bucket = job.adapters, job.bucket
     assert bucket is not None
     job.plan = ssh_service.plan(a.tpu, a.ssh, job.full_name, workers="all")
-    agent = AGENT_SOURCE.read_bytes()
+    agent = bundle.build()
     env_json = json.dumps(job.spec.env).encode()
     started: dict[int, dict[str, Any]] = {}
 
     async def install_and_start(session: Any, ep: Endpoint) -> int:
-        install = f"mkdir -p {REMOTE_ROOT} && cat > {REMOTE_ROOT}/agent.py"
-        status = await session.run(install, lambda *_: None, stdin=agent)
+        status = await session.run(
+            bundle.install_command(REMOTE_ROOT), lambda *_: None, stdin=agent
+        )
         if status:
             return status
         out = bytearray()
-        # `~` stays outside the quoting so the remote shell expands it.
-        command = f"python3 {REMOTE_ROOT}/agent.py " + shlex.join(
-            [
-                "start",
-                "--job-id",
-                job.job_id,
-                "--bucket",
-                bucket.name,
-                "--worker",
-                str(ep.worker),
-                "--heartbeat",
-                str(HEARTBEAT),
-                "--attempt",
-                str(job.attempt),
-                "--sync-every",
-                str(job.spec.sync_every),
-            ]
+        command = bundle.command(
+            "agent",
+            "start",
+            "--job-id",
+            job.job_id,
+            "--bucket",
+            bucket.name,
+            "--worker",
+            str(ep.worker),
+            "--heartbeat",
+            str(HEARTBEAT),
+            "--attempt",
+            str(job.attempt),
+            "--sync-every",
+            str(job.spec.sync_every),
+            root=REMOTE_ROOT,
         )
         status = await session.run(
             command,
@@ -70,7 +68,7 @@ def start(job: Job) -> None:
 
     with job.ui.progress("starting the job on every worker:") as update:
         update("SSH", 0.0)
-        # Installing is idempotent, and so is `agent.py start` for one job and attempt
+        # Installing is idempotent, and so is `agent start` for one job and attempt
         # (a second start reports the running agent), so a dropped connection is simply
         # tried again...
         results = remote.on_workers(

@@ -10,9 +10,9 @@ gone) is read from the bucket copies of the logs at the end.
 from __future__ import annotations
 
 import asyncio
-import shlex
 from typing import TYPE_CHECKING, Any
 
+from tpuctl.agent import bundle
 from tpuctl.errors import ConnectionDropped, NotFoundError, Preempted, SshError, TpuctlError
 from tpuctl.models import DEAD_STATES
 from tpuctl.services.run import agents
@@ -24,40 +24,6 @@ if TYPE_CHECKING:
 
 TAIL_GRACE = 5.0  # once the job is over, how long the followers may print its tail
 NODE_CHECK_EVERY = 2  # status polls between two looks at the node's state
-
-# Runs on the worker (system python3, stdlib): print the job log from a byte offset and
-# keep following it until the agent process has exited and everything is printed.
-FOLLOW = r"""
-import os, sys, time
-path, offset, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-def alive():
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-out = sys.stdout.buffer
-while not os.path.exists(path):
-    if not alive():
-        sys.exit(0)
-    time.sleep(0.2)
-with open(path, "rb") as f:
-    f.seek(offset)
-    while True:
-        chunk = f.read(65536)
-        if chunk:
-            out.write(chunk)
-            out.flush()
-            continue
-        if not alive():
-            rest = f.read()
-            out.write(rest)
-            out.flush()
-            sys.exit(0)
-        time.sleep(0.2)
-"""
 
 
 def node_lost(job: Job) -> str | None:
@@ -132,15 +98,12 @@ async def _follow(job: Job, ep: Endpoint, offsets: dict[int, int]) -> None:
             job.ui.log(ep.worker, data)
 
     async def once() -> None:
-        command = shlex.join(
-            [
-                "python3",
-                "-c",
-                FOLLOW,
-                job.logs[ep.worker],
-                str(offsets[ep.worker]),
-                str(job.pids[ep.worker]),
-            ]
+        command = bundle.command(
+            "follow",
+            job.logs[ep.worker],
+            str(offsets[ep.worker]),
+            str(job.pids[ep.worker]),
+            root=agents.REMOTE_ROOT,
         )
         async with ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
             status = await session.run(command, out)

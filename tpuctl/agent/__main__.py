@@ -1,0 +1,39 @@
+"""The agent bundle's entry point: `python3 BUNDLE PROGRAM ARGS...` on a TPU VM worker.
+
+    agent start|run ...        the job (agent.py)
+    idle check|watch ...       the idleness check and the idle watchdog (idle.py)
+    follow PATH OFFSET PID     the live log follower (follow.py)
+    verify SHA256              exit 0 when this bundle's file has that sha256 (the
+                               install checks an upload before renaming it into place)
+
+Standard library only, Python 3.8+. `python -m tpuctl.agent ...` runs the same on the
+laptop; inside the bundle this module is tpuctl_agent.__main__ (bundle.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+from . import agent, follow, idle
+
+PROGRAMS = {"agent": agent.main, "idle": idle.main, "follow": follow.main}
+
+
+def verify(digest: str) -> int:
+    with open(sys.argv[0], "rb") as f:
+        return 0 if hashlib.sha256(f.read()).hexdigest() == digest else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["verify"] and len(args) == 2:
+        return verify(args[1])
+    if not args or args[0] not in PROGRAMS:
+        print("usage: python3 BUNDLE agent|idle|follow|verify ARGS...", file=sys.stderr)
+        return 2
+    return int(PROGRAMS[args[0]](args[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The agent bundle: the modules that run on a TPU VM worker, as ONE zipapp built in
+memory, and the shell commands that install and run it there.
+
+Invariants:
+- The bundle holds the package `tpuctl_agent` (this folder's modules, minus this one)
+  and a `__main__.py` that runs `tpuctl_agent.__main__`; it needs only Python 3.8+ and
+  its standard library (a test runs it with `python -I`).
+- It is built deterministically (fixed timestamps and modes), so the same sources give
+  the same bytes, and it is named by its content on the VM:
+  `~/.tpuctl/tpuctl-agent-<sha256[:12]>.pyz`. Installing again is idempotent, and a new
+  tpuctl never replaces the file an older agent still runs from.
+- An install writes a temporary file, checks its sha256, then renames it into place:
+  no reader ever sees a partial bundle.
+
+Runs on the laptop only (it is not in the bundle); standard library only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import shlex
+import zipfile
+from pathlib import Path
+
+from .common import BUNDLE_PREFIX, BUNDLE_SUFFIX
+
+PACKAGE = "tpuctl_agent"
+MODULES = ("__init__.py", "__main__.py", "common.py", "labels.py", "agent.py", "idle.py",
+           "follow.py")  # fmt: skip
+REMOTE_ROOT = "~/.tpuctl"  # a shell word: `~` is left to the remote shell to expand
+# What `python3 BUNDLE` runs, as the standard library's zipapp writes it for `pkg.mod:fn`.
+MAIN = f"import sys\nfrom {PACKAGE}.__main__ import main\nsys.exit(main())\n"
+_HERE = Path(__file__).resolve().parent
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold
+
+
+@functools.lru_cache(maxsize=1)
+def build() -> bytes:
+    """The zipapp's bytes (the sources do not change while tpuctl runs: built once)."""
+    files = [("__main__.py", MAIN.encode())]
+    files += [(f"{PACKAGE}/{name}", (_HERE / name).read_bytes()) for name in MODULES]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in files:
+            info = zipfile.ZipInfo(name, date_time=_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    return buffer.getvalue()
+
+
+def sha256() -> str:
+    return hashlib.sha256(build()).hexdigest()
+
+
+def file_name() -> str:
+    return f"{BUNDLE_PREFIX}{sha256()[:12]}{BUNDLE_SUFFIX}"
+
+
+def remote_path(root: str = REMOTE_ROOT) -> str:
+    """Where the bundle lives on a worker; `root` is a shell word, used as it is."""
+    return f"{root}/{file_name()}"
+
+
+def install_command(root: str = REMOTE_ROOT) -> str:
+    """A shell command that installs the bundle read from its stdin at `remote_path`."""
+    path = remote_path(root)
+    tmp = f"{root}/.{file_name()}.$$"  # one per shell: concurrent installs never meet
+    return (
+        f"mkdir -p {root} && cat > {tmp} && python3 {tmp} verify {sha256()} "
+        f"&& mv -f {tmp} {path} || {{ rm -f {tmp}; exit 1; }}"
+    )
+
+
+def command(*args: str, root: str = REMOTE_ROOT) -> str:
+    """`python3 BUNDLE ARGS...` for the remote shell: the arguments are quoted, the path
+    is not (its `~` must expand)."""
+    return f"python3 {remote_path(root)} " + shlex.join(args)

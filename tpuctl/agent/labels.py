@@ -1,0 +1,16 @@
+"""The labels tpuctl writes on nodes and queued resources (docs: DESIGN's label table).
+
+The one definition of their names: tpuctl.models takes them from here, and the idle
+watchdog on the VM reads them from the TPU API. Standard library only (nothing at all),
+Python 3.8+: this module travels in the agent bundle.
+"""
+
+MANAGED_BY = "managed-by"
+MANAGED_BY_VALUE = "tpuctl"
+OWNER = "tpuctl-owner"
+CREATED = "tpuctl-created"
+EXPIRES = "tpuctl-expires"
+IDLE_TIMEOUT = "tpuctl-idle-timeout"
+LAST_ACTIVE = "tpuctl-last-active"
+JOB = "tpuctl-job"
+KEEP = "tpuctl-keep"
