@@ -7,15 +7,7 @@ from typing import Any
 
 from tpuctl import catalog
 from tpuctl.emulator import errors
-from tpuctl.emulator.rules import check_zone, page
-
-
-def _listing(key: str, items: list[dict[str, Any]], page_size: int, token: str) -> dict[str, Any]:
-    items, next_token = page(items, page_size, token)
-    out: dict[str, Any] = {key: items}
-    if next_token:
-        out["nextPageToken"] = next_token
-    return out
+from tpuctl.emulator.rules import check_zone, listing
 
 
 def _location(project: str, zone: str) -> dict[str, Any]:
@@ -28,7 +20,7 @@ def _location(project: str, zone: str) -> dict[str, Any]:
 
 def list_locations(project: str, page_size: int = 0, page_token: str = "") -> dict[str, Any]:
     items = [_location(project, zone) for zone in sorted(catalog.ZONES)]
-    return _listing("locations", items, page_size, page_token)
+    return listing("locations", items, page_size, page_token)
 
 
 def get_location(project: str, zone: str) -> dict[str, Any]:
@@ -49,7 +41,7 @@ def list_accelerator_types(
 ) -> dict[str, Any]:
     check_zone(project, zone, "tpu.acceleratortypes.list")
     items = [_accelerator_type(project, zone, acc) for acc in catalog.accelerator_types(zone)]
-    return _listing("acceleratorTypes", items, page_size, page_token)
+    return listing("acceleratorTypes", items, page_size, page_token)
 
 
 def get_accelerator_type(project: str, zone: str, name: str) -> dict[str, Any]:
@@ -72,7 +64,7 @@ def list_runtime_versions(
 ) -> dict[str, Any]:
     check_zone(project, zone, "tpu.runtimeversions.list")
     items = [_runtime_version(project, zone, v) for v in catalog.RUNTIME_VERSIONS]
-    return _listing("runtimeVersions", items, page_size, page_token)
+    return listing("runtimeVersions", items, page_size, page_token)
 
 
 def get_runtime_version(project: str, zone: str, version: str) -> dict[str, Any]:

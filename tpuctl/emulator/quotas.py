@@ -19,7 +19,7 @@ from typing import Any
 from tpuctl import catalog
 from tpuctl.emulator import errors
 from tpuctl.emulator.models import Node, project_number
-from tpuctl.emulator.rules import page
+from tpuctl.emulator.rules import listing
 
 PRESETS = ("granted", "new-project")
 API_MODES = ("enabled", "disabled", "denied")
@@ -193,11 +193,7 @@ class QuotaConfig:
     ) -> dict[str, Any]:
         self._check_api(project, f"projects/{project}/locations/global/services/{service}")
         specs = list(catalog.QUOTAS) if service == _SERVICE else []
-        items, token = page(specs, page_size, page_token)
-        out: dict[str, Any] = {"quotaInfos": [self._info(project, s) for s in items]}
-        if token:
-            out["nextPageToken"] = token
-        return out
+        return listing("quotaInfos", specs, page_size, page_token, lambda s: self._info(project, s))
 
     def get_info(self, project: str, service: str, quota_id: str) -> dict[str, Any]:
         name = f"projects/{project}/locations/global/services/{service}/quotaInfos/{quota_id}"

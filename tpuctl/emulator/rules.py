@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 from tpuctl import catalog
@@ -46,6 +47,25 @@ def page(items: list[Any], page_size: int, page_token: str) -> tuple[list[Any], 
     end = len(items) if page_size == 0 else start + page_size
     token = base64.urlsafe_b64encode(str(end).encode()).decode() if end < len(items) else None
     return items[start:end], token
+
+
+def listing(
+    key: str,
+    items: list[Any],
+    page_size: int,
+    page_token: str,
+    render: Callable[[Any], dict[str, Any]] | None = None,
+    unreachable: bool = False,
+) -> dict[str, Any]:
+    """A list response: one page of `items` (each `render`ed) under `key`, then
+    `unreachable` (for the resources whose list has it) and `nextPageToken` if more."""
+    items, token = page(items, page_size, page_token)
+    out: dict[str, Any] = {key: [render(i) for i in items] if render else items}
+    if unreachable:
+        out["unreachable"] = []
+    if token:
+        out["nextPageToken"] = token
+    return out
 
 
 def label_problem(labels: Any) -> str | None:
