@@ -1,0 +1,141 @@
+"""URL routing: the Cloud TPU v2 (and Cloud Quotas) REST paths and the control plane's,
+each to the backend method (or catalog function) that answers it.
+
+A route names the backend method, not the method itself: the server looks it up on its
+own backend, and this module needs no backend to be imported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+from tpuctl.emulator import catalog_api, errors
+from tpuctl.emulator.control import CONTROL_PREFIX
+
+Handler = Callable[..., Any]
+_P = r"/v2/projects/(?P<project>[^/]+)/locations"
+_Z = _P + r"/(?P<zone>[^/:]+)"
+_N = _Z + r"/nodes/(?P<node>[^/:]+)"
+_O = _Z + r"/operations/(?P<op>[^/:]+)"
+_QR = _Z + r"/queuedResources"
+# gcloud's `compute tpus locations` and `accelerator-types` groups still call v1 for these
+_P1 = r"/v[12]/projects/(?P<project>[^/]+)/locations"
+_Z1 = _P1 + r"/(?P<zone>[^/:]+)"
+_PZ = ("project", "zone")
+# the Cloud Quotas API (cloudquotas.googleapis.com) subset: quota infos of a service
+_Q = r"/v1/projects/(?P<project>[^/]+)/locations/global/services/(?P<service>[^/]+)/quotaInfos"
+
+# (HTTP method, path, verb counted in /requests, backend method name or catalog function,
+#  arguments: path groups by name, "?param" from the query, "paging", "body")
+API_ROUTES: list[tuple[str, str, str, str | Handler, tuple[str, ...]]] = [
+    ("GET", _P1, "locations.list", catalog_api.list_locations, ("project", "paging")),
+    ("GET", _Z1, "locations.get", catalog_api.get_location, _PZ),
+    ("GET", _Z + "/nodes", "list", "list_nodes", (*_PZ, "paging")),
+    ("POST", _Z + "/nodes", "create", "create_node", (*_PZ, "?nodeId", "body")),
+    ("GET", _N, "get", "get_node", (*_PZ, "node")),
+    ("DELETE", _N, "delete", "delete_node", (*_PZ, "node")),
+    ("PATCH", _N, "patch", "update_node", (*_PZ, "node", "?updateMask", "body")),
+    ("POST", _N + ":stop", "stop", "stop_node", (*_PZ, "node")),
+    ("POST", _N + ":start", "start", "start_node", (*_PZ, "node")),
+    ("POST", _N + ":getGuestAttributes", "getGuestAttributes", "get_guest_attributes",
+     (*_PZ, "node", "body")),
+    ("GET", _QR, "queuedResources.list", "list_queued_resources", (*_PZ, "paging")),
+    ("POST", _QR, "queuedResources.create", "create_queued_resource",
+     (*_PZ, "?queuedResourceId", "body")),
+    ("GET", _QR + "/(?P<qr>[^/:]+)", "queuedResources.get", "get_queued_resource",
+     (*_PZ, "qr")),
+    ("DELETE", _QR + "/(?P<qr>[^/:]+)", "queuedResources.delete", "delete_queued_resource",
+     (*_PZ, "qr", "?force")),
+    ("GET", _Z + "/operations", "operations.list", "list_operations", (*_PZ, "paging")),
+    ("GET", _O, "operations.get", "get_operation", (*_PZ, "op")),
+    ("DELETE", _O, "operations.delete", "delete_operation", (*_PZ, "op")),
+    ("POST", _O + ":cancel", "operations.cancel", "cancel_operation", (*_PZ, "op")),
+    ("GET", _Z1 + "/acceleratorTypes", "acceleratorTypes.list",
+     catalog_api.list_accelerator_types, (*_PZ, "paging")),
+    ("GET", _Z1 + "/acceleratorTypes/(?P<type>[^/:]+)", "acceleratorTypes.get",
+     catalog_api.get_accelerator_type, (*_PZ, "type")),
+    ("GET", _Z + "/runtimeVersions", "runtimeVersions.list",
+     catalog_api.list_runtime_versions, (*_PZ, "paging")),
+    ("GET", _Z + "/runtimeVersions/(?P<version>[^/:]+)", "runtimeVersions.get",
+     catalog_api.get_runtime_version, (*_PZ, "version")),
+    ("GET", _Q, "quotaInfos.list", "list_quota_infos", ("project", "service", "paging")),
+    ("GET", _Q + "/(?P<quota>[^/]+)", "quotaInfos.get", "get_quota_info",
+     ("project", "service", "quota")),
+]  # fmt: skip
+
+# control plane: (HTTP method, path under CONTROL_PREFIX) -> backend method, body keys
+CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("GET", "status"): ("status", ()),
+    ("GET", "config"): ("config", ()),
+    ("POST", "config"): ("update_config", ("body",)),
+    ("POST", "reset"): ("reset", ()),
+    ("GET", "faults"): ("faults_config", ()),
+    ("POST", "faults"): ("set_faults", ("body",)),
+    ("POST", "advance"): ("advance", ("node?",)),
+    ("GET", "nodes"): ("all_nodes", ()),
+    ("GET", "requests"): ("request_counts", ()),
+    ("POST", "guest-attributes"): ("set_guest_attributes", ("node", "worker", "items")),
+    ("POST", "preempt"): ("preempt", ("node",)),
+    ("GET", "queued"): ("all_queued", ()),
+    ("POST", "queued/fail"): ("queued_control", ("=fail", "name", "message?")),
+    ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name")),
+    ("POST", "queued/provision"): ("queued_control", ("=provision", "name")),
+}
+
+
+def arguments(
+    spec: tuple[str, ...], match: dict[str, str], query: dict[str, str], body: dict[str, Any]
+) -> list[Any]:
+    args: list[Any] = []
+    for item in spec:
+        if item == "body":
+            args.append(body)
+        elif item == "paging":
+            try:
+                args.append(int(query.get("pageSize") or 0))
+            except ValueError:
+                raise errors.invalid_argument("pageSize must be a number.", "page_size") from None
+            args.append(query.get("pageToken", ""))
+        elif item.startswith("?"):
+            args.append(query.get(item[1:], ""))
+        else:
+            args.append(match[item])
+    return args
+
+
+def control_arguments(spec: tuple[str, ...], body: dict[str, Any]) -> list[Any]:
+    args: list[Any] = []
+    for item in spec:
+        if item == "body":
+            args.append(body)
+        elif item.startswith("="):  # a constant
+            args.append(item[1:])
+        elif item.endswith("?"):
+            args.append(body.get(item[:-1]))
+        elif item not in body:
+            raise errors.invalid_argument(f"the control call needs '{item}'")
+        else:
+            args.append(body[item])
+    return args
+
+
+_COMPILED = [(m, re.compile(path + "$"), verb, fn, spec) for m, path, verb, fn, spec in API_ROUTES]
+
+
+def route(method: str, path: str) -> tuple[str, str | Handler, tuple[str, ...], dict[str, str]]:
+    for route_method, pattern, verb, fn, spec in _COMPILED:
+        match = pattern.match(path)
+        if match and route_method == method:
+            return verb, fn, spec, {k: unquote(v) for k, v in match.groupdict().items()}
+    raise errors.no_route(method, path)
+
+
+def control_route(method: str, path: str) -> tuple[str, tuple[str, ...]]:
+    """The backend method and the body keys of a control call (`path` with its prefix)."""
+    key = (method, path[len(CONTROL_PREFIX) :])
+    if key not in CONTROL_ROUTES:
+        raise errors.no_route(method, path)
+    return CONTROL_ROUTES[key]
