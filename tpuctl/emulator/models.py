@@ -1,4 +1,5 @@
-"""Resources of the emulated Cloud TPU API: nodes, operations and worker addresses.
+"""Resources of the emulated Cloud TPU API: nodes, operations, queued resources and
+worker addresses.
 
 Each resource renders itself as the v2 REST JSON (`to_dict`) and as a plain dict for
 the state file (`to_state` / `from_state`). Node life cycles are declared as data in
@@ -263,6 +264,50 @@ class Operation:
 
     @classmethod
     def from_state(cls, data: dict[str, Any]) -> Operation:
+        return cls(**data)
+
+
+@dataclass
+class QueuedResource:
+    """One request and the nodes it asks for (built, with their addresses, when accepted)."""
+
+    project: str
+    zone: str
+    qr_id: str
+    create_time: float
+    nodes: list[dict[str, Any]]  # Node.to_state() of each node to be, CREATING
+    request: dict[str, Any]  # the fields echoed back: tpu, spot, guaranteed, ...
+    state: str = "CREATING"
+    initiator: str = "USER"
+    error: dict[str, Any] | None = None
+    deadline: float | None = None  # when the current step is due (None: held)
+    valid_until: float | None = None
+    valid_after: float | None = None
+    forced: bool = False  # a forced delete under way
+
+    @property
+    def name(self) -> str:
+        return f"projects/{self.project}/locations/{self.zone}/queuedResources/{self.qr_id}"
+
+    def node_names(self) -> list[str]:
+        return [Node.from_state(n).name for n in self.nodes]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "createTime": rfc3339(self.create_time),
+            **self.request,
+            "state": {"state": self.state, "stateInitiator": self.initiator},
+        }
+        if self.state == "FAILED" and self.error:
+            out["state"]["failedData"] = {"error": dict(self.error)}
+        return out
+
+    def to_state(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_state(cls, data: dict[str, Any]) -> QueuedResource:
         return cls(**data)
 
 

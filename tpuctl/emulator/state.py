@@ -1,0 +1,142 @@
+"""Everything the emulated cloud holds, and how nodes move through their transitions.
+
+Invariants:
+- No lock here: the facade (`backend.Backend`) holds one around every call into this
+  state and into the modules that work on it (`tpu_api`, `queued`, `control_api`).
+- Transitions run on wall-clock deadlines stored on each node and queued resource (so
+  they survive a restart); they are applied lazily, by the facade calling `tick_nodes`
+  and `queued.tick` at the start of every call.
+- `dirty` is True whenever something changed since the state was last written; whoever
+  changes the state sets it (`changed()`), `persistence.save` clears it.
+- The address allocator outlives `clear()`: an address is never handed out twice.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from tpuctl.emulator import errors, rules
+from tpuctl.emulator.errors import Faults
+from tpuctl.emulator.models import AddressAllocator, Node, Operation, QueuedResource
+from tpuctl.emulator.quotas import QuotaConfig
+
+DEFAULT_DURATIONS: dict[str, float | None] = {
+    "create": 1.0,
+    "stop": 0.5,
+    "start": 0.5,
+    "delete": 0.5,
+    # queued resources: CREATING -> ACCEPTED, then ACCEPTED -> a try to provision
+    "queued_accept": 0.5,
+    "queued_schedule": 0.5,
+}
+DEFAULT_PROJECT = "tpuctl-demo"
+DEFAULT_ZONE = "us-central1-a"
+MAX_DONE_OPERATIONS = 500
+
+
+class State:
+    """Nodes, operations and queued resources of every project and zone, the config
+    (durations, defaults, quotas, faults) and the clock."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.allocator = AddressAllocator()
+        self.clear()
+
+    def clear(self) -> None:
+        """Back to a fresh emulator (the allocator carries on)."""
+        self.nodes: dict[str, Node] = {}
+        self.operations: dict[str, Operation] = {}
+        self.queued: dict[str, QueuedResource] = {}
+        self.durations: dict[str, float | None] = dict(DEFAULT_DURATIONS)
+        self.defaults = {"project": DEFAULT_PROJECT, "zone": DEFAULT_ZONE}
+        self.faults = Faults()
+        self.quota = QuotaConfig()
+        self.rng = random.Random()
+        self.requests: Counter[str] = Counter()
+        self.dirty = True
+
+    def now(self) -> float:
+        return self.clock()
+
+    def changed(self) -> None:
+        """Something changed: it is written out (and the listeners told) after the call."""
+        self.dirty = True
+
+    def config(self) -> dict[str, Any]:
+        """The config as the control plane shows it and as the state file keeps it."""
+        return {
+            "durations": dict(self.durations),
+            "defaults": dict(self.defaults),
+            **self.quota.to_config(),
+        }
+
+    # -- lookups -------------------------------------------------------------
+    def node(self, project: str, zone: str, node_id: str, permission: str) -> Node:
+        rules.check_zone(project, zone, permission)
+        return self.node_by_name(f"projects/{project}/locations/{zone}/nodes/{node_id}")
+
+    def node_by_name(self, name: str) -> Node:
+        node = self.nodes.get(name)
+        if node is None:
+            raise errors.not_found(name)
+        return node
+
+    # -- node transitions ----------------------------------------------------------
+    def tick_nodes(self, now: float) -> None:
+        """Complete every node transition that is due."""
+        for node in list(self.nodes.values()):
+            if node.due(now):
+                self.complete(node, now)
+
+    def _pending(self, target: str, verb: str | None) -> list[Operation]:
+        return [
+            op
+            for op in self.operations.values()
+            if not op.done and op.target == target and op.verb == verb
+        ]
+
+    def complete(self, node: Node, now: float) -> None:
+        """Complete the node's transition now, and the operations waiting on it."""
+        verb = node.transition
+        if verb == "create" and node.capacity_error:
+            # The zone ran out: the create fails and the node never comes to be.
+            del self.nodes[node.name]
+            for op in self._pending(node.name, verb):
+                op.fail(now, errors.CODES["RESOURCE_EXHAUSTED"], node.capacity_error)
+            self.dirty = True
+            return
+        gone = node.finish()
+        if gone:
+            del self.nodes[node.name]
+        for op in self._pending(node.name, verb):
+            op.succeed(now, None if gone else node)
+        self.dirty = True
+
+    def begin(self, node: Node, verb: str) -> Operation:
+        """Start the transition `verb` (aborting another under way); its operation."""
+        now = self.clock()
+        if node.transition != verb:
+            for op in self._pending(node.name, node.transition):
+                message = f"The {op.verb} operation was aborted: the node is being {verb}d."
+                op.fail(now, errors.CODES["ABORTED"], message)
+            node.begin(verb, now, self.durations[verb])
+        op = Operation.new(node, verb, now)
+        self.add_operation(op)
+        if node.due(now):
+            self.complete(node, now)
+        return op
+
+    def add_operation(self, op: Operation) -> None:
+        """Keep `op`; only the newest MAX_DONE_OPERATIONS done ones are kept."""
+        self.operations[op.name] = op
+        done = [o for o in self.operations.values() if o.done]
+        for old in sorted(done, key=lambda o: o.create_time)[
+            : max(0, len(done) - MAX_DONE_OPERATIONS)
+        ]:
+            del self.operations[old.name]
+        self.dirty = True
