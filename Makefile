@@ -9,7 +9,7 @@ SRC    := tpuctl tests bench examples
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,emulator]'
 	touch $(STAMP)
 
 install: $(STAMP)

