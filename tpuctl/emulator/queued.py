@@ -126,13 +126,9 @@ def _get(state: State, project: str, zone: str, qr_id: str, permission: str) -> 
 
 def list_page(state: State, project: str, zone: str, page_size: int, page_token: str) -> dict:
     rules.check_zone(project, zone, "tpu.queuedResources.list", any_zone=True)
-    items = sorted(
-        (q for q in state.queued.values() if q.project == project and zone in ("-", q.zone)),
-        key=lambda q: q.name,
-    )
-    return rules.listing(
-        "queuedResources", items, page_size, page_token, lambda q: q.to_dict(), unreachable=True
-    )
+    items = rules.in_location(state.queued.values(), project, zone)
+    render = QueuedResource.to_dict
+    return rules.listing("queuedResources", items, page_size, page_token, render, unreachable=True)
 
 
 def delete(state: State, project: str, zone: str, qr_id: str, force: bool) -> dict:

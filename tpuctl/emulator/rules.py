@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tpuctl import catalog
@@ -47,6 +47,14 @@ def page(items: list[Any], page_size: int, page_token: str) -> tuple[list[Any], 
     end = len(items) if page_size == 0 else start + page_size
     token = base64.urlsafe_b64encode(str(end).encode()).decode() if end < len(items) else None
     return items[start:end], token
+
+
+def in_location(
+    resources: Iterable[Any], project: str, zone: str, order: Callable[[Any], Any] | None = None
+) -> list[Any]:
+    """The resources of `project` in `zone` (`-`: in every zone), by name or by `order`."""
+    mine = (r for r in resources if r.project == project and zone in ("-", r.zone))
+    return sorted(mine, key=order or (lambda r: r.name))
 
 
 def listing(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpuctl.emulator import errors, rules
-from tpuctl.emulator.models import TRANSITIONS, Operation
+from tpuctl.emulator.models import TRANSITIONS, Node, Operation
 from tpuctl.emulator.state import State
 
 
@@ -31,13 +31,8 @@ def get_node(state: State, project: str, zone: str, node_id: str) -> dict:
 
 def list_nodes(state: State, project: str, zone: str, page_size: int, page_token: str) -> dict:
     rules.check_zone(project, zone, "tpu.nodes.list", any_zone=True)
-    nodes = sorted(
-        (n for n in state.nodes.values() if n.project == project and zone in ("-", n.zone)),
-        key=lambda n: n.name,
-    )
-    return rules.listing(
-        "nodes", nodes, page_size, page_token, lambda n: n.to_dict(), unreachable=True
-    )
+    nodes = rules.in_location(state.nodes.values(), project, zone)
+    return rules.listing("nodes", nodes, page_size, page_token, Node.to_dict, unreachable=True)
 
 
 def delete_node(state: State, project: str, zone: str, node_id: str) -> dict:
@@ -105,8 +100,7 @@ def get_operation(state: State, project: str, zone: str, op_id: str) -> dict:
 
 def list_operations(state: State, project: str, zone: str, page_size: int, page_token: str) -> dict:
     rules.check_zone(project, zone, "tpu.operations.list", any_zone=True)
-    ops = sorted(
-        (o for o in state.operations.values() if o.project == project and zone in ("-", o.zone)),
-        key=lambda o: (o.create_time, o.name),
+    ops = rules.in_location(
+        state.operations.values(), project, zone, order=lambda o: (o.create_time, o.name)
     )
-    return rules.listing("operations", ops, page_size, page_token, lambda o: o.to_dict())
+    return rules.listing("operations", ops, page_size, page_token, Operation.to_dict)
