@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# whether a pid exists: the agent's stdlib-only common module has it already
+from tpuctl.agent.common import alive as exists
 from tpuctl.emulator.control import ControlError, EmulatorControl
 from tpuctl.emulator.ports import port_free
 from tpuctl.emulator.storage import StorageError, binary_path
@@ -69,13 +71,10 @@ def remove_record(directory: Path, pid: int | None = None) -> None:
 
 
 def alive(pid: int) -> bool:
-    """The process exists and is not a zombie (an unreaped one counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    """The process exists and is not a zombie (an unreaped one counts as gone: a
+    detached emulator's parent may be long gone without reaping it)."""
+    if not exists(pid):
         return False
-    except PermissionError:
-        return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         return stat.rsplit(")", 1)[1].split()[0] != "Z"
