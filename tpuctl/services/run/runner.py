@@ -161,14 +161,17 @@ class Runner:
             outcome.torn_down = teardown.teardown(job)
         return outcome
 
-    def stop(self, grace: float = 60.0) -> JobOutcome | None:
+    def stop(self, grace: float = 60.0) -> JobOutcome:
         """After an interruption: stop the job on every worker, then tear down as asked.
 
-        Before the agents own the job, the guard has already cleaned up: nothing to do.
+        Before the agents own the job, the guard has already cleaned up: the outcome says
+        whether it deleted the node.
         """
         job = self.job
         if not job.agents_started or job.plan is None:
-            return None
+            outcome = job.outcome(130, {})
+            outcome.torn_down = job.node_deleted
+            return outcome
         job.ui.info(f"stopping job {job.job_id} on every worker (Ctrl-C again to leave now)")
         agents.cancel(job)
         final = agents.wait_final(job, len(job.plan.node.workers), grace)

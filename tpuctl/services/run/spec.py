@@ -97,6 +97,7 @@ class Job:
     created: bool = False  # did this run create the node? (only then is it torn down)
     agents_started: bool = False  # do agents own the current attempt? (they tear down)
     torn_down: bool = False  # teardown was tried: the guard does not try it again
+    node_deleted: bool = False  # ...and it made sure the node is gone
     pids: dict[int, int] = field(default_factory=dict)  # worker -> agent pid
     logs: dict[int, str] = field(default_factory=dict)  # worker -> log file on the VM
 

@@ -45,7 +45,8 @@ def teardown(job: Job, wait_for_agent: float = AGENT_GRACE) -> bool:
     """
     job.torn_down = True
     try:
-        return _teardown(job, wait_for_agent)
+        job.node_deleted = _teardown(job, wait_for_agent)
+        return job.node_deleted
     except TpuctlError as e:
         raise CloudError(
             f"teardown failed: node {job.node_name} in {job.target.zone} may still be billing: {e}",
