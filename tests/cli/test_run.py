@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -208,6 +209,18 @@ def _followers(job_id: str) -> list[int]:
     return found
 
 
+@contextlib.contextmanager
+def _running(script: Path, *extra: str) -> Iterator[subprocess.Popen[str]]:
+    """`_spawn`, and whatever the test does, the process is gone at the end."""
+    proc = _spawn(script, *extra)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def _wait_running(emulator) -> None:  # noqa: ANN001
     def running() -> bool:
         objects = bucket_objects(emulator)
@@ -217,15 +230,10 @@ def _wait_running(emulator) -> None:  # noqa: ANN001
 
 
 def test_ctrl_c_stops_the_job_and_deletes_the_node(emulator, project) -> None:
-    proc = _spawn(project / "job.py", "--env", "NAP=60")
-    try:
+    with _running(project / "job.py", "--env", "NAP=60") as proc:
         _wait_running(emulator)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 130, err
     assert "stopped job" in err and "deleted its node" in err
     assert "Traceback" not in err
@@ -233,17 +241,12 @@ def test_ctrl_c_stops_the_job_and_deletes_the_node(emulator, project) -> None:
 
 
 def test_sigkill_of_the_client_leaves_the_agent_to_tear_down(emulator, project) -> None:
-    proc = _spawn(project / "job.py", "--env", "NAP=2")
-    try:
+    with _running(project / "job.py", "--env", "NAP=2") as proc:
         _wait_running(emulator)
         proc.kill()  # SIGKILL: no cleanup of any kind on this side
         proc.communicate(timeout=30)
         assert len(emulator.nodes()) == 1
         wait_for(lambda: emulator.nodes() == [], timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, tmp_path):
@@ -253,8 +256,7 @@ def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, 
     (root / "count.py").write_text(
         "import time\nfor i in range(60):\n    print('line', i, flush=True)\n    time.sleep(0.05)\n"
     )
-    proc = _spawn(root / "count.py")
-    try:
+    with _running(root / "count.py") as proc:
         _wait_running(emulator)
         time.sleep(0.5)  # mid-stream: some lines sent, most still to come
 
@@ -270,10 +272,6 @@ def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, 
 
         wait_for(kill_follower, timeout=30)  # it was there, and now it is gone
         out, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, err
     lines = [ln for ln in out.splitlines() if ln.startswith("line ")]
     assert [ln.strip() for ln in lines] == [f"line {i}" for i in range(60)]
@@ -312,7 +310,7 @@ def _wait_checkpoint(emulator) -> None:  # noqa: ANN001
 
 
 def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator) -> None:
-    proc = _spawn(
+    with _running(
         EXAMPLE,
         "--spot",
         "--restarts",
@@ -324,16 +322,11 @@ def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator)
         "150",
         "--sleep",
         "0.04",
-    )
-    try:
+    ) as proc:
         name = _node_name(emulator)
         _wait_checkpoint(emulator)
         emulator.preempt(name)
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, err
     assert "is PREEMPTED during attempt 1; recreating it (restart 1 of 1)" in err
     assert "=== tpuctl: attempt 2 (TPUCTL_RESTART=1) ===" in out
@@ -346,7 +339,7 @@ def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator)
 
 
 def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
-    proc = _spawn(
+    with _running(
         EXAMPLE,
         "--spot",
         "--restarts",
@@ -356,8 +349,7 @@ def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
         "100000",
         "--sleep",
         "0.05",
-    )
-    try:
+    ) as proc:
         first = _node_name(emulator)
         _wait_running(emulator)
         emulator.preempt(first)
@@ -370,10 +362,6 @@ def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
         )
         emulator.preempt(_node_name(emulator))
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 1, err
     assert "was PREEMPTED during attempt 2 and the job has used its 1 restart(s)" in err
     assert emulator.nodes() == []
@@ -396,8 +384,7 @@ def test_run_queued_bad_flags(cli, emulator, project) -> None:
 def test_a_recreated_node_is_deleted_when_the_run_stops_before_its_agents(emulator) -> None:
     """The restart path is inside the teardown guard: a node recreated after a preemption
     that has no agents yet is deleted at once when the run is stopped."""
-    proc = _spawn(EXAMPLE, "--spot", "--restarts", "1", "--", "--steps", "100000")
-    try:
+    with _running(EXAMPLE, "--spot", "--restarts", "1", "--", "--steps", "100000") as proc:
         first = _node_name(emulator)
         _wait_running(emulator)
         emulator.durations(create=None)  # the recreated node stays CREATING
@@ -405,10 +392,6 @@ def test_a_recreated_node_is_deleted_when_the_run_stops_before_its_agents(emulat
         wait_for(lambda: [n["state"] for n in emulator.nodes()] == ["CREATING"])
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 130, err
     assert "recreating it (restart 1 of 1)" in err
     assert "Traceback" not in err

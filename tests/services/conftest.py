@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tpuctl.cloud.ssh import ensure_key_pair
+from tpuctl.emulator.ports import free_port
 
 
 @dataclass
@@ -24,12 +25,6 @@ class Sshd:
     user: str
     key: Path  # the client's private key, authorized by the server
     root: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -43,7 +38,7 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
     user = getpass.getuser()
     key = tmp_path / "client" / "id_ed25519"
     (root / "authorized_keys").write_text(ensure_key_pair(key, user) + "\n")
-    port = _free_port()
+    port = free_port()
     (root / "sshd_config").write_text(
         f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {root / 'host_key'}\n"
         f"AuthorizedKeysFile {root / 'authorized_keys'}\nPidFile none\nStrictModes no\n"
