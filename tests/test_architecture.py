@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tpuctl"
@@ -82,10 +83,8 @@ def test_the_import_graph_has_no_cycle() -> None:
     assert cycles == []
 
 
-def _violations(rule: callable) -> list[str]:  # type: ignore[valid-type]
-    return sorted(
-        f"{src} imports {dst}" for src in GRAPH for dst in GRAPH[src] if rule(src, dst)
-    )
+def _violations(rule: Callable[[str, str], bool]) -> list[str]:
+    return sorted(f"{src} imports {dst}" for src in GRAPH for dst in GRAPH[src] if rule(src, dst))
 
 
 def test_services_and_cloud_never_import_the_cli() -> None:
