@@ -10,12 +10,8 @@ import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, NoWait, Project, Zone, env
-from tpuctl.errors import NotFoundError, TpuctlError, UsageError
+from tpuctl.errors import DeleteFailed, NotFoundError, UsageError
 from tpuctl.models import Node, QueuedResource
-
-
-class DeleteFailed(TpuctlError):
-    pass
 
 
 def delete(

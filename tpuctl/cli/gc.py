@@ -8,11 +8,7 @@ import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, Project, Zone, env
-from tpuctl.errors import TpuctlError, UsageError
-
-
-class GcFailed(TpuctlError):
-    pass
+from tpuctl.errors import GcFailed, TpuctlError, UsageError
 
 
 def gc(

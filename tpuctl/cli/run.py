@@ -12,11 +12,7 @@ import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, Project, Zone, env
-from tpuctl.errors import Interrupted, TpuctlError, UsageError
-
-
-class JobFailed(TpuctlError):
-    pass
+from tpuctl.errors import Interrupted, JobFailed, UsageError
 
 
 class CliUI:
