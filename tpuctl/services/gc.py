@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from tpuctl.durations import format_duration
 from tpuctl.errors import TpuctlError
@@ -36,13 +36,10 @@ from tpuctl.models import (
     QueuedResource,
 )
 from tpuctl.services import cost
+from tpuctl.services.idle import Busy, IdleProbe
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
-
-Busy = Literal["busy", "idle", "unknown"]
-IdleProbe = Callable[[Node], tuple[Busy, str]]
-"""Looks at the node itself: ("busy", why) / ("idle", why) / ("unknown", why)."""
 
 
 def no_probe(node: Node) -> tuple[Busy, str]:
