@@ -9,12 +9,13 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, NoWait, Project, Zone, env
+from tpuctl.cli.options import Json, NoWait, Project, Zone, app_of
 from tpuctl.errors import DeleteFailed, NotFoundError, UsageError
 from tpuctl.models import Node, QueuedResource
 
 
 def delete(
+    ctx: typer.Context,
     names: Annotated[list[str], typer.Argument(help="One or more node names.")],
     zone: Zone = None,
     project: Project = None,
@@ -35,7 +36,7 @@ def delete(
 
     for name in names:
         nodes.validate_name(name)
-    app = env()
+    app = app_of(ctx)
     target = app.target(project, zone)
     api = app.tpu()
 

@@ -7,11 +7,12 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, env
+from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import GcFailed, TpuctlError, UsageError
 
 
 def gc(
+    ctx: typer.Context,
     idle: Annotated[
         str | None,
         typer.Option(
@@ -47,7 +48,7 @@ def gc(
     if zone and all_zones:
         raise UsageError("--zone and --all-zones are exclusive: choose one")
     idle_limit = parse_duration(idle, "--idle") if idle else None
-    app = env()
+    app = app_of(ctx)
     # gc looks everywhere unless told a zone: a forgotten node in another zone is the
     # expensive case. Only --zone narrows it (config defaults do not).
     target = app.target(project, None, need_zone=False)
