@@ -66,15 +66,8 @@ def test_an_audit_line_keeps_its_keys_in_order(
     monkeypatch.setattr(audit.socket, "gethostname", lambda: "laptop")
     monkeypatch.setattr(audit.getpass, "getuser", lambda: "me")
     log = tmp_path / "state" / "gc.log"
-    entry = audit.AuditEntry(
-        project="p",
-        kind="node",
-        name="old",
-        zone="z",
-        accelerator="v3-8",
-        reason="expired",
-        hourly=8.0,
-        result="deleted",
+    entry = audit.AuditEntry.of(
+        node("old", MINE), project="p", reason="expired", hourly=8.0, result="deleted"
     )
     audit.append(log, entry)
     audit.append(log, entry)

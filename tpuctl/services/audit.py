@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpuctl.models import Node, QueuedResource
+
 
 @dataclass(frozen=True, kw_only=True)
 class AuditEntry:
@@ -28,6 +30,28 @@ class AuditEntry:
     reason: str
     hourly: float | None
     result: str
+
+    @classmethod
+    def of(
+        cls,
+        subject: Node | QueuedResource,
+        *,
+        project: str,
+        reason: str,
+        hourly: float | None,
+        result: str,
+    ) -> AuditEntry:
+        """The entry for what gc did to one node or queued request."""
+        return cls(
+            project=project,
+            kind="node" if isinstance(subject, Node) else "queuedResource",
+            name=subject.name,
+            zone=subject.zone,
+            accelerator=subject.accelerator_type,
+            reason=reason,
+            hourly=hourly,
+            result=result,
+        )
 
     def to_json(self, *, at: float, user: str, host: str) -> dict[str, Any]:
         return {

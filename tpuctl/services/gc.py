@@ -34,10 +34,11 @@ from tpuctl.models import (
     Node,
     QueuedResource,
 )
-from tpuctl.services import cost
+from tpuctl.services import cost, queued
 from tpuctl.services.audit import AuditEntry
 from tpuctl.services.audit import append as audit
 from tpuctl.services.idle import Busy, IdleProbe
+from tpuctl.services.nodes import DeleteResult, delete_nodes
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
@@ -206,23 +207,12 @@ def collect(
     progress: Callable[[str, str, float], None] | None = None,
 ) -> Collected:
     """Delete what the plan dooms and append an audit line for each; idempotent."""
-    from tpuctl.services import queued
-
     results = _delete_nodes(api, found.doomed, progress=progress)
     for d, r in zip(found.doomed, results, strict=True):
-        n = d.node
+        result = r.message if r.ok else f"failed: {r.message}"
         audit(
             log,
-            AuditEntry(
-                project=project,
-                kind="node",
-                name=n.name,
-                zone=n.zone,
-                accelerator=n.accelerator_type,
-                reason=d.reason,
-                hourly=d.hourly,
-                result=r.message if r.ok else f"failed: {r.message}",
-            ),
+            AuditEntry.of(d.node, project=project, reason=d.reason, hourly=d.hourly, result=result),
         )
     requests: list[tuple[QueuedDecision, str | None]] = []
     for q in found.stale:
@@ -232,19 +222,10 @@ def collect(
         except TpuctlError as e:
             error = str(e)
         requests.append((q, error))
-        qr = q.request
+        result = "deleted" if error is None else f"failed: {error}"
         audit(
             log,
-            AuditEntry(
-                project=project,
-                kind="queuedResource",
-                name=qr.name,
-                zone=qr.zone,
-                accelerator=qr.accelerator_type,
-                reason=q.reason,
-                hourly=None,
-                result="deleted" if error is None else f"failed: {error}",
-            ),
+            AuditEntry.of(q.request, project=project, reason=q.reason, hourly=None, result=result),
         )
     return Collected(list(zip(found.doomed, results, strict=True)), requests)
 
@@ -260,9 +241,6 @@ def _delete_nodes(
     A node that a queued resource made goes with its request (force delete), so the
     request is not left behind SUSPENDED.
     """
-    from tpuctl.services import queued
-    from tpuctl.services.nodes import delete_nodes
-
     nodes = [d.node for d in doomed]
     results = delete_nodes(api, nodes, progress=progress)
     for node, result in zip(nodes, results, strict=True):
