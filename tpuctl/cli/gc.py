@@ -11,8 +11,8 @@ from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import GcFailed, UsageError
 
 if TYPE_CHECKING:
+    from tpuctl.models import DeleteResult
     from tpuctl.services.gc import Decision, QueuedDecision
-    from tpuctl.services.nodes import DeleteResult
 
 
 def gc(

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl.errors import NotFoundError
+from tpuctl.models import DeleteResult
 from tpuctl.services import queued
-from tpuctl.services.nodes import DeleteResult, delete_nodes
+from tpuctl.services.nodes import delete_nodes
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi

@@ -38,7 +38,7 @@ from tpuctl.services import cost, queued
 from tpuctl.services.audit import AuditEntry
 from tpuctl.services.audit import append as audit
 from tpuctl.services.idle import Busy, IdleProbe
-from tpuctl.services.nodes import DeleteResult, delete_nodes
+from tpuctl.services.nodes import delete_nodes
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
