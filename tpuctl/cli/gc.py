@@ -12,7 +12,7 @@ from tpuctl.errors import GcFailed, UsageError
 
 if TYPE_CHECKING:
     from tpuctl.models import DeleteResult
-    from tpuctl.services.gc import Decision, QueuedDecision
+    from tpuctl.services.gc import Collected, Decision, Plan, QueuedDecision
 
 
 def gc(
@@ -64,6 +64,30 @@ def gc(
         # A node whose labels say idle is looked at over SSH before it counts as idle.
         probe=idle_service.ssh_probe(api, app.factory.ssh()),
     )
+    _show_plan(found, json_out=json_out, listing=dry_run or not yes, dry_run=dry_run)
+    if not found.total or dry_run:
+        return
+    if not yes:
+        _confirm(found.total, app.stdin_isatty)
+    with render.progress("collecting:") as update:
+        done = gc_service.collect(
+            api,
+            found,
+            project=target.project,
+            log=state_dir() / "gc.log",
+            progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
+        )
+    _show_results(found, done, json_out)
+    if done.failed:
+        raise GcFailed(
+            "could not delete " + ", ".join(done.failed),
+            hint="these may still be billing or queued; run `tpuctl gc` again or delete them "
+            "by hand",
+        )
+
+
+def _show_plan(found: Plan, *, json_out: bool, listing: bool, dry_run: bool) -> None:
+    """What gc keeps and why; with `listing`, what it would delete (before it asks)."""
     if not json_out:
         for d in found.decisions:
             if not d.delete:
@@ -74,25 +98,17 @@ def gc(
         else:
             render.info("nothing to collect")
         return
-    if dry_run or not yes:
+    if listing:
         for d in found.doomed:
             render.info(_line(d, "would delete"))
         for q in found.stale:
             render.info(_request_line(q, "would delete"))
-        if dry_run:
-            if json_out:
-                render.print_json(_json(found.decisions, {}))
-            return
-        _confirm(found.total, app.stdin_isatty)
+    if dry_run and json_out:
+        render.print_json(_json(found.decisions, {}))
 
-    with render.progress("collecting:") as update:
-        done = gc_service.collect(
-            api,
-            found,
-            project=target.project,
-            log=state_dir() / "gc.log",
-            progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
-        )
+
+def _show_results(found: Plan, done: Collected, json_out: bool) -> None:
+    """One line (or JSON row) per resource gc set out to delete, with how it went."""
     if json_out:
         render.print_json(
             _json(found.decisions, {d.node.name: r for d, r in done.nodes})
@@ -115,12 +131,6 @@ def gc(
         for q, error in done.requests:
             verb = "deleted" if error is None else "FAILED to delete"
             render.out().print(_request_line(q, verb), highlight=False)
-    if done.failed:
-        raise GcFailed(
-            "could not delete " + ", ".join(done.failed),
-            hint="these may still be billing or queued; run `tpuctl gc` again or delete them "
-            "by hand",
-        )
 
 
 def _confirm(total: int, tty: bool) -> None:
