@@ -127,3 +127,15 @@ class HostKeyMismatch(SshError):
 
 class ConnectionDropped(SshError):
     """The connection broke while a command or a copy ran."""
+
+
+class JobFailed(TpuctlError):
+    """A job ended without success (`tpuctl run`)."""
+
+
+class GcFailed(TpuctlError):
+    """`tpuctl gc` could not delete everything it set out to."""
+
+
+class DeleteFailed(TpuctlError):
+    """`tpuctl delete` could not delete every node or request it was given."""

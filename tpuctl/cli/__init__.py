@@ -24,7 +24,7 @@ from tpuctl.cli import quota as quota_mod
 from tpuctl.cli import run as run_mod
 from tpuctl.cli import scp as scp_mod
 from tpuctl.cli import ssh as ssh_mod
-from tpuctl.cli.options import AppEnv, env, set_env
+from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
 
 app = typer.Typer(
@@ -45,6 +45,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
+    ctx: typer.Context,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
@@ -56,6 +57,10 @@ def root(
 
     Try it with no Google account: `tpuctl emulator start --detach`, then paste the line it prints.
     """
+    # main() hands in its AppEnv; anything else invoking the app (typer's test runner) gets
+    # a fresh one. `--debug` itself is taken out of the arguments by main().
+    app_env = ctx.ensure_object(AppEnv)
+    app_env.debug = app_env.debug or debug
 
 
 app.command("create")(create_mod.create)
@@ -111,12 +116,12 @@ def _fail(message: str, hint: str | None = None) -> None:
 def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     """Run tpuctl; return the exit code. Errors become one line, tracebacks only with --debug."""
     args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
-    set_env(app_env or AppEnv())
-    env().debug = debug
+    app_env = app_env or AppEnv()
+    app_env.debug = debug
     _set_debug(debug)
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=args, prog_name="tpuctl", standalone_mode=False)
+        result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
         return int(result) if isinstance(result, int) else 0
     except TpuctlError as e:
         if debug:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, Json, NoWait, Project, Zone, env
+from tpuctl.cli.options import AppEnv, Json, NoWait, Project, Zone, app_of
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
 
 
 def create(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name: lowercase letters, digits, hyphens.")],
     accelerator: Annotated[
         str,
@@ -105,7 +106,7 @@ def create(
     from tpuctl.durations import parse_duration
     from tpuctl.services import cost, nodes
 
-    app = env()
+    app = app_of(ctx)
     target = app.target(project, zone)
     api = app.tpu()
     spec = nodes.CreateSpec(

@@ -7,10 +7,11 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, env
+from tpuctl.cli.options import Json, Project, Zone, app_of
 
 
 def describe(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name.")],
     zone: Zone = None,
     project: Project = None,
@@ -23,7 +24,7 @@ def describe(
     from tpuctl.services.nodes import validate_name
 
     validate_name(name)
-    app = env()
+    app = app_of(ctx)
     target = app.target(project, zone)
     node = app.tpu().get_node(f"{target.parent}/nodes/{name}")
     if json_out:

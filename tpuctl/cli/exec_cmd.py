@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tpuctl.cli.options import Project, Zone
+from tpuctl.cli.options import Project, Zone, app_of
 from tpuctl.cli.ssh import (
     ConnectTimeout,
     InternalIp,
@@ -20,6 +20,7 @@ from tpuctl.cli.ssh import (
 
 
 def exec_command(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name.")],
     command: Annotated[
         list[str], typer.Argument(help="After `--`: the program and its arguments.")
@@ -41,7 +42,9 @@ def exec_command(
 
     Example: tpuctl exec my-tpu -- python3 -c "import os; print(os.getcwd())"
     """
-    ssh_api, plan = make_plan(name, zone, project, worker, internal_ip, connect_timeout)
+    ssh_api, plan = make_plan(
+        app_of(ctx), name, zone, project, worker, internal_ip, connect_timeout
+    )
     code = run_everywhere(
         ssh_api, plan, shlex.join(command), max_parallel, output_dir, connect_timeout
     )

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, env
-from tpuctl.errors import TpuctlError, UsageError
+from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.errors import GcFailed, UsageError
 
-
-class GcFailed(TpuctlError):
-    pass
+if TYPE_CHECKING:
+    from tpuctl.models import DeleteResult
+    from tpuctl.services.gc import Collected, Decision, Plan, QueuedDecision
 
 
 def gc(
+    ctx: typer.Context,
     idle: Annotated[
         str | None,
         typer.Option(
@@ -41,7 +42,6 @@ def gc(
     """
     from tpuctl.config import state_dir
     from tpuctl.durations import parse_duration
-    from tpuctl.services import cost
     from tpuctl.services import gc as gc_service
     from tpuctl.services import idle as idle_service
     from tpuctl.services.nodes import local_user
@@ -51,98 +51,67 @@ def gc(
     if zone and all_zones:
         raise UsageError("--zone and --all-zones are exclusive: choose one")
     idle_limit = parse_duration(idle, "--idle") if idle else None
-    app = env()
+    app = app_of(ctx)
     # gc looks everywhere unless told a zone: a forgotten node in another zone is the
     # expensive case. Only --zone narrows it (config defaults do not).
     target = app.target(project, None, need_zone=False)
-    parent = f"projects/{target.project}/locations/{zone or '-'}"
     api = app.tpu()
-    who = None if all_owners else (owner or local_user())
-    # A node whose labels say idle is looked at over SSH before it counts as idle.
-    probe = idle_service.ssh_probe(api, app.factory.ssh())
-    decisions = gc_service.plan(
-        api.list_nodes(parent), owner=who, idle_limit=idle_limit, probe=probe
+    found = gc_service.plan(
+        api,
+        f"projects/{target.project}/locations/{zone or '-'}",
+        owner=None if all_owners else (owner or local_user()),
+        idle_limit=idle_limit,
+        # A node whose labels say idle is looked at over SSH before it counts as idle.
+        probe=idle_service.ssh_probe(api, app.factory.ssh()),
     )
-    doomed = [d for d in decisions if d.delete]
-    # Requests that can never give a node any more (and hold their place in the queue).
-    stale = gc_service.stale_queued(api.list_queued_resources(parent), owner=who)
-
-    def qr_line(q: gc_service.QueuedDecision, verb: str) -> str:
-        return f"{verb} queued resource {q.request.name} ({q.request.zone}): {q.reason}"
-
-    def line(d: gc_service.Decision, verb: str) -> str:
-        return (
-            f"{verb} {d.node.name} ({d.node.zone}, {d.node.accelerator_type}): {d.reason}; "
-            f"stops {cost.money(d.hourly, per_hour=True)}"
+    _show_plan(found, json_out=json_out, listing=dry_run or not yes, dry_run=dry_run)
+    if not found.total or dry_run:
+        return
+    if not yes:
+        _confirm(found.total, app.stdin_isatty)
+    with render.progress("collecting:") as update:
+        done = gc_service.collect(
+            api,
+            found,
+            project=target.project,
+            log=state_dir() / "gc.log",
+            progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
+        )
+    _show_results(found, done, json_out)
+    if done.failed:
+        raise GcFailed(
+            "could not delete " + ", ".join(done.failed),
+            hint="these may still be billing or queued; run `tpuctl gc` again or delete them "
+            "by hand",
         )
 
+
+def _show_plan(found: Plan, *, json_out: bool, listing: bool, dry_run: bool) -> None:
+    """What gc keeps and why; with `listing`, what it would delete (before it asks)."""
     if not json_out:
-        for d in decisions:
+        for d in found.decisions:
             if not d.delete:
                 render.info(f"keep {d.node.name} ({d.node.zone}): {d.reason}")
-    if not doomed and not stale:
+    if not found.total:
         if json_out:
-            render.print_json(_json(decisions, {}))
+            render.print_json(_json(found.decisions, {}))
         else:
             render.info("nothing to collect")
         return
-    total = len(doomed) + len(stale)
-    if dry_run or not yes:
-        for d in doomed:
-            render.info(line(d, "would delete"))
-        for q in stale:
-            render.info(qr_line(q, "would delete"))
-        if dry_run:
-            if json_out:
-                render.print_json(_json(decisions, {}))
-            return
-        if not app.stdin_isatty:
-            raise UsageError(
-                f"deleting nothing: {total} resource(s) to collect but no --yes and no terminal",
-                hint="a cron line must say `tpuctl gc --yes`; use --dry-run to only look",
-            )
-        if not typer.confirm(f"Delete {total} resource(s)?", default=False, err=True):
-            render.info("nothing deleted")
-            raise typer.Exit(1)
+    if listing:
+        for d in found.doomed:
+            render.info(_line(d, "would delete"))
+        for q in found.stale:
+            render.info(_request_line(q, "would delete"))
+    if dry_run and json_out:
+        render.print_json(_json(found.decisions, {}))
 
-    with render.progress("collecting:") as update:
-        results = gc_service.collect(
-            api, doomed, progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed)
-        )
-    log = state_dir() / "gc.log"
-    outcome = {}
-    for d, r in zip(doomed, results, strict=True):
-        outcome[d.node.name] = r
-        gc_service.audit(log, d, r.message if r.ok else f"failed: {r.message}", target.project)
-        if not json_out:
-            render.out().print(line(d, "deleted" if r.ok else "FAILED to delete"), highlight=False)
-    failed_requests = []
-    for q in stale:
-        from tpuctl.services import queued
 
-        try:
-            queued.delete_request(api, q.request.full_name)
-            result = "deleted"
-        except TpuctlError as e:
-            result = f"failed: {e}"
-            failed_requests.append(q.request.name)
-        gc_service.audit_entry(
-            log,
-            target.project,
-            "queuedResource",
-            q.request.name,
-            q.request.zone,
-            q.request.accelerator_type,
-            q.reason,
-            None,
-            result,
-        )
-        if not json_out:
-            verb = "deleted" if result == "deleted" else "FAILED to delete"
-            render.out().print(qr_line(q, verb), highlight=False)
+def _show_results(found: Plan, done: Collected, json_out: bool) -> None:
+    """One line (or JSON row) per resource gc set out to delete, with how it went."""
     if json_out:
         render.print_json(
-            _json(decisions, outcome)
+            _json(found.decisions, {d.node.name: r for d, r in done.nodes})
             + [
                 {
                     "name": q.request.name,
@@ -150,22 +119,46 @@ def gc(
                     "kind": "queuedResource",
                     "reason": q.reason,
                     "action": "delete",
-                    "deleted": q.request.name not in failed_requests,
+                    "deleted": error is None,
                 }
-                for q in stale
+                for q, error in done.requests
             ]
         )
-    failed = [f"{r.name} ({r.message})" for r in results if not r.ok]
-    failed += [f"queued resource {name}" for name in failed_requests]
-    if failed:
-        raise GcFailed(
-            "could not delete " + ", ".join(failed),
-            hint="these may still be billing or queued; run `tpuctl gc` again or delete them "
-            "by hand",
+    else:
+        for d, r in done.nodes:
+            verb = "deleted" if r.ok else "FAILED to delete"
+            render.out().print(_line(d, verb), highlight=False)
+        for q, error in done.requests:
+            verb = "deleted" if error is None else "FAILED to delete"
+            render.out().print(_request_line(q, verb), highlight=False)
+
+
+def _confirm(total: int, tty: bool) -> None:
+    """Go on only when a person at a terminal says yes; a cron line must say --yes."""
+    if not tty:
+        raise UsageError(
+            f"deleting nothing: {total} resource(s) to collect but no --yes and no terminal",
+            hint="a cron line must say `tpuctl gc --yes`; use --dry-run to only look",
         )
+    if not typer.confirm(f"Delete {total} resource(s)?", default=False, err=True):
+        render.info("nothing deleted")
+        raise typer.Exit(1)
 
 
-def _json(decisions: list, outcome: dict) -> list[dict]:  # type: ignore[type-arg]
+def _line(d: Decision, verb: str) -> str:
+    from tpuctl.services import cost
+
+    return (
+        f"{verb} {d.node.name} ({d.node.zone}, {d.node.accelerator_type}): {d.reason}; "
+        f"stops {cost.money(d.hourly, per_hour=True)}"
+    )
+
+
+def _request_line(q: QueuedDecision, verb: str) -> str:
+    return f"{verb} queued resource {q.request.name} ({q.request.zone}): {q.reason}"
+
+
+def _json(decisions: list[Decision], outcome: dict[str, DeleteResult]) -> list[dict[str, Any]]:
     from tpuctl.services import cost
 
     rows = []

@@ -9,31 +9,32 @@ from typing import Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, env
+from tpuctl.cli.options import AppEnv, Json, Project, app_of
 
 Bucket = Annotated[
     str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
 ]
 
 
-def _bucket(project: str | None, bucket: str | None) -> Any:
+def _bucket(app: AppEnv, project: str | None, bucket: str | None) -> Any:
     from tpuctl.config import load_config_file
     from tpuctl.services import staging
 
-    app = env()
     target = app.target(project, None, need_zone=False)
     name = staging.bucket_name(bucket, load_config_file(), target.project)
     return app.factory.bucket(name, target.project)
 
 
-def jobs(project: Project = None, bucket: Bucket = None, json_out: Json = False) -> None:
+def jobs(
+    ctx: typer.Context, project: Project = None, bucket: Bucket = None, json_out: Json = False
+) -> None:
     """List tpuctl jobs from the bucket: id, node, state, exit status, started, duration.
 
     Example: tpuctl jobs --json
     """
     from tpuctl.services import jobs as jobs_service
 
-    rows = jobs_service.list_jobs(_bucket(project, bucket))
+    rows = jobs_service.list_jobs(_bucket(app_of(ctx), project, bucket))
     if json_out:
         render.print_json(rows)
         return
@@ -60,6 +61,7 @@ def jobs(project: Project = None, bucket: Bucket = None, json_out: Json = False)
 
 
 def logs(
+    ctx: typer.Context,
     job: Annotated[str, typer.Argument(help="Job id (see `tpuctl jobs`).")],
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")
@@ -74,7 +76,7 @@ def logs(
     """
     from tpuctl.services import jobs as jobs_service
 
-    b = _bucket(project, bucket)
+    b = _bucket(app_of(ctx), project, bucket)
     offsets: dict[int, int] = {}
     out = sys.stdout.buffer
     while True:
@@ -90,6 +92,7 @@ def logs(
 
 
 def cancel(
+    ctx: typer.Context,
     job: Annotated[str, typer.Argument(help="Job id.")],
     project: Project = None,
     bucket: Bucket = None,
@@ -100,5 +103,5 @@ def cancel(
     """
     from tpuctl.services import jobs as jobs_service
 
-    count = jobs_service.cancel(_bucket(project, bucket), job)
+    count = jobs_service.cancel(_bucket(app_of(ctx), project, bucket), job)
     render.info(f"asked {count} worker(s) to stop job {job}")

@@ -7,10 +7,11 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Project, Zone, env
+from tpuctl.cli.options import Project, Zone, app_of
 
 
 def keep(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name.")],
     off: Annotated[bool, typer.Option("--off", help="Make the node collectable again.")] = False,
     zone: Zone = None,
@@ -24,7 +25,7 @@ def keep(
     from tpuctl.services.nodes import set_labels, validate_name
 
     validate_name(name)
-    app = env()
+    app = app_of(ctx)
     target = app.target(project, zone)
     set_labels(app.tpu(), f"{target.parent}/nodes/{name}", {KEEP: None if off else "true"})
     render.info(

@@ -7,11 +7,12 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, env
+from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import TpuctlError
 
 
 def list_nodes(
+    ctx: typer.Context,
     zone: Zone = None,
     project: Project = None,
     all_zones: Annotated[
@@ -25,7 +26,7 @@ def list_nodes(
 
     With --json: one array; each entry has "kind": "node" or "queuedResource".
     """
-    app = env()
+    app = app_of(ctx)
     target = app.target(project, None if all_zones else zone, need_zone=False)
     zone_part = "-" if all_zones else target.zone
     parent = f"projects/{target.project}/locations/{zone_part}"

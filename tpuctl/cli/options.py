@@ -1,4 +1,8 @@
-"""Options shared by commands, and the per-invocation environment they work in."""
+"""Options shared by commands, and the per-invocation environment they work in.
+
+The environment (`AppEnv`) travels in the click context (`ctx.obj`), set by the root
+callback: a command reads it with `app_of(ctx)`, and a test hands `main()` its own.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+try:  # typer >= 0.29 vendors click; older releases depend on it
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover
+    from click import get_current_context  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from tpuctl.cloud.clients import ClientFactory
@@ -53,13 +62,11 @@ class AppEnv:
         return self.factory.tpu()
 
 
-_env = AppEnv()
+def app_of(ctx: typer.Context) -> AppEnv:
+    """The invocation's AppEnv, which the root callback put in the click context."""
+    return ctx.ensure_object(AppEnv)
 
 
 def env() -> AppEnv:
-    return _env
-
-
-def set_env(new: AppEnv) -> None:
-    global _env
-    _env = new
+    """The AppEnv of the command running now, for code that is not handed its context."""
+    return get_current_context().ensure_object(AppEnv)

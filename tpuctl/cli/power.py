@@ -7,17 +7,22 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, NoWait, Project, Zone, env
+from tpuctl.cli.options import AppEnv, Json, NoWait, Project, Zone, app_of
 from tpuctl.errors import Interrupted, UsageError
 
 
 def _change(
-    name: str, verb: str, zone: str | None, project: str | None, no_wait: bool, json_out: bool
+    app: AppEnv,
+    name: str,
+    verb: str,
+    zone: str | None,
+    project: str | None,
+    no_wait: bool,
+    json_out: bool,
 ) -> None:
     from tpuctl.services import nodes
 
     nodes.validate_name(name)
-    app = env()
     target = app.target(project, zone)
     api = app.tpu()
     full_name = f"{target.parent}/nodes/{name}"
@@ -58,6 +63,7 @@ def _change(
 
 
 def stop(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name.")],
     zone: Zone = None,
     project: Project = None,
@@ -68,10 +74,11 @@ def stop(
 
     Example: tpuctl stop my-tpu
     """
-    _change(name, "stop", zone, project, no_wait, json_out)
+    _change(app_of(ctx), name, "stop", zone, project, no_wait, json_out)
 
 
 def start(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name.")],
     zone: Zone = None,
     project: Project = None,
@@ -82,4 +89,4 @@ def start(
 
     Example: tpuctl start my-tpu
     """
-    _change(name, "start", zone, project, no_wait, json_out)
+    _change(app_of(ctx), name, "start", zone, project, no_wait, json_out)

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, env
+from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 def quota(
+    ctx: typer.Context,
     zone: Zone = None,
     region: Annotated[
         str | None, typer.Option("--region", "-r", help="A region, e.g. us-east5.")
@@ -36,7 +37,7 @@ def quota(
 
     if sum(bool(x) for x in (zone, region, all_regions)) > 1:
         raise UsageError("--zone, --region and --all-regions are exclusive: choose one")
-    app = env()
+    app = app_of(ctx)
     target = app.target(project, zone, need_zone=False)
     scope: dict[str, str] = {}
     if zone:

@@ -11,12 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, env
-from tpuctl.errors import Interrupted, TpuctlError, UsageError
-
-
-class JobFailed(TpuctlError):
-    pass
+from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.errors import Interrupted, JobFailed, UsageError
 
 
 class CliUI:
@@ -97,6 +93,7 @@ def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
 
 
 def run(
+    ctx: typer.Context,
     script: Annotated[str, typer.Argument(help="A .py file (run with python3) or an executable.")],
     script_args: Annotated[
         list[str] | None, typer.Argument(help="Arguments for the script, after --.")
@@ -195,7 +192,7 @@ def run(
         retry_on_failure=retry_on_failure,
         sync_every=sync_every,
     )
-    app = env()
+    app = app_of(ctx)
     target = app.target(project, zone)
     factory = app.factory
     adapters = Adapters(

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Project, Zone
+from tpuctl.cli.options import Project, Zone, app_of
 from tpuctl.cli.ssh import ConnectTimeout, InternalIp, MaxParallel, Workers, make_plan, report
 from tpuctl.errors import UsageError
 
@@ -29,6 +29,7 @@ def _remote(arg: str) -> tuple[str, str] | None:
 
 
 def scp(
+    ctx: typer.Context,
     paths: Annotated[list[str], typer.Argument(help="SRC... DST; NAME:path names a node's.")],
     recurse: Annotated[bool, typer.Option("-r", "--recurse", help="Copy folders.")] = False,
     worker: Workers = "all",
@@ -60,7 +61,9 @@ def scp(
                 raise UsageError(f"{path}: no such file or folder")
             if path.is_dir() and not recurse:
                 raise UsageError(f"{path} is a folder", hint="pass -r to copy folders")
-        ssh_api, plan = make_plan(name, zone, project, worker, internal_ip, connect_timeout)
+        ssh_api, plan = make_plan(
+            app_of(ctx), name, zone, project, worker, internal_ip, connect_timeout
+        )
         results = remote.copy_to(
             ssh_api, plan, local, target, recurse, max_parallel, connect_timeout
         )
@@ -71,7 +74,9 @@ def scp(
             raise UsageError("copy from one node at a time", hint=f"got {', '.join(sorted(names))}")
         name = names.pop()
         files = [r[1] or "." for r in remote_sources if r]
-        ssh_api, plan = make_plan(name, zone, project, worker, internal_ip, connect_timeout)
+        ssh_api, plan = make_plan(
+            app_of(ctx), name, zone, project, worker, internal_ip, connect_timeout
+        )
         base = Path(destination)
         many = len(plan.endpoints) > 1
         if many or len(files) > 1:

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Project, Zone, env
+from tpuctl.cli.options import AppEnv, Project, Zone, app_of
 from tpuctl.errors import ConfigError, TpuctlError
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ class WorkerPrinter:
 
 
 def make_plan(
+    app: AppEnv,
     name: str,
     zone: str | None,
     project: str | None,
@@ -113,7 +114,6 @@ def make_plan(
     from tpuctl.services import ssh as ssh_service
 
     nodes.validate_name(name)
-    app = env()
     target = app.target(project, zone)
     api = app.tpu()
     ssh_api = app.factory.ssh()
@@ -157,6 +157,7 @@ def run_everywhere(
 
 
 def ssh(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name.")],
     openssh_args: Annotated[
         list[str] | None,
@@ -181,7 +182,9 @@ def ssh(
 
     Example: tpuctl ssh my-tpu --worker all --command "python3 train.py"
     """
-    ssh_api, plan = make_plan(name, zone, project, worker, internal_ip, connect_timeout)
+    ssh_api, plan = make_plan(
+        app_of(ctx), name, zone, project, worker, internal_ip, connect_timeout
+    )
     if command is not None:
         code = run_everywhere(ssh_api, plan, command, max_parallel, output_dir, connect_timeout)
         raise typer.Exit(code)

@@ -5,19 +5,18 @@ Safety rules, enforced here and nowhere else:
 - a node labelled `tpuctl-keep=true` is never a candidate;
 - by default only the current user's nodes (`tpuctl-owner`) are considered;
 - idleness read from labels is confirmed by probing the node before it counts.
+
+`plan` decides on nodes and queued requests; `collect` deletes what a plan dooms and
+writes one audit line per action.
 """
 
 from __future__ import annotations
 
-import getpass
-import json
-import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from tpuctl.durations import format_duration
 from tpuctl.errors import TpuctlError
@@ -35,14 +34,14 @@ from tpuctl.models import (
     Node,
     QueuedResource,
 )
-from tpuctl.services import cost
+from tpuctl.services import cost, queued
+from tpuctl.services.audit import AuditEntry
+from tpuctl.services.audit import append as audit
+from tpuctl.services.idle import Busy, IdleProbe
+from tpuctl.services.nodes import delete_nodes
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
-
-Busy = Literal["busy", "idle", "unknown"]
-IdleProbe = Callable[[Node], tuple[Busy, str]]
-"""Looks at the node itself: ("busy", why) / ("idle", why) / ("unknown", why)."""
 
 
 def no_probe(node: Node) -> tuple[Busy, str]:
@@ -108,7 +107,7 @@ def decide(
     return Decision(node, f"labels say idle for {idle_for}; not confirmed ({why})", False)
 
 
-def plan(
+def plan_nodes(
     nodes: list[Node],
     *,
     owner: str | None,
@@ -124,32 +123,6 @@ def plan(
         if (d := decide(n, now=at, owner=owner, idle_limit=idle_limit, probe=probe)) is not None
     ]
     return sorted(decisions, key=lambda d: (not d.delete, d.node.zone, d.node.name))
-
-
-def collect(
-    api: TpuApi,
-    decisions: list[Decision],
-    *,
-    progress: Callable[[str, str, float], None] | None = None,
-) -> list[DeleteResult]:
-    """Delete what the plan says, concurrently; idempotent (gone or going counts as done).
-
-    A node that a queued resource made goes with its request (force delete), so the
-    request is not left behind SUSPENDED.
-    """
-    from tpuctl.services import queued
-    from tpuctl.services.nodes import delete_nodes
-
-    doomed = [d.node for d in decisions if d.delete]
-    results = delete_nodes(api, doomed, progress=progress)
-    for node, result in zip(doomed, results, strict=True):
-        request = node.raw.get("queuedResource")
-        if result.ok and request:
-            try:
-                queued.delete_request(api, str(request))
-            except TpuctlError as e:
-                result.ok, result.message = False, f"node deleted, its queued resource not: {e}"
-    return results
 
 
 @dataclass
@@ -176,51 +149,105 @@ def stale_queued(requests: list[QueuedResource], *, owner: str | None) -> list[Q
     return out
 
 
-def audit(path: Path, decision: Decision, result: str, project: str) -> None:
-    """Append one JSON line for a node gc acted on to the audit log."""
-    n = decision.node
-    audit_entry(
-        path,
-        project,
-        "node",
-        n.name,
-        n.zone,
-        n.accelerator_type,
-        decision.reason,
-        decision.hourly,
-        result,
+@dataclass
+class Plan:
+    """What gc found: a decision per node it may act on, and the stale requests."""
+
+    decisions: list[Decision]
+    stale: list[QueuedDecision]
+
+    @property
+    def doomed(self) -> list[Decision]:
+        return [d for d in self.decisions if d.delete]
+
+    @property
+    def total(self) -> int:
+        """How many resources collecting this plan deletes."""
+        return len(self.doomed) + len(self.stale)
+
+
+def plan(
+    api: TpuApi,
+    parent: str,
+    *,
+    owner: str | None,
+    idle_limit: float | None = None,
+    probe: IdleProbe = no_probe,
+    now: float | None = None,
+) -> Plan:
+    """Look at every node and queued request under `parent` (`locations/-`: every zone)."""
+    decisions = plan_nodes(
+        api.list_nodes(parent), owner=owner, idle_limit=idle_limit, probe=probe, now=now
     )
+    # Requests that can never give a node any more (and hold their place in the queue).
+    stale = stale_queued(api.list_queued_resources(parent), owner=owner)
+    return Plan(decisions, stale)
 
 
-def audit_entry(
-    path: Path,
+@dataclass
+class Collected:
+    """How each deletion of a plan went, in the plan's order."""
+
+    nodes: list[tuple[Decision, DeleteResult]]
+    requests: list[tuple[QueuedDecision, str | None]]  # None: deleted, else why not
+
+    @property
+    def failed(self) -> list[str]:
+        """The resources still there, each with why (for one error line)."""
+        out = [f"{r.name} ({r.message})" for _, r in self.nodes if not r.ok]
+        return out + [f"queued resource {q.request.name}" for q, e in self.requests if e]
+
+
+def collect(
+    api: TpuApi,
+    found: Plan,
+    *,
     project: str,
-    kind: str,
-    name: str,
-    zone: str,
-    accelerator: str,
-    reason: str,
-    hourly: float | None,
-    result: str,
-) -> None:
-    """Append one JSON line per action to the audit log (created with its folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = os.environ.get("USER", "unknown")
-    entry = {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "user": user,
-        "host": socket.gethostname(),
-        "project": project,
-        "kind": kind,
-        "zone": zone,
-        "node": name,
-        "accelerator": accelerator,
-        "reason": reason,
-        "hourly_usd": hourly,
-        "result": result,
-    }
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry) + "\n")
+    log: Path,
+    progress: Callable[[str, str, float], None] | None = None,
+) -> Collected:
+    """Delete what the plan dooms and append an audit line for each; idempotent."""
+    results = _delete_nodes(api, found.doomed, progress=progress)
+    for d, r in zip(found.doomed, results, strict=True):
+        result = r.message if r.ok else f"failed: {r.message}"
+        audit(
+            log,
+            AuditEntry.of(d.node, project=project, reason=d.reason, hourly=d.hourly, result=result),
+        )
+    requests: list[tuple[QueuedDecision, str | None]] = []
+    for q in found.stale:
+        error: str | None = None
+        try:
+            queued.delete_request(api, q.request.full_name)
+        except TpuctlError as e:
+            error = str(e)
+        requests.append((q, error))
+        result = "deleted" if error is None else f"failed: {error}"
+        audit(
+            log,
+            AuditEntry.of(q.request, project=project, reason=q.reason, hourly=None, result=result),
+        )
+    return Collected(list(zip(found.doomed, results, strict=True)), requests)
+
+
+def _delete_nodes(
+    api: TpuApi,
+    doomed: list[Decision],
+    *,
+    progress: Callable[[str, str, float], None] | None = None,
+) -> list[DeleteResult]:
+    """Delete the doomed nodes, concurrently; gone or going counts as done.
+
+    A node that a queued resource made goes with its request (force delete), so the
+    request is not left behind SUSPENDED.
+    """
+    nodes = [d.node for d in doomed]
+    results = delete_nodes(api, nodes, progress=progress)
+    for node, result in zip(nodes, results, strict=True):
+        request = node.raw.get("queuedResource")
+        if result.ok and request:
+            try:
+                queued.delete_request(api, str(request))
+            except TpuctlError as e:
+                result.ok, result.message = False, f"node deleted, its queued resource not: {e}"
+    return results

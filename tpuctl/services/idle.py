@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
 from tpuctl.agent import bundle
 from tpuctl.errors import TpuctlError
+from tpuctl.models import Node
 
 if TYPE_CHECKING:
     from tpuctl.cloud.ssh import Endpoint, Session, SshApi
     from tpuctl.cloud.tpu import TpuApi
-    from tpuctl.models import Node
-    from tpuctl.services.gc import Busy, IdleProbe
+
+Busy = Literal["busy", "idle", "unknown"]
+IdleProbe = Callable[[Node], tuple[Busy, str]]
+"""Looks at the node itself: ("busy", why) / ("idle", why) / ("unknown", why)."""
 
 PROBE_TIMEOUT = 20.0  # seconds a worker may take to answer before it counts as unknown
 # As root where the VM lets us (passwordless sudo, as TPU VMs give their SSH users): a

@@ -1,0 +1,79 @@
+"""gc's plan over nodes and queued requests, and the audit line it writes (no cloud)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpuctl.models import Node, QueuedResource
+from tpuctl.services import audit, gc
+
+NOW = 2_000_000_000.0
+MINE = {"managed-by": "tpuctl", "tpuctl-owner": "me"}
+
+
+class Listing:
+    """The two listing calls gc.plan makes, answered from memory."""
+
+    def __init__(self, nodes: list[Node], requests: list[QueuedResource]) -> None:
+        self.nodes, self.requests, self.parents = nodes, requests, []
+
+    def list_nodes(self, parent: str) -> list[Node]:
+        self.parents.append(parent)
+        return self.nodes
+
+    def list_queued_resources(self, parent: str) -> list[QueuedResource]:
+        self.parents.append(parent)
+        return self.requests
+
+
+def node(name: str, labels: dict[str, str], state: str = "READY") -> Node:
+    return Node(name, "p", "z", "v3-8", state, labels=labels)
+
+
+def request(name: str, labels: dict[str, str], state: str) -> QueuedResource:
+    return QueuedResource(name, "p", "z", state, labels=labels, error="")
+
+
+def test_plan_decides_nodes_and_finds_stale_requests_of_the_owner() -> None:
+    api = Listing(
+        [
+            node("fresh", {**MINE, "tpuctl-expires": str(int(NOW) + 60)}),
+            node("old", {**MINE, "tpuctl-expires": str(int(NOW) - 120)}),
+            node("theirs", {"tpuctl-owner": "me", "tpuctl-expires": "1"}),
+        ],
+        [
+            request("waits", MINE, "WAITING_FOR_RESOURCES"),
+            request("gone", MINE, "SUSPENDED"),
+            request("alices", {**MINE, "tpuctl-owner": "alice"}, "FAILED"),
+        ],
+    )
+    found = gc.plan(api, "projects/p/locations/-", owner="me", now=NOW)  # type: ignore[arg-type]
+    assert api.parents == ["projects/p/locations/-"] * 2
+    assert [(d.node.name, d.delete) for d in found.decisions] == [("old", True), ("fresh", False)]
+    assert found.decisions[0].reason == "expired 2m ago (--ttl)"
+    assert [(q.request.name, q.reason) for q in found.stale] == [
+        ("gone", "suspended: its node was preempted or deleted")
+    ]
+    assert [d.node.name for d in found.doomed] == ["old"] and found.total == 2
+
+
+def test_an_audit_line_keeps_its_keys_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit.time, "time", lambda: 1_800_000_000.0)
+    monkeypatch.setattr(audit.socket, "gethostname", lambda: "laptop")
+    monkeypatch.setattr(audit.getpass, "getuser", lambda: "me")
+    log = tmp_path / "state" / "gc.log"
+    entry = audit.AuditEntry.of(
+        node("old", MINE), project="p", reason="expired", hourly=8.0, result="deleted"
+    )
+    audit.append(log, entry)
+    audit.append(log, entry)
+    line = (
+        '{"time": "2027-01-15T08:00:00Z", "user": "me", "host": "laptop", "project": "p", '
+        '"kind": "node", "zone": "z", "node": "old", "accelerator": "v3-8", '
+        '"reason": "expired", "hourly_usd": 8.0, "result": "deleted"}\n'
+    )
+    assert log.read_text() == line * 2
