@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from tpuctl.cli.options import app_of
 from tpuctl.errors import TpuctlError, UsageError
 
 # tpuctl.emulator is imported in the commands: other commands never load it.
@@ -131,6 +132,7 @@ def status(
 
 @app.command()
 def preempt(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="A spot or preemptible node.")],
     zone: Annotated[str | None, typer.Option("--zone", "-z")] = None,
     project: Annotated[str | None, typer.Option("--project", "-p")] = None,
@@ -139,10 +141,9 @@ def preempt(
 
     Example: tpuctl emulator preempt my-spot-tpu
     """
-    from tpuctl.cli.options import env
     from tpuctl.emulator.control import ControlError, EmulatorControl
 
-    app_env = env()
+    app_env = app_of(ctx)
     address = app_env.factory.emulator_address
     if not address:
         raise UsageError(

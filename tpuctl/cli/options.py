@@ -12,11 +12,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-try:  # typer >= 0.29 vendors click; older releases depend on it
-    from typer._click.globals import get_current_context
-except ImportError:  # pragma: no cover
-    from click import get_current_context  # type: ignore[no-redef]
-
 if TYPE_CHECKING:
     from tpuctl.cloud.clients import ClientFactory
     from tpuctl.cloud.tpu import TpuApi
@@ -65,8 +60,3 @@ class AppEnv:
 def app_of(ctx: typer.Context) -> AppEnv:
     """The invocation's AppEnv, which the root callback put in the click context."""
     return ctx.ensure_object(AppEnv)
-
-
-def env() -> AppEnv:
-    """The AppEnv of the command running now, for code that is not handed its context."""
-    return get_current_context().ensure_object(AppEnv)

@@ -8,7 +8,6 @@ import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.options import AppEnv, Json, NoWait, Project, Zone, app_of
-from tpuctl.errors import Interrupted, UsageError
 
 
 def _change(
@@ -20,42 +19,17 @@ def _change(
     no_wait: bool,
     json_out: bool,
 ) -> None:
-    from tpuctl.services import nodes
+    from tpuctl.services import power
 
-    nodes.validate_name(name)
     target = app.target(project, zone)
-    api = app.tpu()
-    full_name = f"{target.parent}/nodes/{name}"
-    node = api.get_node(full_name)
-    nodes.require_single_host(node, verb)
-    want, allowed = ("STOPPED", {"READY"}) if verb == "stop" else ("READY", {"STOPPED"})
-    doing = {"stop": "stopping", "start": "starting"}[verb]
-    if node.state == want:
-        render.info(f"{name} is already {want}")
-    elif node.state not in allowed and node.state not in {"STOPPING", "STARTING"}:
-        raise UsageError(
-            f"cannot {verb} {name}: it is {node.state}",
-            hint=f"{verb} works on a {' or '.join(sorted(allowed))} node",
-        )
-    else:
-        op = api.stop_node(full_name) if verb == "stop" else api.start_node(full_name)
-        if no_wait:
-            render.info(f"{doing} {name}")
-        else:
-            try:
-                with render.progress(f"{doing} {name}:") as update:
-                    node = nodes.wait_for_state(
-                        api,
-                        full_name,
-                        {want},
-                        operation=op,
-                        progress=update,
-                        fail_states=nodes.FAILED_CREATE_STATES,
-                    )
-            except KeyboardInterrupt:
-                raise Interrupted(
-                    f"stopped waiting; {name} is still {doing} in {target.zone}"
-                ) from None
+    _, _, doing = power.VERBS[verb]
+    with render.progress(f"{doing} {name}:") as update:
+        result = power.change(app.tpu(), target, name, verb, wait=not no_wait, progress=update)
+    node = result.node
+    if result.already:
+        render.info(f"{name} is already {node.state}")
+    elif no_wait:
+        render.info(f"{doing} {name}")
     if json_out:
         render.print_json(node.to_json())
     elif not no_wait:

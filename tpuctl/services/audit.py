@@ -6,15 +6,14 @@ field goes at the end.
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpuctl.config import login_name
 from tpuctl.models import Node, QueuedResource
 
 
@@ -69,16 +68,9 @@ class AuditEntry:
         }
 
 
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return os.environ.get("USER", "unknown")
-
-
 def append(path: Path, entry: AuditEntry) -> None:
     """Append one entry to the audit log (created with its folder), stamped now, here."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = entry.to_json(at=time.time(), user=_user(), host=socket.gethostname())
+    line = entry.to_json(at=time.time(), user=login_name() or "unknown", host=socket.gethostname())
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")

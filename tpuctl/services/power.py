@@ -1,0 +1,66 @@
+"""Stop and start a single-host node (the TPU API stops only those)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tpuctl.errors import Interrupted, UsageError
+from tpuctl.models import Node
+from tpuctl.services import nodes
+from tpuctl.waiting import Progress, noop
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.config import Target
+
+# verb -> (the state it leads to, the states it starts from, what it is doing)
+VERBS = {
+    "stop": ("STOPPED", {"READY"}, "stopping"),
+    "start": ("READY", {"STOPPED"}, "starting"),
+}
+
+
+@dataclass
+class PowerChange:
+    node: Node
+    already: bool  # it was in the wanted state: nothing was asked of the cloud
+
+
+def change(
+    api: TpuApi,
+    target: Target,
+    name: str,
+    verb: str,
+    *,
+    wait: bool = True,
+    progress: Progress = noop,
+) -> PowerChange:
+    """Stop or start `name`; with `wait`, until it is STOPPED or READY."""
+    nodes.validate_name(name)
+    full_name = f"{target.parent}/nodes/{name}"
+    node = api.get_node(full_name)
+    nodes.require_single_host(node, verb)
+    want, allowed, doing = VERBS[verb]
+    if node.state == want:
+        return PowerChange(node, already=True)
+    if node.state not in allowed and node.state not in {"STOPPING", "STARTING"}:
+        raise UsageError(
+            f"cannot {verb} {name}: it is {node.state}",
+            hint=f"{verb} works on a {' or '.join(sorted(allowed))} node",
+        )
+    op = api.stop_node(full_name) if verb == "stop" else api.start_node(full_name)
+    if not wait:
+        return PowerChange(node, already=False)
+    try:
+        node = nodes.wait_for_state(
+            api,
+            full_name,
+            {want},
+            operation=op,
+            progress=progress,
+            fail_states=nodes.FAILED_CREATE_STATES,
+        )
+    except KeyboardInterrupt:
+        raise Interrupted(f"stopped waiting; {name} is still {doing} in {target.zone}") from None
+    return PowerChange(node, already=False)
