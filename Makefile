@@ -1,15 +1,18 @@
 # tpuctl: `make demo` and `make test` work from a fresh clone with only Python 3.10+ and make.
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SRC    := tpuctl tests bench examples
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo bench clean tools
 
 $(STAMP): pyproject.toml
+	@echo "== installing tpuctl and its dependencies into $(VENV) (the first time takes about a minute)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,emulator]'
+	set -o pipefail; $(BIN)/python -m pip install --disable-pip-version-check --progress-bar off \
+	  -e '.[dev,emulator]' | { grep -E '^(Collecting|Installing|Successfully)' || true; }
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,7 +22,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check $(SRC)
 	$(BIN)/mypy
 
-test: lint
+# what the suite needs besides Python packages (a real sshd): installed, or one line saying what to install
+tools:
+	@bash scripts/ensure-sshd
+
+test: tools lint
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)

@@ -9,18 +9,32 @@ cd "$(dirname "$0")/.."
 export TPUCTL_EMULATOR_HOST="${TPUCTL_EMULATOR_HOST:-127.0.0.1:8470}"
 host="${TPUCTL_EMULATOR_HOST%:*}"
 port="${TPUCTL_EMULATOR_HOST##*:}"
-state_dir="${TPUCTL_DEMO_STATE:-$(mktemp -d -t tpuctl-demo.XXXXXX)}"
+made_state_dir=""
+if [ -n "${TPUCTL_DEMO_STATE:-}" ]; then
+  state_dir="$TPUCTL_DEMO_STATE"
+else
+  state_dir="$(mktemp -d -t tpuctl-demo.XXXXXX)"
+  made_state_dir=1
+fi
 outputs="${TPUCTL_DEMO_OUTPUTS:-outputs/demo}"
 zone="us-central1-a"
 started=""
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+# Bold only on a terminal, and never with NO_COLOR (https://no-color.org).
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+  step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+else
+  step() { printf '\n$ %s\n' "$*"; }
+fi
 
 cleanup() {
   # Never leave a node or an emulator behind, whatever happened above.
   if [ -n "$started" ]; then
     tpuctl gc --yes --all-owners --zone "$zone" >/dev/null 2>&1 || true
     tpuctl emulator stop --state-dir "$state_dir" >/dev/null 2>&1 || true
+  fi
+  if [ -n "$made_state_dir" ]; then
+    rm -rf "$state_dir"  # the emulator's state and logs: nothing of the demo stays in the temp dir
   fi
 }
 trap cleanup EXIT
