@@ -97,7 +97,22 @@ ACCELERATOR_TYPES: dict[str, AcceleratorType] = {
     acc.name: acc
     for acc in (_make(gen, size) for gen, (_, _, sizes) in _GENERATIONS.items() for size in sizes)
 }
-DEFAULT_ACCELERATOR = "v2-8"
+API_DEFAULT_ACCELERATOR = "v2-8"  # what the TPU API creates when a body names no type
+# tpuctl's own default for create and run: offered in DEFAULT_ZONE (v2-8, the API's
+# default, is not), and the most common single-host slice in Google's tutorials.
+DEFAULT_ACCELERATOR = "v3-8"
+# Names people (and Google's own pages) use for the types the API calls otherwise.
+_ALIASES = {"v5e": "v5litepod", "v5lite": "v5litepod", "v5litepod": "v5litepod"}
+
+
+def canonical_accelerator(name: str) -> str:
+    """The API's name for an accelerator type: `v5e-8` and `V5E-8` -> `v5litepod-8`;
+    any other name only lowercased (unknown names are the API's to refuse)."""
+    lowered = name.strip().lower()
+    prefix, sep, size = lowered.rpartition("-")
+    if sep and prefix in _ALIASES:
+        return f"{_ALIASES[prefix]}-{size}"
+    return lowered
 
 
 def parse_accelerator(name: str) -> AcceleratorType | None:

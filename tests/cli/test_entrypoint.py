@@ -61,3 +61,19 @@ def test_an_unreachable_emulator_is_named(cli, monkeypatch) -> None:
     r = cli("list", "-p", "p", "-z", "us-central1-a")  # with a project: the API call fails
     assert r.code == 6
     assert one_line_error(r).endswith(": Connection refused")
+
+
+def test_no_arguments_prints_the_help_and_no_error(cli) -> None:  # noqa: ANN001
+    r = cli()
+    assert r.code == 0
+    assert "Usage: tpuctl" in r.out
+    assert r.err == ""
+
+
+def test_a_script_flag_before_the_double_dash_is_explained(cli, tmp_path) -> None:  # noqa: ANN001
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    r = cli("run", str(script), "--steps", "10")
+    assert r.code == 2
+    assert "No such option: --steps" in r.err
+    assert "arguments for your script go after `--`: `tpuctl run SCRIPT -- --steps ...`" in r.err

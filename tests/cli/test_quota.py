@@ -95,8 +95,19 @@ def test_no_quota_at_all(cli, emulator) -> None:
         "(TPUV4sPodPerProjectPerRegionForTPUAPI is 0), and v4-32 needs 16 chips"
     )
     assert "use --spot" not in r.err  # no spot quota either: no point suggesting it
-    assert "request more at https://console" in r.err
+    assert "ask for at least 16 chips of TPUV4sPodPerProjectPerRegionForTPUAPI" in r.err
+    assert "at https://console" in r.err
     assert "POST create" not in emulator.requests()
+
+
+def test_a_node_bigger_than_the_limit_is_not_told_to_delete_others(cli, emulator) -> None:
+    emulator.quotas({V6E_SPOT: {"us-east5": 8}})
+    assert cli("create", "small", "-a", "v6e-4", "--zone", "us-east5-b", "--spot").code == 0
+    r = cli("create", "big", "-a", "v6e-16", "--zone", "us-east5-a", "--spot")
+    assert r.code == 5
+    assert "delete one" not in r.err  # 16 chips never fit under a limit of 8
+    assert f"ask for at least 16 chips of {V6E_SPOT} in region us-east5" in r.err
+    assert cli("delete", "small", "--zone", "us-east5-b", "--yes").code == 0
 
 
 def test_cloud_refusal_reads_like_the_check(cli, emulator, caplog) -> None:

@@ -131,12 +131,18 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
         _fail(e.message, e.hint)
         return int(e.exit_code)
     except click_exc.UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":
+            return 0  # `tpuctl` or `tpuctl emulator` alone: the help is printed, and is all
         where = (
             f"tpuctl {e.ctx.command_path.split(' ', 1)[1]}"
             if e.ctx and " " in e.ctx.command_path
             else "tpuctl"
         )
-        _fail(e.format_message(), f"see `{where} --help`")
+        hint = f"see `{where} --help`"
+        if where == "tpuctl run" and type(e).__name__ == "NoSuchOption":
+            option = getattr(e, "option_name", "") or "--flag"
+            hint = f"arguments for your script go after `--`: `tpuctl run SCRIPT -- {option} ...`"
+        _fail(e.format_message(), hint)
         return int(ExitCode.USAGE)
     except typer.Exit as e:
         return int(e.exit_code)

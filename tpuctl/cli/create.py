@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, Json, NoWait, Project, Zone, app_of
+from tpuctl.cli.options import Accelerator, AppEnv, Json, NoWait, Project, Zone, app_of
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
 
 if TYPE_CHECKING:
@@ -21,12 +22,7 @@ SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
 def create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Node name: lowercase letters, digits, hyphens.")],
-    accelerator: Annotated[
-        str,
-        typer.Option(
-            "--accelerator", "-a", "--accelerator-type", help="e.g. v3-8, v4-32, v5litepod-8."
-        ),
-    ] = "v2-8",
+    accelerator: Accelerator = DEFAULT_ACCELERATOR,
     version: Annotated[
         str | None,
         typer.Option("--version", help="Runtime version (default: the generation's base image)."),

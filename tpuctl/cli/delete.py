@@ -41,8 +41,9 @@ def delete(
     target = app.target(project, zone)
     api = app.tpu()
     doomed = deletion.resolve(api, target, names)
-    for name in doomed.missing:
-        render.info(f"{name}: not found in zone {target.zone}")
+    if missing_ok:
+        for name in doomed.missing:
+            render.info(f"{name}: not found in zone {target.zone} (--missing-ok)")
 
     if (doomed.nodes or doomed.requests) and not yes:
         _confirm(doomed, app.stdin_isatty)
@@ -69,8 +70,9 @@ def delete(
         )
     if doomed.missing and not missing_ok:
         raise NotFoundError(
-            f"not found in zone {target.zone}: {', '.join(doomed.missing)}",
-            hint="pass --missing-ok to ignore nodes that do not exist",
+            f"{', '.join(doomed.missing)}: not found in zone {target.zone}",
+            hint="`tpuctl list --all-zones` shows your nodes; --missing-ok ignores names "
+            "that do not exist",
         )
 
 
@@ -88,7 +90,17 @@ def _confirm(doomed: Doomed, tty: bool) -> None:
             f"  {q.name}  {q.accelerator_type}  queued resource {q.state}  {q.zone}"
             + (f"  (with node {', '.join(q.node_ids)})" if q.state == "ACTIVE" else "")
         )
-    count = len(doomed.nodes) + len(doomed.requests)
-    if not typer.confirm(f"Delete {count} node(s) and request(s)?", default=False, err=True):
+    if not typer.confirm(f"Delete {_what(doomed)}?", default=False, err=True):
         render.info("nothing deleted")
         raise typer.Exit(1)
+
+
+def _what(doomed: Doomed) -> str:
+    """`node a`, `2 nodes`, `1 node and 1 queued request`..."""
+    parts = []
+    for count, noun in ((len(doomed.nodes), "node"), (len(doomed.requests), "queued request")):
+        if count:
+            parts.append(f"{count} {noun}{'s' if count > 1 else ''}")
+    if parts == ["1 node"]:
+        return f"node {doomed.nodes[0].name}"
+    return " and ".join(parts)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tpuctl.catalog import canonical_accelerator
+
 if TYPE_CHECKING:
     from tpuctl.cloud.clients import ClientFactory
     from tpuctl.cloud.tpu import TpuApi
@@ -25,6 +27,16 @@ Project = Annotated[
 ]
 Zone = Annotated[str | None, typer.Option("--zone", "-z", help="Zone, e.g. us-central1-a.")]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+Accelerator = Annotated[
+    str,
+    typer.Option(
+        "--accelerator",
+        "-a",
+        "--accelerator-type",
+        callback=canonical_accelerator,  # v5e-8 -> v5litepod-8, as the API names it
+        help="TPU type, e.g. v3-8, v4-32, v5litepod-8 (v5e-8 works too).",
+    ),
+]
 NoWait = Annotated[
     bool, typer.Option("--no-wait", help="Return once the cloud accepted the request.")
 ]

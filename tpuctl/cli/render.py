@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,13 +19,24 @@ from tpuctl.models import CREATED, EXPIRES, IDLE_TIMEOUT, LAST_ACTIVE, Node, Que
 from tpuctl.services import cost
 
 
+def _styles() -> Literal["auto"] | None:
+    """Rich's colour system; None (no escape sequence at all, bold included) under NO_COLOR
+    (https://no-color.org: set and not empty). Without a terminal rich writes none anyway."""
+    return None if os.environ.get("NO_COLOR") else "auto"
+
+
 def out() -> Console:
     # Piped output is for grep and scripts: never truncate a table to 80 columns there.
-    return Console(file=sys.stdout, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
+    return Console(
+        file=sys.stdout,
+        soft_wrap=True,
+        width=None if sys.stdout.isatty() else 400,
+        color_system=_styles(),
+    )
 
 
 def err() -> Console:
-    return Console(file=sys.stderr, soft_wrap=True)
+    return Console(file=sys.stderr, soft_wrap=True, color_system=_styles())
 
 
 def print_json(data: Any) -> None:
@@ -38,6 +50,9 @@ def info(message: str) -> None:
 
 def human_age(seconds: float | None) -> str:
     return "-" if seconds is None else format_duration(seconds)
+
+
+HEARTBEAT = 30.0  # seconds between lines while a wait without a terminal shows no change
 
 
 @contextmanager
@@ -57,18 +72,23 @@ def progress(label: str) -> Iterator[Callable[[str, float], None]]:
             yield update
         return
 
-    last: dict[str, str] = {}
-    started = time.monotonic()
+    seen: set[str] = set()
+    last_line = [time.monotonic()]
 
     def plain(state: str, elapsed: float) -> None:
-        if last.get("state") != state:
-            last["state"] = state
-            console.print(
-                f"{escape(label)} {escape(state)} ({human_age(elapsed)})", highlight=False
-            )
+        # One line per new state (several nodes may report in turn: each state once), and
+        # a heartbeat while nothing changes, so a log shows the wait is alive.
+        now = time.monotonic()
+        if state in seen and now - last_line[0] < HEARTBEAT:
+            return
+        still = " still" if state in seen else ""
+        seen.add(state)
+        last_line[0] = now
+        console.print(
+            f"{escape(label)}{still} {escape(state)} ({human_age(elapsed)})", highlight=False
+        )
 
     yield plain
-    del started
 
 
 def idle_column(node: Node, now: float | None = None) -> str:

@@ -10,8 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
+from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.cli.options import Accelerator, Json, Project, Zone, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
 
 
@@ -99,7 +100,7 @@ def run(
         list[str] | None, typer.Argument(help="Arguments for the script, after --.")
     ] = None,
     node: Annotated[str | None, typer.Option("--node", help="Use (or create) this node.")] = None,
-    accelerator: Annotated[str, typer.Option("--accelerator", "-a")] = "v3-8",
+    accelerator: Accelerator = DEFAULT_ACCELERATOR,
     version: Annotated[str | None, typer.Option("--version", help="Runtime version.")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Spot capacity.")] = False,
     workdir: Annotated[

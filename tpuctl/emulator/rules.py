@@ -135,7 +135,7 @@ def accelerator(zone: str, body: dict[str, Any]) -> catalog.AcceleratorType:
         name = f"{kind} {topology}"
         acc = catalog.accelerator_for_config(kind, topology)
     else:
-        name = catalog.DEFAULT_ACCELERATOR
+        name = catalog.API_DEFAULT_ACCELERATOR
         acc = catalog.parse_accelerator(name)
     if acc is None or acc not in catalog.accelerator_types(zone):
         raise errors.bad_request(f"the accelerator {name} was not found in zone {zone}")

@@ -125,10 +125,10 @@ def check_accelerator(api: TpuApi, target: Target, accelerator: str) -> None:
     if parsed is not None:
         elsewhere = [z for z, gens in catalog.ZONES.items() if parsed.generation in gens]
         if elsewhere:
-            hints.append(f"{parsed.generation} is offered in {', '.join(elsewhere[:4])}")
+            hints.append(f"{parsed.name} is offered in {', '.join(elsewhere[:4])} (--zone).")
     raise UsageError(
         f"accelerator type {accelerator!r} is not offered in zone {target.zone}",
-        hint="; ".join(h for h in hints if h)
+        hint=" ".join(h for h in hints if h)
         or f"see the types with `gcloud compute tpus accelerator-types list --zone {target.zone}`",
     )
 
@@ -367,7 +367,8 @@ def require_single_host(node: Node, verb: str) -> None:
             f"cannot {verb} {node.name}: {node.accelerator_type} is a multi-host slice "
             f"({len(node.workers)} workers) and the TPU API only stops and starts single-host "
             "nodes",
-            hint=f"delete it instead (`tpuctl delete {node.name}`) and recreate it later",
+            hint=f"delete it instead (`tpuctl delete {node.name} --zone {node.zone}`) and "
+            "recreate it later",
         )
 
 

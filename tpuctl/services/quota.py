@@ -264,7 +264,13 @@ def _shortage(
             + (f" by {who}" if who else "")
         )
     todo = []
-    if usages:
+    if limit < need:
+        todo.append(
+            f"ask for at least {need} {spec.unit} of {spec.quota_id} in {where} at "
+            f"{request_url(target.project)} (no node of this type fits the current limit, "
+            "so deleting others cannot help)"
+        )
+    elif usages:
         first = usages[0].node
         todo.append(f"delete one (`tpuctl delete {first.name} --zone {first.zone}`)")
     switch = "create it on-demand" if spec.preemptible else "use --spot"
@@ -279,7 +285,8 @@ def _shortage(
             f"try another {spec.dimension} with {acc.generation} ({', '.join(elsewhere[:3])})"
         )
     todo.append(f"see `tpuctl quota --zone {target.zone}`")
-    todo.append(f"request more at {request_url(target.project)}")
+    if limit >= need:
+        todo.append(f"request more at {request_url(target.project)}")
     return QuotaError(message, hint="; ".join(todo))
 
 

@@ -1,0 +1,84 @@
+"""What people see: NO_COLOR on a terminal, progress lines without one, one message per fact."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pexpect
+import pytest
+
+from tests.cli.conftest import one_line_error
+from tpuctl.cli import render
+
+
+def _on_a_terminal(*args: str, no_color: bool) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update({"TERM": "xterm-256color", "COLUMNS": "120"})
+    if no_color:
+        env["NO_COLOR"] = "1"
+    child = pexpect.spawn(
+        sys.executable, ["-m", "tpuctl", *args], env=env, encoding="utf-8", timeout=60
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    return str(child.before)
+
+
+def test_no_color_means_no_escape_sequence_even_on_a_terminal(cli, emulator) -> None:
+    assert cli("create", "shown", "-a", "v3-8").code == 0
+    assert "\x1b[" in _on_a_terminal("list", no_color=False)  # rich styles the table here...
+    assert "\x1b[" not in _on_a_terminal("list", no_color=True)  # ...and not with NO_COLOR
+    assert cli("delete", "shown", "--yes").code == 0
+
+
+def test_progress_without_a_terminal_prints_each_state_once_then_heartbeats(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with render.progress("deleting:") as update:
+        for state in ("a DELETING", "b DELETING", "a DELETING", "b DELETING"):
+            update(state, 1.0)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["deleting: a DELETING (1s)", "deleting: b DELETING (1s)"]
+
+    monkeypatch.setattr(render, "HEARTBEAT", 0.0)  # every call is past the heartbeat
+    with render.progress("creating n:") as update:
+        update("CREATING", 2.0)
+        update("CREATING", 40.0)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["creating n: CREATING (2s)", "creating n: still CREATING (40s)"]
+
+
+def test_delete_of_a_missing_node_says_it_once_with_the_way_to_find_it(cli, emulator) -> None:
+    r = cli("delete", "ghost", "--yes")
+    assert r.code == 4
+    assert r.err.count("not found") == 1
+    assert one_line_error(r) == "error: ghost: not found in zone us-central1-a"
+    assert "`tpuctl list --all-zones` shows your nodes" in r.err
+
+
+def test_stopping_a_slice_hints_a_delete_that_works(cli, emulator) -> None:
+    assert cli("create", "pod", "-a", "v4-32", "--zone", "us-central2-b").code == 0
+    r = cli("stop", "pod", "--zone", "us-central2-b")
+    assert r.code == 2
+    assert "`tpuctl delete pod --zone us-central2-b`" in r.err
+    assert cli("delete", "pod", "--zone", "us-central2-b", "--yes").code == 0
+
+
+def test_v5e_names_are_understood_and_hints_read_well(cli, emulator) -> None:
+    r = cli("create", "lite", "-a", "v5e-8", "--zone", "us-east5-a", "--no-wait", "--json")
+    assert r.code == 0, r.err
+    assert cli("describe", "lite", "--zone", "us-east5-a").out.count("v5litepod-8") >= 1
+    assert cli("delete", "lite", "--zone", "us-east5-a", "--yes").code == 0
+    r = cli("create", "old", "-a", "v4-8")  # the default zone offers no v4
+    assert r.code == 2
+    assert "v4-8 is offered in us-central2-b (--zone)." in r.err
+    assert "?;" not in r.err
+
+
+def test_create_defaults_to_a_type_the_default_zone_offers(cli, emulator) -> None:
+    r = cli("create", "plain")
+    assert r.code == 0, r.err
+    assert "v3-8" in r.out
+    assert cli("delete", "plain", "--yes").code == 0
