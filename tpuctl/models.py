@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 # The label names live in the agent package, since the watchdog on the VM reads them
@@ -185,6 +185,20 @@ class QueuedResource:
             return None
         return max(0.0, (now or time.time()) - self.create_time.timestamp())
 
+    def valid_until_time(self) -> datetime | None:
+        """When the request gives up waiting: its validUntilTime, or its creation time plus
+        its validUntilDuration (the API's "21600s" form); None when it waits for ever."""
+        policy = self.raw.get("queueingPolicy") or {}
+        if policy.get("validUntilTime"):
+            return datetime.fromisoformat(str(policy["validUntilTime"]).replace("Z", "+00:00"))
+        duration = str(policy.get("validUntilDuration") or "")
+        if duration.endswith("s") and self.create_time is not None:
+            try:
+                return self.create_time + timedelta(seconds=float(duration[:-1]))
+            except ValueError:
+                return None
+        return None
+
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> QueuedResource:
         """Build from the TPU API's JSON form of a QueuedResource (camelCase keys)."""
@@ -236,6 +250,7 @@ class QueuedResource:
             "nodes": list(self.node_ids),
             "createTime": self.create_time.isoformat() if self.create_time else None,
             "validUntil": self.valid_until or None,
+            "validUntilTime": _utc(self.valid_until_time()),
             "error": self.error or None,
             "labels": self.labels,
         }
@@ -250,3 +265,10 @@ class DeleteResult:
     message: str
     node: Node | None = None
     error: Exception | None = None  # a TpuctlError (errors.py is above this module)
+
+
+def _utc(when: datetime | None) -> str | None:
+    """RFC 3339 in UTC, to the second (`2026-11-30T18:00:00Z`)."""
+    if when is None:
+        return None
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,6 +44,13 @@ def test_valid_until_is_sent_as_the_queueing_policy(cli, emulator) -> None:
     (qr,) = emulator.queued()
     assert qr["queueingPolicy"] == {"validUntilDuration": "21600s"}
     assert qr["state"]["state"] == "WAITING_FOR_RESOURCES"
+    listed = cli("list", "--zone", ZONE)
+    assert "21600s" not in listed.out  # a time, like --valid-until-time's
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", listed.out), listed.out
+    (item,) = [
+        i for i in json.loads(cli("list", "--zone", ZONE, "--json").out) if i["name"] == "q2"
+    ]
+    assert item["validUntil"] == "21600s" and item["validUntilTime"].endswith("Z")
     assert cli("delete", "q2", "--zone", ZONE, "--yes").code == 0
     assert emulator.queued() == []
 
@@ -124,7 +132,7 @@ def test_delete_of_a_request_without_a_node(cli, emulator) -> None:
         {
             "name": "pending",
             "deleted": True,
-            "message": "queued resource deleted with its node pending",
+            "message": "queued resource deleted",  # it never made its node
         }
     ]
     assert emulator.queued() == []

@@ -36,7 +36,9 @@ def gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"  # a zombie waits for init, nothing runs
 
 
-def test_detached_start_status_stop(isolated_env: Path, tmp_path: Path) -> None:
+def test_detached_start_status_stop(
+    isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port = free_port()
     state = tmp_path / "emu"
     started = tpuctl("start", "--detach", "--port", str(port), "--state-dir", str(state))
@@ -61,6 +63,13 @@ def test_detached_start_status_stop(isolated_env: Path, tmp_path: Path) -> None:
             "nodes": 0,
             "state_dir": str(state),
         }
+
+        # Without --state-dir, the emulator this shell uses is the one reported on.
+        monkeypatch.setenv("TPUCTL_EMULATOR_HOST", f"127.0.0.1:{port}")
+        used = tpuctl("status")
+        assert used.returncode == 0, used.stderr
+        assert f"running at 127.0.0.1:{port} (TPUCTL_EMULATOR_HOST): 0 nodes" in used.stdout
+        monkeypatch.delenv("TPUCTL_EMULATOR_HOST")
 
         again = tpuctl("start", "--detach", "--port", str(port), "--state-dir", str(state))
         assert (again.returncode, again.stdout) == (0, started.stdout)

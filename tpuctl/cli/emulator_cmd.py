@@ -7,6 +7,7 @@ Parses the options and renders; starting, finding and stopping the emulator's pr
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -104,8 +105,12 @@ def status(
 
     directory = _state_dir(state_dir)
     record = daemon.running(directory)
-    info = daemon.status(record.address) if record else None
     address = record.address if record else None
+    # The emulator this shell uses is the one to report on, wherever its state lives.
+    in_use = os.environ.get("TPUCTL_EMULATOR_HOST", "").strip()
+    if in_use and state_dir is None and in_use != address:
+        address, record = in_use, None
+    info = daemon.status(address) if address else None
     running = info is not None
     if as_json:
         report = {
@@ -117,13 +122,17 @@ def status(
             "state_dir": str(directory),
         }
         typer.echo(json.dumps(report))
-    elif running and record and info:
+    elif running and info:
+        who = f"pid {record.pid}" if record else "TPUCTL_EMULATOR_HOST"
         typer.echo(
-            f"running at {address} (pid {record.pid}): {info['nodes']} nodes, "
-            f"Cloud Storage at {info.get('storage_endpoint') or 'none'}, state in {directory}"
+            f"running at {address} ({who}): {info['nodes']} nodes, "
+            f"Cloud Storage at {info.get('storage_endpoint') or 'none'}"
+            + (f", state in {directory}" if record else "")
         )
     elif record:
         typer.echo(f"not answering: pid {record.pid} should serve {address}")
+    elif address:
+        typer.echo(f"not running: nothing answers at {address} (TPUCTL_EMULATOR_HOST)")
     else:
         typer.echo(f"not running (state dir {directory})")
     if not running:

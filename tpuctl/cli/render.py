@@ -139,6 +139,12 @@ def node_table(nodes: list[Node]) -> Table:
     return table
 
 
+def until_text(q: QueuedResource) -> str:
+    """When a request gives up, as one kind of value whatever it was given as."""
+    when = q.valid_until_time()
+    return when.strftime("%Y-%m-%d %H:%M UTC") if when else "-"
+
+
 def queued_table(items: list[QueuedResource]) -> Table:
     """Queued resources: what each waits for, how long it has waited, and its state."""
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -156,7 +162,7 @@ def queued_table(items: list[QueuedResource]) -> Table:
             q.scheduling,
             q.state,
             human_age(q.waited_seconds()),
-            escape(q.valid_until) or "-",
+            until_text(q),
             escape(note),
         )
     return table

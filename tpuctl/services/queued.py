@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tpuctl.config import Target
 
 DEFAULT_TIMEOUT = 24 * 3600.0
+WAITING_STATES = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "FAILED"})
 
 
 @dataclass
@@ -227,7 +228,9 @@ def delete_queued(
         else:
             api.delete_queued_resource(qr.full_name, force=True)
             what = "deletion started"
-        nodes = f" with its node {', '.join(qr.node_ids)}" if qr.node_ids else ""
+        # A request still waiting names the node it would make, but has made none.
+        made = qr.node_ids and qr.state not in WAITING_STATES
+        nodes = f" with its node {', '.join(qr.node_ids)}" if made else ""
         return DeleteResult(qr.name, True, f"queued resource {what}{nodes}")
     except TpuctlError as e:
         return DeleteResult(qr.name, False, str(e), error=e)
