@@ -82,3 +82,22 @@ def test_create_defaults_to_a_type_the_default_zone_offers(cli, emulator) -> Non
     assert r.code == 0, r.err
     assert "v3-8" in r.out
     assert cli("delete", "plain", "--yes").code == 0
+
+
+def test_tables_have_no_trailing_spaces(cli, emulator) -> None:
+    assert cli("create", "a-long-node-name", "-a", "v3-8").code == 0
+    assert cli("create", "b", "-a", "v3-8", "--ttl", "2h").code == 0
+    for args in (("list",), ("describe", "b"), ("quota",)):
+        r = cli(*args)
+        assert r.code == 0, r.err
+        assert r.out.strip()
+        assert [ln for ln in r.out.splitlines() if ln != ln.rstrip()] == [], args
+    assert cli("delete", "a-long-node-name", "b", "--yes").code == 0
+
+
+def test_one_worker_is_not_a_range() -> None:
+    from tpuctl.errors import UsageError
+    from tpuctl.services.ssh import parse_workers
+
+    with pytest.raises(UsageError, match=r"has 1 worker \(0\): there is no worker 1$"):
+        parse_workers("1", 1, "node vm")

@@ -30,4 +30,4 @@ def describe(
     if json_out:
         render.print_json({**node.to_json(), "raw": node.raw})
         return
-    render.out().print(render.describe_node(node))
+    render.show(render.describe_node(node))

@@ -57,7 +57,7 @@ def jobs(
             render.human_age(r["duration"]),
             str(r["restarts"]),
         )
-    render.out().print(table)
+    render.show(table)
 
 
 def logs(

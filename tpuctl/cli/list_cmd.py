@@ -58,11 +58,11 @@ def list_nodes(
         render.info(f"no TPU nodes in {where} of project {target.project}")
         return
     if nodes:
-        render.out().print(render.node_table(nodes))
+        render.show(render.node_table(nodes))
     if queued:
         if nodes:
             render.out().print()
-        render.out().print(render.queued_table(queued))
+        render.show(render.queued_table(queued))
     from tpuctl.services import cost
 
     if nodes:

@@ -81,7 +81,7 @@ def _print(report: QuotaReport, explicit: bool) -> None:
             console.print(f"{title}  {what}", highlight=False)
             continue
         console.print(f"{title}  (project {report.project})", highlight=False)
-        console.print(_table(rows))
+        render.show(_table(rows), console)
         if zeros:
             console.print(f"no quota: {', '.join(zeros)}", highlight=False)
     if not printed:

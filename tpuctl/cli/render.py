@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +38,18 @@ def out() -> Console:
 
 def err() -> Console:
     return Console(file=sys.stderr, soft_wrap=True, color_system=_styles())
+
+
+_TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$", re.M)
+
+
+def show(renderable: Any, console: Console | None = None) -> None:
+    """Print a table (or any rich renderable) without the spaces rich pads lines with."""
+    console = console or out()
+    with console.capture() as captured:
+        console.print(renderable)
+    console.file.write(_TRAILING.sub(r"\1", captured.get()))
+    console.file.flush()
 
 
 def print_json(data: Any) -> None:

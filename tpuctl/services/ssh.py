@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tpuctl import wording
 from tpuctl.config import login_name, state_dir
 from tpuctl.errors import CloudError, UsageError
 from tpuctl.models import DEAD_STATES, Node
@@ -74,7 +75,8 @@ def parse_workers(spec: str, count: int, node: str = "the node") -> list[int]:
     unknown = sorted(w for w in wanted if w >= count)
     if unknown:
         raise UsageError(
-            f"{node} has {count} worker{'s' if count != 1 else ''} (0-{count - 1}): "
+            f"{node} has {wording.count(count, 'worker')} "
+            f"({'0' if count == 1 else f'0-{count - 1}'}): "
             f"there is no worker {unknown[0]}",
             hint="--worker all runs on every worker",
         )

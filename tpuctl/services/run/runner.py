@@ -14,7 +14,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from tpuctl import catalog
+from tpuctl import catalog, wording
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
 from tpuctl.services import staging
@@ -79,7 +79,7 @@ class Runner:
             node = existing or provision.wait_ready(job, operation)
             record = staged.result()
         job.ui.info(
-            f"job {job.job_id}: {record.files} files, {record.uploaded} uploaded "
+            f"job {job.job_id}: {wording.count(record.files, 'file')}, {record.uploaded} uploaded "
             f"({record.uploaded_bytes} bytes) to gs://{bucket.name}/"
             f"{staging.job_prefix(job.job_id)}"
         )
