@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -101,3 +102,41 @@ def test_one_worker_is_not_a_range() -> None:
 
     with pytest.raises(UsageError, match=r"has 1 worker \(0\): there is no worker 1$"):
         parse_workers("1", 1, "node vm")
+
+
+def _config(isolated_env, text: str) -> None:  # noqa: ANN001
+    path = isolated_env / "config" / "tpuctl" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_prices_from_the_config_file_are_used_and_named(cli, emulator, isolated_env) -> None:
+    _config(isolated_env, "[prices.v3]\non_demand = 3.0\n")
+    r = cli("create", "priced", "-a", "v3-8")  # 4 chips
+    assert r.code == 0, r.err
+    assert "v3-8 on-demand: about $12.00/h (estimates from list prices as of" in r.err
+    assert "(v3 from your config file)" in r.err
+    (node,) = json.loads(cli("list", "--json").out)
+    assert node["hourlyUsd"] == 12.0
+    assert cli("delete", "priced", "--yes").code == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "needle", "allowed"),
+    [
+        ('[prices.v3]\non_demand = "cheap"\n', "prices.v3.on_demand = 'cheap'", "USD per chip"),
+        ("[prices.v3]\nspot = -5.0\n", "prices.v3.spot = -5.0", "USD per chip-hour, >= 0"),
+        ("[prices.v3]\nondemand = 1.0\n", "prices.v3.ondemand = 1.0", "on_demand or spot"),
+        ("[prices.v9]\nspot = 1.0\n", "prices.v9 in tpuctl's config file", "a generation: v2,"),
+    ],
+)
+def test_a_bad_price_is_one_line_naming_the_key(
+    cli, emulator, isolated_env, text, needle, allowed
+) -> None:
+    _config(isolated_env, text)
+    r = cli("create", "never", "-a", "v3-8")
+    assert r.code == 3
+    line = one_line_error(r)
+    assert line.startswith(f"error: invalid {needle}")
+    assert allowed in line
+    assert emulator.nodes() == []

@@ -140,7 +140,9 @@ def create(
     rate = cost.hourly(accelerator, spot or preemptible)
     if rate is not None:
         kind = "spot" if spot else "preemptible" if preemptible else "on-demand"
-        render.info(f"{accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.NOTE})")
+        render.info(
+            f"{accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.note()})"
+        )
     if queued:
         node = _create_queued(app, target, name, accelerator, body, options, no_wait, json_out)
         if node is None:

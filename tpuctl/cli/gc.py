@@ -174,7 +174,7 @@ def _json(decisions: list[Decision], outcome: dict[str, DeleteResult]) -> list[d
                 "deleted": bool(r and r.ok),
                 "result": (r.message if r else None),
                 "hourlyUsd": d.hourly,
-                "note": cost.NOTE,
+                "note": cost.note(),
             }
         )
     return rows

@@ -66,4 +66,4 @@ def list_nodes(
     from tpuctl.services import cost
 
     if nodes:
-        render.info(f"costs are {cost.NOTE}")
+        render.info(f"costs are {cost.note()}")

@@ -199,7 +199,7 @@ def describe_node(node: Node) -> Table:
         (
             "cost",
             f"{cost.money(cost.node_hourly(node), per_hour=True)} now, "
-            f"~{cost.money(cost.so_far(node))} since creation ({cost.NOTE})",
+            f"~{cost.money(cost.so_far(node))} since creation ({cost.note()})",
         ),
     ]
     expires = node.label_time(EXPIRES)

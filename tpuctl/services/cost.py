@@ -12,21 +12,75 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.errors import ConfigError
 from tpuctl.models import STOPPED_STATES, Node
 
-NOTE = f"estimates from list prices as of {catalog.PRICES_AS_OF}; your bill may differ"
+PriceTable = Mapping[str, tuple[float, float]]
+KINDS = ("on_demand", "spot")
 
 
 def price_table(config: Mapping[str, Any] | None = None) -> dict[str, tuple[float, float]]:
+    """The catalogue's prices with the config file's `[prices.<generation>]` overrides;
+    a malformed override is a ConfigError naming its key and what is allowed."""
     table = dict(catalog.PRICES)
-    for gen, override in ((config or {}).get("prices") or {}).items():
-        if gen in table and isinstance(override, Mapping):
-            on_demand, spot = table[gen]
-            table[gen] = (
-                float(override.get("on_demand", on_demand)),
-                float(override.get("spot", spot)),
-            )
+    overrides = (config or {}).get("prices") or {}
+    if not isinstance(overrides, Mapping):
+        raise _bad("prices", overrides, "a table of [prices.<generation>]")
+    for gen, override in overrides.items():
+        if gen not in table:
+            raise _bad(f"prices.{gen}", "", f"a generation: {', '.join(sorted(table))}")
+        if not isinstance(override, Mapping):
+            raise _bad(f"prices.{gen}", override, "a table with on_demand and/or spot")
+        on_demand, spot = table[gen]
+        for key, value in override.items():
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+            if key not in KINDS or not ok:
+                raise _bad(
+                    f"prices.{gen}.{key}", value, "on_demand or spot: USD per chip-hour, >= 0"
+                )
+        table[gen] = (
+            float(override.get("on_demand", on_demand)),
+            float(override.get("spot", spot)),
+        )
     return table
+
+
+def _bad(key: str, value: Any, allowed: str) -> ConfigError:
+    from tpuctl.config import config_file_path
+
+    shown = f" = {value!r}" if value != "" else ""
+    return ConfigError(
+        f"invalid {key}{shown} in tpuctl's config file {config_file_path()}: expected {allowed}",
+        hint='docs/gc.md, "Cost on screen", shows the format',
+    )
+
+
+_cache: dict[tuple[str, int], dict[str, tuple[float, float]]] = {}
+
+
+def in_force() -> dict[str, tuple[float, float]]:
+    """The price table every estimate uses: the catalogue's, with the config file's
+    overrides (read again whenever the file changes)."""
+    from tpuctl.config import config_file_path, load_config_file
+
+    path = config_file_path()
+    try:
+        key = (str(path), path.stat().st_mtime_ns)
+    except OSError:
+        key = (str(path), 0)
+    if key not in _cache:
+        _cache.clear()
+        _cache[key] = price_table(load_config_file())
+    return _cache[key]
+
+
+def note() -> str:
+    """Where the prices come from, for every message that shows one."""
+    mine = sorted(g for g, p in in_force().items() if p != catalog.PRICES.get(g))
+    source = f"list prices as of {catalog.PRICES_AS_OF}"
+    if mine:
+        source += f" ({', '.join(mine)} from your config file)"
+    return f"estimates from {source}; your bill may differ"
 
 
 def hourly(
@@ -36,7 +90,7 @@ def hourly(
     acc = catalog.parse_accelerator(accelerator)
     if acc is None:
         return None
-    table = prices or catalog.PRICES
+    table = prices if prices is not None else in_force()
     if acc.generation not in table:
         return None
     on_demand, spot = table[acc.generation]

@@ -61,7 +61,7 @@ def create(job: Job, announce: bool = True) -> str | None:
     if announce and rate is not None:
         kind = "spot" if spec.spot else "on-demand"
         job.ui.info(
-            f"{spec.accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.NOTE})"
+            f"{spec.accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.note()})"
         )
     job.created = True
     if job.spec.queued:
