@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from tpuctl.durations import format_duration, parse_duration
-from tpuctl.errors import UsageError
+from tpuctl.errors import ConfigError, UsageError
 from tpuctl.models import Node
 from tpuctl.services import cost
 
@@ -39,10 +39,11 @@ def test_stopped_nodes_cost_nothing_now_and_so_far_scales_with_age() -> None:
 
 
 def test_config_overrides_prices() -> None:
-    table = cost.price_table({"prices": {"v3": {"on_demand": 1.5}, "bogus": {"spot": 1}}})
+    table = cost.price_table({"prices": {"v3": {"on_demand": 1.5}}})
     assert table["v3"] == (1.5, 0.51)
-    assert "bogus" not in table
     assert cost.hourly("v3-8", cheap=False, prices=table) == pytest.approx(6.0)
+    with pytest.raises(ConfigError, match="invalid prices.bogus"):  # never ignored silently
+        cost.price_table({"prices": {"v3": {"on_demand": 1.5}, "bogus": {"spot": 1}}})
 
 
 def test_money() -> None:
