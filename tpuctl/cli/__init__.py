@@ -33,6 +33,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: wraps well at 80 columns, loads no rich
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -132,7 +133,9 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
         return int(e.exit_code)
     except click_exc.UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError":
-            return 0  # `tpuctl` or `tpuctl emulator` alone: the help is printed, and is all
+            # `tpuctl` or `tpuctl emulator` alone: the help, and nothing wrong
+            sys.stdout.write(e.ctx.get_help() + "\n" if e.ctx else e.format_message())
+            return 0
         where = (
             f"tpuctl {e.ctx.command_path.split(' ', 1)[1]}"
             if e.ctx and " " in e.ctx.command_path

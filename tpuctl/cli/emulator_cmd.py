@@ -18,7 +18,9 @@ from tpuctl.errors import TpuctlError, UsageError
 
 # tpuctl.emulator is imported in the commands: other commands never load it.
 
-app = typer.Typer(help="Run a local emulator of the Cloud TPU API.", no_args_is_help=True)
+app = typer.Typer(
+    help="Run a local emulator of the Cloud TPU API.", no_args_is_help=True, rich_markup_mode=None
+)
 
 StateDir = Annotated[
     Path | None,

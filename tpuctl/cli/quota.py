@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from tpuctl.services.quota import QuotaReport, QuotaRow
 
 
@@ -89,6 +89,8 @@ def _print(report: QuotaReport, explicit: bool) -> None:
 
 
 def _table(rows: list[QuotaRow]) -> Table:
+    from rich.table import Table
+
     from tpuctl.services.quota import scheduling_label
 
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -113,6 +115,6 @@ def _table(rows: list[QuotaRow]) -> Table:
             str(r.in_use),
             headroom,
             r.spec.unit,
-            escape(used_by) or "-",
+            render.escape(used_by) or "-",
         )
     return table

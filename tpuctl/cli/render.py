@@ -9,15 +9,30 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, Literal
 
 from tpuctl.durations import format_duration
 from tpuctl.models import CREATED, EXPIRES, IDLE_TIMEOUT, LAST_ACTIVE, Node, QueuedResource
 from tpuctl.services import cost
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+# rich is imported when something is printed, not when tpuctl starts (`--help` stays fast).
+
+
+def escape(text: str) -> str:
+    """`text` with rich's markup characters escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _table(**options: Any) -> Table:
+    from rich.table import Table
+
+    return Table(**options)
 
 
 def _styles() -> Literal["auto"] | None:
@@ -28,6 +43,8 @@ def _styles() -> Literal["auto"] | None:
 
 def out() -> Console:
     # Piped output is for grep and scripts: never truncate a table to 80 columns there.
+    from rich.console import Console
+
     return Console(
         file=sys.stdout,
         soft_wrap=True,
@@ -37,6 +54,8 @@ def out() -> Console:
 
 
 def err() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, soft_wrap=True, color_system=_styles())
 
 
@@ -120,7 +139,7 @@ def idle_column(node: Node, now: float | None = None) -> str:
 
 
 def node_table(nodes: list[Node]) -> Table:
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    table = _table(box=None, header_style="bold", pad_edge=False)
     for col in (
         "NAME",
         "ZONE",
@@ -160,7 +179,7 @@ def until_text(q: QueuedResource) -> str:
 
 def queued_table(items: list[QueuedResource]) -> Table:
     """Queued resources: what each waits for, how long it has waited, and its state."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    table = _table(box=None, header_style="bold", pad_edge=False)
     for col in ("QUEUED", "ZONE", "ACCELERATOR", "SCHEDULING", "STATE", "WAITED", "VALID UNTIL"):
         table.add_column(col, no_wrap=True)
     table.add_column("NOTE")
@@ -182,7 +201,7 @@ def queued_table(items: list[QueuedResource]) -> Table:
 
 
 def describe_node(node: Node) -> Table:
-    table = Table(box=None, show_header=False, pad_edge=False)
+    table = _table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     rows = [
