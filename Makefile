@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SRC    := tpuctl tests bench examples
 
-.PHONY: install test lint demo bench clean tools
+.PHONY: install test lint demo bench chaos clean tools
 
 $(STAMP): pyproject.toml
 	@echo "== installing tpuctl and its dependencies into $(VENV) (the first time takes about a minute)"
@@ -37,6 +37,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/staging.py
 	$(BIN)/python bench/ssh_fanout.py
 	$(BIN)/python bench/run_overhead.py
+
+# reliability under faults, kills, signals and bad input (docs/reliability.md); ~15 min
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

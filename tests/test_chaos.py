@@ -1,0 +1,31 @@
+"""The chaos harness's short, seeded version: a regression in what it measures fails CI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HARNESS = Path(__file__).resolve().parents[1] / "bench" / "chaos.py"
+
+
+def test_the_quick_chaos_run_keeps_every_promise(isolated_env: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, str(HARNESS), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    results = json.loads(r.stdout.splitlines()[-1]) if r.stdout.strip() else []
+    assert [o["name"] for o in results] == [
+        "run under 30% API faults",
+        "SIGKILL of run at a random moment",
+        "SIGINT/TERM/HUP in run, create, create --queued",
+        "malformed input",
+    ], r.stderr
+    for o in results:
+        assert o["runs"] > 0
+        assert (o["good"], o["leaked"], o["tracebacks"]) == (o["runs"], 0, 0), o
+    assert r.returncode == 0, r.stderr
