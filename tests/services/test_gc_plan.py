@@ -64,7 +64,7 @@ def test_an_audit_line_keeps_its_keys_in_order(
 ) -> None:
     monkeypatch.setattr(audit.time, "time", lambda: 1_800_000_000.0)
     monkeypatch.setattr(audit.socket, "gethostname", lambda: "laptop")
-    monkeypatch.setattr(audit.getpass, "getuser", lambda: "me")
+    monkeypatch.setattr(audit, "login_name", lambda: "me")
     log = tmp_path / "state" / "gc.log"
     entry = audit.AuditEntry.of(
         node("old", MINE), project="p", reason="expired", hourly=8.0, result="deleted"
