@@ -30,7 +30,7 @@ def init_params(key: jax.Array, sizes: list[int]) -> list[tuple[jax.Array, jax.A
     keys = jax.random.split(key, len(sizes) - 1)
     return [
         (jax.random.normal(k, (m, n)) * jnp.sqrt(2.0 / m), jnp.zeros(n))
-        for k, m, n in zip(keys, sizes[:-1], sizes[1:])
+        for k, m, n in zip(keys, sizes[:-1], sizes[1:], strict=True)
     ]
 
 

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
                 per_example = loss_fn(labels, logits)
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             train_loss.update_state(loss * replicas)
             train_accuracy.update_state(labels, logits)
 

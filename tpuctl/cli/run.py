@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tpuctl.cli import render
+from tpuctl.cli import doctor, render
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
 
@@ -153,6 +153,12 @@ def run(
         float,
         typer.Option("--sync-every", min=1.0, help="Seconds between output uploads (checkpoints)."),
     ] = 30.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Run even when `tpuctl doctor` finds errors.")
+    ] = False,
+    no_check: Annotated[
+        bool, typer.Option("--no-check", help="Skip the `tpuctl doctor` check of the script.")
+    ] = False,
     zone: Zone = None,
     project: Project = None,
     json_out: Json = False,
@@ -169,6 +175,8 @@ def run(
     if queued_flag and node:
         raise UsageError("--queued asks for a new node: it does not go with --node")
     root, rel = locate(script, workdir)
+    if not no_check:  # before anything is created: a mistake found here costs no TPU time
+        doctor.gate(root, rel, accelerator, force)
     spec = RunSpec(
         script=rel,
         workdir=root,
