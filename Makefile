@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/staging.py
 	$(BIN)/python bench/ssh_fanout.py
 	$(BIN)/python bench/run_overhead.py
+	$(BIN)/python bench/doctor.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

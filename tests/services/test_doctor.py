@@ -93,3 +93,12 @@ def test_a_script_that_is_not_python_is_refused(tmp_path: Path, name, content, s
         check(path, tmp_path, None)
     assert says in e.value.message
     assert e.value.exit_code == 2
+
+
+def test_an_evaluate_method_of_the_programs_own_class_is_not_keras(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\n\n\nclass Trainer:\n    def evaluate(self, data, steps):\n"
+        "        return steps\n\n\n"
+        "data = tf.data.Dataset.range(8).repeat()\nTrainer().evaluate(data, 100)\n"
+    )
+    assert check(tmp_path / "train.py", tmp_path, None) == []

@@ -190,7 +190,16 @@ def _python_call(ctx: Context, module: Module, fn: ast.AST, depth: int = 3) -> s
 
 def _endless_epochs(ctx: Context, modules: list[Module]) -> Iterator[Finding]:
     wanted = {"fit": "steps_per_epoch", "evaluate": "steps"}
-    for module, call in ctx.method_calls(wanted, modules):
+    # a class of the program's own with a fit/evaluate method: its API, not Keras'
+    own = {
+        stmt.name
+        for m in ctx.program.modules
+        for node in ast.walk(m.tree)
+        if isinstance(node, ast.ClassDef)
+        for stmt in node.body
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    for module, call in ctx.method_calls(set(wanted) - own, modules):
         pairs = [(kwarg(call, "x", 0), wanted[attr(call) or ""])]
         if attr(call) == "fit":
             pairs.append((kwarg(call, "validation_data"), "validation_steps"))
