@@ -25,7 +25,7 @@ RUNS = 15
 MODULES = 9
 BLOCKS = 5
 
-BLOCK = '''
+BLOCK = """
 
 def make_dataset_{i}(batch_size, training):
     ds = tf.data.Dataset.from_tensor_slices(([[1.0] * 8] * 1024, [[0.0]] * 1024))
@@ -69,7 +69,7 @@ class Trainer{i}:
         for _ in range(steps):
             total += float(self.train_step(iterator).values[0])
         return total / steps
-'''
+"""
 
 
 def make_workdir(root: Path) -> int:

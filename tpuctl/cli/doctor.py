@@ -1,37 +1,17 @@
-"""tpuctl doctor SCRIPT: the static checks, alone or as the gate before `tpuctl run`."""
+"""tpuctl doctor SCRIPT: the static checks of a training script (docs/doctor.md)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from tpuctl.cli import render
+from tpuctl.cli.checkup import lines, summary
 from tpuctl.cli.options import Json
-from tpuctl.errors import TpuctlError, UsageError
-
-if TYPE_CHECKING:
-    from tpuctl.services.doctor import Finding
-
-
-class CheckFailed(TpuctlError):
-    """The script has findings of severity error (exit 1)."""
-
-
-def _lines(findings: list[Finding]) -> str:
-    return "".join(
-        f"{f.file}:{f.line}: {f.severity}: {f.message} [{f.check}]\n    fix: {f.fix}\n"
-        for f in findings
-    )
-
-
-def _summary(findings: list[Finding]) -> str:
-    from tpuctl.services.doctor import SEVERITIES
-
-    counts = [(sum(f.severity == s for f in findings), s) for s in SEVERITIES]
-    return ", ".join(f"{n} {s}{'' if n == 1 else 's'}" for n, s in counts)
+from tpuctl.errors import UsageError
 
 
 def _accelerator(name: str):  # noqa: ANN202 - AcceleratorType, imported lazily
@@ -67,33 +47,7 @@ def doctor(
     if json_out:
         render.print_json([f.to_json() for f in findings])
     else:
-        sys.stdout.write(_lines(findings))
-        render.info(f"{rel} on a {acc.name}: {_summary(findings)}")
+        sys.stdout.write(lines(findings))
+        render.info(f"{rel} on a {acc.name}: {summary(findings)}")
     if any(f.severity == "error" for f in findings):
         raise typer.Exit(1)
-
-
-def gate(root: Path, rel: str, accelerator: str, force: bool) -> None:
-    """The check inside `tpuctl run`, before anything is created: errors stop the run
-    (unless `force`), warnings and hints are printed on stderr and the run goes on.
-    Scripts that are not Python (a shell script) are not checked."""
-    from tpuctl.catalog import parse_accelerator
-    from tpuctl.services.doctor import NotPythonError, check
-
-    try:
-        findings = check(root / rel, root, parse_accelerator(accelerator))
-    except NotPythonError:
-        if rel.endswith(".py") and not force:
-            raise
-        return
-    errors = [f for f in findings if f.severity == "error"]
-    sys.stderr.write(_lines(findings))
-    if errors and not force:
-        first = errors[0]
-        raise CheckFailed(
-            f"tpuctl doctor found {_summary(findings)} in {rel}; nothing was created "
-            f"(first: {first.file}:{first.line}: {first.check})",
-            hint="fix the errors above, or run again with --force (--no-check skips the check)",
-        )
-    if errors:
-        render.info(f"--force: running despite {len(errors)} error(s)")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tpuctl.cli import doctor, render
+from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
 
@@ -176,7 +176,7 @@ def run(
         raise UsageError("--queued asks for a new node: it does not go with --node")
     root, rel = locate(script, workdir)
     if not no_check:  # before anything is created: a mistake found here costs no TPU time
-        doctor.gate(root, rel, accelerator, force)
+        checkup.gate(root, rel, accelerator, force)
     spec = RunSpec(
         script=rel,
         workdir=root,

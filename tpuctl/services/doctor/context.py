@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -65,20 +65,22 @@ class Context:
     ) -> Iterator[tuple[Module, ast.Call]]:
         """Calls of the given dotted names (`tensorflow.distribute.TPUStrategy`)."""
         wanted = set(names)
-        for module in self.program.modules if modules is None else modules:
-            for call, qual in module.calls:
-                if qual in wanted:
-                    yield module, call
+        return self._select(modules, lambda call, qual: qual in wanted)
 
     def method_calls(
         self, names: Iterable[str], modules: Iterable[Module] | None = None
     ) -> Iterator[tuple[Module, ast.Call]]:
         """Calls `x.name(...)` on something that is not an imported module."""
         wanted = set(names)
+        return self._select(modules, lambda call, qual: qual is None and attr(call) in wanted)
+
+    def _select(
+        self,
+        modules: Iterable[Module] | None,
+        keep: Callable[[ast.Call, str | None], bool],
+    ) -> Iterator[tuple[Module, ast.Call]]:
         for module in self.program.modules if modules is None else modules:
-            for call, qual in module.calls:
-                if qual is None and attr(call) in wanted:
-                    yield module, call
+            yield from ((module, call) for call, qual in module.calls if keep(call, qual))
 
     def modules_using(self, prefix: str) -> list[Module]:
         return [m for m in self.program.modules if m.uses(prefix)]
