@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/staging.py
 	$(BIN)/python bench/ssh_fanout.py
 	$(BIN)/python bench/run_overhead.py
+	$(BIN)/python bench/doctor.py
 
 # reliability under faults, kills, signals and bad input (docs/reliability.md); ~15 min
 chaos: $(STAMP)

@@ -133,6 +133,10 @@ class JobFailed(TpuctlError):
     """A job ended without success (`tpuctl run`)."""
 
 
+class CheckFailed(TpuctlError):
+    """`tpuctl doctor` found errors in the script `tpuctl run` was given (exit 1)."""
+
+
 class GcFailed(TpuctlError):
     """`tpuctl gc` could not delete everything it set out to."""
 

@@ -17,6 +17,7 @@ from tpuctl import __version__
 from tpuctl.cli import create as create_mod
 from tpuctl.cli import delete as delete_mod
 from tpuctl.cli import describe as describe_mod
+from tpuctl.cli import doctor as doctor_mod
 from tpuctl.cli import emulator_cmd, gc, keep, list_cmd, power
 from tpuctl.cli import exec_cmd as exec_mod
 from tpuctl.cli import jobs as jobs_mod
@@ -74,6 +75,7 @@ app.command("keep")(keep.keep)
 app.command("gc")(gc.gc)
 app.command("quota")(quota_mod.quota)
 app.command("run")(run_mod.run)
+app.command("doctor")(doctor_mod.doctor)
 app.command("jobs")(jobs_mod.jobs)
 app.command("logs")(jobs_mod.logs)
 app.command("cancel")(jobs_mod.cancel)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from tpuctl.catalog import DEFAULT_ACCELERATOR
-from tpuctl.cli import render
+from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Accelerator, Json, Project, Zone, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
 
@@ -154,6 +154,12 @@ def run(
         float,
         typer.Option("--sync-every", min=1.0, help="Seconds between output uploads (checkpoints)."),
     ] = 30.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Run even when `tpuctl doctor` finds errors.")
+    ] = False,
+    no_check: Annotated[
+        bool, typer.Option("--no-check", help="Skip the `tpuctl doctor` check of the script.")
+    ] = False,
     zone: Zone = None,
     project: Project = None,
     json_out: Json = False,
@@ -170,6 +176,8 @@ def run(
     if queued_flag and node:
         raise UsageError("--queued asks for a new node: it does not go with --node")
     root, rel = locate(script, workdir)
+    if not no_check:  # before anything is created: a mistake found here costs no TPU time
+        checkup.gate(root, rel, accelerator, force)
     spec = RunSpec(
         script=rel,
         workdir=root,

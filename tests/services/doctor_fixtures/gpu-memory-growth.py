@@ -1,0 +1,6 @@
+"""GPU memory set-up copied from the GPU script."""
+
+import tensorflow as tf
+
+for gpu in tf.config.list_physical_devices("GPU"):
+    tf.config.experimental.set_memory_growth(gpu, True)

@@ -1,0 +1,5 @@
+"""requirements.txt asks for jax without [tpu]."""
+
+import jax
+
+print(jax.devices())

@@ -1,0 +1,27 @@
+"""`check`: every static check over a script and the work dir's modules it imports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tpuctl.catalog import AcceleratorType
+from tpuctl.services.doctor import common, jax_checks, tf_data, tf_setup, torch_xla_checks
+from tpuctl.services.doctor.context import Context
+from tpuctl.services.doctor.findings import Finding
+from tpuctl.services.doctor.program import Program
+
+FAMILIES = (tf_setup, tf_data, jax_checks, torch_xla_checks, common)
+
+
+def check(script: Path, workdir: Path, accelerator: AcceleratorType | None) -> list[Finding]:
+    """The findings for `script` (a file inside `workdir`), for a slice of `accelerator`
+    (None: the checks that depend on it are left out), in file and line order.
+
+    Raises NotPythonError (a UsageError) when the script is not Python.
+    """
+    program = Program(script.resolve(), workdir.resolve())
+    ctx = Context(program, accelerator)
+    found: set[Finding] = set()
+    for family in FAMILIES:
+        found.update(family.check(ctx))
+    return sorted(found, key=Finding.sort_key)
