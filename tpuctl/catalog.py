@@ -166,36 +166,51 @@ def zones_offering(generation: str) -> list[str]:
     return [zone for zone, gens in ZONES.items() if generation in gens]
 
 
-RUNTIME_VERSIONS: list[str] = [
-    "tpu-ubuntu2204-base",
-    "tpu-vm-base",
-    "tpu-vm-pt-2.0",
-    "tpu-vm-tf-2.10.0",
-    "tpu-vm-tf-2.10.0-pod",
-    "tpu-vm-tf-2.10.0-v4",
-    "tpu-vm-tf-2.10.0-pod-v4",
-    "tpu-vm-tf-2.14.0",
-    "tpu-vm-tf-2.14.0-pod",
-    "tpu-vm-tf-2.15.0-pjrt",
-    "tpu-vm-tf-2.15.0-pod-pjrt",
-    "tpu-vm-tf-2.15.0-se",
-    "tpu-vm-tf-2.15.0-pod-se",
-    "tpu-vm-tf-2.16.0-pjrt",
-    "tpu-vm-tf-2.16.0-pod-pjrt",
-    "tpu-vm-tf-2.16.0-se",
-    "tpu-vm-tf-2.16.0-pod-se",
-    "tpu-vm-tf-2.17.0-pjrt",
-    "tpu-vm-tf-2.17.0-pod-pjrt",
-    "tpu-vm-tf-2.18.0-pjrt",
-    "tpu-vm-tf-2.18.0-pod-pjrt",
-    "v2-alpha",
-    "v2-alpha-pod",
-    "v2-alpha-tpuv4",
-    "v2-alpha-tpuv4-pod",
-    "v2-alpha-tpuv5-lite",
-    "v2-alpha-tpuv5",
-    "v2-alpha-tpuv6e",
-]
+# Runtime version -> the generations it boots on. From the Cloud TPU software-versions
+# pages as recalled in shared/reference/tpu-facts.md and the defaults of Google's samples
+# (`v2-tpuv5-litepod` is the default of python-docs-samples' v5e node and queued-resource
+# samples); which older images run on which generation is not confirmed by a local source
+# (docs/emulator.md says so). The emulator refuses a version on another generation.
+_V23, _V234 = ("v2", "v3"), ("v2", "v3", "v4")
+RUNTIME_GENERATIONS: dict[str, tuple[str, ...]] = {
+    "tpu-ubuntu2204-base": _V234,
+    "tpu-vm-base": _V23,
+    "tpu-vm-pt-2.0": _V23,
+    "tpu-vm-tf-2.10.0": _V23,
+    "tpu-vm-tf-2.10.0-pod": _V23,
+    "tpu-vm-tf-2.10.0-v4": ("v4",),
+    "tpu-vm-tf-2.10.0-pod-v4": ("v4",),
+    "tpu-vm-tf-2.14.0": _V23,
+    "tpu-vm-tf-2.14.0-pod": _V23,
+    "tpu-vm-tf-2.15.0-pjrt": _V234,
+    "tpu-vm-tf-2.15.0-pod-pjrt": _V234,
+    "tpu-vm-tf-2.15.0-se": _V23,
+    "tpu-vm-tf-2.15.0-pod-se": _V23,
+    "tpu-vm-tf-2.16.0-pjrt": _V234,
+    "tpu-vm-tf-2.16.0-pod-pjrt": _V234,
+    "tpu-vm-tf-2.16.0-se": _V23,
+    "tpu-vm-tf-2.16.0-pod-se": _V23,
+    "tpu-vm-tf-2.17.0-pjrt": _V234,
+    "tpu-vm-tf-2.17.0-pod-pjrt": _V234,
+    "tpu-vm-tf-2.18.0-pjrt": _V234,
+    "tpu-vm-tf-2.18.0-pod-pjrt": _V234,
+    "v2-alpha": _V23,
+    "v2-alpha-pod": _V23,
+    "v2-alpha-tpuv4": ("v4",),
+    "v2-alpha-tpuv4-pod": ("v4",),
+    "v2-alpha-tpuv5-lite": ("v5e",),
+    "v2-tpuv5-litepod": ("v5e",),
+    "v2-alpha-tpuv5": ("v5p",),
+    "v2-alpha-tpuv6e": ("v6e",),
+}
+RUNTIME_VERSIONS: list[str] = list(RUNTIME_GENERATIONS)
+
+
+def runtime_versions(zone: str) -> list[str]:
+    """The runtime versions offered in `zone`: those of the generations it offers."""
+    gens = set(ZONES.get(zone, []))
+    return [v for v, fits in RUNTIME_GENERATIONS.items() if gens & set(fits)]
+
 
 _DEFAULT_RUNTIME = {
     "v2": "tpu-ubuntu2204-base",
@@ -210,6 +225,12 @@ _DEFAULT_RUNTIME = {
 def default_runtime(generation: str) -> str:
     """The base image to use for a generation when the user names none."""
     return _DEFAULT_RUNTIME.get(generation, "tpu-ubuntu2204-base")
+
+
+def runtime_for(accelerator: str) -> str:
+    """The base image of an accelerator type's generation (`v4-8` -> tpu-ubuntu2204-base)."""
+    acc = parse_accelerator(canonical_accelerator(accelerator))
+    return default_runtime(acc.generation if acc else "v4")
 
 
 # USD per chip-hour in the generation's home region: (on-demand, spot/preemptible).

@@ -14,7 +14,7 @@ from google.cloud import tpu_v2
 from google.protobuf import field_mask_pb2
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.ssh_helpers import mine, user_key, wait_until
+from tests.emulator.ssh_helpers import mine, other_host_keys, wait_until
 
 Z = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{Z}"
@@ -173,9 +173,7 @@ def test_an_unreachable_node_is_not_confirmed_idle(cli, emulator, tmp_path: Path
     quiet_node(cli, emulator, "silent")
     # Its worker now answers with another host key than it publishes: tpuctl will not talk
     # to it, so it cannot look inside.
-    other, _ = user_key(tmp_path)
-    item = {"namespace": "hostkeys", "key": "ssh-ed25519", "value": other.split()[1]}
-    emulator.set_guest_attributes(f"{PARENT}/nodes/silent", 0, [item])
+    emulator.set_guest_attributes(f"{PARENT}/nodes/silent", 0, other_host_keys())
     r = cli("gc", "--yes", "--idle", "30m")
     assert r.code == 0, r.err
     assert "keep silent (us-central1-a): labels say idle for 1h; not confirmed (worker 0 (" in r.err

@@ -6,10 +6,8 @@ import os
 import time
 from typing import Any
 
+from tpuctl.catalog import runtime_for
 from tpuctl.cloud.ssh import ensure_key_pair
-
-RUNTIME = "tpu-ubuntu2204-base"
-
 
 # The session emulator's instance id (set by tests/conftest.py): processes of other
 # emulators on this machine (a user's, another test run's) are none of our business.
@@ -59,7 +57,9 @@ def create(emulator: Any, node_id: str, accelerator: str = "v4-32", **fields: An
     from google.cloud import tpu_v2
 
     zone = "us-central2-b" if accelerator.startswith("v4") else "us-central1-a"
-    node = tpu_v2.Node(accelerator_type=accelerator, runtime_version=RUNTIME, **fields)
+    node = tpu_v2.Node(
+        accelerator_type=accelerator, runtime_version=runtime_for(accelerator), **fields
+    )
     client = emulator.tpu_client()
     parent = f"projects/tpuctl-demo/locations/{zone}"
     return client.create_node(parent=parent, node_id=node_id, node=node).result()
@@ -67,3 +67,23 @@ def create(emulator: Any, node_id: str, accelerator: str = "v4-32", **fields: An
 
 def delete(emulator: Any, name: str) -> None:
     emulator.tpu_client().delete_node(name=name).result()
+
+
+def other_host_keys() -> list[dict[str, str]]:
+    """Guest-attribute entries of fresh host keys of every type a worker publishes: with
+    them published, the worker's real keys are no longer what the cloud says."""
+    import asyncssh
+
+    from tpuctl.emulator.workers import HOST_KEYS
+
+    return [
+        {
+            "namespace": "hostkeys",
+            "key": algorithm,
+            "value": asyncssh.generate_private_key(algorithm, **options)
+            .export_public_key()
+            .split()[1]
+            .decode(),
+        }
+        for algorithm, (_, options, _) in HOST_KEYS.items()
+    ]

@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from tpuctl.catalog import runtime_for
 from tpuctl.emulator.control import ControlError
 
 
@@ -27,7 +28,7 @@ def test_status_and_defaults(emulator) -> None:
 def test_config_partial_update_and_validation(emulator) -> None:
     config = emulator.config(durations={"stop": 2.5})
     durations = {k: v for k, v in config["durations"].items() if not k.startswith("queued")}
-    assert durations == {"create": 0, "stop": 2.5, "start": 0, "delete": 0}
+    assert durations == {"create": 0, "stop": 2.5, "start": 0, "delete": 0, "hostkeys": 0}
     assert emulator.config()["durations"]["stop"] == 2.5
     emulator.config(defaults={"zone": "us-central2-b"})
     assert emulator.status()["defaults"] == {"project": "tpuctl-demo", "zone": "us-central2-b"}
@@ -47,7 +48,7 @@ def test_nodes_lists_every_project_and_zone(emulator) -> None:
         ("projects/a/locations/us-central1-a", "v3-8"),
         ("projects/b/locations/us-central2-b", "v4-8"),
     ):
-        node = tpu_v2.Node(accelerator_type=acc, runtime_version="tpu-vm-base")
+        node = tpu_v2.Node(accelerator_type=acc, runtime_version=runtime_for(acc))
         made.append(client.create_node(parent=parent, node_id="n", node=node).result(timeout=5))
     assert [n["name"] for n in emulator.nodes()] == [m.name for m in made]
     assert emulator.status()["nodes"] == 2

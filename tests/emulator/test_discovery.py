@@ -52,8 +52,10 @@ def test_node_life_cycle(emulator) -> None:
     assert endpoint["accessConfig"]["externalIp"] == endpoint["ipAddress"]
 
     attrs = nodes.getGuestAttributes(name=name, body={"queryPath": "hostkeys/"}).execute()
-    [item] = attrs["guestAttributes"][0]["queryValue"]["items"]  # the worker's SSH host key
-    assert (item["namespace"], item["key"]) == ("hostkeys", "ssh-ed25519")
+    items = attrs["guestAttributes"][0]["queryValue"]["items"]  # the worker's SSH host keys
+    assert {(i["namespace"], i["key"]) for i in items} == {
+        ("hostkeys", k) for k in ("ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa")
+    }
 
     gone = wait(service, nodes.delete(name=name).execute())
     assert gone["response"] == {"@type": "type.googleapis.com/google.protobuf.Empty"}

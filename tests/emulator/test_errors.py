@@ -15,6 +15,8 @@ from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 from google.protobuf import field_mask_pb2
 
+from tpuctl.catalog import runtime_for
+
 PARENT = "projects/p/locations/us-central1-a"
 
 
@@ -22,7 +24,8 @@ def status_of(exc: gx.GoogleAPICallError) -> str:
     return exc.response.json()["error"]["status"]  # type: ignore[union-attr]
 
 
-def make(client, node_id="n1", accelerator="v3-8", runtime="tpu-vm-base", parent=PARENT, **kw):
+def make(client, node_id="n1", accelerator="v3-8", runtime=None, parent=PARENT, **kw):
+    runtime = runtime or runtime_for(accelerator)
     node = tpu_v2.Node(accelerator_type=accelerator, runtime_version=runtime, **kw)
     return client.create_node(parent=parent, node_id=node_id, node=node)
 

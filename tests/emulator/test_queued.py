@@ -6,6 +6,8 @@ import pytest
 from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 
+from tpuctl.catalog import runtime_for
+
 PROJECT = "p"
 ZONE = "us-central1-a"
 PARENT = f"projects/{PROJECT}/locations/{ZONE}"
@@ -14,7 +16,9 @@ State = tpu_v2.QueuedResourceState.State
 
 def request(node_id: str, accelerator: str = "v3-8", **fields) -> tpu_v2.QueuedResource:
     node = tpu_v2.Node(
-        accelerator_type=accelerator, runtime_version="tpu-vm-base", labels={"team": "ml"}
+        accelerator_type=accelerator,
+        runtime_version=runtime_for(accelerator),
+        labels={"team": "ml"},
     )
     spec = tpu_v2.QueuedResource.Tpu.NodeSpec(parent=PARENT, node_id=node_id, node=node)
     return tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[spec]), **fields)

@@ -7,6 +7,7 @@ from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 
 from tpuctl import catalog
+from tpuctl.catalog import runtime_for
 from tpuctl.emulator.control import ControlError, EmulatorControl
 from tpuctl.emulator.server import EmulatorServer
 
@@ -18,7 +19,7 @@ V6E = "TPUV6EPerProjectPerRegionForTPUAPI"
 def create(client, name, acc, zone, project="p", **sched):
     node = tpu_v2.Node(
         accelerator_type=acc,
-        runtime_version="tpu-ubuntu2204-base",
+        runtime_version=runtime_for(acc),
         scheduling_config=tpu_v2.SchedulingConfig(**sched),
     )
     parent = f"projects/{project}/locations/{zone}"

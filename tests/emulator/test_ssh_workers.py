@@ -183,7 +183,7 @@ def test_stopping_the_emulator_leaves_no_server_thread_or_process(tmp_path: Path
     threads = set(threading.enumerate())
     server = EmulatorServer(port=0, state_dir=None).start()
     control = Emulator(server.address)
-    control.durations(create=0)
+    control.durations(create=0, hostkeys=0)
     pub, key = user_key(tmp_path)
     node = create(control, "left", "v3-8", metadata={"ssh-keys": f"alice:{pub}"})
     started = run(control, tmp_path, node, 0, "alice", key, "nohup sleep 300 >/dev/null 2>&1 &")
@@ -222,7 +222,7 @@ def test_a_restarted_emulator_keeps_its_workers_host_keys(tmp_path: Path) -> Non
     server = EmulatorServer(port=0, state_dir=state).start()
     try:
         first = Emulator(server.address)
-        first.durations(create=0)
+        first.durations(create=0, hostkeys=0)
         node = create(first, "kept", "v3-8", metadata={"ssh-keys": f"a:{pub}"})
         published = host_keys(first, node.name)
     finally:

@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from google.cloud import tpu_v2
 from google.protobuf import field_mask_pb2
 
+from tpuctl.catalog import runtime_for
+
 PROJECT = "p"
 ZONE = "us-central1-a"
 PARENT = f"projects/{PROJECT}/locations/{ZONE}"
@@ -18,9 +20,10 @@ def create(
     node_id: str,
     accelerator: str = "v3-8",
     zone: str = ZONE,
-    runtime="tpu-vm-base",
+    runtime: str | None = None,
     **fields,
 ):
+    runtime = runtime or runtime_for(accelerator)
     node = tpu_v2.Node(accelerator_type=accelerator, runtime_version=runtime, **fields)
     parent = f"projects/{PROJECT}/locations/{zone}"
     return client.create_node(parent=parent, node_id=node_id, node=node).result(timeout=10)
@@ -41,7 +44,7 @@ def test_create_returns_a_ready_node(emulator) -> None:
     assert node.accelerator_type == "v3-8"
     assert node.accelerator_config.type_ == tpu_v2.AcceleratorConfig.Type.V3
     assert node.accelerator_config.topology == "2x2"
-    assert node.runtime_version == "tpu-vm-base"
+    assert node.runtime_version == "tpu-ubuntu2204-base"
     assert dict(node.labels) == {"team": "ml"}
     assert node.description == "first"
     assert int(node.id) > 0
@@ -193,7 +196,7 @@ def test_guest_attributes_one_entry_per_worker(emulator) -> None:
     )
     assert len(only.guest_attributes) == 1
     assert [i.namespace for i in only.guest_attributes[0].query_value.items] == [
-        "hostkeys",
+        *["hostkeys"] * 3,
         "custom",
         "other",
     ]

@@ -33,6 +33,7 @@ def test_default_durations_and_lazy_transitions() -> None:
         "stop": 0.5,
         "start": 0.5,
         "delete": 0.5,
+        "hostkeys": 1.0,
         "queued_accept": 0.5,
         "queued_schedule": 0.5,
     }
@@ -144,7 +145,13 @@ def test_state_survives_a_restart(tmp_path: Path) -> None:
         ]
         config = EmulatorControl(again.address).config()
         durations = {k: v for k, v in config["durations"].items() if not k.startswith("queued")}
-        assert durations == {"create": 0.0, "stop": 0.5, "start": 0.5, "delete": 0.0}
+        assert durations == {
+            "create": 0.0,
+            "stop": 0.5,
+            "start": 0.5,
+            "delete": 0.0,
+            "hostkeys": 1.0,
+        }
         assert config["defaults"] == {"project": "demo-2", "zone": "us-central1-a"}
         from google.longrunning import operations_pb2
 

@@ -73,6 +73,11 @@ class Backend:
         self.state.tick_nodes(now)
         queued.tick(self.state, now)
 
+    @_locked
+    def tick(self) -> None:
+        """Apply the transitions that are due, and tell the listeners (the SSH workers, the
+        startup scripts): the server's ticker calls it between requests."""
+
     # -- what listeners read, under the lock (no transitions applied) ---------------
     @property
     def nodes(self) -> dict[str, Node]:
@@ -126,12 +131,16 @@ class Backend:
         return tpu_api.delete_node(self.state, project, zone, node_id)
 
     @_locked
-    def stop_node(self, project: str, zone: str, node_id: str) -> dict:
-        return tpu_api.power(self.state, project, zone, node_id, "stop")
+    def stop_node(
+        self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
+    ) -> dict:
+        return tpu_api.power(self.state, project, zone, node_id, "stop", body or {})
 
     @_locked
-    def start_node(self, project: str, zone: str, node_id: str) -> dict:
-        return tpu_api.power(self.state, project, zone, node_id, "start")
+    def start_node(
+        self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
+    ) -> dict:
+        return tpu_api.power(self.state, project, zone, node_id, "start", body or {})
 
     @_locked
     def update_node(
@@ -262,6 +271,10 @@ class Backend:
     @_locked
     def set_guest_attributes(self, node: str, worker: int, items: list[dict[str, str]]) -> dict:
         return control_api.set_guest_attributes(self.state, node, worker, items)
+
+    @_locked
+    def set_node_state(self, body: dict[str, Any]) -> dict:
+        return control_api.set_node_state(self.state, body)
 
     @_locked
     def preempt(self, node: str) -> dict:

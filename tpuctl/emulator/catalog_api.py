@@ -63,12 +63,12 @@ def list_runtime_versions(
     project: str, zone: str, page_size: int = 0, page_token: str = ""
 ) -> dict[str, Any]:
     check_zone(project, zone, "tpu.runtimeversions.list")
-    items = [_runtime_version(project, zone, v) for v in catalog.RUNTIME_VERSIONS]
+    items = [_runtime_version(project, zone, v) for v in catalog.runtime_versions(zone)]
     return listing("runtimeVersions", items, page_size, page_token)
 
 
 def get_runtime_version(project: str, zone: str, version: str) -> dict[str, Any]:
     check_zone(project, zone, "tpu.runtimeversions.get")
-    if version not in catalog.RUNTIME_VERSIONS:
+    if version not in catalog.runtime_versions(zone):
         raise errors.not_found(f"projects/{project}/locations/{zone}/runtimeVersions/{version}")
     return _runtime_version(project, zone, version)

@@ -95,8 +95,15 @@ class EmulatorControl:
         """End the queued resource `name` (full name) in FAILED with `message`."""
         return dict(self.call("POST", "queued/fail", {"name": name, "message": message}))
 
-    def suspend_queued(self, name: str) -> dict[str, Any]:
-        return dict(self.call("POST", "queued/suspend", {"name": name}))
+    def suspend_queued(self, name: str, held: bool = False) -> dict[str, Any]:
+        """SUSPENDED now; `held`: SUSPENDING, and held there."""
+        path = "queued/suspending" if held else "queued/suspend"
+        return dict(self.call("POST", path, {"name": name}))
+
+    def set_node_state(self, node: str, **fields: Any) -> dict[str, Any]:
+        """Put a node (full name) in any state the API lists (`state=`), with `health=`,
+        `healthDescription=` and `symptoms=[{symptomType, details, workerId}]`."""
+        return dict(self.call("POST", "node-state", {"node": node, **fields}))
 
     def provision_queued(self, name: str) -> dict[str, Any]:
         """Provision a waiting queued resource now, whatever the zone's capacity."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from tpuctl.emulator import errors, queued
 from tpuctl.emulator.errors import Faults
+from tpuctl.emulator.models import rfc3339
 from tpuctl.emulator.quotas import CONFIG_KEYS as QUOTA_CONFIG_KEYS
 from tpuctl.emulator.state import DEFAULT_DURATIONS, State
 
@@ -27,8 +28,9 @@ def update_config(state: State, body: dict[str, Any]) -> dict:
         if verb not in DEFAULT_DURATIONS:
             raise errors.invalid_argument(f"unknown duration '{verb}'")
         number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
-        if seconds is not None and not (number and seconds >= 0):
-            raise errors.invalid_argument(f"duration '{verb}' must be seconds >= 0 or null")
+        if (seconds is not None or verb == "hostkeys") and not (number and seconds >= 0):
+            held = "" if verb == "hostkeys" else " or null"
+            raise errors.invalid_argument(f"duration '{verb}' must be seconds >= 0{held}")
     defaults = body.get("defaults") or {}
     for key, value in defaults.items():
         if key not in ("project", "zone") or not isinstance(value, str) or not value:
@@ -88,6 +90,53 @@ def set_guest_attributes(state: State, node: str, worker: int, items: list[dict[
         raise errors.invalid_argument("items are {namespace, key, value} objects") from None
     state.changed()
     return {"worker": worker, "items": target.guest_attributes[worker]}
+
+
+# Node.state and Node.health values of the v2 API (tpu.v2.json); the control plane may
+# set any of them, including those the emulator never reaches on its own.
+NODE_STATES = (
+    "CREATING", "READY", "RESTARTING", "REIMAGING", "DELETING", "REPAIRING", "STOPPED",
+    "STOPPING", "STARTING", "PREEMPTED", "TERMINATED", "HIDING", "HIDDEN", "UNHIDING", "UNKNOWN",
+)  # fmt: skip
+HEALTH = ("HEALTHY", "TIMEOUT", "UNHEALTHY_TENSORFLOW", "UNHEALTHY_MAINTENANCE")
+SYMPTOM_TYPES = (
+    "LOW_MEMORY", "OUT_OF_MEMORY", "EXECUTE_TIMED_OUT", "MESH_BUILD_FAIL", "HBM_OUT_OF_MEMORY",
+    "PROJECT_ABUSE",
+)  # fmt: skip
+
+
+def set_node_state(state: State, body: dict[str, Any]) -> dict:
+    """Set a node's `state`, `health`, `healthDescription`, `symptoms` as the cloud might
+    (a node under repair, terminated, hidden, unhealthy). A transition under way is
+    dropped; only READY nodes serve SSH, so another state takes the workers down."""
+    unknown = set(body) - {"node", "state", "health", "healthDescription", "symptoms"}
+    if unknown or "node" not in body:
+        raise errors.invalid_argument(
+            "node-state takes node, state, health, healthDescription, symptoms"
+        )
+    target = state.node_by_name(str(body["node"]))
+    new_state = body.get("state", target.state)
+    health = body.get("health", target.health)
+    if new_state not in NODE_STATES:
+        raise errors.invalid_argument(f"state must be one of {list(NODE_STATES)}")
+    if health not in ("", *HEALTH):
+        raise errors.invalid_argument(f"health must be one of {list(HEALTH)} (or '')")
+    symptoms = body.get("symptoms", target.symptoms)
+    if not isinstance(symptoms, list) or not all(
+        isinstance(s, dict) and s.get("symptomType") in SYMPTOM_TYPES for s in symptoms
+    ):
+        raise errors.invalid_argument(f"symptoms are {{symptomType: {list(SYMPTOM_TYPES)}, ...}}")
+    now = rfc3339(state.now())
+    target.symptoms = [{"createTime": now, **{k: str(v) for k, v in s.items()}} for s in symptoms]
+    if new_state != target.state:
+        target.transition, target.deadline = None, None
+        target.state = new_state
+        if new_state == "READY" and target.hostkeys_at is None:
+            target.hostkeys_at = state.now() + (state.durations["hostkeys"] or 0.0)
+    target.health = health
+    target.health_description = str(body.get("healthDescription", target.health_description))
+    state.changed()
+    return target.to_dict()
 
 
 def preempt(state: State, node: str) -> dict:

@@ -17,12 +17,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.emulator import schema
 
 NODE_TYPE = "type.googleapis.com/google.cloud.tpu.v2.Node"
 EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
 METADATA_TYPE = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
 DEFAULT_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 WORKER_PORT = 8470
+HOSTKEYS_NAMESPACE = "hostkeys"
 
 
 def rfc3339(ts: float) -> str:
@@ -89,6 +91,13 @@ class Node:
     capacity_error: str | None = None
     # the queued resource that made this node, if one did
     queued_resource: str = ""
+    # set from the control plane: health ("" -> HEALTHY while READY), its description,
+    # and symptoms [{symptomType, details, workerId, createTime}]
+    health: str = ""
+    health_description: str = ""
+    symptoms: list[dict[str, str]] = field(default_factory=list)
+    # when the guest's host keys become visible in guest attributes (None: not booted yet)
+    hostkeys_at: float | None = None
 
     def __post_init__(self) -> None:
         workers = self.accelerator.workers
@@ -140,13 +149,19 @@ class Node:
             entries[:] = [e for e in entries if (e["namespace"], e["key"]) != key]
             entries.append({"namespace": key[0], "key": key[1], "value": item["value"]})
 
-    def query_guest_attributes(self, worker: int, query_path: str) -> list[dict[str, str]]:
-        """Entries on a worker under `namespace/` or `namespace/key` (all when empty)."""
+    def query_guest_attributes(
+        self, worker: int, query_path: str, now: float
+    ) -> list[dict[str, str]]:
+        """Entries on a worker under `namespace/` or `namespace/key` (all when empty);
+        host keys only once the guest has published them (`hostkeys_at`)."""
         namespace, _, key = query_path.strip("/").partition("/")
+        booted = self.hostkeys_at is not None and self.hostkeys_at <= now
         return [
             dict(e)
             for e in self.guest_attributes[worker]
-            if (not namespace or e["namespace"] == namespace) and (not key or e["key"] == key)
+            if (not namespace or e["namespace"] == namespace)
+            and (not key or e["key"] == key)
+            and (booted or e["namespace"] != HOSTKEYS_NAMESPACE)
         ]
 
     # -- renderings ----------------------------------------------------------
@@ -164,9 +179,8 @@ class Node:
             "network": self.network,
             "subnetwork": self.subnetwork,
             "enableExternalIps": self.enable_external_ips,
+            "canIpForward": self.can_ip_forward,
         }
-        if self.can_ip_forward:
-            network_config["canIpForward"] = True
         node: dict[str, Any] = {
             "name": self.name,
             "id": self.uid,
@@ -184,18 +198,16 @@ class Node:
             "metadata": dict(self.metadata),
             "tags": list(self.tags),
             "apiVersion": "V2",
+            "description": self.description,
+            "health": self.health or ("HEALTHY" if self.state == "READY" else ""),
+            "healthDescription": self.health_description,
+            "symptoms": [dict(s) for s in self.symptoms],
+            "dataDisks": [dict(d) for d in self.data_disks],
+            "shieldedInstanceConfig": self.shielded_instance_config,
+            "queuedResource": self.queued_resource,
         }
-        if self.description:
-            node["description"] = self.description
-        if self.state == "READY":
-            node["health"] = "HEALTHY"
-        if self.data_disks:
-            node["dataDisks"] = [dict(d) for d in self.data_disks]
-        if self.shielded_instance_config:
-            node["shieldedInstanceConfig"] = dict(self.shielded_instance_config)
-        if self.queued_resource:
-            node["queuedResource"] = self.queued_resource
-        return node
+        # proto3 JSON, as the real API answers: default values are left out
+        return schema.render("Node", node)
 
     def to_state(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -301,7 +313,7 @@ class QueuedResource:
         }
         if self.state == "FAILED" and self.error:
             out["state"]["failedData"] = {"error": dict(self.error)}
-        return out
+        return schema.render("QueuedResource", out)
 
     def to_state(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -6,7 +6,8 @@ else WAITING_FOR_RESOURCES until capacity frees. While PROVISIONING its nodes ar
 ordinary nodes in their `create` transition; once all are READY the request is ACTIVE.
 It FAILS when its `queueingPolicy` validity runs out first, when the nodes would exceed
 quota, or when the control plane says so; it is SUSPENDED when its nodes are gone or
-preempted. Like nodes, requests advance lazily on every call, on wall-clock deadlines.
+preempted. Like nodes, requests advance on wall-clock deadlines: on every call and on
+the server's ticker, each step as of when it fell due (see `step`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from tpuctl.emulator import errors, rules
 from tpuctl.emulator.errors import ApiError
-from tpuctl.emulator.models import EMPTY_TYPE, Node, Operation, QueuedResource
+from tpuctl.emulator.models import EMPTY_TYPE, Node, Operation, QueuedResource, rfc3339
 from tpuctl.emulator.state import State
 
 QR_TYPE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
@@ -54,26 +55,20 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
         raise errors.invalid_argument(
             f"Invalid value for field 'queuedResourceId': '{qr_id}'", "queued_resource_id"
         )
+    body = rules.check_fields("QueuedResource", body, "queued_resource")
     name = f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
     if name in state.queued:
         raise errors.already_exists(name)
     now = state.now()
     nodes = _nodes(state, project, zone, body, now)
-    policy = body.get("queueingPolicy") or {}
     qr = QueuedResource(project, zone, qr_id, now, [n.to_state() for n in nodes], {})
     qr.request = {
         k: body[k]
         for k in ("tpu", "spot", "guaranteed", "queueingPolicy", "reservationName")
         if k in body
     }
-    if "validUntilDuration" in policy:
-        qr.valid_until = now + parse_duration(policy["validUntilDuration"], "valid_until")
-    if "validUntilTime" in policy:
-        qr.valid_until = parse_time(policy["validUntilTime"], "valid_until_time")
-    if "validAfterDuration" in policy:
-        qr.valid_after = now + parse_duration(policy["validAfterDuration"], "valid_after")
-    if "validAfterTime" in policy:
-        qr.valid_after = parse_time(policy["validAfterTime"], "valid_after_time")
+    if "queueingPolicy" in body:
+        qr.request["queueingPolicy"] = _policy(qr, body["queueingPolicy"] or {}, now)
     qr.deadline = _after(now, state.durations["queued_accept"])
     state.queued[name] = qr
     op = _operation(qr, "create", now)
@@ -81,6 +76,32 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
     op.response = {"@type": QR_TYPE, **qr.to_dict()}
     state.add_operation(op)
     return op.to_dict()
+
+
+def _policy(qr: QueuedResource, policy: dict[str, Any], now: float) -> dict[str, Any]:
+    """Read the validity window into `qr`; the policy as the API answers it. The
+    durations share oneofs with the times (`start_timing`, `end_timing` in
+    google/cloud/tpu/v2/cloud_tpu.proto), and the service resolves a duration into the
+    time it ends at: a request sent with `validUntilDuration` comes back with
+    `validUntilTime` (python-docs-samples' tpu/ queued-resource samples print it)."""
+    out = dict(policy)
+    interval = policy.get("validInterval") or {}
+    for kind, field_name in (("Until", "endTime"), ("After", "startTime")):
+        duration, time_key = f"valid{kind}Duration", f"valid{kind}Time"
+        at: float | None = None
+        if duration in policy:
+            at = now + parse_duration(policy[duration], f"valid_{kind.lower()}_duration")
+            del out[duration]
+            out[time_key] = rfc3339(at)
+        elif time_key in policy:
+            at = parse_time(policy[time_key], f"valid_{kind.lower()}_time")
+        elif field_name in interval:
+            at = parse_time(interval[field_name], f"valid_interval.{field_name}")
+        if kind == "Until":
+            qr.valid_until = at
+        else:
+            qr.valid_after = at
+    return out
 
 
 def _nodes(state: State, project: str, zone: str, body: dict[str, Any], now: float) -> list[Node]:
@@ -164,21 +185,22 @@ def tick(state: State, now: float) -> None:
 
 
 def step(state: State, qr: QueuedResource, now: float, force: bool = False) -> None:
-    """Move `qr` on as far as it may go now (`force`: a held step is due too)."""
+    """Move `qr` on as far as the clock says it has gone by `now` (`force`: a held step
+    is due now). Each step happens at the time it fell due, so one late look walks
+    every step a poller would have seen, in the same order."""
     before = qr.state
     while True:
         current = qr.state
-        due = force or (qr.deadline is not None and qr.deadline <= now)
-        if current in WAITING and qr.valid_until is not None and now >= qr.valid_until:
+        at = _due_at(qr, now, force)
+        until = qr.valid_until  # ran out before the next step fell due?
+        expired = until is not None and until <= now and (at is None or until <= at)
+        if current in WAITING and expired:
             _fail(qr, 4, "The queued resource's validity ran out before capacity was found")
-        elif current == "CREATING" and due:
+        elif current == "CREATING" and at is not None:
             qr.state = "ACCEPTED"
-            qr.deadline = _after(now, state.durations["queued_schedule"])
-        elif current in ("ACCEPTED", "WAITING_FOR_RESOURCES") and (
-            (current == "WAITING_FOR_RESOURCES" or due)
-            and (qr.valid_after is None or qr.valid_after <= now or force)
-        ):
-            _try_provision(state, qr, now, force)
+            qr.deadline = _after(at, state.durations["queued_schedule"])
+        elif current in ("ACCEPTED", "WAITING_FOR_RESOURCES") and at is not None:
+            _try_provision(state, qr, at, force)
         elif current in ("PROVISIONING", "ACTIVE"):
             _follow_nodes(state, qr)
         elif current == "DELETING" and not any(n in state.nodes for n in qr.node_names()):
@@ -190,6 +212,20 @@ def step(state: State, qr: QueuedResource, now: float, force: bool = False) -> N
             break
     if qr.state != before:
         state.changed()
+
+
+def _due_at(qr: QueuedResource, now: float, force: bool) -> float | None:
+    """When the request's next timed step fell due, if it has by `now`."""
+    if force:
+        return now
+    if qr.state == "WAITING_FOR_RESOURCES":
+        return now  # capacity is looked for whenever the clock moves
+    if qr.state not in ("CREATING", "ACCEPTED") or qr.deadline is None:
+        return None
+    at = qr.deadline
+    if qr.state == "ACCEPTED" and qr.valid_after is not None:
+        at = max(at, qr.valid_after)
+    return at if at <= now else None
 
 
 def _try_provision(state: State, qr: QueuedResource, now: float, force: bool) -> None:
@@ -210,7 +246,7 @@ def _try_provision(state: State, qr: QueuedResource, now: float, force: bool) ->
     for node in admitted:
         node.queued_resource = qr.name
         state.nodes[node.name] = node
-        state.begin(node, "create")
+        state.begin(node, "create", at=now)
 
 
 def _follow_nodes(state: State, qr: QueuedResource) -> None:
@@ -230,14 +266,16 @@ def _fail(qr: QueuedResource, code: int, message: str) -> None:
 
 # -- control plane -----------------------------------------------------------------
 def control(state: State, action: str, name: str, message: str | None) -> dict:
-    """Fail, suspend or provision (ignoring capacity) the request `name` now."""
+    """Fail, suspend (SUSPENDED, or SUSPENDING: held there until suspended) or provision
+    (ignoring capacity) the request `name` now."""
     if name not in state.queued:
         raise errors.not_found(name)
     qr = state.queued[name]
     if action == "fail":
         _fail(qr, errors.CODES["RESOURCE_EXHAUSTED"], message or "Failed.")
-    elif action == "suspend":
-        qr.state, qr.initiator = "SUSPENDED", "SERVICE"
+    elif action in ("suspend", "suspending"):
+        qr.state = "SUSPENDED" if action == "suspend" else "SUSPENDING"
+        qr.initiator, qr.deadline = "SERVICE", None
     elif action == "provision":
         if qr.state not in WAITING:
             raise errors.failed_precondition(f"{name} is {qr.state}: nothing to provision")

@@ -135,10 +135,14 @@ class QuotaConfig:
                 )
         cap = self.capacity.get(node.zone, {}).get(acc.generation)
         if cap is not None:
+            # A stopped node has given its chips back (it keeps its quota): starting it
+            # again needs capacity like a create.
             used = sum(
                 n.accelerator.chips
                 for n in others
-                if n.zone == node.zone and n.accelerator.generation == acc.generation
+                if n.zone == node.zone
+                and n.accelerator.generation == acc.generation
+                and n.state != "STOPPED"
             )
             if used + acc.chips > cap:
                 return (

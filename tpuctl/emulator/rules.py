@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tpuctl import catalog
-from tpuctl.emulator import errors
+from tpuctl.emulator import errors, schema
 from tpuctl.emulator.models import DEFAULT_SCOPES, AddressAllocator, Node, project_number
 
 NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -122,10 +122,47 @@ def update_paths(update_mask: str) -> list[str]:
     return paths
 
 
+def check_fields(message: str, body: dict[str, Any], root: str) -> dict[str, Any]:
+    """Refuse a body with fields `message` does not have, as Google's front end (ESF)
+    does before the service sees it: 400 INVALID_ARGUMENT, one line and one field
+    violation per unknown name (`Invalid JSON payload received. Unknown name "x" at
+    'node': Cannot find field.`). `root` names the request field the body fills
+    (`node`, `queued_resource`); "" when the body is the whole request. Returns the
+    body with every field named in lowerCamelCase (proto JSON takes snake_case too)."""
+    unknown = schema.unknown_fields(message, body, root)
+    if not unknown:
+        return dict(schema.camel_case(message, body))
+    lines, violations = [], []
+    for where, name in unknown:
+        at = f" at '{where}'" if where else ""
+        line = f'Invalid JSON payload received. Unknown name "{name}"{at}: Cannot find field.'
+        lines.append(line)
+        violations.append({"field": where, "description": line})
+    details = [{"@type": errors.BAD_REQUEST_TYPE, "fieldViolations": violations}]
+    raise errors.ApiError(400, "INVALID_ARGUMENT", "\n".join(lines), details)
+
+
+def check_scheduling(sched: dict[str, Any]) -> None:
+    """Spot and preemptible exclude each other (the API reference: spot "cannot be
+    combined with preemptible"; wording of the refusal guessed)."""
+    if sched.get("spot") and sched.get("preemptible"):
+        raise errors.bad_request(
+            "schedulingConfig cannot set both spot and preemptible: spot is the newer "
+            "preemptible model, pick one"
+        )
+
+
 def accelerator(zone: str, body: dict[str, Any]) -> catalog.AcceleratorType:
     """The accelerator a create asks for, by name or by config (default v2-8), in `zone`."""
     name = body.get("acceleratorType")
     config = body.get("acceleratorConfig")
+    if name and config:
+        # gcloud makes them mutually exclusive flags (--accelerator-type vs --type and
+        # --topology, command_lib/compute/tpus/tpu_vm/flags.yaml); the API refuses both.
+        raise errors.bad_request(
+            "acceleratorType and acceleratorConfig cannot both be set: name the "
+            "accelerator by one of them"
+        )
     if name:
         acc = catalog.parse_accelerator(str(name))
     elif config:
@@ -163,8 +200,14 @@ def new_node(
     runtime = str(body.get("runtimeVersion") or "")
     if not runtime:
         raise errors.invalid_argument("Field runtimeVersion is required.", "runtime_version")
-    if runtime not in catalog.RUNTIME_VERSIONS:
+    if runtime not in catalog.runtime_versions(zone):
         raise errors.bad_request(f"runtime version {runtime} was not found in zone {zone}")
+    if acc.generation not in catalog.RUNTIME_GENERATIONS[runtime]:
+        raise errors.bad_request(
+            f"runtime version {runtime} is not supported for accelerator type {acc.name}"
+        )
+    sched = body.get("schedulingConfig") or {}
+    check_scheduling(sched)
     labels = check_labels(body.get("labels") or {})
     net = body.get("networkConfig") or {}
     network = str(net.get("network") or "default")
@@ -179,7 +222,6 @@ def new_node(
     email = (
         account.get("email") or f"{project_number(project)}-compute@developer.gserviceaccount.com"
     )
-    sched = body.get("schedulingConfig") or {}
     return Node(
         project=project,
         zone=zone,

@@ -24,6 +24,8 @@ from tpuctl.emulator.control import CONTROL_PREFIX
 from tpuctl.emulator.errors import ApiError
 from tpuctl.emulator.storage import StorageServer
 
+TICK_SECONDS = 0.1  # how often due transitions are applied between requests
+
 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -179,6 +181,8 @@ class EmulatorServer:
             root = Path(state_dir) / "storage" if state_dir else None
             self.storage = StorageServer(host, 0, root)
         self._ssh_wanted, self._ssh_port = ssh, ssh_port  # ssh_port None: a free one
+        self._ticker: threading.Thread | None = None
+        self._stopping = threading.Event()
         self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
 
     @property
@@ -208,6 +212,9 @@ class EmulatorServer:
         )
         self._thread.start()
         self.backend.endpoint = self.address
+        self._stopping.clear()
+        self._ticker = threading.Thread(target=self._tick, name="tpuctl-emulator-tick", daemon=True)
+        self._ticker.start()
         if self._ssh_wanted:
             from tpuctl.emulator.ssh_workers import SshWorkers
 
@@ -218,7 +225,20 @@ class EmulatorServer:
                 raise
         return self
 
+    def _tick(self) -> None:
+        """Transitions fall due on the clock, whether anyone asks or not: a node's SSH
+        servers and startup script come up when it turns READY, not at the next call."""
+        while not self._stopping.wait(TICK_SECONDS):
+            try:
+                self.backend.tick()
+            except Exception:  # a bug here must not end the ticking
+                traceback.print_exc()
+
     def stop(self) -> None:
+        self._stopping.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+            self._ticker = None
         if self.ssh is not None:
             self.ssh.stop()
             self.ssh = None

@@ -23,11 +23,10 @@ from typing import Any
 import asyncssh
 
 from tpuctl.emulator.backend import Backend
-from tpuctl.emulator.models import Node
+from tpuctl.emulator.models import HOSTKEYS_NAMESPACE, Node
 from tpuctl.emulator.ports import free_port
 from tpuctl.emulator.worker_sessions import HomeSftp, Session
 
-HOSTKEYS_NAMESPACE = "hostkeys"
 APPLY_TIMEOUT = 30.0
 
 
@@ -54,7 +53,7 @@ class Worker:
     uid: str
     index: int
     address: str
-    host_key: asyncssh.SSHKey
+    host_keys: list[asyncssh.SSHKey]
     home: str
     env: dict[str, str]
     keys: frozenset[tuple[str, bytes]] = frozenset()
@@ -108,7 +107,7 @@ class SshWorkers:
             target=self._loop.run_forever, name="tpuctl-emulator-ssh", daemon=True
         )
         self._workers: dict[tuple[str, int], Worker] = {}  # (node uid, index) -> worker
-        self._host_keys: dict[tuple[str, int], asyncssh.SSHKey] = {}
+        self._host_keys: dict[tuple[str, int], list[asyncssh.SSHKey]] = {}
         self._node_dirs: dict[str, str] = {}  # node uid -> its folder's name
         self._syncing = False
 
@@ -198,15 +197,23 @@ class SshWorkers:
 
     def _prepare(self, node: Node) -> None:
         """A node seen for the first time: its folders and host keys, published as the
-        cloud publishes them (guest attributes `hostkeys/ssh-ed25519`)."""
+        cloud publishes them (guest attributes `hostkeys/ssh-ed25519`, `hostkeys/ssh-rsa`,
+        `hostkeys/ecdsa-sha2-nistp256`)."""
         files = self.backend.workers
         self._node_dirs[node.uid] = files.node_dir(node).name
         for k in range(len(node.addresses)):
-            key = asyncssh.import_private_key(files.prepare(node, k))
-            self._host_keys[(node.uid, k)] = key
-            value = key.export_public_key("openssh").split()[1].decode()
-            item = {"namespace": HOSTKEYS_NAMESPACE, "key": "ssh-ed25519", "value": value}
-            self.backend.publish(node, k, [item])
+            keys = {a: asyncssh.import_private_key(p) for a, p in files.prepare(node, k).items()}
+            self._host_keys[(node.uid, k)] = list(keys.values())
+            items = [
+                {
+                    "namespace": HOSTKEYS_NAMESPACE,
+                    "key": algorithm,
+                    "value": key.export_public_key("openssh").split()[1].decode(),
+                }
+                for algorithm, key in keys.items()
+            ]
+            # Published now, shown from `hostkeys_at` on: a little after the node is READY.
+            self.backend.publish(node, k, items)
 
     # -- on the loop -------------------------------------------------------------------
     async def _apply(self, new: Iterable[Worker], gone: Iterable[Worker]) -> None:
@@ -226,7 +233,7 @@ class SshWorkers:
                 worker.address,
                 self.port,
                 server_factory=lambda: _Server(worker),
-                server_host_keys=[worker.host_key],
+                server_host_keys=worker.host_keys,
                 process_factory=process,
                 sftp_factory=lambda chan: HomeSftp(chan, worker.home),
                 allow_scp=True,

@@ -4,8 +4,10 @@ Invariants:
 - No lock here: the facade (`backend.Backend`) holds one around every call into this
   state and into the modules that work on it (`tpu_api`, `queued`, `control_api`).
 - Transitions run on wall-clock deadlines stored on each node and queued resource (so
-  they survive a restart); they are applied lazily, by the facade calling `tick_nodes`
-  and `queued.tick` at the start of every call.
+  they survive a restart). They are applied by the facade calling `tick_nodes` and
+  `queued.tick` at the start of every call, and by the server's ticker in between; each
+  completes as of its deadline, not of when it was applied, so the state a caller sees
+  depends on the clock alone, never on how often anyone looked.
 - `dirty` is True whenever something changed since the state was last written; whoever
   changes the state sets it (`changed()`), `persistence.save` clears it.
 - The address allocator outlives `clear()`: an address is never handed out twice.
@@ -32,6 +34,9 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
     # queued resources: CREATING -> ACCEPTED, then ACCEPTED -> a try to provision
     "queued_accept": 0.5,
     "queued_schedule": 0.5,
+    # how long after a node first becomes READY its guest publishes the SSH host keys
+    # (guest attributes `hostkeys/`), as a booting TPU VM's guest agent does
+    "hostkeys": 1.0,
 }
 DEFAULT_PROJECT = "tpuctl-demo"
 DEFAULT_ZONE = "us-central1-a"
@@ -91,7 +96,8 @@ class State:
         """Complete every node transition that is due."""
         for node in list(self.nodes.values()):
             if node.due(now):
-                self.complete(node, now)
+                # as of when it was due, not of when someone looked
+                self.complete(node, node.deadline if node.deadline is not None else now)
 
     def _pending(self, target: str, verb: str | None) -> list[Operation]:
         return [
@@ -103,32 +109,42 @@ class State:
     def complete(self, node: Node, now: float) -> None:
         """Complete the node's transition now, and the operations waiting on it."""
         verb = node.transition
-        if verb == "create" and node.capacity_error:
-            # The zone ran out: the create fails and the node never comes to be.
-            del self.nodes[node.name]
+        if verb in ("create", "start") and node.capacity_error:
+            # The zone ran out: the operation fails with RESOURCE_EXHAUSTED; a create's
+            # node never comes to be, a start's stays STOPPED.
             for op in self._pending(node.name, verb):
                 op.fail(now, errors.CODES["RESOURCE_EXHAUSTED"], node.capacity_error)
+            if verb == "create":
+                del self.nodes[node.name]
+            else:
+                node.transition, node.deadline, node.capacity_error = None, None, None
+                node.state = "STOPPED"
             self.dirty = True
             return
         gone = node.finish()
         if gone:
             del self.nodes[node.name]
+        elif node.state == "READY" and node.hostkeys_at is None:
+            node.hostkeys_at = now + (self.durations["hostkeys"] or 0.0)
         for op in self._pending(node.name, verb):
             op.succeed(now, None if gone else node)
         self.dirty = True
 
-    def begin(self, node: Node, verb: str) -> Operation:
-        """Start the transition `verb` (aborting another under way); its operation."""
+    def begin(self, node: Node, verb: str, at: float | None = None) -> Operation:
+        """Start the transition `verb` (aborting another under way); its operation.
+        `at`: when it began, if before now (a queued resource provisioned while nobody
+        asked), so that it is due as the clock says."""
         now = self.clock()
+        start = now if at is None else at
         if node.transition != verb:
             for op in self._pending(node.name, node.transition):
                 message = f"The {op.verb} operation was aborted: the node is being {verb}d."
                 op.fail(now, errors.CODES["ABORTED"], message)
-            node.begin(verb, now, self.durations[verb])
-        op = Operation.new(node, verb, now)
+            node.begin(verb, start, self.durations[verb])
+        op = Operation.new(node, verb, start)
         self.add_operation(op)
         if node.due(now):
-            self.complete(node, now)
+            self.complete(node, node.deadline if node.deadline is not None else now)
         return op
 
     def add_operation(self, op: Operation) -> None:

@@ -16,6 +16,7 @@ from tpuctl.emulator.state import State
 
 def create_node(state: State, project: str, zone: str, node_id: str, body: dict[str, Any]) -> dict:
     rules.check_zone(project, zone, "tpu.nodes.create")
+    body = rules.check_fields("Node", body, "node")
     name = f"projects/{project}/locations/{zone}/nodes/{node_id}"
     if node_id and name in state.nodes:
         raise errors.already_exists(name)
@@ -40,9 +41,13 @@ def delete_node(state: State, project: str, zone: str, node_id: str) -> dict:
     return state.begin(node, "delete").to_dict()
 
 
-def power(state: State, project: str, zone: str, node_id: str, verb: str) -> dict:
-    """`stop` or `start` a single-host node."""
+def power(
+    state: State, project: str, zone: str, node_id: str, verb: str, body: dict[str, Any]
+) -> dict:
+    """`stop` or `start` a single-host node. A start needs the zone's capacity again (a
+    stopped node holds none): without it, the operation ends with error code 8."""
     node = state.node(project, zone, node_id, f"tpu.nodes.{verb}")
+    rules.check_fields(f"{verb.capitalize()}NodeRequest", body, "")
     acc = node.accelerator
     if acc.multi_host:
         raise errors.failed_precondition(
@@ -56,6 +61,9 @@ def power(state: State, project: str, zone: str, node_id: str, verb: str) -> dic
             f"Node {node.name} is in state {node.state}: only a node in state {wanted} "
             f"can be {done}."
         )
+    if verb == "start":
+        others = [n for n in state.nodes.values() if n is not node]
+        node.capacity_error = state.quota.admit(node, others)
     return state.begin(node, verb).to_dict()
 
 
@@ -63,9 +71,14 @@ def update_node(
     state: State, project: str, zone: str, node_id: str, update_mask: str, body: dict[str, Any]
 ) -> dict:
     node = state.node(project, zone, node_id, "tpu.nodes.update")
+    body = rules.check_fields("Node", body, "node")
     paths = rules.update_paths(update_mask)
     if node.state == "DELETING":
         raise errors.failed_precondition(f"Node {node.name} is being deleted.")
+    if node.state in ("PREEMPTED", "TERMINATED"):
+        # Code 3 and this wording as SkyPilot's failover handler quotes the cloud's answer
+        # for PREEMPTED (shared/reference/tpu-facts.md); TERMINATED is refused alike (guessed).
+        raise errors.bad_request(f"update is not supported while in state {node.state}")
     rules.apply_update(node, paths, body)
     now = state.now()
     op = Operation.new(node, "update", now)
@@ -78,11 +91,13 @@ def get_guest_attributes(
     state: State, project: str, zone: str, node_id: str, body: dict[str, Any]
 ) -> dict:
     node = state.node(project, zone, node_id, "tpu.nodes.get")
+    body = rules.check_fields("GetGuestAttributesRequest", body, "")
     query_path = str(body.get("queryPath") or "")
+    now = state.now()
     entries = [
         {
             "queryPath": query_path,
-            "queryValue": {"items": node.query_guest_attributes(w, query_path)},
+            "queryValue": {"items": node.query_guest_attributes(w, query_path, now)},
         }
         for w in rules.worker_ids(body, node.accelerator.workers)
     ]

@@ -38,8 +38,8 @@ API_ROUTES: list[tuple[str, str, str, str | Handler, tuple[str, ...]]] = [
     ("GET", _N, "get", "get_node", (*_PZ, "node")),
     ("DELETE", _N, "delete", "delete_node", (*_PZ, "node")),
     ("PATCH", _N, "patch", "update_node", (*_PZ, "node", "?updateMask", "body")),
-    ("POST", _N + ":stop", "stop", "stop_node", (*_PZ, "node")),
-    ("POST", _N + ":start", "start", "start_node", (*_PZ, "node")),
+    ("POST", _N + ":stop", "stop", "stop_node", (*_PZ, "node", "body")),
+    ("POST", _N + ":start", "start", "start_node", (*_PZ, "node", "body")),
     ("POST", _N + ":getGuestAttributes", "getGuestAttributes", "get_guest_attributes",
      (*_PZ, "node", "body")),
     ("GET", _QR, "queuedResources.list", "list_queued_resources", (*_PZ, "paging")),
@@ -82,6 +82,8 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("GET", "queued"): ("all_queued", ()),
     ("POST", "queued/fail"): ("queued_control", ("=fail", "name", "message?")),
     ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name")),
+    ("POST", "queued/suspending"): ("queued_control", ("=suspending", "name")),
+    ("POST", "node-state"): ("set_node_state", ("body",)),
     ("POST", "queued/provision"): ("queued_control", ("=provision", "name")),
 }
 

@@ -4,7 +4,8 @@ Layout, under STATE_DIR/workers (or a temp dir when the emulator keeps no state)
 
     <node id>-<node uid>/w<k>/home/                    the worker's home directory
     <node id>-<node uid>/w<k>/dev/accel0..             empty files standing for the TPU chips
-    <node id>-<node uid>/w<k>/ssh_host_ed25519_key     the worker's SSH host key (OpenSSH)
+    <node id>-<node uid>/w<k>/ssh_host_{ed25519,ecdsa}_key   the worker's SSH host keys
+    <node id>-<node uid>/ssh_host_rsa_key              the RSA host key, one per node
     <node id>-<node uid>/w<k>/startup-script(.log)     the node's startup script, its output
 
 A recreated node has a new uid, so it gets a fresh folder and new host keys. Every
@@ -30,7 +31,15 @@ from typing import Any
 from tpuctl.emulator.models import Node
 
 MARKER = "TPUCTL_EMULATOR_WORKER"
-HOST_KEY_FILE = "ssh_host_ed25519_key"
+# algorithm -> (file, generation options, one per node). A TPU VM's guest publishes an
+# RSA, an ECDSA and an Ed25519 key, as any Google Linux image's guest agent makes them.
+# Here the 2048-bit RSA key is shared by a node's workers: making one takes ~50 ms,
+# which a slice of 64 workers would pay 64 times (the others take ~0.1 ms).
+HOST_KEYS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "ssh-ed25519": ("ssh_host_ed25519_key", {}, False),
+    "ecdsa-sha2-nistp256": ("ssh_host_ecdsa_key", {}, False),
+    "ssh-rsa": ("ssh_host_rsa_key", {"key_size": 2048}, True),
+}
 
 
 class WorkerFiles:
@@ -91,23 +100,27 @@ class WorkerFiles:
         env["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
         return env
 
-    def prepare(self, node: Node, worker: int) -> str:
-        """Make the worker's folders and host key (once); returns the private key (OpenSSH)."""
+    def prepare(self, node: Node, worker: int) -> dict[str, str]:
+        """Make the worker's folders and host keys (once); its private keys (OpenSSH) by
+        algorithm."""
         wdir = self.worker_dir(node, worker)
         (wdir / "home").mkdir(parents=True, exist_ok=True)
         (wdir / "dev").mkdir(exist_ok=True)
         for device in self.devices(node, worker):
             device.touch(exist_ok=True)
-        key_file = wdir / HOST_KEY_FILE
-        if not key_file.exists():
-            import asyncssh
+        keys = {}
+        for algorithm, (name, options, per_node) in HOST_KEYS.items():
+            key_file = (self.node_dir(node) if per_node else wdir) / name
+            if not key_file.exists():
+                import asyncssh
 
-            key = asyncssh.generate_private_key("ssh-ed25519")
-            tmp = key_file.with_suffix(".tmp")
-            tmp.write_bytes(key.export_private_key())
-            tmp.chmod(0o600)
-            os.replace(tmp, key_file)
-        return key_file.read_text()
+                key = asyncssh.generate_private_key(algorithm, **options)
+                tmp = key_file.with_suffix(".tmp")
+                tmp.write_bytes(key.export_private_key())
+                tmp.chmod(0o600)
+                os.replace(tmp, key_file)
+            keys[algorithm] = key_file.read_text()
+        return keys
 
     def run_startup_script(self, node: Node, worker: int, env: dict[str, str]) -> int | None:
         """Run the node's `startup-script` metadata on a worker that just came up, as the
