@@ -217,7 +217,9 @@ def test_accelerator_types_runtime_versions_locations(emulator) -> None:
     assert got.accelerator_configs[0].topology == "2x2"
 
     versions = [v.version for v in client.list_runtime_versions(parent=PARENT)]
-    assert "tpu-ubuntu2204-base" in versions and "v2-alpha-tpuv6e" in versions
+    # the zone's generations' versions: v3, v5e and v5p here, no v6e
+    assert "tpu-ubuntu2204-base" in versions and "v2-tpuv5-litepod" in versions
+    assert "v2-alpha-tpuv6e" not in versions
     version = client.get_runtime_version(name=f"{PARENT}/runtimeVersions/v2-alpha-tpuv5-lite")
     assert version.version == "v2-alpha-tpuv5-lite"
 

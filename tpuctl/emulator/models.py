@@ -28,8 +28,14 @@ HOSTKEYS_NAMESPACE = "hostkeys"
 
 
 def rfc3339(ts: float) -> str:
-    """Seconds since the epoch -> `2026-11-29T14:26:13.123456Z`."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Seconds since the epoch -> `2026-11-29T14:26:13.123456Z`, with 0, 3 or 6 digits
+    of fraction as proto3 JSON renders a Timestamp (`...13Z`, `...13.120Z`)."""
+    when = datetime.fromtimestamp(ts, timezone.utc)
+    micros = when.microsecond
+    fraction = (
+        "" if not micros else f".{micros // 1000:03d}" if not micros % 1000 else f".{micros:06d}"
+    )
+    return when.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
 
 
 def project_number(project: str) -> str:

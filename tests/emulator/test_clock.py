@@ -1,0 +1,115 @@
+"""Transitions run on the emulator's clock, whether or not anyone polls; queued requests
+answer their validity as the time it ends; host keys show a little after READY."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+
+from tpuctl.emulator.backend import Backend
+from tpuctl.emulator.server import EmulatorServer
+
+Z = "us-central1-a"
+NODE = {"acceleratorType": "v3-8", "runtimeVersion": "tpu-ubuntu2204-base"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def queued_body(**policy: str) -> dict:
+    spec = {"parent": f"projects/p/locations/{Z}", "nodeId": "q-node", "node": NODE}
+    return {"tpu": {"nodeSpec": [spec]}, "queueingPolicy": policy}
+
+
+def test_a_request_nobody_polled_has_gone_as_far_as_the_clock_says() -> None:
+    clock = Clock()
+    backend = Backend(clock=clock)
+    backend.update_config(
+        {"durations": {"queued_accept": 0.5, "queued_schedule": 0.5, "create": 0.5}}
+    )
+    backend.create_queued_resource("p", Z, "q", queued_body())
+    clock.now += 3.0
+    # One look, 3 s later: every step was due long ago (before: ACCEPTED, one step a look).
+    got = backend.get_queued_resource("p", Z, "q")
+    assert got["state"]["state"] == "ACTIVE"
+    node = backend.get_node("p", Z, "q-node")
+    assert node["state"] == "READY"
+    # the node began when the request was provisioned (1 s in), so it was READY at 1.5 s
+    created = datetime.fromisoformat(node["createTime"].replace("Z", "+00:00")).timestamp()
+    assert created == 1_800_000_001.0
+
+
+def test_validity_that_ran_out_before_a_late_look_fails_the_request() -> None:
+    clock = Clock()
+    backend = Backend(clock=clock)
+    backend.update_config(
+        {"durations": {"queued_accept": 0.5, "queued_schedule": 0.5}, "capacity": {Z: {"v3": 0}}}
+    )
+    backend.create_queued_resource("p", Z, "q", queued_body(validUntilDuration="2s"))
+    clock.now += 10.0
+    got = backend.get_queued_resource("p", Z, "q")
+    assert got["state"]["state"] == "FAILED"
+    assert "validity ran out" in got["state"]["failedData"]["error"]["message"]
+
+
+def test_valid_until_duration_is_answered_as_the_time_it_ends() -> None:
+    clock = Clock()
+    backend = Backend(clock=clock)
+    op = backend.create_queued_resource(
+        "p", Z, "q", queued_body(validUntilDuration="3600s", validAfterDuration="60s")
+    )
+    for answer in (op["response"], backend.get_queued_resource("p", Z, "q")):
+        assert answer["queueingPolicy"] == {
+            "validUntilTime": "2027-01-15T09:00:00Z",  # 1_800_000_000 + 3600 s
+            "validAfterTime": "2027-01-15T08:01:00Z",
+        }
+
+
+def test_transitions_happen_on_time_with_no_call_at_all() -> None:
+    """The server's ticker applies due transitions between requests, so what follows a
+    node's state (its SSH servers, its startup script) follows the clock too."""
+    server = EmulatorServer(port=0, state_dir=None, storage=False, ssh=False).start()
+    try:
+        backend = server.backend
+        backend.update_config({"durations": {"create": 0.2}})
+        backend.create_node("p", Z, "n", NODE)
+        ready = threading.Event()
+
+        def listener() -> None:  # runs under the lock after every change
+            node = backend.nodes.get(f"projects/p/locations/{Z}/nodes/n")
+            if node is not None and node.state == "READY":
+                ready.set()
+
+        backend.follow(listener)
+        assert ready.wait(10), "the node never turned READY without a call"
+        backend.unfollow(listener)
+        backend.update_config({"durations": {"delete": 0}})
+        backend.delete_node("p", Z, "n")
+    finally:
+        server.stop()
+
+
+def test_host_keys_show_a_little_after_ready() -> None:
+    clock = Clock()
+    backend = Backend(clock=clock)
+    backend.update_config({"durations": {"create": 1.0, "hostkeys": 2.0}})
+    backend.create_node("p", Z, "n", NODE)
+    node = backend.nodes[f"projects/p/locations/{Z}/nodes/n"]
+    backend.publish(node, 0, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAA"}])
+    backend.publish(node, 0, [{"namespace": "other", "key": "k", "value": "v"}])
+
+    def keys() -> list[str]:
+        got = backend.get_guest_attributes("p", Z, "n", {})
+        return [i["key"] for i in got["guestAttributes"][0]["queryValue"].get("items", [])]
+
+    assert keys() == ["k"]  # CREATING: the guest is not up
+    clock.now += 1.5
+    assert backend.get_node("p", Z, "n")["state"] == "READY"
+    assert keys() == ["k"]  # READY half a second ago: not yet
+    clock.now += 1.5
+    assert keys() == ["ssh-ed25519", "k"]  # 2 s after READY (at 1 s): published
