@@ -92,7 +92,7 @@ def check_connectable(node: Node) -> None:
         hint = f"start it with `tpuctl start {node.name}`"
     elif node.state in DEAD_STATES:
         raise UsageError(
-            f"TPU {node.name} is in a terminal state ({node.state}), so it cannot be connected to",
+            f"TPU {node.name} has terminal state {node.state}, so it cannot be used anymore",
             hint=f"delete it (`tpuctl delete {node.name}`) and create it again",
         )
     raise UsageError(
