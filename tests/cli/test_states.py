@@ -107,3 +107,17 @@ def test_suspending_and_suspended_requests(cli, emulator, held: bool) -> None:
     else:
         assert "deleted queued resource q" in r.out
     assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_ssh_to_a_node_just_ready_waits_for_its_host_keys(cli, emulator) -> None:
+    """The guest publishes its host keys a little after READY (here 2 s): tpuctl waits
+    for them instead of failing or trusting whatever answers."""
+    emulator.durations(hostkeys=2.0)
+    assert cli("create", "fresh", "-a", "v3-8", "--zone", Z).code == 0
+    attrs = emulator.tpu_client().get_guest_attributes(
+        request={"name": f"{PARENT}/nodes/fresh", "query_path": "hostkeys/"}
+    )
+    assert not attrs.guest_attributes[0].query_value.items  # not yet published
+    r = cli("ssh", "fresh", "--zone", Z, "--command", "echo up")
+    assert (r.code, r.out) == (0, "up\n"), r.err
+    assert cli("delete", "fresh", "--zone", Z, "--yes").code == 0

@@ -59,7 +59,7 @@ def test_token_is_json_and_counted(slice4: str, emulator) -> None:
     assert emulator.requests()["GET metadata.token"] == 1
 
 
-def test_attributes_of_a_tpu_worker(slice4: str) -> None:
+def test_attributes_of_a_tpu_worker(slice4: str, emulator) -> None:
     listing = _get(f"{slice4}/instance/attributes/")[2].split()
     assert {"startup-script", "accelerator-type", "agent-worker-number", "tpu-env"} <= set(listing)
     assert _get(f"{slice4}/instance/attributes/startup-script")[2] == "echo hi"
@@ -68,6 +68,11 @@ def test_attributes_of_a_tpu_worker(slice4: str) -> None:
     endpoints = _get(f"{slice4}/instance/attributes/worker-network-endpoints")[2].split(",")
     assert len(endpoints) == 4
     assert all(len(e.split(":")) == 3 and "-w-" in e for e in endpoints)
+    # JAX's cloud_tpu_cluster reads the third field as each worker's address, in order
+    (node,) = emulator.nodes()
+    assert [e.split(":")[2] for e in endpoints] == [
+        ep["ipAddress"] for ep in node["networkEndpoints"]
+    ]
     env = dict(
         line.split(": ", 1)
         for line in _get(f"{slice4}/instance/attributes/tpu-env")[2].splitlines()

@@ -12,7 +12,14 @@ from typing import Any
 import asyncssh
 import pytest
 
-from tests.emulator.ssh_helpers import create, delete, user_key, wait_until, worker_processes
+from tests.emulator.ssh_helpers import (
+    create,
+    delete,
+    other_host_keys,
+    user_key,
+    wait_until,
+    worker_processes,
+)
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.emulator.models import AddressAllocator
 from tpuctl.emulator.server import EmulatorServer
@@ -72,6 +79,45 @@ def test_host_keys_are_published_per_worker_and_new_when_recreated(emulator) -> 
     again = create(emulator, "hk", "v4-32")
     assert not set(host_keys(emulator, again.name)) & set(first)
     delete(emulator, again.name)
+
+
+@pytest.mark.parametrize("algorithm", ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"])
+def test_each_published_host_key_is_the_one_the_worker_presents(
+    emulator, tmp_path: Path, algorithm: str
+) -> None:
+    """A TPU VM publishes an RSA, an ECDSA and an Ed25519 host key; a client that takes
+    only one of them (OpenSSH's HostKeyAlgorithms) finds it, and a wrong one is refused."""
+    pub, key = user_key(tmp_path, "alice")
+    node = create(emulator, "kinds", "v3-8", metadata={"ssh-keys": f"alice:{pub}"})
+    try:
+        attrs = emulator.tpu_client().get_guest_attributes(
+            request={"name": node.name, "query_path": "hostkeys/"}
+        )
+        published = {i.key: i.value for i in attrs.guest_attributes[0].query_value.items}
+        assert sorted(published) == ["ecdsa-sha2-nistp256", "ssh-ed25519", "ssh-rsa"]
+        address, port = node.network_endpoints[0].ip_address, emulator.status()["ssh_port"]
+        signature = "rsa-sha2-256" if algorithm == "ssh-rsa" else algorithm
+        known = tmp_path / "known_hosts"
+
+        def ssh(value: str) -> subprocess.CompletedProcess[str]:
+            known.write_text(f"[{address}]:{port} {algorithm} {value}\n")
+            return subprocess.run(
+                ["ssh", "-F", "/dev/null", "-p", str(port), "-i", str(key), "-l", "alice",
+                 "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null",
+                 "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+                 "-o", "IdentitiesOnly=yes", "-o", f"HostKeyAlgorithms={signature}",
+                 address, "echo", "in"],
+                capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+
+        done = ssh(published[algorithm])
+        assert (done.returncode, done.stdout) == (0, "in\n"), done.stderr
+        other = {i["key"]: i["value"] for i in other_host_keys()}[algorithm]
+        refused = ssh(other)
+        assert refused.returncode == 255
+        assert "Host key verification failed" in refused.stderr
+    finally:
+        delete(emulator, node.name)
 
 
 def test_only_the_metadata_keys_of_their_own_user_get_in(emulator, tmp_path: Path) -> None:

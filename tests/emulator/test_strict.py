@@ -208,3 +208,24 @@ def test_a_start_without_capacity_fails_with_code_8_and_the_node_stays_stopped(e
     _, op = call(emulator, "POST", f"/v2/{made['name']}:start", {})
     assert op["response"]["state"] == "READY"
     delete(emulator, made["name"])
+
+
+def test_a_client_older_than_spot_parses_what_is_answered(emulator) -> None:
+    """google-cloud-tpu 1.19.1 (pinned by Google's tpu/ samples) has a SchedulingConfig
+    without `spot`, and its REST transport parses strictly: an answer carrying `"spot":
+    false` fails every operation poll with `SchedulingConfig has no field named "spot"`.
+    Its message, rebuilt here, parses what the emulator answers."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name="old_tpu.proto", package="old", syntax="proto3")
+    message = file.message_type.add(name="SchedulingConfig")
+    for number, name in enumerate(("preemptible", "reserved"), start=1):
+        message.field.add(name=name, number=number, type=8, label=1)  # optional bool
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    old = message_factory.GetMessageClass(pool.FindMessageTypeByName("old.SchedulingConfig"))
+    op = create(emulator, "old", V3)
+    json_format.ParseDict(op["response"]["schedulingConfig"], old())
+    with pytest.raises(json_format.ParseError, match='has no field named "spot"'):
+        json_format.ParseDict({"preemptible": False, "spot": False, "reserved": False}, old())
+    delete(emulator, op["response"]["name"])
