@@ -6,19 +6,12 @@ from __future__ import annotations
 import threading
 from datetime import datetime
 
+from tests.emulator.test_transitions import Clock
 from tpuctl.emulator.backend import Backend
 from tpuctl.emulator.server import EmulatorServer
 
 Z = "us-central1-a"
 NODE = {"acceleratorType": "v3-8", "runtimeVersion": "tpu-ubuntu2204-base"}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def queued_body(**policy: str) -> dict:
