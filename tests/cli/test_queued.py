@@ -10,6 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
+
+import pytest
 
 from tests.cli.conftest import one_line_error
 
@@ -36,13 +39,20 @@ def test_create_queued_provisions_a_labelled_ready_node(cli, emulator) -> None:
     assert emulator.queued() == [] and emulator.nodes() == []
 
 
+def stamp(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
 def test_valid_until_is_sent_as_the_queueing_policy(cli, emulator) -> None:
     emulator.capacity({ZONE: {"v3": 0}})
     r = cli("create", "q2", "-a", "v3-8", "--zone", ZONE, "--queued", "--valid-until", "6h",
             "--no-wait")  # fmt: skip
     assert r.code == 0, r.err
     (qr,) = emulator.queued()
-    assert qr["queueingPolicy"] == {"validUntilDuration": "21600s"}
+    # the service answers the duration sent as the time it ends (they share a oneof)
+    (until,) = qr["queueingPolicy"].values()
+    assert list(qr["queueingPolicy"]) == ["validUntilTime"]
+    assert stamp(until) - stamp(qr["createTime"]) == pytest.approx(21600, abs=0.001)
     assert qr["state"]["state"] == "WAITING_FOR_RESOURCES"
     listed = cli("list", "--zone", ZONE)
     assert "21600s" not in listed.out  # a time, like --valid-until-time's
@@ -50,7 +60,7 @@ def test_valid_until_is_sent_as_the_queueing_policy(cli, emulator) -> None:
     (item,) = [
         i for i in json.loads(cli("list", "--zone", ZONE, "--json").out) if i["name"] == "q2"
     ]
-    assert item["validUntil"] == "21600s" and item["validUntilTime"].endswith("Z")
+    assert item["validUntilTime"].endswith("Z")
     assert cli("delete", "q2", "--zone", ZONE, "--yes").code == 0
     assert emulator.queued() == []
 
