@@ -270,7 +270,9 @@ class Operation:
         }
         if self.end_time is not None:
             metadata["endTime"] = rfc3339(self.end_time)
-        op: dict[str, Any] = {"name": self.name, "metadata": metadata, "done": self.done}
+        op: dict[str, Any] = {"name": self.name, "metadata": metadata}
+        if self.done:  # proto3 JSON: `done: false` is left out like any default
+            op["done"] = True
         if self.error is not None:
             op["error"] = dict(self.error)
         elif self.response is not None:
