@@ -67,6 +67,7 @@ class Outcome:
 class Harness:
     def __init__(self, root: Path, seed: int) -> None:
         self.root = root
+        self.seed = seed
         self.random = random.Random(seed)
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -294,7 +295,8 @@ BAD_INPUTS: list[tuple[list[str], dict[str, str]]] = [
 def bad_input(h: Harness, limit: int | None) -> Outcome:
     out = Outcome("malformed input")
     h.reset(instant=True)
-    cases = BAD_INPUTS if limit is None else h.random.sample(BAD_INPUTS, limit)
+    # its own draw, so the sample does not depend on what ran before
+    cases = BAD_INPUTS if limit is None else random.Random(h.seed).sample(BAD_INPUTS, limit)
     cwd = os.getcwd()
     os.chdir(h.root)  # `job.py` is there
     try:
