@@ -60,6 +60,8 @@ def parse_env(pairs: list[str], env_file: Path | None) -> dict[str, str]:
             text = env_file.read_text()
         except OSError as e:
             raise UsageError(f"cannot read --env-file {env_file}: {e.strerror}") from e
+        except UnicodeDecodeError:
+            raise UsageError(f"cannot read --env-file {env_file}: not UTF-8 text") from None
         for n, line in enumerate(text.splitlines(), 1):
             line = line.strip()
             if not line or line.startswith("#"):
