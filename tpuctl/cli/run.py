@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tpuctl import interrupts
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
@@ -206,11 +206,7 @@ def run(
     ui = CliUI(logs_to_stderr=json_out)
     runner = Runner(adapters, target, spec, ui)
 
-    def as_interrupt(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, as_interrupt)
+    replaced = interrupts.install()  # SIGINT, SIGTERM, SIGHUP alike, until the end
     left = f"node {runner.node_name} in {target.zone}" + (
         " will be deleted by its agent when the job ends" if spec.teardown else " keeps running"
     )
@@ -230,8 +226,7 @@ def run(
             gone = " and deleted its node" if stopped and stopped.torn_down else ""
             raise Interrupted(f"interrupted: stopped job {runner.job_id}{gone}") from None
     finally:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        interrupts.restore(replaced)
     ui.flush()
     where = f"gs://{runner.bucket.name if runner.bucket else '?'}/tpuctl/jobs/{outcome.job_id}/"
     if spec.detach:
