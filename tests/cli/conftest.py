@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -113,3 +115,20 @@ def spawned(*args: str, timeout: float = 60.0) -> Iterator[Spawned]:
             proc.wait()
         for reader in readers:
             reader.join()
+
+
+def signalled_mid_call(emulator: Any, verb: str, *args: str) -> Spawned:
+    """`tpuctl ARGS...` with every API call slowed to 1 s, sent SIGTERM once the call
+    `verb` (as the emulator counts them, e.g. `POST create`) has reached the emulator,
+    so while it is in flight; returns the ended process."""
+    emulator.faults(delay=1.0)
+    try:
+        with spawned(*args) as p:
+            wait_until(
+                lambda: emulator.requests().get(verb, 0) > 0, f"{verb} to be sent", timeout=60
+            )
+            p.proc.send_signal(signal.SIGTERM)
+    finally:
+        emulator.faults()
+    assert emulator.requests()[verb] == 1
+    return p

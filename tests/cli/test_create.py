@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from tests.cli.conftest import Result, one_line_error, spawned
-from tests.emulator.ssh_helpers import wait_until
+from tests.cli.conftest import Result, one_line_error, signalled_mid_call, spawned
 from tpuctl import interrupts
 
 ZONE = "us-central1-a"
@@ -115,17 +114,7 @@ def test_a_signal_while_waiting_names_the_node(cli, emulator, sig) -> None:
 
 
 def test_sigterm_during_the_create_call_itself_names_the_node(cli, emulator) -> None:
-    emulator.faults(delay=1.0)
-    try:
-        with spawned("create", "midway", "-a", "v3-8", "--zone", ZONE) as p:
-            wait_until(
-                lambda: emulator.requests().get("POST create", 0) > 0,
-                "the create call to reach the emulator",
-                timeout=60,
-            )
-            p.proc.send_signal(signal.SIGTERM)
-    finally:
-        emulator.faults()
+    p = signalled_mid_call(emulator, "POST create", "create", "midway", "-a", "v3-8", "-z", ZONE)
     assert p.proc.returncode == 130, p.err
     assert not p.said("creating midway (v3-8)")  # it never started waiting
     assert f"node midway exists in {ZONE}" in p.err

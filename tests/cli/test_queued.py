@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from tests.cli.conftest import Result, one_line_error, spawned
-from tests.emulator.ssh_helpers import wait_until
+from tests.cli.conftest import Result, one_line_error, signalled_mid_call, spawned
 
 ZONE = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
@@ -93,21 +92,12 @@ def test_sigterm_during_the_create_call_itself_leaks_no_request(cli, emulator, k
     """The create call is slow (every API call takes 1 s): SIGTERM while it is in flight.
     The call is not cut in half; its request is then deleted (or kept, if asked)."""
     emulator.capacity({ZONE: {"v3": 0}})
-    emulator.faults(delay=1.0)
     args = ["create", "midway", "-a", "v3-8", "--zone", ZONE, "--queued"]
-    try:
-        with spawned(*args, *(["--keep-request"] if keep else [])) as p:
-            wait_until(
-                lambda: emulator.requests().get("POST queuedResources.create", 0) > 0,
-                "the create call to reach the emulator",
-                timeout=60,
-            )
-            p.proc.send_signal(signal.SIGTERM)
-    finally:
-        emulator.faults()
+    p = signalled_mid_call(
+        emulator, "POST queuedResources.create", *args, *(["--keep-request"] if keep else [])
+    )
     assert p.proc.returncode == 130, p.err
     assert not p.said("queued midway (v3-8)")  # it never started waiting
-    assert emulator.requests()["POST queuedResources.create"] == 1
     if keep:
         assert "stays queued (--keep-request)" in p.err
         assert [q["name"].rsplit("/", 1)[-1] for q in emulator.queued()] == ["midway"]

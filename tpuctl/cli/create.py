@@ -167,13 +167,12 @@ def create(
             made = True
             operation = nodes.create_node(api, target, spec, body)
             if no_wait:
-                if json_out:
-                    render.print_json({"name": name, "zone": target.zone, "operation": operation})
-                else:
-                    render.info(
-                        f"creating {name} ({accelerator}) in {target.zone}; "
-                        f"watch it with `tpuctl describe {name} --zone {target.zone}`"
-                    )
+                _started(
+                    json_out,
+                    {"name": name, "zone": target.zone, "operation": operation},
+                    f"creating {name} ({accelerator}) in {target.zone}; "
+                    f"watch it with `tpuctl describe {name} --zone {target.zone}`",
+                )
                 return
             with render.progress(f"creating {name} ({accelerator}) in {target.zone}:") as update:
                 node = nodes.wait_for_state(
@@ -203,6 +202,14 @@ def create(
                 )
             raise
         _show(node, json_out)
+
+
+def _started(json_out: bool, data: dict[str, Any], message: str) -> None:
+    """--no-wait: the request is made; say what to do next (or the JSON of it)."""
+    if json_out:
+        render.print_json(data)
+    else:
+        render.info(message)
 
 
 def _show(node: Node, json_out: bool) -> None:
@@ -236,14 +243,13 @@ def _create_queued(
     api = app.tpu()
     if no_wait:
         queued.enqueue(api, target, name, body, options)
-        if json_out:
-            render.print_json({"name": name, "zone": target.zone, "queuedResource": True})
-        else:
-            render.info(
-                f"queued {name} ({accelerator}) in {target.zone}; watch it with "
-                f"`tpuctl list --zone {target.zone}`, cancel it with "
-                f"`tpuctl delete {name} --zone {target.zone} --yes`"
-            )
+        _started(
+            json_out,
+            {"name": name, "zone": target.zone, "queuedResource": True},
+            f"queued {name} ({accelerator}) in {target.zone}; watch it with "
+            f"`tpuctl list --zone {target.zone}`, cancel it with "
+            f"`tpuctl delete {name} --zone {target.zone} --yes`",
+        )
         return None
     with render.progress(f"queued {name} ({accelerator}) in {target.zone}:") as update:
         return queued.provision(api, target, name, options, node_body=body, progress=update)
