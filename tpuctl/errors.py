@@ -125,6 +125,11 @@ class HostKeyMismatch(SshError):
     """The server's host key is not the one the cloud publishes for that worker."""
 
 
+class UntrustedHostKey(SshError):
+    """What the cloud publishes as a worker's host keys holds no well-formed key: there is
+    nothing tpuctl may trust for that worker (docs/ssh.md, "Host keys")."""
+
+
 class ConnectionDropped(SshError):
     """The connection broke while a command or a copy ran."""
 

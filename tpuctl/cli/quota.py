@@ -33,6 +33,7 @@ def quota(
     Without a flag: the region of the configured zone (every region if none is configured).
     Example: tpuctl quota --region us-east5
     """
+    from tpuctl.config import check_shape
     from tpuctl.services import quota as quota_svc
 
     if sum(bool(x) for x in (zone, region, all_regions)) > 1:
@@ -43,7 +44,7 @@ def quota(
     if zone:
         scope = {"zone": target.zone}
     elif region:
-        scope = {"region": region}
+        scope = {"region": check_shape("region", region, "--region")}
     elif not all_regions and target.zone != "-":
         scope = {"region": target.region}
     report = quota_svc.report(app.tpu(), app.factory.quotas(), target.project, **scope)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tpuctl import interrupts
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Accelerator, Json, Project, Zone, app_of
@@ -61,6 +61,8 @@ def parse_env(pairs: list[str], env_file: Path | None) -> dict[str, str]:
             text = env_file.read_text()
         except OSError as e:
             raise UsageError(f"cannot read --env-file {env_file}: {e.strerror}") from e
+        except UnicodeDecodeError:
+            raise UsageError(f"cannot read --env-file {env_file}: not UTF-8 text") from None
         for n, line in enumerate(text.splitlines(), 1):
             line = line.strip()
             if not line or line.startswith("#"):
@@ -213,11 +215,7 @@ def run(
     ui = CliUI(logs_to_stderr=json_out)
     runner = Runner(adapters, target, spec, ui)
 
-    def as_interrupt(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, as_interrupt)
+    replaced = interrupts.install()  # SIGINT, SIGTERM, SIGHUP alike, until the end
     left = f"node {runner.node_name} in {target.zone}" + (
         " will be deleted by its agent when the job ends" if spec.teardown else " keeps running"
     )
@@ -237,8 +235,7 @@ def run(
             gone = " and deleted its node" if stopped and stopped.torn_down else ""
             raise Interrupted(f"interrupted: stopped job {runner.job_id}{gone}") from None
     finally:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        interrupts.restore(replaced)
     ui.flush()
     where = f"gs://{runner.bucket.name if runner.bucket else '?'}/tpuctl/jobs/{outcome.job_id}/"
     if spec.detach:

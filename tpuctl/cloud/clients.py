@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.request
 from collections.abc import Mapping
 from functools import cached_property
@@ -33,7 +34,24 @@ if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
 
 EMULATOR_ENV = "TPUCTL_EMULATOR_HOST"
+_HOST_PORT = re.compile(
+    r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?):([0-9]{1,5})"
+)
 _ADC_HINT = "run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)"
+
+
+def emulator_host(value: str) -> str:
+    """`value` when it is HOST:PORT (a name, an IPv4 address or a [IPv6] one; a port
+    1-65535), else a ConfigError naming the variable."""
+    m = _HOST_PORT.fullmatch(value)
+    if m is None or not 0 < int(m[1]) < 65536:
+        shown = value if len(value) <= 64 else value[:61] + "..."
+        raise ConfigError(
+            f"invalid {EMULATOR_ENV} {shown!r}: expected HOST:PORT, e.g. 127.0.0.1:8470",
+            hint=f"`tpuctl emulator start --detach` prints the line to paste; unset "
+            f"{EMULATOR_ENV} to use Google Cloud",
+        )
+    return value
 
 
 def _on_google_hardware() -> bool:
@@ -49,7 +67,8 @@ class ClientFactory:
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = os.environ if env is None else env
-        self._emulator = (self._env.get(EMULATOR_ENV) or "").strip() or None
+        address = (self._env.get(EMULATOR_ENV) or "").strip()
+        self._emulator = emulator_host(address) if address else None
 
     # -- where things are -------------------------------------------------
     @property

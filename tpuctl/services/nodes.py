@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tpuctl import catalog
+from tpuctl import catalog, interrupts
 from tpuctl.config import login_name
 from tpuctl.errors import (
     AlreadyExistsError,
@@ -253,14 +253,16 @@ def create_node(
 
     Returns the create operation's name (None when a retried create adopted the
     node its lost first attempt had made). A quota refusal from the cloud itself
-    is explained like tpuctl's own check.
+    is explained like tpuctl's own check. A signal during the call interrupts once it
+    has returned (`interrupts.deferred`): then the node is known to exist.
     """
     from tpuctl.services import quota
 
     if body is None:
         body = validate_create(api, target, spec, quotas)
     try:
-        return api.create_node(target.parent, spec.name, body)
+        with interrupts.deferred():  # cut in half, the create may still take effect
+            return api.create_node(target.parent, spec.name, body)
     except QuotaError as e:
         raise quota.explain_refusal(e, api, target, spec.accelerator, _scheduling(spec)) from e
 

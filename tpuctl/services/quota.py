@@ -184,7 +184,11 @@ def report(
 
     With a zone, zonal quotas are shown for that zone only; regional ones count the whole
     region, as the cloud does. When the limits cannot be read, usage is still reported.
+    A zone tpuctl's catalog does not know is asked of the TPU API, which refuses an
+    unknown one as it does for every other command.
     """
+    if zone and zone not in catalog.ZONES:
+        tpu.accelerator_types(f"projects/{project}/locations/{zone}")
     usages = project_usage(tpu, project)
     infos: dict[str, QuotaInfo] = {}
     error = None
