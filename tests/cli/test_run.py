@@ -396,3 +396,45 @@ def test_a_recreated_node_is_deleted_when_the_run_stops_before_its_agents(emulat
     assert "recreating it (restart 1 of 1)" in err
     assert "Traceback" not in err
     assert emulator.nodes() == []
+
+
+def _guard_log(emulator_server, emulator) -> str:  # noqa: ANN001
+    """The boot guard's log on worker 0 of the job's node ('' until there is one)."""
+    nodes = emulator.nodes()
+    if not nodes:
+        return ""
+    home = Path(emulator_server.backend.worker_env(nodes[0]["name"], 0)["HOME"])
+    try:
+        return (home / ".tpuctl" / "start-guard.log").read_text()
+    except OSError:
+        return ""
+
+
+def test_a_node_whose_agents_never_start_deletes_itself(emulator, project) -> None:
+    """SIGKILL of the client after the node is READY and before the agents start: the
+    node's boot guard deletes it after its start deadline."""
+    # The client never learns the workers' host keys, so it holds before any agent starts.
+    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")
+    try:
+        with _running(project / "job.py", "--start-deadline", "2s") as proc:
+            wait_for(lambda: any("getGuestAttributes" in k for k in emulator.requests()))
+            assert [n["state"] for n in emulator.nodes()] == ["READY"]
+            labels = emulator.nodes()[0]["labels"]
+            assert int(labels["tpuctl-start-deadline"]) == int(labels["tpuctl-created"]) + 2
+            assert int(labels["tpuctl-expires"]) == int(labels["tpuctl-created"]) + 7 * 86400
+            proc.kill()  # no cleanup of any kind on this side
+            proc.communicate(timeout=30)
+            wait_for(lambda: emulator.nodes() == [], timeout=60)
+    finally:
+        emulator.faults(rate=0)
+
+
+def test_the_boot_guard_leaves_a_node_whose_agent_started(emulator_server, cli, emulator, project):
+    r = cli("run", str(project / "job.py"), "--detach", "--json", "--start-deadline", "30s",
+            "--env", "NAP=60")  # fmt: skip
+    assert r.code == 0, r.err
+    job = json.loads(r.out)["job"]
+    wait_for(lambda: "an agent started" in _guard_log(emulator_server, emulator))
+    assert f"job {job} attempt 1:" in _guard_log(emulator_server, emulator)
+    assert cli("cancel", job).code == 0
+    wait_for(lambda: emulator.nodes() == [])

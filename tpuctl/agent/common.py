@@ -108,6 +108,23 @@ def identity() -> Json:
     }
 
 
+# -- the Cloud TPU API -----------------------------------------------------------------
+def tpu(token: Token, method: str, path: str, body: bytes | None = None) -> bytes:
+    """One call about this node (`path` after /v2/); fewer and shorter tries than the
+    agent's uploads, so that a watchdog's or guard's tick under faults ends soon and
+    tries again on the next one."""
+    headers = token.headers(**({"Content-Type": "application/json"} if body else {}))
+    return http(method, f"{TPU_URL}/v2/{path}", body, headers, attempts=5, timeout=30)[2]
+
+
+def number(value: Any) -> float | None:
+    """A label's number, or None."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 # -- Cloud Storage (JSON API) ---------------------------------------------------------
 class Storage:
     def __init__(self, token: Token, bucket: str) -> None:

@@ -130,7 +130,17 @@ def run(
     ] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Return once the job started.")] = False,
     name: Annotated[str | None, typer.Option("--name", help="A name for the job.")] = None,
-    ttl: Annotated[str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc`.")] = None,
+    ttl: Annotated[
+        str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc` (default 7d).")
+    ] = None,
+    start_deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--start-deadline",
+            help="A node made for the job deletes itself when its agents have not started "
+            "by then (default 10m).",
+        ),
+    ] = None,
     queued_flag: Annotated[
         bool, typer.Option("--queued", help="Ask for the node through a queued resource.")
     ] = False,
@@ -163,6 +173,7 @@ def run(
     """
     from tpuctl.durations import parse_duration
     from tpuctl.services.run.runner import Adapters, Runner, RunSpec
+    from tpuctl.services.run.spec import START_DEADLINE
 
     if valid_until and not queued_flag:
         raise UsageError("--valid-until needs --queued")
@@ -191,6 +202,9 @@ def run(
         restarts=(3 if spot else 0) if restarts is None else restarts,
         retry_on_failure=retry_on_failure,
         sync_every=sync_every,
+        start_deadline=(
+            parse_duration(start_deadline, "--start-deadline") if start_deadline else START_DEADLINE
+        ),
     )
     app = app_of(ctx)
     target = app.target(project, zone)

@@ -31,6 +31,14 @@ class RunUI(Protocol):
     def log_marker(self, text: str) -> None: ...
 
 
+# From the create call (and at least that long from the boot) until the boot guard
+# deletes a node whose agents never started: the time a TPU VM takes from READY to SSH
+# (the guest agent publishes host keys, adds tpuctl's key: a minute or two), plus an
+# upload of the code that outlasted the create, with room to spare. A node whose client
+# died costs at most this much (docs/run.md, "The boot guard").
+START_DEADLINE = 10 * 60
+
+
 @dataclass
 class RunSpec:
     script: str  # relative to workdir
@@ -55,6 +63,7 @@ class RunSpec:
     restarts: int = 0  # recreate and restart after a preemption at most this often
     retry_on_failure: bool = False  # a failed script counts as restartable too
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
+    start_deadline: int | None = START_DEADLINE  # a created node's agents start by then
 
 
 @dataclass
