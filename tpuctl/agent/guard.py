@@ -64,7 +64,11 @@ class Guard:
         except (HttpError, ValueError) as e:
             say(f"cannot read the job's status, trying again: {e}")
             return None
-        return status is not None and int(status.get("attempt") or 1) >= attempt
+        # An agent's status has its version; one the client wrote (a job it ended before
+        # the agents started) does not.
+        if status is None or not status.get("agent_version"):
+            return False
+        return int(status.get("attempt") or 1) >= attempt
 
     def run(self) -> int:
         labels = dict(self.node().get("labels") or {})
