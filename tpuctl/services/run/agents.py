@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle
 from tpuctl.agent.common import Beats
-from tpuctl.errors import CloudError, TpuctlError, WaitTimedOut
+from tpuctl.errors import CloudError, SshError, TpuctlError, WaitTimedOut
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
 from tpuctl.services.run.spec import Job
@@ -66,7 +66,7 @@ def start(job: Job) -> None:
             stdin=env_json,
         )
         if status == 0:
-            started[ep.worker] = json.loads(bytes(out).decode().strip().splitlines()[-1])
+            started[ep.worker] = start_reply(ep.host, bytes(out))
         return int(status)
 
     with job.ui.progress("starting the job on every worker:") as update:
@@ -95,6 +95,19 @@ def start(job: Job) -> None:
     job.pids = {w: int(info["pid"]) for w, info in started.items()}
     job.logs = {w: str(info["log"]) for w, info in started.items()}
     job.agents_started = True
+
+
+def start_reply(host: str, out: bytes) -> dict[str, Any]:
+    """The agent start's answer, its last line: `{"pid": N, "log": PATH, ...}`. Anything
+    else is the worker's failure, said as an SSH one (never an unexpected JSONDecodeError)."""
+    lines = out.decode(errors="replace").strip().splitlines()
+    try:
+        reply = json.loads(lines[-1])
+        reply = {**reply, "pid": int(reply["pid"]), "log": str(reply["log"])}
+    except (IndexError, ValueError, TypeError, KeyError):
+        said = repr(lines[-1][:120]) if lines else "nothing"
+        raise SshError(f"{host}: the agent's start answered {said}, not its pid") from None
+    return dict(reply)
 
 
 def statuses(job: Job) -> dict[int, dict[str, Any]]:

@@ -12,6 +12,7 @@ it dies, nothing is lost. Everything after the create call runs inside
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -73,6 +74,14 @@ class Runner:
             raise UsageError(
                 f"script {spec.script} not found in {spec.workdir}",
                 hint="give a file in the work dir (--workdir; default: the script's folder)",
+            )
+        if not spec.script.endswith(".py") and not os.access(spec.workdir / spec.script, os.X_OK):
+            # It would fail on every worker (`./SCRIPT`: permission denied) after paying
+            # for a node.
+            raise UsageError(
+                f"script {spec.script} is not executable: a script that is not .py runs as "
+                f"./{spec.script}",
+                hint=f"chmod +x {spec.workdir / spec.script}",
             )
         job.bucket = job.adapters.bucket(staging.bucket_name(spec.bucket, {}, job.target.project))
         with teardown.guard(job):
