@@ -192,3 +192,30 @@ def test_a_malformed_start_reply_is_an_ssh_failure(out: bytes) -> None:
         agents.start_reply("10.0.0.2", out)
     reply = agents.start_reply("h", b'motd\n{"pid": 42, "log": "/l", "agent_log": "/a"}\n')
     assert reply["pid"] == 42 and reply["log"] == "/l"
+
+
+def test_a_run_interrupted_while_its_node_is_created_ends_its_job(cli, emulator, project):
+    emulator.durations(create=None)  # the node stays CREATING
+    with _running(project / "job.py") as proc:
+        wait_for(lambda: any(k.endswith("/job.json") for k in bucket_objects(emulator)))
+        wait_for(lambda: [n["state"] for n in emulator.nodes()] == ["CREATING"])
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    (job,) = {k.split("/")[2] for k in bucket_objects(emulator) if k.endswith("/job.json")}
+    assert f"interrupted before job {job} started; node tpuctl-{job} " in err
+    assert "was deleted" in err and "stopped job" not in err
+    assert emulator.nodes() == []
+    (row,) = json.loads(cli("jobs", "--json").out)
+    assert row["state"] == "CANCELLED"
+    assert "already CANCELLED: nothing to stop" in cli("cancel", job).err
+
+
+def test_cancel_says_what_it_found(cli, emulator, project) -> None:
+    r = cli("run", str(project / "job.py"), "--json")
+    job = json.loads(r.out)["job"]
+    r = cli("cancel", job)
+    assert r.code == 0 and f"job {job} is already SUCCEEDED: nothing to stop" in r.err
+    r = cli("cancel", "20200101-000000-abcdef")
+    assert r.code == 4
+    assert "no job 20200101-000000-abcdef in gs://tpuctl-demo-tpuctl/" in one_line_error(r)

@@ -122,14 +122,25 @@ def read_logs(
     ), chunks
 
 
-def cancel(bucket: Bucket, job_id: str) -> int:
-    """Ask every worker's agent to stop (a flag in its status object); returns how many."""
-    staging.read_job_record(bucket, job_id)  # a clear NotFound for a wrong id
+def cancel(bucket: Bucket, job_id: str) -> tuple[str, int]:
+    """Ask every worker's agent that has not ended to stop (a flag in its status object).
+    Returns the job's state as found and how many workers were asked; NotFoundError for
+    an id with no job record."""
+    try:
+        record = staging.read_job_record(bucket, job_id)
+    except NotFoundError:
+        raise NotFoundError(
+            f"no job {job_id} in gs://{bucket.name}/", hint="see the jobs: `tpuctl jobs`"
+        ) from None
+    found = statuses(bucket, job_id)
+    state = overall([str(s.get("state")) for s in found.values()], int(record.get("workers", 1)))
     count = 0
-    for name in sorted(bucket.names(f"{staging.job_prefix(job_id)}status/")):
+    for worker, status in sorted(found.items()):
+        if status.get("state") in FINAL:
+            continue
         try:
-            bucket.update_json(name, lambda v: {**v, "cancel": True})
+            bucket.update_json(status_name(job_id, worker), lambda v: {**v, "cancel": True})
             count += 1
         except TpuctlError:
             continue
-    return count
+    return state, count
