@@ -14,9 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import one_line_error
-from tests.cli.test_run import _running, _wait_running, bucket_objects, project, wait_for
-from tests.emulator.ssh_helpers import worker_processes
-from tpuctl.agent import bundle
+from tests.cli.test_run import (
+    _running,
+    _wait_running,
+    bucket_objects,
+    bundle_processes,
+    project,
+    wait_for,
+)
 from tpuctl.errors import SshError
 from tpuctl.services.run import agents
 
@@ -76,18 +81,11 @@ def _job_id(emulator) -> str:  # noqa: ANN001
 
 
 def _agent_pids(job_id: str, worker: int) -> list[int]:
-    """The processes of one worker's agent (its supervisor and the agent), by their argv
-    on this session's emulated workers."""
-    name = "/" + bundle.file_name()
+    """The processes of one worker's agent (its supervisor and the agent)."""
     found = []
-    for pid in worker_processes():
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
+    for pid, argv in bundle_processes():
         flags = dict(zip(argv, argv[1:], strict=False))
-        ours = flags.get("--job-id") == job_id and flags.get("--worker") == str(worker)
-        if ours and any(a.endswith(name) and flags.get(a) == "agent" for a in argv):
+        if flags.get("--job-id") == job_id and flags.get("--worker") == str(worker):
             found.append(pid)
     return found
 

@@ -29,7 +29,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from .common import FINAL, TPU_URL, Beats, HttpError, Json, Storage, Token, alive, http, identity
 
@@ -431,17 +431,7 @@ def supervised(args: argparse.Namespace, user_env: dict[str, str], agent_log: Pa
     args.supervisor = os.getpid()  # the pid to signal: it passes signals on
     child = os.fork()
     if child == 0:
-        code = 1
-        try:
-            code = serve(args, user_env)
-        except BaseException:  # noqa: BLE001 - the agent's log is all there is now
-            import traceback
-
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+        _exit_with(lambda: serve(args, user_env))
 
     def forward(signum: int, _frame: Any) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -490,13 +480,22 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
         os.write(write_end, str(child).encode())
         os._exit(0)
     os.close(write_end)
-    code = 1
-    try:  # the SSH session may close now: nothing of it stays open here
+
+    def detached() -> int:  # the SSH session may close now: nothing of it stays open here
         with open(os.devnull, "rb") as null, open(str(agent_log), "ab") as log_file:
             os.dup2(null.fileno(), 0)
             os.dup2(log_file.fileno(), 1)
             os.dup2(log_file.fileno(), 2)
-        code = supervised(args, user_env, agent_log)
+        return supervised(args, user_env, agent_log)
+
+    _exit_with(detached)
+
+
+def _exit_with(fn: Callable[[], int]) -> NoReturn:
+    """End a forked process with `fn()`'s code (1 on an error, its traceback printed)."""
+    code = 1
+    try:
+        code = fn()
     except BaseException:  # noqa: BLE001 - the agent's log is all there is now
         import traceback
 
