@@ -193,16 +193,24 @@ def _spawn(script: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _followers(job_id: str) -> list[int]:
-    """The job's log followers: processes on this session's emulated workers that run the
-    bundle's `follow` on a log of this job (nothing else on the machine is ours)."""
+def bundle_processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, argv) of the processes on this session's emulated workers that run the agent
+    bundle (nothing else on the machine is ours)."""
     name = "/" + bundle.file_name()
-    found = []
     for pid in worker_processes():
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
+        if any(arg.endswith(name) for arg in argv):
+            yield pid, argv
+
+
+def _followers(job_id: str) -> list[int]:
+    """The job's log followers: the bundle's `follow` on a log of this job."""
+    name = "/" + bundle.file_name()
+    found = []
+    for pid, argv in bundle_processes():
         for i, arg in enumerate(argv[:-2]):
             if arg.endswith(name) and argv[i + 1] == "follow" and f"/{job_id}/" in argv[i + 2]:
                 found.append(pid)

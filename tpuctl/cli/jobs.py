@@ -103,5 +103,10 @@ def cancel(
     """
     from tpuctl.services import jobs as jobs_service
 
-    count = jobs_service.cancel(_bucket(app_of(ctx), project, bucket), job)
-    render.info(f"asked {count} worker(s) to stop job {job}")
+    state, count = jobs_service.cancel(_bucket(app_of(ctx), project, bucket), job)
+    if state in jobs_service.FINAL:
+        render.info(f"job {job} is already {state}: nothing to stop")
+    elif count == 0:
+        render.info(f"job {job} is {state}: no agent has started it yet, nothing to stop")
+    else:
+        render.info(f"asked {count} worker(s) to stop job {job} ({state})")

@@ -33,6 +33,7 @@ from tpuctl.models import (
     MANAGED_BY,
     MANAGED_BY_VALUE,
     OWNER,
+    START_DEADLINE,
     DeleteResult,
     Node,
 )
@@ -114,6 +115,7 @@ class CreateSpec:
     ttl: int | None = None  # seconds until gc may delete it
     idle_timeout: int | None = None  # seconds of idleness before it goes
     idle_action: str = "delete"  # what its watchdog does then: delete or stop
+    start_deadline: int | None = None  # seconds for a job's agent to start (boot guard)
 
 
 def check_accelerator(api: TpuApi, target: Target, accelerator: str) -> None:
@@ -154,7 +156,10 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     metadata = dict(spec.metadata)
     if spec.idle_timeout:
         labels[IDLE_TIMEOUT] = str(spec.idle_timeout)
-        metadata[STARTUP_SCRIPT] = _watchdog(spec)
+    if spec.start_deadline:
+        labels[START_DEADLINE] = str(created + spec.start_deadline)
+    if spec.idle_timeout or spec.start_deadline:
+        metadata[STARTUP_SCRIPT] = _startup_script(spec)
     validate_labels(labels)
     body: dict[str, Any] = {
         "acceleratorType": spec.accelerator,
@@ -184,9 +189,10 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
 STARTUP_SCRIPT = "startup-script"
 
 
-def _watchdog(spec: CreateSpec) -> str:
-    """The startup script that runs the node's idle watchdog (services/idle.py)."""
-    from tpuctl.services.idle import watchdog_script
+def _startup_script(spec: CreateSpec) -> str:
+    """The startup script that runs the node's idle watchdog and/or its boot guard
+    (services/idle.py)."""
+    from tpuctl.services.idle import startup_script
 
     if spec.idle_action not in ("delete", "stop"):
         raise UsageError(f"invalid --idle-action {spec.idle_action!r}: use delete or stop")
@@ -203,7 +209,8 @@ def _watchdog(spec: CreateSpec) -> str:
             "it cannot be combined with --metadata startup-script=...",
             hint="run your own setup over SSH (`tpuctl exec`) or from `tpuctl run --setup`",
         )
-    return watchdog_script(spec.idle_action)
+    idle_action = spec.idle_action if spec.idle_timeout else None
+    return startup_script(idle_action, start_guard=bool(spec.start_deadline))
 
 
 def validate_create(
