@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pexpect
@@ -140,3 +141,27 @@ def test_a_bad_price_is_one_line_naming_the_key(
     assert line.startswith(f"error: invalid {needle}")
     assert allowed in line
     assert emulator.nodes() == []
+
+
+def test_create_without_a_name_picks_one_says_it_first_and_it_works_later(cli, emulator) -> None:
+    r = cli("create", "--accelerator", "v3-8")
+    assert r.code == 0, r.err
+    first = r.err.splitlines()[0]
+    assert first.startswith("node name: ")
+    name = first.removeprefix("node name: ")
+    assert re.fullmatch(r"[a-z][-a-z0-9]{0,61}[a-z0-9]", name) and "v3-8" in name
+    assert r.out.split()[0] == name  # stdout starts with it too
+    assert [n["name"].rsplit("/", 1)[-1] for n in emulator.nodes()] == [name]
+    r = cli("create", "-a", "v3-8", "--no-wait", "--json")
+    other = json.loads(r.out)["name"]
+    assert other != name
+    assert cli("describe", name).code == 0
+    assert cli("delete", name, other, "--yes").code == 0
+
+
+def test_generated_names_are_valid_for_any_user() -> None:
+    from tpuctl.services.nodes import generated_name, validate_name
+
+    for user in ("Ada.Lovelace", "1root", "", "ü" * 40, "x" * 80):
+        name = generated_name("v5litepod-256", user=user)
+        validate_name(name)

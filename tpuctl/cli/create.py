@@ -1,4 +1,4 @@
-"""tpuctl create NAME --accelerator v3-8"""
+"""tpuctl create [NAME] --accelerator v3-8"""
 
 from __future__ import annotations
 
@@ -22,7 +22,14 @@ SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
 
 def create(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name: lowercase letters, digits, hyphens.")],
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Node name: lowercase letters, digits, hyphens (default: made from your "
+            "user name and the accelerator, e.g. ada-v3-8-4f1c).",
+            show_default=False,
+        ),
+    ] = None,
     accelerator: Accelerator = DEFAULT_ACCELERATOR,
     version: Annotated[
         str | None,
@@ -106,6 +113,9 @@ def create(
     app = app_of(ctx)
     target = app.target(project, zone)
     api = app.tpu()
+    if name is None:
+        name = nodes.generated_name(accelerator)
+        render.info(f"node name: {name}")  # first, so a script reading stderr has it at once
     spec = nodes.CreateSpec(
         name=name,
         accelerator=accelerator,

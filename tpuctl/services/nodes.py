@@ -69,6 +69,19 @@ def local_user() -> str:
     return label_safe(login_name()) or "unknown"
 
 
+def generated_name(accelerator: str, user: str | None = None) -> str:
+    """A unique, readable node name for a create that gave none: `ada-v3-8-4f1c`
+    (lowercase letters, digits and hyphens, a letter first, at most 63)."""
+    import secrets
+
+    owner = re.sub(r"[^a-z0-9]+", "-", (user if user is not None else local_user()).lower())
+    kind = re.sub(r"[^a-z0-9]+", "-", accelerator.lower())
+    stem = "-".join(p for p in (owner.strip("-")[:20], kind.strip("-")[:20]) if p)
+    if not stem or not stem[0].isalpha():
+        stem = f"tpu-{stem}".rstrip("-")
+    return f"{stem}-{secrets.token_hex(2)}"
+
+
 def parse_pairs(items: Iterable[str], what: str) -> dict[str, str]:
     """`["a=1,b=2", "c=3"]` -> {"a": "1", "b": "2", "c": "3"}."""
     out: dict[str, str] = {}
