@@ -404,3 +404,18 @@ def test_a_recreated_node_is_deleted_when_the_run_stops_before_its_agents(emulat
     assert "recreating it (restart 1 of 1)" in err
     assert "Traceback" not in err
     assert emulator.nodes() == []
+
+
+def test_jobs_are_found_by_their_name_too(cli, emulator, project) -> None:
+    r = cli("run", str(project / "job.py"), "--name", "nightly")
+    assert r.code == 0, r.err
+    logs = cli("logs", "nightly")
+    assert logs.code == 0, logs.err
+    assert "worker 0 of 1 job" in logs.out
+    done = cli("cancel", "nightly")
+    assert done.code == 0
+    assert "is already SUCCEEDED: nothing to stop" in done.err
+    missing = cli("cancel", "nobody-named-this")
+    assert missing.code == 4
+    assert "no job with the id or name 'nobody-named-this'" in one_line_error(missing)
+    assert "`tpuctl jobs` lists them" in missing.err

@@ -122,6 +122,23 @@ def read_logs(
     ), chunks
 
 
+def resolve(bucket: Bucket, job: str) -> str:
+    """The id of the job called `job`: an id as it is, or the newest job with that
+    `--name`; NotFoundError (with the way to list jobs) when there is none."""
+    if staging.JOB_ID_RE.match(job):
+        return job
+    for job_id in reversed(staging.list_job_ids(bucket)):
+        try:
+            if staging.read_job_record(bucket, job_id).get("name") == job:
+                return job_id
+        except NotFoundError:
+            continue
+    raise NotFoundError(
+        f"no job with the id or name {job!r} in gs://{bucket.name}/",
+        hint="`tpuctl jobs` lists them (ids look like 20261129-153012-ab12cd)",
+    )
+
+
 def cancel(bucket: Bucket, job_id: str) -> tuple[str, int]:
     """Ask every worker's agent that has not ended to stop (a flag in its status object).
     Returns the job's state as found and how many workers were asked; NotFoundError for
