@@ -31,9 +31,9 @@ import argparse
 import json
 import time
 
-from .agent import status_path
 from .common import HttpError, Json, Storage, Token, identity, metadata, number, tpu
 from .labels import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, CREATED, JOB, KEEP, START_DEADLINE
+from .transfer import status_path
 
 
 def say(text: str) -> None:
