@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.cli.options import Json, NodeName, Project, Zone, app_of
 
 
 def describe(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name.")],
+    name: NodeName,
     zone: Zone = None,
     project: Project = None,
     json_out: Json = False,

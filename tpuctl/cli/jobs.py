@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, Json, Project, app_of
+from tpuctl.cli.options import AppEnv, JobRef, Json, Project, app_of
 
 Bucket = Annotated[
     str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
@@ -62,7 +62,7 @@ def jobs(
 
 def logs(
     ctx: typer.Context,
-    job: Annotated[str, typer.Argument(help="Job id or --name (see `tpuctl jobs`).")],
+    job: JobRef,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")
     ] = False,
@@ -94,7 +94,7 @@ def logs(
 
 def cancel(
     ctx: typer.Context,
-    job: Annotated[str, typer.Argument(help="Job id or --name (see `tpuctl jobs`).")],
+    job: JobRef,
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
