@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from google.api_core import exceptions as gx
 from google.cloud import storage
 
-from tpuctl.cloud.errors import server_message
+from tpuctl.cloud.errors import server_message, setup_error
 from tpuctl.cloud.errors import translate as translate_api_error
 from tpuctl.cloud.retry import call
 from tpuctl.errors import (
@@ -50,6 +50,9 @@ def translate(exc: BaseException, subject: str, where: str, hint: str) -> Tpuctl
         return PreconditionFailedError(f"{subject} changed meanwhile (precondition failed)")
     if isinstance(exc, gx.NotFound):
         return NotFoundError(f"{subject} not found")
+    setup = setup_error(exc, subject)
+    if setup is not None:
+        return setup
     if isinstance(exc, gx.Forbidden):
         return AccessDeniedError(
             f"permission denied on {subject}: {server_message(exc)}",
@@ -100,7 +103,10 @@ class Bucket:
                 return (
                     self._client.lookup_bucket(self.name, timeout=TIMEOUT, retry=None) is not None
                 )
-            except gx.Forbidden:
+            except gx.Forbidden as e:
+                setup = setup_error(e, project=self._client.project)
+                if setup is not None:
+                    raise setup from None
                 raise AccessDeniedError(
                     f"bucket {self.url} exists but this account cannot use it "
                     "(it may belong to another project)",
@@ -125,6 +131,9 @@ class Bucket:
                     hint=_BUCKET_HINT,
                 ) from None
             except gx.Forbidden as e:
+                setup = setup_error(e, project=self._client.project)
+                if setup is not None:
+                    raise setup from None
                 raise AccessDeniedError(
                     f"not allowed to create the bucket {self.url} in project "
                     f"{self._client.project}: {server_message(e)}",
