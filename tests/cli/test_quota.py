@@ -96,7 +96,10 @@ def test_no_quota_at_all(cli, emulator) -> None:
     )
     assert "use --spot" not in r.err  # no spot quota either: no point suggesting it
     assert "ask for at least 16 chips of TPUV4sPodPerProjectPerRegionForTPUAPI" in r.err
-    assert "at https://console" in r.err
+    assert (
+        "`tpuctl quota request TPUV4sPodPerProjectPerRegionForTPUAPI --value 16 "
+        "--region us-central2`" in r.err
+    )
     assert "POST create" not in emulator.requests()
 
 

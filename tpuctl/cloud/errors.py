@@ -74,10 +74,15 @@ def setup_error(
 ) -> TpuctlError | None:
     """The errors a new project meets, from any Google API: a disabled API, billing off,
     a missing permission; None for any other error."""
-    if not isinstance(exc, gx.Forbidden):
+    if not isinstance(exc, (gx.Forbidden, gx.BadRequest)):
         return None
     msg = server_message(exc)
     reason, metadata = _info(exc)
+    if isinstance(exc, gx.BadRequest):
+        # Service Usage refuses to enable a paid API in a project without billing
+        if reason != "UREQ_PROJECT_BILLING_NOT_FOUND":
+            return None
+        reason = "BILLING_DISABLED"
     if reason == "SERVICE_DISABLED" or _DISABLED.search(msg):
         url = _SERVICE_URL.search(msg)
         service = metadata.get("service") or (url["service"] if url else "") or "the API"

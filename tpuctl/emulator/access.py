@@ -10,6 +10,7 @@ Config (control plane, `POST /_emulator/v1/config`):
   (`project_services` shows those changes).
 - `billing`: `true`/`false` for every project, or `{"*": true, "<project>": false}`.
 - `denied_permissions`: IAM permissions the caller lacks, e.g. `["tpu.nodes.create"]`.
+- `caller`: the account the caller is (`GET status` shows it, as `gcloud auth list` would).
 
 The answers, in the order the cloud checks: an API not enabled in the project is 403
 SERVICE_DISABLED; a paid API in a project without billing 403 BILLING_DISABLED; a
@@ -30,7 +31,8 @@ SERVICES: dict[str, str] = dict(apis.TITLES)  # every API the emulator knows: na
 PAID = {apis.TPU, "compute.googleapis.com"}  # calls and enabling need billing
 _NEW_PROJECT_ON = {apis.SERVICE_USAGE, apis.STORAGE, apis.MONITORING}
 PRESETS = ("all", "new-project", "none")
-CONFIG_KEYS = {"services", "billing", "denied_permissions", "project_services"}
+CONFIG_KEYS = {"services", "billing", "denied_permissions", "project_services", "caller"}
+CALLER = "you@example.com"
 
 # verb (as counted in /requests) -> (service, permission)
 _TPU_VERBS = {
@@ -100,6 +102,7 @@ class Access:
         self.project_services: dict[str, dict[str, bool]] = {}
         self.billing: dict[str, bool] = {"*": True}
         self.denied: list[str] = []
+        self.caller = CALLER
         # Service Usage operations by name: {"project", "service", "done_at"}; not kept
         # over a restart (what they enable is applied when due, `service_usage.tick`)
         self.operations: dict[str, dict[str, Any]] = {}
@@ -111,6 +114,7 @@ class Access:
             "project_services": copy.deepcopy(self.project_services),
             "billing": dict(self.billing),
             "denied_permissions": list(self.denied),
+            "caller": self.caller,
         }
 
     def load(self, config: dict[str, Any]) -> None:
@@ -118,6 +122,7 @@ class Access:
         self.project_services.update(config.get("project_services") or {})
         self.billing.update(config.get("billing") or {})
         self.denied = list(config.get("denied_permissions") or self.denied)
+        self.caller = str(config.get("caller") or self.caller)
 
     def update(self, body: dict[str, Any]) -> None:
         """Apply the keys of a config update, all checked before any is applied."""
@@ -152,7 +157,11 @@ class Access:
         denied = body.get("denied_permissions", self.denied)
         if not isinstance(denied, list) or not all(isinstance(p, str) and p for p in denied):
             raise errors.invalid_argument("denied_permissions is a list of permission names")
+        caller = body.get("caller", self.caller)
+        if not isinstance(caller, str) or "@" not in caller:
+            raise errors.invalid_argument("caller is an account's email address")
         self.services, self.project_services = services, project_services
+        self.caller = caller
         self.billing, self.denied = billing, list(denied)
 
     # -- facts -------------------------------------------------------------------------

@@ -250,6 +250,7 @@ class Backend:
             "defaults": dict(self.state.defaults),
             "storage_endpoint": self.storage_endpoint,
             "ssh_port": self.ssh_port,
+            "caller": self.state.access.caller,
         }
 
     @_locked
