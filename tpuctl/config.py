@@ -73,7 +73,8 @@ def _gcloud_dir(env: Mapping[str, str]) -> Path:
 
 
 def gcloud_properties(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`core/project` and `compute/zone` of the active gcloud configuration, without gcloud."""
+    """`core/project`, `compute/zone` and `core/account` of the active gcloud
+    configuration, without gcloud."""
     env = os.environ if env is None else env
     root = _gcloud_dir(env)
     name = env.get("CLOUDSDK_ACTIVE_CONFIG_NAME")
@@ -88,7 +89,7 @@ def gcloud_properties(env: Mapping[str, str] | None = None) -> dict[str, str]:
     except (configparser.Error, UnicodeDecodeError):
         return {}  # gcloud's file, and gcloud's to complain about
     props: dict[str, str] = {}
-    for section, key in (("core", "project"), ("compute", "zone")):
+    for section, key in (("core", "project"), ("compute", "zone"), ("core", "account")):
         if parser.has_option(section, key):
             value = parser.get(section, key).strip()
             if value:
@@ -213,3 +214,34 @@ def login_name() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return os.environ.get("USER", "")
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_config_values(values: Mapping[str, str], env: Mapping[str, str] | None = None) -> Path:
+    """Set top-level string keys of tpuctl's config file, keeping every other line (other
+    keys, tables, comments) as it is; written atomically. Returns the file's path."""
+    path = config_file_path(env)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    table = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), len(lines))
+    head, tail = lines[:table], lines[table:]
+    for key, value in values.items():
+        line = f"{key} = {_toml_string(value)}"
+        pattern = re.compile(rf"\s*{re.escape(key)}\s*=")
+        at = next((i for i, ln in enumerate(head) if pattern.match(ln)), None)
+        if at is None:
+            head.append(line)
+        else:
+            head[at] = line
+    if tail and head and head[-1].strip():
+        head.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("\n".join(head + tail) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -79,6 +79,27 @@ class AccessDeniedError(CloudError):
     """Permission denied (kept apart so the hint can name `gcloud auth`)."""
 
 
+class ServiceDisabledError(ConfigError):
+    """An API tpuctl needs is not enabled in the project (`tpuctl init` enables it)."""
+
+    def __init__(self, message: str, service: str, project: str, hint: str | None = None):
+        super().__init__(message, hint)
+        self.service = service
+        self.project = project
+
+
+class BillingDisabledError(ConfigError):
+    """The project has no (open) billing account: paid APIs refuse every call."""
+
+
+class PermissionDeniedError(AccessDeniedError):
+    """The caller lacks one IAM permission the call needs (named, with a role that has it)."""
+
+    def __init__(self, message: str, permission: str, hint: str | None = None):
+        super().__init__(message, hint)
+        self.permission = permission
+
+
 class Interrupted(TpuctlError):
     exit_code = ExitCode.INTERRUPTED
 

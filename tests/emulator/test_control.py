@@ -21,12 +21,15 @@ def test_status_and_defaults(emulator) -> None:
         "nodes": 0,
         "defaults": {"project": "tpuctl-demo", "zone": "us-central1-a"},
         "ssh_port": status["ssh_port"],  # a free port picked at start (tests/emulator/test_ssh*)
+        "caller": "you@example.com",  # who the emulated caller is (emulator/access.py)
     }
 
 
 def test_config_partial_update_and_validation(emulator) -> None:
     config = emulator.config(durations={"stop": 2.5})
-    durations = {k: v for k, v in config["durations"].items() if not k.startswith("queued")}
+    durations = {
+        k: v for k, v in config["durations"].items() if k in ("create", "stop", "start", "delete")
+    }
     assert durations == {"create": 0, "stop": 2.5, "start": 0, "delete": 0}
     assert emulator.config()["durations"]["stop"] == 2.5
     emulator.config(defaults={"zone": "us-central2-b"})

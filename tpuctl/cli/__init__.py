@@ -20,6 +20,7 @@ from tpuctl.cli import describe as describe_mod
 from tpuctl.cli import doctor as doctor_mod
 from tpuctl.cli import emulator_cmd, gc, keep, list_cmd, power
 from tpuctl.cli import exec_cmd as exec_mod
+from tpuctl.cli import init as init_mod
 from tpuctl.cli import jobs as jobs_mod
 from tpuctl.cli import quota as quota_mod
 from tpuctl.cli import run as run_mod
@@ -65,6 +66,7 @@ def root(
     app_env.debug = app_env.debug or debug
 
 
+app.command("init")(init_mod.init)
 app.command("create")(create_mod.create)
 app.command("list")(list_cmd.list_nodes)
 app.command("describe")(describe_mod.describe)
@@ -73,7 +75,7 @@ app.command("start")(power.start)
 app.command("delete")(delete_mod.delete)
 app.command("keep")(keep.keep)
 app.command("gc")(gc.gc)
-app.command("quota")(quota_mod.quota)
+app.add_typer(quota_mod.app, name="quota")
 app.command("run")(run_mod.run)
 app.command("doctor")(doctor_mod.doctor)
 app.command("jobs")(jobs_mod.jobs)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from google.cloud.tpu_v2 import TpuClient
 
     from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.service_usage import ServiceUsageApi
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.cloud.storage import Bucket
     from tpuctl.cloud.tpu import TpuApi
@@ -147,6 +148,16 @@ class ClientFactory:
             raise ConfigError("no Google Cloud credentials found", hint=_ADC_HINT) from e
         return creds
 
+    def account(self) -> str | None:
+        """Who the calls are made as, when it can be told without a call: the emulator's
+        caller, else gcloud's account, else the service account of the credentials."""
+        if self._emulator:
+            return str(self._emulator_config.get("caller") or "") or None
+        from tpuctl.config import gcloud_properties
+
+        account = gcloud_properties(self._env).get("core/account")
+        return account or getattr(self.credentials, "service_account_email", None)
+
     # -- clients ------------------------------------------------------------
     def tpu_client(self) -> TpuClient:
         from google.api_core.client_options import ClientOptions
@@ -184,6 +195,28 @@ class ClientFactory:
             self.quotas_client(),
             where=self.describe_endpoint(),
             unreachable_hint=self.unreachable_hint(),
+        )
+
+    @property
+    def service_usage_endpoint(self) -> str:
+        """The Service Usage API: Google's, or the emulator's (it serves it too)."""
+        if self._emulator:
+            return f"http://{self._emulator}"
+        return "https://serviceusage.googleapis.com"
+
+    def service_usage(self) -> ServiceUsageApi:
+        from google.api_core.client_options import ClientOptions
+        from google.cloud import service_usage_v1
+
+        from tpuctl.cloud.service_usage import ServiceUsageApi
+
+        client = service_usage_v1.ServiceUsageClient(
+            transport="rest",
+            credentials=self.credentials,
+            client_options=ClientOptions(api_endpoint=self.service_usage_endpoint),
+        )
+        return ServiceUsageApi(
+            client, where=self.describe_endpoint(), unreachable_hint=self.unreachable_hint()
         )
 
     # -- Cloud Storage -------------------------------------------------------

@@ -21,7 +21,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from tpuctl.emulator import control_api, errors, persistence, queued, tpu_api
+from tpuctl.emulator import (
+    control_api,
+    errors,
+    persistence,
+    queued,
+    quota_prefs,
+    service_usage,
+    tpu_api,
+)
 from tpuctl.emulator.models import Node, Operation
 from tpuctl.emulator.state import State
 from tpuctl.emulator.workers import WorkerFiles
@@ -72,6 +80,7 @@ class Backend:
         now = self.state.now()
         self.state.tick_nodes(now)
         queued.tick(self.state, now)
+        service_usage.tick(self.state, now)
 
     # -- what listeners read, under the lock (no transitions applied) ---------------
     @property
@@ -203,6 +212,22 @@ class Backend:
     def get_quota_info(self, project: str, service: str, quota_id: str) -> dict:
         return self.state.quota.get_info(project, service, quota_id)
 
+    # -- the APIs written as functions over the state (service_usage.py, quota_prefs.py) --
+    @_locked
+    def apply(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run an API function `fn(state, *args)` under the lock (routes of `urls.OnState`)."""
+        return fn(self.state, *args)
+
+    @_locked
+    def decide_quota_preference(self, name: str, granted: Any) -> dict:
+        return quota_prefs.decide(self.state, name, granted)
+
+    @_locked
+    def admit(self, verb: str, project: str, path: str) -> None:
+        """The gate before every API call (access.py): refuse it as the cloud's front end
+        would, for an API off, no billing or a missing permission."""
+        self.state.access.check(verb, project, path, self.state.quota.api)
+
     # -- control plane (control_api.py) ------------------------------------------------------
     def count(self, key: str) -> None:
         with self.lock:
@@ -225,6 +250,7 @@ class Backend:
             "defaults": dict(self.state.defaults),
             "storage_endpoint": self.storage_endpoint,
             "ssh_port": self.ssh_port,
+            "caller": self.state.access.caller,
         }
 
     @_locked

@@ -7,12 +7,14 @@ millisecond; one daemon thread per connection.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import socket
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -112,7 +114,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 time.sleep(delay)
             if fault is not None and not after:
                 raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
-            target = getattr(backend, fn) if isinstance(fn, str) else fn
+            backend.admit(verb, match.get("project", ""), url.path)
+            target: Callable[..., Any]
+            if isinstance(fn, urls.OnState):
+                target = functools.partial(backend.apply, fn.fn)
+            else:
+                target = getattr(backend, fn) if isinstance(fn, str) else fn
             result = target(*urls.arguments(spec, match, query, body))
             if fault is not None:
                 raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
