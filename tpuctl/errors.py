@@ -169,3 +169,7 @@ class GcFailed(TpuctlError):
 
 class DeleteFailed(TpuctlError):
     """`tpuctl delete` could not delete every node or request it was given."""
+
+
+class NotPythonError(UsageError):
+    """`tpuctl doctor`: the script is not a Python file the checks can read."""

@@ -161,7 +161,7 @@ def test_create_without_a_name_picks_one_says_it_first_and_it_works_later(cli, e
 
 
 def test_generated_names_are_valid_for_any_user() -> None:
-    from tpuctl.services.nodes import generated_name, validate_name
+    from tpuctl.services.names import generated_name, validate_name
 
     for user in ("Ada.Lovelace", "1root", "", "ü" * 40, "x" * 80):
         name = generated_name("v5litepod-256", user=user)

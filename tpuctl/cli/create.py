@@ -108,13 +108,13 @@ def create(
     capacity; interrupting the wait deletes the request unless --keep-request.
     """
     from tpuctl.durations import parse_duration
-    from tpuctl.services import cost, nodes
+    from tpuctl.services import cost, names, nodes
 
     app = app_of(ctx)
     target = app.target(project, zone)
     api = app.tpu()
     if name is None:
-        name = nodes.generated_name(accelerator)
+        name = names.generated_name(accelerator)
         render.info(f"node name: {name}")  # first, so a script reading stderr has it at once
     spec = nodes.CreateSpec(
         name=name,
@@ -123,8 +123,8 @@ def create(
         spot=spot,
         preemptible=preemptible,
         reserved=reserved,
-        labels=nodes.parse_pairs(labels, "label"),
-        metadata=nodes.parse_pairs(metadata, "metadata entry"),
+        labels=names.parse_pairs(labels, "label"),
+        metadata=names.parse_pairs(metadata, "metadata entry"),
         network=network,
         subnetwork=subnetwork,
         service_account=service_account,

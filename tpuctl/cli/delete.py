@@ -36,7 +36,7 @@ def delete(
     A queued resource of that name goes too, with its node (a forced delete).
     """
     from tpuctl.services import deletion
-    from tpuctl.services.nodes import validate_name
+    from tpuctl.services.names import validate_name
 
     for name in names:
         validate_name(name)

@@ -19,7 +19,7 @@ def describe(
 
     Example: tpuctl describe my-tpu --json
     """
-    from tpuctl.services.nodes import validate_name
+    from tpuctl.services.names import validate_name
 
     validate_name(name)
     app = app_of(ctx)

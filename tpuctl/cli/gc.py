@@ -44,7 +44,7 @@ def gc(
     from tpuctl.durations import parse_duration
     from tpuctl.services import gc as gc_service
     from tpuctl.services import idle as idle_service
-    from tpuctl.services.nodes import local_user
+    from tpuctl.services.names import local_user
 
     if owner and all_owners:
         raise UsageError("--owner and --all-owners are exclusive: choose one")

@@ -22,7 +22,8 @@ def keep(
     Example: tpuctl keep my-tpu      (undo: tpuctl keep my-tpu --off)
     """
     from tpuctl.models import KEEP
-    from tpuctl.services.nodes import set_labels, validate_name
+    from tpuctl.services.names import validate_name
+    from tpuctl.services.nodes import set_labels
 
     validate_name(name)
     app = app_of(ctx)

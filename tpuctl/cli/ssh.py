@@ -110,10 +110,10 @@ def make_plan(
     internal_ip: bool,
     connect_timeout: float,
 ) -> tuple[SshApi, Plan]:
-    from tpuctl.services import nodes
+    from tpuctl.services import names
     from tpuctl.services import ssh as ssh_service
 
-    nodes.validate_name(name)
+    names.validate_name(name)
     target = app.target(project, zone)
     api = app.tpu()
     ssh_api = app.factory.ssh()
