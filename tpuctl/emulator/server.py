@@ -180,6 +180,7 @@ class EmulatorServer:
             self.storage = StorageServer(host, 0, root)
         self._ssh_wanted, self._ssh_port = ssh, ssh_port  # ssh_port None: a free one
         self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
+        self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring_grpc) once started
 
     @property
     def address(self) -> str:
@@ -208,6 +209,11 @@ class EmulatorServer:
         )
         self._thread.start()
         self.backend.endpoint = self.address
+        from tpuctl.emulator.monitoring_grpc import MonitoringGrpc
+
+        self.monitoring = MonitoringGrpc(self.backend.monitoring, self._host).start()
+        self.backend.monitoring_endpoint = self.monitoring.address
+        self.backend.monitoring.start()  # the sampler
         if self._ssh_wanted:
             from tpuctl.emulator.ssh_workers import SshWorkers
 
@@ -222,6 +228,10 @@ class EmulatorServer:
         if self.ssh is not None:
             self.ssh.stop()
             self.ssh = None
+        self.backend.monitoring.stop()
+        if self.monitoring is not None:
+            self.monitoring.stop()
+            self.monitoring = None
         self.backend.close()
         if self._httpd is None:
             return

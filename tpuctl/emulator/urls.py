@@ -64,6 +64,9 @@ API_ROUTES: list[tuple[str, str, str, str | Handler, tuple[str, ...]]] = [
     ("GET", _Q, "quotaInfos.list", "list_quota_infos", ("project", "service", "paging")),
     ("GET", _Q + "/(?P<quota>[^/]+)", "quotaInfos.get", "get_quota_info",
      ("project", "service", "quota")),
+    # Cloud Monitoring (monitoring.googleapis.com): time series of the TPU workers
+    ("GET", r"/v3/projects/(?P<project>[^/]+)/timeSeries", "timeSeries.list",
+     "list_time_series", ("project", "query")),
 ]  # fmt: skip
 
 # control plane: (HTTP method, path under CONTROL_PREFIX) -> backend method, body keys
@@ -83,6 +86,9 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("POST", "queued/fail"): ("queued_control", ("=fail", "name", "message?")),
     ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name")),
     ("POST", "queued/provision"): ("queued_control", ("=provision", "name")),
+    ("GET", "monitoring"): ("monitoring_config", ()),
+    ("POST", "monitoring"): ("configure_monitoring", ("body",)),
+    ("POST", "monitoring/sample"): ("sample_metrics", ()),
 }
 
 
@@ -93,6 +99,8 @@ def arguments(
     for item in spec:
         if item == "body":
             args.append(body)
+        elif item == "query":  # every query parameter, as sent
+            args.append(dict(query))
         elif item == "paging":
             try:
                 args.append(int(query.get("pageSize") or 0))
