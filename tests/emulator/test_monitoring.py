@@ -4,73 +4,21 @@ from what runs on the workers, the filter, alignment, paging, the ingestion dela
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from google.api_core import exceptions as gx
 
+from tests.emulator.monitoring_helpers import on_worker  # noqa: F401 - a fixture
 from tests.emulator.ssh_helpers import create, delete
 
 IDLE = "tpu.googleapis.com/tpu/tensorcore/idle_duration"
 UTIL = "tpu.googleapis.com/accelerator/tensorcore_utilization"
 MEMORY = "tpu.googleapis.com/memory/usage"
 Z = "us-central1-a"
-
-# A program "on the TPU": opens every device of its worker, and on each line of stdin
-# writes that line to them (a step's work, e.g. "75"); holding them is not work.
-PROGRAM = """
-import os, sys
-devs = [open(p, "a") for p in os.environ["TPUCTL_TPU_DEVICES"].split(",")]
-print("holding", flush=True)
-for line in sys.stdin:
-    for d in devs:
-        d.write(line); d.flush()
-    print("wrote", flush=True)
-"""
-
-
-class OnWorker:
-    """A process on an emulated worker: the worker's environment makes it one."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", PROGRAM], env=env, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        )  # fmt: skip
-        assert self.proc.stdout and self.proc.stdout.readline() == "holding\n"
-
-    def step(self, line: str = "100") -> None:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        assert self.proc.stdout.readline() == "wrote\n"
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def on_worker(emulator_server: Any) -> Iterator[Any]:
-    started: list[OnWorker] = []
-
-    def start(node_name: str, worker: int = 0) -> OnWorker:
-        import os
-
-        env = {**os.environ, **emulator_server.backend.worker_env(node_name, worker)}
-        env.pop("TPUCTL_EMULATOR_HOST", None)
-        started.append(OnWorker(env))
-        return started[-1]
-
-    yield start
-    for p in started:
-        p.stop()
 
 
 def client(emulator: Any) -> Any:
@@ -99,7 +47,7 @@ def series(emulator: Any, metric: str, extra: str = "", **request: Any) -> list[
     )  # fmt: skip
 
 
-def test_busy_while_written_idle_while_only_held(emulator: Any, on_worker: Any) -> None:
+def test_busy_while_written_idle_while_only_held(emulator: Any, on_worker: Any) -> None:  # noqa: F811
     node = create(emulator, "mon1", "v3-8")
     try:
         program = on_worker(node.name)
