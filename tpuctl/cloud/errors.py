@@ -32,6 +32,22 @@ def server_message(exc: BaseException) -> str:
     return _CALL_PREFIX.sub("", msg)
 
 
+def refused(
+    msg: str, reason: str | None, *, project: str, title: str, service: str, what: str, needs: str
+) -> TpuctlError:
+    """A 403 of an API other than the TPU's: not enabled in the project (what to enable),
+    or not allowed (`needs`: the permission or role to grant) to read `what`."""
+    if reason == "SERVICE_DISABLED" or "has not been used in project" in msg:
+        return CloudError(
+            f"the {title} ({service}) is not enabled in project {project}",
+            hint=f"enable it with `gcloud services enable {service} --project {project}`",
+        )
+    return AccessDeniedError(
+        f"not allowed to read the {what} of project {project}: {msg}",
+        hint=f"your account needs {needs}",
+    )
+
+
 def translate(exc: BaseException, subject: str, where: str, unreachable_hint: str) -> TpuctlError:
     """Google's exception -> tpuctl's, with a hint on what to do next."""
     msg = server_message(exc)

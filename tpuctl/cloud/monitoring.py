@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tpuctl.errors import AccessDeniedError, CloudError, TpuctlError
+from tpuctl.errors import TpuctlError
 
 T = TypeVar("T")
 MONITORING_API = "monitoring.googleapis.com"
@@ -48,20 +48,19 @@ def translate(exc: BaseException, project: str, where: str, hint: str) -> Tpuctl
     """Google's exception -> tpuctl's, naming the API to enable or the role to grant."""
     from google.api_core import exceptions as gx
 
-    from tpuctl.cloud.errors import server_message
+    from tpuctl.cloud.errors import refused, server_message
     from tpuctl.cloud.errors import translate as common
 
     msg = server_message(exc)
     if isinstance(exc, gx.PermissionDenied | gx.Forbidden):
-        if "has not been used in project" in msg or "SERVICE_DISABLED" in msg:
-            return CloudError(
-                f"the Cloud Monitoring API ({MONITORING_API}) is not enabled in {project}",
-                hint=f"`gcloud services enable {MONITORING_API} --project {project}`",
-            )
-        return AccessDeniedError(
-            f"not allowed to read the metrics of project {project}: {msg}",
-            hint="your account needs monitoring.timeSeries.list, e.g. through the role "
-            "roles/monitoring.viewer",
+        return refused(
+            msg,
+            getattr(exc, "reason", None),
+            project=project,
+            title="Cloud Monitoring API",
+            service=MONITORING_API,
+            what="metrics",
+            needs="monitoring.timeSeries.list, e.g. through the role roles/monitoring.viewer",
         )
     return common(exc, f"metrics of project {project}", where, hint)
 

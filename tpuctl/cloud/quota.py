@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tpuctl.catalog import QUOTA_SERVICE
-from tpuctl.errors import AccessDeniedError, CloudError, ConfigError, TpuctlError
+from tpuctl.errors import ConfigError, TpuctlError
 
 T = TypeVar("T")
 TIMEOUT = 30.0
@@ -72,7 +72,7 @@ def translate(exc: BaseException, project: str, where: str, hint: str) -> Tpuctl
     """Google's exception -> tpuctl's, naming the API to enable or the permission to grant."""
     from google.api_core import exceptions as gx
 
-    from tpuctl.cloud.errors import server_message
+    from tpuctl.cloud.errors import refused, server_message
     from tpuctl.cloud.errors import translate as tpu_translate
 
     msg = server_message(exc)
@@ -82,16 +82,15 @@ def translate(exc: BaseException, project: str, where: str, hint: str) -> Tpuctl
                 f"the Cloud Quotas API needs a quota project for your credentials: {msg}",
                 hint=f"run `gcloud auth application-default set-quota-project {project}`",
             )
-        reason = getattr(exc, "reason", None)
-        if reason == "SERVICE_DISABLED" or "has not been used in project" in msg:
-            return CloudError(
-                f"the Cloud Quotas API ({QUOTAS_API}) is not enabled in project {project}",
-                hint=f"enable it with `gcloud services enable {QUOTAS_API} --project {project}`",
-            )
-        return AccessDeniedError(
-            f"not allowed to read the quotas of project {project}: {msg}",
-            hint="your account needs the permission cloudquotas.quotas.get, e.g. through "
-            "the role roles/cloudquotas.viewer",
+        return refused(
+            msg,
+            getattr(exc, "reason", None),
+            project=project,
+            title="Cloud Quotas API",
+            service=QUOTAS_API,
+            what="quotas",
+            needs="the permission cloudquotas.quotas.get, e.g. through the role "
+            "roles/cloudquotas.viewer",
         )
     return tpu_translate(exc, f"TPU quotas of project {project}", where, hint)
 

@@ -201,6 +201,13 @@ class EmulatorServer:
                 raise
             self.backend.storage_endpoint = self.storage.url
             self.backend.clear_storage = self.storage.clear
+        # Cloud Monitoring's gRPC front, before the HTTP server answers: a client that
+        # sees the status sees its address (importing grpc takes a moment)
+        from tpuctl.emulator.monitoring_grpc import MonitoringGrpc
+
+        self.monitoring = MonitoringGrpc(self.backend.monitoring, self._host).start()
+        self.backend.monitoring_endpoint = self.monitoring.address
+        self.backend.monitoring.start()  # the sampler
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},  # how long stop() may wait for the loop
@@ -209,11 +216,6 @@ class EmulatorServer:
         )
         self._thread.start()
         self.backend.endpoint = self.address
-        from tpuctl.emulator.monitoring_grpc import MonitoringGrpc
-
-        self.monitoring = MonitoringGrpc(self.backend.monitoring, self._host).start()
-        self.backend.monitoring_endpoint = self.monitoring.address
-        self.backend.monitoring.start()  # the sampler
         if self._ssh_wanted:
             from tpuctl.emulator.ssh_workers import SshWorkers
 
