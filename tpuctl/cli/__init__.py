@@ -26,6 +26,7 @@ from tpuctl.cli import quota as quota_mod
 from tpuctl.cli import run as run_mod
 from tpuctl.cli import scp as scp_mod
 from tpuctl.cli import ssh as ssh_mod
+from tpuctl.cli import top as top_mod
 from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
 
@@ -69,6 +70,7 @@ def root(
 app.command("init")(init_mod.init)
 app.command("create")(create_mod.create)
 app.command("list")(list_cmd.list_nodes)
+app.command("top")(top_mod.top)
 app.command("describe")(describe_mod.describe)
 app.command("stop")(power.stop)
 app.command("start")(power.start)

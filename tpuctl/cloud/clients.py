@@ -25,9 +25,11 @@ from tpuctl.errors import CloudError, ConfigError
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
     from google.cloud.cloudquotas_v1 import CloudQuotasClient
+    from google.cloud.monitoring_v3 import MetricServiceClient
     from google.cloud.storage import Client as StorageClient
     from google.cloud.tpu_v2 import TpuClient
 
+    from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.service_usage import ServiceUsageApi
     from tpuctl.cloud.ssh import SshApi
@@ -217,6 +219,39 @@ class ClientFactory:
         )
         return ServiceUsageApi(
             client, where=self.describe_endpoint(), unreachable_hint=self.unreachable_hint()
+        )
+
+    # -- Cloud Monitoring --------------------------------------------------------
+    def monitoring_client(self) -> MetricServiceClient:
+        """google-cloud-monitoring's client (gRPC, its only transport): Google's endpoint,
+        or the emulator's gRPC address (`monitoring_endpoint` in its status), unencrypted."""
+        from google.cloud import monitoring_v3
+
+        if not self._emulator:
+            return monitoring_v3.MetricServiceClient(credentials=self.credentials)
+        import grpc
+        from google.cloud.monitoring_v3.services.metric_service.transports import (
+            MetricServiceGrpcTransport,
+        )
+
+        endpoint = self._emulator_config.get("monitoring_endpoint")
+        if not endpoint:
+            raise ConfigError(
+                f"the local emulator at {self._emulator} serves no Cloud Monitoring",
+                hint="restart it with a tpuctl that does (`tpuctl emulator stop`, then start)",
+            )
+        channel = grpc.insecure_channel(str(endpoint))
+        return monitoring_v3.MetricServiceClient(
+            transport=MetricServiceGrpcTransport(channel=channel)
+        )
+
+    def monitoring(self) -> MonitoringApi:
+        from tpuctl.cloud.monitoring import MonitoringApi
+
+        return MonitoringApi(
+            self.monitoring_client(),
+            where=f"Cloud Monitoring ({self.describe_endpoint()})",
+            unreachable_hint=self.unreachable_hint(),
         )
 
     # -- Cloud Storage -------------------------------------------------------

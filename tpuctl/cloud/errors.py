@@ -121,6 +121,19 @@ def setup_error(
     return None
 
 
+def refused(exc: BaseException, *, project: str, what: str, needs: str) -> TpuctlError:
+    """A 403 of an API other than the TPU's: what a new project meets (`setup_error`:
+    disabled, billing, a named permission), else not allowed to read `what` (`needs`: the
+    permission or role to grant)."""
+    setup = setup_error(exc, project=project)
+    if setup is not None:
+        return setup
+    return AccessDeniedError(
+        f"not allowed to read the {what} of project {project}: {server_message(exc)}",
+        hint=f"your account needs {needs}",
+    )
+
+
 def translate(
     exc: BaseException, subject: str, where: str, unreachable_hint: str, project: str | None = None
 ) -> TpuctlError:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tpuctl.catalog import QUOTA_SERVICE
-from tpuctl.errors import AccessDeniedError, ConfigError, TpuctlError
+from tpuctl.errors import ConfigError, TpuctlError
 
 T = TypeVar("T")
 TIMEOUT = 30.0
@@ -119,7 +119,7 @@ def translate(exc: BaseException, project: str, where: str, hint: str) -> Tpuctl
     """Google's exception -> tpuctl's, naming the API to enable or the permission to grant."""
     from google.api_core import exceptions as gx
 
-    from tpuctl.cloud.errors import server_message, setup_error
+    from tpuctl.cloud.errors import refused, server_message
     from tpuctl.cloud.errors import translate as tpu_translate
 
     msg = server_message(exc)
@@ -129,13 +129,12 @@ def translate(exc: BaseException, project: str, where: str, hint: str) -> Tpuctl
                 f"the Cloud Quotas API needs a quota project for your credentials: {msg}",
                 hint=f"run `gcloud auth application-default set-quota-project {project}`",
             )
-        setup = setup_error(exc, project=project)
-        if setup is not None:
-            return setup
-        return AccessDeniedError(
-            f"not allowed to read the quotas of project {project}: {msg}",
-            hint="your account needs the permission cloudquotas.quotas.get, e.g. through "
-            "the role roles/cloudquotas.viewer",
+        return refused(
+            exc,
+            project=project,
+            what="quotas",
+            needs="the permission cloudquotas.quotas.get, e.g. through the role "
+            "roles/cloudquotas.viewer",
         )
     return tpu_translate(exc, f"TPU quotas of project {project}", where, hint)
 

@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 from tpuctl.emulator import (
     control_api,
     errors,
+    monitoring,
     persistence,
     queued,
     quota_prefs,
@@ -72,6 +73,13 @@ class Backend:
         self.ssh_port: int | None = None  # the workers' SSH port, when SSH is served
         self.workers = WorkerFiles(self._state_dir)  # homes and host keys of the workers
         persistence.load(self.state, self._state_dir)
+        # Cloud Monitoring: samples of the workers (monitoring.py); its gRPC address
+        self.monitoring = monitoring.Monitoring(self._monitored)
+        self.monitoring_endpoint: str | None = None
+
+    def _monitored(self) -> list[monitoring.WorkerView]:
+        with self.lock:  # no transitions applied: a sample is no API call
+            return monitoring.worker_views(self.state.nodes.values(), self.workers)
 
     def _save(self) -> None:
         persistence.save(self.state, self._state_dir)
@@ -228,6 +236,19 @@ class Backend:
         would, for an API off, no billing or a missing permission."""
         self.state.access.check(verb, project, path, self.state.quota.api)
 
+    # -- Cloud Monitoring (monitoring.py: its own lock; it reads nodes through _monitored) --
+    def list_time_series(self, project: str, query: dict[str, str]) -> dict:
+        return self.monitoring.list_time_series(project, query)
+
+    def monitoring_config(self) -> dict:
+        return self.monitoring.config()
+
+    def configure_monitoring(self, body: dict[str, Any]) -> dict:
+        return self.monitoring.configure(body)
+
+    def sample_metrics(self) -> dict:
+        return self.monitoring.sample()
+
     # -- control plane (control_api.py) ------------------------------------------------------
     def count(self, key: str) -> None:
         with self.lock:
@@ -251,6 +272,7 @@ class Backend:
             "storage_endpoint": self.storage_endpoint,
             "ssh_port": self.ssh_port,
             "caller": self.state.access.caller,
+            "monitoring_endpoint": self.monitoring_endpoint,
         }
 
     @_locked
@@ -266,6 +288,7 @@ class Backend:
         self.state.clear()  # the address allocator carries on: addresses are never reused
         if self.clear_storage is not None:
             self.clear_storage()  # every bucket and object goes too
+        self.monitoring.clear()  # every point, and the sampling settings
         return self.status()
 
     @_locked

@@ -187,6 +187,7 @@ class EmulatorServer:
             self.storage = StorageServer(host, 0, root)
         self._ssh_wanted, self._ssh_port = ssh, ssh_port  # ssh_port None: a free one
         self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
+        self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring_grpc) once started
 
     @property
     def address(self) -> str:
@@ -207,6 +208,13 @@ class EmulatorServer:
                 raise
             self.backend.storage_endpoint = self.storage.url
             self.backend.clear_storage = self.storage.clear
+        # Cloud Monitoring's gRPC front, before the HTTP server answers: a client that
+        # sees the status sees its address (importing grpc takes a moment)
+        from tpuctl.emulator.monitoring_grpc import MonitoringGrpc
+
+        self.monitoring = MonitoringGrpc(self.backend.monitoring, self._host).start()
+        self.backend.monitoring_endpoint = self.monitoring.address
+        self.backend.monitoring.start()  # the sampler
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},  # how long stop() may wait for the loop
@@ -229,6 +237,10 @@ class EmulatorServer:
         if self.ssh is not None:
             self.ssh.stop()
             self.ssh = None
+        self.backend.monitoring.stop()
+        if self.monitoring is not None:
+            self.monitoring.stop()
+            self.monitoring = None
         self.backend.close()
         if self._httpd is None:
             return

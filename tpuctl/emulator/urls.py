@@ -94,6 +94,9 @@ API_ROUTES: list[tuple[str, str, str, str | Handler | OnState, tuple[str, ...]]]
      ("project", "location", "paging")),
     ("GET", _QP + "/(?P<pref>[^/]+)", "quotaPreferences.get", OnState(quota_prefs.get),
      ("project", "location", "pref")),
+    # Cloud Monitoring (monitoring.googleapis.com): time series of the TPU workers
+    ("GET", r"/v3/projects/(?P<project>[^/]+)/timeSeries", "timeSeries.list",
+     "list_time_series", ("project", "query")),
 ]  # fmt: skip
 
 # control plane: (HTTP method, path under CONTROL_PREFIX) -> backend method, body keys
@@ -114,6 +117,9 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name")),
     ("POST", "queued/provision"): ("queued_control", ("=provision", "name")),
     ("POST", "quota-preferences/decide"): ("decide_quota_preference", ("name", "granted")),
+    ("GET", "monitoring"): ("monitoring_config", ()),
+    ("POST", "monitoring"): ("configure_monitoring", ("body",)),
+    ("POST", "monitoring/sample"): ("sample_metrics", ()),
 }
 
 
@@ -124,6 +130,8 @@ def arguments(
     for item in spec:
         if item == "body":
             args.append(body)
+        elif item == "query":  # every query parameter, as sent
+            args.append(dict(query))
         elif item == "paging":
             try:
                 args.append(int(query.get("pageSize") or 0))
