@@ -4,9 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-SRC    := tpuctl tests bench examples
+SRC    := tpuctl tests bench examples scripts
 
-.PHONY: install test lint demo bench chaos clean tools
+.PHONY: install test lint demo bench chaos clean tools docs-images
 
 $(STAMP): pyproject.toml
 	@echo "== installing tpuctl and its dependencies into $(VENV) (the first time takes about a minute)"
@@ -42,6 +42,10 @@ bench: $(STAMP)
 # reliability under faults, kills, signals and bad input (docs/reliability.md); ~15 min
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py
+
+# terminal captures for the README and docs/, from real runs against the emulator
+docs-images: $(STAMP)
+	$(BIN)/python scripts/docs_images.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

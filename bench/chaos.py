@@ -67,6 +67,7 @@ class Outcome:
 class Harness:
     def __init__(self, root: Path, seed: int) -> None:
         self.root = root
+        self.seed = seed
         self.random = random.Random(seed)
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -82,7 +83,10 @@ class Harness:
             "NO_COLOR": "1",
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         }
-        self.script = root / "job.py"
+        # the job's own folder: a work dir is shipped whole, and must not hold the
+        # emulator's state, which changes under the upload
+        (root / "job").mkdir()
+        self.script = root / "job" / "job.py"
         self.script.write_text(JOB)
         self.control = EmulatorControl(self.address)
 
@@ -294,9 +298,10 @@ BAD_INPUTS: list[tuple[list[str], dict[str, str]]] = [
 def bad_input(h: Harness, limit: int | None) -> Outcome:
     out = Outcome("malformed input")
     h.reset(instant=True)
-    cases = BAD_INPUTS if limit is None else h.random.sample(BAD_INPUTS, limit)
+    # its own draw, so the sample does not depend on what ran before
+    cases = BAD_INPUTS if limit is None else random.Random(h.seed).sample(BAD_INPUTS, limit)
     cwd = os.getcwd()
-    os.chdir(h.root)  # `job.py` is there
+    os.chdir(h.script.parent)  # `job.py` is there
     try:
         for args, extra in cases:
             saved = dict(h.env)

@@ -104,8 +104,8 @@ def agent_fetch(server: EmulatorServer, control: EmulatorControl, job_id: str, d
     os.environ["TPUCTL_STORAGE_URL"] = str(control.status()["storage_endpoint"])
     import importlib
 
-    import tpuctl.agent.agent as agent
     import tpuctl.agent.common as common
+    import tpuctl.agent.transfer as agent
 
     common = importlib.reload(common)  # it reads the endpoints when imported
     storage = common.Storage(common.Token(), "bench-tpuctl")

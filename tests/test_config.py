@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tpuctl.config import gcloud_properties, resolve_target
-from tpuctl.errors import ConfigError
+from tpuctl.errors import ConfigError, UsageError
 
 
 def write_gcloud(root: Path, name: str, project: str | None, zone: str | None) -> None:
@@ -55,14 +55,14 @@ def test_order_flags_env_cloudsdk_file_gcloud(tmp_path: Path, base_env: dict[str
 
 def test_endpoint_defaults_come_last(base_env: dict[str, str]) -> None:
     t = resolve_target(
-        env=base_env, endpoint_defaults=lambda: {"project": "demo", "zone": "us-central1-a"}
+        env=base_env, endpoint_defaults=lambda: {"project": "a-demo", "zone": "us-central1-a"}
     )
-    assert (t.project, t.zone) == ("demo", "us-central1-a")
+    assert (t.project, t.zone) == ("a-demo", "us-central1-a")
     assert t.project_source == "the endpoint's defaults"
     t = resolve_target(
-        "mine", env=base_env, endpoint_defaults=lambda: {"project": "demo"}, need_zone=False
+        "mine-1", env=base_env, endpoint_defaults=lambda: {"project": "a-demo"}, need_zone=False
     )
-    assert (t.project, t.zone) == ("mine", "-")
+    assert (t.project, t.zone) == ("mine-1", "-")
 
 
 def test_missing_project_names_every_place(base_env: dict[str, str]) -> None:
@@ -83,7 +83,7 @@ def test_missing_project_names_every_place(base_env: dict[str, str]) -> None:
 
 def test_missing_zone(base_env: dict[str, str]) -> None:
     with pytest.raises(ConfigError, match=r"no zone set; looked at --zone, \$TPUCTL_ZONE"):
-        resolve_target("p", env=base_env)
+        resolve_target("my-project", env=base_env)
 
 
 def test_gcloud_active_config_and_override(tmp_path: Path, base_env: dict[str, str]) -> None:
@@ -99,3 +99,42 @@ def test_malformed_config_file_is_a_config_error(base_env: dict[str, str]) -> No
     Path(base_env["TPUCTL_CONFIG"]).write_text("project = \n")
     with pytest.raises(ConfigError, match="cannot read tpuctl's config file"):
         resolve_target(env=base_env)
+
+
+@pytest.mark.parametrize(
+    "project", ["my-project", "abcdef", "a" * 30, "google.com:my-project", "p-1-2-3"]
+)
+def test_project_ids_of_the_documented_shape_pass(base_env: dict[str, str], project: str) -> None:
+    assert resolve_target(project, "us-central1-a", env=base_env).project == project
+
+
+@pytest.mark.parametrize(
+    "project",
+    ["abcde", "a" * 31, "1project", "my-project-", "My-Project", "my_project", "a b c d e f",
+     "google.com:", ":my-project", "my-project\n", "domain:x"],
+)  # fmt: skip
+def test_other_project_ids_are_refused(base_env: dict[str, str], project: str) -> None:
+    with pytest.raises(UsageError, match=r"invalid --project .*: a project id is 6 to 30"):
+        resolve_target(project, "us-central1-a", env=base_env)
+    with pytest.raises(ConfigError, match=r"\(from \$TPUCTL_PROJECT\): a project id is"):
+        resolve_target(env={**base_env, "TPUCTL_PROJECT": project, "TPUCTL_ZONE": "us-east5-a"})
+
+
+@pytest.mark.parametrize("zone", ["us-central1", "a", "us-central1-", "US-CENTRAL1-A", "x-1-a-b"])
+def test_zones_of_another_shape_are_refused(base_env: dict[str, str], zone: str) -> None:
+    with pytest.raises(UsageError, match=r"invalid --zone .*: a zone looks like us-central1-a"):
+        resolve_target("my-project", zone, env=base_env)
+
+
+def test_config_file_values_must_be_strings(base_env: dict[str, str]) -> None:
+    path = Path(base_env["TPUCTL_CONFIG"])
+    cases = (
+        ('zone = ["a"]\n', {"TPUCTL_PROJECT": "my-project"}, "zone = ['a'] in {}: expected a "
+         "string, a zone like us-central1-a"),
+        ("project = 5\n", {}, "project = 5 in {}: expected a string, a project id like"),
+    )  # fmt: skip
+    for text, env, says in cases:
+        path.write_text(text)
+        with pytest.raises(ConfigError) as e:
+            resolve_target(env={**base_env, **env})
+        assert str(e.value).startswith(says.format(path))

@@ -67,3 +67,13 @@ def test_runnable_examples_run_as_written(page: Path, isolated_env: Path, tmp_pa
     assert r.returncode == 0, (
         f"{page.name}:\n{script}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
     )
+
+
+def test_the_readme_shows_every_capture_that_make_docs_images_writes() -> None:
+    script = (ROOT / "scripts" / "docs_images.py").read_text()
+    names = re.findall(r'capture\(\s*"(\w+)"', script)
+    assert names, "no capture found in scripts/docs_images.py"
+    readme = (ROOT / "README.md").read_text()
+    for name in names:
+        assert (ROOT / "docs" / "images" / f"{name}.svg").is_file(), name
+        assert f"(docs/images/{name}.svg)" in readme, name

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpuctl.errors import ConfigError
+from tpuctl.errors import ConfigError, UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,6 +55,11 @@ def load_config_file(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             return tomllib.load(f)
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"cannot read tpuctl's config file {path}: not UTF-8 text (TOML)",
+            hint="fix or remove that file",
+        ) from None
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(
             f"cannot read tpuctl's config file {path}: {e}", hint="fix or remove that file"
@@ -67,7 +73,8 @@ def _gcloud_dir(env: Mapping[str, str]) -> Path:
 
 
 def gcloud_properties(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`core/project` and `compute/zone` of the active gcloud configuration, without gcloud."""
+    """`core/project`, `compute/zone` and `core/account` of the active gcloud
+    configuration, without gcloud."""
     env = os.environ if env is None else env
     root = _gcloud_dir(env)
     name = env.get("CLOUDSDK_ACTIVE_CONFIG_NAME")
@@ -78,16 +85,43 @@ def gcloud_properties(env: Mapping[str, str] | None = None) -> dict[str, str]:
             name = "default"
     parser = configparser.ConfigParser()
     try:
-        parser.read(root / "configurations" / f"config_{name}")
-    except configparser.Error:
-        return {}
+        parser.read(root / "configurations" / f"config_{name}", encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError):
+        return {}  # gcloud's file, and gcloud's to complain about
     props: dict[str, str] = {}
-    for section, key in (("core", "project"), ("compute", "zone")):
+    for section, key in (("core", "project"), ("compute", "zone"), ("core", "account")):
         if parser.has_option(section, key):
             value = parser.get(section, key).strip()
             if value:
                 props[f"{section}/{key}"] = value
     return props
+
+
+# -- what a project id, a zone and a region look like ------------------------------
+_PROJECT = re.compile(r"(?:[a-z][a-z0-9.-]{0,62}:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
+_REGION = r"[a-z]+(?:-[a-z]+)*[0-9]+"
+_SHAPES = {
+    "project": (
+        _PROJECT,
+        "a project id is 6 to 30 lowercase letters, digits and hyphens, starting with a "
+        "letter and not ending with a hyphen (optionally after a `domain:` prefix)",
+    ),
+    "zone": (re.compile(rf"{_REGION}-[a-z]|-"), "a zone looks like us-central1-a"),
+    "region": (re.compile(_REGION), "a region looks like us-central1"),
+}
+_EXAMPLE = {"project": "a project id like my-project", "zone": "a zone like us-central1-a"}
+
+
+def check_shape(kind: str, value: str, source: str) -> str:
+    """`value` when it has the shape of a `kind` ("project", "zone", "region"); else a
+    UsageError when `source` is a flag (`--zone`), a ConfigError naming the source."""
+    pattern, rule = _SHAPES[kind]
+    if pattern.fullmatch(value):
+        return value
+    shown = value if len(value) <= 64 else value[:61] + "..."
+    if source.startswith("--"):
+        raise UsageError(f"invalid {source} {shown!r}: {rule}")
+    raise ConfigError(f"invalid {kind} {shown!r} (from {source}): {rule}")
 
 
 @dataclass(frozen=True)
@@ -132,7 +166,12 @@ def _lookup(
     for source, get in chain:
         value = get()
         if value:
-            return str(value), source, looked
+            if not isinstance(value, str):  # the config file is TOML: a list, a number
+                raise ConfigError(
+                    f"{key} = {value!r} in {config_file_path(env)}: expected a string, "
+                    f"{_EXAMPLE[key]}"
+                )
+            return check_shape(key, value, source.split(" (", 1)[0]), source, looked
         looked.append(source)
     return None, "", looked
 
@@ -175,3 +214,34 @@ def login_name() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return os.environ.get("USER", "")
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_config_values(values: Mapping[str, str], env: Mapping[str, str] | None = None) -> Path:
+    """Set top-level string keys of tpuctl's config file, keeping every other line (other
+    keys, tables, comments) as it is; written atomically. Returns the file's path."""
+    path = config_file_path(env)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    table = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), len(lines))
+    head, tail = lines[:table], lines[table:]
+    for key, value in values.items():
+        line = f"{key} = {_toml_string(value)}"
+        pattern = re.compile(rf"\s*{re.escape(key)}\s*=")
+        at = next((i for i, ln in enumerate(head) if pattern.match(ln)), None)
+        if at is None:
+            head.append(line)
+        else:
+            head[at] = line
+    if tail and head and head[-1].strip():
+        head.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("\n".join(head + tail) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

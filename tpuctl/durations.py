@@ -1,4 +1,4 @@
-"""Durations as users type them: `90s`, `30m`, `8h`, `2d`, `1h30m`."""
+"""Durations as users type them: `90s`, `30m`, `8h`, `2d`, `1h30m`; at most a year."""
 
 from __future__ import annotations
 
@@ -8,20 +8,29 @@ from tpuctl.errors import UsageError
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SECONDS = 365 * 86400
+"""The longest duration any flag takes: a TTL, a timeout or a deadline past a year is a
+typo, and a number that large overflows the clocks it is added to."""
 
 
 def parse_duration(text: str, flag: str = "duration") -> int:
-    """Seconds in `text`; a bare number means seconds. UsageError when malformed or zero."""
+    """Seconds in `text`; a bare number means seconds. UsageError when malformed, zero or
+    more than MAX_SECONDS."""
     t = text.strip().lower()
     if re.fullmatch(r"\d+", t):
-        seconds = int(t)
+        seconds: float = int(t)
     elif t and _PART.sub("", t) == "":
-        seconds = int(sum(float(n) * _UNIT[u] for n, u in _PART.findall(t)))
+        seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(t))  # inf when huge
     else:
         raise UsageError(f"invalid {flag} {text!r}: use e.g. 90s, 30m, 8h, 2d or 1h30m")
-    if seconds <= 0:
+    if seconds > MAX_SECONDS:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise UsageError(
+            f"invalid {flag} {shown!r}: at most {format_duration(MAX_SECONDS)} (one year)"
+        )
+    if int(seconds) <= 0:
         raise UsageError(f"invalid {flag} {text!r}: must be more than zero")
-    return seconds
+    return int(seconds)
 
 
 def format_duration(seconds: float) -> str:

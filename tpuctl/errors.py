@@ -79,6 +79,27 @@ class AccessDeniedError(CloudError):
     """Permission denied (kept apart so the hint can name `gcloud auth`)."""
 
 
+class ServiceDisabledError(ConfigError):
+    """An API tpuctl needs is not enabled in the project (`tpuctl init` enables it)."""
+
+    def __init__(self, message: str, service: str, project: str, hint: str | None = None):
+        super().__init__(message, hint)
+        self.service = service
+        self.project = project
+
+
+class BillingDisabledError(ConfigError):
+    """The project has no (open) billing account: paid APIs refuse every call."""
+
+
+class PermissionDeniedError(AccessDeniedError):
+    """The caller lacks one IAM permission the call needs (named, with a role that has it)."""
+
+    def __init__(self, message: str, permission: str, hint: str | None = None):
+        super().__init__(message, hint)
+        self.permission = permission
+
+
 class Interrupted(TpuctlError):
     exit_code = ExitCode.INTERRUPTED
 
@@ -125,6 +146,11 @@ class HostKeyMismatch(SshError):
     """The server's host key is not the one the cloud publishes for that worker."""
 
 
+class UntrustedHostKey(SshError):
+    """What the cloud publishes as a worker's host keys holds no well-formed key: there is
+    nothing tpuctl may trust for that worker (docs/ssh.md, "Host keys")."""
+
+
 class ConnectionDropped(SshError):
     """The connection broke while a command or a copy ran."""
 
@@ -143,3 +169,7 @@ class GcFailed(TpuctlError):
 
 class DeleteFailed(TpuctlError):
     """`tpuctl delete` could not delete every node or request it was given."""
+
+
+class NotPythonError(UsageError):
+    """`tpuctl doctor`: the script is not a Python file the checks can read."""

@@ -14,6 +14,8 @@ from typing import Any
 # The label names live in the agent package, since the watchdog on the VM reads them
 # too; the rest of tpuctl takes them from here.
 from tpuctl.agent.labels import (  # noqa: F401
+    ATTEMPT_ATTRIBUTE,
+    BUCKET_ATTRIBUTE,
     CREATED,
     EXPIRES,
     IDLE_TIMEOUT,
@@ -23,6 +25,7 @@ from tpuctl.agent.labels import (  # noqa: F401
     MANAGED_BY,
     MANAGED_BY_VALUE,
     OWNER,
+    START_DEADLINE,
 )
 
 # Node states grouped by what they mean to a user (the cloud's enum, as data).

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import tpuctl.agent.agent as agent_module
 import tpuctl.agent.common as common_module
+import tpuctl.agent.transfer as transfer
 from tests.agent.conftest import Cluster, wait_for
 from tpuctl.services import staging
 
@@ -30,8 +31,8 @@ FILES = {"train.py": TRAIN, "pkg/helper.txt": "from the work dir\n", "run.sh": "
 
 
 def test_layout_agrees_with_staging() -> None:
-    assert (agent_module.BLOBS, agent_module.JOBS) == (staging.BLOBS, staging.JOBS)
-    assert agent_module.job_path("j", "job.json") == staging.job_record_path("j")
+    assert (transfer.BLOBS, transfer.JOBS) == (staging.BLOBS, staging.JOBS)
+    assert transfer.job_path("j", "job.json") == staging.job_record_path("j")
 
 
 def test_a_run_fetches_runs_reports_and_tears_down(cluster: Cluster) -> None:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import signal
+import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from tests.emulator.ssh_helpers import wait_until
 from tpuctl.cli import main
 from tpuctl.cli.options import AppEnv
 
@@ -51,3 +58,77 @@ def one_line_error(result: Result, after_call: bool = False) -> str:
     assert len(errors) == 1, result.err
     assert all(ln.startswith(("error: ", "hint: ")) for ln in lines), result.err
     return errors[0]
+
+
+@dataclass
+class Spawned:
+    """A real `tpuctl` process (for signals); its stderr read line by line as it comes."""
+
+    proc: subprocess.Popen[str]
+    err_lines: list[str] = field(default_factory=list)
+    out: str = ""
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> None:
+        """Until a line of stderr holds `text` (e.g. the progress line of a wait)."""
+        wait_until(lambda: self.said(text) or self.proc.poll() is not None, repr(text), timeout)
+        assert self.said(text), f"the process ended without saying {text!r}:\n{self.err}"
+
+    def said(self, text: str) -> bool:
+        return any(text in line for line in list(self.err_lines))
+
+    @property
+    def err(self) -> str:
+        return "".join(self.err_lines)
+
+
+@contextlib.contextmanager
+def spawned(*args: str, timeout: float = 60.0) -> Iterator[Spawned]:
+    """`tpuctl ARGS...` as a process of its own; at the end of the block it has ended
+    (waited for up to `timeout` seconds, else killed) and its output is read."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpuctl", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    run = Spawned(proc)
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            run.err_lines.append(line)
+
+    def read_out() -> None:
+        assert proc.stdout is not None
+        run.out = proc.stdout.read()
+
+    readers = [threading.Thread(target=read_err), threading.Thread(target=read_out)]
+    for reader in readers:
+        reader.start()
+    try:
+        yield run
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for reader in readers:
+            reader.join()
+
+
+def signalled_mid_call(emulator: Any, verb: str, *args: str) -> Spawned:
+    """`tpuctl ARGS...` with every API call slowed to 1 s, sent SIGTERM once the call
+    `verb` (as the emulator counts them, e.g. `POST create`) has reached the emulator,
+    so while it is in flight; returns the ended process."""
+    emulator.faults(delay=1.0)
+    try:
+        with spawned(*args) as p:
+            wait_until(
+                lambda: emulator.requests().get(verb, 0) > 0, f"{verb} to be sent", timeout=60
+            )
+            p.proc.send_signal(signal.SIGTERM)
+    finally:
+        emulator.faults()
+    assert emulator.requests()[verb] == 1
+    return p

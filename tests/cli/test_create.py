@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.cli.conftest import one_line_error
+from tests.cli.conftest import Result, one_line_error, signalled_mid_call, spawned
+from tpuctl import interrupts
 
 ZONE = "us-central1-a"
 
@@ -98,29 +96,49 @@ def test_no_wait_returns_while_creating(cli, emulator) -> None:
     assert cli("delete", "slow", "--zone", ZONE, "--yes").code == 0
 
 
-def test_ctrl_c_while_waiting_names_the_node(cli, emulator) -> None:
-    """A real process, a real SIGINT: the message says the node exists and how to delete it."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_waiting_names_the_node(cli, emulator, sig) -> None:
+    """A real process, a real signal: the node is the user's, and the message says it
+    exists and how to delete it."""
     emulator.config(durations={"create": None})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tpuctl", "create", "waiting", "-a", "v3-8", "--zone", ZONE],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
+    with spawned("create", "waiting", "-a", "v3-8", "--zone", ZONE) as p:
+        p.wait_for(f"creating waiting (v3-8) in {ZONE}: CREATING")
+        p.proc.send_signal(sig)
+    assert p.proc.returncode == 130, p.err
+    assert one_line_error(Result(130, "", p.err), after_call=True) == (
+        f"error: interrupted; node waiting exists in {ZONE} and may be billing"
     )
-    try:
-        deadline = time.monotonic() + 30
-        while not emulator.nodes() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)  # let it enter the wait loop
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
-    assert "node waiting exists in us-central1-a" in err
-    assert f"tpuctl delete waiting --zone {ZONE} --yes" in err
-    assert "Traceback" not in err
+    assert f"hint: delete it with `tpuctl delete waiting --zone {ZONE} --yes`" in p.err
     emulator.advance()
     assert cli("delete", "waiting", "--zone", ZONE, "--yes").code == 0
+
+
+def test_sigterm_during_the_create_call_itself_names_the_node(cli, emulator) -> None:
+    p = signalled_mid_call(emulator, "POST create", "create", "midway", "-a", "v3-8", "-z", ZONE)
+    assert p.proc.returncode == 130, p.err
+    assert not p.said("creating midway (v3-8)")  # it never started waiting
+    assert f"node midway exists in {ZONE}" in p.err
+    assert [n["name"].rsplit("/", 1)[-1] for n in emulator.nodes()] == ["midway"]
+    assert cli("delete", "midway", "--zone", ZONE, "--yes").code == 0
+
+
+def test_create_and_run_put_back_the_signal_handlers_they_replaced(cli, emulator, tmp_path) -> None:
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("not expected")
+
+    replaced = {sig: signal.signal(sig, mine) for sig in interrupts.SIGNALS}
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    script.chmod(0o755)
+    try:
+        assert cli("create", "restores", "-a", "v3-8", "--zone", ZONE).code == 0
+        after_create = [signal.getsignal(sig) for sig in interrupts.SIGNALS]
+        r = cli("run", str(script), "--zone", ZONE)
+        after_run = [signal.getsignal(sig) for sig in interrupts.SIGNALS]
+    finally:
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
+    assert r.code == 0, r.err
+    assert after_create == after_run == [mine, mine, signal.SIG_IGN]
+    assert cli("delete", "restores", "--zone", ZONE, "--yes").code == 0

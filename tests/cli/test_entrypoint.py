@@ -58,7 +58,7 @@ def test_an_unreachable_emulator_is_named(cli, monkeypatch) -> None:
     assert r.code == 6
     assert "cannot reach the local emulator at 127.0.0.1:1" in one_line_error(r)
     assert "tpuctl emulator start --detach" in r.err
-    r = cli("list", "-p", "p", "-z", "us-central1-a")  # with a project: the API call fails
+    r = cli("list", "-p", "my-project", "-z", "us-central1-a")  # with a project: the API call fails
     assert r.code == 6
     assert one_line_error(r).endswith(": Connection refused")
 

@@ -25,6 +25,7 @@ def test_list_zone_all_zones_and_json(cli) -> None:
         "$/H",
         "COST",
         "OWNER",
+        "UTIL",
         "IDLE",
     ]
     assert [row.split()[:4] for row in rows] == [["a1", "us-central1-a", "v3-8", "READY"]]

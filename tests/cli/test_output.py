@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import sys
 
 import pexpect
@@ -140,3 +142,63 @@ def test_a_bad_price_is_one_line_naming_the_key(
     assert line.startswith(f"error: invalid {needle}")
     assert allowed in line
     assert emulator.nodes() == []
+
+
+def test_create_without_a_name_picks_one_says_it_first_and_it_works_later(cli, emulator) -> None:
+    r = cli("create", "--accelerator", "v3-8")
+    assert r.code == 0, r.err
+    first = r.err.splitlines()[0]
+    assert first.startswith("node name: ")
+    name = first.removeprefix("node name: ")
+    assert re.fullmatch(r"[a-z][-a-z0-9]{0,61}[a-z0-9]", name) and "v3-8" in name
+    assert r.out.split()[0] == name  # stdout starts with it too
+    assert [n["name"].rsplit("/", 1)[-1] for n in emulator.nodes()] == [name]
+    r = cli("create", "-a", "v3-8", "--no-wait", "--json")
+    other = json.loads(r.out)["name"]
+    assert other != name
+    assert cli("describe", name).code == 0
+    assert cli("delete", name, other, "--yes").code == 0
+
+
+def test_generated_names_are_valid_for_any_user() -> None:
+    from tpuctl.services.names import generated_name, validate_name
+
+    for user in ("Ada.Lovelace", "1root", "", "ü" * 40, "x" * 80):
+        name = generated_name("v5litepod-256", user=user)
+        validate_name(name)
+
+
+def _complete(words: str) -> list[str]:
+    """What bash completion offers for the command line `words` (cursor at the end)."""
+    env = {**os.environ, "_TPUCTL_COMPLETE": "complete_bash", "COMP_WORDS": words}
+    env["COMP_CWORD"] = str(len(words.split()) - (0 if words.endswith(" ") else 1))
+    r = subprocess.run(
+        [sys.executable, "-m", "tpuctl"], env=env, capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    return r.stdout.split()
+
+
+def test_completion_offers_nodes_zones_types_and_jobs(cli, emulator, tmp_path) -> None:
+    assert cli("create", "alpha", "-a", "v3-8").code == 0
+    assert cli("create", "beta", "-a", "v3-8").code == 0
+    assert _complete("tpuctl describe al") == ["alpha"]
+    assert _complete("tpuctl delete ") == ["alpha", "beta"]
+    assert "us-central2-b" in _complete("tpuctl create x --zone us-central2")
+    offered = _complete("tpuctl create x -a v5")
+    assert "v5litepod-16" in offered and "v3-8" not in offered
+    script = tmp_path / "job.py"
+    script.write_text("print('hi')\n")
+    r = cli("run", str(script), "--node", "alpha", "--keep")
+    assert r.code == 0, r.err
+    job = r.err.split("job ")[1].split(":")[0]
+    assert _complete("tpuctl logs 2") == [job]
+    assert cli("delete", "alpha", "beta", "--yes").code == 0
+
+
+def test_completion_without_a_cloud_offers_nothing_and_says_nothing(cli, emulator) -> None:
+    os.environ["TPUCTL_EMULATOR_HOST"] = "127.0.0.1:1"  # nothing answers there
+    try:
+        assert _complete("tpuctl describe ") == []
+    finally:
+        os.environ["TPUCTL_EMULATOR_HOST"] = emulator.address

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from datetime import datetime
 
 import pytest
 
-from tests.cli.conftest import one_line_error
+from tests.cli.conftest import Result, one_line_error, signalled_mid_call, spawned
 
 ZONE = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
@@ -91,30 +88,38 @@ def test_timeout_deletes_the_request_unless_kept(cli, emulator) -> None:
     assert cli("delete", "kept", "--zone", ZONE, "--yes").code == 0
 
 
-def test_ctrl_c_during_the_queued_wait_deletes_the_request(cli, emulator) -> None:
-    """A real process, a real SIGINT: the request is gone and the message says so."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_the_queued_wait_deletes_the_request(cli, emulator, sig) -> None:
+    """A real process, a real signal (Ctrl-C, a scheduler's SIGTERM, a closed terminal):
+    the request is gone and the message says so."""
     emulator.capacity({ZONE: {"v3": 0}})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tpuctl", "create", "waiting", "-a", "v3-8", "--zone", ZONE,
-         "--queued"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not emulator.queued() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)  # let it enter the wait loop
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
-    assert "deleted queued resource waiting" in err
-    assert "Traceback" not in err
+    with spawned("create", "waiting", "-a", "v3-8", "--zone", ZONE, "--queued") as p:
+        p.wait_for(f"queued waiting (v3-8) in {ZONE}: WAITING_FOR_RESOURCES")
+        p.proc.send_signal(sig)
+    assert p.proc.returncode == 130, p.err
+    assert "stopped waiting; deleted queued resource waiting" in one_line_error(
+        Result(130, "", p.err), after_call=True
+    )
+    assert emulator.queued() == [] and emulator.nodes() == []
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_sigterm_during_the_create_call_itself_leaks_no_request(cli, emulator, keep) -> None:
+    """The create call is slow (every API call takes 1 s): SIGTERM while it is in flight.
+    The call is not cut in half; its request is then deleted (or kept, if asked)."""
+    emulator.capacity({ZONE: {"v3": 0}})
+    args = ["create", "midway", "-a", "v3-8", "--zone", ZONE, "--queued"]
+    p = signalled_mid_call(
+        emulator, "POST queuedResources.create", *args, *(["--keep-request"] if keep else [])
+    )
+    assert p.proc.returncode == 130, p.err
+    assert not p.said("queued midway (v3-8)")  # it never started waiting
+    if keep:
+        assert "stays queued (--keep-request)" in p.err
+        assert [q["name"].rsplit("/", 1)[-1] for q in emulator.queued()] == ["midway"]
+        assert cli("delete", "midway", "--zone", ZONE, "--yes").code == 0
+    else:
+        assert "deleted queued resource midway" in p.err
     assert emulator.queued() == [] and emulator.nodes() == []
 
 

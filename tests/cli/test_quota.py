@@ -96,7 +96,10 @@ def test_no_quota_at_all(cli, emulator) -> None:
     )
     assert "use --spot" not in r.err  # no spot quota either: no point suggesting it
     assert "ask for at least 16 chips of TPUV4sPodPerProjectPerRegionForTPUAPI" in r.err
-    assert "at https://console" in r.err
+    assert (
+        "`tpuctl quota request TPUV4sPodPerProjectPerRegionForTPUAPI --value 16 "
+        "--region us-central2`" in r.err
+    )
     assert "POST create" not in emulator.requests()
 
 
@@ -119,7 +122,7 @@ def test_cloud_refusal_reads_like_the_check(cli, emulator, caplog) -> None:
     skipped = [r.getMessage() for r in caplog.records if r.name == "tpuctl.quota"]
     assert skipped == [
         f"quota check skipped: cannot read {V3}: the Cloud Quotas API "
-        "(cloudquotas.googleapis.com) is not enabled in project tpuctl-demo"
+        "(cloudquotas.googleapis.com) is disabled in project tpuctl-demo"
     ]
     r = cli("create", "two", "-a", "v3-8", "--zone", "us-central1-a")
     assert one_line_error(r, after_call=True) == (
@@ -147,8 +150,14 @@ def test_no_capacity_is_not_a_quota_problem(cli, emulator) -> None:
 @pytest.mark.parametrize(
     ("mode", "needles"),
     [
-        ("disabled", ["cloudquotas.googleapis.com) is not enabled", "gcloud services enable"]),
-        ("denied", ["not allowed to read the quotas", "roles/cloudquotas.viewer"]),
+        ("disabled", ["cloudquotas.googleapis.com) is disabled", "gcloud services enable"]),
+        (
+            "denied",
+            [
+                "permission cloudquotas.quotas.get denied in project tpuctl-demo",
+                "roles/cloudquotas.viewer",
+            ],
+        ),
     ],
 )
 def test_quotas_api_unavailable_still_shows_usage(cli, emulator, mode, needles) -> None:

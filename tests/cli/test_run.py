@@ -193,16 +193,24 @@ def _spawn(script: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _followers(job_id: str) -> list[int]:
-    """The job's log followers: processes on this session's emulated workers that run the
-    bundle's `follow` on a log of this job (nothing else on the machine is ours)."""
+def bundle_processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, argv) of the processes on this session's emulated workers that run the agent
+    bundle (nothing else on the machine is ours)."""
     name = "/" + bundle.file_name()
-    found = []
     for pid in worker_processes():
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
+        if any(arg.endswith(name) for arg in argv):
+            yield pid, argv
+
+
+def _followers(job_id: str) -> list[int]:
+    """The job's log followers: the bundle's `follow` on a log of this job."""
+    name = "/" + bundle.file_name()
+    found = []
+    for pid, argv in bundle_processes():
         for i, arg in enumerate(argv[:-2]):
             if arg.endswith(name) and argv[i + 1] == "follow" and f"/{job_id}/" in argv[i + 2]:
                 found.append(pid)
@@ -396,3 +404,18 @@ def test_a_recreated_node_is_deleted_when_the_run_stops_before_its_agents(emulat
     assert "recreating it (restart 1 of 1)" in err
     assert "Traceback" not in err
     assert emulator.nodes() == []
+
+
+def test_jobs_are_found_by_their_name_too(cli, emulator, project) -> None:
+    r = cli("run", str(project / "job.py"), "--name", "nightly")
+    assert r.code == 0, r.err
+    logs = cli("logs", "nightly")
+    assert logs.code == 0, logs.err
+    assert "worker 0 of 1 job" in logs.out
+    done = cli("cancel", "nightly")
+    assert done.code == 0
+    assert "is already SUCCEEDED: nothing to stop" in done.err
+    missing = cli("cancel", "nobody-named-this")
+    assert missing.code == 4
+    assert "no job with the id or name 'nobody-named-this'" in one_line_error(missing)
+    assert "`tpuctl jobs` lists them" in missing.err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 import shlex
@@ -15,7 +16,10 @@ import pexpect
 import pytest
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.ssh_helpers import mine, wait_until
+from tests.emulator.ssh_helpers import Sshd, host_key_pair, mine, run_sshd, wait_until
+from tpuctl.cloud.ssh import Endpoint, SshApi
+from tpuctl.errors import HostKeyMismatch
+from tpuctl.services import ssh as ssh_service
 
 POD = ("-z", "us-central2-b")
 TRICKY = ["a b", "it's", '"double"', "$(echo no)", "x;y", "`id`", "*", "back\\slash", ""]
@@ -205,3 +209,72 @@ def test_openssh_is_what_the_shell_runs(cli, vm) -> None:
         text=True,
     )
     assert (r.returncode, r.stdout) == (0, "via-openssh\n"), r.stderr
+
+
+def _connects(sshd: Sshd, known_hosts: Path) -> tuple[bool, bool]:
+    """(OpenSSH accepts the server, tpuctl's asyncssh client accepts it), with `known_hosts`
+    as the only trust and tpuctl's key (which the server lets in) as the identity."""
+    key = ssh_service.key_path()
+    openssh = subprocess.run(
+        ["ssh", "-F", "/dev/null", "-i", str(key), "-l", sshd.user, "-p", str(sshd.port),
+         "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "CheckHostIP=no",
+         sshd.address, "echo in"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert openssh.returncode == 0 or "Host key verification failed" in openssh.stderr, (
+        openssh.stderr
+    )
+
+    async def asyncssh_client() -> bool:
+        ep = Endpoint(0, sshd.address, sshd.port)
+        try:
+            async with SshApi(sshd.port).session(ep, sshd.user, key, known_hosts, timeout=10):
+                return True
+        except HostKeyMismatch:
+            return False
+
+    return openssh.returncode == 0, asyncio.run(asyncssh_client())
+
+
+def test_a_crafted_host_key_attribute_plants_no_line_and_lets_nobody_in(
+    cli, emulator, vm, tmp_path: Path
+) -> None:
+    full = f"projects/tpuctl-demo/locations/us-central1-a/nodes/{vm}"
+    known = ssh_service.known_hosts_path()
+    known.parent.mkdir(parents=True, exist_ok=True)
+    # what an older tpuctl left behind after meeting such a node: healed by the next write
+    known.write_text("* ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlanted tpuctl:p/z/old/w0\n")
+    assert cli("exec", vm, "--", "true").code == 0
+    [line] = known.read_text().splitlines()
+    address, kind, good = line.split()[:3]
+    host = address[1:].split("]")[0]  # [HOST]:PORT, the emulator's port not being 22
+    assert ipaddress.ip_address(host) in ipaddress.ip_network("127.64.0.0/10")
+    other_key = tmp_path / "other_host_key"
+    other = host_key_pair(other_key)
+    for value in (f"{good}\n* {other}", f"{good}\n{other}", f"{good} * {other}"):
+        emulator.set_guest_attributes(
+            full, 0, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": value}]
+        )
+        r = cli("exec", vm, "--", "echo", "should-not-run")
+        assert r.code == 1 and r.out == ""
+        assert one_line_error(r) == (
+            f"error: worker 0 of {vm} publishes no well-formed SSH host key "
+            "(hostkeys/ssh-ed25519: not one base64 key): refused"
+        )
+        assert known.read_text().splitlines() == [line]
+    # an injected attribute beside a good key is left out; the good key is trusted
+    emulator.set_guest_attributes(
+        full,
+        0,
+        [
+            {"namespace": "hostkeys", "key": "ssh-ed25519", "value": good},
+            {"namespace": "hostkeys", "key": "ssh-rsa", "value": f"{good}\n* {other}"},
+            {"namespace": "hostkeys", "key": f"ssh-ed25519 {good}\n*", "value": good},
+        ],
+    )
+    assert cli("exec", vm, "--", "true").code == 0
+    assert known.read_text().splitlines() == [line]
+    # a server holding the other key on another loopback address is trusted by no client
+    with run_sshd(tmp_path, "127.0.0.2", other_key, ssh_service.key_path()) as fake:
+        assert _connects(fake, known) == (False, False)

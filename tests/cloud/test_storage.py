@@ -38,10 +38,11 @@ def test_factory_errors_without_storage(isolated_env, monkeypatch) -> None:  # n
     from tpuctl.emulator.server import EmulatorServer
 
     with EmulatorServer(port=0, storage=False) as bare:
-        monkeypatch.setenv("TPUCTL_EMULATOR_HOST", bare.address)
+        address = bare.address
+        monkeypatch.setenv("TPUCTL_EMULATOR_HOST", address)
         with pytest.raises(ConfigError, match="serves no Cloud Storage"):
             ClientFactory().bucket("b")
-    monkeypatch.setenv("TPUCTL_EMULATOR_HOST", bare.address)  # stopped: nothing answers
+    # stopped: nothing answers at its address any more
     with pytest.raises(CloudError, match="cannot reach the local emulator") as info:
         ClientFactory().bucket("b")
     assert "tpuctl emulator start" in (info.value.hint or "")

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import getpass
 import os
+import shutil
+import socket
+import subprocess
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tpuctl.catalog import runtime_for
 from tpuctl.cloud.ssh import ensure_key_pair
+from tpuctl.emulator.ports import free_port
 
 # The session emulator's instance id (set by tests/conftest.py): processes of other
 # emulators on this machine (a user's, another test run's) are none of our business.
@@ -67,6 +76,72 @@ def create(emulator: Any, node_id: str, accelerator: str = "v4-32", **fields: An
 
 def delete(emulator: Any, name: str) -> None:
     emulator.tpu_client().delete_node(name=name).result()
+
+
+@dataclass
+class Sshd:
+    port: int
+    host_public_key: str  # "ssh-ed25519 AAAA..."
+    user: str
+    key: Path  # the client's private key, authorized by the server
+    root: Path
+    address: str = "127.0.0.1"
+
+
+def host_key_pair(path: Path) -> str:
+    """A new ed25519 host key at `path`; returns its public line (`ssh-ed25519 AAAA...`)."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
+
+
+@contextlib.contextmanager
+def run_sshd(
+    tmp_path: Path,
+    address: str = "127.0.0.1",
+    host_key: Path | None = None,
+    client_key: Path | None = None,
+) -> Iterator[Sshd]:
+    """A real OpenSSH server (Debian's `sshd`) on `address`, holding `host_key` (a new one
+    by default) and letting in the current user with `client_key` (a new one by default)."""
+    binary = shutil.which("sshd") or "/usr/sbin/sshd"
+    root = tmp_path / f"sshd-{address}"
+    root.mkdir()
+    if host_key is None:
+        host_key = root / "host_key"
+        host_key_pair(host_key)
+    user = getpass.getuser()
+    key = client_key or tmp_path / "client" / "id_ed25519"
+    (root / "authorized_keys").write_text(ensure_key_pair(key, user) + "\n")
+    port = free_port(address)
+    (root / "sshd_config").write_text(
+        f"ListenAddress {address}\nPort {port}\nHostKey {host_key}\n"
+        f"AuthorizedKeysFile {root / 'authorized_keys'}\nPidFile none\nStrictModes no\n"
+        "UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "PermitRootLogin prohibit-password\nSubsystem sftp internal-sftp\n"
+    )
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation
+    with open(root / "log", "wb") as log:
+        proc = subprocess.Popen(
+            [binary, "-D", "-e", "-f", str(root / "sshd_config")],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((address, port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, (root / "log").read_text()
+                assert time.monotonic() < deadline, "sshd did not listen"
+                time.sleep(0.02)
+        public = Path(f"{host_key}.pub").read_text().split()
+        yield Sshd(port, f"{public[0]} {public[1]}", user, key, root, address)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def other_host_keys() -> list[dict[str, str]]:

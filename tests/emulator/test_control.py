@@ -17,18 +17,22 @@ from tpuctl.emulator.control import ControlError
 def test_status_and_defaults(emulator) -> None:
     status = emulator.status()
     assert status.pop("storage_endpoint").startswith("http://127.0.0.1:")
+    assert status.pop("monitoring_endpoint").startswith("127.0.0.1:")  # gRPC: host:port
     assert status == {
         "ok": True,
         "nodes": 0,
         "defaults": {"project": "tpuctl-demo", "zone": "us-central1-a"},
         "ssh_port": status["ssh_port"],  # a free port picked at start (tests/emulator/test_ssh*)
+        "caller": "you@example.com",  # who the emulated caller is (emulator/access.py)
     }
 
 
 def test_config_partial_update_and_validation(emulator) -> None:
     config = emulator.config(durations={"stop": 2.5})
-    durations = {k: v for k, v in config["durations"].items() if not k.startswith("queued")}
-    assert durations == {"create": 0, "stop": 2.5, "start": 0, "delete": 0, "hostkeys": 0}
+    durations = {
+        k: v for k, v in config["durations"].items() if k in ("create", "stop", "start", "delete")
+    }
+    assert durations == {"create": 0, "stop": 2.5, "start": 0, "delete": 0}
     assert emulator.config()["durations"]["stop"] == 2.5
     emulator.config(defaults={"zone": "us-central2-b"})
     assert emulator.status()["defaults"] == {"project": "tpuctl-demo", "zone": "us-central2-b"}

@@ -63,13 +63,17 @@ def test_money() -> None:
         ("2d", 172800),
         ("1h30m", 5400),
         ("1.5h", 5400),
+        ("365d", 365 * 86400),
+        ("31536000", 365 * 86400),
     ],
 )
 def test_parse_duration(text: str, seconds: int) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "soon", "5x", "h", "0m", "-5m"])
+@pytest.mark.parametrize(
+    "text", ["", "soon", "5x", "h", "0m", "-5m", "366d", "8761h", "9" * 400, "9" * 400 + "d"]
+)
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(UsageError):
         parse_duration(text, "--ttl")

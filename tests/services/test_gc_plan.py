@@ -74,6 +74,6 @@ def test_an_audit_line_keeps_its_keys_in_order(
     line = (
         '{"time": "2027-01-15T08:00:00Z", "user": "me", "host": "laptop", "project": "p", '
         '"kind": "node", "zone": "z", "node": "old", "accelerator": "v3-8", '
-        '"reason": "expired", "hourly_usd": 8.0, "result": "deleted"}\n'
-    )
+        '"reason": "expired", "hourly_usd": 8.0, "result": "deleted", "evidence": null}\n'
+    )  # evidence: what an idle verdict rested on ("metrics" or "probe"); none for expiry
     assert log.read_text() == line * 2

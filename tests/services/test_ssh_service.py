@@ -9,7 +9,7 @@ import pytest
 
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.ssh import Endpoint, ensure_key_pair
-from tpuctl.errors import UsageError
+from tpuctl.errors import CloudError, UntrustedHostKey, UsageError
 from tpuctl.models import Node
 from tpuctl.services import ssh
 
@@ -81,22 +81,117 @@ def test_key_pair_is_created_private_and_then_reused(tmp_path: Path) -> None:
     assert ensure_key_pair(path, "x").split()[:2] == first.split()[:2]
 
 
-def test_known_hosts_entries_are_replaced_per_worker_and_address(tmp_path: Path) -> None:
+def _public(algorithm: str) -> str:
+    """The base64 field of a new public key of `algorithm`."""
+    import asyncssh
+
+    key = asyncssh.generate_private_key(
+        algorithm, **({"key_size": 2048} if "rsa" in algorithm else {})
+    )
+    return key.export_public_key().decode().split()[1]
+
+
+@pytest.fixture(scope="module")
+def keys() -> dict[str, str]:
+    return {kind: _public(kind) for kind in ssh.HOST_KEY_TYPES}
+
+
+def test_well_formed_keys_of_every_accepted_type_pass(keys: dict[str, str]) -> None:
+    assert {kind: ssh.host_key_problem(kind, value) for kind, value in keys.items()} == {
+        kind: None for kind in ssh.HOST_KEY_TYPES
+    }
+
+
+P256 = "ecdsa-sha2-nistp256"
+
+
+def _blob(*fields: bytes) -> str:
+    import base64
+    import struct
+
+    return base64.b64encode(b"".join(struct.pack(">I", len(f)) + f for f in fields)).decode()
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "problem"),
+    [
+        ("ssh-dss", "ED25519", "not a host key type"),
+        ("*", "ED25519", "not a host key type"),
+        ("ssh-ed25519 X\n*", "ED25519", "not a host key type"),
+        ("ssh-ed25519", "ED25519\n* ssh-ed25519 ED25519", "not one base64 key"),
+        ("ssh-ed25519", "ED25519 trailing", "not one base64 key"),
+        ("ssh-ed25519", "ED25519\n", "not one base64 key"),
+        ("ssh-ed25519", " ED25519", "not one base64 key"),
+        ("ssh-ed25519", "ED25519\r", "not one base64 key"),
+        ("ssh-ed25519", "AAAA", "not an SSH public key"),  # length 0, nothing after
+        ("ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAIPlanted", "not an SSH public key"),
+        ("ssh-ed25519", "ECDSA-NISTP256", "a key of another type"),
+        ("ssh-rsa", "ED25519", "a key of another type"),
+        ("ecdsa-sha2-nistp384", "ECDSA-NISTP256", "a key of another type"),
+        ("ssh-ed25519", _blob(b"ssh-ed25519", b"\0" * 31), "not a well-formed ssh-ed25519 key"),
+        ("ssh-ed25519", _blob(b"ssh-ed25519", b"\0" * 32, b"x"), "not a well-formed"),
+        ("ssh-rsa", _blob(b"ssh-rsa", b"\x01\x00\x01", b"\x7f" * 64), "not a well-formed"),
+        ("ssh-rsa", _blob(b"ssh-rsa", b"\x01\x00\x01", b"\xff" * 256), "not a well-formed"),
+        (P256, _blob(P256.encode(), b"nistp384", b"\x04" + b"\0" * 64), "not a well-formed"),
+        (P256, _blob(P256.encode(), b"nistp256", b"\x02" + b"\0" * 32), "not a well-formed"),
+    ],
+)  # fmt: skip
+def test_anything_but_one_key_of_its_own_type_is_refused(
+    keys: dict[str, str], kind: str, value: str, problem: str
+) -> None:
+    value = value.replace("ED25519", keys["ssh-ed25519"]).replace(
+        "ECDSA-NISTP256", keys["ecdsa-sha2-nistp256"]
+    )
+    assert problem in (ssh.host_key_problem(kind, value) or "accepted")
+
+
+def test_known_hosts_entries_are_replaced_per_worker_and_address(
+    tmp_path: Path, keys: dict[str, str]
+) -> None:
+    k0, k1, n0, n1 = (
+        keys["ssh-ed25519"],
+        keys["ssh-rsa"],
+        _public("ssh-ed25519"),
+        _public("ssh-rsa"),
+    )
+    other = keys["ecdsa-sha2-nistp256"]
     path = tmp_path / "known_hosts"
-    path.write_text("[10.0.0.9]:22 ssh-ed25519 OTHERS user-line\n")
+    path.write_text(
+        f"[10.0.0.9]:22 ecdsa-sha2-nistp256 {other} user-line\n"
+        f"* ssh-ed25519 {other}\n10.0.0.8,10.0.0.9 ssh-ed25519 {other}\n"
+        f"@cert-authority * ssh-ed25519 {other}\n|1|salt|hash ssh-ed25519 {other}\n"
+    )
     node = Node(name="n1", project="p", zone="z", accelerator_type="v4-16", state="READY")
     eps = [Endpoint(0, "10.0.0.1", 22), Endpoint(1, "10.0.0.2", 2222)]
-    ssh.write_known_hosts(path, node, eps, {0: [("ssh-ed25519", "K0")], 1: [("ssh-rsa", "K1")]})
+    ssh.write_known_hosts(path, node, eps, {0: [("ssh-ed25519", k0)], 1: [("ssh-rsa", k1)]})
     assert path.read_text().splitlines() == [
-        "[10.0.0.9]:22 ssh-ed25519 OTHERS user-line",
-        "10.0.0.1 ssh-ed25519 K0 tpuctl:p/z/n1/w0",
-        "[10.0.0.2]:2222 ssh-rsa K1 tpuctl:p/z/n1/w1",
+        f"[10.0.0.9]:22 ecdsa-sha2-nistp256 {other} user-line",
+        f"10.0.0.1 ssh-ed25519 {k0} tpuctl:p/z/n1/w0",
+        f"[10.0.0.2]:2222 ssh-rsa {k1} tpuctl:p/z/n1/w1",
     ]
     # the node was recreated: worker 0 has a new address and key, worker 1 a new key
     eps = [Endpoint(0, "10.0.0.7", 22), Endpoint(1, "10.0.0.2", 2222)]
-    ssh.write_known_hosts(path, node, eps, {0: [("ssh-ed25519", "N0")], 1: [("ssh-rsa", "N1")]})
+    ssh.write_known_hosts(path, node, eps, {0: [("ssh-ed25519", n0)], 1: [("ssh-rsa", n1)]})
     assert path.read_text().splitlines() == [
-        "[10.0.0.9]:22 ssh-ed25519 OTHERS user-line",
-        "10.0.0.7 ssh-ed25519 N0 tpuctl:p/z/n1/w0",
-        "[10.0.0.2]:2222 ssh-rsa N1 tpuctl:p/z/n1/w1",
+        f"[10.0.0.9]:22 ecdsa-sha2-nistp256 {other} user-line",
+        f"10.0.0.7 ssh-ed25519 {n0} tpuctl:p/z/n1/w0",
+        f"[10.0.0.2]:2222 ssh-rsa {n1} tpuctl:p/z/n1/w1",
     ]
+
+
+def test_known_hosts_are_written_for_one_address_and_good_keys_only(
+    tmp_path: Path, keys: dict[str, str]
+) -> None:
+    path = tmp_path / "known_hosts"
+    node = Node(name="n1", project="p", zone="z", accelerator_type="v3-8", state="READY")
+    good = {0: [("ssh-ed25519", keys["ssh-ed25519"])]}
+    for host in ("*", "10.0.0.1,*", "!10.0.0.1", "host name", "10.0.0.*"):
+        with pytest.raises(CloudError, match="has no valid address"):
+            ssh.write_known_hosts(path, node, [Endpoint(0, host, 22)], good)
+    bad = {0: [("ssh-ed25519", keys["ssh-ed25519"] + "\n* ssh-ed25519 " + keys["ssh-ed25519"])]}
+    with pytest.raises(UntrustedHostKey, match="not one base64 key"):
+        ssh.write_known_hosts(path, node, [Endpoint(0, "10.0.0.1", 22)], bad)
+    assert not path.exists()
+    weird = Node(name="n1 *\n", project="p", zone="z", accelerator_type="v3-8", state="READY")
+    ssh.write_known_hosts(path, weird, [Endpoint(0, "::1", 22)], good)
+    assert path.read_text() == f"::1 ssh-ed25519 {keys['ssh-ed25519']} tpuctl:p/z/n1___/w0\n"

@@ -17,178 +17,30 @@ the token of the VM's service account. docs/runner-internals.md is the protocol.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
-import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
-from .common import TPU_URL, HttpError, Json, Storage, Token, alive, http, identity
+from .common import FINAL, Beats, HttpError, Json, Storage, Token, alive, identity
+from .transfer import (
+    LogUploader,
+    OutputSync,
+    StatusWriter,
+    delete_node,
+    fetch_code,
+    job_path,
+    log_path,
+    status_path,
+)
 
 VERSION = 1
-BLOBS, JOBS = "tpuctl/blobs/", "tpuctl/jobs/"  # the layout of tpuctl.services.staging
-FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
-
-
-def job_path(job_id: str, *parts: str) -> str:
-    return "/".join((JOBS + job_id, *parts))
-
-
-def status_path(job_id: str, worker: int) -> str:
-    return job_path(job_id, "status", f"worker-{worker}.json")
-
-
-def log_path(job_id: str, attempt: int, worker: int) -> str:
-    return job_path(job_id, "logs", f"attempt-{attempt}", f"worker-{worker}.log")
-
-
-def _safe_parts(relative: str) -> list[str]:
-    parts = relative.split("/")
-    if not relative or relative.startswith("/") or ".." in parts or "" in parts:
-        raise ValueError(f"unsafe path in the bucket: {relative!r}")
-    return parts
-
-
-def fetch_code(storage: Storage, job_id: str, dest: Path, workers: int = 8) -> Json:
-    """Download the job's code (its manifest) into `dest`; returns the job record.
-    Files already there with the right content are kept (a restart fetches nothing)."""
-    record = json.loads(storage.read(job_path(job_id, "job.json"))[0])
-
-    def one(item: tuple[str, Json]) -> None:
-        relative, entry = item
-        target = dest.joinpath(*_safe_parts(relative))
-        if not (target.is_file() and _digest(target, "sha256") == entry["sha256"]):
-            storage.download(BLOBS + entry["sha256"], target, entry["sha256"])
-        os.chmod(str(target), int(entry.get("mode", 0o644)))
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(one, sorted(record["manifest"].items())))
-    return dict(record)
-
-
-def _digest(path: Path, algorithm: str) -> str:
-    digest = hashlib.new(algorithm)
-    with open(str(path), "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    if algorithm == "md5":  # as Cloud Storage reports it
-        return base64.b64encode(digest.digest()).decode()
-    return digest.hexdigest()
-
-
-class LogUploader:
-    """Uploads the whole log file when it has changed.
-
-    Objects are immutable: the choice is rewriting the object or composing appended
-    pieces. Rewriting keeps one object that readers always see whole, with no pieces to
-    clean up and no 32-component compose limit. The live stream goes over SSH; this copy
-    serves `tpuctl logs` later, so a big log is rewritten less often (every size / 2 MiB
-    seconds at least), which bounds the upload rate.
-    """
-
-    def __init__(self, storage: Storage, local: Path, name: str, every: float = 5.0) -> None:
-        self.storage, self.local, self.name, self.every = storage, local, name, every
-        self._sent, self._last = (-1, -1), 0.0
-
-    def upload(self, force: bool = False) -> bool:
-        try:
-            st = self.local.stat()
-        except FileNotFoundError:
-            return False
-        state = (st.st_size, st.st_mtime_ns)
-        due = time.monotonic() - self._last >= max(self.every, st.st_size / (2 << 20))
-        if state == self._sent or not (force or due):
-            return False
-        self.storage.upload_file(self.name, self.local, "text/plain; charset=utf-8")
-        self._sent, self._last = state, time.monotonic()
-        return True
-
-
-class OutputSync:
-    """Mirrors a local dir into `prefix`, uploading only the files that changed."""
-
-    def __init__(self, storage: Storage, local: Path, prefix: str) -> None:
-        self.storage, self.local, self.prefix = storage, local, prefix
-        self._seen: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime) sent
-        self._remote: dict[str, str] | None = None  # relative path -> md5 in the bucket
-
-    def restore(self) -> int:
-        """Download what earlier attempts left in the bucket (a script may resume from it)."""
-        self._remote, count = {}, 0
-        for item in self.storage.objects(self.prefix):
-            relative = item["name"][len(self.prefix) :]
-            target = self.local.joinpath(*_safe_parts(relative))
-            self._remote[relative] = item.get("md5Hash", "")
-            if not target.exists():
-                self.storage.download(item["name"], target)
-                count += 1
-        return count
-
-    def sync(self) -> int:
-        """Upload new and changed files; returns how many."""
-        if self._remote is None:
-            self.restore()
-        remote, count = self._remote or {}, 0
-        for root, _dirs, files in os.walk(str(self.local)):
-            for filename in sorted(f for f in files if not f.endswith(".tpuctl-tmp")):
-                path = Path(root, filename)
-                relative = path.relative_to(self.local).as_posix()
-                st = path.stat()
-                if self._seen.get(relative) == (st.st_size, st.st_mtime_ns):
-                    continue
-                md5 = _digest(path, "md5")
-                if remote.get(relative) != md5:
-                    self.storage.upload_file(self.prefix + relative, path)
-                    remote[relative], count = md5, count + 1
-                self._seen[relative] = (st.st_size, st.st_mtime_ns)
-        return count
-
-
-# -- the Cloud TPU API --------------------------------------------------------------------
-def delete_node(token: Token, project: str, zone: str, node: str) -> Json | None:
-    """Ask the TPU API to delete a node: its operation, or None when the node is gone."""
-    url = f"{TPU_URL}/v2/projects/{project}/locations/{zone}/nodes/{node}"
-    try:
-        return dict(json.loads(http("DELETE", url, headers=token.headers())[2] or b"{}"))
-    except HttpError as e:
-        if e.status == 404:
-            return None
-        raise
-
-
-# -- the job ---------------------------------------------------------------------------------
-class StatusWriter:
-    """This worker's status object. The runner may write it too (`"cancel": true` to stop
-    the job), so each write carries the generation last seen; on a 412 the agent reads
-    the object again and keeps the request."""
-
-    def __init__(self, storage: Storage, name: str, value: Json) -> None:
-        self.storage, self.name, self.value = storage, name, value
-        self.generation: int | None = None
-        self.cancel_requested = False
-
-    def write(self, **changes: Any) -> None:
-        self.value.update(changes, heartbeat=round(time.time(), 3))
-        for _ in range(5):
-            if self.generation is None:
-                current, self.generation = self.storage.read_json(self.name)
-                ours = current and current.get("attempt") == self.value["attempt"]
-                if ours and current and current.get("cancel"):
-                    self.cancel_requested = self.value["cancel"] = True
-            try:
-                self.generation = self.storage.write_json(self.name, self.value, self.generation)
-                return
-            except HttpError as e:
-                if e.status != 412:
-                    raise
-                self.generation = None
 
 
 class Job:
@@ -203,7 +55,8 @@ class Job:
         self.me = identity()
         self.worker = self.me["worker"] if args.worker is None else args.worker
         self.status = StatusWriter(self.storage, status_path(args.job_id, self.worker), {
-            "worker": self.worker, "attempt": args.attempt, "pid": os.getpid(),
+            "worker": self.worker, "attempt": args.attempt,
+            "pid": getattr(args, "supervisor", None) or os.getpid(), "agent_pid": os.getpid(),
             "started": round(time.time(), 3), "state": "STARTING", "exit_status": None,
             "log": log_path(args.job_id, args.attempt, self.worker), "agent_version": VERSION,
         })  # fmt: skip
@@ -211,6 +64,7 @@ class Job:
             self.storage, self.local_log, self.status.value["log"], args.heartbeat
         )
         self.sync = OutputSync(self.storage, self.outputs, job_path(args.job_id, "outputs", ""))
+        self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
 
     @property
     def cancelled(self) -> bool:
@@ -262,18 +116,60 @@ class Job:
                 term_at = now
             elif term_at is not None and now - term_at > self.args.grace:
                 _kill(proc.pid, signal.SIGKILL)
-            if now - beat >= self.args.heartbeat:
+            if now - beat >= self.args.heartbeat:  # (the status: the heartbeat thread)
                 beat = now
                 self.quietly(self.log.upload)
-                self.quietly(self.status.write)
             if now - synced >= self.args.sync_every:
                 synced = now
                 self.quietly(self.sync.sync)
+
+    def heartbeat(self, stop: threading.Event) -> None:
+        """Every --heartbeat seconds, whatever the job does (fetching, running, syncing
+        the outputs): the status rewritten, and on worker 0 its peers looked at."""
+        while not stop.wait(self.args.heartbeat):
+            self.quietly(self.status.write)
+            if self.worker == 0 and self.me["workers"] > 1:
+                self.quietly(self.watch_peers)
+
+    def watch_peers(self) -> None:
+        """Worker 0: a peer whose agent stopped beating for --stale seconds is LOST; the
+        job then ends (the others are asked to stop, and worker 0 tears down)."""
+        current = {}
+        for k in range(1, self.me["workers"]):
+            st = self.storage.read_json(status_path(self.args.job_id, k))[0]
+            if st and st.get("attempt") == self.args.attempt:
+                current[k] = st
+        lost = self.peers.lost(current, range(1, self.me["workers"]))
+        if not lost or self.cancelled:
+            return
+        silent = int(self.peers.silent_for(lost[0]))
+        why = f"worker {lost[0]} lost: no heartbeat for {silent}s"
+        for k in lost:
+            self.storage.update_json(
+                status_path(self.args.job_id, k),
+                lambda v, k=k: dict(v, worker=k, attempt=self.args.attempt, state="LOST",
+                                    message=f"no heartbeat for {silent}s", ended=time.time()),
+            )  # fmt: skip
+        for k in set(range(1, self.me["workers"])) - set(lost):
+            self.storage.update_json(
+                status_path(self.args.job_id, k), lambda v: dict(v, cancel=True)
+            )
+        self.status.value["message"] = why
+        self.stop_reason = why
 
     def run(self) -> int:
         self.outputs.mkdir(parents=True, exist_ok=True)
         self.code.mkdir(parents=True, exist_ok=True)
         self.quietly(lambda: self.status.write(state="FETCHING"))
+        stop = threading.Event()
+        beating = threading.Thread(target=self.heartbeat, args=(stop,), daemon=True)
+        beating.start()
+        try:
+            return self._run()
+        finally:
+            stop.set()
+
+    def _run(self) -> int:
         code, state, record = 1, "FAILED", {}
         try:
             record = fetch_code(self.storage, self.args.job_id, self.code)
@@ -301,6 +197,26 @@ class Job:
         if self.worker == 0 and record.get("teardown"):
             self.teardown()
         return code
+
+    def after_death(self, state: str, error: str) -> None:
+        """The supervisor's part once the agent died: a final status with the error
+        (unless the agent wrote one), then, on worker 0, the teardown it still owed."""
+        current, _ = self.storage.read_json(self.status.name)
+        record = self.storage.read_json(job_path(self.args.job_id, "job.json"))[0] or {}
+        owes_teardown = self.worker == 0 and record.get("teardown")
+        current = current or {}
+        if current.get("attempt") == self.args.attempt and current.get("state") in FINAL:
+            if not owes_teardown or "teardown" in current:
+                return
+            self.status.value = dict(current)
+        else:
+            self.say(f"error: {error}")
+            self.status.value.update(state=state, message=error, ended=time.time(),
+                                     exit_status=None if state == "LOST" else 1)  # fmt: skip
+            self.quietly(self.status.write)
+            self.quietly(lambda: self.log.upload(force=True))
+        if owes_teardown:
+            self.teardown()
 
     def ended(self, worker: int, since: float) -> bool:
         """Has `worker` ended this attempt, or stopped answering for --stale seconds?"""
@@ -353,6 +269,35 @@ def serve(args: argparse.Namespace, user_env: dict[str, str]) -> int:
     return job.run()
 
 
+def supervised(args: argparse.Namespace, user_env: dict[str, str], agent_log: Path) -> int:
+    """The detached process: a small parent that runs the agent (`serve`) in a child and
+    passes signals on to it. When the agent dies with no final status (killed, or an
+    error before it could write one, e.g. the metadata server failing in `Job`), the
+    parent writes one (LOST when killed by a signal, FAILED with the error otherwise)
+    and, on worker 0, tears down as the agent would have."""
+    args.supervisor = os.getpid()  # the pid to signal: it passes signals on
+    child = os.fork()
+    if child == 0:
+        _exit_with(lambda: serve(args, user_env))
+
+    def forward(signum: int, _frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        state, error, code = "LOST", f"the agent was killed by {name}", 1
+    else:
+        code = os.WEXITSTATUS(status)
+        lines = [ln for ln in agent_log.read_text(errors="replace").splitlines() if ln.strip()]
+        state, error = "FAILED", f"the agent failed: {lines[-1].strip() if lines else code}"
+    Job(args, {}).after_death(state, error[:500])
+    return code
+
+
 def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
     """Detach from the SSH session (double fork, own session), print the agent's pid."""
     job_dir = Path(args.root).expanduser() / "jobs" / args.job_id
@@ -382,13 +327,22 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
         os.write(write_end, str(child).encode())
         os._exit(0)
     os.close(write_end)
-    code = 1
-    try:  # the SSH session may close now: nothing of it stays open here
+
+    def detached() -> int:  # the SSH session may close now: nothing of it stays open here
         with open(os.devnull, "rb") as null, open(str(agent_log), "ab") as log_file:
             os.dup2(null.fileno(), 0)
             os.dup2(log_file.fileno(), 1)
             os.dup2(log_file.fileno(), 2)
-        code = serve(args, user_env)
+        return supervised(args, user_env, agent_log)
+
+    _exit_with(detached)
+
+
+def _exit_with(fn: Callable[[], int]) -> NoReturn:
+    """End a forked process with `fn()`'s code (1 on an error, its traceback printed)."""
+    code = 1
+    try:
+        code = fn()
     except BaseException:  # noqa: BLE001 - the agent's log is all there is now
         import traceback
 
@@ -410,8 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between reports")
     parser.add_argument("--sync-every", type=float, default=30.0, help="seconds between syncs")
     parser.add_argument("--grace", type=float, default=30.0, help="from SIGTERM to SIGKILL")
-    parser.add_argument("--stale", type=float, default=300.0, help="a worker silent this "
-                        "long (seconds) counts as ended when tearing down")  # fmt: skip
+    parser.add_argument("--stale", type=float, default=300.0, help="a worker whose "
+                        "heartbeat is silent this long (seconds) is lost")  # fmt: skip
     args = parser.parse_args(argv)
     user_env = _read_env(sys.stdin)
     return (start if args.command == "start" else serve)(args, user_env)

@@ -108,6 +108,23 @@ def identity() -> Json:
     }
 
 
+# -- the Cloud TPU API -----------------------------------------------------------------
+def tpu(token: Token, method: str, path: str, body: bytes | None = None) -> bytes:
+    """One call about this node (`path` after /v2/); fewer and shorter tries than the
+    agent's uploads, so that a watchdog's or guard's tick under faults ends soon and
+    tries again on the next one."""
+    headers = token.headers(**({"Content-Type": "application/json"} if body else {}))
+    return http(method, f"{TPU_URL}/v2/{path}", body, headers, attempts=5, timeout=30)[2]
+
+
+def number(value: Any) -> float | None:
+    """A label's number, or None."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 # -- Cloud Storage (JSON API) ---------------------------------------------------------
 class Storage:
     def __init__(self, token: Token, bucket: str) -> None:
@@ -130,6 +147,18 @@ class Storage:
                 return None, 0
             raise
         return json.loads(data), generation
+
+    def update_json(self, name: str, change: Any) -> None:
+        """Rewrite a JSON object as `change(value)` with a conditional write, again on
+        412 (someone else wrote it between the read and the write)."""
+        for _ in range(5):
+            value, generation = self.read_json(name)
+            try:
+                self.write_json(name, change(value or {}), generation)
+                return
+            except HttpError as e:
+                if e.status != 412:
+                    raise
 
     def write(
         self,
@@ -189,6 +218,43 @@ class Storage:
             if not page.get("nextPageToken"):
                 return items
             query["pageToken"] = page["nextPageToken"]
+
+
+# -- heartbeats -----------------------------------------------------------------------
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "LOST", "PREEMPTED")
+
+
+class Beats:
+    """Which workers stopped beating: a worker whose status is not final and whose
+    `heartbeat` has not changed for `deadline` seconds (a worker with no status counts
+    from the first look). Measured on this machine's monotonic clock, from when a change
+    was *seen*: the clocks of two machines are never compared. The client (the runner's
+    watch) and worker 0's agent (watching its peers) both use it."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.seen: dict[int, Any] = {}  # worker -> (heartbeat, monotonic time first seen)
+
+    def lost(
+        self, statuses: dict[int, Json], workers: Any, deadline: float | None = None
+    ) -> list[int]:
+        now, limit = time.monotonic(), self.deadline if deadline is None else deadline
+        lost: list[int] = []
+        for worker in workers:
+            status = statuses.get(worker) or {}
+            if status.get("state") in FINAL:
+                continue
+            beat = status.get("heartbeat")
+            last = self.seen.get(worker)
+            if last is None or last[0] != beat:
+                self.seen[worker] = (beat, now)
+            elif now - last[1] > limit:
+                lost.append(worker)
+        return lost
+
+    def silent_for(self, worker: int) -> float:
+        last = self.seen.get(worker)
+        return time.monotonic() - last[1] if last else 0.0
 
 
 # -- processes ---------------------------------------------------------------------------

@@ -35,17 +35,9 @@ import os
 import time
 from typing import Any
 
-from .common import (
-    BUNDLE_PREFIX,
-    BUNDLE_SUFFIX,
-    TPU_URL,
-    HttpError,
-    Json,
-    Token,
-    http,
-    identity,
-    metadata,
-)
+from .common import BUNDLE_PREFIX, BUNDLE_SUFFIX, HttpError, Json, Token, identity, metadata
+from .common import number as _number
+from .common import tpu as _tpu
 from .labels import CREATED, IDLE_TIMEOUT, KEEP, LAST_ACTIVE
 
 DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/*")
@@ -140,21 +132,6 @@ def check() -> Json:
     if unreadable:
         result["unreadable"] = unreadable
     return result
-
-
-# -- the TPU API ----------------------------------------------------------------------------
-def _tpu(token: Token, method: str, path: str, body: bytes | None = None) -> bytes:
-    """One call about this node; fewer and shorter tries than the agent's, so that a
-    watchdog tick under faults ends soon and tries again on the next one."""
-    headers = token.headers(**({"Content-Type": "application/json"} if body else {}))
-    return http(method, f"{TPU_URL}/v2/{path}", body, headers, attempts=5, timeout=30)[2]
-
-
-def _number(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _rfc3339(value: Any) -> float | None:

@@ -14,3 +14,9 @@ IDLE_TIMEOUT = "tpuctl-idle-timeout"
 LAST_ACTIVE = "tpuctl-last-active"
 JOB = "tpuctl-job"
 KEEP = "tpuctl-keep"
+START_DEADLINE = "tpuctl-start-deadline"
+
+# Node metadata (instance/attributes/...) that `tpuctl run` sets on a node it creates,
+# for the boot guard (guard.py): the job's bucket and the attempt the node was made for.
+BUCKET_ATTRIBUTE = "tpuctl-bucket"
+ATTEMPT_ATTRIBUTE = "tpuctl-attempt"

@@ -20,11 +20,13 @@ from tpuctl.cli import describe as describe_mod
 from tpuctl.cli import doctor as doctor_mod
 from tpuctl.cli import emulator_cmd, gc, keep, list_cmd, power
 from tpuctl.cli import exec_cmd as exec_mod
+from tpuctl.cli import init as init_mod
 from tpuctl.cli import jobs as jobs_mod
 from tpuctl.cli import quota as quota_mod
 from tpuctl.cli import run as run_mod
 from tpuctl.cli import scp as scp_mod
 from tpuctl.cli import ssh as ssh_mod
+from tpuctl.cli import top as top_mod
 from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
 
@@ -32,7 +34,7 @@ app = typer.Typer(
     name="tpuctl",
     help="Manage the whole life of Google Cloud TPU VMs.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: wraps well at 80 columns, loads no rich
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -65,15 +67,17 @@ def root(
     app_env.debug = app_env.debug or debug
 
 
+app.command("init")(init_mod.init)
 app.command("create")(create_mod.create)
 app.command("list")(list_cmd.list_nodes)
+app.command("top")(top_mod.top)
 app.command("describe")(describe_mod.describe)
 app.command("stop")(power.stop)
 app.command("start")(power.start)
 app.command("delete")(delete_mod.delete)
 app.command("keep")(keep.keep)
 app.command("gc")(gc.gc)
-app.command("quota")(quota_mod.quota)
+app.add_typer(quota_mod.app, name="quota")
 app.command("run")(run_mod.run)
 app.command("doctor")(doctor_mod.doctor)
 app.command("jobs")(jobs_mod.jobs)

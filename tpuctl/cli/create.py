@@ -1,4 +1,4 @@
-"""tpuctl create NAME --accelerator v3-8"""
+"""tpuctl create [NAME] --accelerator v3-8"""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tpuctl import interrupts
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import render
 from tpuctl.cli.options import Accelerator, AppEnv, Json, NoWait, Project, Zone, app_of
@@ -21,7 +22,14 @@ SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
 
 def create(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name: lowercase letters, digits, hyphens.")],
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Node name: lowercase letters, digits, hyphens (default: made from your "
+            "user name and the accelerator, e.g. ada-v3-8-4f1c).",
+            show_default=False,
+        ),
+    ] = None,
     accelerator: Accelerator = DEFAULT_ACCELERATOR,
     version: Annotated[
         str | None,
@@ -100,11 +108,14 @@ def create(
     capacity; interrupting the wait deletes the request unless --keep-request.
     """
     from tpuctl.durations import parse_duration
-    from tpuctl.services import cost, nodes
+    from tpuctl.services import cost, names, nodes
 
     app = app_of(ctx)
     target = app.target(project, zone)
     api = app.tpu()
+    if name is None:
+        name = names.generated_name(accelerator)
+        render.info(f"node name: {name}")  # first, so a script reading stderr has it at once
     spec = nodes.CreateSpec(
         name=name,
         accelerator=accelerator,
@@ -112,8 +123,8 @@ def create(
         spot=spot,
         preemptible=preemptible,
         reserved=reserved,
-        labels=nodes.parse_pairs(labels, "label"),
-        metadata=nodes.parse_pairs(metadata, "metadata entry"),
+        labels=names.parse_pairs(labels, "label"),
+        metadata=names.parse_pairs(metadata, "metadata entry"),
         network=network,
         subnetwork=subnetwork,
         service_account=service_account,
@@ -136,58 +147,75 @@ def create(
         keep_request=keep_request,
         timeout=parse_duration(timeout, "--timeout") if timeout else queued_service.DEFAULT_TIMEOUT,
     )
-    body = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
-    rate = cost.hourly(accelerator, spot or preemptible)
-    if rate is not None:
-        kind = "spot" if spot else "preemptible" if preemptible else "on-demand"
-        render.info(
-            f"{accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.note()})"
-        )
-    if queued:
-        node = _create_queued(app, target, name, accelerator, body, options, no_wait, json_out)
-        if node is None:
-            return
-        if wait_ssh:
-            _wait_ssh(app, node.full_name, len(node.workers), internal_ip_only)
+    # From here to the end, SIGTERM and SIGHUP interrupt as Ctrl-C does, and the create
+    # call is not cut in half (tpuctl/interrupts.py).
+    with interrupts.alike():
+        body = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
+        rate = cost.hourly(accelerator, spot or preemptible)
+        if rate is not None:
+            kind = "spot" if spot else "preemptible" if preemptible else "on-demand"
+            price = cost.money(rate, per_hour=True)
+            render.info(f"{accelerator} {kind}: about {price} ({cost.note()})")
+        full_name = f"{target.parent}/nodes/{name}"
+        made = False  # whether the node is known to exist (or asked for): then it is named
+        try:
+            if queued:
+                queued_node = _create_queued(
+                    app, target, name, accelerator, body, options, no_wait, json_out
+                )
+                if queued_node is None:
+                    return
+                made = True
+                if wait_ssh:
+                    _wait_ssh(app, full_name, len(queued_node.workers), internal_ip_only)
+                _show(queued_node, json_out)
+                return
+            made = True
+            operation = nodes.create_node(api, target, spec, body)
+            if no_wait:
+                _started(
+                    json_out,
+                    {"name": name, "zone": target.zone, "operation": operation},
+                    f"creating {name} ({accelerator}) in {target.zone}; "
+                    f"watch it with `tpuctl describe {name} --zone {target.zone}`",
+                )
+                return
+            with render.progress(f"creating {name} ({accelerator}) in {target.zone}:") as update:
+                node = nodes.wait_for_state(
+                    api,
+                    full_name,
+                    {"READY"},
+                    operation=operation,
+                    fail_states=nodes.FAILED_CREATE_STATES,
+                    progress=update,
+                )
+            if wait_ssh:
+                _wait_ssh(app, full_name, len(node.workers), internal_ip_only)
+        except KeyboardInterrupt:
+            if not made:
+                raise
+            # The node is the user's (they asked for it): say where it is, delete nothing.
+            raise Interrupted(
+                f"interrupted; node {name} exists in {target.zone} and may be billing",
+                hint=f"delete it with `tpuctl delete {name} --zone {target.zone} --yes`",
+            ) from None
+        except TpuctlError as e:
+            # A node that exists but never became ready may still bill: name it.
+            if not e.hint:
+                e.hint = (
+                    f"if {name} still exists, delete it with "
+                    f"`tpuctl delete {name} --zone {target.zone} --yes`"
+                )
+            raise
         _show(node, json_out)
-        return
-    operation = nodes.create_node(api, target, spec, body)
-    full_name = f"{target.parent}/nodes/{name}"
-    if no_wait:
-        if json_out:
-            render.print_json({"name": name, "zone": target.zone, "operation": operation})
-        else:
-            render.info(
-                f"creating {name} ({accelerator}) in {target.zone}; "
-                f"watch it with `tpuctl describe {name} --zone {target.zone}`"
-            )
-        return
-    try:
-        with render.progress(f"creating {name} ({accelerator}) in {target.zone}:") as update:
-            node = nodes.wait_for_state(
-                api,
-                full_name,
-                {"READY"},
-                operation=operation,
-                fail_states=nodes.FAILED_CREATE_STATES,
-                progress=update,
-            )
-    except KeyboardInterrupt:
-        raise Interrupted(
-            f"stopped waiting; node {name} exists in {target.zone} and may be billing",
-            hint=f"delete it with `tpuctl delete {name} --zone {target.zone} --yes`",
-        ) from None
-    except TpuctlError as e:
-        # A node that exists but never became ready may still bill: name it.
-        if not e.hint:
-            e.hint = (
-                f"if {name} still exists, delete it with "
-                f"`tpuctl delete {name} --zone {target.zone} --yes`"
-            )
-        raise
-    if wait_ssh:
-        _wait_ssh(app, full_name, len(node.workers), internal_ip_only)
-    _show(node, json_out)
+
+
+def _started(json_out: bool, data: dict[str, Any], message: str) -> None:
+    """--no-wait: the request is made; say what to do next (or the JSON of it)."""
+    if json_out:
+        render.print_json(data)
+    else:
+        render.info(message)
 
 
 def _show(node: Node, json_out: bool) -> None:
@@ -219,19 +247,18 @@ def _create_queued(
     from tpuctl.services import queued
 
     api = app.tpu()
-    queued.create_queued(api, target, name, body, options)
     if no_wait:
-        if json_out:
-            render.print_json({"name": name, "zone": target.zone, "queuedResource": True})
-        else:
-            render.info(
-                f"queued {name} ({accelerator}) in {target.zone}; watch it with "
-                f"`tpuctl list --zone {target.zone}`, cancel it with "
-                f"`tpuctl delete {name} --zone {target.zone} --yes`"
-            )
+        queued.enqueue(api, target, name, body, options)
+        _started(
+            json_out,
+            {"name": name, "zone": target.zone, "queuedResource": True},
+            f"queued {name} ({accelerator}) in {target.zone}; watch it with "
+            f"`tpuctl list --zone {target.zone}`, cancel it with "
+            f"`tpuctl delete {name} --zone {target.zone} --yes`",
+        )
         return None
     with render.progress(f"queued {name} ({accelerator}) in {target.zone}:") as update:
-        return queued.provision(api, target, name, options, progress=update)
+        return queued.provision(api, target, name, options, node_body=body, progress=update)
 
 
 def _wait_ssh(app: AppEnv, full_name: str, workers: int, internal_ip: bool) -> None:

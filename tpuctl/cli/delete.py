@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tpuctl.cli import render
+from tpuctl.cli import complete, render
 from tpuctl.cli.options import Json, NoWait, Project, Zone, app_of
 from tpuctl.errors import DeleteFailed, NotFoundError, UsageError
 
@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
 def delete(
     ctx: typer.Context,
-    names: Annotated[list[str], typer.Argument(help="One or more node names.")],
+    names: Annotated[
+        list[str],
+        typer.Argument(help="One or more node names.", autocompletion=complete.node_names),
+    ],
     zone: Zone = None,
     project: Project = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -33,7 +36,7 @@ def delete(
     A queued resource of that name goes too, with its node (a forced delete).
     """
     from tpuctl.services import deletion
-    from tpuctl.services.nodes import validate_name
+    from tpuctl.services.names import validate_name
 
     for name in names:
         validate_name(name)

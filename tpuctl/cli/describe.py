@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.cli.options import Json, NodeName, Project, Zone, app_of
 
 
 def describe(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name.")],
+    name: NodeName,
     zone: Zone = None,
     project: Project = None,
     json_out: Json = False,
@@ -21,7 +19,7 @@ def describe(
 
     Example: tpuctl describe my-tpu --json
     """
-    from tpuctl.services.nodes import validate_name
+    from tpuctl.services.names import validate_name
 
     validate_name(name)
     app = app_of(ctx)

@@ -44,17 +44,27 @@ def _export_line(address: str) -> str:
     return f"export TPUCTL_EMULATOR_HOST={address}"
 
 
+def _port(value: int | None) -> int | None:
+    if value is not None and not 0 < value < 65536:
+        raise typer.BadParameter(f"{value} is not a TCP port: use 1 to 65535")
+    return value
+
+
 @app.command()
 def start(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8470,
+    port: Annotated[int, typer.Option("--port", callback=_port, help="Port to listen on.")] = 8470,
     state_dir: StateDir = None,
     detach: Annotated[
         bool, typer.Option("--detach", help="Run in the background and return once it answers.")
     ] = False,
     ssh_port: Annotated[
         int | None,
-        typer.Option("--ssh-port", help="Port of the workers' SSH servers (default: a free one)."),
+        typer.Option(
+            "--ssh-port",
+            callback=_port,
+            help="Port of the workers' SSH servers (default: a free one).",
+        ),
     ] = None,
 ) -> None:
     """Start the emulator and print the line that points tpuctl at it.

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tpuctl.cli.options import Project, Zone, app_of
+from tpuctl.cli.options import NodeName, Project, Zone, app_of
 from tpuctl.cli.ssh import (
     ConnectTimeout,
     InternalIp,
@@ -21,7 +21,7 @@ from tpuctl.cli.ssh import (
 
 def exec_command(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name.")],
+    name: NodeName,
     command: Annotated[
         list[str], typer.Argument(help="After `--`: the program and its arguments.")
     ],

@@ -44,7 +44,8 @@ def gc(
     from tpuctl.durations import parse_duration
     from tpuctl.services import gc as gc_service
     from tpuctl.services import idle as idle_service
-    from tpuctl.services.nodes import local_user
+    from tpuctl.services import metrics as metrics_service
+    from tpuctl.services.names import local_user
 
     if owner and all_owners:
         raise UsageError("--owner and --all-owners are exclusive: choose one")
@@ -56,12 +57,23 @@ def gc(
     # expensive case. Only --zone narrows it (config defaults do not).
     target = app.target(project, None, need_zone=False)
     api = app.tpu()
+
+    def load_metrics() -> dict[tuple[str, str], metrics_service.NodeMetrics]:
+        seen, why_not = metrics_service.safe_read(
+            app.factory.monitoring, target.project, [zone] if zone else None, history=False
+        )
+        if why_not:
+            render.info(f"no metrics ({why_not}): idleness is probed over SSH")
+        return seen
+
     found = gc_service.plan(
         api,
         f"projects/{target.project}/locations/{zone or '-'}",
         owner=None if all_owners else (owner or local_user()),
         idle_limit=idle_limit,
-        # A node whose labels say idle is looked at over SSH before it counts as idle.
+        # Cloud Monitoring first; where its metrics are missing or old, a node whose labels
+        # say idle is looked at over SSH before it counts as idle.
+        metrics=metrics_service.idle_check(load_metrics),
         probe=idle_service.ssh_probe(api, app.factory.ssh()),
     )
     _show_plan(found, json_out=json_out, listing=dry_run or not yes, dry_run=dry_run)
@@ -175,6 +187,7 @@ def _json(decisions: list[Decision], outcome: dict[str, DeleteResult]) -> list[d
                 "result": (r.message if r else None),
                 "hourlyUsd": d.hourly,
                 "note": cost.note(),
+                "evidence": d.evidence,
             }
         )
     return rows

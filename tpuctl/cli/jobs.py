@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, Json, Project, app_of
+from tpuctl.cli.options import AppEnv, JobRef, Json, Project, app_of
 
 Bucket = Annotated[
     str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
@@ -62,7 +62,7 @@ def jobs(
 
 def logs(
     ctx: typer.Context,
-    job: Annotated[str, typer.Argument(help="Job id (see `tpuctl jobs`).")],
+    job: JobRef,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")
     ] = False,
@@ -77,6 +77,7 @@ def logs(
     from tpuctl.services import jobs as jobs_service
 
     b = _bucket(app_of(ctx), project, bucket)
+    job = jobs_service.resolve(b, job)
     offsets: dict[int, int] = {}
     out = sys.stdout.buffer
     while True:
@@ -86,14 +87,14 @@ def logs(
             for line in data.splitlines(keepends=True):
                 out.write((f"[w{w}] ".encode() if prefix else b"") + line)
         out.flush()
-        if not follow or state in ("SUCCEEDED", "FAILED", "CANCELLED"):
+        if not follow or state in jobs_service.FINAL:
             return
         time.sleep(2.0)
 
 
 def cancel(
     ctx: typer.Context,
-    job: Annotated[str, typer.Argument(help="Job id.")],
+    job: JobRef,
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
@@ -103,5 +104,12 @@ def cancel(
     """
     from tpuctl.services import jobs as jobs_service
 
-    count = jobs_service.cancel(_bucket(app_of(ctx), project, bucket), job)
-    render.info(f"asked {count} worker(s) to stop job {job}")
+    b = _bucket(app_of(ctx), project, bucket)
+    job = jobs_service.resolve(b, job)
+    state, count = jobs_service.cancel(b, job)
+    if state in jobs_service.FINAL:
+        render.info(f"job {job} is already {state}: nothing to stop")
+    elif count == 0:
+        render.info(f"job {job} is {state}: no agent has started it yet, nothing to stop")
+    else:
+        render.info(f"asked {count} worker(s) to stop job {job} ({state})")

@@ -7,12 +7,12 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Project, Zone, app_of
+from tpuctl.cli.options import NodeName, Project, Zone, app_of
 
 
 def keep(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name.")],
+    name: NodeName,
     off: Annotated[bool, typer.Option("--off", help="Make the node collectable again.")] = False,
     zone: Zone = None,
     project: Project = None,
@@ -22,7 +22,8 @@ def keep(
     Example: tpuctl keep my-tpu      (undo: tpuctl keep my-tpu --off)
     """
     from tpuctl.models import KEEP
-    from tpuctl.services.nodes import set_labels, validate_name
+    from tpuctl.services.names import validate_name
+    from tpuctl.services.nodes import set_labels
 
     validate_name(name)
     app = app_of(ctx)

@@ -30,7 +30,12 @@ def list_nodes(
     target = app.target(project, None if all_zones else zone, need_zone=False)
     zone_part = "-" if all_zones else target.zone
     parent = f"projects/{target.project}/locations/{zone_part}"
-    nodes = sorted(app.tpu().list_nodes(parent), key=lambda n: (n.zone, n.name))
+    from tpuctl.services import metrics
+
+    # the node list and Cloud Monitoring's UTIL and IDLE, read concurrently
+    shot = metrics.snapshot(app.tpu(), app.factory.monitoring, target.project, zone_part)
+    rows = {r.node.full_name: r for r in shot.rows}
+    nodes = sorted((r.node for r in shot.rows), key=lambda n: (n.zone, n.name))
     try:
         queued = sorted(app.tpu().list_queued_resources(parent), key=lambda q: (q.zone, q.name))
     except TpuctlError as e:  # the nodes are still worth showing
@@ -47,6 +52,8 @@ def list_nodes(
                     "queuedResource": n.raw.get("queuedResource") or None,
                     "hourlyUsd": cost.node_hourly(n),
                     "costSoFarUsd": cost.so_far(n),
+                    "utilization": rows[n.full_name].util,
+                    "idleSeconds": rows[n.full_name].idle_seconds,
                 }
                 for n in nodes
             ]
@@ -58,7 +65,11 @@ def list_nodes(
         render.info(f"no TPU nodes in {where} of project {target.project}")
         return
     if nodes:
-        render.show(render.node_table(nodes))
+        measured = {
+            name: ("-" if r.util is None else f"{r.util:.0f}%", r.idle_seconds)
+            for name, r in rows.items()
+        }
+        render.show(render.node_table(nodes, measured))
     if queued:
         if nodes:
             render.out().print()

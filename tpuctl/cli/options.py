@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tpuctl.catalog import canonical_accelerator
+from tpuctl.cli import complete
 
 if TYPE_CHECKING:
     from tpuctl.cloud.clients import ClientFactory
@@ -25,7 +26,10 @@ Project = Annotated[
         "--project", "-p", help="Google Cloud project (default: see docs/configuration.md)."
     ),
 ]
-Zone = Annotated[str | None, typer.Option("--zone", "-z", help="Zone, e.g. us-central1-a.")]
+Zone = Annotated[
+    str | None,
+    typer.Option("--zone", "-z", help="Zone, e.g. us-central1-a.", autocompletion=complete.zones),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 Accelerator = Annotated[
     str,
@@ -34,8 +38,16 @@ Accelerator = Annotated[
         "-a",
         "--accelerator-type",
         callback=canonical_accelerator,  # v5e-8 -> v5litepod-8, as the API names it
+        autocompletion=complete.accelerators,
         help="TPU type, e.g. v3-8, v4-32, v5litepod-8 (v5e-8 works too).",
     ),
+]
+NodeName = Annotated[
+    str, typer.Argument(help="Node name.", autocompletion=complete.node_names, show_default=False)
+]
+JobRef = Annotated[
+    str,
+    typer.Argument(help="Job id or --name (see `tpuctl jobs`).", autocompletion=complete.job_ids),
 ]
 NoWait = Annotated[
     bool, typer.Option("--no-wait", help="Return once the cloud accepted the request.")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, Json, NoWait, Project, Zone, app_of
+from tpuctl.cli.options import AppEnv, Json, NodeName, NoWait, Project, Zone, app_of
 
 
 def _change(
@@ -38,7 +36,7 @@ def _change(
 
 def stop(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name.")],
+    name: NodeName,
     zone: Zone = None,
     project: Project = None,
     no_wait: NoWait = False,
@@ -53,7 +51,7 @@ def stop(
 
 def start(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name.")],
+    name: NodeName,
     zone: Zone = None,
     project: Project = None,
     no_wait: NoWait = False,

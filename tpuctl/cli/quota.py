@@ -1,4 +1,4 @@
-"""tpuctl quota"""
+"""tpuctl quota (and its group: `tpuctl quota request`, in quota_request.py)"""
 
 from __future__ import annotations
 
@@ -6,16 +6,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tpuctl.cli import render
+from tpuctl.cli import quota_request, render
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from tpuctl.cloud.quota import QuotaRequest
     from tpuctl.services.quota import QuotaReport, QuotaRow
 
+app = typer.Typer(rich_markup_mode=None, no_args_is_help=False)
+app.command("request")(quota_request.request)
 
+
+@app.callback(invoke_without_command=True)
 def quota(
     ctx: typer.Context,
     zone: Zone = None,
@@ -31,9 +36,14 @@ def quota(
     """TPU quota limits, what uses them, and the headroom, per region.
 
     Without a flag: the region of the configured zone (every region if none is configured).
+    Quota increase requests (`tpuctl quota request`) are listed with their state.
     Example: tpuctl quota --region us-east5
     """
+    from tpuctl.config import check_shape
     from tpuctl.services import quota as quota_svc
+
+    if ctx.invoked_subcommand:
+        return
 
     if sum(bool(x) for x in (zone, region, all_regions)) > 1:
         raise UsageError("--zone, --region and --all-regions are exclusive: choose one")
@@ -43,7 +53,7 @@ def quota(
     if zone:
         scope = {"zone": target.zone}
     elif region:
-        scope = {"region": region}
+        scope = {"region": check_shape("region", region, "--region")}
     elif not all_regions and target.zone != "-":
         scope = {"region": target.region}
     report = quota_svc.report(app.tpu(), app.factory.quotas(), target.project, **scope)
@@ -51,6 +61,7 @@ def quota(
         render.print_json(report.to_json())
     else:
         _print(report, explicit=bool(scope))
+        _print_requests(report.requests)
     if report.limits_error is not None:
         e = report.limits_error
         render.info(f"note: limits unknown, showing usage only: {e.message}")
@@ -86,6 +97,28 @@ def _print(report: QuotaReport, explicit: bool) -> None:
             console.print(f"no quota: {', '.join(zeros)}", highlight=False)
     if not printed:
         render.info(f"no TPU quota or nodes in any region of project {report.project}")
+
+
+def _print_requests(requests: list[QuotaRequest]) -> None:
+    if not requests:
+        return
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("REQUEST", "QUOTA", "WHERE"):
+        table.add_column(col, no_wrap=True)
+    for col in ("WANTED", "GRANTED"):
+        table.add_column(col, no_wrap=True, justify="right")
+    table.add_column("STATE", no_wrap=True)
+    for r in requests:
+        granted = "?" if r.granted is None else str(r.granted)
+        where = r.location or "everywhere"
+        name = r.name.rsplit("/", 1)[-1]
+        table.add_row(name, r.quota_id, where, str(r.preferred), granted, r.state)
+    console = render.out()
+    console.print()
+    console.print("quota increase requests", highlight=False)
+    render.show(table, console)
 
 
 def _table(rows: list[QuotaRow]) -> Table:

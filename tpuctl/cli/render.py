@@ -123,10 +123,13 @@ def progress(label: str) -> Iterator[Callable[[str, float], None]]:
     yield plain
 
 
-def idle_column(node: Node, now: float | None = None) -> str:
+def idle_column(node: Node, now: float | None = None, measured: float | None = None) -> str:
     """`12m/30m`: idle since the node was last active (else created), of its limit; `-`
-    for a node without an idle limit nor activity recorded."""
+    for a node without an idle limit nor activity recorded. `measured`: the TensorCores'
+    idle duration from Cloud Monitoring, which wins over the labels."""
     limit = node.label_time(IDLE_TIMEOUT)
+    if measured is not None:
+        return human_age(measured) + (f"/{format_duration(limit)}" if limit is not None else "")
     since = node.label_time(LAST_ACTIVE)
     if since is None and limit is None:
         return "-"
@@ -138,7 +141,11 @@ def idle_column(node: Node, now: float | None = None) -> str:
     return idle + (f"/{format_duration(limit)}" if limit is not None else "")
 
 
-def node_table(nodes: list[Node]) -> Table:
+Measured = dict[str, tuple[str, float | None]]
+
+
+def node_table(nodes: list[Node], measured: Measured | None = None) -> Table:
+    """`measured`: by node name, the UTIL text and the idle seconds from Cloud Monitoring."""
     table = _table(box=None, header_style="bold", pad_edge=False)
     for col in (
         "NAME",
@@ -151,10 +158,13 @@ def node_table(nodes: list[Node]) -> Table:
         "$/H",
         "COST",
         "OWNER",
+        "UTIL",
         "IDLE",
     ):
-        table.add_column(col, no_wrap=True, justify="right" if col in ("$/H", "COST") else "left")
+        right = col in ("$/H", "COST", "UTIL")
+        table.add_column(col, no_wrap=True, justify="right" if right else "left")
     for n in nodes:
+        util, idle = (measured or {}).get(n.full_name, ("-", None))
         table.add_row(
             escape(n.name),
             n.zone,
@@ -166,7 +176,8 @@ def node_table(nodes: list[Node]) -> Table:
             cost.money(cost.node_hourly(n)),
             "~" + cost.money(cost.so_far(n)),
             escape(n.owner) if n.owner else ("-" if n.managed else "(unmanaged)"),
-            idle_column(n),
+            util,
+            idle_column(n, measured=idle),
         )
     return table
 

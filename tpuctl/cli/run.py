@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tpuctl import interrupts
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Accelerator, Json, Project, Zone, app_of
@@ -61,6 +61,8 @@ def parse_env(pairs: list[str], env_file: Path | None) -> dict[str, str]:
             text = env_file.read_text()
         except OSError as e:
             raise UsageError(f"cannot read --env-file {env_file}: {e.strerror}") from e
+        except UnicodeDecodeError:
+            raise UsageError(f"cannot read --env-file {env_file}: not UTF-8 text") from None
         for n, line in enumerate(text.splitlines(), 1):
             line = line.strip()
             if not line or line.startswith("#"):
@@ -91,6 +93,43 @@ def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
         if candidate.is_file() and candidate.is_relative_to(root):
             return root, candidate.relative_to(root).as_posix()
     raise UsageError(f"script {script} is not a file inside the work dir {root}")
+
+
+def _left(runner: Any, zone: str) -> str:
+    """What becomes of the node, said only as far as it is known."""
+    job = runner.job
+    node = f"node {runner.node_name} in {zone}"
+    if job.node_deleted:
+        return f"{node} was deleted"
+    if not job.spec.teardown:
+        return f"{node} keeps running"
+    if job.agents_started and 0 not in job.lost:
+        return f"{node} will be deleted by its agent when the job ends"
+    return f"{node} may still be billing"
+
+
+def _stop(runner: Any, ui: CliUI, zone: str) -> None:
+    """After a Ctrl-C (SIGTERM, SIGHUP): stop what runs, then say what is left; always
+    an `Interrupted` (exit 130), a second Ctrl-C included."""
+    job = runner.job
+    hint = (
+        f"`tpuctl cancel {runner.job_id}` stops it; "
+        f"`tpuctl delete {runner.node_name} --zone {zone}` deletes the node"
+    )
+    try:
+        ui.flush()
+        stopped = runner.stop()
+    except KeyboardInterrupt:
+        if not job.agents_started:
+            raise Interrupted(f"left at once; {_left(runner, zone)}", hint=hint) from None
+        raise Interrupted(
+            f"left at once: job {runner.job_id} may still run; {_left(runner, zone)}", hint=hint
+        ) from None
+    if not stopped.started:
+        what = _left(runner, zone) if job.created else "no node was created"
+        raise Interrupted(f"interrupted before job {runner.job_id} started; {what}") from None
+    gone = " and deleted its node" if stopped.torn_down else ""
+    raise Interrupted(f"interrupted: stopped job {runner.job_id}{gone}") from None
 
 
 def run(
@@ -131,7 +170,17 @@ def run(
     ] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Return once the job started.")] = False,
     name: Annotated[str | None, typer.Option("--name", help="A name for the job.")] = None,
-    ttl: Annotated[str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc`.")] = None,
+    ttl: Annotated[
+        str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc` (default 7d).")
+    ] = None,
+    start_deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--start-deadline",
+            help="A node made for the job deletes itself when its agents have not started "
+            "by then (default 10m).",
+        ),
+    ] = None,
     queued_flag: Annotated[
         bool, typer.Option("--queued", help="Ask for the node through a queued resource.")
     ] = False,
@@ -160,6 +209,13 @@ def run(
     no_check: Annotated[
         bool, typer.Option("--no-check", help="Skip the `tpuctl doctor` check of the script.")
     ] = False,
+    heartbeat_deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--heartbeat-deadline",
+            help="An agent silent this long is lost: the job ends (default 60s).",
+        ),
+    ] = None,
     zone: Zone = None,
     project: Project = None,
     json_out: Json = False,
@@ -168,8 +224,11 @@ def run(
 
     Example: tpuctl run examples/train.py --accelerator v3-8 --outputs out/ -- --steps 200
     """
+    from tpuctl.config import load_config_file
     from tpuctl.durations import parse_duration
+    from tpuctl.services import staging
     from tpuctl.services.run.runner import Adapters, Runner, RunSpec
+    from tpuctl.services.run.spec import HEARTBEAT_DEADLINE, START_DEADLINE
 
     if valid_until and not queued_flag:
         raise UsageError("--valid-until needs --queued")
@@ -200,9 +259,19 @@ def run(
         restarts=(3 if spot else 0) if restarts is None else restarts,
         retry_on_failure=retry_on_failure,
         sync_every=sync_every,
+        start_deadline=(
+            parse_duration(start_deadline, "--start-deadline") if start_deadline else START_DEADLINE
+        ),
+        heartbeat_deadline=(
+            parse_duration(heartbeat_deadline, "--heartbeat-deadline")
+            if heartbeat_deadline
+            else HEARTBEAT_DEADLINE
+        ),
     )
     app = app_of(ctx)
     target = app.target(project, zone)
+    # --bucket, else the config file's `bucket`, else the default: as `jobs` finds it.
+    spec.bucket = staging.bucket_name(bucket, load_config_file(), target.project)
     factory = app.factory
     adapters = Adapters(
         tpu=factory.tpu(),
@@ -213,38 +282,21 @@ def run(
     ui = CliUI(logs_to_stderr=json_out)
     runner = Runner(adapters, target, spec, ui)
 
-    def as_interrupt(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, as_interrupt)
-    left = f"node {runner.node_name} in {target.zone}" + (
-        " will be deleted by its agent when the job ends" if spec.teardown else " keeps running"
-    )
+    replaced = interrupts.install()  # SIGINT, SIGTERM, SIGHUP alike, until the end
     try:
         try:
             outcome = runner.run()
         except KeyboardInterrupt:
-            ui.flush()
-            try:
-                stopped = runner.stop()
-            except KeyboardInterrupt:
-                raise Interrupted(
-                    f"left at once: job {runner.job_id} may still run; {left}",
-                    hint=f"`tpuctl cancel {runner.job_id}` stops it; "
-                    f"`tpuctl delete {runner.node_name} --zone {target.zone}` deletes the node",
-                ) from None
-            gone = " and deleted its node" if stopped and stopped.torn_down else ""
-            raise Interrupted(f"interrupted: stopped job {runner.job_id}{gone}") from None
+            _stop(runner, ui, target.zone)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        interrupts.restore(replaced)
     ui.flush()
     where = f"gs://{runner.bucket.name if runner.bucket else '?'}/tpuctl/jobs/{outcome.job_id}/"
     if spec.detach:
         if json_out:
             render.print_json({"job": outcome.job_id, "node": outcome.node, "bucket": where})
         else:
+            left = _left(runner, target.zone)
             render.info(f"job {outcome.job_id} started on {outcome.node}; {left}")
             render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
         return

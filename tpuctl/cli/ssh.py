@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, Project, Zone, app_of
+from tpuctl.cli.options import AppEnv, NodeName, Project, Zone, app_of
 from tpuctl.errors import ConfigError, TpuctlError
 
 if TYPE_CHECKING:
@@ -110,10 +110,10 @@ def make_plan(
     internal_ip: bool,
     connect_timeout: float,
 ) -> tuple[SshApi, Plan]:
-    from tpuctl.services import nodes
+    from tpuctl.services import names
     from tpuctl.services import ssh as ssh_service
 
-    nodes.validate_name(name)
+    names.validate_name(name)
     target = app.target(project, zone)
     api = app.tpu()
     ssh_api = app.factory.ssh()
@@ -158,7 +158,7 @@ def run_everywhere(
 
 def ssh(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Node name.")],
+    name: NodeName,
     openssh_args: Annotated[
         list[str] | None,
         typer.Argument(help="After `--`: OpenSSH options (and a command) for the shell."),

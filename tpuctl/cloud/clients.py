@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.request
 from collections.abc import Mapping
 from functools import cached_property
@@ -24,16 +25,36 @@ from tpuctl.errors import CloudError, ConfigError
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
     from google.cloud.cloudquotas_v1 import CloudQuotasClient
+    from google.cloud.monitoring_v3 import MetricServiceClient
     from google.cloud.storage import Client as StorageClient
     from google.cloud.tpu_v2 import TpuClient
 
+    from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.service_usage import ServiceUsageApi
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.cloud.storage import Bucket
     from tpuctl.cloud.tpu import TpuApi
 
 EMULATOR_ENV = "TPUCTL_EMULATOR_HOST"
+_HOST_PORT = re.compile(
+    r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?):([0-9]{1,5})"
+)
 _ADC_HINT = "run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)"
+
+
+def emulator_host(value: str) -> str:
+    """`value` when it is HOST:PORT (a name, an IPv4 address or a [IPv6] one; a port
+    1-65535), else a ConfigError naming the variable."""
+    m = _HOST_PORT.fullmatch(value)
+    if m is None or not 0 < int(m[1]) < 65536:
+        shown = value if len(value) <= 64 else value[:61] + "..."
+        raise ConfigError(
+            f"invalid {EMULATOR_ENV} {shown!r}: expected HOST:PORT, e.g. 127.0.0.1:8470",
+            hint=f"`tpuctl emulator start --detach` prints the line to paste; unset "
+            f"{EMULATOR_ENV} to use Google Cloud",
+        )
+    return value
 
 
 def _on_google_hardware() -> bool:
@@ -49,7 +70,8 @@ class ClientFactory:
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = os.environ if env is None else env
-        self._emulator = (self._env.get(EMULATOR_ENV) or "").strip() or None
+        address = (self._env.get(EMULATOR_ENV) or "").strip()
+        self._emulator = emulator_host(address) if address else None
 
     # -- where things are -------------------------------------------------
     @property
@@ -128,6 +150,16 @@ class ClientFactory:
             raise ConfigError("no Google Cloud credentials found", hint=_ADC_HINT) from e
         return creds
 
+    def account(self) -> str | None:
+        """Who the calls are made as, when it can be told without a call: the emulator's
+        caller, else gcloud's account, else the service account of the credentials."""
+        if self._emulator:
+            return str(self._emulator_config.get("caller") or "") or None
+        from tpuctl.config import gcloud_properties
+
+        account = gcloud_properties(self._env).get("core/account")
+        return account or getattr(self.credentials, "service_account_email", None)
+
     # -- clients ------------------------------------------------------------
     def tpu_client(self) -> TpuClient:
         from google.api_core.client_options import ClientOptions
@@ -164,6 +196,61 @@ class ClientFactory:
         return QuotaApi(
             self.quotas_client(),
             where=self.describe_endpoint(),
+            unreachable_hint=self.unreachable_hint(),
+        )
+
+    @property
+    def service_usage_endpoint(self) -> str:
+        """The Service Usage API: Google's, or the emulator's (it serves it too)."""
+        if self._emulator:
+            return f"http://{self._emulator}"
+        return "https://serviceusage.googleapis.com"
+
+    def service_usage(self) -> ServiceUsageApi:
+        from google.api_core.client_options import ClientOptions
+        from google.cloud import service_usage_v1
+
+        from tpuctl.cloud.service_usage import ServiceUsageApi
+
+        client = service_usage_v1.ServiceUsageClient(
+            transport="rest",
+            credentials=self.credentials,
+            client_options=ClientOptions(api_endpoint=self.service_usage_endpoint),
+        )
+        return ServiceUsageApi(
+            client, where=self.describe_endpoint(), unreachable_hint=self.unreachable_hint()
+        )
+
+    # -- Cloud Monitoring --------------------------------------------------------
+    def monitoring_client(self) -> MetricServiceClient:
+        """google-cloud-monitoring's client (gRPC, its only transport): Google's endpoint,
+        or the emulator's gRPC address (`monitoring_endpoint` in its status), unencrypted."""
+        from google.cloud import monitoring_v3
+
+        if not self._emulator:
+            return monitoring_v3.MetricServiceClient(credentials=self.credentials)
+        import grpc
+        from google.cloud.monitoring_v3.services.metric_service.transports import (
+            MetricServiceGrpcTransport,
+        )
+
+        endpoint = self._emulator_config.get("monitoring_endpoint")
+        if not endpoint:
+            raise ConfigError(
+                f"the local emulator at {self._emulator} serves no Cloud Monitoring",
+                hint="restart it with a tpuctl that does (`tpuctl emulator stop`, then start)",
+            )
+        channel = grpc.insecure_channel(str(endpoint))
+        return monitoring_v3.MetricServiceClient(
+            transport=MetricServiceGrpcTransport(channel=channel)
+        )
+
+    def monitoring(self) -> MonitoringApi:
+        from tpuctl.cloud.monitoring import MonitoringApi
+
+        return MonitoringApi(
+            self.monitoring_client(),
+            where=f"Cloud Monitoring ({self.describe_endpoint()})",
             unreachable_hint=self.unreachable_hint(),
         )
 

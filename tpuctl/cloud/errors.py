@@ -1,5 +1,10 @@
-"""Google's exceptions -> tpuctl's errors: the one translation the TPU, Storage and
-Quotas adapters share (each adds only what its service says differently).
+"""Google's exceptions -> tpuctl's errors: the one translation the TPU, Storage, Quotas
+and Service Usage adapters share (each adds only what its service says differently).
+
+The errors a new project meets are recognised here, whichever API answers them
+(`setup_error`): an API not enabled (403, ErrorInfo reason SERVICE_DISABLED), billing
+off (403, BILLING_DISABLED) and a caller without a permission (403, "Permission 'p'
+denied ..."), each told in one line with the command that fixes it.
 
 Imports only google.api_core and google.auth, so loading one adapter never loads
 another service's client library.
@@ -12,18 +17,26 @@ import re
 from google.api_core import exceptions as gx
 from google.auth import exceptions as auth_x
 
+from tpuctl import apis
 from tpuctl.cloud.retry import is_rate_limit, is_transient
 from tpuctl.errors import (
     AccessDeniedError,
     AlreadyExistsError,
+    BillingDisabledError,
     CloudError,
     ConfigError,
     NotFoundError,
+    PermissionDeniedError,
     QuotaError,
+    ServiceDisabledError,
     TpuctlError,
 )
 
 _CALL_PREFIX = re.compile(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ")
+_DISABLED = re.compile(r"has not been used in project (?P<number>\S+) before or it is disabled")
+_SERVICE_URL = re.compile(r"/apis/api/(?P<service>[a-z0-9.-]+)/")
+_PERMISSION = re.compile(r"Permission '(?P<permission>[A-Za-z0-9_.]+)' denied")
+_PROJECT = re.compile(r"projects/(?P<project>[^/\s']+)|project (?P<named>[a-z][a-z0-9:.-]+)")
 
 
 def server_message(exc: BaseException) -> str:
@@ -32,9 +45,103 @@ def server_message(exc: BaseException) -> str:
     return _CALL_PREFIX.sub("", msg)
 
 
-def translate(exc: BaseException, subject: str, where: str, unreachable_hint: str) -> TpuctlError:
+def _info(exc: BaseException) -> tuple[str, dict[str, str]]:
+    """The ErrorInfo's reason and metadata ("" and {} when the error carries none)."""
+    try:
+        reason = getattr(exc, "reason", None) or ""
+        metadata = dict(getattr(exc, "metadata", None) or {})
+    except (AttributeError, TypeError, ValueError):
+        return "", {}
+    return str(reason), {str(k): str(v) for k, v in metadata.items()}
+
+
+def _project(
+    project: str | None, subject: str, exc: BaseException, metadata: dict[str, str]
+) -> str:
+    """The project id when the caller knows it, else from the subject or the URL called
+    (api-core puts it before the message), else the project number of the error."""
+    if project:
+        return project
+    for text in (subject, str(exc)):
+        found = _PROJECT.search(text)
+        if found:
+            return found["project"] or found["named"]
+    return metadata.get("consumer", "").removeprefix("projects/") or "?"
+
+
+def setup_error(
+    exc: BaseException, subject: str = "", project: str | None = None
+) -> TpuctlError | None:
+    """The errors a new project meets, from any Google API: a disabled API, billing off,
+    a missing permission; None for any other error."""
+    if not isinstance(exc, (gx.Forbidden, gx.BadRequest)):
+        return None
+    msg = server_message(exc)
+    reason, metadata = _info(exc)
+    if isinstance(exc, gx.BadRequest):
+        # Service Usage refuses to enable a paid API in a project without billing
+        if reason != "UREQ_PROJECT_BILLING_NOT_FOUND":
+            return None
+        reason = "BILLING_DISABLED"
+    if reason == "SERVICE_DISABLED" or _DISABLED.search(msg):
+        url = _SERVICE_URL.search(msg)
+        service = metadata.get("service") or (url["service"] if url else "") or "the API"
+        title = metadata.get("serviceTitle") or apis.title(service)
+        where = _project(project, subject, exc, metadata)
+        return ServiceDisabledError(
+            f"the {title} ({service}) is disabled in project {where}",
+            service=service,
+            project=where,
+            hint=f"enable it: `{apis.enable_command(service, where)}` (or run `tpuctl init`)",
+        )
+    if reason == "BILLING_DISABLED" or "requires billing to be enabled" in msg:
+        where = _project(project, subject, exc, metadata)
+        return BillingDisabledError(
+            f"billing is disabled in project {where}: Cloud TPU and the APIs it needs are paid",
+            hint=f"link a billing account: `gcloud billing projects link {where} "
+            "--billing-account=ACCOUNT_ID` (`gcloud billing accounts list` shows yours)",
+        )
+    if msg.startswith("Permission denied on 'locations/"):
+        return None  # an unknown zone looks like this too: `translate` tells it apart
+    denied = _PERMISSION.search(msg)
+    permission = metadata.get("permission") or (denied["permission"] if denied else "")
+    if permission and (reason == "IAM_PERMISSION_DENIED" or denied):
+        where = _project(project, subject, exc, metadata)
+        role = apis.role_for(permission)
+        grant = (
+            f"grant a role that has it, e.g. `{apis.grant_command(where, role)}`"
+            if role
+            else "ask a project owner for a role that has it"
+        )
+        return PermissionDeniedError(
+            f"permission {permission} denied in project {where}",
+            permission=permission,
+            hint=f"{grant}; `gcloud auth list` shows who you are",
+        )
+    return None
+
+
+def refused(exc: BaseException, *, project: str, what: str, needs: str) -> TpuctlError:
+    """A 403 of an API other than the TPU's: what a new project meets (`setup_error`:
+    disabled, billing, a named permission), else not allowed to read `what` (`needs`: the
+    permission or role to grant)."""
+    setup = setup_error(exc, project=project)
+    if setup is not None:
+        return setup
+    return AccessDeniedError(
+        f"not allowed to read the {what} of project {project}: {server_message(exc)}",
+        hint=f"your account needs {needs}",
+    )
+
+
+def translate(
+    exc: BaseException, subject: str, where: str, unreachable_hint: str, project: str | None = None
+) -> TpuctlError:
     """Google's exception -> tpuctl's, with a hint on what to do next."""
     msg = server_message(exc)
+    setup = setup_error(exc, subject, project)
+    if setup is not None:
+        return setup
     if isinstance(exc, gx.NotFound):
         return NotFoundError(
             f"{subject} not found", hint="`tpuctl list --all-zones` shows your nodes"

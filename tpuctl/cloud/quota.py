@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tpuctl.catalog import QUOTA_SERVICE
-from tpuctl.errors import AccessDeniedError, CloudError, ConfigError, TpuctlError
+from tpuctl.errors import ConfigError, TpuctlError
 
 T = TypeVar("T")
 TIMEOUT = 30.0
@@ -68,11 +68,58 @@ class QuotaInfo:
         )
 
 
+@dataclass(frozen=True)
+class QuotaRequest:
+    """A quota preference: what the project asked a quota to be, and what it got so far."""
+
+    name: str
+    quota_id: str
+    location: str  # the region or zone it is for ("" for every location)
+    preferred: int
+    granted: int | None
+    pending: bool  # still under review (`reconciling`)
+    detail: str = ""
+    email: str = ""
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> QuotaRequest:
+        config = data.get("quotaConfig") or {}
+        dims = data.get("dimensions") or {}
+        granted = config.get("grantedValue")
+        return cls(
+            name=data.get("name", ""),
+            quota_id=data.get("quotaId", ""),
+            location=dims.get("zone") or dims.get("region") or "",
+            preferred=int(config.get("preferredValue") or 0),
+            granted=None if granted is None else int(granted),
+            pending=bool(data.get("reconciling")),
+            detail=config.get("stateDetail", ""),
+            email=data.get("contactEmail", ""),
+        )
+
+    @property
+    def state(self) -> str:
+        if self.pending:
+            return "pending"
+        return "granted" if (self.granted or 0) >= self.preferred else "partly granted"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "quotaId": self.quota_id,
+            "location": self.location,
+            "preferredValue": self.preferred,
+            "grantedValue": self.granted,
+            "state": self.state,
+            "detail": self.detail,
+        }
+
+
 def translate(exc: BaseException, project: str, where: str, hint: str) -> TpuctlError:
     """Google's exception -> tpuctl's, naming the API to enable or the permission to grant."""
     from google.api_core import exceptions as gx
 
-    from tpuctl.cloud.errors import server_message
+    from tpuctl.cloud.errors import refused, server_message
     from tpuctl.cloud.errors import translate as tpu_translate
 
     msg = server_message(exc)
@@ -82,16 +129,12 @@ def translate(exc: BaseException, project: str, where: str, hint: str) -> Tpuctl
                 f"the Cloud Quotas API needs a quota project for your credentials: {msg}",
                 hint=f"run `gcloud auth application-default set-quota-project {project}`",
             )
-        reason = getattr(exc, "reason", None)
-        if reason == "SERVICE_DISABLED" or "has not been used in project" in msg:
-            return CloudError(
-                f"the Cloud Quotas API ({QUOTAS_API}) is not enabled in project {project}",
-                hint=f"enable it with `gcloud services enable {QUOTAS_API} --project {project}`",
-            )
-        return AccessDeniedError(
-            f"not allowed to read the quotas of project {project}: {msg}",
-            hint="your account needs the permission cloudquotas.quotas.get, e.g. through "
-            "the role roles/cloudquotas.viewer",
+        return refused(
+            exc,
+            project=project,
+            what="quotas",
+            needs="the permission cloudquotas.quotas.get, e.g. through the role "
+            "roles/cloudquotas.viewer",
         )
     return tpu_translate(exc, f"TPU quotas of project {project}", where, hint)
 
@@ -134,6 +177,49 @@ class QuotaApi:
             return {info.quota_id: info for info in infos}
 
         return self._call(project, fetch)
+
+    def requests(self, project: str) -> list[QuotaRequest]:
+        """The project's quota preferences for TPU quotas (increase requests and their state)."""
+
+        def fetch() -> list[QuotaRequest]:
+            pager = self._client.list_quota_preferences(
+                request={"parent": f"projects/{project}/locations/global"}, timeout=TIMEOUT
+            )
+            prefs = (_to_dict(p) for p in pager)
+            return [QuotaRequest.from_api(p) for p in prefs if p.get("service") == QUOTA_SERVICE]
+
+        return self._call(project, fetch)
+
+    def request_increase(
+        self,
+        project: str,
+        quota_id: str,
+        value: int,
+        dimension: str,
+        location: str,
+        justification: str = "",
+        email: str = "",
+    ) -> QuotaRequest:
+        """File a quota preference: `quota_id` at `value` in a region or zone."""
+        body = {
+            "service": QUOTA_SERVICE,
+            "quota_id": quota_id,
+            "quota_config": {"preferred_value": value},
+            "dimensions": {dimension: location},
+            "justification": justification,
+            "contact_email": email,
+        }
+        made = self._call(
+            project,
+            lambda: self._client.create_quota_preference(
+                request={
+                    "parent": f"projects/{project}/locations/global",
+                    "quota_preference": body,
+                },
+                timeout=TIMEOUT,
+            ),
+        )
+        return QuotaRequest.from_api(_to_dict(made))
 
     def quota_info(self, project: str, quota_id: str, patience: float | None = None) -> QuotaInfo:
         """One quota; `patience` bounds the seconds spent retrying transient faults."""

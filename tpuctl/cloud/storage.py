@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from google.api_core import exceptions as gx
 from google.cloud import storage
 
-from tpuctl.cloud.errors import server_message
+from tpuctl.cloud.errors import server_message, setup_error
 from tpuctl.cloud.errors import translate as translate_api_error
 from tpuctl.cloud.retry import call
 from tpuctl.errors import (
@@ -50,6 +50,9 @@ def translate(exc: BaseException, subject: str, where: str, hint: str) -> Tpuctl
         return PreconditionFailedError(f"{subject} changed meanwhile (precondition failed)")
     if isinstance(exc, gx.NotFound):
         return NotFoundError(f"{subject} not found")
+    setup = setup_error(exc, subject)
+    if setup is not None:
+        return setup
     if isinstance(exc, gx.Forbidden):
         return AccessDeniedError(
             f"permission denied on {subject}: {server_message(exc)}",
@@ -88,26 +91,33 @@ class Bucket:
         return f"gs://{self.name}/{path}"
 
     # -- the bucket itself ---------------------------------------------------
+    def _lookup(self) -> bool:
+        try:
+            return self._client.lookup_bucket(self.name, timeout=TIMEOUT, retry=None) is not None
+        except gx.Forbidden as e:
+            raise self._refused(
+                e,
+                f"bucket {self.url} exists but this account cannot use it "
+                "(it may belong to another project)",
+                _BUCKET_HINT,
+            ) from None
+
+    def _refused(self, exc: gx.Forbidden, message: str, hint: str) -> TpuctlError:
+        """A 403 on the bucket: a project not set up (API, billing), else `message`."""
+        setup = setup_error(exc, project=self._client.project)
+        return setup if setup is not None else AccessDeniedError(message, hint=hint)
+
+    def bucket_exists(self) -> bool:
+        """Whether the bucket exists and this account may use it."""
+        return self._call(f"bucket {self.url}", self._lookup)
+
     def ensure(self, location: str) -> bool:
         """Make sure the bucket exists and is ours; create it in `location` if absent.
 
         Returns True when it was created now. A name held by another project is an
         error that says so (bucket names are global), as is a refused creation.
         """
-
-        def lookup() -> bool:
-            try:
-                return (
-                    self._client.lookup_bucket(self.name, timeout=TIMEOUT, retry=None) is not None
-                )
-            except gx.Forbidden:
-                raise AccessDeniedError(
-                    f"bucket {self.url} exists but this account cannot use it "
-                    "(it may belong to another project)",
-                    hint=_BUCKET_HINT,
-                ) from None
-
-        if self._call(f"bucket {self.url}", lookup):
+        if self.bucket_exists():
             return False
 
         def create() -> bool:
@@ -117,7 +127,7 @@ class Bucket:
             try:
                 self._client.create_bucket(bucket, location=location, timeout=TIMEOUT, retry=None)
             except gx.Conflict:
-                if lookup():  # a concurrent tpuctl of ours made it first
+                if self._lookup():  # a concurrent tpuctl of ours made it first
                     return False
                 raise AlreadyExistsError(
                     f"the bucket name {self.url} is taken by another project "
@@ -125,10 +135,11 @@ class Bucket:
                     hint=_BUCKET_HINT,
                 ) from None
             except gx.Forbidden as e:
-                raise AccessDeniedError(
+                raise self._refused(
+                    e,
                     f"not allowed to create the bucket {self.url} in project "
                     f"{self._client.project}: {server_message(e)}",
-                    hint="your account needs roles/storage.admin to create it; " + _BUCKET_HINT,
+                    "your account needs roles/storage.admin to create it; " + _BUCKET_HINT,
                 ) from None
             except gx.BadRequest as e:
                 raise UsageError(

@@ -21,7 +21,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from tpuctl.emulator import control_api, errors, persistence, queued, tpu_api
+from tpuctl.emulator import (
+    control_api,
+    errors,
+    monitoring,
+    persistence,
+    queued,
+    quota_prefs,
+    service_usage,
+    tpu_api,
+)
 from tpuctl.emulator.models import Node, Operation
 from tpuctl.emulator.state import State
 from tpuctl.emulator.workers import WorkerFiles
@@ -64,6 +73,13 @@ class Backend:
         self.ssh_port: int | None = None  # the workers' SSH port, when SSH is served
         self.workers = WorkerFiles(self._state_dir)  # homes and host keys of the workers
         persistence.load(self.state, self._state_dir)
+        # Cloud Monitoring: samples of the workers (monitoring.py); its gRPC address
+        self.monitoring = monitoring.Monitoring(self._monitored)
+        self.monitoring_endpoint: str | None = None
+
+    def _monitored(self) -> list[monitoring.WorkerView]:
+        with self.lock:  # no transitions applied: a sample is no API call
+            return monitoring.worker_views(self.state.nodes.values(), self.workers)
 
     def _save(self) -> None:
         persistence.save(self.state, self._state_dir)
@@ -72,6 +88,7 @@ class Backend:
         now = self.state.now()
         self.state.tick_nodes(now)
         queued.tick(self.state, now)
+        service_usage.tick(self.state, now)
 
     @_locked
     def tick(self) -> None:
@@ -212,6 +229,35 @@ class Backend:
     def get_quota_info(self, project: str, service: str, quota_id: str) -> dict:
         return self.state.quota.get_info(project, service, quota_id)
 
+    # -- the APIs written as functions over the state (service_usage.py, quota_prefs.py) --
+    @_locked
+    def apply(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run an API function `fn(state, *args)` under the lock (routes of `urls.OnState`)."""
+        return fn(self.state, *args)
+
+    @_locked
+    def decide_quota_preference(self, name: str, granted: Any) -> dict:
+        return quota_prefs.decide(self.state, name, granted)
+
+    @_locked
+    def admit(self, verb: str, project: str, path: str) -> None:
+        """The gate before every API call (access.py): refuse it as the cloud's front end
+        would, for an API off, no billing or a missing permission."""
+        self.state.access.check(verb, project, path, self.state.quota.api)
+
+    # -- Cloud Monitoring (monitoring.py: its own lock; it reads nodes through _monitored) --
+    def list_time_series(self, project: str, query: dict[str, str]) -> dict:
+        return self.monitoring.list_time_series(project, query)
+
+    def monitoring_config(self) -> dict:
+        return self.monitoring.config()
+
+    def configure_monitoring(self, body: dict[str, Any]) -> dict:
+        return self.monitoring.configure(body)
+
+    def sample_metrics(self) -> dict:
+        return self.monitoring.sample()
+
     # -- control plane (control_api.py) ------------------------------------------------------
     def count(self, key: str) -> None:
         with self.lock:
@@ -234,6 +280,8 @@ class Backend:
             "defaults": dict(self.state.defaults),
             "storage_endpoint": self.storage_endpoint,
             "ssh_port": self.ssh_port,
+            "caller": self.state.access.caller,
+            "monitoring_endpoint": self.monitoring_endpoint,
         }
 
     @_locked
@@ -249,6 +297,7 @@ class Backend:
         self.state.clear()  # the address allocator carries on: addresses are never reused
         if self.clear_storage is not None:
             self.clear_storage()  # every bucket and object goes too
+        self.monitoring.clear()  # every point, and the sampling settings
         return self.status()
 
     @_locked

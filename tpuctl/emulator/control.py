@@ -108,3 +108,12 @@ class EmulatorControl:
     def provision_queued(self, name: str) -> dict[str, Any]:
         """Provision a waiting queued resource now, whatever the zone's capacity."""
         return dict(self.call("POST", "queued/provision", {"name": name}))
+
+    def monitoring(self, **settings: float | None) -> dict[str, Any]:
+        """Sampling settings: `sample_period` (seconds; None: only on `sample`) and
+        `ingestion_delay` (seconds before a point is visible)."""
+        return dict(self.call("POST", "monitoring", settings))
+
+    def sample(self) -> dict[str, Any]:
+        """Sample every worker's metrics now."""
+        return dict(self.call("POST", "monitoring/sample", {}))

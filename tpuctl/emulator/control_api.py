@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tpuctl.emulator import errors, queued
+from tpuctl.emulator.access import CONFIG_KEYS as ACCESS_CONFIG_KEYS
 from tpuctl.emulator.errors import Faults
 from tpuctl.emulator.models import rfc3339
 from tpuctl.emulator.quotas import CONFIG_KEYS as QUOTA_CONFIG_KEYS
@@ -20,7 +21,7 @@ from tpuctl.emulator.state import DEFAULT_DURATIONS, State
 
 def update_config(state: State, body: dict[str, Any]) -> dict:
     """Change durations, defaults and quota settings, all checked before any applies."""
-    unknown = set(body) - {"durations", "defaults"} - QUOTA_CONFIG_KEYS
+    unknown = set(body) - {"durations", "defaults"} - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS
     if unknown:
         raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
     durations = body.get("durations") or {}
@@ -36,6 +37,7 @@ def update_config(state: State, body: dict[str, Any]) -> dict:
         if key not in ("project", "zone") or not isinstance(value, str) or not value:
             raise errors.invalid_argument(f"bad default {key}={value!r}")
     state.quota.update(body)
+    state.access.update(body)
     state.durations.update({k: None if v is None else float(v) for k, v in durations.items()})
     state.defaults.update(defaults)
     state.changed()

@@ -30,6 +30,7 @@ def save(state: State, state_dir: Path | None) -> None:
         "operations": [op.to_state() for op in state.operations.values()],
         "queued_resources": [q.to_state() for q in state.queued.values()],
         "config": state.config(),
+        "quota_preferences": list(state.quota_prefs.values()),
         "allocator": {"next_index": state.allocator.next_index},
     }
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -55,5 +56,7 @@ def load(state: State, state_dir: Path | None) -> None:
     state.durations.update(config.get("durations", {}))
     state.defaults.update(config.get("defaults", {}))
     state.quota.load(config)
+    state.access.load(config)
+    state.quota_prefs = {p["name"]: p for p in data.get("quota_preferences", [])}
     allocator = data.get("allocator", {})
     state.allocator.next_index = allocator.get("next_index", state.allocator.next_index)

@@ -7,12 +7,14 @@ millisecond; one daemon thread per connection.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import socket
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -114,7 +116,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 time.sleep(delay)
             if fault is not None and not after:
                 raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
-            target = getattr(backend, fn) if isinstance(fn, str) else fn
+            backend.admit(verb, match.get("project", ""), url.path)
+            target: Callable[..., Any]
+            if isinstance(fn, urls.OnState):
+                target = functools.partial(backend.apply, fn.fn)
+            else:
+                target = getattr(backend, fn) if isinstance(fn, str) else fn
             result = target(*urls.arguments(spec, match, query, body))
             if fault is not None:
                 raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
@@ -184,6 +191,7 @@ class EmulatorServer:
         self._ticker: threading.Thread | None = None
         self._stopping = threading.Event()
         self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
+        self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring_grpc) once started
 
     @property
     def address(self) -> str:
@@ -204,6 +212,13 @@ class EmulatorServer:
                 raise
             self.backend.storage_endpoint = self.storage.url
             self.backend.clear_storage = self.storage.clear
+        # Cloud Monitoring's gRPC front, before the HTTP server answers: a client that
+        # sees the status sees its address (importing grpc takes a moment)
+        from tpuctl.emulator.monitoring_grpc import MonitoringGrpc
+
+        self.monitoring = MonitoringGrpc(self.backend.monitoring, self._host).start()
+        self.backend.monitoring_endpoint = self.monitoring.address
+        self.backend.monitoring.start()  # the sampler
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},  # how long stop() may wait for the loop
@@ -242,6 +257,10 @@ class EmulatorServer:
         if self.ssh is not None:
             self.ssh.stop()
             self.ssh = None
+        self.backend.monitoring.stop()
+        if self.monitoring is not None:
+            self.monitoring.stop()
+            self.monitoring = None
         self.backend.close()
         if self._httpd is None:
             return

@@ -70,6 +70,10 @@ class Worker:
         return not self.down
 
 
+# SSH connections accepted by every worker of this process, ever (tests prove "no SSH" by it)
+CONNECTIONS = [0]
+
+
 class _Server(asyncssh.SSHServer):
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
@@ -78,6 +82,7 @@ class _Server(asyncssh.SSHServer):
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self.conn = conn
         self.worker.connections.add(conn)
+        CONNECTIONS[0] += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.worker.connections.discard(self.conn)

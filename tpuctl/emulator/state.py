@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl.emulator import errors, rules
+from tpuctl.emulator.access import Access
 from tpuctl.emulator.errors import Faults
 from tpuctl.emulator.models import AddressAllocator, Node, Operation, QueuedResource
 from tpuctl.emulator.quotas import QuotaConfig
@@ -37,6 +38,8 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
     # how long after a node first becomes READY its guest publishes the SSH host keys
     # (guest attributes `hostkeys/`), as a booting TPU VM's guest agent does
     "hostkeys": 1.0,
+    # Service Usage: an enable's operation (service_usage.py)
+    "enable_service": 0.5,
 }
 DEFAULT_PROJECT = "tpuctl-demo"
 DEFAULT_ZONE = "us-central1-a"
@@ -61,6 +64,8 @@ class State:
         self.defaults = {"project": DEFAULT_PROJECT, "zone": DEFAULT_ZONE}
         self.faults = Faults()
         self.quota = QuotaConfig()
+        self.access = Access()  # enabled APIs, billing, the caller's permissions
+        self.quota_prefs: dict[str, dict[str, Any]] = {}  # Cloud Quotas preferences by name
         self.rng = random.Random()
         self.requests: Counter[str] = Counter()
         self.dirty = True
@@ -78,6 +83,7 @@ class State:
             "durations": dict(self.durations),
             "defaults": dict(self.defaults),
             **self.quota.to_config(),
+            **self.access.to_config(),
         }
 
     # -- lookups -------------------------------------------------------------

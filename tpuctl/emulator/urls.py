@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from tpuctl.emulator import catalog_api, errors
+from tpuctl.emulator import catalog_api, errors, quota_prefs, service_usage
 from tpuctl.emulator.control import CONTROL_PREFIX
 
 Handler = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class OnState:
+    """A route to an API function over the state, `fn(state, *args)`, which the backend
+    runs under its lock (`Backend.apply`): no facade method needed for each."""
+
+    fn: Handler
+
+
 _P = r"/v2/projects/(?P<project>[^/]+)/locations"
 _Z = _P + r"/(?P<zone>[^/:]+)"
 _N = _Z + r"/nodes/(?P<node>[^/:]+)"
@@ -28,9 +39,14 @@ _PZ = ("project", "zone")
 # the Cloud Quotas API (cloudquotas.googleapis.com) subset: quota infos of a service
 _Q = r"/v1/projects/(?P<project>[^/]+)/locations/global/services/(?P<service>[^/]+)/quotaInfos"
 
+# the Service Usage API (serviceusage.googleapis.com) subset: a project's services
+_SU = r"/v1/projects/(?P<project>[^/]+)/services"
+# Cloud Quotas' quota preferences
+_QP = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/quotaPreferences"
+
 # (HTTP method, path, verb counted in /requests, backend method name or catalog function,
 #  arguments: path groups by name, "?param" from the query, "paging", "body")
-API_ROUTES: list[tuple[str, str, str, str | Handler, tuple[str, ...]]] = [
+API_ROUTES: list[tuple[str, str, str, str | Handler | OnState, tuple[str, ...]]] = [
     ("GET", _P1, "locations.list", catalog_api.list_locations, ("project", "paging")),
     ("GET", _Z1, "locations.get", catalog_api.get_location, _PZ),
     ("GET", _Z + "/nodes", "list", "list_nodes", (*_PZ, "paging")),
@@ -64,6 +80,23 @@ API_ROUTES: list[tuple[str, str, str, str | Handler, tuple[str, ...]]] = [
     ("GET", _Q, "quotaInfos.list", "list_quota_infos", ("project", "service", "paging")),
     ("GET", _Q + "/(?P<quota>[^/]+)", "quotaInfos.get", "get_quota_info",
      ("project", "service", "quota")),
+    ("GET", _SU, "services.list", OnState(service_usage.list_services),
+     ("project", "?filter", "paging")),
+    ("GET", _SU + "/(?P<service>[^/:]+)", "services.get", OnState(service_usage.get_service),
+     ("project", "service")),
+    ("POST", _SU + "/(?P<service>[^/:]+):enable", "services.enable",
+     OnState(service_usage.enable_service), ("project", "service")),
+    ("GET", r"/v1/(?P<op>operations/[^/]+)", "serviceusage.operations.get",
+     OnState(service_usage.get_operation), ("op",)),
+    ("POST", _QP, "quotaPreferences.create", OnState(quota_prefs.create),
+     ("project", "location", "?quotaPreferenceId", "body")),
+    ("GET", _QP, "quotaPreferences.list", OnState(quota_prefs.list_page),
+     ("project", "location", "paging")),
+    ("GET", _QP + "/(?P<pref>[^/]+)", "quotaPreferences.get", OnState(quota_prefs.get),
+     ("project", "location", "pref")),
+    # Cloud Monitoring (monitoring.googleapis.com): time series of the TPU workers
+    ("GET", r"/v3/projects/(?P<project>[^/]+)/timeSeries", "timeSeries.list",
+     "list_time_series", ("project", "query")),
 ]  # fmt: skip
 
 # control plane: (HTTP method, path under CONTROL_PREFIX) -> backend method, body keys
@@ -85,6 +118,10 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("POST", "queued/suspending"): ("queued_control", ("=suspending", "name")),
     ("POST", "node-state"): ("set_node_state", ("body",)),
     ("POST", "queued/provision"): ("queued_control", ("=provision", "name")),
+    ("POST", "quota-preferences/decide"): ("decide_quota_preference", ("name", "granted")),
+    ("GET", "monitoring"): ("monitoring_config", ()),
+    ("POST", "monitoring"): ("configure_monitoring", ("body",)),
+    ("POST", "monitoring/sample"): ("sample_metrics", ()),
 }
 
 
@@ -95,6 +132,8 @@ def arguments(
     for item in spec:
         if item == "body":
             args.append(body)
+        elif item == "query":  # every query parameter, as sent
+            args.append(dict(query))
         elif item == "paging":
             try:
                 args.append(int(query.get("pageSize") or 0))
@@ -127,7 +166,9 @@ def control_arguments(spec: tuple[str, ...], body: dict[str, Any]) -> list[Any]:
 _COMPILED = [(m, re.compile(path + "$"), verb, fn, spec) for m, path, verb, fn, spec in API_ROUTES]
 
 
-def route(method: str, path: str) -> tuple[str, str | Handler, tuple[str, ...], dict[str, str]]:
+def route(
+    method: str, path: str
+) -> tuple[str, str | Handler | OnState, tuple[str, ...], dict[str, str]]:
     for route_method, pattern, verb, fn, spec in _COMPILED:
         match = pattern.match(path)
         if match and route_method == method:

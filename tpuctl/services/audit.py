@@ -29,6 +29,7 @@ class AuditEntry:
     reason: str
     hourly: float | None
     result: str
+    evidence: str | None = None  # idleness seen in "metrics" (Cloud Monitoring) or a "probe"
 
     @classmethod
     def of(
@@ -39,6 +40,7 @@ class AuditEntry:
         reason: str,
         hourly: float | None,
         result: str,
+        evidence: str | None = None,
     ) -> AuditEntry:
         """The entry for what gc did to one node or queued request."""
         return cls(
@@ -50,6 +52,7 @@ class AuditEntry:
             reason=reason,
             hourly=hourly,
             result=result,
+            evidence=evidence,
         )
 
     def to_json(self, *, at: float, user: str, host: str) -> dict[str, Any]:
@@ -65,6 +68,7 @@ class AuditEntry:
             "reason": self.reason,
             "hourly_usd": self.hourly,
             "result": self.result,
+            "evidence": self.evidence,
         }
 
 

@@ -48,11 +48,16 @@ def no_probe(node: Node) -> tuple[Busy, str]:
     return "unknown", "no way to look inside the node"
 
 
+MetricsCheck = Callable[[Node, float], "tuple[Busy, str] | None"]
+"""What Cloud Monitoring says of a node against an idle limit; None: no fresh metrics."""
+
+
 @dataclass
 class Decision:
     node: Node
     reason: str
     delete: bool
+    evidence: str | None = None  # what an idleness verdict rests on: "metrics" or "probe"
 
     @property
     def hourly(self) -> float | None:
@@ -77,6 +82,7 @@ def decide(
     owner: str | None,
     idle_limit: float | None,
     probe: IdleProbe = no_probe,
+    metrics: MetricsCheck | None = None,
 ) -> Decision | None:
     """What gc does with one node; None when the node is none of gc's business."""
     if not node.managed:
@@ -95,16 +101,25 @@ def decide(
     limit = idle_limit if idle_limit is not None else node.label_time(IDLE_TIMEOUT)
     if limit is None or node.state != "READY":
         return Decision(node, "in use or within its limits", False)
+    # Cloud Monitoring first: it sees a TPU held but left idle, and needs no SSH.
+    seen = metrics(node, limit) if metrics is not None else None
+    if seen is not None:
+        verdict, why = seen
+        if verdict == "idle":
+            reason = f"idle (limit {format_duration(limit)}): {why} (evidence: metrics)"
+            return Decision(node, reason, True, "metrics")
+        return Decision(node, f"{why} (evidence: metrics)", False, "metrics")
     since = _idle_since(node)
     if since is None or now - since < limit:
         return Decision(node, "active recently", False)
     verdict, why = probe(node)
     idle_for = format_duration(now - since)
     if verdict == "idle":
-        return Decision(node, f"idle for {idle_for} (limit {format_duration(limit)}): {why}", True)
+        reason = f"idle for {idle_for} (limit {format_duration(limit)}): {why} (evidence: probe)"
+        return Decision(node, reason, True, "probe")
     if verdict == "busy":
-        return Decision(node, f"labels say idle for {idle_for}, but {why}", False)
-    return Decision(node, f"labels say idle for {idle_for}; not confirmed ({why})", False)
+        return Decision(node, f"labels say idle for {idle_for}, but {why}", False, "probe")
+    return Decision(node, f"labels say idle for {idle_for}; not confirmed ({why})", False, "probe")
 
 
 def plan_nodes(
@@ -113,6 +128,7 @@ def plan_nodes(
     owner: str | None,
     idle_limit: float | None = None,
     probe: IdleProbe = no_probe,
+    metrics: MetricsCheck | None = None,
     now: float | None = None,
 ) -> list[Decision]:
     """Decisions for every node gc may act on, deletions first."""
@@ -120,7 +136,10 @@ def plan_nodes(
     decisions = [
         d
         for n in nodes
-        if (d := decide(n, now=at, owner=owner, idle_limit=idle_limit, probe=probe)) is not None
+        if (
+            d := decide(n, now=at, owner=owner, idle_limit=idle_limit, probe=probe, metrics=metrics)
+        )
+        is not None
     ]
     return sorted(decisions, key=lambda d: (not d.delete, d.node.zone, d.node.name))
 
@@ -173,11 +192,17 @@ def plan(
     owner: str | None,
     idle_limit: float | None = None,
     probe: IdleProbe = no_probe,
+    metrics: MetricsCheck | None = None,
     now: float | None = None,
 ) -> Plan:
     """Look at every node and queued request under `parent` (`locations/-`: every zone)."""
     decisions = plan_nodes(
-        api.list_nodes(parent), owner=owner, idle_limit=idle_limit, probe=probe, now=now
+        api.list_nodes(parent),
+        owner=owner,
+        idle_limit=idle_limit,
+        probe=probe,
+        metrics=metrics,
+        now=now,
     )
     # Requests that can never give a node any more (and hold their place in the queue).
     stale = stale_queued(api.list_queued_resources(parent), owner=owner)
@@ -212,7 +237,14 @@ def collect(
         result = r.message if r.ok else f"failed: {r.message}"
         audit(
             log,
-            AuditEntry.of(d.node, project=project, reason=d.reason, hourly=d.hourly, result=result),
+            AuditEntry.of(
+                d.node,
+                project=project,
+                reason=d.reason,
+                hourly=d.hourly,
+                result=result,
+                evidence=d.evidence,
+            ),
         )
     requests: list[tuple[QueuedDecision, str | None]] = []
     for q in found.stale:

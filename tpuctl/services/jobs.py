@@ -2,15 +2,43 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
+from tpuctl.agent.common import FINAL
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
 from tpuctl.services import staging
 
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
 
-FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+# The worst state first: what a job whose workers ended differently shows.
+WORST_FIRST = ("FAILED", "LOST", "PREEMPTED", "CANCELLED")
+
+
+def status_name(job_id: str, worker: int) -> str:
+    return f"{staging.job_prefix(job_id)}status/worker-{worker}.json"
+
+
+def mark_final(
+    bucket: Bucket, job_id: str, workers: list[int], attempt: int, state: str, message: str
+) -> None:
+    """Record `state` for these workers where no final status of `attempt` is (the client
+    ending a job its agents cannot: never started, lost). Also asks an agent that is only
+    slow to stop (`cancel`)."""
+
+    def change(worker: int) -> Any:
+        def final(value: dict[str, Any] | None) -> dict[str, Any]:
+            value = value or {}
+            if value.get("attempt") == attempt and value.get("state") in FINAL:
+                return value
+            return {**value, "worker": worker, "attempt": attempt, "state": state,
+                    "message": message, "cancel": True, "ended": round(time.time(), 3)}  # fmt: skip
+
+        return final
+
+    for worker in workers:
+        bucket.update_json(status_name(job_id, worker), change(worker))
 
 
 def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
@@ -27,7 +55,7 @@ def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
 def overall(states: list[str], expected: int) -> str:
     """One state for the job: the worst final one, else RUNNING/PENDING."""
     if len(states) >= expected and states and all(s in FINAL for s in states):
-        for s in ("FAILED", "CANCELLED"):
+        for s in WORST_FIRST:
             if s in states:
                 return s
         return "SUCCEEDED"
@@ -94,14 +122,42 @@ def read_logs(
     ), chunks
 
 
-def cancel(bucket: Bucket, job_id: str) -> int:
-    """Ask every worker's agent to stop (a flag in its status object); returns how many."""
-    staging.read_job_record(bucket, job_id)  # a clear NotFound for a wrong id
-    count = 0
-    for name in sorted(bucket.names(f"{staging.job_prefix(job_id)}status/")):
+def resolve(bucket: Bucket, job: str) -> str:
+    """The id of the job called `job`: an id as it is, or the newest job with that
+    `--name`; NotFoundError (with the way to list jobs) when there is none."""
+    if staging.JOB_ID_RE.match(job):
+        return job
+    for job_id in reversed(staging.list_job_ids(bucket)):
         try:
-            bucket.update_json(name, lambda v: {**v, "cancel": True})
+            if staging.read_job_record(bucket, job_id).get("name") == job:
+                return job_id
+        except NotFoundError:
+            continue
+    raise NotFoundError(
+        f"no job with the id or name {job!r} in gs://{bucket.name}/",
+        hint="`tpuctl jobs` lists them (ids look like 20261129-153012-ab12cd)",
+    )
+
+
+def cancel(bucket: Bucket, job_id: str) -> tuple[str, int]:
+    """Ask every worker's agent that has not ended to stop (a flag in its status object).
+    Returns the job's state as found and how many workers were asked; NotFoundError for
+    an id with no job record."""
+    try:
+        record = staging.read_job_record(bucket, job_id)
+    except NotFoundError:
+        raise NotFoundError(
+            f"no job {job_id} in gs://{bucket.name}/", hint="see the jobs: `tpuctl jobs`"
+        ) from None
+    found = statuses(bucket, job_id)
+    state = overall([str(s.get("state")) for s in found.values()], int(record.get("workers", 1)))
+    count = 0
+    for worker, status in sorted(found.items()):
+        if status.get("state") in FINAL:
+            continue
+        try:
+            bucket.update_json(status_name(job_id, worker), lambda v: {**v, "cancel": True})
             count += 1
         except TpuctlError:
             continue
-    return count
+    return state, count

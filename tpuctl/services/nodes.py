@@ -7,15 +7,13 @@ they never print and never know which endpoint is behind the adapter.
 from __future__ import annotations
 
 import difflib
-import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tpuctl import catalog
-from tpuctl.config import login_name
+from tpuctl import catalog, interrupts
 from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
@@ -33,9 +31,11 @@ from tpuctl.models import (
     MANAGED_BY,
     MANAGED_BY_VALUE,
     OWNER,
+    START_DEADLINE,
     DeleteResult,
     Node,
 )
+from tpuctl.services.names import local_user, validate_labels, validate_name
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
@@ -43,52 +43,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
-NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 FAILED_CREATE_STATES = DEAD_STATES | {"DELETING", "HIDDEN", "UNKNOWN"}
-
-
-def validate_name(name: str) -> None:
-    if not NAME_RE.match(name):
-        raise UsageError(
-            f"invalid node name {name!r}: use 1-63 lowercase letters, digits and hyphens, "
-            "starting with a letter and not ending with a hyphen",
-            hint="e.g. my-tpu-1",
-        )
-
-
-def label_safe(value: str) -> str:
-    """Make any string a valid label value (lowercase, [a-z0-9_-], at most 63)."""
-    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
-
-
-def local_user() -> str:
-    """The local user as a label value (`tpuctl-owner`)."""
-    return label_safe(login_name()) or "unknown"
-
-
-def parse_pairs(items: Iterable[str], what: str) -> dict[str, str]:
-    """`["a=1,b=2", "c=3"]` -> {"a": "1", "b": "2", "c": "3"}."""
-    out: dict[str, str] = {}
-    for item in items:
-        for pair in filter(None, item.split(",")):
-            key, sep, value = pair.partition("=")
-            if not sep or not key.strip():
-                raise UsageError(f"invalid {what} {pair!r}: expected KEY=VALUE")
-            out[key.strip()] = value.strip()
-    return out
-
-
-def validate_labels(labels: dict[str, str]) -> None:
-    if len(labels) > 64:
-        raise UsageError(f"too many labels ({len(labels)}): the TPU API allows 64")
-    for key, value in labels.items():
-        if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(value):
-            raise UsageError(
-                f"invalid label {key}={value}: keys start with a lowercase letter; keys and "
-                "values use lowercase letters, digits, '_' and '-', at most 63 characters"
-            )
 
 
 def _suggest(wanted: str, offered: list[str]) -> str:
@@ -114,6 +69,7 @@ class CreateSpec:
     ttl: int | None = None  # seconds until gc may delete it
     idle_timeout: int | None = None  # seconds of idleness before it goes
     idle_action: str = "delete"  # what its watchdog does then: delete or stop
+    start_deadline: int | None = None  # seconds for a job's agent to start (boot guard)
 
 
 def check_accelerator(api: TpuApi, target: Target, accelerator: str) -> None:
@@ -154,7 +110,10 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     metadata = dict(spec.metadata)
     if spec.idle_timeout:
         labels[IDLE_TIMEOUT] = str(spec.idle_timeout)
-        metadata[STARTUP_SCRIPT] = _watchdog(spec)
+    if spec.start_deadline:
+        labels[START_DEADLINE] = str(created + spec.start_deadline)
+    if spec.idle_timeout or spec.start_deadline:
+        metadata[STARTUP_SCRIPT] = _startup_script(spec)
     validate_labels(labels)
     body: dict[str, Any] = {
         "acceleratorType": spec.accelerator,
@@ -184,9 +143,10 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
 STARTUP_SCRIPT = "startup-script"
 
 
-def _watchdog(spec: CreateSpec) -> str:
-    """The startup script that runs the node's idle watchdog (services/idle.py)."""
-    from tpuctl.services.idle import watchdog_script
+def _startup_script(spec: CreateSpec) -> str:
+    """The startup script that runs the node's idle watchdog and/or its boot guard
+    (services/idle.py)."""
+    from tpuctl.services.idle import startup_script
 
     if spec.idle_action not in ("delete", "stop"):
         raise UsageError(f"invalid --idle-action {spec.idle_action!r}: use delete or stop")
@@ -203,7 +163,8 @@ def _watchdog(spec: CreateSpec) -> str:
             "it cannot be combined with --metadata startup-script=...",
             hint="run your own setup over SSH (`tpuctl exec`) or from `tpuctl run --setup`",
         )
-    return watchdog_script(spec.idle_action)
+    idle_action = spec.idle_action if spec.idle_timeout else None
+    return startup_script(idle_action, start_guard=bool(spec.start_deadline))
 
 
 def validate_create(
@@ -253,14 +214,16 @@ def create_node(
 
     Returns the create operation's name (None when a retried create adopted the
     node its lost first attempt had made). A quota refusal from the cloud itself
-    is explained like tpuctl's own check.
+    is explained like tpuctl's own check. A signal during the call interrupts once it
+    has returned (`interrupts.deferred`): then the node is known to exist.
     """
     from tpuctl.services import quota
 
     if body is None:
         body = validate_create(api, target, spec, quotas)
     try:
-        return api.create_node(target.parent, spec.name, body)
+        with interrupts.deferred():  # cut in half, the create may still take effect
+            return api.create_node(target.parent, spec.name, body)
     except QuotaError as e:
         raise quota.explain_refusal(e, api, target, spec.accelerator, _scheduling(spec)) from e
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from tpuctl.errors import Interrupted, UsageError
 from tpuctl.models import Node
-from tpuctl.services import nodes
+from tpuctl.services import names, nodes
 from tpuctl.waiting import Progress, noop
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def change(
     progress: Progress = noop,
 ) -> PowerChange:
     """Stop or start `name`; with `wait`, until it is STOPPED or READY."""
-    nodes.validate_name(name)
+    names.validate_name(name)
     full_name = f"{target.parent}/nodes/{name}"
     node = api.get_node(full_name)
     nodes.require_single_host(node, verb)

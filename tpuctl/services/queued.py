@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from tpuctl import interrupts
 from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
@@ -98,10 +99,19 @@ def check_free(api: TpuApi, target: Target, name: str) -> None:
 def create_queued(
     api: TpuApi, target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
 ) -> None:
-    """Ask for the node through the queue (the request's id is the node's name)."""
+    """Ask for the node through the queue (the request's id is the node's name). A
+    signal during the create call interrupts once it has returned (`interrupts.deferred`):
+    then the request is known to exist, and whoever catches the interruption deletes it."""
     check_free(api, target, name)
+    _ask(api, target, name, node_body, options)
+
+
+def _ask(
+    api: TpuApi, target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
+) -> None:
     request = build_request(target, name, node_body, options)
-    api.create_queued_resource(target.parent, name, request)
+    with interrupts.deferred():
+        api.create_queued_resource(target.parent, name, request)
 
 
 def wait_active(
@@ -175,12 +185,46 @@ def provision(
     name: str,
     options: QueueOptions,
     *,
+    node_body: dict[str, Any] | None = None,
     progress: Progress = noop,
 ) -> Node:
-    """Wait for the request's node; on failure, interruption or timeout, clean up."""
+    """Ask for the node through the queue (when given its `node_body`; else the request
+    was made before) and wait for it. On failure, interruption or timeout, from the
+    create call on, clean up: the request is deleted with its node unless
+    `options.keep_request`. An interruption before the create call leaves alone whatever
+    has the name (it is not this call's)."""
+    node = _provision(api, target, name, options, node_body, True, progress)
+    assert node is not None
+    return node
+
+
+def enqueue(
+    api: TpuApi, target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
+) -> None:
+    """Ask for the node through the queue and return (`create --queued --no-wait`); an
+    interruption during the create call deletes the request, as `provision` does."""
+    _provision(api, target, name, options, node_body, False, noop)
+
+
+def _provision(
+    api: TpuApi,
+    target: Target,
+    name: str,
+    options: QueueOptions,
+    node_body: dict[str, Any] | None,
+    wait: bool,
+    progress: Progress,
+) -> Node | None:
     full = qr_name(target, name)
     where = f"--zone {target.zone}"
+    asked = node_body is None
     try:
+        if node_body is not None:
+            check_free(api, target, name)
+            asked = True  # from here on, a request of that name is ours
+            _ask(api, target, name, node_body, options)
+        if not wait:
+            return None
         return wait_active(api, target, name, progress=progress, timeout=options.timeout)[1]
     except QueuedEnded as e:
         delete_request(api, full)
@@ -192,6 +236,8 @@ def provision(
             hint="try again later, in another zone, or with a longer --valid-until",
         ) from None
     except (KeyboardInterrupt, WaitTimedOut) as e:
+        if not asked:
+            raise
         interrupted = isinstance(e, KeyboardInterrupt)
         why = "stopped waiting" if interrupted else f"gave up after {int(options.timeout)}s"
         if options.keep_request:

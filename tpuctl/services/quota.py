@@ -18,7 +18,7 @@ from tpuctl.errors import QuotaError, TpuctlError
 from tpuctl.models import Node
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.quota import QuotaApi, QuotaInfo
+    from tpuctl.cloud.quota import QuotaApi, QuotaInfo, QuotaRequest
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
@@ -127,6 +127,7 @@ class QuotaReport:
     regions: list[str]
     rows: list[QuotaRow]
     limits_error: TpuctlError | None = None  # the quotas API could not be read
+    requests: list[QuotaRequest] = field(default_factory=list)  # increase requests filed
 
     def region_rows(self, region: str) -> list[QuotaRow]:
         return [r for r in self.rows if r.region == region]
@@ -161,6 +162,7 @@ class QuotaReport:
             else {"message": error.message, "hint": error.hint},
             "requestMore": request_url(self.project),
             "quotas": [r.to_json() for r in self.rows if r.relevant],
+            "requests": [r.to_json() for r in self.requests],
         }
 
 
@@ -184,14 +186,24 @@ def report(
 
     With a zone, zonal quotas are shown for that zone only; regional ones count the whole
     region, as the cloud does. When the limits cannot be read, usage is still reported.
+    A zone tpuctl's catalog does not know is asked of the TPU API, which refuses an
+    unknown one as it does for every other command.
     """
+    if zone and zone not in catalog.ZONES:
+        tpu.accelerator_types(f"projects/{project}/locations/{zone}")
     usages = project_usage(tpu, project)
     infos: dict[str, QuotaInfo] = {}
     error = None
+    requests: list[QuotaRequest] = []
     try:
         infos = quotas.quota_infos(project)
     except TpuctlError as e:
         error = e
+    if error is None:
+        try:
+            requests = quotas.requests(project)
+        except TpuctlError as e:  # the limits are what matters; requests are a bonus
+            log.debug("quota requests not shown: %s", e)
     if zone:
         regions = [catalog.region_of(zone)]
     elif region:
@@ -209,7 +221,7 @@ def report(
                 )
     if error is not None:
         rows = [r for r in rows if r.usage]  # without limits, only usage has anything to say
-    return QuotaReport(project, regions, rows, error)
+    return QuotaReport(project, regions, rows, error, requests)
 
 
 def _locations(
@@ -264,11 +276,14 @@ def _shortage(
             + (f" by {who}" if who else "")
         )
     todo = []
+    ask = (
+        f"`tpuctl quota request {spec.quota_id} --value {max(need, limit + need)} "
+        f"--{spec.dimension} {location}`"
+    )
     if limit < need:
         todo.append(
-            f"ask for at least {need} {spec.unit} of {spec.quota_id} in {where} at "
-            f"{request_url(target.project)} (no node of this type fits the current limit, "
-            "so deleting others cannot help)"
+            f"ask for at least {need} {spec.unit} of {spec.quota_id} in {where} with {ask} "
+            "(no node of this type fits the current limit, so deleting others cannot help)"
         )
     elif usages:
         first = usages[0].node
@@ -286,7 +301,7 @@ def _shortage(
         )
     todo.append(f"see `tpuctl quota --zone {target.zone}`")
     if limit >= need:
-        todo.append(f"request more at {request_url(target.project)}")
+        todo.append(f"request more with {ask}")
     return QuotaError(message, hint="; ".join(todo))
 
 

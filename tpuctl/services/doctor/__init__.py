@@ -7,8 +7,8 @@ input pipeline, epochs), `jax_checks`, `torch_xla_checks` and `common` (outputs,
 GPU leftovers). docs/doctor.md lists every check.
 """
 
+from tpuctl.errors import NotPythonError
 from tpuctl.services.doctor.check import check
 from tpuctl.services.doctor.findings import SEVERITIES, Finding, Severity
-from tpuctl.services.doctor.program import NotPythonError
 
 __all__ = ["SEVERITIES", "Finding", "NotPythonError", "Severity", "check"]

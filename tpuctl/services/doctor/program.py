@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpuctl.errors import UsageError
+from tpuctl.errors import NotPythonError, UsageError
 
 Func = ast.FunctionDef | ast.AsyncFunctionDef
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -23,10 +23,6 @@ MAX_MODULES = 500
 
 # Spellings that mean the same module once imported.
 _SYNONYMS = (("keras.", "tensorflow.keras."), ("tf_keras.", "tensorflow.keras."))
-
-
-class NotPythonError(UsageError):
-    """The script is not a Python file the checks can read."""
 
 
 def _normalize(name: str) -> str:

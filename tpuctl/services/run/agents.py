@@ -8,7 +8,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle
-from tpuctl.errors import CloudError, TpuctlError, WaitTimedOut
+from tpuctl.agent.common import Beats
+from tpuctl.errors import CloudError, SshError, TpuctlError, WaitTimedOut
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
 from tpuctl.services.run.spec import Job
@@ -55,6 +56,8 @@ def start(job: Job) -> None:
             str(job.attempt),
             "--sync-every",
             str(job.spec.sync_every),
+            "--stale",
+            str(job.spec.heartbeat_deadline),
             root=REMOTE_ROOT,
         )
         status = await session.run(
@@ -63,7 +66,7 @@ def start(job: Job) -> None:
             stdin=env_json,
         )
         if status == 0:
-            started[ep.worker] = json.loads(bytes(out).decode().strip().splitlines()[-1])
+            started[ep.worker] = start_reply(ep.host, bytes(out))
         return int(status)
 
     with job.ui.progress("starting the job on every worker:") as update:
@@ -94,6 +97,19 @@ def start(job: Job) -> None:
     job.agents_started = True
 
 
+def start_reply(host: str, out: bytes) -> dict[str, Any]:
+    """The agent start's answer, its last line: `{"pid": N, "log": PATH, ...}`. Anything
+    else is the worker's failure, said as an SSH one (never an unexpected JSONDecodeError)."""
+    lines = out.decode(errors="replace").strip().splitlines()
+    try:
+        reply = json.loads(lines[-1])
+        reply = {**reply, "pid": int(reply["pid"]), "log": str(reply["log"])}
+    except (IndexError, ValueError, TypeError, KeyError):
+        said = repr(lines[-1][:120]) if lines else "nothing"
+        raise SshError(f"{host}: the agent's start answered {said}, not its pid") from None
+    return dict(reply)
+
+
 def statuses(job: Job) -> dict[int, dict[str, Any]]:
     """The workers' status objects of the current attempt."""
     assert job.bucket is not None
@@ -122,12 +138,42 @@ def cancel(job: Job) -> None:
     jobs.cancel(job.bucket, job.job_id)
 
 
-def wait_final(job: Job, workers: int, timeout: float) -> dict[int, dict[str, Any]]:
-    """The statuses once every worker's is final, or as they are after `timeout`."""
+def find_lost(job: Job, current: dict[int, dict[str, Any]], workers: int, silence: float) -> bool:
+    """Note in `job.lost` the workers whose agents have been silent for `silence` seconds
+    (as `job.beats` saw them); True when there are any."""
+    if job.beats is None:
+        job.beats = Beats(job.spec.heartbeat_deadline)
+    for w in job.beats.lost(current, range(workers), silence):
+        job.lost[w] = job.beats.silent_for(w)
+    return bool(job.lost)
+
+
+def mark_lost(job: Job) -> None:
+    """Record LOST for the lost workers (their agents cannot) and ask every other worker's
+    agent to stop the job."""
+    assert job.bucket is not None
+    silent = int(max(job.lost.values(), default=0))
+    message = f"no heartbeat for {silent}s (--heartbeat-deadline)"
+    jobs.mark_final(job.bucket, job.job_id, sorted(job.lost), job.attempt, "LOST", message)
+    cancel(job)
+
+
+def wait_final(
+    job: Job, workers: int, timeout: float, silence: float | None = None
+) -> dict[int, dict[str, Any]]:
+    """The statuses once every worker's is final (or, with `silence`, once every other
+    worker's agent has been silent that long: lost), or as they are after `timeout`."""
 
     def check() -> tuple[dict[int, dict[str, Any]] | None, str]:
         current = statuses(job)
-        return (current if all_final(current, workers) else None), "RUNNING"
+        if all_final(current, workers):
+            return current, "RUNNING"
+        if silence is not None:
+            find_lost(job, current, workers, silence)
+            if all(current.get(w, {}).get("state") in FINAL_STATES or w in job.lost
+                   for w in range(workers)):  # fmt: skip
+                return current, "RUNNING"
+        return None, "RUNNING"
 
     try:
         return poll_until(

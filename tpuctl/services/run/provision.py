@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from tpuctl import catalog
 from tpuctl.errors import NoCapacityError, NotFoundError, UsageError
-from tpuctl.models import JOB, Node
+from tpuctl.models import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, JOB, Node
 from tpuctl.services import cost, nodes, queued
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import retrying
 
 RECREATE_PAUSE = (5.0, 300.0)  # first and longest pause while no capacity is free
+# The last resort of a node made for a job, for `tpuctl gc` (--ttl overrides it): long
+# enough for most training runs, short enough that a node nothing else deleted does not
+# bill for more than a week.
+JOB_NODE_TTL = 7 * 86400
 
 
 def workers_of(accelerator: str) -> int:
@@ -18,15 +22,21 @@ def workers_of(accelerator: str) -> int:
     return acc.workers if acc else 1
 
 
-def _node_spec(job: Job) -> nodes.CreateSpec:
+def _node_spec(job: Job, attempt: int) -> nodes.CreateSpec:
+    """The node for `attempt` of the job. With teardown, it guards itself from boot: no
+    agent of `attempt` by the start deadline, and it deletes itself (agent/guard.py)."""
+    guarded = job.spec.teardown and job.spec.start_deadline
+    assert job.bucket is not None
     return nodes.CreateSpec(
         name=job.node_name,
         accelerator=job.spec.accelerator,
         version=job.spec.version,
         spot=job.spec.spot,
         labels={JOB: job.job_id},
-        ttl=job.spec.ttl,
+        metadata={BUCKET_ATTRIBUTE: job.bucket.name, ATTEMPT_ATTRIBUTE: str(attempt)},
+        ttl=job.spec.ttl or JOB_NODE_TTL,
         idle_timeout=job.spec.idle_timeout,
+        start_deadline=job.spec.start_deadline if guarded else None,
     )
 
 
@@ -50,12 +60,13 @@ def existing_node(job: Job) -> Node | None:
     return node
 
 
-def create(job: Job, announce: bool = True) -> str | None:
-    """Ask for the job's node; returns the create operation (None when queued or adopted).
+def create(job: Job, announce: bool = True, attempt: int | None = None) -> str | None:
+    """Ask for the job's node (for `attempt`, default the current one); returns the create
+    operation (None when queued or adopted).
 
     `job.created` turns true just before the call, so that every exit path from here on
     deletes what the call may have made."""
-    a, spec = job.adapters, _node_spec(job)
+    a, spec = job.adapters, _node_spec(job, attempt or job.attempt)
     body = nodes.validate_create(a.tpu, job.target, spec, a.quotas)
     rate = cost.hourly(spec.accelerator, spec.spot)
     if announce and rate is not None:
@@ -114,5 +125,5 @@ def recreate(job: Job) -> Node:
         before_sleep=tell,
     ):
         with attempt:
-            return wait_ready(job, create(job, announce=False))
+            return wait_ready(job, create(job, announce=False, attempt=job.attempt + 1))
     raise AssertionError("unreachable")  # pragma: no cover

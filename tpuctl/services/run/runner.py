@@ -11,8 +11,12 @@ it dies, nothing is lost. Everything after the create call runs inside
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl import catalog, wording
 from tpuctl.errors import Preempted, UsageError
@@ -26,6 +30,25 @@ if TYPE_CHECKING:
     from tpuctl.config import Target
 
 Statuses = dict[int, dict[str, Any]]
+T = TypeVar("T")
+# After a Ctrl-C or a lost agent: how long the other agents may take to stop the script
+# (their --grace is 30 s), and the silence after which an agent that does not even
+# heartbeat (every 2 s) is taken for dead.
+STOP_GRACE = 60.0
+STOP_SILENCE = 10.0
+
+
+def _in_background(fn: Callable[[], T]) -> Future[T]:
+    future: Future[T] = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to whoever asks for the result
+            future.set_exception(e)
+
+    threading.Thread(target=work, daemon=True).start()
+    return future
 
 
 class Runner:
@@ -52,6 +75,14 @@ class Runner:
                 f"script {spec.script} not found in {spec.workdir}",
                 hint="give a file in the work dir (--workdir; default: the script's folder)",
             )
+        if not spec.script.endswith(".py") and not os.access(spec.workdir / spec.script, os.X_OK):
+            # It would fail on every worker (`./SCRIPT`: permission denied) after paying
+            # for a node.
+            raise UsageError(
+                f"script {spec.script} is not executable: a script that is not .py runs as "
+                f"./{spec.script}",
+                hint=f"chmod +x {spec.workdir / spec.script}",
+            )
         job.bucket = job.adapters.bucket(staging.bucket_name(spec.bucket, {}, job.target.project))
         with teardown.guard(job):
             node = self._provision_and_stage()
@@ -69,15 +100,25 @@ class Runner:
         existing = provision.existing_node(job)
         operation = None if existing else provision.create(job)
         workers = len(existing.workers) if existing else provision.workers_of(spec.accelerator)
+        job.workers = workers
 
         def stage() -> staging.StagedJob:
             bucket.ensure(catalog.region_of(job.target.zone))
+            job.staging = True
             return staging.stage_job(bucket, self._job_record(workers), spec.workdir, spec.excludes)
 
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            staged = pool.submit(stage)
+        # In a daemon thread: a Ctrl-C while the node is created goes to teardown at once,
+        # and the process may exit without waiting for the upload.
+        staged = _in_background(stage)
+        try:
             node = existing or provision.wait_ready(job, operation)
-            record = staged.result()
+        except Exception:
+            # A failure (not a Ctrl-C) lets the upload end first: nothing writes to the
+            # bucket after `run` has returned.
+            with contextlib.suppress(Exception):
+                staged.result()
+            raise
+        record = staged.result()
         job.ui.info(
             f"job {job.job_id}: {wording.count(record.files, 'file')}, {record.uploaded} uploaded "
             f"({record.uploaded_bytes} bytes) to gs://{bucket.name}/"
@@ -121,6 +162,8 @@ class Runner:
                 provision.recreate(job)
                 self._next_attempt()
                 continue
+            if job.lost:
+                return self._lost(workers)
             failed = any(int(s.get("exit_status") or 0) for s in final.values())
             if failed and spec.retry_on_failure and job.attempt <= spec.restarts:
                 job.ui.info(f"attempt {job.attempt} failed; restarting (--retry-on-failure)")
@@ -149,11 +192,36 @@ class Runner:
             outcome.torn_down = teardown.teardown(job, wait_for_agent=0)
         return outcome
 
+    def _lost(self, workers: int) -> JobOutcome:
+        """An agent stopped beating: LOST for it, a stop for the others, then teardown."""
+        job = self.job
+        names = ", ".join(f"worker {w}" for w in sorted(job.lost))
+        silent = int(max(job.lost.values()))
+        job.ui.info(f"the agent of {names} is lost: no heartbeat for {silent}s; ending the job")
+        agents.mark_lost(job)
+        final = agents.wait_final(job, workers, STOP_GRACE, silence=STOP_SILENCE)
+        if set(job.lost) - set(final):
+            agents.mark_lost(job)  # lost while stopping, too
+            final = agents.statuses(job)
+        outcome = self._finish(final)
+        outcome.message = (
+            f"job {job.job_id} is LOST: the agent of {names} stopped answering "
+            f"(no heartbeat for {silent}s; --heartbeat-deadline)"
+        )
+        return outcome
+
     def _finish(self, final: Statuses) -> JobOutcome:
         job = self.job
         states = {w: str(s.get("state")) for w, s in final.items()}
         codes = [int(s.get("exit_status") or 0) for _, s in sorted(final.items())]
-        outcome = job.outcome(next((c for c in codes if c), 0), states)
+        code = next((c for c in codes if c), 0)
+        if code == 0 and any(state != "SUCCEEDED" for state in states.values()):
+            code = 1  # a job that did not succeed never exits 0 (docs/run.md)
+        outcome = job.outcome(code, states)
+        said = [f"w{w} {s['state']}: {s['message']}" for w, s in sorted(final.items())
+                if s.get("message") and s.get("state") != "SUCCEEDED"]  # fmt: skip
+        if said:
+            outcome.message = "; ".join(said)
         if job.spec.outputs is not None and job.bucket is not None:
             prefix = f"{staging.job_prefix(job.job_id)}outputs/"
             outcome.outputs = job.bucket.download_prefix(prefix, job.spec.outputs)
@@ -161,7 +229,7 @@ class Runner:
             outcome.torn_down = teardown.teardown(job)
         return outcome
 
-    def stop(self, grace: float = 60.0) -> JobOutcome:
+    def stop(self, grace: float = STOP_GRACE) -> JobOutcome:
         """After an interruption: stop the job on every worker, then tear down as asked.
 
         Before the agents own the job, the guard has already cleaned up: the outcome says
@@ -171,10 +239,17 @@ class Runner:
         if not job.agents_started or job.plan is None:
             outcome = job.outcome(130, {})
             outcome.torn_down = job.node_deleted
+            outcome.started = job.agents_started
             return outcome
         job.ui.info(f"stopping job {job.job_id} on every worker (Ctrl-C again to leave now)")
         agents.cancel(job)
-        final = agents.wait_final(job, len(job.plan.node.workers), grace)
+        workers = len(job.plan.node.workers)
+        # An agent that does not answer the cancel within STOP_SILENCE is dead: no waiting
+        # out the whole grace for it.
+        final = agents.wait_final(job, workers, grace, silence=STOP_SILENCE)
+        if job.lost:
+            agents.mark_lost(job)
+            final = agents.reported(job) or final
         outcome = job.outcome(130, {w: str(s.get("state")) for w, s in final.items()})
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)

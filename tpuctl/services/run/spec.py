@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tpuctl.agent.common import Beats
+
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.ssh import SshApi
@@ -29,6 +31,18 @@ class RunUI(Protocol):
     def set_workers(self, count: int) -> None: ...
 
     def log_marker(self, text: str) -> None: ...
+
+
+# From the create call (and at least that long from the boot) until the boot guard
+# deletes a node whose agents never started: the time a TPU VM takes from READY to SSH
+# (the guest agent publishes host keys, adds tpuctl's key: a minute or two), plus an
+# upload of the code that outlasted the create, with room to spare. A node whose client
+# died costs at most this much (docs/run.md, "The boot guard").
+START_DEADLINE = 10 * 60
+# An agent whose status has not changed for this long is lost (its heartbeat comes every
+# 2 s; a bucket write that fails is retried with back-off for up to ~40 s): the client
+# ends the job, worker 0's agent too when a peer is lost (docs/run.md).
+HEARTBEAT_DEADLINE = 60.0
 
 
 @dataclass
@@ -55,6 +69,8 @@ class RunSpec:
     restarts: int = 0  # recreate and restart after a preemption at most this often
     retry_on_failure: bool = False  # a failed script counts as restartable too
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
+    start_deadline: int | None = START_DEADLINE  # a created node's agents start by then
+    heartbeat_deadline: float = HEARTBEAT_DEADLINE  # an agent silent this long is lost
 
 
 @dataclass
@@ -75,6 +91,7 @@ class JobOutcome:
     torn_down: bool = False
     restarts: int = 0
     message: str = ""
+    started: bool = True  # did the job start at all (its agents)?
 
 
 def job_node_name(job_id: str) -> str:
@@ -94,12 +111,16 @@ class Job:
     bucket: Bucket | None = None
     plan: Plan | None = None  # the SSH plan of the node the agents run on
     attempt: int = 1
+    workers: int = 1  # how many workers the job runs on
+    staging: bool = False  # its record is (being) written to the bucket
     created: bool = False  # did this run create the node? (only then is it torn down)
     agents_started: bool = False  # do agents own the current attempt? (they tear down)
     torn_down: bool = False  # teardown was tried: the guard does not try it again
     node_deleted: bool = False  # ...and it made sure the node is gone
     pids: dict[int, int] = field(default_factory=dict)  # worker -> agent pid
     logs: dict[int, str] = field(default_factory=dict)  # worker -> log file on the VM
+    beats: Beats | None = None  # the agents' heartbeats, as the watch saw them change
+    lost: dict[int, float] = field(default_factory=dict)  # worker -> seconds it was silent
 
     @property
     def full_name(self) -> str:

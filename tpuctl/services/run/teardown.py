@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from tpuctl.errors import CloudError, NotFoundError, TpuctlError, WaitTimedOut
 from tpuctl.models import Node
-from tpuctl.services import nodes, queued
+from tpuctl.services import jobs, nodes, queued
 from tpuctl.services.run import agents
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import Progress, poll_until
@@ -32,10 +32,25 @@ def guard(job: Job) -> Iterator[None]:
         yield
     except BaseException as e:
         # A Ctrl-C while agents own the job: `Runner.stop` cancels it first.
-        left_to_stop = isinstance(e, KeyboardInterrupt) and job.agents_started
+        interrupted = isinstance(e, KeyboardInterrupt)
+        left_to_stop = interrupted and job.agents_started
         if job.created and job.spec.teardown and not job.torn_down and not left_to_stop:
             _teardown_after_failure(job)
+        if not job.agents_started:
+            _end_record(job, "CANCELLED" if interrupted else "FAILED", e)
         raise
+
+
+def _end_record(job: Job, state: str, error: BaseException) -> None:
+    """A job whose agents never started (for this attempt) gets its final state from the
+    client: nobody else would write one, and `tpuctl jobs` would show it PENDING forever."""
+    if job.bucket is None or not job.staging:
+        return  # no record of it in the bucket
+    why = "interrupted before its agents started" if state == "CANCELLED" else str(error)
+    with contextlib.suppress(TpuctlError):
+        jobs.mark_final(
+            job.bucket, job.job_id, list(range(job.workers)), job.attempt, state, why[:500]
+        )
 
 
 def teardown(job: Job, wait_for_agent: float = AGENT_GRACE) -> bool:
@@ -59,7 +74,7 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
     if job.spec.queued and job.created:
         # The request outlives its node otherwise (SUSPENDED, listed forever).
         queued.delete_request(a.tpu, queued.qr_name(job.target, job.node_name))
-    if not job.agents_started or agents.agent_teardown_failed(job):
+    if not job.agents_started or 0 in job.lost or agents.agent_teardown_failed(job):
         wait_for_agent = 0  # nobody else will delete it: do it now
     with job.ui.progress(f"tearing down {job.node_name}:") as update:
         node = _node_left(job, wait_for_agent, update)

@@ -10,7 +10,10 @@ gone) is read from the bucket copies of the logs at the end.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl.agent import bundle
 from tpuctl.errors import ConnectionDropped, NotFoundError, Preempted, SshError, TpuctlError
@@ -22,6 +25,7 @@ from tpuctl.waiting import aretrying
 if TYPE_CHECKING:
     from tpuctl.cloud.ssh import Endpoint
 
+T = TypeVar("T")
 TAIL_GRACE = 5.0  # once the job is over, how long the followers may print its tail
 NODE_CHECK_EVERY = 2  # status polls between two looks at the node's state
 
@@ -37,8 +41,35 @@ def node_lost(job: Job) -> str | None:
     return state if state in DEAD_STATES else None
 
 
+async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a daemon thread. Not `asyncio.to_thread`: its executor is waited
+    for when the loop ends, so a Ctrl-C would wait for a bucket read being retried."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def work() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+            result, error = None, e
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, daemon=True).start()
+    return await future
+
+
 def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
-    """Stream every worker's log until all statuses are final; return them.
+    """Stream every worker's log until all statuses are final, or an agent is lost (see
+    `job.lost`); return them.
 
     Raises `Preempted` when the node goes away under the job."""
     offsets = dict.fromkeys(range(workers), 0)
@@ -74,15 +105,22 @@ async def _watch(
 
 
 async def _poll(job: Job, workers: int) -> tuple[dict[int, dict[str, Any]], str | None]:
-    """(final statuses, None) once every worker's status is final, or ({}, the node's
-    state) when the node can no longer run the job."""
+    """(final statuses, None) once every worker's status is final or an agent is lost
+    (`job.lost`), or ({}, the node's state) when the node can no longer run the job."""
     rounds = 0
+    job.beats, job.lost = None, {}  # a new attempt: every agent starts afresh
     while True:
-        current = await asyncio.to_thread(agents.reported, job)
-        if agents.all_final(current, workers):
-            return current, None
+        try:
+            current: dict[int, dict[str, Any]] | None = await _in_thread(agents.statuses, job)
+        except TpuctlError:
+            current = None  # unreadable now: that says nothing of the agents
+        if current is not None:
+            if agents.all_final(current, workers):
+                return current, None
+            if agents.find_lost(job, current, workers, job.spec.heartbeat_deadline):
+                return current, None
         rounds += 1
-        if rounds % NODE_CHECK_EVERY == 0 and (state := await asyncio.to_thread(node_lost, job)):
+        if rounds % NODE_CHECK_EVERY == 0 and (state := await _in_thread(node_lost, job)):
             return {}, state
         await asyncio.sleep(agents.STATUS_POLL)
 

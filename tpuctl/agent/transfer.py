@@ -1,0 +1,178 @@
+"""What the agent moves between the VM and the job's folder in the bucket: the code in,
+the log, the outputs and the status out; and the one TPU API call it makes (deleting its
+own node). Standard library only, Python 3.8+, like every module of the agent."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .common import TPU_URL, HttpError, Json, Storage, Token, http
+
+BLOBS, JOBS = "tpuctl/blobs/", "tpuctl/jobs/"  # the layout of tpuctl.services.staging
+
+
+def job_path(job_id: str, *parts: str) -> str:
+    return "/".join((JOBS + job_id, *parts))
+
+
+def status_path(job_id: str, worker: int) -> str:
+    return job_path(job_id, "status", f"worker-{worker}.json")
+
+
+def log_path(job_id: str, attempt: int, worker: int) -> str:
+    return job_path(job_id, "logs", f"attempt-{attempt}", f"worker-{worker}.log")
+
+
+def _safe_parts(relative: str) -> list[str]:
+    parts = relative.split("/")
+    if not relative or relative.startswith("/") or ".." in parts or "" in parts:
+        raise ValueError(f"unsafe path in the bucket: {relative!r}")
+    return parts
+
+
+def fetch_code(storage: Storage, job_id: str, dest: Path, workers: int = 8) -> Json:
+    """Download the job's code (its manifest) into `dest`; returns the job record.
+    Files already there with the right content are kept (a restart fetches nothing)."""
+    record = json.loads(storage.read(job_path(job_id, "job.json"))[0])
+
+    def one(item: tuple[str, Json]) -> None:
+        relative, entry = item
+        target = dest.joinpath(*_safe_parts(relative))
+        if not (target.is_file() and _digest(target, "sha256") == entry["sha256"]):
+            storage.download(BLOBS + entry["sha256"], target, entry["sha256"])
+        os.chmod(str(target), int(entry.get("mode", 0o644)))
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(one, sorted(record["manifest"].items())))
+    return dict(record)
+
+
+def _digest(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with open(str(path), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    if algorithm == "md5":  # as Cloud Storage reports it
+        return base64.b64encode(digest.digest()).decode()
+    return digest.hexdigest()
+
+
+class LogUploader:
+    """Uploads the whole log file when it has changed.
+
+    Objects are immutable: the choice is rewriting the object or composing appended
+    pieces. Rewriting keeps one object that readers always see whole, with no pieces to
+    clean up and no 32-component compose limit. The live stream goes over SSH; this copy
+    serves `tpuctl logs` later, so a big log is rewritten less often (every size / 2 MiB
+    seconds at least), which bounds the upload rate.
+    """
+
+    def __init__(self, storage: Storage, local: Path, name: str, every: float = 5.0) -> None:
+        self.storage, self.local, self.name, self.every = storage, local, name, every
+        self._sent, self._last = (-1, -1), 0.0
+
+    def upload(self, force: bool = False) -> bool:
+        try:
+            st = self.local.stat()
+        except FileNotFoundError:
+            return False
+        state = (st.st_size, st.st_mtime_ns)
+        due = time.monotonic() - self._last >= max(self.every, st.st_size / (2 << 20))
+        if state == self._sent or not (force or due):
+            return False
+        self.storage.upload_file(self.name, self.local, "text/plain; charset=utf-8")
+        self._sent, self._last = state, time.monotonic()
+        return True
+
+
+class OutputSync:
+    """Mirrors a local dir into `prefix`, uploading only the files that changed."""
+
+    def __init__(self, storage: Storage, local: Path, prefix: str) -> None:
+        self.storage, self.local, self.prefix = storage, local, prefix
+        self._seen: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime) sent
+        self._remote: dict[str, str] | None = None  # relative path -> md5 in the bucket
+
+    def restore(self) -> int:
+        """Download what earlier attempts left in the bucket (a script may resume from it)."""
+        self._remote, count = {}, 0
+        for item in self.storage.objects(self.prefix):
+            relative = item["name"][len(self.prefix) :]
+            target = self.local.joinpath(*_safe_parts(relative))
+            self._remote[relative] = item.get("md5Hash", "")
+            if not target.exists():
+                self.storage.download(item["name"], target)
+                count += 1
+        return count
+
+    def sync(self) -> int:
+        """Upload new and changed files; returns how many."""
+        if self._remote is None:
+            self.restore()
+        remote, count = self._remote or {}, 0
+        for root, _dirs, files in os.walk(str(self.local)):
+            for filename in sorted(f for f in files if not f.endswith(".tpuctl-tmp")):
+                path = Path(root, filename)
+                relative = path.relative_to(self.local).as_posix()
+                st = path.stat()
+                if self._seen.get(relative) == (st.st_size, st.st_mtime_ns):
+                    continue
+                md5 = _digest(path, "md5")
+                if remote.get(relative) != md5:
+                    self.storage.upload_file(self.prefix + relative, path)
+                    remote[relative], count = md5, count + 1
+                self._seen[relative] = (st.st_size, st.st_mtime_ns)
+        return count
+
+
+# -- the Cloud TPU API --------------------------------------------------------------------
+def delete_node(token: Token, project: str, zone: str, node: str) -> Json | None:
+    """Ask the TPU API to delete a node: its operation, or None when the node is gone."""
+    url = f"{TPU_URL}/v2/projects/{project}/locations/{zone}/nodes/{node}"
+    try:
+        return dict(json.loads(http("DELETE", url, headers=token.headers())[2] or b"{}"))
+    except HttpError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+# -- the job ---------------------------------------------------------------------------------
+class StatusWriter:
+    """This worker's status object. The runner may write it too (`"cancel": true` to stop
+    the job), so each write carries the generation last seen; on a 412 the agent reads
+    the object again and keeps the request."""
+
+    def __init__(self, storage: Storage, name: str, value: Json) -> None:
+        self.storage, self.name, self.value = storage, name, value
+        self.generation: int | None = None
+        self.cancel_requested = False
+        self.lock = threading.Lock()  # the heartbeat thread writes too
+
+    def write(self, **changes: Any) -> None:
+        with self.lock:
+            self._write(changes)
+
+    def _write(self, changes: Json) -> None:
+        self.value.update(changes, heartbeat=round(time.time(), 3))
+        for _ in range(5):
+            if self.generation is None:
+                current, self.generation = self.storage.read_json(self.name)
+                ours = current and current.get("attempt") == self.value["attempt"]
+                if ours and current and current.get("cancel"):
+                    self.cancel_requested = self.value["cancel"] = True
+            try:
+                self.generation = self.storage.write_json(self.name, self.value, self.generation)
+                return
+            except HttpError as e:
+                if e.status != 412:
+                    raise
+                self.generation = None

@@ -1,0 +1,122 @@
+"""The Google APIs tpuctl uses, the permissions its commands need, and the roles granting
+them: one table for the error hints (`cloud/errors.py`) and `tpuctl init`.
+
+Titles are the ones Google's own SERVICE_DISABLED messages use. Roles are the
+predefined roles of the Cloud IAM roles reference that hold each permission (the
+narrowest one tpuctl would suggest); the emulator reads the same table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TPU = "tpu.googleapis.com"
+STORAGE = "storage.googleapis.com"
+QUOTAS = "cloudquotas.googleapis.com"
+SERVICE_USAGE = "serviceusage.googleapis.com"
+MONITORING = "monitoring.googleapis.com"
+OS_LOGIN = "oslogin.googleapis.com"
+
+
+@dataclass(frozen=True)
+class Api:
+    name: str  # tpu.googleapis.com
+    title: str  # Cloud TPU API
+    why: str  # what tpuctl uses it for
+    required: bool = True
+
+
+APIS: tuple[Api, ...] = (
+    Api(TPU, "Cloud TPU API", "create, list and delete TPU VMs"),
+    Api(STORAGE, "Cloud Storage API", "the job bucket of `tpuctl run`"),
+    Api(QUOTAS, "Cloud Quotas API", "TPU quota limits and increase requests"),
+    Api(MONITORING, "Cloud Monitoring API", "`tpuctl top`", required=False),
+    Api(OS_LOGIN, "Cloud OS Login API", "SSH with OS Login", required=False),
+)
+APIS_BY_NAME = {api.name: api for api in APIS}
+TITLES = {
+    **{api.name: api.title for api in APIS},
+    SERVICE_USAGE: "Service Usage API",
+    "compute.googleapis.com": "Compute Engine API",
+    "iam.googleapis.com": "Identity and Access Management (IAM) API",
+    "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
+}
+
+# permission -> the predefined role tpuctl suggests for it
+ROLES: dict[str, str] = {
+    **{
+        f"tpu.{what}": "roles/tpu.admin"
+        for what in (
+            "nodes.create",
+            "nodes.delete",
+            "nodes.update",
+            "nodes.start",
+            "nodes.stop",
+            "queuedresources.create",
+            "queuedresources.delete",
+            "operations.delete",
+            "operations.cancel",
+        )
+    },
+    **{
+        f"tpu.{what}": "roles/tpu.viewer"
+        for what in (
+            "nodes.get",
+            "nodes.list",
+            "queuedresources.get",
+            "queuedresources.list",
+            "operations.get",
+            "operations.list",
+            "acceleratortypes.get",
+            "acceleratortypes.list",
+            "runtimeversions.get",
+            "runtimeversions.list",
+            "locations.get",
+            "locations.list",
+        )
+    },
+    "cloudquotas.quotas.get": "roles/cloudquotas.viewer",
+    "cloudquotas.quotas.update": "roles/cloudquotas.admin",
+    "serviceusage.services.get": "roles/serviceusage.serviceUsageViewer",
+    "serviceusage.services.list": "roles/serviceusage.serviceUsageViewer",
+    "serviceusage.services.enable": "roles/serviceusage.serviceUsageAdmin",
+    "serviceusage.operations.get": "roles/serviceusage.serviceUsageViewer",
+    "storage.buckets.create": "roles/storage.admin",
+    "storage.buckets.get": "roles/storage.admin",
+    "storage.objects.create": "roles/storage.objectAdmin",
+    "storage.objects.get": "roles/storage.objectAdmin",
+    "storage.objects.list": "roles/storage.objectAdmin",
+    "storage.objects.delete": "roles/storage.objectAdmin",
+}
+
+# What tpuctl's commands need of the caller in the project (`tpuctl init` checks them).
+CALLER_PERMISSIONS: tuple[str, ...] = (
+    "tpu.nodes.create",
+    "tpu.nodes.delete",
+    "tpu.nodes.get",
+    "tpu.nodes.list",
+    "tpu.queuedresources.create",
+    "tpu.queuedresources.delete",
+    "tpu.queuedresources.list",
+    "cloudquotas.quotas.get",
+    "storage.buckets.create",
+    "storage.objects.create",
+    "storage.objects.get",
+)
+
+
+def title(service: str) -> str:
+    """ "Cloud TPU API" for tpu.googleapis.com; the name itself for one tpuctl does not know."""
+    return TITLES.get(service, service)
+
+
+def role_for(permission: str) -> str | None:
+    return ROLES.get(permission)
+
+
+def enable_command(service: str, project: str) -> str:
+    return f"gcloud services enable {service} --project {project}"
+
+
+def grant_command(project: str, role: str, member: str = "user:YOU@example.com") -> str:
+    return f"gcloud projects add-iam-policy-binding {project} --member={member} --role={role}"

@@ -1,0 +1,107 @@
+"""Shell completion (`tpuctl --install-completion`): node names, zones, accelerator
+types and job ids.
+
+Zones and types come from tpuctl's catalogue; node names and job ids from the cloud,
+kept for a short while in the state dir so that a TAB stays fast. A completion never
+prints an error: when the cloud cannot be asked, it offers nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+CACHE_SECONDS = 30.0
+CACHE_FILE = "completion.json"
+
+
+def zones(incomplete: str) -> list[str]:
+    from tpuctl import catalog
+
+    return [z for z in catalog.ZONES if z.startswith(incomplete)]
+
+
+def accelerators(incomplete: str) -> list[str]:
+    from tpuctl import catalog
+
+    return [n for n in catalog.ACCELERATOR_TYPES if n.startswith(incomplete.lower())]
+
+
+def node_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Nodes (and queued requests) in the zone the command line names or resolves to."""
+
+    def fetch(project: str | None, zone: str | None) -> list[str]:
+        factory, target = _where(project, zone, need_zone=True)
+        api = factory.tpu()
+        names = [n.name for n in api.list_nodes(target.parent)]
+        names += [q.name for q in api.list_queued_resources(target.parent)]
+        return sorted(set(names))
+
+    return _cached("nodes", ctx, incomplete, fetch)
+
+
+def job_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Job ids in the job bucket, newest first."""
+
+    def fetch(project: str | None, zone: str | None) -> list[str]:
+        from tpuctl.config import load_config_file
+        from tpuctl.services import staging
+
+        factory, target = _where(project, None, need_zone=False)
+        name = staging.bucket_name(ctx.params.get("bucket"), load_config_file(), target.project)
+        bucket = factory.bucket(name, target.project)
+        return list(reversed(staging.list_job_ids(bucket)))
+
+    return _cached("jobs", ctx, incomplete, fetch)
+
+
+def _where(project: str | None, zone: str | None, need_zone: bool) -> tuple[Any, Any]:
+    """The client factory and the target a command with these flags would use."""
+    from tpuctl.cloud.clients import ClientFactory
+    from tpuctl.config import resolve_target
+
+    factory = ClientFactory()
+    return factory, resolve_target(
+        project, zone, endpoint_defaults=factory.defaults, need_zone=need_zone
+    )
+
+
+def _cached(
+    kind: str,
+    ctx: typer.Context,
+    incomplete: str,
+    fetch: Callable[[str | None, str | None], list[str]],
+) -> list[str]:
+    project, zone = ctx.params.get("project"), ctx.params.get("zone")
+    key = "|".join((kind, os.environ.get("TPUCTL_EMULATOR_HOST", ""), project or "", zone or ""))
+    try:
+        from tpuctl.config import state_dir
+
+        path = state_dir() / CACHE_FILE
+        cache: dict[str, Any] = _read(path)
+        entry = cache.get(key)
+        if entry and time.time() - float(entry["at"]) < CACHE_SECONDS:
+            values = list(entry["values"])
+        else:
+            values = fetch(project, zone)
+            cache[key] = {"at": time.time(), "values": values}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{CACHE_FILE}.{os.getpid()}")
+            tmp.write_text(json.dumps(cache))
+            os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a TAB must never show an error or a traceback
+        return []
+    return [v for v in values if v.startswith(incomplete)]
+
+
+def _read(path: Any) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}

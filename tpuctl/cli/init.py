@@ -1,0 +1,115 @@
+"""tpuctl init"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tpuctl.catalog import canonical_accelerator
+from tpuctl.cli import render
+from tpuctl.cli.options import Json, Project, Zone, app_of
+
+if TYPE_CHECKING:
+    from tpuctl.services.init import InitReport, Step
+
+_MARK = {"ok": "ok", "done": "done", "pending": "pending", "todo": "to do", "failed": "FAILED"}
+
+
+def init(
+    ctx: typer.Context,
+    accelerator: Annotated[
+        str | None,
+        typer.Option(
+            "--accelerator",
+            "-a",
+            callback=lambda v: canonical_accelerator(v) if v else v,
+            help="The TPU type you mean to use, for the quota check (e.g. v5litepod-8).",
+        ),
+    ] = None,
+    zone: Zone = None,
+    project: Project = None,
+    email: Annotated[
+        str | None,
+        typer.Option("--email", help="Contact for a quota increase request (default: you)."),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Make every change without asking.")
+    ] = False,
+    json_out: Json = False,
+) -> None:
+    """Check a project for tpuctl and prepare it: APIs, permissions, quota, bucket, config.
+
+    Each step says what it found and what it did; nothing changes without your consent
+    (--yes gives it). Running it again changes nothing. Exit 0 when nothing is left for
+    you to do (a quota request under review is only waited for), 1 otherwise.
+    Example: tpuctl init --accelerator v5litepod-8 --zone us-west4-a --yes
+    """
+    from tpuctl.config import load_config_file, write_config_values
+    from tpuctl.services import init as init_svc
+
+    app = app_of(ctx)
+    target = app.target(project, zone)
+    init_svc.validate(accelerator, target.zone)
+    factory = app.factory
+
+    def consent(action: str) -> bool:
+        if yes:
+            return True
+        if not app.stdin_isatty or json_out:
+            return False
+        return typer.confirm(f"{action[0].upper()}{action[1:]}?", default=True, err=True)
+
+    adapters = init_svc.InitAdapters(
+        service_usage=factory.service_usage(),
+        tpu=app.tpu(),
+        quotas=factory.quotas(),
+        bucket=lambda name: factory.bucket(name, target.project),
+        write_config=lambda values: str(write_config_values(values)),
+    )
+    with render.progress("enable operation") as progress:
+        spec = init_svc.InitSpec(
+            target=target,
+            accelerator=accelerator,
+            account=factory.account(),
+            endpoint=factory.describe_endpoint(),
+            config=load_config_file(),
+            email=email or factory.account(),
+            consent=consent,
+            progress=progress,
+        )
+        report = init_svc.run(adapters, spec, lambda s: None if json_out else _print(s))
+    if json_out:
+        render.print_json(report.to_json())
+    else:
+        _summary(report, yes)
+    if report.blocked:
+        raise typer.Exit(1)
+
+
+def _print(step: Step) -> None:
+    console = render.out()
+    console.print(f"{step.name}: {_MARK[step.status]}: {step.found}", highlight=False)
+    if step.did:
+        console.print(f"  did: {step.did}", highlight=False)
+    if step.todo:
+        label = "waiting" if step.status == "pending" else "to do"
+        console.print(f"  {label}: {step.todo}", highlight=False)
+
+
+def _summary(report: InitReport, yes: bool) -> None:
+    console = render.out()
+    if report.ready:
+        console.print(f"all is ready in project {report.project}", highlight=False)
+        return
+    pending = [s.name for s in report.steps if s.status == "pending"]
+    left = [s.name for s in report.steps if s.status in ("todo", "failed")]
+    if left:
+        line = f"not ready: left for you: {', '.join(left)}"
+        if not yes and any(s.status == "todo" for s in report.steps):
+            line += " (run again with --yes to let tpuctl do what it can)"
+    else:
+        line = f"all done that can be done now in project {report.project}"
+    if pending:
+        line += f"; still pending: {', '.join(pending)} (Google decides; see `tpuctl quota`)"
+    console.print(line, highlight=False)

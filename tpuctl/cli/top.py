@@ -1,0 +1,146 @@
+"""tpuctl top: every node, what it costs and what its TPUs are doing, live."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from tpuctl.cli import render
+from tpuctl.cli.options import Json, Project, Zone, app_of
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from tpuctl.services.metrics import Row, Snapshot
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+# key -> (sort name, the row's sort key; largest first except by name and zone)
+SORTS: dict[str, tuple[str, Any, bool]] = {
+    "c": ("cost", lambda r: r.to_json()["hourlyUsd"] or 0.0, True),
+    "u": ("util", lambda r: -1.0 if r.util is None else r.util, True),
+    "i": ("idle", lambda r: -1.0 if r.idle_seconds is None else r.idle_seconds, True),
+    "a": ("age", lambda r: r.node.age_seconds() or 0.0, True),
+    "n": ("name", lambda r: r.node.name, False),
+    "z": ("zone", lambda r: (r.node.zone, r.node.name), False),
+}
+BY_NAME = {name: key for key, (name, _, _) in SORTS.items()}
+
+
+def sparkline(values: list[float], width: int = 10) -> str:
+    """Percentages (0-100) as block characters, the newest on the right."""
+    tail = values[-width:]
+    return "".join(BLOCKS[min(7, max(0, int(v / 100 * 7.999)))] for v in tail)
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+def top(
+    ctx: typer.Context,
+    zone: Zone = None,
+    project: Project = None,
+    sort: Annotated[
+        str, typer.Option("--sort", help="cost, util, idle, age, name or zone (keys c u i a n z).")
+    ] = "cost",
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between refreshes.", min=0.5)
+    ] = 3.0,
+    json_out: Json = False,
+) -> None:
+    """Every TPU node, its cost and what its TPUs do, refreshed live (q quits).
+
+    Example: tpuctl top --sort util      (without a terminal, or with --json: one snapshot)
+    """
+    from tpuctl.errors import UsageError
+    from tpuctl.services import metrics
+
+    if sort not in BY_NAME:
+        raise UsageError(f"unknown --sort {sort!r}", hint="one of " + ", ".join(BY_NAME))
+    app = app_of(ctx)
+    target = app.target(project, zone, need_zone=False)
+    api = app.tpu()
+
+    def take() -> Snapshot:
+        return metrics.snapshot(api, app.factory.monitoring, target.project, zone)
+
+    if json_out:
+        shot = take()
+        render.print_json([r.to_json() for r in ordered(shot.rows, BY_NAME[sort])])
+        return
+    if not (sys.stdout.isatty() and sys.stdin.isatty() and app.stdin_isatty):
+        shot = take()
+        render.show(table(shot, BY_NAME[sort]))
+        if shot.metrics_error:
+            render.info(f"no metrics: {shot.metrics_error}")
+        return
+    _live(take, BY_NAME[sort], interval)
+
+
+def ordered(rows: list[Row], key: str) -> list[Row]:
+    _, by, reverse = SORTS[key]
+    return sorted(rows, key=by, reverse=reverse)
+
+
+def table(shot: Snapshot, key: str) -> Table:
+    from rich.table import Table
+
+    from tpuctl.services import cost
+
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    cols = ("NAME", "ZONE", "ACCELERATOR", "STATE", "AGE", "$/H", "COST", "UTIL", "LAST 10M",
+            "IDLE", "JOB", "TTL", "OWNER")  # fmt: skip
+    for col in cols:
+        right = col in ("$/H", "COST", "UTIL")
+        t.add_column(col, no_wrap=True, justify="right" if right else "left")
+    for r in ordered(shot.rows, key):
+        j = r.to_json()
+        ttl = j["ttlLeftSeconds"]
+        t.add_row(
+            render.escape(r.node.name), r.node.zone, r.node.accelerator_type, r.node.state,
+            render.human_age(j["ageSeconds"]), cost.money(j["hourlyUsd"]),
+            "~" + cost.money(j["costSoFarUsd"]), percent(r.util), sparkline(j["history"]),
+            render.human_age(r.idle_seconds), render.escape(j["job"] or "-"),
+            "-" if ttl is None else ("expired" if ttl <= 0 else render.human_age(ttl)),
+            render.escape(j["owner"] or "-"),
+        )  # fmt: skip
+    return t
+
+
+def _live(take: Any, key: str, interval: float) -> None:
+    """Full screen until q: a fresh snapshot every `interval` seconds or at a key press."""
+    import select
+    import termios
+    import time
+    import tty
+
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        with Live(console=render.out(), screen=True, auto_refresh=False) as live:
+            while True:
+                started = time.monotonic()
+                shot = take()
+                name = SORTS[key][0]
+                took = time.monotonic() - started
+                help_line = Text(
+                    f"tpuctl top: {len(shot.rows)} node(s), sorted by {name}, refreshed in "
+                    f"{took:.1f}s; keys: c u i a n z sort, q quits"
+                    + (f"; no metrics: {shot.metrics_error}" if shot.metrics_error else "")
+                )
+                live.update(Group(help_line, table(shot, key)), refresh=True)
+                ready, _, _ = select.select([fd], [], [], interval)
+                if ready:
+                    pressed = sys.stdin.read(1).lower()
+                    if pressed == "q":
+                        return
+                    key = pressed if pressed in SORTS else key
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)

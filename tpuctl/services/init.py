@@ -1,0 +1,329 @@
+"""`tpuctl init`: check a project for tpuctl and, with consent, prepare it, step by step.
+
+Each step says what it found and what it did (`Step`); a step that cannot finish says
+what is left and how to do it. Nothing changes without `consent(action)` answering
+yes, so a second run on a ready project changes nothing. Steps: the project and
+credentials, the APIs (enabled through Service Usage, waiting for the operation), the
+caller's permissions, TPU quota for the accelerator and zone (an increase request
+filed through Cloud Quotas when short), the job bucket, and tpuctl's config file.
+
+Adapters come in as arguments (`InitAdapters`); nothing here prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tpuctl import apis, catalog
+from tpuctl.errors import PermissionDeniedError, TpuctlError, UsageError
+from tpuctl.services import quota as quota_svc
+from tpuctl.services.staging import bucket_name
+from tpuctl.waiting import Progress, noop, poll_until
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.quota import QuotaApi, QuotaRequest
+    from tpuctl.cloud.service_usage import ServiceUsageApi
+    from tpuctl.cloud.storage import Bucket
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.config import Target
+
+ENABLE_TIMEOUT = 300.0
+# ok: found ready; done: made ready now; pending: asked for, Google decides (quota);
+# todo: left for the user (declined, or cannot be done from here); failed: an error
+READY = ("ok", "done")
+
+
+@dataclass
+class Step:
+    name: str
+    status: str
+    found: str
+    did: str = ""
+    todo: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "step": self.name,
+            "status": self.status,
+            "found": self.found,
+            "did": self.did,
+            "todo": self.todo,
+        }
+
+
+@dataclass
+class InitReport:
+    project: str
+    zone: str
+    accelerator: str | None
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return all(s.status in READY for s in self.steps)
+
+    @property
+    def blocked(self) -> bool:
+        """Something the user must still do (not just wait for Google)."""
+        return any(s.status in ("todo", "failed") for s in self.steps)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "zone": self.zone,
+            "accelerator": self.accelerator,
+            "ready": self.ready,
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+
+@dataclass
+class InitAdapters:
+    service_usage: ServiceUsageApi
+    tpu: TpuApi
+    quotas: QuotaApi
+    bucket: Callable[[str], Bucket]
+    write_config: Callable[[Mapping[str, str]], str]  # returns the file's path
+
+
+@dataclass
+class InitSpec:
+    target: Target
+    accelerator: str | None
+    account: str | None  # who the calls are made as, when known
+    endpoint: str  # "Google Cloud" or "the local emulator at ..."
+    config: Mapping[str, Any]  # tpuctl's config file as it is
+    email: str | None = None  # the contact for a quota increase request
+    consent: Callable[[str], bool] = lambda action: False
+    progress: Progress = noop
+
+
+def _failed(name: str, found: str, error: TpuctlError) -> Step:
+    hint = f"; {error.hint}" if error.hint else ""
+    return Step(name, "failed", found, todo=error.message + hint)
+
+
+# -- 1. project and credentials ----------------------------------------------------------
+def check_project(spec: InitSpec) -> Step:
+    t = spec.target
+    who = spec.account or "the account of your Application Default Credentials"
+    return Step(
+        "project",
+        "ok",
+        f"project {t.project} (from {t.project_source}), zone {t.zone} (from {t.zone_source}), "
+        f"calls made as {who} to {spec.endpoint}",
+    )
+
+
+# -- 2. the APIs -------------------------------------------------------------------------
+def _wait_enabled(api: ServiceUsageApi, project: str, op: str, spec: InitSpec) -> None:
+    poll_until(
+        lambda: (True if api.operation_done(project, op) else None, "running"),
+        what=f"enabling the APIs of {project}",
+        progress=spec.progress,
+        timeout=ENABLE_TIMEOUT,
+    )
+
+
+def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
+    project = spec.target.project
+    try:
+        states = {api.name: a.service_usage.enabled(project, api.name) for api in apis.APIS}
+    except TpuctlError as e:
+        return _failed("apis", "cannot read the project's APIs", e)
+    off = [api for api in apis.APIS if not states[api.name] and api.required]
+    optional = [api for api in apis.APIS if not states[api.name] and not api.required]
+    on = [api.name for api in apis.APIS if states[api.name]]
+    found = f"enabled: {', '.join(on) or 'none'}"
+    if off:
+        found += f"; disabled: {', '.join(api.name for api in off)}"
+    if optional:
+        found += "; optional, off: " + ", ".join(f"{a.name} (for {a.why})" for a in optional)
+    if not off:
+        return Step("apis", "ok", found)
+    names = " ".join(api.name for api in off)
+    if not spec.consent(f"enable {names} in project {project}"):
+        return Step(
+            "apis", "todo", found, todo=f"`gcloud services enable {names} --project {project}`"
+        )
+    enabled = []
+    try:
+        for api in off:
+            op = a.service_usage.enable(project, api.name)
+            if op is not None:
+                _wait_enabled(a.service_usage, project, op, spec)
+            enabled.append(api.name)
+    except TpuctlError as e:
+        step = _failed("apis", found, e)
+        step.did = f"enabled {', '.join(enabled)}" if enabled else ""
+        return step
+    return Step("apis", "done", found, did=f"enabled {', '.join(enabled)}")
+
+
+# -- 3. the caller's permissions ----------------------------------------------------------
+def check_permissions(a: InitAdapters, spec: InitSpec) -> Step:
+    """The TPU API offers no testIamPermissions (neither google-cloud-tpu nor the v2
+    discovery document has it): a harmless call, listing nodes, stands in for the rest."""
+    t = spec.target
+    found = "the TPU API has no testIamPermissions: checked by listing nodes"
+    try:
+        a.tpu.list_nodes(t.parent)
+    except PermissionDeniedError as e:
+        return Step("permissions", "todo", found, todo=f"{e.message}: {e.hint}")
+    except TpuctlError as e:
+        return _failed("permissions", found, e)
+    roles = sorted({apis.ROLES[p] for p in apis.CALLER_PERMISSIONS if p in apis.ROLES})
+    return Step(
+        "permissions",
+        "ok",
+        f"{found}: allowed (creating nodes, buckets and quota requests is checked when "
+        f"done; the roles tpuctl needs: {', '.join(roles)})",
+    )
+
+
+# -- 5. quota ----------------------------------------------------------------------------
+def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
+    t = spec.target
+    if not spec.accelerator:
+        return Step("quota", "ok", "no --accelerator given: quota not checked")
+    acc = catalog.parse_accelerator(spec.accelerator)
+    qspec = catalog.quota_for(acc, "on-demand") if acc else None
+    assert acc is not None and qspec is not None  # validate() checked it
+    location = qspec.location(t.zone)
+    where = f"{qspec.dimension} {location}"
+    need = qspec.amount(acc)
+    try:
+        limit = a.quotas.quota_info(t.project, qspec.quota_id).limit(location) or 0
+        used = sum(
+            u.amount
+            for u in quota_svc.project_usage(a.tpu, t.project)
+            if u.spec == qspec and u.location == location
+        )
+        asked = [
+            r
+            for r in a.quotas.requests(t.project)
+            if r.quota_id == qspec.quota_id and r.location == location
+        ]
+    except TpuctlError as e:
+        return _failed("quota", f"cannot read {qspec.quota_id} in {where}", e)
+    found = (
+        f"{qspec.quota_id} allows {limit} {qspec.unit} in {where}, {used} in use; "
+        f"{acc.name} needs {need}"
+    )
+    if used + need <= limit:
+        return Step("quota", "ok", found)
+    pending = [r for r in asked if r.pending]
+    if pending:
+        return Step("quota", "pending", found, todo=_pending(pending[0]))
+    value = used + need
+    command = (
+        f"`tpuctl quota request {qspec.quota_id} --value {value} --{qspec.dimension} "
+        f"{location} --email YOU@example.com`"
+    )
+    if not spec.email:
+        return Step("quota", "todo", found, todo=f"no contact email known: {command}")
+    if not spec.consent(f"request {value} {qspec.unit} of {qspec.quota_id} in {where}"):
+        return Step("quota", "todo", found, todo=command)
+    justification = f"tpuctl init: {acc.name} in {t.zone}"
+    try:
+        made = a.quotas.request_increase(
+            t.project, qspec.quota_id, value, qspec.dimension, location, justification, spec.email
+        )
+    except TpuctlError as e:
+        return _failed("quota", found, e)
+    return Step(
+        "quota",
+        "pending" if made.pending else "done",
+        found,
+        did=f"requested {value} {qspec.unit} ({made.name})",
+        todo=_pending(made) if made.pending else "",
+    )
+
+
+def _pending(request: QuotaRequest) -> str:
+    return (
+        f"the quota increase request {request.name.rsplit('/', 1)[-1]} ({request.preferred}) is "
+        "under review, which can take hours; `tpuctl quota` shows its state"
+    )
+
+
+# -- 6. the job bucket and the config file ----------------------------------------------
+def check_bucket(a: InitAdapters, spec: InitSpec) -> tuple[Step, str]:
+    t = spec.target
+    name = bucket_name(None, spec.config, t.project)
+    region = catalog.region_of(t.zone)
+    try:
+        bucket = a.bucket(name)
+        if bucket.bucket_exists():
+            return Step("bucket", "ok", f"gs://{name} exists"), name
+        if not spec.consent(f"create the bucket gs://{name} in {region}"):
+            todo = (
+                f"`gcloud storage buckets create gs://{name} --location {region} "
+                "--uniform-bucket-level-access`"
+            )
+            return Step("bucket", "todo", f"gs://{name} does not exist", todo=todo), name
+        bucket.ensure(region)
+    except TpuctlError as e:
+        return _failed("bucket", f"gs://{name}", e), name
+    return (
+        Step(
+            "bucket",
+            "done",
+            f"gs://{name} did not exist",
+            did=f"created gs://{name} in {region} (uniform bucket-level access)",
+        ),
+        name,
+    )
+
+
+def check_config(a: InitAdapters, spec: InitSpec, bucket: str) -> Step:
+    t = spec.target
+    wanted = {"project": t.project, "zone": t.zone, "bucket": bucket}
+    differ = {k: v for k, v in wanted.items() if spec.config.get(k) != v}
+    shown = ", ".join(f"{k} = {v}" for k, v in wanted.items())
+    if not differ:
+        return Step("config", "ok", f"tpuctl's config file has {shown}")
+    changes = ", ".join(f"{k} = {v}" for k, v in differ.items())
+    if not spec.consent(f"write {changes} to tpuctl's config file"):
+        return Step("config", "todo", f"tpuctl's config file lacks {changes}", todo="run again")
+    path = a.write_config(differ)
+    return Step("config", "done", f"tpuctl's config file lacked {changes}", did=f"wrote {path}")
+
+
+def validate(accelerator: str | None, zone: str) -> None:
+    """Refuse an accelerator tpuctl does not know, or one the zone does not offer."""
+    if not accelerator:
+        return
+    acc = catalog.parse_accelerator(accelerator)
+    if acc is None or catalog.quota_for(acc, "on-demand") is None:
+        raise UsageError(
+            f"invalid --accelerator {accelerator!r}: a TPU type like v5litepod-8, v4-8 or v6e-4"
+        )
+    if zone in catalog.ZONES and acc not in catalog.accelerator_types(zone):
+        zones = ", ".join(catalog.zones_offering(acc.generation)[:4])
+        raise UsageError(
+            f"invalid --accelerator {accelerator!r}: zone {zone} does not offer it "
+            f"(zones with {acc.generation}: {zones})"
+        )
+
+
+def run(a: InitAdapters, spec: InitSpec, on_step: Callable[[Step], None]) -> InitReport:
+    """Every step in order, each told to `on_step` as it ends."""
+    validate(spec.accelerator, spec.target.zone)
+    report = InitReport(spec.target.project, spec.target.zone, spec.accelerator)
+
+    def told(step: Step) -> Step:
+        report.steps.append(step)
+        on_step(step)
+        return step
+
+    told(check_project(spec))
+    told(check_apis(a, spec))
+    told(check_permissions(a, spec))
+    told(check_quota(a, spec))
+    step, bucket = check_bucket(a, spec)
+    told(step)
+    told(check_config(a, spec, bucket))
+    return report

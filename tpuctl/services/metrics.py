@@ -1,0 +1,226 @@
+"""What each node's TPUs are doing, from Cloud Monitoring (docs/metrics.md): per node and
+worker the latest TensorCore utilisation, the TensorCore idle duration, and a short history
+for a sparkline.
+
+One read covers a whole project: a list call per metric (and per zone when told zones),
+run concurrently, so many nodes cost no more round trips than one. Metrics arrive late
+(sampled every 60 s, visible up to 180 s after): a worker whose newest idle point is older
+than `STALE` seconds, or that has none, has no fresh evidence (`idle_seconds` None).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.durations import format_duration
+from tpuctl.models import Node
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.monitoring import MonitoringApi, Series
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.services.gc import MetricsCheck
+    from tpuctl.services.idle import Busy
+
+HISTORY_MINUTES = 15
+# sampled every 60 s, visible up to 180 s later: a point older than this is not news
+STALE = 60 + 180 + 60
+
+
+@dataclass
+class WorkerMetrics:
+    util: float | None = None  # percent, the newest aligned minute
+    idle_seconds: float | None = None  # every TensorCore idle at least this long (newest point)
+    idle_at: float | None = None  # when that point was sampled
+    history: list[float] = field(default_factory=list)  # percent per minute, oldest first
+    chips: int = 0  # how many chips' utilisation the history averages
+
+
+@dataclass
+class NodeMetrics:
+    zone: str
+    node_id: str
+    workers: dict[int, WorkerMetrics] = field(default_factory=dict)
+
+    @property
+    def util(self) -> float | None:
+        values = [w.util for w in self.workers.values() if w.util is not None]
+        return sum(values) / len(values) if values else None
+
+    @property
+    def history(self) -> list[float]:
+        rows = [w.history for w in self.workers.values() if w.history]
+        if not rows:
+            return []
+        width = min(len(r) for r in rows)
+        return [sum(r[len(r) - width + i] for r in rows) / len(rows) for i in range(width)]
+
+    def idle_seconds(self, workers: int | None = None, now: float | None = None) -> float | None:
+        """How long every TensorCore of every worker has been idle, from fresh points only;
+        None when a worker (of `workers`, if known) has no fresh point."""
+        at = time.time() if now is None else now
+        values = []
+        for w in self.workers.values():
+            if w.idle_seconds is None or w.idle_at is None or at - w.idle_at > STALE:
+                return None
+            values.append(w.idle_seconds)
+        if not values or (workers is not None and len(values) < workers):
+            return None
+        return min(values)
+
+
+Key = tuple[str, str]  # (zone, node id)
+
+
+def read(
+    api: MonitoringApi,
+    project: str,
+    zones: Iterable[str] | None = None,
+    *,
+    minutes: float = HISTORY_MINUTES,
+    history: bool = True,
+    now: float | None = None,
+) -> dict[Key, NodeMetrics]:
+    """Every TPU worker's metrics in `project` (in `zones`, else every zone), by node."""
+    from tpuctl.cloud.monitoring import IDLE, TENSORCORE
+
+    at = time.time() if now is None else now
+    where: list[str | None] = [*sorted(set(zones))] if zones is not None else [None]
+    calls: list[tuple[str, str | None, str | None]] = [(IDLE, z, None) for z in where]
+    if history:
+        calls += [(TENSORCORE, z, "ALIGN_MEAN") for z in where]
+    with ThreadPoolExecutor(max_workers=min(16, len(calls) or 1)) as pool:
+        results = list(
+            pool.map(
+                lambda c: api.series(
+                    project, c[0], zone=c[1], minutes=minutes, aligner=c[2], now=at
+                ),
+                calls,
+            )
+        )
+    nodes: dict[Key, NodeMetrics] = {}
+    for (metric, _, _), found in zip(calls, results, strict=True):
+        for s in found:
+            worker = nodes.setdefault((s.zone, s.node_id), NodeMetrics(s.zone, s.node_id))
+            w = worker.workers.setdefault(s.worker, WorkerMetrics())
+            _merge(w, s, metric == IDLE)
+    return nodes
+
+
+def _merge(w: WorkerMetrics, s: Series, idle: bool) -> None:
+    """Fold one chip's series into its worker: the least idle chip, the mean utilisation."""
+    if not s.points:
+        return
+    if idle:
+        at, value = s.points[0]
+        if w.idle_seconds is None or value < w.idle_seconds:
+            w.idle_seconds, w.idle_at = value, at
+        elif w.idle_at is not None and at < w.idle_at:
+            w.idle_at = at
+        return
+    values = [v for _, v in reversed(s.points)]
+    n = w.chips
+    if n:
+        width = min(len(values), len(w.history))
+        values = [(w.history[i - width] * n + values[i - width]) / (n + 1) for i in range(width)]
+    w.history, w.util, w.chips = values, values[-1], n + 1
+
+
+def safe_read(
+    api: Callable[[], MonitoringApi], project: str, zones: Iterable[str] | None = None, **kw: Any
+) -> tuple[dict[Key, NodeMetrics], str | None]:
+    """`read` with the adapter `api()` makes, or nothing and why (metrics are worth having,
+    never worth failing for)."""
+    from tpuctl.errors import TpuctlError
+
+    try:
+        return read(api(), project, zones, **kw), None
+    except TpuctlError as e:
+        return {}, str(e)
+
+
+def idle_check(
+    load: Callable[[], dict[Key, NodeMetrics]], now: float | None = None
+) -> MetricsCheck:
+    """gc's metrics check, over metrics `load`ed once, when first needed: idle when every
+    TensorCore of every worker has been idle for the limit; active when one was busy more
+    recently; None when a worker has no fresh point (the caller falls back on its probe)."""
+    loaded: list[dict[Key, NodeMetrics]] = []
+
+    def check(node: Node, limit: float) -> tuple[Busy, str] | None:
+        if not loaded:
+            loaded.append(load())
+        m = loaded[0].get((node.zone, node.name))
+        idle = m.idle_seconds(len(node.workers) or None, now) if m else None
+        if idle is None:
+            return None
+        if idle >= limit:
+            n = len(m.workers) if m else 0
+            return "idle", f"TensorCores idle for {format_duration(idle)} on its {n} worker(s)"
+        return "busy", f"TensorCores active {format_duration(idle)} ago"
+
+    return check
+
+
+@dataclass
+class Row:
+    """One node as `top` and `list` show it: the API's view joined with the metrics'."""
+
+    node: Node
+    metrics: NodeMetrics | None
+
+    @property
+    def util(self) -> float | None:
+        return self.metrics.util if self.metrics else None
+
+    @property
+    def idle_seconds(self) -> float | None:
+        if self.metrics is None or self.node.state != "READY":
+            return None
+        return self.metrics.idle_seconds(len(self.node.workers) or None)
+
+    def to_json(self, now: float | None = None) -> dict[str, Any]:
+        from tpuctl.models import EXPIRES, JOB
+        from tpuctl.services import cost
+
+        at = time.time() if now is None else now
+        expires = self.node.label_time(EXPIRES)
+        return {
+            "name": self.node.name,
+            "zone": self.node.zone,
+            "accelerator": self.node.accelerator_type,
+            "state": self.node.state,
+            "ageSeconds": self.node.age_seconds(at),
+            "hourlyUsd": cost.node_hourly(self.node),
+            "costSoFarUsd": cost.so_far(self.node),
+            "utilization": self.util,
+            "history": self.metrics.history if self.metrics else [],
+            "idleSeconds": self.idle_seconds,
+            "job": self.node.labels.get(JOB) or None,
+            "ttlLeftSeconds": None if expires is None else expires - at,
+            "owner": self.node.owner or None,
+        }
+
+
+@dataclass
+class Snapshot:
+    rows: list[Row]
+    metrics_error: str | None = None  # why there are no metrics, if there are none
+
+
+def snapshot(
+    tpu: TpuApi, monitoring: Callable[[], MonitoringApi], project: str, zone: str | None
+) -> Snapshot:
+    """Every node of `project` (or of one zone) with its metrics: the node list and the
+    metrics read concurrently, so the metrics add at most one round trip of latency."""
+    parent = f"projects/{project}/locations/{zone or '-'}"
+    zones = [zone] if zone and zone != "-" else None
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        nodes = pool.submit(tpu.list_nodes, parent)
+        found = pool.submit(lambda: safe_read(monitoring, project, zones))
+        listed = nodes.result()  # its error, if any, is the one to tell
+        seen, why_not = found.result()
+    return Snapshot([Row(n, seen.get((n.zone, n.name))) for n in listed], why_not)
