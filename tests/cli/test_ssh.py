@@ -246,35 +246,39 @@ def test_a_crafted_host_key_attribute_plants_no_line_and_lets_nobody_in(
     # what an older tpuctl left behind after meeting such a node: healed by the next write
     known.write_text("* ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlanted tpuctl:p/z/old/w0\n")
     assert cli("exec", vm, "--", "true").code == 0
-    [line] = known.read_text().splitlines()
+    lines = known.read_text().splitlines()
+    # one line per key the worker publishes: Ed25519, ECDSA and RSA, as TPU VMs do
+    kinds = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ssh-rsa"]
+    assert [entry.split()[1] for entry in lines] == kinds
+    line, good_ecdsa = lines[0], lines[1].split()[2]
     address, kind, good = line.split()[:3]
     host = address[1:].split("]")[0]  # [HOST]:PORT, the emulator's port not being 22
     assert ipaddress.ip_address(host) in ipaddress.ip_network("127.64.0.0/10")
     other_key = tmp_path / "other_host_key"
     other = host_key_pair(other_key)
     for value in (f"{good}\n* {other}", f"{good}\n{other}", f"{good} * {other}"):
-        emulator.set_guest_attributes(
-            full, 0, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": value}]
-        )
+        crafted = [{"namespace": "hostkeys", "key": k, "value": value} for k in kinds]
+        emulator.set_guest_attributes(full, 0, crafted)
         r = cli("exec", vm, "--", "echo", "should-not-run")
         assert r.code == 1 and r.out == ""
         assert one_line_error(r) == (
             f"error: worker 0 of {vm} publishes no well-formed SSH host key "
             "(hostkeys/ssh-ed25519: not one base64 key): refused"
         )
-        assert known.read_text().splitlines() == [line]
-    # an injected attribute beside a good key is left out; the good key is trusted
+        assert known.read_text().splitlines() == lines
+    # an injected attribute beside good keys is left out; the good keys are trusted
     emulator.set_guest_attributes(
         full,
         0,
         [
             {"namespace": "hostkeys", "key": "ssh-ed25519", "value": good},
+            {"namespace": "hostkeys", "key": "ecdsa-sha2-nistp256", "value": good_ecdsa},
             {"namespace": "hostkeys", "key": "ssh-rsa", "value": f"{good}\n* {other}"},
             {"namespace": "hostkeys", "key": f"ssh-ed25519 {good}\n*", "value": good},
         ],
     )
     assert cli("exec", vm, "--", "true").code == 0
-    assert known.read_text().splitlines() == [line]
+    assert known.read_text().splitlines() == lines[:2]
     # a server holding the other key on another loopback address is trusted by no client
     with run_sshd(tmp_path, "127.0.0.2", other_key, ssh_service.key_path()) as fake:
         assert _connects(fake, known) == (False, False)
