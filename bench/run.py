@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -59,7 +61,7 @@ def main() -> None:
             credentials=AnonymousCredentials(),
             client_options={"api_endpoint": f"http://{server.address}"},
         )
-        parent = "projects/bench/locations/us-central1-a"
+        parent = "projects/tpuctl-bench/locations/us-central1-a"
         for i in range(15):  # within a granted v3 quota (128 cores per zone)
             client.create_node(
                 parent=parent,
@@ -73,21 +75,38 @@ def main() -> None:
             ("tpuctl --version", [py, "-m", "tpuctl", "--version"]),
             (
                 "tpuctl list (15 nodes, emulator)",
-                [py, "-m", "tpuctl", "list", "-p", "bench", "-z", "us-central1-a"],
+                [py, "-m", "tpuctl", "list", "-p", "tpuctl-bench", "-z", "us-central1-a"],
             ),
             (
                 "tpuctl list --json --all-zones",
-                [py, "-m", "tpuctl", "list", "-p", "bench", "--all-zones", "--json"],
+                [py, "-m", "tpuctl", "list", "-p", "tpuctl-bench", "--all-zones", "--json"],
             ),
         ]
+        gcloud = shutil.which("gcloud")
+        if gcloud:  # the anchor the issue names: the same list through gcloud
+            scratch = tempfile.mkdtemp(prefix="tpuctl-bench-gcloud.")
+            genv = {
+                **env,
+                "CLOUDSDK_CONFIG": scratch,
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": f"http://{server.address}/",
+                "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
+                "CLOUDSDK_CORE_PROJECT": "tpuctl-bench",
+                "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "true",
+            }
+            gcloud_list = [gcloud, "compute", "tpus", "tpu-vm", "list", "--zone", "us-central1-a"]
         print(
             f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
             f"{platform.python_version()}; {RUNS} runs each\n"
         )
         print("| command | median | min | max |")
         print("|---|---|---|---|")
-        for label, cmd in cases:
-            t = timed(cmd, env)
+        medians = {}
+        runs = [(label, cmd, env) for label, cmd in cases]
+        if gcloud:
+            runs.append(("gcloud compute tpus tpu-vm list (15 nodes)", gcloud_list, genv))
+        for label, cmd, cmd_env in runs:
+            t = timed(cmd, cmd_env)
+            medians[label] = statistics.median(t)
             print(
                 f"| `{label}` | {statistics.median(t) * 1000:.0f} ms | "
                 f"{min(t) * 1000:.0f} ms | {max(t) * 1000:.0f} ms |"
@@ -103,6 +122,12 @@ def main() -> None:
             f"{statistics.median(t) * 1000:.2f} ms | {min(t) * 1000:.2f} ms | "
             f"{max(t) * 1000:.2f} ms |"
         )
+        bare = medians["python -c pass"]
+        print(f"\n`tpuctl --help` / `python -c pass`: {medians['tpuctl --help'] / bare:.1f}x")
+        gl = "gcloud compute tpus tpu-vm list (15 nodes)"
+        if gl in medians:
+            ratio = medians["tpuctl list (15 nodes, emulator)"] / medians[gl]
+            print(f"`tpuctl list` / `gcloud compute tpus tpu-vm list`: {ratio:.2f}x")
     finally:
         server.stop()
 

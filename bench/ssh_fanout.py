@@ -43,7 +43,7 @@ def start_emulator() -> tuple[subprocess.Popen[str], str]:
 def main() -> None:
     scratch = tempfile.mkdtemp(prefix="tpuctl-bench-")
     os.environ.update(
-        HOME=f"{scratch}/home", XDG_STATE_HOME=f"{scratch}/state", TPUCTL_PROJECT="bench"
+        HOME=f"{scratch}/home", XDG_STATE_HOME=f"{scratch}/state", TPUCTL_PROJECT="tpuctl-bench"
     )
     proc, address = start_emulator()
     os.environ["TPUCTL_EMULATOR_HOST"] = address
@@ -58,7 +58,7 @@ def main() -> None:
         api, ssh_api = factory.tpu(), factory.ssh()
         from tpuctl.config import resolve_target
 
-        target = resolve_target("bench", ZONE)
+        target = resolve_target("tpuctl-bench", ZONE)
         print(
             f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
             f"{platform.python_version()}; median of {RUNS} runs, fresh connections each\n"

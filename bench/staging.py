@@ -60,10 +60,12 @@ def main() -> None:
             for run in range(RUNS):
                 control.reset()
                 control.durations(create=0, delete=0)
-                bucket = ClientFactory().bucket("bench-tpuctl", "bench")
+                bucket = ClientFactory().bucket("bench-tpuctl", "tpuctl-bench")
                 bucket.ensure("us-central1")
 
-                spec = partial(staging.JobSpec, "bench", "us-central1-a", "n", "v3-8", 1, "mod0.py")
+                spec = partial(
+                    staging.JobSpec, "tpuctl-bench", "us-central1-a", "n", "v3-8", 1, "mod0.py"
+                )
                 t0 = time.perf_counter()
                 staged = staging.stage_job(bucket, spec(bucket.name), work)
                 first.append(time.perf_counter() - t0)
