@@ -84,21 +84,25 @@ async def _watch(
     job: Job, workers: int, offsets: dict[int, int]
 ) -> tuple[dict[int, dict[str, Any]], str | None]:
     assert job.plan is not None
+    # Workers whose follower holds an open stream now: once the job is over, only those
+    # are worth waiting for (the others would reconnect to a node that may be gone).
+    streaming: set[int] = set()
     # A worker whose start answer was lost is read from the bucket at the end.
-    followers = [
-        asyncio.ensure_future(_follow(job, ep, offsets))
+    followers = {
+        ep.worker: asyncio.ensure_future(_follow(job, ep, offsets, streaming))
         for ep in job.plan.endpoints
         if ep.worker in job.logs
-    ]
+    }
     try:
         final, lost = await _poll(job, workers)
-        if followers and not lost:
-            # The job is over; give the followers a moment to print the tail, then take
+        tail = [f for w, f in followers.items() if w in streaming]
+        if tail and not lost:
+            # The job is over; give the open streams a moment to print the tail, then take
             # the rest from the bucket (the node may already be gone).
-            await asyncio.wait(followers, timeout=TAIL_GRACE)
+            await asyncio.wait(tail, timeout=TAIL_GRACE)
         return final, lost
     finally:  # also on Ctrl-C
-        pending = [f for f in followers if not f.done()]
+        pending = [f for f in followers.values() if not f.done()]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
@@ -125,7 +129,7 @@ async def _poll(job: Job, workers: int) -> tuple[dict[int, dict[str, Any]], str 
         await asyncio.sleep(agents.STATUS_POLL)
 
 
-async def _follow(job: Job, ep: Endpoint, offsets: dict[int, int]) -> None:
+async def _follow(job: Job, ep: Endpoint, offsets: dict[int, int], streaming: set[int]) -> None:
     """Print one worker's log from where it was left until the agent has exited."""
     plan, ssh = job.plan, job.adapters.ssh
     assert plan is not None
@@ -144,7 +148,11 @@ async def _follow(job: Job, ep: Endpoint, offsets: dict[int, int]) -> None:
             root=agents.REMOTE_ROOT,
         )
         async with ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
-            status = await session.run(command, out)
+            streaming.add(ep.worker)
+            try:
+                status = await session.run(command, out)
+            finally:
+                streaming.discard(ep.worker)
         if status:
             raise ConnectionDropped(f"{ep.host}: the log stream ended with status {status}")
 
