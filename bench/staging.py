@@ -64,7 +64,7 @@ def main() -> None:
                 bucket.ensure("us-central1")
 
                 spec = partial(
-                    staging.JobSpec, "tpuctl-bench", "us-central1-a", "n", "v3-8", 1, "mod0.py"
+                    staging.JobSpec, "tpuctl-bench", "us-central1-a", "n", "v3-8", 1, "pkg0/mod0.py"
                 )
                 t0 = time.perf_counter()
                 staged = staging.stage_job(bucket, spec(bucket.name), work)
