@@ -12,8 +12,9 @@ docs/reliability.md:
 - signals:  SIGINT, SIGTERM or SIGHUP at a random moment of `run`, `create` and
             `create --queued`: nothing left that the user did not ask to keep (a plain
             `create` keeps its node, and must say so);
-- input:    a catalogue of malformed inputs (`--zone ""` counts as no zone, as in gcloud): one `error:` line each, a usage or
-            configuration exit code, never a traceback or an `unexpected` error.
+- input:    a catalogue of malformed inputs (`--zone ""` counts as no zone, as in
+            gcloud): one `error:` line each, a usage or configuration exit code, never a
+            traceback or an `unexpected` error.
 
 `--quick` runs a few of each (seeded), as `tests/test_chaos.py` does inside `make test`.
 """
