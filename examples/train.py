@@ -3,7 +3,9 @@
 It trains a linear classifier with mini-batch SGD, prints the loss as it goes, saves a
 checkpoint to $TPUCTL_OUTPUT_DIR every few steps and, when a checkpoint is already
 there (a restarted job, e.g. after a spot preemption), resumes from it so the loss
-continues instead of starting over.
+continues instead of starting over. On SIGTERM (a spot VM's preemption notice, or a
+`tpuctl cancel`) it saves a checkpoint of the step it is at and exits: tpuctl syncs the
+outputs a last time, so the restarted job resumes from there.
 
     tpuctl run examples/train.py --accelerator v3-8 -- --steps 200 --lr 0.5
     python examples/train.py --steps 50          # locally, outputs in ./outputs
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -74,7 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"resumed from step {start} (loss {float(state['loss']):.4f})", flush=True)
     rng = np.random.default_rng(1000 + worker + start)
     loss = float("nan")
+    stopping: list[int] = []  # the signal, once one came (it may come twice)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     for step in range(start + 1, args.steps + 1):
+        if stopping:
+            save(ckpt, step - 1, w, b, loss)
+            print(f"SIGTERM at step {step - 1}: checkpoint saved", flush=True)
+            return 128 + signal.SIGTERM
         idx = rng.integers(0, len(y), size=args.batch)
         loss, gw, gb = loss_and_grad(w, b, x[idx], y[idx])
         w -= args.lr * gw

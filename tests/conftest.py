@@ -109,6 +109,7 @@ def emulator(
     control.reset()
     control.durations(create=0, stop=0, start=0, delete=0)
     control.durations(queued_accept=0, queued_schedule=0, enable_service=0, hostkeys=0)
+    control.durations(preempt_notice=0)  # a test that wants the notice asks for one
     control.monitoring(sample_period=None, ingestion_delay=0)  # sampled when a test says
     monkeypatch.setenv("TPUCTL_EMULATOR_HOST", emulator_server.address)
     yield control

@@ -86,3 +86,14 @@ def test_emulator_preempt_command(cli, emulator) -> None:
     r = cli("emulator", "preempt", "sp", "--zone", Z)  # not READY any more
     assert r.code == 1 and "cannot preempt sp" in r.err
     assert cli("delete", "sp", "--zone", Z, "--yes").code == 0
+
+
+def test_emulator_preempt_gives_notice_first(cli, emulator) -> None:
+    assert cli("create", "sp", "-a", "v3-8", "--zone", Z, "--spot").code == 0
+    r = cli("emulator", "preempt", "sp", "--zone", Z, "--notice", "600")
+    assert r.code == 0, r.err
+    assert "preempting sp in us-central1-a: its notice has begun" in r.err
+    assert emulator.nodes()[0]["state"] == "READY"
+    bad = cli("emulator", "preempt", "sp", "--zone", Z, "--notice", "-1")
+    assert bad.code == 2 and "--notice" in bad.err
+    assert cli("delete", "sp", "--zone", Z, "--yes").code == 0

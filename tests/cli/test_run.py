@@ -346,6 +346,37 @@ def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator)
     assert emulator.nodes() == []
 
 
+def test_a_preemption_notice_is_passed_on_and_the_job_resumes_from_what_it_saved(
+    emulator_server, emulator
+) -> None:
+    """With the default --sync-every (30 s) and no periodic checkpoint, the only state the
+    restarted job can find is what the script saved on the notice's SIGTERM and the agent
+    synced in the notice: it resumes from exactly that step."""
+    with _running(
+        EXAMPLE, "--spot", "--restarts", "1", "--",
+        "--steps", "400", "--sleep", "0.02", "--checkpoint-every", "1000000",
+    ) as proc:  # fmt: skip
+        name = _node_name(emulator)
+        root = emulator_server.backend.workers.root
+        wait_for(
+            lambda: any(
+                "step    20 " in log.read_text(errors="replace")
+                for log in root.glob("*/w0/home/.tpuctl/jobs/*/attempt-1.log")
+            )
+        )
+        emulator.preempt(name, notice=30)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    saved = int(out.split("SIGTERM at step ")[1].split(":")[0])
+    assert saved >= 20
+    assert "preemption notice" in out  # the agent says it, in the job's log
+    assert "is PREEMPTED during attempt 1; recreating it (restart 1 of 1)" in err
+    after = out.split("=== tpuctl: attempt 2")[1]
+    assert f"resumed from step {saved} " in after
+    assert "after 1 restart(s); exit status 0" in err
+    assert emulator.nodes() == []
+
+
 def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
     with _running(
         EXAMPLE,

@@ -37,6 +37,7 @@ def test_default_durations_and_lazy_transitions() -> None:
         "queued_accept": 0.5,
         "queued_schedule": 0.5,
         "enable_service": 0.5,
+        "preempt_notice": 30.0,
     }
     op = backend.create_node(P, Z, "n", BODY)
     assert "done" not in op  # false, so left out (proto3 JSON)

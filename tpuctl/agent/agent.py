@@ -28,7 +28,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from .common import FINAL, Beats, HttpError, Json, Storage, Token, alive, identity
+from .common import (
+    FINAL,
+    METADATA_URL,
+    Beats,
+    HttpError,
+    Json,
+    Storage,
+    Token,
+    alive,
+    http,
+    identity,
+)
 from .transfer import (
     LogUploader,
     OutputSync,
@@ -65,10 +76,60 @@ class Job:
         )
         self.sync = OutputSync(self.storage, self.outputs, job_path(args.job_id, "outputs", ""))
         self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
+        self.noticed_at: float | None = None  # when the preemption notice came
+        self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
 
     @property
     def cancelled(self) -> bool:
         return bool(self.stop_reason or self.status.cancel_requested)
+
+    # -- the preemption notice ---------------------------------------------------------
+    # A preempted spot or preemptible VM gets about 30 s: the metadata server's
+    # `instance/preempted` turns TRUE and the guest shuts down (SIGTERM to every process).
+    # The agent passes SIGTERM on to the script (which may checkpoint into
+    # TPUCTL_OUTPUT_DIR), waits for it at most --notice-budget seconds, syncs the outputs
+    # a last time, and reports PREEMPTED; the runner then recreates the node.
+    def preempted(self, wait_etag: str | None = None) -> tuple[bool, str]:
+        """(`instance/preempted` is TRUE, its ETag); with `wait_etag`, held until the value
+        differs from that ETag (or a minute passes), as Google's guest agents watch it."""
+        url = f"{METADATA_URL}/instance/preempted"
+        if wait_etag is not None:
+            url += f"?wait_for_change=true&timeout_sec=60&last_etag={wait_etag}"
+        _, head, body = http("GET", url, headers={"Metadata-Flavor": "Google"},
+                             attempts=2, timeout=75)  # fmt: skip
+        return body.decode().strip().upper() == "TRUE", head.get("etag", "")
+
+    def notice(self, how: str) -> None:
+        if self.noticed_at is not None:
+            return
+        self.noticed_at = time.monotonic()
+        self.stop_reason = "preemption notice"
+        self.status.value["message"] = f"preempted ({how})"
+        self.say(f"preemption notice ({how}): passing SIGTERM to the job; it may save its "
+                 f"state into TPUCTL_OUTPUT_DIR, outputs are synced a last time")  # fmt: skip
+
+    def watch_preemption(self, stop: threading.Event) -> None:
+        """A thread: the notice as soon as the metadata server gives it."""
+        etag = "NONE"
+        while not stop.is_set():
+            try:
+                now, etag = self.preempted(etag)
+            except HttpError:  # not served here, or a hiccup: look again later
+                if stop.wait(10):
+                    return
+                continue
+            if now:
+                self.notice("instance/preempted is TRUE")
+                return
+
+    def check_signal(self) -> None:
+        """After a shutdown signal: the notice, if the VM is being preempted."""
+        self.signalled = False
+        if self.noticed_at is not None:
+            return
+        with contextlib.suppress(HttpError):
+            if self.preempted()[0]:
+                self.notice("the VM is shutting down")
 
     def say(self, text: str) -> None:
         """A line of the agent's own in the job's log."""
@@ -110,6 +171,12 @@ class Job:
                 code = proc.wait(timeout=0.1)
                 return 128 - code if code < 0 else code  # killed by signal N: 128 + N
             now = time.monotonic()
+            if self.signalled:
+                self.check_signal()
+            if self.noticed_at is not None and now - self.noticed_at > self.args.notice_budget:
+                self.say(f"the {phase} still runs {self.args.notice_budget:g}s after the "
+                         "preemption notice: syncing the outputs now")  # fmt: skip
+                return 128 + signal.SIGTERM
             if self.cancelled and term_at is None:
                 self.say(f"cancelled ({self.stop_reason or 'on request'}): stopping the {phase}")
                 _kill(proc.pid, signal.SIGTERM)
@@ -162,8 +229,8 @@ class Job:
         self.code.mkdir(parents=True, exist_ok=True)
         self.quietly(lambda: self.status.write(state="FETCHING"))
         stop = threading.Event()
-        beating = threading.Thread(target=self.heartbeat, args=(stop,), daemon=True)
-        beating.start()
+        for work in (self.heartbeat, self.watch_preemption):
+            threading.Thread(target=work, args=(stop,), daemon=True).start()
         try:
             return self._run()
         finally:
@@ -186,16 +253,23 @@ class Job:
                     self.say(f"the setup failed with exit status {code}")
             if code == 0 and not self.cancelled:
                 code = self.supervise(command + list(record.get("args") or []), env, "script")
+            if self.signalled:
+                self.check_signal()
             state = "CANCELLED" if self.cancelled else ("SUCCEEDED" if code == 0 else "FAILED")
+            if self.noticed_at is not None:
+                state = "PREEMPTED"
             self.say(f"{state.lower()} with exit status {code}")
         except Exception as e:  # noqa: BLE001 - reported in the log and the status
             self.say(f"error: {e!r}")
             self.status.value["message"] = repr(e)[:500]
+        self.quietly(self.sync.sync)  # first: what a preempted job resumes from
         self.quietly(lambda: self.log.upload(force=True))
-        self.quietly(self.sync.sync)
         self.quietly(lambda: self.status.write(state=state, exit_status=code, ended=time.time()))
         if self.worker == 0 and record.get("teardown"):
-            self.teardown()
+            if state == "PREEMPTED":  # the runner recreates it, or gc deletes it
+                self.say("teardown left to the runner: the node is being preempted")
+            else:
+                self.teardown()
         return code
 
     def after_death(self, state: str, error: str) -> None:
@@ -262,7 +336,8 @@ def serve(args: argparse.Namespace, user_env: dict[str, str]) -> int:
     job = Job(args, user_env)
 
     def on_signal(signum: int, _frame: Any) -> None:
-        job.stop_reason = signal.Signals(signum).name
+        job.stop_reason = job.stop_reason or signal.Signals(signum).name
+        job.signalled = True  # the job's loop asks whether it is the preemption notice
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
@@ -364,6 +439,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between reports")
     parser.add_argument("--sync-every", type=float, default=30.0, help="seconds between syncs")
     parser.add_argument("--grace", type=float, default=30.0, help="from SIGTERM to SIGKILL")
+    parser.add_argument("--notice-budget", type=float, default=20.0, help="after a "
+                        "preemption notice, how long (seconds) the script may run before "
+                        "the last output sync (the VM has about 30 s)")  # fmt: skip
     parser.add_argument("--stale", type=float, default=300.0, help="a worker whose "
                         "heartbeat is silent this long (seconds) is lost")  # fmt: skip
     args = parser.parse_args(argv)

@@ -157,10 +157,21 @@ def preempt(
     name: Annotated[str, typer.Argument(help="A spot or preemptible node.")],
     zone: Annotated[str | None, typer.Option("--zone", "-z")] = None,
     project: Annotated[str | None, typer.Option("--project", "-p")] = None,
+    notice: Annotated[
+        float | None,
+        typer.Option(
+            "--notice",
+            min=0,
+            max=3600,
+            help="Seconds of notice (instance/preempted TRUE, SIGTERM to the processes) "
+            "before the node is PREEMPTED; 0: none. Default: the emulator's (30).",
+        ),
+    ] = None,
 ) -> None:
-    """Preempt an emulated spot/preemptible node now, as the cloud may at any time.
+    """Preempt an emulated spot/preemptible node, as the cloud may at any time: first the
+    notice (about 30 s on Google Cloud), then PREEMPTED.
 
-    Example: tpuctl emulator preempt my-spot-tpu
+    Example: tpuctl emulator preempt my-spot-tpu --notice 5
     """
     from tpuctl.emulator.control import ControlError, EmulatorControl
 
@@ -173,9 +184,12 @@ def preempt(
         )
     target = app_env.target(project, zone)
     try:
-        EmulatorControl(address).preempt(f"{target.parent}/nodes/{name}")
+        node = EmulatorControl(address).preempt(f"{target.parent}/nodes/{name}", notice)
     except ControlError as exc:
         raise TpuctlError(f"cannot preempt {name}: {exc}") from None
     except OSError as exc:
         raise TpuctlError(f"cannot reach the emulator at {address}: {exc}") from None
-    typer.echo(f"preempted {name} in {target.zone}", err=True)
+    if node.get("state") == "PREEMPTED":
+        typer.echo(f"preempted {name} in {target.zone}", err=True)
+    else:
+        typer.echo(f"preempting {name} in {target.zone}: its notice has begun", err=True)

@@ -51,6 +51,7 @@ def _locked(fn: F) -> F:
                 if self.state.dirty:
                     for listener in self.listeners:
                         listener()  # e.g. the SSH workers follow the new state
+                    self.changes.notify_all()  # e.g. metadata `?wait_for_change=true`
                 if self.state.dirty:
                     self._save()
 
@@ -62,6 +63,8 @@ class Backend:
 
     def __init__(self, state_dir: Path | str | None = None, clock: Callable[[], float] = time.time):
         self.lock = threading.RLock()
+        # Notified (under the lock) after every change of the state.
+        self.changes = threading.Condition(self.lock)
         self._state_dir = Path(state_dir) if state_dir else None
         self.state = State(clock)
         # Cloud Storage beside the TPU API (set by EmulatorServer; None: not served)
@@ -138,6 +141,13 @@ class Backend:
     @_locked
     def get_node(self, project: str, zone: str, node_id: str) -> dict:
         return tpu_api.get_node(self.state, project, zone, node_id)
+
+    @_locked
+    def guest_view(self, project: str, zone: str, node_id: str) -> tuple[dict, bool]:
+        """What a worker's metadata server shows: the node, and whether its preemption
+        notice has begun (it still looks READY then)."""
+        node = self.state.node(project, zone, node_id, "tpu.nodes.get")
+        return node.to_dict(), node.transition == "preempt" or node.state == "PREEMPTED"
 
     @_locked
     def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> dict:
@@ -326,8 +336,8 @@ class Backend:
         return control_api.set_node_state(self.state, body)
 
     @_locked
-    def preempt(self, node: str) -> dict:
-        return control_api.preempt(self.state, node)
+    def preempt(self, node: str, notice: float | None = None) -> dict:
+        return control_api.preempt(self.state, node, notice)
 
     # -- workers: the VMs of a node, as the SSH servers and other helpers see them --
     @_locked

@@ -75,8 +75,13 @@ class EmulatorControl:
         """Publish `{namespace, key, value}` guest attributes on one worker of a node."""
         self.call("POST", "guest-attributes", {"node": node, "worker": worker, "items": items})
 
-    def preempt(self, node: str) -> dict[str, Any]:
-        return dict(self.call("POST", "preempt", {"node": node}))
+    def preempt(self, node: str, notice: float | None = None) -> dict[str, Any]:
+        """Preempt a spot node: `notice` seconds of notice (default: the `preempt_notice`
+        duration), then PREEMPTED."""
+        body: dict[str, Any] = {"node": node}
+        if notice is not None:
+            body["notice"] = notice
+        return dict(self.call("POST", "preempt", body))
 
     def quotas(self, limits: dict[str, Any] | str) -> dict[str, Any]:
         """Set TPU quota limits: `{quotaId: {"*": default, location: n} or n}` (partial),

@@ -141,13 +141,26 @@ def set_node_state(state: State, body: dict[str, Any]) -> dict:
     return target.to_dict()
 
 
-def preempt(state: State, node: str) -> dict:
-    """Preempt a READY spot or preemptible node, as the cloud may at any time."""
+def preempt(state: State, node: str, notice: float | None = None) -> dict:
+    """Preempt a READY spot or preemptible node, as the cloud may at any time: the notice
+    first (`notice` seconds, the `preempt_notice` duration by default; 0: none), during
+    which the node still answers READY, its guest's `instance/preempted` is TRUE and its
+    processes get SIGTERM (ssh_workers.py); then PREEMPTED."""
     target = state.node_by_name(node)
     if not (target.scheduling.get("preemptible") or target.scheduling.get("spot")):
         raise errors.failed_precondition(f"Node {node} is neither spot nor preemptible.")
-    if target.state != "READY":
-        raise errors.failed_precondition(f"Node {node} is in state {target.state}, not READY.")
-    target.state = "PREEMPTED"
+    if target.state != "READY" or target.transition is not None:
+        busy = f", being {target.transition}ed" if target.transition else ""
+        raise errors.failed_precondition(
+            f"Node {node} is in state {target.state}{busy}, not READY."
+        )
+    number = isinstance(notice, (int, float)) and not isinstance(notice, bool)
+    if notice is not None and not (number and 0 <= notice <= 3600):
+        raise errors.invalid_argument("notice must be seconds between 0 and 3600")
+    seconds = state.durations["preempt_notice"] if notice is None else float(notice)
+    now = state.now()
+    target.begin("preempt", now, seconds)
+    if target.due(now):
+        state.complete(target, now)
     state.changed()
     return target.to_dict()

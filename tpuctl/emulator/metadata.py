@@ -6,6 +6,13 @@ at its own root by `TPUCTL_METADATA_URL`. Like the real server it wants the head
 `Metadata-Flavor: Google` (403 without it, or with `X-Forwarded-For`), answers values as
 text, directories as one entry a line (`?recursive=true` or `?alt=json`: JSON), and the
 token as JSON. The token is a fake: nothing in the emulator checks tokens.
+
+Every answer carries an `ETag`; `?wait_for_change=true` (with `last_etag` and
+`timeout_sec`, as Compute Engine's server takes them) holds the answer until the value
+differs from `last_etag` (or, without it, from the value when asked), or the timeout
+(at most 300 s here). That is how a guest watches `instance/preempted`, which turns
+TRUE when a preemption's notice begins (control_api.preempt), and stays TRUE.
+`instance/maintenance-event` is served as `NONE`: the emulator has no host maintenance.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import hashlib
 import json
 import re
 import secrets
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,8 +39,10 @@ _PATH = re.compile(
 TOKEN_SECONDS = 3599
 _TEXT = "application/text"
 _JSON = "application/json"
+MAX_WAIT_SECONDS = 300.0
 
-Response = tuple[int, str, bytes]
+Answer = tuple[int, str, bytes]
+Response = tuple[int, str, bytes, dict[str, str]]
 
 
 def _dims(topology: str) -> list[int]:
@@ -102,7 +112,9 @@ def attributes(node: dict[str, Any], project: str, zone: str, worker: int) -> di
     return out
 
 
-def _tree(node: dict[str, Any], project: str, zone: str, worker: int) -> dict[str, Any]:
+def _tree(
+    node: dict[str, Any], project: str, zone: str, worker: int, preempted: bool
+) -> dict[str, Any]:
     """Every value served, as nested dicts (directories) and strings (values)."""
     account = (node.get("serviceAccount") or {}).get("email", "default")
     scopes = "\n".join((node.get("serviceAccount") or {}).get("scope") or []) + "\n"
@@ -115,7 +127,9 @@ def _tree(node: dict[str, Any], project: str, zone: str, worker: int) -> dict[st
             "attributes": attributes(node, project, zone, worker),
             "hostname": f"{hostname}.{zone}.c.{project}.internal",
             "id": _instance_id(node, worker),
+            "maintenance-event": "NONE",
             "name": hostname,
+            "preempted": "TRUE" if preempted else "FALSE",
             "zone": f"projects/{project_number(project)}/zones/{zone}",
             "network-interfaces": {"0": {"ip": ip}},
             "service-accounts": {"default": sa, account: sa},
@@ -140,20 +154,54 @@ def _plain(value: Any) -> Any:
 
 
 def respond(backend: Any, path: str, query: Mapping[str, str], headers: Any) -> Response:
-    """(HTTP status, content type, body) for one GET under PREFIX."""
+    """(HTTP status, content type, body, extra headers) for one GET under PREFIX."""
     if headers.get("Metadata-Flavor") != "Google" or headers.get("X-Forwarded-For"):
-        return 403, _TEXT, b"Missing required header: Metadata-Flavor: Google\n"
+        return 403, _TEXT, b"Missing required header: Metadata-Flavor: Google\n", {}
     match = _PATH.match(path)
     if not match:
-        return 404, _TEXT, b"Not Found\n"
+        return 404, _TEXT, b"Not Found\n", {}
+    answer = _answer(backend, match, query)
+    if query.get("wait_for_change") == "true" and answer[0] == 200:
+        try:
+            timeout = float(query.get("timeout_sec") or MAX_WAIT_SECONDS)
+        except ValueError:
+            return 400, _TEXT, b"timeout_sec must be a number of seconds\n", {}
+        answer = _wait_for_change(backend, match, query, answer, timeout)
+    return (*answer, {"ETag": _etag(answer[2])})
+
+
+def _etag(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()[:16]
+
+
+def _wait_for_change(
+    backend: Any, match: re.Match[str], query: Mapping[str, str], first: Answer, timeout: float
+) -> Answer:
+    """The answer once it differs from `last_etag` (or from `first`), or at the timeout.
+    Woken by the backend on every change of its state (and its ticker applies due
+    transitions, such as the end of a preemption notice, between requests)."""
+    seen = query.get("last_etag") or _etag(first[2])
+    if seen != _etag(first[2]):
+        return first
+    deadline = time.monotonic() + min(max(timeout, 0.0), MAX_WAIT_SECONDS)
+    with backend.changes:
+        while (left := deadline - time.monotonic()) > 0:
+            backend.changes.wait(left)
+            now = _answer(backend, match, query)
+            if now[0] != 200 or _etag(now[2]) != seen:
+                return now
+    return _answer(backend, match, query)
+
+
+def _answer(backend: Any, match: re.Match[str], query: Mapping[str, str]) -> Answer:
     project, zone, node_id, worker = (match[k] for k in ("project", "zone", "node", "worker"))
     try:
-        node = backend.get_node(project, zone, node_id)
+        node, preempted = backend.guest_view(project, zone, node_id)
     except ApiError:
         return 404, _TEXT, f"no node {project}/{zone}/{node_id}\n".encode()
     if int(worker) >= len(node.get("networkEndpoints") or []):
         return 404, _TEXT, f"node {node_id} has no worker {worker}\n".encode()
-    value: Any = _tree(node, project, zone, int(worker))
+    value: Any = _tree(node, project, zone, int(worker), preempted)
     parts = [p for p in match["rest"].split("/") if p]
     for i, part in enumerate(parts):
         if not isinstance(value, dict) or part not in value:

@@ -59,6 +59,9 @@ TRANSITIONS: dict[str, Transition] = {
     "stop": Transition("stop", "STOPPING", "STOPPED", ("READY",)),
     "start": Transition("start", "STARTING", "READY", ("STOPPED",)),
     "delete": Transition("delete", "DELETING", None, None),
+    # A preemption notice: the node still looks READY while its guest gets the notice
+    # (metadata `instance/preempted` TRUE, SIGTERM to every process), then it is gone.
+    "preempt": Transition("preempt", "READY", "PREEMPTED", ("READY",)),
 }
 
 
@@ -122,6 +125,8 @@ class Node:
 
     # -- state machine -----------------------------------------------------
     def may_begin(self, verb: str) -> bool:
+        if self.transition == "preempt" and verb != "delete":
+            return False  # the notice runs out whatever anyone asks, but a delete
         allowed = TRANSITIONS[verb].allowed_from
         return allowed is None or self.state in allowed
 

@@ -83,14 +83,17 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _send_metadata(self, path: str, query: dict[str, str]) -> None:
         try:
-            status, content_type, data = metadata.respond(
+            status, content_type, data, extra = metadata.respond(
                 self.server.backend, path, query, self.headers
             )
         except Exception as exc:  # a bug here must still answer
             traceback.print_exc()
             status, content_type, data = 500, "text/plain", f"emulator bug: {exc!r}".encode()
+            extra = {}
         self.send_response(status)
         self.send_header("Metadata-Flavor", "Google")
+        for name, value in extra.items():
+            self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

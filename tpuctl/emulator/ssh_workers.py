@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import signal
 import sys
 import threading
 from collections.abc import Iterable
@@ -114,6 +115,7 @@ class SshWorkers:
         self._workers: dict[tuple[str, int], Worker] = {}  # (node uid, index) -> worker
         self._host_keys: dict[tuple[str, int], list[asyncssh.SSHKey]] = {}
         self._node_dirs: dict[str, str] = {}  # node uid -> its folder's name
+        self._noticed: set[str] = set()  # uids of nodes whose processes got the notice
         self._syncing = False
 
     # -- life ---------------------------------------------------------------------
@@ -193,7 +195,12 @@ class SshWorkers:
             backend.workers.run_startup_script(backend.nodes[worker.node], worker.index, worker.env)
         for worker in gone:
             backend.workers.kill(worker.uid, worker.index)
+        for node in nodes:  # a preemption's notice: the guest shuts down (ACPI -> SIGTERM)
+            if node.transition == "preempt" and node.uid not in self._noticed:
+                self._noticed.add(node.uid)
+                backend.workers.kill(node.uid, sig=signal.SIGTERM)
         live = {node.uid for node in nodes}
+        self._noticed &= live
         for uid in [uid for uid in self._node_dirs if uid not in live]:
             backend.workers.kill(uid)
             backend.workers.remove_node(self._node_dirs.pop(uid))

@@ -40,6 +40,10 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
     "hostkeys": 1.0,
     # Service Usage: an enable's operation (service_usage.py)
     "enable_service": 0.5,
+    # A preempted spot or preemptible node's notice: its guest sees `instance/preempted`
+    # TRUE and every process gets SIGTERM, then the node is PREEMPTED. About 30 s on
+    # Compute Engine (docs/emulator.md cites it); a preemption may set its own.
+    "preempt_notice": 30.0,
 }
 DEFAULT_PROJECT = "tpuctl-demo"
 DEFAULT_ZONE = "us-central1-a"

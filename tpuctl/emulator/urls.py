@@ -111,7 +111,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("GET", "nodes"): ("all_nodes", ()),
     ("GET", "requests"): ("request_counts", ()),
     ("POST", "guest-attributes"): ("set_guest_attributes", ("node", "worker", "items")),
-    ("POST", "preempt"): ("preempt", ("node",)),
+    ("POST", "preempt"): ("preempt", ("node", "notice?")),
     ("GET", "queued"): ("all_queued", ()),
     ("POST", "queued/fail"): ("queued_control", ("=fail", "name", "message?")),
     ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name")),

@@ -154,14 +154,16 @@ class WorkerFiles:
         except OSError:
             return set()
 
-    def kill(self, uid: str | None = None, worker: int | None = None) -> int:
-        """SIGKILL the processes of one worker, of one node (by uid) or of every worker of
-        this emulator; returns how many were signalled."""
+    def kill(
+        self, uid: str | None = None, worker: int | None = None, sig: int = signal.SIGKILL
+    ) -> int:
+        """SIGKILL (or `sig`) the processes of one worker, of one node (by uid) or of every
+        worker of this emulator; returns how many were signalled."""
         if uid is None:
-            return kill_marked(f"{self.instance}/")
+            return kill_marked(f"{self.instance}/", sig)
         if worker is None:
-            return kill_marked(f"{self.instance}/{uid}/")
-        return kill_marked(f"{self.instance}/{uid}/{worker}\0")
+            return kill_marked(f"{self.instance}/{uid}/", sig)
+        return kill_marked(f"{self.instance}/{uid}/{worker}\0", sig)
 
     def close(self) -> None:
         """Remove the temporary workers dir, if one was made."""
@@ -171,8 +173,8 @@ class WorkerFiles:
             self._temp = False
 
 
-def kill_marked(prefix: str) -> int:
-    """SIGKILL the processes whose environment has TPUCTL_EMULATOR_WORKER=<prefix>...
+def kill_marked(prefix: str, sig: int = signal.SIGKILL) -> int:
+    """SIGKILL (or `sig`) the processes whose environment has TPUCTL_EMULATOR_WORKER=<prefix>...
     (end `prefix` with NUL for an exact value). The environment is inherited, so this
     finds children that left their session too."""
     needle = f"\0{MARKER}={prefix}".encode()
@@ -188,6 +190,6 @@ def kill_marked(prefix: str) -> int:
             continue
         if needle in environ:
             with contextlib.suppress(OSError):
-                os.kill(int(entry), signal.SIGKILL)
+                os.kill(int(entry), sig)
                 killed += 1
     return killed

@@ -71,9 +71,13 @@ def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
     """Stream every worker's log until all statuses are final, or an agent is lost (see
     `job.lost`); return them.
 
-    Raises `Preempted` when the node goes away under the job."""
+    Raises `Preempted` when the node goes away under the job, or its agents ended the
+    attempt on a preemption notice (they synced the outputs first)."""
     offsets = dict.fromkeys(range(workers), 0)
     final, lost = asyncio.run(_watch(job, workers, offsets))
+    if not lost and any(s.get("state") == "PREEMPTED" for s in final.values()):
+        _print_rest_from_bucket(job, final, offsets)
+        lost = "PREEMPTED"
     if lost:
         raise Preempted(lost)
     _print_rest_from_bucket(job, final, offsets)
