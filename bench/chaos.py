@@ -14,7 +14,17 @@ docs/reliability.md:
             `create` keeps its node, and must say so);
 - input:    a catalogue of malformed inputs (`--zone ""` counts as no zone, as in
             gcloud): one `error:` line each, a usage or configuration exit code, never a
-            traceback or an `unexpected` error.
+            traceback or an `unexpected` error;
+- underneath: while a `run` job runs, its agent is SIGKILLed, or its script, or its node
+            is deleted or preempted (with notice), or the emulator is restarted: `run`
+            must end within 2 minutes, non-zero, with an `error:` line, and no node may be
+            left a minute later;
+- hostkeys: guest attributes carrying malformed or injected host keys, then `tpuctl
+            exec`: the known-hosts file may hold only single well-formed keys, each for
+            its worker's own address.
+
+The SIGKILL runs go a few at a time, each in a project of its own (so each run's nodes
+are told apart), which keeps the full harness near its 15-minute budget.
 
 `--quick` runs a few of each (seeded), as `tests/test_chaos.py` does inside `make test`.
 """
@@ -22,6 +32,8 @@ docs/reliability.md:
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
 import json
 import os
 import platform
@@ -32,6 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -108,14 +121,21 @@ class Harness:
             self.control.durations(create=0, stop=0, start=0, delete=0)
         self.control.durations(queued_accept=0, queued_schedule=0.5)
 
-    def leftovers(self) -> list[str]:
-        names = [str(n["name"]).rsplit("/", 1)[-1] for n in self.control.call("GET", "nodes")]
-        names += [str(q["name"]).rsplit("/", 1)[-1] for q in self.control.call("GET", "queued")]
-        return names
+    def leftovers(self, project: str | None = None) -> list[str]:
+        """Names of the nodes and queued resources left (of `project`, or of all)."""
+        found = list(self.control.call("GET", "nodes")) + list(self.control.call("GET", "queued"))
+        names = [str(x["name"]) for x in found]
+        if project is not None:
+            names = [n for n in names if n.startswith(f"projects/{project}/")]
+        return [n.rsplit("/", 1)[-1] for n in names]
 
     def clean(self) -> None:
         """Delete whatever a scenario left, so the next starts from nothing."""
         self.control.faults()
+        for full in [str(x["name"]) for x in self.control.call("GET", "nodes")]:
+            project, zone, name = full.split("/")[1], full.split("/")[3], full.rsplit("/", 1)[-1]
+            self.tpuctl("delete", name, "--zone", zone, "--project", project, "--yes",
+                        "--missing-ok")  # fmt: skip
         for name in self.leftovers():
             self.tpuctl("delete", name, "--zone", ZONE, "--yes", "--missing-ok")
 
@@ -141,14 +161,22 @@ class Harness:
             stdin=subprocess.DEVNULL,
         )
 
-    def wait_gone(self, timeout: float) -> float | None:
+    def wait_gone(self, timeout: float, project: str | None = None) -> float | None:
         """Seconds until no node or request is left, or None if some still are."""
         start = time.monotonic()
         while time.monotonic() - start < timeout:
-            if not self.leftovers():
+            if not self.leftovers(project):
                 return time.monotonic() - start
             time.sleep(0.5)
         return None
+
+    def restart_emulator(self) -> None:
+        state = str(self.root / "emulator")
+        self.tpuctl("emulator", "stop", "--state-dir", state)
+        r = self.tpuctl("emulator", "start", "--detach", "--port", str(self.port),
+                        "--state-dir", state)  # fmt: skip
+        if r.returncode != 0:
+            raise SystemExit(f"cannot restart the emulator: {r.stderr}")
 
 
 def _traceback(text: str) -> bool:
@@ -178,26 +206,33 @@ def faults(h: Harness, runs: int) -> Outcome:
     return out
 
 
-def sigkill(h: Harness, runs: int, deadline: float) -> Outcome:
+def sigkill(h: Harness, runs: int, deadline: float, at_once: int = 5) -> Outcome:
     out = Outcome("SIGKILL of run at a random moment")
     out.notes.append("worst: seconds from the kill until no node was left")
     h.reset(instant=False)
-    for _ in range(runs):
-        proc = h.spawn("run", str(h.script), "--zone", ZONE, *_deadline_flag(h, deadline),
-                       "--", "2", "0")  # fmt: skip
-        time.sleep(h.random.uniform(0.3, 6.0))
+    h.control.quotas("granted")  # several jobs at once, each in a project of its own
+    delays = [h.random.uniform(0.3, 6.0) for _ in range(runs)]
+
+    def one(i: int) -> float | None:
+        project = f"chaos-kill-{i}"
+        proc = h.spawn("run", str(h.script), "--zone", ZONE, "--project", project,
+                       *_deadline_flag(h, deadline), "--", "2", "0")  # fmt: skip
+        time.sleep(delays[i])
         proc.kill()
         proc.communicate()
-        out.runs += 1
         # the job lasts 2 s; the start deadline bounds a node whose agents never started
-        gone = h.wait_gone(timeout=deadline + 60 + 2)
-        if gone is None:
-            out.leaked += 1
-            out.notes.append("a node outlived the start deadline by a minute")
-            h.clean()
-        else:
-            out.good += 1
-            out.worst = max(out.worst, gone)
+        return h.wait_gone(timeout=deadline + 60 + 2, project=project)
+
+    with ThreadPoolExecutor(at_once) as pool:
+        for gone in pool.map(one, range(runs)):
+            out.runs += 1
+            if gone is None:
+                out.leaked += 1
+                out.notes.append("a node outlived the start deadline by a minute")
+            else:
+                out.good += 1
+                out.worst = max(out.worst, gone)
+    h.clean()
     return out
 
 
@@ -237,6 +272,181 @@ def signals(h: Harness, runs: int) -> Outcome:
         h.clean()
         h.wait_gone(timeout=60)
     return out
+
+
+def _worker_processes(node: str) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes on the emulated workers of node `node`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if f"TPU_NAME={node}".encode() in environ and any(
+            e.startswith(b"TPUCTL_EMULATOR_WORKER=") for e in environ
+        ):
+            found.append((int(entry), cmdline.decode(errors="replace")))
+    return found
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _wait(condition: Callable[[], object], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+UNDERNEATH = ("agent killed", "script killed", "node deleted", "node preempted",
+              "emulator restarted")  # fmt: skip
+
+
+def underneath(h: Harness, each: int) -> Outcome:
+    out = Outcome("agent, script, node or emulator gone mid-job")
+    out.notes.append("worst: seconds from the fault until run ended and no node was left")
+    h.reset(instant=True)
+    for i in range(each * len(UNDERNEATH)):
+        kind = UNDERNEATH[i % len(UNDERNEATH)]
+        spot = ["--spot", "--restarts", "0"] if kind == "node preempted" else []
+        proc = h.spawn("run", str(h.script), "--zone", ZONE, *spot, "--", "300", "0")
+        out.runs += 1
+        node = ""
+
+        def script_runs() -> bool:
+            nonlocal node
+            names = [str(n["name"]).rsplit("/", 1)[-1] for n in h.control.call("GET", "nodes")]
+            node = names[0] if names else ""
+            return bool(node) and any("job.py" in c for _, c in _worker_processes(node))
+
+        if not _wait(script_runs, 120):
+            proc.kill()
+            out.notes.append(f"{kind}: the job never ran")
+            proc.communicate()
+            h.clean()
+            continue
+        time.sleep(h.random.uniform(0.0, 2.0))
+        fault = time.monotonic()
+        processes = _worker_processes(node)
+        if kind == "agent killed":
+            _kill([p for p, c in processes if "tpuctl-agent-" in c])
+        elif kind == "script killed":
+            _kill([p for p, c in processes if "job.py" in c and "tpuctl-agent-" not in c])
+        elif kind == "node deleted":
+            h.tpuctl("delete", node, "--zone", ZONE, "--yes")
+        elif kind == "node preempted":
+            h.control.preempt(f"projects/tpuctl-demo/locations/{ZONE}/nodes/{node}", notice=3)
+        else:
+            h.restart_emulator()
+        try:
+            _, err = proc.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        ended = time.monotonic() - fault
+        gone = h.wait_gone(timeout=60)
+        out.tracebacks += _traceback(err)
+        # an `error:` line, or the job's summary naming how it ended
+        said = any(
+            ln.startswith("error:") or any(w in ln for w in ("FAILED", "LOST", "PREEMPTED"))
+            for ln in err.splitlines()
+        )
+        if gone is None:
+            out.leaked += 1
+            out.notes.append(f"{kind}: a node was left a minute after run ended")
+            h.clean()
+        elif ended <= 120 and proc.returncode not in (0, None) and said and not _traceback(err):
+            out.good += 1
+            out.worst = max(out.worst, ended + gone)
+        else:
+            last = err.strip().splitlines()[-1:] or ["(nothing)"]
+            out.notes.append(f"{kind}: exit {proc.returncode} after {ended:.0f} s: {last[0][:120]}")
+    return out
+
+
+def _key(algorithm: str) -> str:
+    """A well-formed public key blob of `algorithm` (base64)."""
+    import asyncssh
+
+    key = asyncssh.generate_private_key(algorithm)
+    return key.export_public_key("openssh").split()[1].decode()
+
+
+def _injections(real: str) -> list[str]:
+    """Values for `hostkeys/ssh-ed25519` that must never reach the known-hosts file."""
+    other = _key("ssh-ed25519")
+    return [
+        f"{real}\n* ssh-ed25519 {other}",
+        f"{real}\n@cert-authority * ssh-ed25519 {other}",
+        f"{real} * ssh-ed25519 {other}",
+        f"{real}\r\n127.0.0.1 ssh-ed25519 {other}",
+        "not base64 at all!",
+        base64.b64encode(b"\0\0\0\x0bssh-ed25519\0\0\0\x05short").decode(),
+        _key("ecdsa-sha2-nistp256"),  # a key of another type under the ed25519 name
+        "A" * 100000,
+        "",
+    ]
+
+
+def hostkeys(h: Harness, limit: int | None) -> Outcome:
+    out = Outcome("injected host keys")
+    out.notes.append("a run is right when every known-hosts line is one well-formed key "
+                     "of the worker's own address")  # fmt: skip
+    h.reset(instant=True)
+    known = Path(h.env["XDG_STATE_HOME"]) / "tpuctl" / "known_hosts"
+    r = h.tpuctl("create", "chaos-hk", "-a", "v3-8", "--zone", ZONE)
+    if r.returncode != 0:
+        raise SystemExit(f"cannot create a node: {r.stderr}")
+    full = f"projects/tpuctl-demo/locations/{ZONE}/nodes/chaos-hk"
+    node = next(n for n in h.control.call("GET", "nodes") if n["name"] == full)
+    address = node["networkEndpoints"][0]["ipAddress"]
+    real = _key("ssh-ed25519")
+    cases = _injections(real)
+    if limit is not None:
+        cases = random.Random(h.seed).sample(cases, limit)
+    for value in cases:
+        known.unlink(missing_ok=True)
+        h.control.set_guest_attributes(
+            full, 0, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": value}]
+        )
+        r = h.tpuctl("exec", "chaos-hk", "--zone", ZONE, "--", "true", timeout=120)
+        out.runs += 1
+        out.tracebacks += _traceback(r.stderr)
+        lines = known.read_text().splitlines() if known.exists() else []
+        bad = [ln for ln in lines if not _well_formed(ln, address)]
+        out.leaked += len(bad)
+        if not bad and not _traceback(r.stderr):
+            out.good += 1
+        else:
+            out.notes.append(f"injected: {bad[:1]!r}"[:160])
+    h.clean()
+    return out
+
+
+def _well_formed(line: str, address: str) -> bool:
+    """`[ADDRESS]:PORT TYPE BASE64 [tpuctl:COMMENT]` (or `ADDRESS ...`), one key that
+    decodes to its type."""
+    parts = line.split(" ")
+    if len(parts) == 4 and parts[3].startswith("tpuctl:"):
+        parts = parts[:3]
+    if len(parts) != 3 or not (parts[0] == address or parts[0].startswith(f"[{address}]:")):
+        return False
+    algorithm, blob = parts[1], parts[2]
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except ValueError:
+        return False
+    size = int.from_bytes(raw[:4], "big")
+    return raw[4 : 4 + size].decode(errors="replace") == algorithm
 
 
 BAD_INPUTS: list[tuple[list[str], dict[str, str]]] = [
@@ -340,6 +550,8 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "sigkill": lambda h, quick: sigkill(h, 2 if quick else 50, deadline=20.0 if quick else 60.0),
     "signals": lambda h, quick: signals(h, 3 if quick else 27),
     "input": lambda h, quick: bad_input(h, 12 if quick else None),
+    "underneath": lambda h, quick: underneath(h, 1 if quick else 4),
+    "hostkeys": lambda h, quick: hostkeys(h, 3 if quick else None),
 }
 
 

@@ -284,6 +284,36 @@ def test_a_restarted_emulator_keeps_its_workers_host_keys(tmp_path: Path) -> Non
         again.stop()
 
 
+def test_a_restarted_emulator_serves_on_the_ports_it_had(tmp_path: Path) -> None:
+    """Cloud endpoints never move: a client or agent that outlived a restart carries on."""
+    state = tmp_path / "state"
+
+    def ports(server: EmulatorServer) -> tuple[str | None, int | None, str | None]:
+        b = server.backend
+        return b.storage_endpoint, b.ssh_port, b.monitoring_endpoint
+
+    first = EmulatorServer(port=0, state_dir=state).start()
+    try:
+        before = ports(first)
+    finally:
+        first.stop()
+    again = EmulatorServer(port=0, state_dir=state).start()
+    try:
+        assert ports(again) == before
+    finally:
+        again.stop()
+    # a port someone else took meanwhile: another one, not a failure
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
+        taken.bind(("127.0.0.1", int(str(before[0]).rsplit(":", 1)[1])))
+        taken.listen()
+        third = EmulatorServer(port=0, state_dir=state).start()
+        try:
+            assert ports(third)[0] != before[0] and ports(third)[1:] == before[1:]
+        finally:
+            third.stop()
+
+
 def test_concurrent_authorizations_all_land(emulator, tmp_path: Path) -> None:
     node = create(emulator, "race", "v3-8")
     api = ClientFactory().tpu()

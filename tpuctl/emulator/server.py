@@ -24,6 +24,7 @@ from tpuctl.emulator import errors, metadata, urls
 from tpuctl.emulator.backend import Backend
 from tpuctl.emulator.control import CONTROL_PREFIX
 from tpuctl.emulator.errors import ApiError
+from tpuctl.emulator.ports import port_free
 from tpuctl.emulator.storage import StorageServer
 
 TICK_SECONDS = 0.1  # how often due transitions are applied between requests
@@ -182,15 +183,20 @@ class EmulatorServer:
         ssh_port: int | None = None,
     ) -> None:
         self.backend = Backend(state_dir)
+        self._state_dir = Path(state_dir) if state_dir else None
         self._host, self._port, self._verbose = host, port, verbose
+        # A restarted emulator serves on the ports it had where they are free, as the
+        # cloud's endpoints never move: a client or an agent that outlived it carries on.
+        was = self._ports_before()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         # Cloud Storage (fake-gcs-server, a child process): objects kept beside the nodes
         self.storage: StorageServer | None = None
         if storage:
             root = Path(state_dir) / "storage" if state_dir else None
-            self.storage = StorageServer(host, 0, root)
-        self._ssh_wanted, self._ssh_port = ssh, ssh_port  # ssh_port None: a free one
+            self.storage = StorageServer(host, 0, root, preferred=was.get("storage", 0))
+        self._ssh_wanted, self._ssh_port = ssh, ssh_port or was.get("ssh")  # None: a free one
+        self._monitoring_port = was.get("monitoring", 0)
         self._ticker: threading.Thread | None = None
         self._stopping = threading.Event()
         self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
@@ -219,7 +225,8 @@ class EmulatorServer:
         # sees the status sees its address (importing grpc takes a moment)
         from tpuctl.emulator.monitoring_grpc import MonitoringGrpc
 
-        self.monitoring = MonitoringGrpc(self.backend.monitoring, self._host).start()
+        mon = MonitoringGrpc(self.backend.monitoring, self._host, self._monitoring_port)
+        self.monitoring = mon.start()
         self.backend.monitoring_endpoint = self.monitoring.address
         self.backend.monitoring.start()  # the sampler
         self._thread = threading.Thread(
@@ -241,7 +248,35 @@ class EmulatorServer:
             except BaseException:
                 self.stop()
                 raise
+        self._remember_ports()
         return self
+
+    _PORTS_FILE = "ports.json"
+
+    def _ports_before(self) -> dict[str, int]:
+        """The side ports the last emulator on this state dir had, those free now."""
+        if self._state_dir is None:
+            return {}
+        try:
+            saved = json.loads((self._state_dir / self._PORTS_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {
+            k: v
+            for k, v in saved.items()
+            if isinstance(v, int) and 0 < v < 65536 and port_free(self._host, v)
+        }
+
+    def _remember_ports(self) -> None:
+        if self._state_dir is None:
+            return
+        ports = {
+            "storage": self.storage.port if self.storage else None,
+            "ssh": self.ssh.port if self.ssh else None,
+            "monitoring": self.monitoring.port if self.monitoring else None,
+        }
+        with contextlib.suppress(OSError):
+            (self._state_dir / self._PORTS_FILE).write_text(json.dumps(ports) + "\n")
 
     def _tick(self) -> None:
         """Transitions fall due on the clock, whether anyone asks or not: a node's SSH

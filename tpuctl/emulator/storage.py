@@ -77,9 +77,12 @@ class StorageServer:
     `start()` from a thread that lives as long as the emulator (the main thread does).
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, root: Path | None = None):
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, root: Path | None = None, preferred: int = 0
+    ):
         self.host = host
-        self.port = port  # 0: a free one, picked at start
+        self.port = port  # 0: a free one, picked at start (`preferred` first, if given)
+        self.preferred = preferred
         self.root = root
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -94,6 +97,12 @@ class StorageServer:
         then the child exits at once and another port is tried."""
         if self.port:
             return self._start()
+        if self.preferred:  # the port it had before, unless someone took it meanwhile
+            self.port = self.preferred
+            try:
+                return self._start()
+            except StorageError:
+                self.port = 0
         for attempt in range(3):
             self.port = free_port(self.host)
             try:

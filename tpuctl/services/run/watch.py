@@ -12,11 +12,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl.agent import bundle
-from tpuctl.errors import ConnectionDropped, NotFoundError, Preempted, SshError, TpuctlError
+from tpuctl.errors import (
+    CloudError,
+    ConnectionDropped,
+    NotFoundError,
+    Preempted,
+    SshError,
+    TpuctlError,
+)
 from tpuctl.models import DEAD_STATES
 from tpuctl.services.run import agents
 from tpuctl.services.run.spec import Job
@@ -117,11 +125,20 @@ async def _poll(job: Job, workers: int) -> tuple[dict[int, dict[str, Any]], str 
     (`job.lost`), or ({}, the node's state) when the node can no longer run the job."""
     rounds = 0
     job.beats, job.lost = None, {}  # a new attempt: every agent starts afresh
+    last_read = time.monotonic()
     while True:
         try:
             current: dict[int, dict[str, Any]] | None = await _in_thread(agents.statuses, job)
-        except TpuctlError:
-            current = None  # unreadable now: that says nothing of the agents
+        except TpuctlError as e:
+            current = None  # unreadable now: that says nothing of the agents, for a while
+            unread = time.monotonic() - last_read
+            if unread > job.spec.heartbeat_deadline:  # no heartbeat seen for that long
+                raise CloudError(
+                    f"cannot read the status of job {job.job_id} for {int(unread)}s "
+                    f"(--heartbeat-deadline): {e}"
+                ) from None
+        else:
+            last_read = time.monotonic()
         if current is not None:
             if agents.all_final(current, workers):
                 return current, None

@@ -1,0 +1,53 @@
+"""The runner's watch of a job's statuses, with the bucket and the node faked."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from tpuctl.errors import CloudError
+from tpuctl.services.run import agents, watch
+
+
+def _job(deadline: float) -> SimpleNamespace:
+    return SimpleNamespace(
+        job_id="20261130-000000-abcdef",
+        spec=SimpleNamespace(heartbeat_deadline=deadline),
+        beats=None,
+        lost={},
+    )
+
+
+def test_statuses_unreadable_past_the_heartbeat_deadline_end_the_watch(monkeypatch) -> None:
+    """A bucket the client cannot read says nothing of the agents for a while; past the
+    heartbeat deadline no heartbeat has been seen, and the run must not wait forever."""
+    reads = []
+
+    def unreadable(job: object) -> dict:
+        reads.append(job)
+        raise CloudError("HTTP 503: the bucket is unreachable")
+
+    monkeypatch.setattr(agents, "statuses", unreadable)
+    monkeypatch.setattr(agents, "STATUS_POLL", 0.01)
+    monkeypatch.setattr(watch, "node_lost", lambda job: None)
+    with pytest.raises(CloudError, match=r"cannot read the status of job .* for 0s .*unreachable"):
+        asyncio.run(watch._poll(_job(0.2), 1))
+    assert len(reads) > 1  # it did try again before giving up
+
+
+def test_a_status_read_again_in_time_keeps_the_watch_going(monkeypatch) -> None:
+    answers = iter([CloudError("HTTP 503")] * 3 + [{0: {"state": "SUCCEEDED", "heartbeat": 1}}])
+
+    def flaky(job: object) -> dict:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(agents, "statuses", flaky)
+    monkeypatch.setattr(agents, "STATUS_POLL", 0.01)
+    monkeypatch.setattr(watch, "node_lost", lambda job: None)
+    final, lost = asyncio.run(watch._poll(_job(30.0), 1))
+    assert (final[0]["state"], lost) == ("SUCCEEDED", None)
