@@ -126,15 +126,17 @@ class OsLoginApi:
             key["expiration_time_usec"] = expires_usec
         request = {"parent": f"users/{account}", "ssh_public_key": key, "project_id": project}
 
+        subject = f"importing your SSH key into OS Login ({account})"
+
         def refused(e: BaseException) -> BaseException:
             if isinstance(e, gx.Forbidden):
                 return self._refused(e, account, project)
-            return translate(e, f"importing your SSH key into OS Login ({account})", self._where,
-                             self._hint, project)  # fmt: skip
+            return translate(e, subject, self._where, self._hint, project)
 
-        got = call(lambda: self.client.import_ssh_public_key(request=request, timeout=TIMEOUT),
-                   refused)  # fmt: skip
-        return self._profile(got.login_profile)
+        def send() -> Any:
+            return self.client.import_ssh_public_key(request=request, timeout=TIMEOUT)
+
+        return self._profile(call(send, refused).login_profile)
 
     def _refused(self, e: BaseException, account: str, project: str) -> BaseException:
         from tpuctl.cloud.errors import server_message, setup_error
