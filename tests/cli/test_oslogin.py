@@ -1,0 +1,197 @@
+"""OS Login: with `enable-oslogin` on the node or the project, tpuctl imports its key into
+the caller's OS Login profile and logs in as the profile's POSIX user; the emulated
+workers then take only keys imported (and not expired) for that user."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.conftest import one_line_error
+from tests.emulator.ssh_helpers import mine, user_key, wait_until
+from tpuctl.cloud.clients import ClientFactory
+from tpuctl.services import oslogin as oslogin_service
+from tpuctl.services import ssh as ssh_service
+
+CALLER = "alice@example.com"
+USER = "alice_example_com"
+PROJECT = "tpuctl-demo"
+
+
+@pytest.fixture(autouse=True)
+def no_process_left(emulator_server: Any) -> Any:
+    yield
+    procs = mine(emulator_server)
+    wait_until(lambda: not procs(), "the workers' processes to be gone")
+
+
+@pytest.fixture
+def caller(emulator) -> str:
+    emulator.config(caller=CALLER)
+    return CALLER
+
+
+def profile(emulator: Any) -> Any:
+    return ClientFactory().oslogin_client().get_login_profile(name=f"users/{CALLER}")
+
+
+def node_metadata(emulator: Any, name: str) -> dict[str, str]:
+    full = f"projects/{PROJECT}/locations/us-central1-a/nodes/{name}"
+    return dict(emulator.tpu_client().get_node(name=full).metadata)
+
+
+def test_exec_on_a_node_with_oslogin_logs_in_as_the_profile_user(cli, emulator, caller) -> None:
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", "enable-oslogin=TRUE").code == 0
+    try:
+        r = cli("exec", "vm", "--", "sh", "-c", 'echo "$USER"')
+        assert (r.code, r.out) == (0, f"{USER}\n"), r.err
+        got = profile(emulator)
+        [account] = got.posix_accounts
+        assert (account.username, account.primary) == (USER, True)
+        mine_key = ssh_service.key_path().with_suffix(".pub").read_text().split()[:2]
+        [key] = got.ssh_public_keys.values()
+        assert key.key.split()[:2] == mine_key
+        # with an expiry about KEY_TTL away
+        left = key.expiration_time_usec / 1e6 - time.time()
+        assert oslogin_service.KEY_TTL - 60 < left <= oslogin_service.KEY_TTL
+        assert "ssh-keys" not in node_metadata(emulator, "vm")
+        # a second command reuses the key: no new import
+        before = emulator.requests().get("POST users.importSshPublicKey", 0)
+        assert cli("exec", "vm", "--", "true").code == 0
+        assert emulator.requests().get("POST users.importSshPublicKey", 0) == before
+    finally:
+        assert cli("delete", "vm", "--yes").code == 0
+
+
+def test_project_wide_oslogin_applies_and_the_node_can_opt_out(cli, emulator, caller) -> None:
+    emulator.config(project_metadata={PROJECT: {"enable-oslogin": "true"}})
+    assert cli("create", "vm", "-a", "v3-8").code == 0
+    assert cli("create", "out", "-a", "v3-8", "--metadata", "enable-oslogin=FALSE").code == 0
+    try:
+        r = cli("exec", "vm", "--", "sh", "-c", 'echo "$USER"')
+        assert (r.code, r.out) == (0, f"{USER}\n"), r.err
+        assert "ssh-keys" not in node_metadata(emulator, "vm")
+        r = cli("exec", "out", "--", "sh", "-c", 'echo "$USER"')
+        assert (r.code, r.out.strip()) == (0, ssh_service.ssh_user()), r.err
+        assert "ssh-keys" in node_metadata(emulator, "out")
+    finally:
+        assert cli("delete", "vm", "--yes").code == 0
+        assert cli("delete", "out", "--yes").code == 0
+
+
+def test_scp_and_an_interactive_ssh_command_line_use_the_profile_user(
+    cli, emulator, caller, tmp_path: Path
+) -> None:
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", "enable-oslogin=1").code == 0
+    try:
+        src = tmp_path / "f.txt"
+        src.write_text("hello\n")
+        assert cli("scp", str(src), "vm:f.txt").code == 0
+        r = cli("exec", "vm", "--", "cat", "f.txt")
+        assert (r.code, r.out) == (0, "hello\n"), r.err
+        r = cli("ssh", "vm", "--dry-run")
+        assert r.code == 0 and f"-l {USER}" in r.out, r.out
+        argv = r.out.split()
+        done = subprocess.run(
+            [*argv, "-F", "/dev/null", "-o", "BatchMode=yes", "echo $USER"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (done.returncode, done.stdout) == (0, f"{USER}\n"), done.stderr
+    finally:
+        assert cli("delete", "vm", "--yes").code == 0
+
+
+def test_keys_only_in_ssh_keys_are_refused_when_oslogin_is_on(
+    cli, emulator, caller, tmp_path: Path
+) -> None:
+    """OpenSSH with a key that is in `ssh-keys` (and not in the profile) gets nowhere."""
+    pub, key = user_key(tmp_path, "bob")
+    metadata = f"enable-oslogin=TRUE,ssh-keys=bob:{pub}"
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", metadata).code == 0
+    try:
+        # tpuctl's plan writes the known-hosts file; then OpenSSH as `bob` with bob's key
+        plan = ssh_service.plan(ClientFactory().tpu(), ClientFactory().ssh(), full("vm"))
+        argv = ssh_service.openssh_command(plan, ["-F", "/dev/null", "-o", "BatchMode=yes"])
+        as_bob = [*argv[:1], "-i", str(key), "-l", "bob", *argv[5:]]
+        refused = subprocess.run([*as_bob, "echo in"], capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 255 and refused.stdout == ""
+        assert "Permission denied (publickey)" in refused.stderr
+        ok = subprocess.run([*argv, "echo $USER"], capture_output=True, text=True, timeout=60)
+        assert (ok.returncode, ok.stdout) == (0, f"{USER}\n"), ok.stderr
+        # the same key under the profile's user name is refused too: it was never imported
+        as_user = [*argv[:1], "-i", str(key), *argv[3:]]
+        again = subprocess.run([*as_user, "echo in"], capture_output=True, text=True, timeout=60)
+        assert again.returncode == 255 and "Permission denied" in again.stderr
+    finally:
+        assert cli("delete", "vm", "--yes").code == 0
+
+
+def full(name: str) -> str:
+    return f"projects/{PROJECT}/locations/us-central1-a/nodes/{name}"
+
+
+def test_an_expired_imported_key_is_refused_and_tpuctl_renews_it(cli, emulator, caller) -> None:
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", "enable-oslogin=TRUE").code == 0
+    try:
+        factory = ClientFactory()
+        plan = ssh_service.plan(factory.tpu(), factory.ssh(), full("vm"))
+        public = ssh_service.key_path().with_suffix(".pub").read_text().strip()
+        # the key expires: imported again with an expiry in the past
+        factory.oslogin_client().import_ssh_public_key(
+            parent=f"users/{CALLER}",
+            ssh_public_key={"key": public, "expiration_time_usec": int(time.time() - 5) * 10**6},
+        )
+        argv = ssh_service.openssh_command(plan, ["-F", "/dev/null", "-o", "BatchMode=yes"])
+        refused = subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 255 and "Permission denied" in refused.stderr
+        # tpuctl sees the expired key in the profile and imports it afresh
+        r = cli("exec", "vm", "--", "sh", "-c", 'echo "$USER"')
+        assert (r.code, r.out) == (0, f"{USER}\n"), r.err
+    finally:
+        assert cli("delete", "vm", "--yes").code == 0
+
+
+def test_a_refused_import_is_one_line_naming_the_role(cli, emulator, caller) -> None:
+    emulator.config(denied_permissions=["compute.instances.osLogin"])
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", "enable-oslogin=TRUE").code == 0
+    try:
+        r = cli("exec", "vm", "--", "true")
+        assert r.code == 6, r.err
+        line = one_line_error(r)
+        assert line.startswith(f"error: OS Login refused your SSH key for {CALLER} in project ")
+        assert "roles/compute.osLogin" in line and "roles/compute.osAdminLogin" in line
+        assert (
+            f"gcloud projects add-iam-policy-binding {PROJECT} --member=user:{CALLER} "
+            "--role=roles/compute.osLogin" in r.err
+        )
+    finally:
+        emulator.config(denied_permissions=[])
+        assert cli("delete", "vm", "--yes").code == 0
+
+
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        ("enable-oslogin-sk", "security keys"),
+        ("enable-oslogin-2fa", "2-step verification"),
+    ],
+)
+def test_setups_tpuctl_cannot_log_in_to_are_refused_up_front(
+    cli, emulator, caller, key: str, words: str
+) -> None:
+    metadata = f"enable-oslogin=TRUE,{key}=TRUE"
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", metadata).code == 0
+    try:
+        r = cli("exec", "vm", "--", "true")
+        assert r.code == 3
+        line = one_line_error(r)
+        assert words in line and f"{key}=TRUE" in line
+        assert emulator.requests().get("POST users.importSshPublicKey", 0) == 0
+    finally:
+        assert cli("delete", "vm", "--yes").code == 0
