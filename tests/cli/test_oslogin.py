@@ -4,6 +4,7 @@ workers then take only keys imported (and not expired) for that user."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -193,5 +194,79 @@ def test_setups_tpuctl_cannot_log_in_to_are_refused_up_front(
         line = one_line_error(r)
         assert words in line and f"{key}=TRUE" in line
         assert emulator.requests().get("POST users.importSshPublicKey", 0) == 0
+    finally:
+        assert cli("delete", "vm", "--yes").code == 0
+
+
+RUN_SCRIPT = """\
+import os
+print("worker", os.environ["TPUCTL_WORKER_ID"], "user", os.environ["USER"])
+"""
+
+
+def test_run_on_a_project_with_oslogin_end_to_end(cli, emulator, caller, tmp_path: Path) -> None:
+    """A new node of `run` in a project with OS Login on: the agents start over SSH as
+    the profile's user, their logs stream back, the node goes at the end."""
+    emulator.config(project_metadata={PROJECT: {"enable-oslogin": "TRUE"}})
+    (tmp_path / "job.py").write_text(RUN_SCRIPT)
+    r = cli("run", str(tmp_path / "job.py"), "-a", "v3-32")
+    assert r.code == 0, r.err
+    for w in range(4):
+        assert f"[w{w}] worker {w} user {USER}" in r.out
+    assert emulator.nodes() == []
+    assert len(profile(emulator).ssh_public_keys) == 1
+
+
+def test_run_on_an_existing_oslogin_node_leaves_ssh_keys_alone(
+    cli, emulator, caller, tmp_path: Path
+) -> None:
+    (tmp_path / "job.py").write_text(RUN_SCRIPT)
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", "enable-oslogin=TRUE").code == 0
+    try:
+        r = cli("run", str(tmp_path / "job.py"), "--node", "vm")
+        assert r.code == 0, r.err
+        assert f"worker 0 user {USER}" in r.out
+        assert "ssh-keys" not in node_metadata(emulator, "vm")
+    finally:
+        assert cli("delete", "vm", "--yes").code == 0
+
+
+def test_unreadable_project_metadata_falls_back_to_the_node_and_says_so(
+    cli, emulator, caller
+) -> None:
+    """Without compute.projects.get (roles/tpu.admin lacks it) tpuctl goes by the node's
+    metadata; when the project did enforce OS Login, the refusal says what to do."""
+    emulator.config(
+        project_metadata={PROJECT: {"enable-oslogin": "TRUE"}},
+        denied_permissions=["compute.projects.get"],
+    )
+    assert cli("create", "vm", "-a", "v3-8").code == 0
+    try:
+        r = cli("exec", "vm", "--connect-timeout", "1", "--", "true")
+        assert r.code == 255
+        assert "the server refused the key" in r.err
+        assert "could not read project tpuctl-demo's metadata" in r.err
+        assert "set enable-oslogin=TRUE in the node's metadata" in r.err
+        assert "ssh-keys" in node_metadata(emulator, "vm")  # it went the ssh-keys way
+        # the node's own switch is enough
+        metadata = {**node_metadata(emulator, "vm"), "enable-oslogin": "TRUE"}
+        emulator.tpu_client().update_node(
+            node={"name": full("vm"), "metadata": metadata}, update_mask="metadata"
+        ).result()
+        r = cli("exec", "vm", "--", "sh", "-c", 'echo "$USER"')
+        assert (r.code, r.out) == (0, f"{USER}\n"), r.err
+    finally:
+        emulator.config(denied_permissions=[])
+        assert cli("delete", "vm", "--yes").code == 0
+
+
+def test_a_service_account_logs_in_as_sa_and_its_unique_id(cli, emulator) -> None:
+    account = "trainer@tpuctl-demo.iam.gserviceaccount.com"
+    emulator.config(caller=account)
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", "enable-oslogin=TRUE").code == 0
+    try:
+        r = cli("exec", "vm", "--", "sh", "-c", 'echo "$USER"')
+        assert r.code == 0, r.err
+        assert re.fullmatch(r"sa_1[0-9]{20}\n", r.out), r.out
     finally:
         assert cli("delete", "vm", "--yes").code == 0
