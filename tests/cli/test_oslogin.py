@@ -180,6 +180,7 @@ def test_a_refused_import_is_one_line_naming_the_role(cli, emulator, caller) -> 
     ("key", "words"),
     [
         ("enable-oslogin-sk", "security keys"),
+        ("enable-oslogin-certificates", "SSH certificates"),
         ("enable-oslogin-2fa", "2-step verification"),
     ],
 )
@@ -194,6 +195,12 @@ def test_setups_tpuctl_cannot_log_in_to_are_refused_up_front(
         line = one_line_error(r)
         assert words in line and f"{key}=TRUE" in line
         assert emulator.requests().get("POST users.importSshPublicKey", 0) == 0
+        # an interactive shell: OpenSSH can answer 2-step verification, not security keys
+        shell = cli("ssh", "vm", "--dry-run")
+        if key == "enable-oslogin-2fa":
+            assert shell.code == 0 and f"-l {USER}" in shell.out, shell.err
+        else:
+            assert shell.code == 3 and words in one_line_error(shell)
     finally:
         assert cli("delete", "vm", "--yes").code == 0
 
