@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import one_line_error
+from tests.cli.test_gc import quiet_node
 from tests.emulator.ssh_helpers import mine, user_key, wait_until
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.services import oslogin as oslogin_service
@@ -277,3 +278,14 @@ def test_a_service_account_logs_in_as_sa_and_its_unique_id(cli, emulator) -> Non
         assert re.fullmatch(r"sa_1[0-9]{20}\n", r.out), r.out
     finally:
         assert cli("delete", "vm", "--yes").code == 0
+
+
+def test_gcs_idle_probe_reaches_an_oslogin_node(cli, emulator, caller) -> None:
+    """gc looks inside a quiet node over SSH as the profile's user: confirmed idle."""
+    emulator.config(project_metadata={PROJECT: {"enable-oslogin": "TRUE"}})
+    quiet_node(cli, emulator, "quiet")
+    r = cli("gc", "--yes", "--idle", "30m")
+    assert r.code == 0, r.err
+    assert "deleted quiet (us-central1-a, v3-8): idle for 1h (limit 30m): no job, session" in r.out
+    assert emulator.nodes() == []
+    assert len(profile(emulator).ssh_public_keys) == 1
