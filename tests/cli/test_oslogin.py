@@ -289,3 +289,18 @@ def test_gcs_idle_probe_reaches_an_oslogin_node(cli, emulator, caller) -> None:
     assert "deleted quiet (us-central1-a, v3-8): idle for 1h (limit 30m): no job, session" in r.out
     assert emulator.nodes() == []
     assert len(profile(emulator).ssh_public_keys) == 1
+
+
+def test_a_worker_refusing_an_imported_key_names_the_roles(cli, emulator, caller) -> None:
+    """The key is in the profile, but the account lost the right to log in."""
+    assert cli("create", "vm", "-a", "v3-8", "--metadata", "enable-oslogin=TRUE").code == 0
+    try:
+        assert cli("exec", "vm", "--", "true").code == 0  # imported
+        emulator.config(denied_permissions=["compute.instances.osLogin"])
+        r = cli("exec", "vm", "--connect-timeout", "1", "--", "true")
+        assert r.code == 255
+        assert f"the server refused the key {ssh_service.key_path()} for {USER}" in r.err
+        assert "OS Login: the account needs roles/compute.osLogin" in r.err
+    finally:
+        emulator.config(denied_permissions=[])
+        assert cli("delete", "vm", "--yes").code == 0
