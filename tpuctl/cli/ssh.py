@@ -109,6 +109,7 @@ def make_plan(
     workers: str,
     internal_ip: bool,
     connect_timeout: float,
+    interactive: bool = False,
 ) -> tuple[SshApi, Plan]:
     from tpuctl.services import names
     from tpuctl.services import ssh as ssh_service
@@ -118,7 +119,13 @@ def make_plan(
     api = app.tpu()
     ssh_api = app.factory.ssh()
     plan = ssh_service.plan(
-        api, ssh_api, f"{target.parent}/nodes/{name}", workers, internal_ip, connect_timeout
+        api,
+        ssh_api,
+        f"{target.parent}/nodes/{name}",
+        workers,
+        internal_ip,
+        connect_timeout,
+        interactive=interactive,
     )
     return ssh_api, plan
 
@@ -183,7 +190,7 @@ def ssh(
     Example: tpuctl ssh my-tpu --worker all --command "python3 train.py"
     """
     ssh_api, plan = make_plan(
-        app_of(ctx), name, zone, project, worker, internal_ip, connect_timeout
+        app_of(ctx), name, zone, project, worker, internal_ip, connect_timeout, command is None
     )
     if command is not None:
         code = run_everywhere(ssh_api, plan, command, max_parallel, output_dir, connect_timeout)

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from google.cloud.storage import Client as StorageClient
     from google.cloud.tpu_v2 import TpuClient
 
+    from tpuctl.cloud.compute import ComputeApi
     from tpuctl.cloud.monitoring import MonitoringApi
+    from tpuctl.cloud.oslogin import OsLoginApi
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.service_usage import ServiceUsageApi
     from tpuctl.cloud.ssh import SshApi
@@ -294,6 +296,86 @@ class ClientFactory:
             unreachable_hint=self.unreachable_hint(),
         )
 
+    # -- OS Login, and the project metadata that says whether it applies ------------------
+    @property
+    def oslogin_endpoint(self) -> str:
+        """The Cloud OS Login API: Google's, or the emulator's (it serves a subset)."""
+        if self._emulator:
+            return f"http://{self._emulator}"
+        return "https://oslogin.googleapis.com"
+
+    @property
+    def compute_endpoint(self) -> str:
+        """Compute Engine's REST root (tpuctl reads only `projects.get` there)."""
+        if self._emulator:
+            return f"http://{self._emulator}/compute/v1"
+        return "https://compute.googleapis.com/compute/v1"
+
+    def login_account(self) -> str:
+        """The account OS Login is asked about: the one the calls are made as. In the
+        emulator its caller; in the cloud the credentials' service account (one from a
+        key file, impersonated, or the VM's own), else gcloud's account (user
+        credentials carry no email; gcloud's own TPU ssh uses `core/account` too)."""
+        if self._emulator:
+            return str(self._emulator_config.get("caller") or "you@example.com")
+        creds = self.credentials
+        email = getattr(creds, "service_account_email", None)
+        if email == "default":  # a VM's credentials name their account once refreshed
+            from google.auth.transport.requests import Request
+
+            creds.refresh(Request())
+            email = getattr(creds, "service_account_email", None)
+        if email and "@" in str(email):
+            return str(email)
+        from tpuctl.config import gcloud_properties
+
+        account = gcloud_properties(self._env).get("core/account")
+        if not account:
+            raise ConfigError(
+                "OS Login needs your account's email, and neither the credentials nor "
+                "gcloud's configuration name it",
+                hint="set it with `gcloud config set account YOU@example.com`",
+            )
+        return account
+
+    def compute(self) -> ComputeApi:
+        from tpuctl.cloud.compute import ComputeApi
+
+        def session() -> Any:
+            from google.auth.transport.requests import AuthorizedSession
+
+            return AuthorizedSession(self.credentials)
+
+        return ComputeApi(
+            session,
+            self.compute_endpoint,
+            where=f"the Compute Engine API ({self.describe_endpoint()})",
+            unreachable_hint=self.unreachable_hint(),
+        )
+
+    def oslogin_client(self) -> Any:
+        from google.api_core.client_options import ClientOptions
+        from google.cloud import oslogin_v1
+
+        return oslogin_v1.OsLoginServiceClient(
+            transport="rest",
+            credentials=self.credentials,
+            client_options=ClientOptions(api_endpoint=self.oslogin_endpoint),
+        )
+
+    def oslogin(self) -> OsLoginApi:
+        """The OS Login adapter; it makes its client, asks the account and reads the
+        project's metadata only when first needed."""
+        from tpuctl.cloud.oslogin import OsLoginApi
+
+        return OsLoginApi(
+            self.oslogin_client,
+            self.login_account,
+            self.compute().project_metadata,
+            where=f"the Cloud OS Login API ({self.describe_endpoint()})",
+            unreachable_hint=self.unreachable_hint(),
+        )
+
     # -- SSH ----------------------------------------------------------------------
     @property
     def ssh_port(self) -> int:
@@ -309,6 +391,7 @@ class ClientFactory:
         return int(port)
 
     def ssh(self) -> SshApi:
+        """tpuctl's SSH client, with the OS Login adapter for nodes that use it."""
         from tpuctl.cloud.ssh import SshApi
 
-        return SshApi(self.ssh_port)
+        return SshApi(self.ssh_port, oslogin=self.oslogin())

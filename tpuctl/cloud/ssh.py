@@ -15,6 +15,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncssh
 
@@ -26,6 +27,9 @@ from tpuctl.errors import (
     SshError,
     Unreachable,
 )
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.oslogin import OsLoginApi
 
 CHUNK = 65536
 # AES-GCM first: OpenSSL does it in hardware, asyncssh's ChaCha20-Poly1305 costs CPU
@@ -83,10 +87,12 @@ def ensure_key_pair(path: Path, comment: str) -> str:
 
 
 class SshApi:
-    """Opens SSH connections to TPU VM workers on one port (22 in the cloud)."""
+    """Opens SSH connections to TPU VM workers on one port (22 in the cloud). `oslogin`
+    is the OS Login directory for nodes that use it (None: `ssh-keys` only)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, oslogin: OsLoginApi | None = None) -> None:
         self.port = port
+        self.oslogin = oslogin
         self._known_hosts: dict[Path, tuple[tuple[int, int], asyncssh.SSHKnownHosts]] = {}
         self._keys: dict[Path, asyncssh.SSHKey] = {}
 

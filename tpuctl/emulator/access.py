@@ -67,6 +67,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "quotaPreferences.get": (apis.QUOTAS, "cloudquotas.quotas.get"),
     "quotaPreferences.list": (apis.QUOTAS, "cloudquotas.quotas.get"),
     "services.get": (apis.SERVICE_USAGE, "serviceusage.services.get"),
+    "compute.projects.get": ("compute.googleapis.com", "compute.projects.get"),
     "services.batchGet": (apis.SERVICE_USAGE, "serviceusage.services.get"),
     "services.list": (apis.SERVICE_USAGE, "serviceusage.services.list"),
     "services.enable": (apis.SERVICE_USAGE, "serviceusage.services.enable"),
@@ -91,6 +92,7 @@ def _switches(value: Any) -> bool:
 
 def _resource(path: str) -> str:
     """`projects/P/locations/Z/nodes/N` from `/v2/projects/...`: what a denial names."""
+    path = path.removeprefix("/compute")  # Compute's paths: /compute/v1/projects/P
     return path.split("/", 2)[-1] if path.startswith("/v") else path.lstrip("/")
 
 

@@ -5,8 +5,8 @@ Invariants:
 - Every public method takes the lock; those marked `@_locked` also apply the transitions
   that are due first, and after the call, if anything changed, tell the listeners (which
   may change nodes in turn) and write the state (`persistence`).
-- Listeners run under the lock: they read the state through `nodes`, `node_env` and
-  `publish`, which never apply transitions, so a listener cannot change the state under
+- Listeners run under the lock: they read the state through `nodes`, `node_env`,
+  `logins` and `publish`, which never apply transitions, so a listener cannot change the state under
   the feet of the call that triggered it.
 - Methods answer the REST JSON the server sends as is; errors are `errors.ApiError`s.
 """
@@ -25,6 +25,7 @@ from tpuctl.emulator import (
     control_api,
     errors,
     monitoring,
+    oslogin,
     persistence,
     queued,
     quota_prefs,
@@ -125,6 +126,11 @@ class Backend:
         with self.lock:
             config = {**self.state.config(), "storage_endpoint": self.storage_endpoint}
             return self.workers.env(node, worker, self.endpoint, config)
+
+    def logins(self, node: Node) -> frozenset[oslogin.Login]:
+        """Who may log in to the workers of `node` with which key (ssh-keys, or OS Login)."""
+        with self.lock:
+            return oslogin.logins(self.state, node.metadata, node.project)
 
     def publish(self, node: Node, worker: int, items: list[dict[str, str]]) -> None:
         """Publish guest attributes on a worker of `node`, as its guest agent would."""

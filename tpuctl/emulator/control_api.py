@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict
 from typing import Any
 
-from tpuctl.emulator import errors, queued
+from tpuctl.emulator import errors, oslogin, queued
 from tpuctl.emulator.access import CONFIG_KEYS as ACCESS_CONFIG_KEYS
 from tpuctl.emulator.errors import Faults
 from tpuctl.emulator.models import rfc3339
@@ -21,7 +21,8 @@ from tpuctl.emulator.state import DEFAULT_DURATIONS, State
 
 def update_config(state: State, body: dict[str, Any]) -> dict:
     """Change durations, defaults and quota settings, all checked before any applies."""
-    unknown = set(body) - {"durations", "defaults"} - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS
+    own = {"durations", "defaults", "project_metadata"}
+    unknown = set(body) - own - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS
     if unknown:
         raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
     durations = body.get("durations") or {}
@@ -36,8 +37,12 @@ def update_config(state: State, body: dict[str, Any]) -> dict:
     for key, value in defaults.items():
         if key not in ("project", "zone") or not isinstance(value, str) or not value:
             raise errors.invalid_argument(f"bad default {key}={value!r}")
+    if "project_metadata" in body:
+        oslogin.validate_project_metadata(body["project_metadata"])
     state.quota.update(body)
     state.access.update(body)
+    if "project_metadata" in body:
+        oslogin.update_project_metadata(state, body["project_metadata"])
     state.durations.update({k: None if v is None else float(v) for k, v in durations.items()})
     state.defaults.update(defaults)
     state.changed()

@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from tpuctl.emulator import oslogin
 from tpuctl.emulator.models import Node, Operation, QueuedResource
 from tpuctl.emulator.state import State
 
@@ -31,6 +32,7 @@ def save(state: State, state_dir: Path | None) -> None:
         "queued_resources": [q.to_state() for q in state.queued.values()],
         "config": state.config(),
         "quota_preferences": list(state.quota_prefs.values()),
+        "oslogin": oslogin.to_state(state),
         "allocator": {"next_index": state.allocator.next_index},
     }
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -58,5 +60,7 @@ def load(state: State, state_dir: Path | None) -> None:
     state.quota.load(config)
     state.access.load(config)
     state.quota_prefs = {p["name"]: p for p in data.get("quota_preferences", [])}
+    state.project_metadata = {p: dict(md) for p, md in config.get("project_metadata", {}).items()}
+    oslogin.load(state, data.get("oslogin", {}))
     allocator = data.get("allocator", {})
     state.allocator.next_index = allocator.get("next_index", state.allocator.next_index)

@@ -13,11 +13,11 @@ over as plain data.
 from __future__ import annotations
 
 import asyncio
-import base64
 import signal
 import sys
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,25 +25,11 @@ import asyncssh
 
 from tpuctl.emulator.backend import Backend
 from tpuctl.emulator.models import HOSTKEYS_NAMESPACE, Node
+from tpuctl.emulator.oslogin import Login
 from tpuctl.emulator.ports import free_port
 from tpuctl.emulator.worker_sessions import HomeSftp, Session
 
 APPLY_TIMEOUT = 30.0
-
-
-def authorized_keys(metadata: dict[str, str]) -> frozenset[tuple[str, bytes]]:
-    """(user, key blob) pairs from the `ssh-keys` metadata (`user:ssh-ed25519 AAAA... c`)."""
-    pairs = set()
-    for line in (metadata.get("ssh-keys") or "").splitlines():
-        user, sep, key = line.strip().partition(":")
-        fields = key.split()
-        if not sep or not user or len(fields) < 2:
-            continue
-        try:
-            pairs.add((user, base64.b64decode(fields[1], validate=True)))
-        except ValueError:
-            continue
-    return frozenset(pairs)
 
 
 @dataclass
@@ -57,7 +43,7 @@ class Worker:
     host_keys: list[asyncssh.SSHKey]
     home: str
     env: dict[str, str]
-    keys: frozenset[tuple[str, bytes]] = frozenset()
+    keys: frozenset[Login] = frozenset()  # who may log in with which key (oslogin.logins)
     acceptor: Any = None
     connections: set[Any] = field(default_factory=set)
     pids: set[int] = field(default_factory=set)
@@ -76,8 +62,9 @@ CONNECTIONS = [0]
 
 
 class _Server(asyncssh.SSHServer):
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker, clock: Callable[[], float] = time.time) -> None:
         self.worker = worker
+        self.clock = clock
         self.conn: asyncssh.SSHServerConnection | None = None
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
@@ -95,8 +82,13 @@ class _Server(asyncssh.SSHServer):
         return True
 
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
-        # The keys are read when tried, so a key added to the metadata works at once.
-        return (username, key.public_data) in self.worker.keys
+        # The keys are read when tried, so a key added to the metadata (or imported into
+        # an OS Login profile) works at once, and one past its expiry no longer does.
+        now_usec = int(self.clock() * 1_000_000)
+        return any(
+            user == username and blob == key.public_data and (expires is None or expires > now_usec)
+            for user, blob, expires in self.worker.keys
+        )
 
     def connection_requested(self, *args: Any) -> bool:
         return True  # `ssh -L`: the worker's localhost is this machine's
@@ -171,7 +163,7 @@ class SshWorkers:
             if node.state == "READY"
             for k in range(len(node.addresses))
         }
-        keys = {node.uid: authorized_keys(node.metadata) for node in nodes}
+        keys = {node.uid: backend.logins(node) for node in nodes}
         for (uid, _), worker in self._workers.items():
             worker.keys = keys.get(uid, frozenset())
         gone = [w for key, w in self._workers.items() if key not in wanted]
@@ -244,7 +236,7 @@ class SshWorkers:
             worker.acceptor = await asyncssh.listen(
                 worker.address,
                 self.port,
-                server_factory=lambda: _Server(worker),
+                server_factory=lambda: _Server(worker, self.backend.state.clock),
                 server_host_keys=worker.host_keys,
                 process_factory=process,
                 sftp_factory=lambda chan: HomeSftp(chan, worker.home),

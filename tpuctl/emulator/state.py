@@ -70,6 +70,9 @@ class State:
         self.quota = QuotaConfig()
         self.access = Access()  # enabled APIs, billing, the caller's permissions
         self.quota_prefs: dict[str, dict[str, Any]] = {}  # Cloud Quotas preferences by name
+        # Compute's project metadata (e.g. enable-oslogin) and OS Login profiles (oslogin.py)
+        self.project_metadata: dict[str, dict[str, str]] = {}
+        self.oslogin: dict[str, dict[str, Any]] = {}
         self.rng = random.Random()
         self.requests: Counter[str] = Counter()
         self.dirty = True
@@ -88,6 +91,7 @@ class State:
             "defaults": dict(self.defaults),
             **self.quota.to_config(),
             **self.access.to_config(),
+            "project_metadata": {p: dict(md) for p, md in self.project_metadata.items()},
         }
 
     # -- lookups -------------------------------------------------------------

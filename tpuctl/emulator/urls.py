@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from tpuctl.emulator import catalog_api, errors, quota_prefs, service_usage
+from tpuctl.emulator import catalog_api, errors, oslogin, quota_prefs, service_usage
 from tpuctl.emulator.control import CONTROL_PREFIX
 
 Handler = Callable[..., Any]
@@ -41,6 +41,8 @@ _Q = r"/v1/projects/(?P<project>[^/]+)/locations/global/services/(?P<service>[^/
 
 # the Service Usage API (serviceusage.googleapis.com) subset: a project's services
 _SU = r"/v1/projects/(?P<project>[^/]+)/services"
+# the OS Login API (oslogin.googleapis.com) subset: a user's login profile and keys
+_U = r"/v1/users/(?P<user>[^/:]+)"
 # Cloud Quotas' quota preferences
 _QP = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/quotaPreferences"
 
@@ -94,6 +96,15 @@ API_ROUTES: list[tuple[str, str, str, str | Handler | OnState, tuple[str, ...]]]
      ("project", "location", "paging")),
     ("GET", _QP + "/(?P<pref>[^/]+)", "quotaPreferences.get", OnState(quota_prefs.get),
      ("project", "location", "pref")),
+    ("GET", _U + "/loginProfile", "users.getLoginProfile", OnState(oslogin.get_login_profile),
+     ("user", "?projectId", "?systemId")),
+    ("POST", _U + ":importSshPublicKey", "users.importSshPublicKey",
+     OnState(oslogin.import_ssh_public_key), ("user", "?projectId", "body")),
+    ("DELETE", _U + "/sshPublicKeys/(?P<fp>[^/:]+)", "users.sshPublicKeys.delete",
+     OnState(oslogin.delete_ssh_public_key), ("user", "fp")),
+    # Compute Engine (compute.googleapis.com): a project's metadata
+    ("GET", r"/compute/v1/projects/(?P<project>[^/]+)", "compute.projects.get",
+     OnState(oslogin.get_project), ("project",)),
     # Cloud Monitoring (monitoring.googleapis.com): time series of the TPU workers
     ("GET", r"/v3/projects/(?P<project>[^/]+)/timeSeries", "timeSeries.list",
      "list_time_series", ("project", "query")),

@@ -103,10 +103,28 @@ async def _on_worker(
         return WorkerResult(ep.worker, await retrying(attempt))
     except HostKeyMismatch as e:
         return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e), host_key_refused=True)
-    except (Unreachable, AuthRejected, ConnectionDropped) as e:
+    except AuthRejected as e:
+        return WorkerResult(ep.worker, UNREACHABLE_STATUS, f"{e}{_why_refused(plan)}")
+    except (Unreachable, ConnectionDropped) as e:
         return WorkerResult(ep.worker, UNREACHABLE_STATUS, str(e))
     except SshError as e:  # e.g. a file to copy that is not there
         return WorkerResult(ep.worker, 1, str(e))
+
+
+def _why_refused(plan: Plan) -> str:
+    """What most likely made a worker refuse the key, as far as the plan can tell."""
+    project = plan.node.project
+    if plan.oslogin:
+        return (
+            f" (OS Login: the account needs roles/compute.osLogin, or roles/compute.osAdminLogin,"
+            f" in project {project})"
+        )
+    if plan.unsure:
+        return (
+            f" (tpuctl could not read project {project}'s metadata ({plan.unsure}); if the "
+            "project enforces OS Login, set enable-oslogin=TRUE in the node's metadata)"
+        )
+    return ""
 
 
 async def _still(retry_if: Callable[[int], bool] | None, ep: Endpoint) -> bool:

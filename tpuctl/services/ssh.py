@@ -25,6 +25,7 @@ from tpuctl import wording
 from tpuctl.config import login_name, state_dir
 from tpuctl.errors import CloudError, UntrustedHostKey, UsageError
 from tpuctl.models import DEAD_STATES, Node
+from tpuctl.services import oslogin
 from tpuctl.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -354,7 +355,9 @@ class Plan:
     key: Path
     known_hosts: Path
     endpoints: list[Endpoint]
-    key_added: bool = False  # just added to the metadata: the VMs may need a moment
+    key_added: bool = False  # just added (metadata or OS Login): the VMs may need a moment
+    oslogin: bool = False  # the node uses OS Login: `user` is the profile's POSIX user
+    unsure: str = ""  # why tpuctl could not tell if the project enforces OS Login
 
 
 def plan(
@@ -364,9 +367,13 @@ def plan(
     workers: str = "0",
     internal_ip: bool = False,
     wait: float = 60.0,
+    interactive: bool = False,
 ) -> Plan:
-    """Check the node, choose workers and addresses, make sure tpuctl's key is in the
-    node's metadata and the workers' host keys are in tpuctl's known-hosts file."""
+    """Check the node, choose workers and addresses, pick the user and make sure the VMs
+    take tpuctl's key (the node's `ssh-keys` metadata, or with OS Login the account's
+    profile: services/oslogin.py), and put the workers' host keys in tpuctl's
+    known-hosts file. Every connection tpuctl makes starts here. `interactive`: for an
+    OpenSSH shell, which can answer what OS Login 2-step verification asks."""
     from tpuctl.cloud.ssh import ensure_key_pair
 
     node = api.get_node(full_name)
@@ -376,11 +383,17 @@ def plan(
     user = ssh_user()
     key = key_path()
     public_key = ensure_key_pair(key, user)
-    added = authorize(api, node, user, public_key)
+    login = oslogin.login_user(ssh.oslogin, node, public_key, interactive)
+    if login.user is not None:
+        user, added = login.user, login.imported  # the VMs ignore `ssh-keys`: left alone
+    else:
+        added = authorize(api, node, user, public_key)
     keys = published_host_keys(api, node, chosen, timeout=wait)
     known_hosts = known_hosts_path()
     write_known_hosts(known_hosts, node, endpoints, keys)
-    return Plan(node, user, key, known_hosts, endpoints, added)
+    return Plan(
+        node, user, key, known_hosts, endpoints, added, login.user is not None, login.unsure
+    )
 
 
 def openssh_command(plan: Plan, extra: list[str], ssh: str = "ssh") -> list[str]:

@@ -1,0 +1,53 @@
+"""ComputeApi: the one Compute Engine call tpuctl makes, `projects.get`, for the project's
+metadata (`commonInstanceMetadata`), where `enable-oslogin` may be set for every VM.
+
+A plain REST GET through google-auth's `AuthorizedSession` (already installed: google-auth
+and requests come with the other clients) rather than google-cloud-compute, a large
+library for one read. Errors go through the shared translation (`cloud/errors.py`), as
+google-api-core builds them from the HTTP answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+TIMEOUT = 30.0
+
+
+class ComputeApi:
+    """Reads a project's Compute Engine metadata."""
+
+    def __init__(
+        self,
+        session: Callable[[], Any],
+        endpoint: str,
+        where: str = "the Compute Engine API",
+        unreachable_hint: str = "",
+    ) -> None:
+        self._session = session  # made on first use: an AuthorizedSession
+        self._endpoint = endpoint.rstrip("/")  # .../compute/v1
+        self._where = where
+        self._hint = unreachable_hint
+
+    def project_metadata(self, project: str) -> dict[str, str]:
+        """The project's metadata items (`commonInstanceMetadata`), key -> value."""
+        from google.api_core import exceptions as gx
+
+        from tpuctl.cloud.errors import translate
+        from tpuctl.cloud.retry import call
+
+        url = f"{self._endpoint}/projects/{project}"
+
+        def get() -> dict[str, Any]:
+            response = self._session().get(
+                url, params={"fields": "commonInstanceMetadata"}, timeout=TIMEOUT
+            )
+            if response.status_code >= 400:
+                raise gx.from_http_response(response)
+            return dict(response.json())
+
+        subject = f"the metadata of project {project}"
+        body = call(get, lambda e: translate(e, subject, self._where, self._hint, project))
+        items = (body.get("commonInstanceMetadata") or {}).get("items") or []
+        return {str(i.get("key")): str(i.get("value") or "") for i in items if i.get("key")}
