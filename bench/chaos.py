@@ -23,8 +23,8 @@ docs/reliability.md:
             exec`: the known-hosts file may hold only single well-formed keys, each for
             its worker's own address.
 
-The SIGKILL runs go a few at a time, each in a project of its own (so each run's nodes
-are told apart), which keeps the full harness near its 15-minute budget.
+The fault and SIGKILL runs go a few at a time, each in a project of its own (so each
+run's nodes are told apart), which keeps the full harness near its 15-minute budget.
 
 `--quick` runs a few of each (seeded), as `tests/test_chaos.py` does inside `make test`.
 """
@@ -190,15 +190,21 @@ def faults(h: Harness, runs: int) -> Outcome:
     h.control.faults(
         rate=0.3, codes=[429, 500, 503, 504], after_rate=0.5, seed=h.random.randrange(1 << 30)
     )
-    for i in range(runs):
+
+    def one(i: int) -> tuple[int, subprocess.CompletedProcess[str]]:
         code = (0, 1, 3)[i % 3]
-        r = h.tpuctl("run", str(h.script), "--zone", ZONE, "--", "0", str(code))
-        out.runs += 1
-        out.tracebacks += _traceback(r.stderr)
-        if r.returncode == code and not _traceback(r.stderr):
-            out.good += 1
-        else:
-            out.notes.append(f"exit {r.returncode} for {code}: {r.stderr.strip()[-160:]}")
+        project = f"chaos-faults-{i}"  # a few at a time, each in a project of its own
+        return code, h.tpuctl("run", str(h.script), "--zone", ZONE, "--project", project,
+                              "--", "0", str(code))  # fmt: skip
+
+    with ThreadPoolExecutor(3) as pool:
+        for code, r in pool.map(one, range(runs)):
+            out.runs += 1
+            out.tracebacks += _traceback(r.stderr)
+            if r.returncode == code and not _traceback(r.stderr):
+                out.good += 1
+            else:
+                out.notes.append(f"exit {r.returncode} for {code}: {r.stderr.strip()[-160:]}")
     h.control.faults()
     left = h.leftovers()
     out.leaked = len(left)
@@ -311,13 +317,15 @@ UNDERNEATH = ("agent killed", "script killed", "node deleted", "node preempted",
               "emulator restarted")  # fmt: skip
 
 
-def underneath(h: Harness, each: int) -> Outcome:
+def underneath(h: Harness, each: int, heartbeat: str | None = None) -> Outcome:
     out = Outcome("agent, script, node or emulator gone mid-job")
     out.notes.append("worst: seconds from the fault until run ended and no node was left")
     h.reset(instant=True)
     for i in range(each * len(UNDERNEATH)):
         kind = UNDERNEATH[i % len(UNDERNEATH)]
         spot = ["--spot", "--restarts", "0"] if kind == "node preempted" else []
+        if heartbeat:  # the quick version: a shorter wait for a dead agent
+            spot += ["--heartbeat-deadline", heartbeat]
         proc = h.spawn("run", str(h.script), "--zone", ZONE, *spot, "--", "300", "0")
         out.runs += 1
         node = ""
@@ -550,7 +558,7 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "sigkill": lambda h, quick: sigkill(h, 2 if quick else 50, deadline=20.0 if quick else 60.0),
     "signals": lambda h, quick: signals(h, 3 if quick else 27),
     "input": lambda h, quick: bad_input(h, 12 if quick else None),
-    "underneath": lambda h, quick: underneath(h, 1 if quick else 4),
+    "underneath": lambda h, quick: underneath(h, 1, "15s") if quick else underneath(h, 2),
     "hostkeys": lambda h, quick: hostkeys(h, 3 if quick else None),
 }
 
