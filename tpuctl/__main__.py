@@ -1,5 +1,3 @@
-import sys
+from tpuctl.entry import main
 
-from tpuctl.cli import main
-
-sys.exit(main())
+main()

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -120,15 +125,47 @@ def _fail(message: str, hint: str | None = None) -> None:
         sys.stderr.write(f"hint: {hint}\n")
 
 
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _noting_ctrl_c() -> Iterator[list[int]]:
+    """While a command runs, SIGINT, SIGTERM and SIGHUP (where Python's defaults are in
+    place) note the signal, in the list yielded, and raise KeyboardInterrupt: typer
+    turns that into a silent exit 130, which then gets its line. Commands that clean up
+    install their own handlers (tpuctl.interrupts)."""
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        noted.append(signum)
+        raise KeyboardInterrupt
+
+    defaults = (signal.default_int_handler, signal.SIG_DFL)
+    replaced = {
+        sig: signal.signal(sig, on_signal) for sig in _STOPS if signal.getsignal(sig) in defaults
+    }
+    try:
+        yield noted
+    finally:
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     """Run tpuctl; return the exit code. Errors become one line, tracebacks only with --debug."""
     args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     app_env = app_env or AppEnv()
     app_env.debug = debug
     _set_debug(debug)
-    command = typer.main.get_command(app)
     try:
-        result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
+        with _noting_ctrl_c() as ctrl_c:
+            command = typer.main.get_command(app)
+            result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
+        if ctrl_c and result == ExitCode.INTERRUPTED:  # typer's word for a Ctrl-C: nothing
+            _fail("interrupted")
         return int(result) if isinstance(result, int) else 0
     except TpuctlError as e:
         if debug:
@@ -156,7 +193,7 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     except typer.Exit as e:
         return int(e.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        sys.stderr.write("interrupted\n")
+        _fail("interrupted")
         return int(ExitCode.INTERRUPTED)
     except click_exc.ClickException as e:
         _fail(e.format_message())

@@ -1,0 +1,67 @@
+"""A Ctrl-C at any moment of any command: exit 130 with one line, never a traceback,
+never death by the signal (the entry point guards the imports, `main` the commands)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tpuctl.cli.options import AppEnv
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_inside_a_command_without_cleanup_says_interrupted(cli, monkeypatch, sig):
+    before = signal.getsignal(sig)
+
+    def stop(self: AppEnv, *args: object, **kwargs: object) -> None:
+        os.kill(os.getpid(), sig)  # the real signal, through the real handler
+        raise AssertionError("the signal did not interrupt")
+
+    monkeypatch.setattr(AppEnv, "target", stop)
+    r = cli("list")
+    assert (r.code, r.err) == (130, "error: interrupted\n")
+    assert signal.getsignal(sig) is before  # put back
+
+
+def test_a_ctrl_c_while_the_cli_is_still_being_imported() -> None:
+    """The entry point catches a signal during the CLI's own imports: `tpuctl.cli`
+    raises it here as soon as it is imported, standing for one in the middle of it."""
+    code = (
+        "import os, signal, sys, types\n"
+        "class Finder:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'tpuctl.cli':\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Finder())\n"
+        "from tpuctl.entry import main\n"
+        "main()\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "list"], capture_output=True, text=True, timeout=60
+    )
+    assert (r.returncode, r.stderr) == (130, "error: interrupted\n")
+
+
+def test_the_entry_point_ignores_a_second_signal_while_it_ends() -> None:
+    code = (
+        "import os, signal, sys\n"
+        "import tpuctl.cli\n"
+        "def slow_main():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C: KeyboardInterrupt\n"
+        "tpuctl.cli.main = slow_main\n"
+        "import tpuctl.entry as e\n"
+        "real_write = sys.stderr.write\n"
+        "def write(text):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # a second one while it says so\n"
+        "    return real_write(text)\n"
+        "sys.stderr.write = write\n"
+        "e.main()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr == "error: interrupted\n"

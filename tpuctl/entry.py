@@ -1,0 +1,56 @@
+"""The `tpuctl` program's first code: a Ctrl-C at any moment ends it with one line and
+exit status 130, never a traceback or death by the signal.
+
+It imports nothing heavy, so that a signal during the imports of the CLI (the first
+tenth of a second or so) is caught too; and once tpuctl is ending, further SIGINT,
+SIGTERM and SIGHUP are ignored (a second Ctrl-C while it says what it left behind
+must not cut that short). `tpuctl.cli.main` handles the signals of each command.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+EXIT_INTERRUPTED = 130
+
+
+def main() -> None:
+    try:
+        with _alike():  # SIGTERM and SIGHUP during the imports end it as a Ctrl-C does
+            from tpuctl.cli import main as cli_main
+        code = cli_main()
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+        _quiet()
+        sys.stderr.write("error: interrupted\n")
+    _quiet()
+    sys.exit(code)
+
+
+class _alike:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt inside the block (unless ignored)."""
+
+    def __enter__(self) -> None:
+        self.replaced = {}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                self.replaced[sig] = signal.signal(sig, _interrupt)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.replaced.items():
+            signal.signal(sig, handler)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _quiet() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+if __name__ == "__main__":
+    main()
