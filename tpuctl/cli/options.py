@@ -70,11 +70,21 @@ class AppEnv:
             self._factory = ClientFactory()
         return self._factory
 
-    def target(self, project: str | None, zone: str | None, need_zone: bool = True) -> Target:
+    def target(
+        self,
+        project: str | None,
+        zone: str | None,
+        need_zone: bool = True,
+        many_zones: bool = False,
+    ) -> Target:
         from tpuctl.config import resolve_target
 
         return resolve_target(
-            project, zone, endpoint_defaults=self.factory.defaults, need_zone=need_zone
+            project,
+            zone,
+            endpoint_defaults=self.factory.defaults,
+            need_zone=need_zone,
+            many_zones=many_zones,
         )
 
     def tpu(self) -> TpuApi:
