@@ -326,7 +326,9 @@ def run(
     }
     restarts = (3 if o.spot else 0) if o.restarts is None else o.restarts
     if print_spec:
-        _print_spec(ctx, o, from_file, root / rel, restarts)
+        # the script as it was named (a symlinked folder stays as typed), else as found
+        named = Path(str(o.script))
+        _print_spec(ctx, o, from_file, named if named.is_file() else root / rel, restarts)
         return
     if not o.no_check:  # before anything is created: a mistake found here costs no TPU time
         checkup.gate(root, rel, o.accelerator, o.force)
