@@ -245,7 +245,7 @@ def _lookup(
                 if not many:
                     raise UsageError(
                         f"invalid --zone {value!r}: this command works in one zone",
-                        hint="a list of zones to try in order is for `tpuctl run`",
+                        hint="zones to try in order (a,b) are for `tpuctl run` and `tpuctl create`",
                     )
                 return split_zones(value, where), source, looked
             return [check_shape(key, value, where)], source, looked

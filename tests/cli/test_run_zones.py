@@ -145,3 +145,26 @@ def test_a_recreate_after_preemption_fails_over(emulator, script) -> None:
     assert "is in us-central1-b" in err
     assert _record(emulator)["zone"] == "us-central1-b"
     assert emulator.nodes() == []
+
+
+def test_create_fails_over_too(cli, emulator) -> None:
+    emulator.capacity({"us-central1-a": {"v3": 0}})
+    r = cli("create", "mine", "-a", "v3-8", "--zone", "us-central1-a,us-central1-b", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["zone"] == "us-central1-b"
+    assert "us-central1-a: about $8.00/h; quota: 128 of 128 cores free" in r.err
+    assert "zone us-central1-a skipped: no capacity for mine" in r.err
+    assert [n["name"] for n in emulator.nodes()] == [
+        "projects/tpuctl-demo/locations/us-central1-b/nodes/mine"
+    ]
+    assert cli("delete", "mine", "--zone", "us-central1-b", "--yes").code == 0
+    emulator.quotas({V3_ZONAL: {"us-central1-b": 0}})
+    r = cli("create", "mine", "-a", "v3-8", "--zone", "us-central1-a,us-central1-b")
+    assert r.code == 5, r.err
+    line = one_line_error(r, after_call=True)
+    assert line.startswith("error: no zone could take v3-8 node mine: us-central1-a: no capacity")
+    assert "; us-central1-b: quota exceeded" in line
+    assert emulator.nodes() == []
+    r = cli("list", "--zone", "us-central1-a,us-central1-b")
+    assert r.code == 2
+    assert "this command works in one zone" in one_line_error(r)

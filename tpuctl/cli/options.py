@@ -30,6 +30,16 @@ Zone = Annotated[
     str | None,
     typer.Option("--zone", "-z", help="Zone, e.g. us-central1-a.", autocompletion=complete.zones),
 ]
+Zones = Annotated[
+    str | None,
+    typer.Option(
+        "--zone",
+        "-z",
+        help="Zone, or zones to try in order when one has no capacity or quota left: "
+        "us-central2-b,us-east5-a.",
+        autocompletion=complete.zones,
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 Accelerator = Annotated[
     str,

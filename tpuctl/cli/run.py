@@ -14,8 +14,8 @@ import typer
 
 from tpuctl import interrupts
 from tpuctl.catalog import DEFAULT_ACCELERATOR
-from tpuctl.cli import checkup, complete, render
-from tpuctl.cli.options import Accelerator, Json, Project, app_of
+from tpuctl.cli import checkup, render
+from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
 from tpuctl.services.run.jobfile import MIN_SYNC_EVERY, parse_env
 
@@ -275,15 +275,7 @@ def run(
             help="An agent silent this long is lost: the job ends (default 60s).",
         ),
     ] = None,
-    zone: Annotated[
-        str | None,
-        typer.Option(
-            "--zone",
-            "-z",
-            help="Zone, or zones to try in order: us-central2-b,us-east5-a.",
-            autocompletion=complete.zones,
-        ),
-    ] = None,
+    zone: Zones = None,
     project: Project = None,
     json_out: Json = False,
     file: Annotated[

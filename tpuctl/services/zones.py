@@ -23,7 +23,7 @@ from tpuctl.errors import (
     TpuctlError,
     UsageError,
 )
-from tpuctl.services import cost, nodes, quota
+from tpuctl.services import cost, nodes, queued, quota
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi
@@ -124,3 +124,17 @@ def failover(
             if i + 1 < len(zones):
                 say(f"zone {zone} skipped: {e.message}")
     raise ZonesExhausted(what, reasons)
+
+
+def clear(tpu: TpuApi, target: Target, name: str, queued_request: bool = False) -> None:
+    """After a create refused in `target`'s zone: delete what it may have left there (the
+    node, its queued request), waiting until it is gone, so the next zone starts clean."""
+    if queued_request:
+        queued.delete_request(tpu, queued.qr_name(target, name))
+    try:
+        node = tpu.get_node(f"{target.parent}/nodes/{name}")
+    except NotFoundError:
+        return
+    result = nodes.delete_nodes(tpu, [node])[0]
+    if not result.ok and result.error is not None:
+        raise result.error
