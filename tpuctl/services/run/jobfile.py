@@ -7,9 +7,8 @@ absolute from the file's folder, `zones` as `a,b`), checked by the same function
 flags go through; the CLI then lets the flags the user gave win. Every error names the
 file, the line and the key, and is a UsageError (exit 2).
 
-`dump` writes such a file by hand (a flat table needs no TOML writer): strings are
-TOML basic strings with every character TOML forbids escaped, keys bare where TOML
-allows, `[env]` last.
+`dump` writes such a file by hand (a flat table needs no TOML writer, toml_text.py
+quotes its values), `[env]` last.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from tpuctl.catalog import canonical_accelerator
 from tpuctl.config import shape_rule
 from tpuctl.durations import parse_duration
 from tpuctl.errors import TpuctlError, UsageError
+from tpuctl.services.run.toml_text import toml_key, toml_string, toml_value
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
@@ -89,7 +89,6 @@ _WANTED = {
     "seconds": f"a number of seconds, at least {MIN_SYNC_EVERY:g}",
     "env": 'a table of names to strings, e.g. [env] then STEPS = "100"',
 }
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _KEY_LINE = re.compile(
     r"""\s*((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*="""
 )  # noqa: E501
@@ -291,47 +290,6 @@ def parse_env(pairs: list[str], env_files: list[Path]) -> dict[str, str]:
     return values
 
 
-# -- writing -----------------------------------------------------------------------
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
-            "\r": "\\r"}  # fmt: skip
-
-
-def toml_string(value: str) -> str:
-    """A TOML basic string: quotes, backslashes and control characters escaped, other
-    characters (non-ASCII included) as they are. A lone surrogate (undecodable bytes of
-    a file name or argument) has no TOML form: a UsageError."""
-    out = []
-    for ch in value:
-        code = ord(ch)
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04X}")
-        elif 0xD800 <= code <= 0xDFFF:
-            raise UsageError(f"{value!r} is not text (undecodable bytes): TOML cannot hold it")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else toml_string(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return "inf" if value == float("inf") else repr(value)
-    if isinstance(value, str):
-        return toml_string(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {value!r}")  # pragma: no cover - a bug
-
-
 def shown_path(path: Path, cwd: Path | None = None) -> str:
     """A path as a job file written in the current folder names it: relative when it is
     inside that folder, else absolute."""
@@ -355,13 +313,13 @@ def dump(values: Mapping[str, Any], comment: str = "") -> str:
         elif isinstance(value, list | tuple):
             value = [shown_path(v) if isinstance(v, Path) else v for v in value]
         with _naming(key):
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
     env = values.get("env") or {}
     if env:
         lines += ["", "[env]"]
         for name, value in env.items():
             with _naming(f"env.{name}"):
-                lines.append(f"{_toml_key(name)} = {toml_string(value)}")
+                lines.append(f"{toml_key(name)} = {toml_string(value)}")
     return "\n".join(lines) + "\n"
 
 
