@@ -168,3 +168,15 @@ def test_create_fails_over_too(cli, emulator) -> None:
     r = cli("list", "--zone", "us-central1-a,us-central1-b")
     assert r.code == 2
     assert "this command works in one zone" in one_line_error(r)
+
+
+def test_quota_that_cannot_be_read_is_said_and_does_not_block(cli, emulator) -> None:
+    emulator.config(quotas_api="denied")
+    emulator.capacity({"us-central1-a": {"v3": 0}})
+    r = cli("create", "mine", "-a", "v3-8", "--zone", "us-central1-a,us-central1-b")
+    assert r.code == 0, r.err
+    assert "  us-central1-a: about $8.00/h; quota: not readable (" in r.err
+    assert "  us-central1-b: about $8.00/h; quota: not readable (" in r.err
+    assert "zone us-central1-a skipped: no capacity" in r.err
+    assert cli("delete", "mine", "--zone", "us-central1-b", "--yes").code == 0
+    assert emulator.nodes() == []
