@@ -53,8 +53,9 @@ def test_no_capacity_in_the_first_zone_runs_in_the_second(cli, emulator, script)
 
 def test_exhausted_quota_in_the_first_zone_runs_in_the_second(cli, emulator, script) -> None:
     emulator.quotas({V3_ZONAL: {"us-central1-a": 0}})
-    r = cli("run", str(script), "--zone", "us-central1-a,us-central1-b")
+    r = cli("run", str(script), "--zone", "us-central1-a,us-central1-b", "--json")
     assert r.code == 0, r.err
+    assert json.loads(r.out)["zone"] == "us-central1-b"  # stdout holds only the JSON
     assert "us-central1-a: about $8.00/h; quota: 0 of 0 cores free in zone us-central1-a" in r.err
     assert "zone us-central1-a skipped: quota exceeded" in r.err
     assert _record(emulator)["zone"] == "us-central1-b"

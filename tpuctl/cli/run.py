@@ -382,7 +382,9 @@ def run(
     where = f"gs://{runner.bucket.name if runner.bucket else '?'}/tpuctl/jobs/{outcome.job_id}/"
     if spec.detach:
         if json_out:
-            render.print_json({"job": outcome.job_id, "node": outcome.node, "bucket": where})
+            render.print_json(
+                {"job": outcome.job_id, "node": outcome.node, "zone": runner.zone, "bucket": where}
+            )
         else:
             left = _left(runner, runner.zone)
             render.info(f"job {outcome.job_id} started on {outcome.node}; {left}")
@@ -401,6 +403,7 @@ def run(
             {
                 "job": outcome.job_id,
                 "node": outcome.node,
+                "zone": runner.zone,
                 "exitStatus": outcome.exit_status,
                 "states": outcome.states,
                 "bucket": where,
