@@ -131,10 +131,10 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
 def test_every_option_of_run_has_a_key() -> None:
     import inspect
 
-    from tpuctl.cli.run import _PARAM_OF, run
+    from tpuctl.cli.run import run
 
     params = set(inspect.signature(run).parameters) - {"ctx"}
-    keys = {_PARAM_OF.get(k, k) for k in jobfile.KEYS}
+    keys = {jobfile.PARAM_OF.get(k, k) for k in jobfile.KEYS}
     # --json is how this call prints, -f and --print-spec are about the file itself
     assert params - keys == {"json_out", "file", "print_spec"}
     assert keys <= params

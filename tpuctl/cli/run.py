@@ -17,7 +17,7 @@ from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
-from tpuctl.services.run.jobfile import MIN_SYNC_EVERY, parse_env
+from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env
 
 if TYPE_CHECKING:
     from tpuctl.services.run.jobfile import JobFile
@@ -61,12 +61,7 @@ class CliUI:
                 self.log(worker, b"\n")
 
 
-# A job file's key -> run()'s parameter, where the names differ.
-_PARAM_OF = {"args": "script_args", "zones": "zone", "queued": "queued_flag", "env": "env_pairs"}
 _GIVEN = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")  # click's ParameterSource names
-# Written by --print-spec even when left at their defaults: what the job would otherwise
-# get from this tpuctl's defaults, which a teammate's may not share.
-_ALWAYS = ("accelerator", "spot", "restarts")
 
 
 def _given(ctx: typer.Context, param: str) -> bool:
@@ -76,25 +71,15 @@ def _given(ctx: typer.Context, param: str) -> bool:
 
 
 def _merged(ctx: typer.Context, file: Path | None) -> tuple[Any, JobFile | None, set[str]]:
-    """run()'s parameters with a job file's values under the flags the user gave (the
-    script's args go with the script); the file, and the keys it gave."""
+    """run()'s parameters with a job file's values under the flags the user gave; the
+    file, and the keys it gave."""
     from tpuctl.services.run import jobfile
 
     params = dict(ctx.params)
     if file is None:
         return SimpleNamespace(**params), None, set()
     job_file = jobfile.load(file)
-    given = {n for n in params if _given(ctx, n)}
-    used: set[str] = set()
-    for key, value in job_file.values.items():
-        param = _PARAM_OF.get(key, key)
-        if key == "env":  # per name: --env KEY=VALUE replaces that one
-            params[param] = [*value, *params[param]]
-        elif param in given or (key == "args" and "script" in given):
-            continue
-        else:
-            params[param] = value
-        used.add(key)
+    used = jobfile.merge(params, {n for n in params if _given(ctx, n)}, job_file)
     return SimpleNamespace(**params), job_file, used
 
 
@@ -102,29 +87,11 @@ def _print_spec(
     ctx: typer.Context, o: Any, from_file: set[str], script: Path, restarts: int
 ) -> None:
     """The job file for what was given (flags, and the file read with -f) on stdout."""
-    from tpuctl.config import split_zones
     from tpuctl.services.run import jobfile
 
-    values: dict[str, Any] = {"script": script, "args": list(o.script_args or [])}
-    for key in jobfile.KEYS:
-        param = _PARAM_OF.get(key, key)
-        given = _given(ctx, param) or key in from_file
-        special = key in ("script", "args", "zone", "zones", "env")
-        if (special or not given) and key not in _ALWAYS:
-            continue
-        values[key] = getattr(o, param)
-    values["restarts"] = restarts
-    if o.zone:
-        zones = split_zones(o.zone)
-        values["zone" if len(zones) == 1 else "zones"] = zones[0] if len(zones) == 1 else zones
-    if len(o.env_file) == 1:
-        values["env_file"] = o.env_file[0]
-    values["env"] = jobfile.parse_env(o.env_pairs, [])
-    comment = (
-        "A tpuctl job: `tpuctl run -f THIS_FILE` runs it; flags given then win.\n"
-        "Relative paths are from this file's folder (written for one in the current folder)."
-    )
-    sys.stdout.buffer.write(jobfile.dump(values, comment).encode("utf-8"))
+    given = {n for n in vars(o) if _given(ctx, n)}
+    text = jobfile.spec_text(vars(o), given, from_file, script, restarts)
+    sys.stdout.buffer.write(text.encode("utf-8"))
     sys.stdout.buffer.flush()
 
 

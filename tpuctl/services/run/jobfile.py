@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.catalog import canonical_accelerator
-from tpuctl.config import shape_rule
+from tpuctl.config import shape_rule, split_zones
 from tpuctl.durations import parse_duration
 from tpuctl.errors import TpuctlError, UsageError
+from tpuctl.services import nodes
+from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env
 from tpuctl.services.run.toml_text import toml_key, toml_string, toml_value
 
 if TYPE_CHECKING:
@@ -39,8 +41,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-# The fewest seconds between output uploads: the --sync-every flag's minimum too.
-MIN_SYNC_EVERY = 1.0
 
 # key -> kind. The order is the order `dump` writes them in.
 KEYS: dict[str, str] = {
@@ -93,6 +93,13 @@ _KEY_LINE = re.compile(
     r"""\s*((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*="""
 )  # noqa: E501
 _TABLE_LINE = re.compile(r"\s*\[\s*([^\]\[]+?)\s*\]")
+
+
+# A key -> the parameter of `run` (tpuctl/cli/run.py) it stands for, where names differ.
+PARAM_OF = {"args": "script_args", "zones": "zone", "queued": "queued_flag", "env": "env_pairs"}
+# Written by --print-spec even when left at their defaults: what the job would otherwise
+# get from this tpuctl's defaults, which a teammate's may not share.
+ALWAYS = ("accelerator", "spot", "restarts")
 
 
 @dataclass
@@ -263,33 +270,6 @@ def _zone(value: str) -> str:
     return value
 
 
-def parse_env(pairs: list[str], env_files: list[Path]) -> dict[str, str]:
-    """The script's environment from `--env-file` files (in order) then `--env KEY=VALUE`
-    pairs, later ones winning."""
-    values: dict[str, str] = {}
-    for env_file in env_files:
-        try:
-            text = env_file.read_text()
-        except OSError as e:
-            raise UsageError(f"cannot read --env-file {env_file}: {e.strerror}") from e
-        except UnicodeDecodeError:
-            raise UsageError(f"cannot read --env-file {env_file}: not UTF-8 text") from None
-        for n, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            key, sep, value = line.removeprefix("export ").partition("=")
-            if not sep or not key.strip().isidentifier():
-                raise UsageError(f"{env_file}:{n}: expected KEY=VALUE")
-            values[key.strip()] = value.strip().strip("'\"")
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise UsageError(f"invalid --env {pair!r}: expected KEY=VALUE")
-        values[key] = value
-    return values
-
-
 def shown_path(path: Path, cwd: Path | None = None) -> str:
     """A path as a job file written in the current folder names it: relative when it is
     inside that folder, else absolute."""
@@ -337,8 +317,6 @@ def check_offered(
     """The accelerator and runtime version a job file gave, asked of the API as a create
     asks (`nodes.check_accelerator`, `check_version`), so that a bad one is named with
     its line: offered in at least one of the zones. The create checks again, per zone."""
-    from tpuctl.services import nodes
-
     if spec.node:  # an existing node's type is the node's
         return
     checks = [
@@ -362,3 +340,46 @@ def check_offered(
                 raise UsageError(
                     "; ".join(e.message for e in refused), hint=refused[0].hint
                 ) from None
+
+
+def merge(params: dict[str, Any], given: set[str], job_file: JobFile) -> set[str]:
+    """Put the file's values into `run`'s `params` where the user gave no flag (the
+    script's args go with the script; `env` is merged name by name, flags last); the
+    keys whose values were used."""
+    used: set[str] = set()
+    for key, value in job_file.values.items():
+        param = PARAM_OF.get(key, key)
+        if key == "env":  # per name: --env KEY=VALUE replaces that one
+            params[param] = [*value, *params[param]]
+        elif param in given or (key == "args" and "script" in given):
+            continue
+        else:
+            params[param] = value
+        used.add(key)
+    return used
+
+
+def spec_text(
+    params: Mapping[str, Any], given: set[str], from_file: set[str], script: Path, restarts: int
+) -> str:
+    """The job file (`--print-spec`) for `run`'s `params`: the options given as flags or
+    by a file read, `ALWAYS` ones, the script and its args."""
+    values: dict[str, Any] = {"script": script, "args": list(params["script_args"] or [])}
+    for key in KEYS:
+        param = PARAM_OF.get(key, key)
+        special = key in ("script", "args", "zone", "zones", "env")
+        if (special or not (param in given or key in from_file)) and key not in ALWAYS:
+            continue
+        values[key] = params[param]
+    values["restarts"] = restarts
+    if params["zone"]:
+        zones = split_zones(params["zone"])
+        values["zone" if len(zones) == 1 else "zones"] = zones[0] if len(zones) == 1 else zones
+    if len(params["env_file"]) == 1:
+        values["env_file"] = params["env_file"][0]
+    values["env"] = parse_env(params["env_pairs"], [])
+    comment = (
+        "A tpuctl job: `tpuctl run -f THIS_FILE` runs it; flags given then win.\n"
+        "Relative paths are from this file's folder (written for one in the current folder)."
+    )
+    return dump(values, comment)
