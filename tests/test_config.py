@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,45 @@ def test_config_file_values_must_be_strings(base_env: dict[str, str]) -> None:
         with pytest.raises(ConfigError) as e:
             resolve_target(env={**base_env, **env})
         assert str(e.value).startswith(says.format(path))
+
+
+def test_zone_lists_for_commands_that_fail_over(base_env: dict[str, str]) -> None:
+    t = resolve_target("my-project", "us-central2-b, us-east5-a,us-central2-b", env=base_env,
+                       many_zones=True)  # fmt: skip
+    assert (t.zone, t.zones, t.candidates) == (
+        "us-central2-b",
+        ("us-central2-b", "us-east5-a"),
+        ("us-central2-b", "us-east5-a"),
+    )
+    assert t.in_zone("us-east5-a").zone == "us-east5-a"
+    one = resolve_target("my-project", "us-east5-a", env=base_env, many_zones=True)
+    assert (one.zones, one.candidates) == ((), ("us-east5-a",))
+    with pytest.raises(UsageError, match=r"invalid --zone 'us-east5-a,': an empty zone"):
+        resolve_target("my-project", "us-east5-a,", env=base_env, many_zones=True)
+    with pytest.raises(UsageError, match=r"invalid --zone 'nope': a zone looks like"):
+        resolve_target("my-project", "us-east5-a,nope", env=base_env, many_zones=True)
+    with pytest.raises(UsageError, match=r"this command works in one zone"):
+        resolve_target("my-project", "us-central2-b,us-east5-a", env=base_env)
+
+
+def test_zones_in_the_config_file(base_env: dict[str, str]) -> None:
+    path = Path(base_env["TPUCTL_CONFIG"])
+    path.write_text('project = "my-project"\nzones = ["us-east5-a", "us-central2-b"]\n')
+    t = resolve_target(env=base_env, many_zones=True)
+    assert (t.zone, t.zones) == ("us-east5-a", ("us-east5-a", "us-central2-b"))
+    assert "zones = [...]" in t.zone_source
+    single = resolve_target(env=base_env)  # a command that works in one zone: the first
+    assert (single.zone, single.candidates) == ("us-east5-a", ("us-east5-a",))
+    # the flag wins over the file
+    assert resolve_target(zone="us-east1-d", env=base_env, many_zones=True).candidates == (
+        "us-east1-d",
+    )
+    for text, says in (
+        ('zones = ["us-east5-a"]\nzone = "us-east5-a"\n', "both zone and zones are set in"),
+        ("zones = []\n", "zones = [] in"),
+        ('zones = "us-east5-a"\n', "zones = 'us-east5-a' in"),
+        ('zones = ["Nope"]\n', "invalid zone 'Nope' (from"),
+    ):
+        path.write_text('project = "my-project"\n' + text)
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            resolve_target(env=base_env, many_zones=True)

@@ -10,6 +10,7 @@ configuration, read as a file; last, defaults offered by the endpoint in use
 from __future__ import annotations
 
 import configparser
+import dataclasses
 import os
 import re
 import sys
@@ -112,11 +113,18 @@ _SHAPES = {
 _EXAMPLE = {"project": "a project id like my-project", "zone": "a zone like us-central1-a"}
 
 
+def shape_rule(kind: str, value: str) -> str | None:
+    """None when `value` has the shape of a `kind` ("project", "zone", "region"), else
+    the rule it breaks (the one check behind flags, the config file and job files)."""
+    pattern, rule = _SHAPES[kind]
+    return None if pattern.fullmatch(value) else rule
+
+
 def check_shape(kind: str, value: str, source: str) -> str:
     """`value` when it has the shape of a `kind` ("project", "zone", "region"); else a
     UsageError when `source` is a flag (`--zone`), a ConfigError naming the source."""
-    pattern, rule = _SHAPES[kind]
-    if pattern.fullmatch(value):
+    rule = shape_rule(kind, value)
+    if rule is None:
         return value
     shown = value if len(value) <= 64 else value[:61] + "..."
     if source.startswith("--"):
@@ -124,14 +132,40 @@ def check_shape(kind: str, value: str, source: str) -> str:
     raise ConfigError(f"invalid {kind} {shown!r} (from {source}): {rule}")
 
 
+def split_zones(value: str, source: str = "--zone") -> list[str]:
+    """`us-central2-b,us-east5-a` -> the zones in order (each checked, repeats dropped);
+    an empty item is refused, as a flag's error (exit 2) or the source's (exit 3)."""
+    items = [z.strip() for z in value.split(",")]
+    if any(not z for z in items):
+        message = f"invalid {source} {value!r}: an empty zone in the list"
+        rule = "give zones separated by commas, e.g. us-central2-b,us-east5-a"
+        if source.startswith("--"):
+            raise UsageError(f"{message}; {rule}")
+        raise ConfigError(f"{message}; {rule}")
+    return list(dict.fromkeys(check_shape("zone", z, source) for z in items))
+
+
 @dataclass(frozen=True)
 class Target:
-    """The project and zone a command works on, and where each came from."""
+    """The project and zone a command works on, and where each came from.
+
+    `zones`: for the commands that fail over (`run`), every zone to try, in order;
+    `zone` is the one in use (the first until a failover moves on)."""
 
     project: str
     zone: str
     project_source: str = ""
     zone_source: str = ""
+    zones: tuple[str, ...] = ()
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        """The zones to try, in order (just `zone` when no list was given)."""
+        return self.zones or (self.zone,)
+
+    def in_zone(self, zone: str) -> Target:
+        """The same target in another of its zones."""
+        return dataclasses.replace(self, zone=zone)
 
     @property
     def region(self) -> str:
@@ -142,6 +176,29 @@ class Target:
         return f"projects/{self.project}/locations/{self.zone}"
 
 
+def _file_zone(file_cfg: Mapping[str, Any], path: Path) -> str | list[str] | None:
+    """The config file's `zone = "..."` or `zones = ["...", ...]` (not both)."""
+    zone, zones = file_cfg.get("zone"), file_cfg.get("zones")
+    if zone is not None and zones is not None:
+        raise ConfigError(
+            f"both zone and zones are set in {path}: set one",
+            hint='zones = [...] lists zones to try in order (run); zone = "..." is one zone',
+        )
+    if zones is None:
+        if zone is not None and not isinstance(zone, str):
+            raise ConfigError(
+                f"zone = {zone!r} in {path}: expected a string, {_EXAMPLE['zone']}",
+                hint="several zones to try in order: zones = [...]",
+            )
+        return zone
+    if not isinstance(zones, list) or not zones or not all(isinstance(z, str) and z for z in zones):
+        raise ConfigError(
+            f"zones = {zones!r} in {path}: expected a list of zones, "
+            '["us-central2-b", "us-east5-a"]'
+        )
+    return list(zones)
+
+
 def _lookup(
     key: str,
     flag: str | None,
@@ -149,16 +206,26 @@ def _lookup(
     file_cfg: Mapping[str, Any],
     gcloud: Mapping[str, str],
     fallback: Callable[[], Mapping[str, str]],
-) -> tuple[str | None, str, list[str]]:
-    """One value through the chain; returns (value, source, places looked)."""
+    many: bool = False,
+) -> tuple[list[str], str, list[str]]:
+    """One value through the chain; returns (values, source, places looked).
+
+    Only a zone can be several: a comma list in --zone (when `many`), or the config
+    file's `zones` (a command that takes one zone uses its first)."""
     tpuctl_env = {"project": "TPUCTL_PROJECT", "zone": "TPUCTL_ZONE"}[key]
     cloudsdk_env = {"project": "CLOUDSDK_CORE_PROJECT", "zone": "CLOUDSDK_COMPUTE_ZONE"}[key]
     gcloud_key = {"project": "core/project", "zone": "compute/zone"}[key]
+    path = config_file_path(env)
+    in_file = "zone = ... or zones = [...]" if key == "zone" else f"{key} = ..."
+
+    def from_file() -> Any:
+        return _file_zone(file_cfg, path) if key == "zone" else file_cfg.get(key)
+
     chain: list[tuple[str, Callable[[], Any]]] = [
         (f"--{key}", lambda: flag),
         (f"${tpuctl_env}", lambda: env.get(tpuctl_env)),
         (f"${cloudsdk_env}", lambda: env.get(cloudsdk_env)),
-        (f"{config_file_path(env)} ({key} = ...)", lambda: file_cfg.get(key)),
+        (f"{path} ({in_file})", from_file),
         (f"gcloud config {gcloud_key}", lambda: gcloud.get(gcloud_key)),
         ("the endpoint's defaults", lambda: fallback().get(key)),
     ]
@@ -166,14 +233,24 @@ def _lookup(
     for source, get in chain:
         value = get()
         if value:
+            where = source.split(" (", 1)[0]
+            if isinstance(value, list) and key == "zone":  # `zones` in the config file
+                zones = [check_shape(key, z, where) for z in dict.fromkeys(value)]
+                return (zones if many else zones[:1]), source, looked
             if not isinstance(value, str):  # the config file is TOML: a list, a number
                 raise ConfigError(
-                    f"{key} = {value!r} in {config_file_path(env)}: expected a string, "
-                    f"{_EXAMPLE[key]}"
+                    f"{key} = {value!r} in {path}: expected a string, {_EXAMPLE[key]}"
                 )
-            return check_shape(key, value, source.split(" (", 1)[0]), source, looked
+            if key == "zone" and where == "--zone" and "," in value:
+                if not many:
+                    raise UsageError(
+                        f"invalid --zone {value!r}: this command works in one zone",
+                        hint="zones to try in order (a,b) are for `tpuctl run` and `tpuctl create`",
+                    )
+                return split_zones(value, where), source, looked
+            return [check_shape(key, value, where)], source, looked
         looked.append(source)
-    return None, "", looked
+    return [], "", looked
 
 
 def resolve_target(
@@ -183,27 +260,34 @@ def resolve_target(
     env: Mapping[str, str] | None = None,
     endpoint_defaults: Callable[[], Mapping[str, str]] = dict,
     need_zone: bool = True,
+    many_zones: bool = False,
 ) -> Target:
-    """Project and zone through the whole chain; a one-line ConfigError names where it looked."""
+    """Project and zone through the whole chain; a one-line ConfigError names where it looked.
+
+    `many_zones`: the command fails over, so --zone may list zones (`a,b`) and the config
+    file's `zones` is taken whole; `Target.zones` holds them."""
     env = os.environ if env is None else env
     file_cfg = load_config_file(env)
     gcloud = gcloud_properties(env)
-    p, p_src, p_looked = _lookup("project", project, env, file_cfg, gcloud, endpoint_defaults)
-    if not p:
+    ps, p_src, p_looked = _lookup("project", project, env, file_cfg, gcloud, endpoint_defaults)
+    if not ps:
         raise ConfigError(
             "no project set; looked at " + ", ".join(p_looked),
             hint="pass --project P, or run `gcloud config set project P`",
         )
-    z, z_src, z_looked = _lookup("zone", zone, env, file_cfg, gcloud, endpoint_defaults)
-    if not z:
+    zs, z_src, z_looked = _lookup(
+        "zone", zone, env, file_cfg, gcloud, endpoint_defaults, many=many_zones
+    )
+    if not zs:
         if need_zone:
             raise ConfigError(
                 "no zone set; looked at " + ", ".join(z_looked),
                 hint="pass --zone Z (e.g. us-central1-a), "
                 "or run `gcloud config set compute/zone Z`",
             )
-        z, z_src = "-", "all zones"
-    return Target(project=p, zone=z, project_source=p_src, zone_source=z_src)
+        zs, z_src = ["-"], "all zones"
+    zones = tuple(zs) if len(zs) > 1 else ()
+    return Target(ps[0], zs[0], project_source=p_src, zone_source=z_src, zones=zones)
 
 
 def login_name() -> str:

@@ -9,12 +9,13 @@ import typer
 from tpuctl import interrupts
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import render
-from tpuctl.cli.options import Accelerator, AppEnv, Json, NoWait, Project, Zone, app_of
+from tpuctl.cli.options import Accelerator, AppEnv, Json, NoWait, Project, Zones, app_of
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
 
 if TYPE_CHECKING:
     from tpuctl.config import Target
     from tpuctl.models import Node
+    from tpuctl.services import nodes
     from tpuctl.services.queued import QueueOptions
 
 SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
@@ -35,7 +36,7 @@ def create(
         str | None,
         typer.Option("--version", help="Runtime version (default: the generation's base image)."),
     ] = None,
-    zone: Zone = None,
+    zone: Zones = None,
     project: Project = None,
     spot: Annotated[
         bool, typer.Option("--spot", help="Spot capacity: cheaper, can be preempted.")
@@ -111,7 +112,7 @@ def create(
     from tpuctl.services import cost, names, nodes
 
     app = app_of(ctx)
-    target = app.target(project, zone)
+    target = app.target(project, zone, many_zones=True)
     api = app.tpu()
     if name is None:
         name = names.generated_name(accelerator)
@@ -149,10 +150,66 @@ def create(
     )
     # From here to the end, SIGTERM and SIGHUP interrupt as Ctrl-C does, and the create
     # call is not cut in half (tpuctl/interrupts.py).
+    from tpuctl.services import zones
+
+    quotas = app.factory.quotas()
     with interrupts.alike():
+        order = list(target.candidates)
+        if len(order) > 1:  # --zone a,b: each zone's price and quota first, then failover
+            views = zones.survey(api, quotas, target, accelerator, spot or preemptible)
+            render.info(f"zones for {accelerator}, tried in this order ({cost.note()}):")
+            for view in sorted(views, key=lambda v: bool(v.dropped)):
+                render.info(view.line())
+            order = zones.usable(views, accelerator)
+        request = _Request(app, spec, options, queued, no_wait, wait_ssh, json_out, len(order) == 1)
+        zones.failover(
+            order,
+            lambda z: request.create_in(target.in_zone(z)),
+            lambda z: zones.clear(api, target.in_zone(z), name, queued),
+            render.info,
+            f"{accelerator} node {name}",
+        )
+
+
+class _Request:
+    """One create, in one zone (a failover tries it zone after zone)."""
+
+    def __init__(
+        self,
+        app: AppEnv,
+        spec: nodes.CreateSpec,
+        options: QueueOptions,
+        queued: bool,
+        no_wait: bool,
+        wait_ssh: bool,
+        json_out: bool,
+        announce: bool,
+    ) -> None:
+        self.app, self.spec, self.options = app, spec, options
+        self.queued, self.no_wait, self.wait_ssh, self.json_out = (
+            queued,
+            no_wait,
+            wait_ssh,
+            json_out,
+        )
+        self.announce = announce
+
+    def create_in(self, target: Target) -> None:
+        from tpuctl.services import cost, nodes
+
+        app, spec, options = self.app, self.spec, self.options
+        queued, no_wait, wait_ssh, json_out = (
+            self.queued,
+            self.no_wait,
+            self.wait_ssh,
+            self.json_out,
+        )
+        name, accelerator = spec.name, spec.accelerator
+        spot, preemptible, internal_ip_only = spec.spot, spec.preemptible, spec.internal_ip_only
+        api = app.tpu()
         body = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
         rate = cost.hourly(accelerator, spot or preemptible)
-        if rate is not None:
+        if rate is not None and self.announce:
             kind = "spot" if spot else "preemptible" if preemptible else "on-demand"
             price = cost.money(rate, per_hour=True)
             render.info(f"{accelerator} {kind}: about {price} ({cost.note()})")

@@ -30,6 +30,16 @@ Zone = Annotated[
     str | None,
     typer.Option("--zone", "-z", help="Zone, e.g. us-central1-a.", autocompletion=complete.zones),
 ]
+Zones = Annotated[
+    str | None,
+    typer.Option(
+        "--zone",
+        "-z",
+        help="Zone, or zones to try in order when one has no capacity or quota left: "
+        "us-central2-b,us-east5-a.",
+        autocompletion=complete.zones,
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 Accelerator = Annotated[
     str,
@@ -70,11 +80,21 @@ class AppEnv:
             self._factory = ClientFactory()
         return self._factory
 
-    def target(self, project: str | None, zone: str | None, need_zone: bool = True) -> Target:
+    def target(
+        self,
+        project: str | None,
+        zone: str | None,
+        need_zone: bool = True,
+        many_zones: bool = False,
+    ) -> Target:
         from tpuctl.config import resolve_target
 
         return resolve_target(
-            project, zone, endpoint_defaults=self.factory.defaults, need_zone=need_zone
+            project,
+            zone,
+            endpoint_defaults=self.factory.defaults,
+            need_zone=need_zone,
+            many_zones=many_zones,
         )
 
     def tpu(self) -> TpuApi:

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Annotated, Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tpuctl import interrupts
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup, render
-from tpuctl.cli.options import Accelerator, Json, Project, Zone, app_of
+from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
+from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env
+
+if TYPE_CHECKING:
+    from tpuctl.services.run.jobfile import JobFile
 
 
 class CliUI:
@@ -54,29 +61,38 @@ class CliUI:
                 self.log(worker, b"\n")
 
 
-def parse_env(pairs: list[str], env_file: Path | None) -> dict[str, str]:
-    values: dict[str, str] = {}
-    if env_file is not None:
-        try:
-            text = env_file.read_text()
-        except OSError as e:
-            raise UsageError(f"cannot read --env-file {env_file}: {e.strerror}") from e
-        except UnicodeDecodeError:
-            raise UsageError(f"cannot read --env-file {env_file}: not UTF-8 text") from None
-        for n, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            key, sep, value = line.removeprefix("export ").partition("=")
-            if not sep or not key.strip().isidentifier():
-                raise UsageError(f"{env_file}:{n}: expected KEY=VALUE")
-            values[key.strip()] = value.strip().strip("'\"")
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise UsageError(f"invalid --env {pair!r}: expected KEY=VALUE")
-        values[key] = value
-    return values
+_GIVEN = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")  # click's ParameterSource names
+
+
+def _given(ctx: typer.Context, param: str) -> bool:
+    """Whether the user gave this parameter (not its default), as click knows it."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name in _GIVEN
+
+
+def _merged(ctx: typer.Context, file: Path | None) -> tuple[Any, JobFile | None, set[str]]:
+    """run()'s parameters with a job file's values under the flags the user gave; the
+    file, and the keys it gave."""
+    from tpuctl.services.run import jobfile
+
+    params = dict(ctx.params)
+    if file is None:
+        return SimpleNamespace(**params), None, set()
+    job_file = jobfile.load(file)
+    used = jobfile.merge(params, {n for n in params if _given(ctx, n)}, job_file)
+    return SimpleNamespace(**params), job_file, used
+
+
+def _print_spec(
+    ctx: typer.Context, o: Any, from_file: set[str], script: Path, restarts: int
+) -> None:
+    """The job file for what was given (flags, and the file read with -f) on stdout."""
+    from tpuctl.services.run import jobfile
+
+    given = {n for n in vars(o) if _given(ctx, n)}
+    text = jobfile.spec_text(vars(o), given, from_file, script, restarts)
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.flush()
 
 
 def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
@@ -134,7 +150,13 @@ def _stop(runner: Any, ui: CliUI, zone: str) -> None:
 
 def run(
     ctx: typer.Context,
-    script: Annotated[str, typer.Argument(help="A .py file (run with python3) or an executable.")],
+    script: Annotated[
+        str | None,
+        typer.Argument(
+            help="A .py file (run with python3) or an executable (or `script` in -f FILE).",
+            show_default=False,
+        ),
+    ] = None,
     script_args: Annotated[
         list[str] | None, typer.Argument(help="Arguments for the script, after --.")
     ] = None,
@@ -154,7 +176,9 @@ def run(
     env_pairs: Annotated[
         list[str], typer.Option("--env", help="KEY=VALUE for the script; repeatable.")
     ] = [],  # noqa: B006
-    env_file: Annotated[Path | None, typer.Option("--env-file", help="KEY=VALUE lines.")] = None,
+    env_file: Annotated[
+        list[Path], typer.Option("--env-file", help="KEY=VALUE lines; repeatable.")
+    ] = [],  # noqa: B006
     setup: Annotated[
         str | None, typer.Option("--setup", help="Shell command run once per worker first.")
     ] = None,
@@ -201,7 +225,9 @@ def run(
     ] = False,
     sync_every: Annotated[
         float,
-        typer.Option("--sync-every", min=1.0, help="Seconds between output uploads (checkpoints)."),
+        typer.Option(
+            "--sync-every", min=MIN_SYNC_EVERY, help="Seconds between output uploads (checkpoints)."
+        ),
     ] = 30.0,
     force: Annotated[
         bool, typer.Option("--force", help="Run even when `tpuctl doctor` finds errors.")
@@ -216,9 +242,17 @@ def run(
             help="An agent silent this long is lost: the job ends (default 60s).",
         ),
     ] = None,
-    zone: Zone = None,
+    zone: Zones = None,
     project: Project = None,
     json_out: Json = False,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="A job file (TOML) with these options; flags given win."),
+    ] = None,
+    print_spec: Annotated[
+        bool,
+        typer.Option("--print-spec", help="Print the job file for these flags and exit."),
+    ] = False,
 ) -> None:
     """Run a script on a TPU VM: stage it, run it on every worker, stream logs, tear down.
 
@@ -227,49 +261,68 @@ def run(
     from tpuctl.config import load_config_file
     from tpuctl.durations import parse_duration
     from tpuctl.services import staging
+    from tpuctl.services.run import jobfile
     from tpuctl.services.run.runner import Adapters, Runner, RunSpec
     from tpuctl.services.run.spec import HEARTBEAT_DEADLINE, START_DEADLINE
 
-    if valid_until and not queued_flag:
+    o, job_file, from_file = _merged(ctx, file)
+    blame = job_file.blame if job_file else lambda key: contextlib.nullcontext()
+    if o.script is None:
+        raise UsageError(
+            "no script: give one (tpuctl run SCRIPT) or a job file with `script = ...` (-f FILE)"
+        )
+    if o.valid_until and not o.queued_flag:
         raise UsageError("--valid-until needs --queued")
-    if queued_flag and node:
+    if o.queued_flag and o.node:
         raise UsageError("--queued asks for a new node: it does not go with --node")
-    root, rel = locate(script, workdir)
-    if not no_check:  # before anything is created: a mistake found here costs no TPU time
-        checkup.gate(root, rel, accelerator, force)
+    with blame("script" if "script" in from_file else "workdir"):
+        root, rel = locate(str(o.script), o.workdir)
+    env = parse_env(o.env_pairs, o.env_file)
+    durations = {
+        key: parse_duration(getattr(o, key), f"--{key.replace('_', '-')}")
+        for key in ("ttl", "valid_until", "start_deadline", "heartbeat_deadline")
+        if getattr(o, key)
+    }
+    restarts = (3 if o.spot else 0) if o.restarts is None else o.restarts
+    if print_spec:
+        # the script as it was named (a symlinked folder stays as typed), else as found
+        named = Path(str(o.script))
+        _print_spec(ctx, o, from_file, named if named.is_file() else root / rel, restarts)
+        return
+    if not o.no_check:  # before anything is created: a mistake found here costs no TPU time
+        checkup.gate(root, rel, o.accelerator, o.force)
     spec = RunSpec(
         script=rel,
         workdir=root,
-        args=list(script_args or []),
-        node=node,
-        accelerator=accelerator,
-        version=version,
-        spot=spot,
-        excludes=list(exclude),
-        bucket=bucket,
-        env=parse_env(env_pairs, env_file),
-        setup=setup,
-        outputs=outputs,
-        teardown=(node is None) if teardown is None else teardown,
-        detach=detach,
-        name=name,
-        ttl=parse_duration(ttl, "--ttl") if ttl else None,
-        queued=queued_flag,
-        valid_until=parse_duration(valid_until, "--valid-until") if valid_until else None,
-        restarts=(3 if spot else 0) if restarts is None else restarts,
-        retry_on_failure=retry_on_failure,
-        sync_every=sync_every,
-        start_deadline=(
-            parse_duration(start_deadline, "--start-deadline") if start_deadline else START_DEADLINE
-        ),
-        heartbeat_deadline=(
-            parse_duration(heartbeat_deadline, "--heartbeat-deadline")
-            if heartbeat_deadline
-            else HEARTBEAT_DEADLINE
-        ),
+        args=list(o.script_args or []),
+        node=o.node,
+        accelerator=o.accelerator,
+        version=o.version,
+        spot=o.spot,
+        excludes=list(o.exclude),
+        bucket=o.bucket,
+        env=env,
+        setup=o.setup,
+        outputs=o.outputs,
+        teardown=(o.node is None) if o.teardown is None else o.teardown,
+        detach=o.detach,
+        name=o.name,
+        ttl=durations.get("ttl"),
+        queued=o.queued_flag,
+        valid_until=durations.get("valid_until"),
+        restarts=restarts,
+        retry_on_failure=o.retry_on_failure,
+        sync_every=o.sync_every,
+        start_deadline=durations.get("start_deadline", START_DEADLINE),
+        heartbeat_deadline=durations.get("heartbeat_deadline", HEARTBEAT_DEADLINE),
     )
+    node, zone, project, bucket, json_out = o.node, o.zone, o.project, o.bucket, o.json_out
     app = app_of(ctx)
-    target = app.target(project, zone)
+    target = app.target(project, zone, many_zones=True)
+    if node and len(target.candidates) > 1:
+        if target.zone_source == "--zone":
+            raise UsageError("--node names a node in one zone: give one --zone with it")
+        target = dataclasses.replace(target, zones=())
     # --bucket, else the config file's `bucket`, else the default: as `jobs` finds it.
     spec.bucket = staging.bucket_name(bucket, load_config_file(), target.project)
     factory = app.factory
@@ -279,6 +332,8 @@ def run(
         bucket=lambda b: factory.bucket(b, target.project),
         quotas=factory.quotas(),
     )
+    if job_file is not None:
+        jobfile.check_offered(adapters.tpu, target, job_file, from_file, spec)
     ui = CliUI(logs_to_stderr=json_out)
     runner = Runner(adapters, target, spec, ui)
 
@@ -287,16 +342,18 @@ def run(
         try:
             outcome = runner.run()
         except KeyboardInterrupt:
-            _stop(runner, ui, target.zone)
+            _stop(runner, ui, runner.zone)
     finally:
         interrupts.restore(replaced)
     ui.flush()
     where = f"gs://{runner.bucket.name if runner.bucket else '?'}/tpuctl/jobs/{outcome.job_id}/"
     if spec.detach:
         if json_out:
-            render.print_json({"job": outcome.job_id, "node": outcome.node, "bucket": where})
+            render.print_json(
+                {"job": outcome.job_id, "node": outcome.node, "zone": runner.zone, "bucket": where}
+            )
         else:
-            left = _left(runner, target.zone)
+            left = _left(runner, runner.zone)
             render.info(f"job {outcome.job_id} started on {outcome.node}; {left}")
             render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
         return
@@ -313,6 +370,7 @@ def run(
             {
                 "job": outcome.job_id,
                 "node": outcome.node,
+                "zone": runner.zone,
                 "exitStatus": outcome.exit_status,
                 "states": outcome.states,
                 "bucket": where,

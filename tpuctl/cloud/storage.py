@@ -79,6 +79,7 @@ class Bucket:
             raise UsageError(f"invalid bucket name gs://{name}: {e}", hint=_BUCKET_HINT) from None
         self._where = where
         self._hint = unreachable_hint
+        self.location: str | None = None  # where it is (e.g. US-CENTRAL1), once looked up
 
     @property
     def url(self) -> str:
@@ -93,7 +94,7 @@ class Bucket:
     # -- the bucket itself ---------------------------------------------------
     def _lookup(self) -> bool:
         try:
-            return self._client.lookup_bucket(self.name, timeout=TIMEOUT, retry=None) is not None
+            found = self._client.lookup_bucket(self.name, timeout=TIMEOUT, retry=None)
         except gx.Forbidden as e:
             raise self._refused(
                 e,
@@ -101,6 +102,9 @@ class Bucket:
                 "(it may belong to another project)",
                 _BUCKET_HINT,
             ) from None
+        if found is not None:
+            self.location = found.location
+        return found is not None
 
     def _refused(self, exc: gx.Forbidden, message: str, hint: str) -> TpuctlError:
         """A 403 on the bucket: a project not set up (API, billing), else `message`."""
@@ -125,7 +129,10 @@ class Bucket:
             bucket.iam_configuration.uniform_bucket_level_access_enabled = True
             bucket.iam_configuration.public_access_prevention = "enforced"
             try:
-                self._client.create_bucket(bucket, location=location, timeout=TIMEOUT, retry=None)
+                made = self._client.create_bucket(
+                    bucket, location=location, timeout=TIMEOUT, retry=None
+                )
+                self.location = made.location or location
             except gx.Conflict:
                 if self._lookup():  # a concurrent tpuctl of ours made it first
                     return False

@@ -372,3 +372,44 @@ def explain_refusal(
     except TpuctlError:
         usages = []
     return _shortage(spec, location, limit, usages, acc, scheduling, target, refused=True)
+
+
+def headroom(
+    tpu: TpuApi,
+    quotas: QuotaApi | None,
+    project: str,
+    accelerator: str,
+    scheduling: str,
+    zones: list[str],
+) -> dict[str, str]:
+    """For each zone, one phrase on the quota a create of `accelerator` there would count
+    against: how much of it is free, or why that cannot be read. Never raises a cloud
+    error: it informs a choice, the create's own check decides."""
+    acc = catalog.parse_accelerator(accelerator)
+    spec = catalog.quota_for(acc, scheduling) if acc else None
+    if acc is None or spec is None:
+        return {z: "quota: not known for this type" for z in zones}
+    if quotas is None:
+        return {z: "quota: not readable here" for z in zones}
+    try:
+        usages = project_usage(tpu, project)
+    except TpuctlError as e:
+        return {z: f"quota: not readable (usage: {e})" for z in zones}
+    out: dict[str, str] = {}
+    for zone in zones:
+        location = spec.location(zone)
+        try:
+            limit = _limit(quotas, project, spec, location)
+        except TpuctlError as e:
+            out[zone] = f"quota: not readable ({e})"
+            continue
+        if limit is None:
+            out[zone] = f"quota: {spec.quota_id} has no limit for {location}"
+            continue
+        free = limit - sum(u.amount for u in _scoped(usages, spec, location))
+        fits = "" if free >= spec.amount(acc) else f", {spec.amount(acc)} needed"
+        out[zone] = (
+            f"quota: {max(free, 0)} of {limit} {spec.unit} free in {spec.dimension} "
+            f"{location} ({spec.quota_id}{fits})"
+        )
+    return out

@@ -1,12 +1,21 @@
 """The job's node: find the one given with --node, or create one (directly or through a
-queued resource), wait until it is READY, and recreate it after a preemption."""
+queued resource) in the first of its zones that has capacity and quota for it, wait
+until it is READY, and recreate it after a preemption (there, or in another zone).
+
+`job.target.zone` is the zone in use: it changes only here, when a failover moves on,
+and everything after (agents, watch, teardown, the job record) reads it."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Sequence
+
 from tpuctl import catalog
+from tpuctl.config import shape_rule
 from tpuctl.errors import NoCapacityError, NotFoundError, UsageError
 from tpuctl.models import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, JOB, Node
-from tpuctl.services import cost, nodes, queued
+from tpuctl.services import cost, nodes, queued, staging, zones
+from tpuctl.services.run import teardown
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import retrying
 
@@ -98,9 +107,88 @@ def wait_ready(job: Job, operation: str | None) -> Node:
         )
 
 
+def survey_zones(job: Job) -> None:
+    """Before the first create, when several zones were given: each zone's price and
+    quota headroom on stderr; zones that cannot make the accelerator are dropped, saying
+    why (none left: a UsageError)."""
+    t, spec, a = job.target, job.spec, job.adapters
+    if len(t.candidates) < 2:
+        return
+    views = zones.survey(a.tpu, a.quotas, t, spec.accelerator, spec.spot)
+    kind = "spot" if spec.spot else "on-demand"
+    job.ui.info(f"zones for {spec.accelerator} ({kind}), tried in this order ({cost.note()}):")
+    for view in sorted(views, key=lambda v: bool(v.dropped)):
+        job.ui.info(view.line())
+    left = zones.usable(views, spec.accelerator)
+    job.target = dataclasses.replace(t, zone=left[0], zones=tuple(left))
+
+
+def place(
+    job: Job,
+    on_created: Callable[[], None] = lambda: None,
+    attempt: int | None = None,
+    order: Sequence[str] | None = None,
+) -> Node:
+    """Create the job's node in the first zone of `order` (default: the job's zones) that
+    takes it, and wait until it is READY. A zone out of capacity or quota is cleaned up
+    and skipped, saying why; `on_created` runs after each create call (the first starts
+    staging). Every zone refused: a ZonesExhausted (one zone: its own error)."""
+    order = list(order or job.target.candidates)
+    announce = attempt is None and len(order) == 1
+
+    def one(zone: str) -> Node:
+        job.target = job.target.in_zone(zone)
+        operation = create(job, announce=announce, attempt=attempt)
+        on_created()
+        return wait_ready(job, operation)
+
+    def abandon(zone: str) -> None:
+        if job.created:  # what the refused create may have left there goes first
+            teardown.teardown(job, wait_for_agent=0)
+            job.created = job.torn_down = job.node_deleted = False
+
+    what = f"{job.spec.accelerator} for job {job.job_id}"
+    node = zones.failover(order, one, abandon, job.ui.info, what)
+    if len(order) > 1:
+        job.ui.info(f"node {job.node_name} is in {job.target.zone}")
+    return node
+
+
+def record_zone(job: Job) -> None:
+    """The job record names the zone its node is in (a failover may have moved it from
+    the zone the record was written with)."""
+    bucket = job.bucket
+    if bucket is None or not job.staging:
+        return
+
+    def change(value: dict[str, object] | None) -> dict[str, object] | None:
+        if value is None or value.get("zone") == job.target.zone:
+            return value
+        return {**value, "zone": job.target.zone}
+
+    bucket.update_json(staging.job_record_path(job.job_id), change)
+
+
+def warn_cross_region(job: Job) -> None:
+    """One line when the job's bucket sits in another region than its node: code, logs,
+    outputs and checkpoints then cross regions (slower, and billed as egress). Multi-
+    and dual-region buckets (US, EU, NAM4) are not flagged."""
+    bucket = job.bucket
+    location = (bucket.location or "").lower() if bucket is not None else ""
+    region = catalog.region_of(job.target.zone)
+    if bucket is None or not location or shape_rule("region", location) or location == region:
+        return
+    job.ui.info(
+        f"warning: bucket gs://{bucket.name} is in {location}, the node in {region}: the "
+        "job's code, logs and outputs cross regions (slower, billed as egress); "
+        "--bucket gs://NAME picks a bucket in the node's region"
+    )
+
+
 def recreate(job: Job) -> Node:
-    """Delete the lost node and create one with the same spec, waiting while the zone
-    has no capacity (saying so); a used-up quota or any other refusal ends the job."""
+    """Delete the lost node and create one with the same spec: in its zone first, then in
+    the job's other zones, waiting while no zone has capacity (saying so); used-up quota
+    everywhere, or any other refusal, ends the job."""
     a = job.adapters
     try:
         old = a.tpu.get_node(job.full_name)
@@ -116,14 +204,21 @@ def recreate(job: Job) -> Node:
     def tell(e: BaseException, pause: float) -> None:
         job.ui.info(f"{e}; trying again in {int(pause)}s")
 
+    def no_capacity(e: BaseException) -> bool:
+        if isinstance(e, zones.ZonesExhausted):
+            return e.no_capacity
+        return isinstance(e, NoCapacityError)
+
+    here = job.target.zone
+    order = [here, *(z for z in job.target.candidates if z != here)]
     first, longest = RECREATE_PAUSE
     for attempt in retrying(
-        lambda e: isinstance(e, NoCapacityError),
-        initial=first,
-        maximum=longest,
-        factor=2.0,
-        before_sleep=tell,
+        no_capacity, initial=first, maximum=longest, factor=2.0, before_sleep=tell
     ):
         with attempt:
-            return wait_ready(job, create(job, announce=False, attempt=job.attempt + 1))
+            node = place(job, attempt=job.attempt + 1, order=order)
+            if job.target.zone != here:
+                record_zone(job)
+                warn_cross_region(job)
+            return node
     raise AssertionError("unreachable")  # pragma: no cover

@@ -65,6 +65,11 @@ class Runner:
         return self.job.node_name
 
     @property
+    def zone(self) -> str:
+        """The zone the job's node is in (after a failover, not the first one asked)."""
+        return self.job.target.zone
+
+    @property
     def bucket(self) -> Bucket | None:
         return self.job.bucket
 
@@ -98,7 +103,8 @@ class Runner:
         bucket = job.bucket
         assert bucket is not None
         existing = provision.existing_node(job)
-        operation = None if existing else provision.create(job)
+        if existing is None:
+            provision.survey_zones(job)
         workers = len(existing.workers) if existing else provision.workers_of(spec.accelerator)
         job.workers = workers
 
@@ -107,18 +113,30 @@ class Runner:
             job.staging = True
             return staging.stage_job(bucket, self._job_record(workers), spec.workdir, spec.excludes)
 
-        # In a daemon thread: a Ctrl-C while the node is created goes to teardown at once,
-        # and the process may exit without waiting for the upload.
-        staged = _in_background(stage)
+        staged: list[Future[staging.StagedJob]] = []
+
+        def start_staging() -> None:
+            # In a daemon thread: a Ctrl-C while the node is created goes to teardown at
+            # once, and the process may exit without waiting for the upload. Once: a
+            # failover creates again elsewhere, with the same code.
+            if not staged:
+                staged.append(_in_background(stage))
+
+        if existing is not None:
+            start_staging()
         try:
-            node = existing or provision.wait_ready(job, operation)
+            node = existing or provision.place(job, on_created=start_staging)
         except Exception:
             # A failure (not a Ctrl-C) lets the upload end first: nothing writes to the
             # bucket after `run` has returned.
             with contextlib.suppress(Exception):
-                staged.result()
+                if staged:
+                    staged[0].result()
             raise
-        record = staged.result()
+        start_staging()
+        record = staged[0].result()
+        provision.record_zone(job)
+        provision.warn_cross_region(job)
         job.ui.info(
             f"job {job.job_id}: {wording.count(record.files, 'file')}, {record.uploaded} uploaded "
             f"({record.uploaded_bytes} bytes) to gs://{bucket.name}/"

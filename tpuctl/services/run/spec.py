@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tpuctl.agent.common import Beats
+from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from tpuctl.agent.common import Beats
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.cloud.storage import Bucket
@@ -43,6 +44,8 @@ START_DEADLINE = 10 * 60
 # 2 s; a bucket write that fails is retried with back-off for up to ~40 s): the client
 # ends the job, worker 0's agent too when a peer is lost (docs/run.md).
 HEARTBEAT_DEADLINE = 60.0
+# The fewest seconds between output uploads (--sync-every, `sync_every` in a job file).
+MIN_SYNC_EVERY = 1.0
 
 
 @dataclass
@@ -71,6 +74,33 @@ class RunSpec:
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
     start_deadline: int | None = START_DEADLINE  # a created node's agents start by then
     heartbeat_deadline: float = HEARTBEAT_DEADLINE  # an agent silent this long is lost
+
+
+def parse_env(pairs: list[str], env_files: list[Path]) -> dict[str, str]:
+    """The script's environment from `--env-file` files (in order) then `--env KEY=VALUE`
+    pairs, later ones winning."""
+    values: dict[str, str] = {}
+    for env_file in env_files:
+        try:
+            text = env_file.read_text()
+        except OSError as e:
+            raise UsageError(f"cannot read --env-file {env_file}: {e.strerror}") from e
+        except UnicodeDecodeError:
+            raise UsageError(f"cannot read --env-file {env_file}: not UTF-8 text") from None
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, sep, value = line.removeprefix("export ").partition("=")
+            if not sep or not key.strip().isidentifier():
+                raise UsageError(f"{env_file}:{n}: expected KEY=VALUE")
+            values[key.strip()] = value.strip().strip("'\"")
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise UsageError(f"invalid --env {pair!r}: expected KEY=VALUE")
+        values[key] = value
+    return values
 
 
 @dataclass
