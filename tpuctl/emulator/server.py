@@ -24,6 +24,7 @@ from tpuctl.emulator import errors, metadata, urls
 from tpuctl.emulator.backend import Backend
 from tpuctl.emulator.control import CONTROL_PREFIX
 from tpuctl.emulator.errors import ApiError
+from tpuctl.emulator.sandbox import Sandbox
 from tpuctl.emulator.storage import StorageServer
 
 TICK_SECONDS = 0.1  # how often due transitions are applied between requests
@@ -177,8 +178,11 @@ class EmulatorServer:
         storage: bool = True,
         ssh: bool = True,
         ssh_port: int | None = None,
+        unconfined: bool | None = None,
     ) -> None:
-        self.backend = Backend(state_dir)
+        # unconfined: run worker commands unconfined where bwrap cannot run (None: as
+        # TPUCTL_EMULATOR_UNCONFINED says); see sandbox.py
+        self.backend = Backend(state_dir, sandbox=Sandbox(unconfined=unconfined))
         self._host, self._port, self._verbose = host, port, verbose
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -120,6 +120,7 @@ class SshWorkers:
     def start(self) -> SshWorkers:
         self._thread.start()
         backend = self.backend
+        backend.workers.sandbox.problem()  # bwrap is tried once, here rather than in a session
         with backend.lock:
             backend.ssh_port = self.port
             self._node_dirs = {}
@@ -227,11 +228,14 @@ class SshWorkers:
             await self._listen(worker)
 
     async def _listen(self, worker: Worker) -> None:
+        sandbox = self.backend.workers.sandbox
+        confined = not (sandbox.unconfined and not sandbox.confined)
+
         async def process(proc: asyncssh.SSHServerProcess) -> None:
             if worker.down:
                 proc.exit(255)
                 return
-            await Session(proc, worker.home, worker.env, worker.track).run()
+            await Session(proc, worker.home, worker.env, worker.track, sandbox).run()
 
         try:
             worker.acceptor = await asyncssh.listen(
@@ -240,7 +244,7 @@ class SshWorkers:
                 server_factory=lambda: _Server(worker),
                 server_host_keys=worker.host_keys,
                 process_factory=process,
-                sftp_factory=lambda chan: HomeSftp(chan, worker.home),
+                sftp_factory=lambda chan: HomeSftp(chan, worker.home, confined),
                 allow_scp=True,
                 encoding=None,
                 line_editor=False,
