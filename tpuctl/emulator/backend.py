@@ -289,6 +289,7 @@ class Backend:
             "ssh_port": self.ssh_port,
             "caller": self.state.access.caller,
             "monitoring_endpoint": self.monitoring_endpoint,
+            "workers_sandbox": self.workers.sandbox.mode,
         }
 
     @_locked

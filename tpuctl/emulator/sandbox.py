@@ -137,6 +137,13 @@ class Sandbox:
     def confined(self) -> bool:
         return self.problem() is None
 
+    @property
+    def mode(self) -> str:
+        """`bwrap`, `unconfined` (no sandbox, and asked to run anyway), or `refused`."""
+        if self.confined:
+            return "bwrap"
+        return "unconfined" if self.unconfined else "refused"
+
     def warning(self) -> str | None:
         """The line `tpuctl emulator start` prints when the workers cannot be confined."""
         problem = self.problem()
