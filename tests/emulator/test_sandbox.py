@@ -26,13 +26,16 @@ def no_process_left(emulator_server: Any) -> Any:
     wait_until(lambda: not procs(), "the workers' processes to be gone")
 
 
+WHERE = ("/var/log", "/tmp", "/usr")  # where the tests below try to write, besides /
+
+
 @pytest.fixture
 def unique() -> Iterator[str]:
     """A name no path on this machine has; whatever a failing test left under / goes."""
     name = f"tpuctl-sandbox-test-{secrets.token_hex(6)}"
     yield name
-    for leak in (Path("/") / name, Path("/var/log") / name):
-        if leak.is_dir():
+    for leak in (Path(f"/{name}"), Path(f"/{name}-out"), *(Path(d) / name for d in WHERE)):
+        if leak.is_dir() and not leak.is_symlink():
             shutil.rmtree(leak, ignore_errors=True)
         else:
             leak.unlink(missing_ok=True)
