@@ -169,13 +169,14 @@ def test_status_signals_and_hangup_come_through(
             agent_path=None,
         ) as conn:
             # a signal sent by the client reaches the command, which may handle it
-            trapped = "trap 'echo got-int; exit 7' INT; echo ready; sleep 100 & wait"
+            # (a background job of a script ignores SIGINT: the trap ends it)
+            trapped = "trap 'kill $!; echo got-int; exit 7' INT; sleep 100 & echo ready; wait"
             proc = await conn.create_process(trapped, encoding=None)
             assert await proc.stdout.readline() == b"ready\n"
             proc.send_signal("INT")
             done = await proc.wait()
             # the client goes away: the command is hung up on
-            hup = "trap 'touch \"$HOME/hung-up\"; exit 0' HUP; echo ready; sleep 100 & wait"
+            hup = "trap 'touch \"$HOME/hung-up\"; exit 0' HUP; sleep 100 & echo ready; wait"
             proc = await conn.create_process(hup, encoding=None)
             assert await proc.stdout.readline() == b"ready\n"
         return done.exit_status, done.stdout
