@@ -206,6 +206,9 @@ class EmulatorServer:
     def start(self) -> EmulatorServer:
         """Bind (raising OSError if the port is taken), start Cloud Storage (raising
         StorageError if it cannot), and serve in a daemon thread."""
+        # bwrap is tried once, now: not in a worker's first session, nor while the status
+        # already answers without the workers' SSH port
+        self.backend.workers.sandbox.problem()
         self._httpd = _HTTPServer((self._host, self._port), self.backend, self._verbose)
         if self.storage is not None:
             try:

@@ -120,7 +120,6 @@ class SshWorkers:
     def start(self) -> SshWorkers:
         self._thread.start()
         backend = self.backend
-        backend.workers.sandbox.problem()  # bwrap is tried once, here rather than in a session
         with backend.lock:
             backend.ssh_port = self.port
             self._node_dirs = {}
