@@ -55,18 +55,23 @@ def _root(emulator_server: Any, node: Any) -> Path:
     return home.parent / "root"
 
 
+def _connect(emulator: Any, tmp_path: Path, node: Any, key: Path) -> Any:
+    """An asyncssh connection to worker 0 of `node` as alice, trusting what it published."""
+    return asyncssh.connect(
+        node.network_endpoints[0].ip_address,
+        emulator.status()["ssh_port"],
+        username="alice",
+        client_keys=[str(key)],
+        known_hosts=str(known_hosts_file(tmp_path, emulator, node)),
+        config=[],
+        agent_path=None,
+    )
+
+
 def _sftp(emulator: Any, tmp_path: Path, node: Any, key: Path, work: Any) -> Any:
     async def main() -> Any:
         async with (
-            asyncssh.connect(
-                node.network_endpoints[0].ip_address,
-                emulator.status()["ssh_port"],
-                username="alice",
-                client_keys=[str(key)],
-                known_hosts=str(known_hosts_file(tmp_path, emulator, node)),
-                config=[],
-                agent_path=None,
-            ) as conn,
+            _connect(emulator, tmp_path, node, key) as conn,
             conn.start_sftp_client() as sftp,
         ):
             return await work(sftp)
@@ -159,15 +164,7 @@ def test_status_signals_and_hangup_come_through(
     home = Path(emulator_server.backend.worker_env(made.name, 0)["HOME"])
 
     async def main() -> tuple[int | None, bytes]:
-        async with asyncssh.connect(
-            made.network_endpoints[0].ip_address,
-            emulator.status()["ssh_port"],
-            username="alice",
-            client_keys=[str(key)],
-            known_hosts=str(known_hosts_file(tmp_path, emulator, made)),
-            config=[],
-            agent_path=None,
-        ) as conn:
+        async with _connect(emulator, tmp_path, made, key) as conn:
             # a signal sent by the client reaches the command, which may handle it
             # (a background job of a script ignores SIGINT: the trap ends it)
             trapped = "trap 'kill $!; echo got-int; exit 7' INT; sleep 100 & echo ready; wait"
@@ -192,15 +189,7 @@ def test_a_terminal_session_has_its_controlling_terminal_in_the_sandbox(
     made, key = node
 
     async def main() -> Any:
-        async with asyncssh.connect(
-            made.network_endpoints[0].ip_address,
-            emulator.status()["ssh_port"],
-            username="alice",
-            client_keys=[str(key)],
-            known_hosts=str(known_hosts_file(tmp_path, emulator, made)),
-            config=[],
-            agent_path=None,
-        ) as conn:
+        async with _connect(emulator, tmp_path, made, key) as conn:
             command = f"touch /{unique}; exec 3</dev/tty && echo has-ctty; kill -HUP $$"
             return await conn.run(command, term_type="xterm", encoding=None)
 
