@@ -22,14 +22,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check $(SRC)
 	$(BIN)/mypy
 
-# what the suite needs besides Python packages (a real sshd): installed, or one line saying what to install
+# what the suite and the demo need besides Python packages (a real sshd; bubblewrap, which
+# confines the emulator's workers): installed, or one line saying what to install
 tools:
-	@bash scripts/ensure-sshd
+	@bash scripts/ensure-tools
 
 test: tools lint
 	$(BIN)/python -m pytest -q
 
-demo: $(STAMP)
+demo: tools $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh
 
 bench: $(STAMP)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import secrets
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -123,6 +125,29 @@ def test_refusals_say_why(cli, pod, vm) -> None:
         "error: TPU vm has state STOPPED, so it cannot be currently connected to"
     )
     assert "hint: start it with `tpuctl start vm`" in r.err
+
+
+def test_scp_to_an_absolute_path_lands_in_the_workers_root(
+    cli, emulator, emulator_server, tmp_path: Path
+) -> None:
+    """Not at the root of this machine (issue 17): the worker has a root of its own."""
+    unique = f"tpuctl-scp-test-{secrets.token_hex(6)}"
+    assert cli("create", "scpbox", "-a", "v3-8").code == 0
+    try:
+        job = tmp_path / "job.py"
+        job.write_text("print('boxed')\n")
+        r = cli("scp", str(job), f"scpbox:/{unique}/x/")
+        assert r.code == 0, r.err
+        assert not Path(f"/{unique}").exists()
+        name = emulator.nodes()[0]["name"]
+        root = Path(emulator_server.backend.worker_env(name, 0)["HOME"]).parent / "root"
+        assert (root / unique / "x" / "job.py").read_text() == "print('boxed')\n"
+        # the worker's commands see it where it was sent
+        r = cli("exec", "scpbox", "--", "python3", f"/{unique}/x/job.py")
+        assert (r.code, r.out) == (0, "boxed\n"), r.err
+    finally:
+        shutil.rmtree(f"/{unique}", ignore_errors=True)  # had it gone wrong
+        assert cli("delete", "scpbox", "--yes").code == 0
 
 
 def test_internal_only_nodes_need_internal_ip(cli) -> None:

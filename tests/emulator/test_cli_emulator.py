@@ -162,3 +162,39 @@ def test_start_without_the_emulator_extra_says_what_to_install(
     )
     assert result.stdout == ""
     assert not state.exists()  # nothing was started, nothing recorded
+
+
+@pytest.mark.parametrize("unconfined", [False, True])
+def test_start_warns_in_one_line_where_the_workers_cannot_be_confined(
+    isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unconfined: bool
+) -> None:
+    monkeypatch.setenv("TPUCTL_EMULATOR_BWRAP", str(tmp_path / "no-bwrap-here"))
+    port, state = free_port(), tmp_path / "emu"
+    flags = ["--unconfined"] if unconfined else []
+    started = tpuctl("start", "--detach", "--port", str(port), "--state-dir", str(state), *flags)
+    record = state / "emulator.json"
+    pid = json.loads(record.read_text())["pid"] if record.exists() else None
+    try:
+        assert started.returncode == 0, started.stderr
+        [line] = started.stderr.splitlines()
+        assert line.startswith("warning: no sandbox for worker commands (")
+        if unconfined:
+            assert line.endswith("they run unconfined, on this machine's own files")
+        else:
+            assert "they will be refused; install bubblewrap (apt-get install bubblewrap)" in line
+        status = EmulatorControl(f"127.0.0.1:{port}").status()
+        assert status["workers_sandbox"] == ("unconfined" if unconfined else "refused")
+    finally:
+        assert tpuctl("stop", "--state-dir", str(state)).returncode == 0
+        if pid is not None and not gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_start_says_nothing_of_the_sandbox_where_bwrap_runs(isolated_env, tmp_path) -> None:
+    port, state = free_port(), tmp_path / "emu"
+    started = tpuctl("start", "--detach", "--port", str(port), "--state-dir", str(state))
+    try:
+        assert (started.returncode, started.stderr) == (0, "")
+        assert EmulatorControl(f"127.0.0.1:{port}").status()["workers_sandbox"] == "bwrap"
+    finally:
+        assert tpuctl("stop", "--state-dir", str(state)).returncode == 0

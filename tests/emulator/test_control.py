@@ -24,6 +24,7 @@ def test_status_and_defaults(emulator) -> None:
         "defaults": {"project": "tpuctl-demo", "zone": "us-central1-a"},
         "ssh_port": status["ssh_port"],  # a free port picked at start (tests/emulator/test_ssh*)
         "caller": "you@example.com",  # who the emulated caller is (emulator/access.py)
+        "workers_sandbox": "bwrap",  # worker commands run in a root of their own (sandbox.py)
     }
 
 

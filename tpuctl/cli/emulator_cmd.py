@@ -66,6 +66,14 @@ def start(
             help="Port of the workers' SSH servers (default: a free one).",
         ),
     ] = None,
+    unconfined: Annotated[
+        bool,
+        typer.Option(
+            "--unconfined",
+            help="Where bubblewrap cannot run, run worker commands as plain local processes "
+            "(default: refuse them; also TPUCTL_EMULATOR_UNCONFINED=1).",
+        ),
+    ] = False,
 ) -> None:
     """Start the emulator and print the line that points tpuctl at it.
 
@@ -81,8 +89,11 @@ def start(
         typer.echo(_export_line(record.address))
         return
     daemon.prepare_start(directory, host, port)
+    warning = daemon.sandbox_warning(unconfined)
+    if warning:
+        typer.echo(warning, err=True)
     if detach:
-        record = daemon.start_detached(directory, host, port, ssh_port)
+        record = daemon.start_detached(directory, host, port, ssh_port, unconfined)
         typer.echo(_export_line(record.address))
         return
 
@@ -90,7 +101,7 @@ def start(
         typer.echo(_export_line(f"{host}:{port}"))
         typer.echo(f"serving with state in {directory}; Ctrl-C stops it", err=True)
 
-    daemon.serve(directory, host, port, ssh_port, ready)
+    daemon.serve(directory, host, port, ssh_port, ready, unconfined)
     typer.echo("emulator stopped", err=True)
 
 

@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ssh-port", type=int, default=None, help="the workers' SSH port (default: a free one)"
     )
+    parser.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="run worker commands unconfined where bubblewrap cannot run (default: refuse)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -34,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             verbose=args.verbose,
             storage=not args.no_storage,
             ssh_port=args.ssh_port,
+            unconfined=args.unconfined or None,
         )
     except (OSError, ValueError, TypeError, KeyError) as exc:
         print(
@@ -50,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except StorageError as exc:
         print(f"error: cannot start Cloud Storage: {exc}", file=sys.stderr)
         return 1
+    warning = server.backend.workers.sandbox.warning()
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

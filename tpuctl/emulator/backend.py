@@ -33,6 +33,7 @@ from tpuctl.emulator import (
     tpu_api,
 )
 from tpuctl.emulator.models import Node, Operation
+from tpuctl.emulator.sandbox import Sandbox
 from tpuctl.emulator.state import State
 from tpuctl.emulator.workers import WorkerFiles
 
@@ -62,7 +63,12 @@ def _locked(fn: F) -> F:
 class Backend:
     """Holds every node and operation of every project and zone, and the rules."""
 
-    def __init__(self, state_dir: Path | str | None = None, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        state_dir: Path | str | None = None,
+        clock: Callable[[], float] = time.time,
+        sandbox: Sandbox | None = None,
+    ):
         self.lock = threading.RLock()
         # Notified (under the lock) after every change of the state.
         self.changes = threading.Condition(self.lock)
@@ -75,7 +81,8 @@ class Backend:
         self.listeners: list[Callable[[], None]] = []
         self.endpoint = ""  # host:port of the HTTP server, set once it listens
         self.ssh_port: int | None = None  # the workers' SSH port, when SSH is served
-        self.workers = WorkerFiles(self._state_dir)  # homes and host keys of the workers
+        # homes, roots and host keys of the workers, and how their processes run
+        self.workers = WorkerFiles(self._state_dir, sandbox)
         persistence.load(self.state, self._state_dir)
         # Cloud Monitoring: samples of the workers (monitoring.py); its gRPC address
         self.monitoring = monitoring.Monitoring(self._monitored)
@@ -298,6 +305,7 @@ class Backend:
             "ssh_port": self.ssh_port,
             "caller": self.state.access.caller,
             "monitoring_endpoint": self.monitoring_endpoint,
+            "workers_sandbox": self.workers.sandbox.mode,
         }
 
     @_locked

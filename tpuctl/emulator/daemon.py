@@ -26,6 +26,7 @@ from typing import Any
 from tpuctl.agent.common import alive as exists
 from tpuctl.emulator.control import ControlError, EmulatorControl
 from tpuctl.emulator.ports import port_free
+from tpuctl.emulator.sandbox import Sandbox
 from tpuctl.emulator.storage import StorageError, binary_path
 from tpuctl.errors import ConfigError, TpuctlError, UsageError
 
@@ -137,7 +138,14 @@ def wait_until_answering(record: Record, log: Path) -> None:
     )
 
 
-def start_detached(directory: Path, host: str, port: int, ssh_port: int | None) -> Record:
+def sandbox_warning(unconfined: bool) -> str | None:
+    """One line when bubblewrap cannot confine the workers here (sandbox.py), else None."""
+    return Sandbox(unconfined=unconfined or None).warning()
+
+
+def start_detached(
+    directory: Path, host: str, port: int, ssh_port: int | None, unconfined: bool = False
+) -> Record:
     """Start `python -m tpuctl.emulator` in a session of its own; return once it answers."""
     log = directory / LOG
     package_root = str(Path(__file__).resolve().parents[2])
@@ -148,6 +156,8 @@ def start_detached(directory: Path, host: str, port: int, ssh_port: int | None) 
     command = [sys.executable, "-m", "tpuctl.emulator", "--host", host, "--port", str(port)]
     if ssh_port:
         command += ["--ssh-port", str(ssh_port)]
+    if unconfined:
+        command.append("--unconfined")
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [*command, "--state-dir", str(directory)],
@@ -176,12 +186,17 @@ def _raise_interrupt(*_: object) -> None:
 
 
 def serve(
-    directory: Path, host: str, port: int, ssh_port: int | None, ready: Callable[[], None]
+    directory: Path,
+    host: str,
+    port: int,
+    ssh_port: int | None,
+    ready: Callable[[], None],
+    unconfined: bool = False,
 ) -> None:
     """Serve in this process, calling `ready()` once it answers, until SIGTERM or Ctrl-C."""
     from tpuctl.emulator.server import EmulatorServer
 
-    server = EmulatorServer(host, port, directory, ssh_port=ssh_port)
+    server = EmulatorServer(host, port, directory, ssh_port=ssh_port, unconfined=unconfined or None)
     try:
         server.start()
     except OSError:

@@ -25,6 +25,7 @@ from tpuctl.emulator.backend import Backend
 from tpuctl.emulator.control import CONTROL_PREFIX
 from tpuctl.emulator.errors import ApiError
 from tpuctl.emulator.ports import port_free
+from tpuctl.emulator.sandbox import Sandbox
 from tpuctl.emulator.storage import StorageServer
 
 TICK_SECONDS = 0.1  # how often due transitions are applied between requests
@@ -181,8 +182,11 @@ class EmulatorServer:
         storage: bool = True,
         ssh: bool = True,
         ssh_port: int | None = None,
+        unconfined: bool | None = None,
     ) -> None:
-        self.backend = Backend(state_dir)
+        # unconfined: run worker commands unconfined where bwrap cannot run (None: as
+        # TPUCTL_EMULATOR_UNCONFINED says); see sandbox.py
+        self.backend = Backend(state_dir, sandbox=Sandbox(unconfined=unconfined))
         self._state_dir = Path(state_dir) if state_dir else None
         self._host, self._port, self._verbose = host, port, verbose
         # A restarted emulator serves on the ports it had where they are free, as the
@@ -211,6 +215,9 @@ class EmulatorServer:
     def start(self) -> EmulatorServer:
         """Bind (raising OSError if the port is taken), start Cloud Storage (raising
         StorageError if it cannot), and serve in a daemon thread."""
+        # bwrap is tried once, now: not in a worker's first session, nor while the status
+        # already answers without the workers' SSH port
+        self.backend.workers.sandbox.problem()
         self._httpd = _HTTPServer((self._host, self._port), self.backend, self._verbose)
         if self.storage is not None:
             try:

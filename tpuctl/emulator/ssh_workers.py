@@ -226,11 +226,14 @@ class SshWorkers:
             await self._listen(worker)
 
     async def _listen(self, worker: Worker) -> None:
+        sandbox = self.backend.workers.sandbox
+        confined = not (sandbox.unconfined and not sandbox.confined)
+
         async def process(proc: asyncssh.SSHServerProcess) -> None:
             if worker.down:
                 proc.exit(255)
                 return
-            await Session(proc, worker.home, worker.env, worker.track).run()
+            await Session(proc, worker.home, worker.env, worker.track, sandbox).run()
 
         try:
             worker.acceptor = await asyncssh.listen(
@@ -239,7 +242,7 @@ class SshWorkers:
                 server_factory=lambda: _Server(worker, self.backend.state.clock),
                 server_host_keys=worker.host_keys,
                 process_factory=process,
-                sftp_factory=lambda chan: HomeSftp(chan, worker.home),
+                sftp_factory=lambda chan: HomeSftp(chan, worker.home, confined),
                 allow_scp=True,
                 encoding=None,
                 line_editor=False,

@@ -1,9 +1,12 @@
 """What an emulated worker's SSH server does for one session: a command, a shell, SFTP.
 
-Commands and shells run as local processes, in the worker's home, with the worker's
-environment, in a session of their own. Output is copied by hand, stdout and stderr
-apart, and the exit status is sent only once both are drained (asyncssh's `redirect`
-can drop the tail of one stream when the other closes first).
+Commands and shells run in the worker's sandbox (sandbox.py), in the worker's home, with
+the worker's environment, in a session of their own, started by launcher.py, which
+reports their pid (signals go to their process group) and their true wait status (bwrap
+would turn a death by signal into an exit status). Output is copied by hand, stdout and
+stderr apart, and the exit status is sent only once both are drained (asyncssh's
+`redirect` can drop the tail of one stream when the other closes first). SFTP maps
+absolute paths into the worker's root and refuses any that leads out of the worker.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import posixpath
 import pty
 import shutil
 import signal
@@ -19,17 +23,18 @@ import struct
 import sys
 import termios
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import asyncssh
 
+from tpuctl.emulator.sandbox import Refused, Sandbox
+
 CHUNK = 65536
-# Makes the PTY the child's controlling terminal, then runs the shell (no preexec_fn:
-# it is unsafe in a threaded process).
-_CTTY = (
-    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-    "os.execvp(sys.argv[1], sys.argv[1:])"
-)
+LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+LAUNCHER_PL = str(Path(__file__).with_name("launcher.pl"))
+# perl-base is essential on Debian; the sandbox shows /usr (elsewhere: launcher.py)
+PERL = "/usr/bin/perl" if os.access("/usr/bin/perl", os.X_OK) else None
 # Client variables a session accepts, as OpenSSH's default AcceptEnv does.
 _ACCEPT_ENV = ("LANG", "LC_")
 
@@ -47,11 +52,14 @@ class Session:
         home: str,
         env: dict[str, str],
         track: Callable[[int, bool], bool],
+        sandbox: Sandbox,
     ) -> None:
         self.process = process
         self.home = home
         self.env = env
         self._track = track  # (pid, alive) -> False when the worker went down meanwhile
+        self._sandbox = sandbox
+        self._report: _Report | None = None
 
     def _environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
@@ -75,6 +83,9 @@ class Session:
                 status = await self._run_pty()
             else:
                 status = await self._run_pipes()
+        except Refused as exc:
+            self.process.stderr.write(f"{exc}\n".encode())
+            status = 127
         except OSError as exc:
             self.process.stderr.write(f"tpuctl emulator: cannot run: {exc}\n".encode())
             status = 127
@@ -88,24 +99,59 @@ class Session:
             else:
                 self.process.exit(status)
 
-    async def _spawn(self, argv: list[str], **kwargs: Any) -> asyncio.subprocess.Process:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=self.home, env=self._environment(), start_new_session=True, **kwargs
-        )
+    async def _spawn(self, tty: bool, **kwargs: Any) -> asyncio.subprocess.Process:
+        """Start the session's command through a launcher, in the worker's sandbox."""
+        report = _Report()
+        env = self._environment()
+        if tty or PERL is None:
+            launch = [sys.executable, "-I", "-S", LAUNCHER, str(report.write), "01"[tty]]
+        else:  # perl starts in ~3 ms, Python in ~10: this runs before every command
+            drop = "PERL_BADLANG" not in env
+            env.setdefault("PERL_BADLANG", "0")  # no locale warnings from the launcher
+            launch = [PERL, LAUNCHER_PL, str(report.write), "01"[drop]]
+        try:
+            worker = Path(self.home).parent
+            argv = self._sandbox.command(worker, self.home, [*launch, *self._argv()])
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=self.home, env=env, start_new_session=True,
+                pass_fds=(report.write,), **kwargs,
+            )  # fmt: skip
+        except BaseException:
+            report.close()
+            raise
+        self._report = report
+        report.started()
         if not self._track(proc.pid, True):  # the worker went down while it started
             _signal_group(proc.pid, signal.SIGKILL)
         return proc
+
+    def _signal(self, proc: asyncio.subprocess.Process, sig: int) -> None:
+        """Signal the command's process group (before it is known: the launcher's)."""
+        pid = self._report.pid if self._report else None
+        _signal_group(pid or proc.pid, sig)
+
+    async def _status(self, proc: asyncio.subprocess.Process) -> int:
+        """The command's exit status (-N: killed by signal N) once it and the launcher ended."""
+        returncode = await proc.wait()
+        assert self._report is not None and self._report.done is not None
+        await self._report.done
+        status = self._report.status
+        if status is not None:
+            return os.waitstatus_to_exitcode(status)
+        if returncode > 128 and self._sandbox.confined:
+            return 128 - returncode  # the launcher itself was killed: bwrap says 128 + N
+        return returncode
 
     async def _hang_up_when_closed(self, proc: asyncio.subprocess.Process) -> None:
         """A client that goes away hangs up the session, as sshd does."""
         await self.process.channel.wait_closed()
         if proc.returncode is None:
-            _signal_group(proc.pid, signal.SIGHUP)
+            self._signal(proc, signal.SIGHUP)
 
     # -- without a terminal: three pipes ------------------------------------------
     async def _run_pipes(self) -> int:
         PIPE = asyncio.subprocess.PIPE
-        proc = await self._spawn(self._argv(), stdin=PIPE, stdout=PIPE, stderr=PIPE)
+        proc = await self._spawn(False, stdin=PIPE, stdout=PIPE, stderr=PIPE)
         assert proc.stdin and proc.stdout and proc.stderr
         feeder = asyncio.ensure_future(self._feed(proc))
         watcher = asyncio.ensure_future(self._hang_up_when_closed(proc))
@@ -114,7 +160,7 @@ class Session:
                 self._copy(proc.stdout, self.process.stdout),
                 self._copy(proc.stderr, self.process.stderr),
             )
-            return await proc.wait()
+            return await self._status(proc)
         finally:
             feeder.cancel()
             watcher.cancel()
@@ -135,7 +181,7 @@ class Session:
                 try:
                     data = await self.process.stdin.read(CHUNK)
                 except asyncssh.SignalReceived as sig:
-                    _signal_group(proc.pid, _signal_number(sig.signal))
+                    self._signal(proc, _signal_number(sig.signal))
                     continue
                 except (asyncssh.TerminalSizeChanged, asyncssh.BreakReceived):
                     continue
@@ -156,8 +202,7 @@ class Session:
             _set_size(master, self.process.get_terminal_size())
             env_term = self.process.get_terminal_type() or "xterm"
             self.env = {**self.env, "TERM": env_term}
-            argv = [sys.executable, "-c", _CTTY, *self._argv()]
-            proc = await self._spawn(argv, stdin=slave, stdout=slave, stderr=slave)
+            proc = await self._spawn(True, stdin=slave, stdout=slave, stderr=slave)
         except BaseException:
             os.close(master)
             raise
@@ -168,7 +213,7 @@ class Session:
         feeder = asyncio.ensure_future(self._pty_input(master, proc))
         watcher = asyncio.ensure_future(self._hang_up_when_closed(proc))
         try:
-            status = await proc.wait()
+            status = await self._status(proc)
             # Output the shell wrote just before exiting is still in the PTY: drain it.
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(output), 0.5)
@@ -209,7 +254,7 @@ class Session:
                 _set_size(master, (change.width, change.height, change.pixwidth, change.pixheight))
                 continue
             except asyncssh.SignalReceived as sig:
-                _signal_group(proc.pid, _signal_number(sig.signal))
+                self._signal(proc, _signal_number(sig.signal))
                 continue
             except asyncssh.BreakReceived:
                 continue
@@ -227,18 +272,77 @@ class Session:
                     return
 
 
-class HomeSftp(asyncssh.SFTPServer):
-    """SFTP rooted nowhere: absolute paths are the machine's, relative ones the home's
-    (as OpenSSH's sftp-server, which starts in the user's home); `~/` means the home."""
+class _Report:
+    """The launcher's two lines on a pipe: the command's pid, then its wait status."""
 
-    def __init__(self, chan: asyncssh.SSHServerChannel, home: str) -> None:
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe()
+        self.pid: int | None = None
+        self.status: int | None = None
+        self.done: asyncio.Future[None] | None = None
+
+    def started(self) -> None:
+        """The launcher holds the write end now: let go of ours, and read."""
+        os.close(self.write)
+        self.done = asyncio.ensure_future(self._read())
+
+    def close(self) -> None:
+        for fd in (self.read, self.write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    async def _read(self) -> None:
+        reader = asyncio.StreamReader()
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self.read, "rb", buffering=0)
+        )
+        try:
+            line = await reader.readline()
+            if line.strip().isdigit():
+                self.pid = int(line)
+                line = await reader.readline()
+                if line.strip().isdigit():
+                    self.status = int(line)
+        finally:
+            transport.close()
+
+
+class HomeSftp(asyncssh.SFTPServer):
+    """SFTP as the worker's commands see its files: relative paths and `~/` are the home's
+    (as for OpenSSH's sftp-server, which starts in the user's home), absolute ones are in
+    the worker's root, except those in the worker's own folder, which are where they are
+    (HOME names the home by its path on this machine). A path that leads out of the
+    worker's folder (`..`, a symlink) is refused, as sftp-server refuses what it may not
+    touch. A worker that runs unconfined (`--unconfined`) has the machine's paths."""
+
+    def __init__(self, chan: asyncssh.SSHServerChannel, home: str, confined: bool = True) -> None:
         super().__init__(chan)
         self._home = os.fsencode(home)
+        self._worker = os.path.dirname(self._home)
+        self._root = os.path.join(self._worker, b"root") if confined else None
+
+    def _inside(self, path: bytes) -> bool:
+        return path == self._worker or path.startswith(self._worker + b"/")
 
     def map_path(self, path: bytes) -> bytes:
         if path == b"~" or path.startswith(b"~/"):
             path = path[2:]
-        return os.path.join(self._home, path)
+        if self._root is None:
+            return os.path.join(self._home, path)
+        if path.startswith(b"/"):
+            path = posixpath.normpath(b"/" + path.lstrip(b"/"))  # "/.." is "/", as anywhere
+            if not self._inside(path):
+                path = self._root + path.rstrip(b"/")
+        else:
+            path = posixpath.normpath(posixpath.join(self._home, path))
+        if not self._inside(os.path.realpath(path)):
+            raise asyncssh.SFTPPermissionDenied("Permission denied")
+        return path
+
+    def reverse_map_path(self, path: bytes) -> bytes:
+        if self._root is not None and (path == self._root or path.startswith(self._root + b"/")):
+            return path[len(self._root) :] or b"/"
+        return path
 
 
 def _set_size(fd: int, size: tuple[int, int, int, int]) -> None:

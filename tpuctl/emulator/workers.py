@@ -3,6 +3,7 @@
 Layout, under STATE_DIR/workers (or a temp dir when the emulator keeps no state):
 
     <node id>-<node uid>/w<k>/home/                    the worker's home directory
+    <node id>-<node uid>/w<k>/root/                    the worker's `/` (sandbox.py)
     <node id>-<node uid>/w<k>/dev/accel0..             empty files standing for the TPU chips
     <node id>-<node uid>/w<k>/ssh_host_{ed25519,ecdsa}_key   the worker's SSH host keys
     <node id>-<node uid>/ssh_host_rsa_key              the RSA host key, one per node
@@ -11,7 +12,8 @@ Layout, under STATE_DIR/workers (or a temp dir when the emulator keeps no state)
 A recreated node has a new uid, so it gets a fresh folder and new host keys. Every
 process started on a worker carries TPUCTL_EMULATOR_WORKER=<emulator>/<uid>/<k> in its
 environment, which finds it (and whatever it spawned, even in a new session) when the
-worker goes down.
+worker goes down. Whatever runs on a worker runs in its sandbox (sandbox.py): it writes
+nowhere outside the worker's folder.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuctl.emulator.models import Node
+from tpuctl.emulator.sandbox import Refused, Sandbox
 
 MARKER = "TPUCTL_EMULATOR_WORKER"
 # algorithm -> (file, generation options, one per node). A TPU VM's guest publishes an
@@ -45,8 +48,9 @@ HOST_KEYS: dict[str, tuple[str, dict[str, Any], bool]] = {
 class WorkerFiles:
     """Paths, environment and processes of the emulated workers."""
 
-    def __init__(self, state_dir: Path | None) -> None:
+    def __init__(self, state_dir: Path | None, sandbox: Sandbox | None = None) -> None:
         self._state_dir = state_dir
+        self.sandbox = sandbox or Sandbox()
         self._root: Path | None = None
         self._temp = False
         self.instance = secrets.token_hex(4)  # tells this emulator's processes apart
@@ -106,6 +110,7 @@ class WorkerFiles:
         wdir = self.worker_dir(node, worker)
         (wdir / "home").mkdir(parents=True, exist_ok=True)
         (wdir / "dev").mkdir(exist_ok=True)
+        self.sandbox.prepare(wdir / "root")
         for device in self.devices(node, worker):
             device.touch(exist_ok=True)
         keys = {}
@@ -124,9 +129,9 @@ class WorkerFiles:
 
     def run_startup_script(self, node: Node, worker: int, env: dict[str, str]) -> int | None:
         """Run the node's `startup-script` metadata on a worker that just came up, as the
-        guest does on every boot: a detached local process with the worker's environment
-        (so it goes with the worker's other processes). Output: <worker>/startup-script.log.
-        Returns its pid (None: no script)."""
+        guest does on every boot: a detached process in the worker's sandbox, with the
+        worker's environment (so it goes with the worker's other processes). Output:
+        <worker>/startup-script.log. Returns its pid (None: no script, or no sandbox)."""
         script = node.metadata.get("startup-script")
         if not script:
             return None
@@ -138,6 +143,11 @@ class WorkerFiles:
         environment = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
         environment.update(env)
         with open(wdir / "startup-script.log", "ab") as log:
+            try:
+                argv = self.sandbox.command(wdir, env["HOME"], argv)
+            except Refused as exc:
+                log.write(f"{exc}\n".encode())
+                return None
             proc = subprocess.Popen(
                 argv, cwd=env["HOME"], env=environment, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

@@ -1,0 +1,191 @@
+"""Each emulated worker has a root of its own: what is sent to a worker stays in its folder.
+
+Every process the emulator starts for a worker (SSH commands and shells, SFTP aside,
+which maps paths instead; the node's startup script) runs under bubblewrap (`bwrap`):
+
+    <worker dir>/root      bound read-write as `/` (so /tmp, /var, /home, /root are the worker's)
+    /usr, /etc, /bin ...   the machine's, read-only (/bin, /lib... linked as on the host)
+    the Python prefixes    read-only: the worker's `python3` is the emulator's interpreter
+    /proc, /dev            a procfs of the machine's PID namespace, a minimal /dev
+    <worker dir>           bound read-write at its own path (HOME and TPUCTL_TPU_DEVICES name it)
+
+The network and the PID namespace stay the machine's: workers reach the emulator and
+Cloud Storage on 127.0.0.1, and the emulator finds a worker's processes in /proc by their
+TPUCTL_EMULATOR_WORKER variable. This keeps accidents (`scp job.py node:/data/`, `mkdir -p
+/var/log/x`) in the worker; it is no security boundary (the host's /proc is in view).
+
+Where bwrap is missing or cannot run here (checked once per bwrap path), worker commands
+are refused unless the emulator was started with --unconfined (or
+TPUCTL_EMULATOR_UNCONFINED=1): then they run as plain local processes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+BWRAP_ENV = "TPUCTL_EMULATOR_BWRAP"  # the bwrap to use (tests point it at nothing)
+UNCONFINED_ENV = "TPUCTL_EMULATOR_UNCONFINED"  # 1: run worker commands unconfined if need be
+REFUSAL = (
+    "tpuctl emulator: no sandbox for worker commands: install bubblewrap "
+    "(apt-get install bubblewrap) or start the emulator with --unconfined"
+)
+# the host's top-level links into /usr (merged /usr), or folders to bind when they are not
+_SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# the worker's own folders in its root
+_PRIVATE = {"tmp": 0o1777, "var": 0o755, "var/tmp": 0o1777, "var/log": 0o755, "home": 0o755}
+# A procfs of the machine's PID namespace: mounted fresh where we may (root), else the
+# host's bound (a user namespace may not mount a procfs of a namespace it does not own).
+_PROC_CHOICES = (["--proc", "/proc"], ["--bind", "/proc", "/proc"])
+
+_probed: dict[str, list[str] | str] = {}  # bwrap path -> its /proc options, or why it fails
+_probe_lock = threading.Lock()
+
+
+def make_root(root: Path) -> None:
+    """A worker's root (idempotent): its own folders, and the host's links into /usr
+    (bwrap's --symlink fails on a link that is there already)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, mode in _PRIVATE.items():
+        path = root / name
+        if not path.is_dir():
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(mode)
+    for name in _SYSTEM_LINKS:
+        host = f"/{name}"
+        if os.path.islink(host) and not os.path.lexists(root / name):
+            os.symlink(os.readlink(host), root / name)
+
+
+class Refused(Exception):
+    """No sandbox, and running unconfined was not asked for."""
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _probe(bwrap: str) -> list[str] | str:
+    """The /proc options with which `bwrap` runs a command here, or why it cannot."""
+    with _probe_lock:
+        if bwrap in _probed:
+            return _probed[bwrap]
+        result: list[str] | str = f"{bwrap} is not there"
+        if os.access(bwrap, os.X_OK):
+            with tempfile.TemporaryDirectory(prefix="tpuctl-bwrap-probe-") as root:
+                make_root(Path(root))
+                for proc in _PROC_CHOICES:
+                    argv = [bwrap, "--bind", root, "/", "--ro-bind", "/usr", "/usr", *proc]
+                    argv += ["--dev", "/dev", "--", "/bin/sh", "-c", ":"]
+                    try:
+                        done = subprocess.run(
+                            argv, capture_output=True, text=True, timeout=20, check=False
+                        )
+                    except (OSError, subprocess.SubprocessError) as exc:
+                        result = f"{bwrap}: {exc}"
+                        break
+                    if done.returncode == 0:
+                        result = proc
+                        break
+                    lines = done.stderr.strip().splitlines()
+                    result = lines[-1] if lines else f"{bwrap} exited {done.returncode}"
+        _probed[bwrap] = result
+        return result
+
+
+def _read_only_paths() -> list[str]:
+    """What the worker's python3 needs besides /usr: the interpreter's prefixes (a venv,
+    pyenv's, ...) and the folder tpuctl itself is imported from."""
+    candidates = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+        str(Path(__file__).resolve().parents[2]),
+    }
+    paths = set()
+    for path in candidates:
+        path = os.path.realpath(path)
+        if os.path.isdir(path) and path not in ("/", "/usr") and not path.startswith("/usr/"):
+            paths.add(path)
+    # a path inside another one is bound with it
+    return sorted(p for p in paths if not any(p.startswith(q + "/") for q in paths))
+
+
+class Sandbox:
+    """How the emulator runs a worker's processes: under bwrap, unconfined, or not at all."""
+
+    def __init__(self, bwrap: str | None = None, unconfined: bool | None = None) -> None:
+        self.bwrap = bwrap or os.environ.get(BWRAP_ENV) or shutil.which("bwrap") or "/usr/bin/bwrap"
+        if unconfined is None:
+            unconfined = _truthy(os.environ.get(UNCONFINED_ENV))
+        self.unconfined = unconfined
+        self._system: list[str] | None = None
+
+    def problem(self) -> str | None:
+        """Why bwrap cannot confine the workers here (None: it can)."""
+        found = _probe(self.bwrap)
+        return found if isinstance(found, str) else None
+
+    @property
+    def confined(self) -> bool:
+        return self.problem() is None
+
+    @property
+    def mode(self) -> str:
+        """`bwrap`, `unconfined` (no sandbox, and asked to run anyway), or `refused`."""
+        if self.confined:
+            return "bwrap"
+        return "unconfined" if self.unconfined else "refused"
+
+    def warning(self) -> str | None:
+        """The line `tpuctl emulator start` prints when the workers cannot be confined."""
+        problem = self.problem()
+        if problem is None:
+            return None
+        if self.unconfined:
+            return (
+                f"warning: no sandbox for worker commands ({problem}): they run unconfined, "
+                "on this machine's own files"
+            )
+        return (
+            f"warning: no sandbox for worker commands ({problem}): they will be refused; "
+            "install bubblewrap (apt-get install bubblewrap) or start with --unconfined"
+        )
+
+    def prepare(self, root: Path) -> None:
+        """Make a worker's root (idempotent)."""
+        make_root(root)
+
+    def _system_binds(self) -> list[str]:
+        if self._system is None:
+            found = _probe(self.bwrap)
+            proc = found if isinstance(found, list) else list(_PROC_CHOICES[0])
+            binds = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+            for name in _SYSTEM_LINKS:
+                host = f"/{name}"
+                if os.path.isdir(host) and not os.path.islink(host):
+                    binds += ["--ro-bind", host, host]
+            for path in _read_only_paths():
+                binds += ["--ro-bind", path, path]
+            self._system = [*binds, *proc, "--dev", "/dev"]
+        return self._system
+
+    def command(self, worker_dir: Path, cwd: str, argv: list[str]) -> list[str]:
+        """`argv` as it runs on the worker whose folder is `worker_dir`, starting in `cwd`;
+        raises Refused when there is no sandbox and unconfined was not asked for."""
+        if not self.confined:
+            if self.unconfined:
+                return argv
+            raise Refused(REFUSAL)
+        wdir = str(worker_dir)
+        return [
+            self.bwrap, "--bind", f"{wdir}/root", "/", *self._system_binds(),
+            "--bind", wdir, wdir, "--chdir", cwd, "--", *argv,
+        ]  # fmt: skip
