@@ -25,6 +25,7 @@ from tpuctl.cli import describe as describe_mod
 from tpuctl.cli import doctor as doctor_mod
 from tpuctl.cli import emulator_cmd, gc, keep, list_cmd, power
 from tpuctl.cli import exec_cmd as exec_mod
+from tpuctl.cli import help as help_mod
 from tpuctl.cli import init as init_mod
 from tpuctl.cli import jobs as jobs_mod
 from tpuctl.cli import quota as quota_mod
@@ -34,6 +35,8 @@ from tpuctl.cli import ssh as ssh_mod
 from tpuctl.cli import top as top_mod
 from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
+
+help_mod.plain_arguments(typer.core.TyperArgument)
 
 app = typer.Typer(
     name="tpuctl",
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     _set_debug(debug)
     try:
         with _noting_ctrl_c() as ctrl_c:
-            command = typer.main.get_command(app)
+            command = help_mod.name_values(typer.main.get_command(app))
             result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
         if ctrl_c and result == ExitCode.INTERRUPTED:  # typer's word for a Ctrl-C: nothing
             _fail("interrupted")

@@ -1,0 +1,81 @@
+"""Help that reads like a CLI's: `--zone ZONE`, `--ttl DURATION`, `Usage: tpuctl create
+[OPTIONS] [NAME]`.
+
+Typer 0.29 shows a Python type for every value (`--zone <str>`, `--labels <list[str]>`,
+`name <str>`) and wraps required arguments in braces in the usage line (`{script}`).
+`name_values` gives each parameter that has no metavar of its own the name gcloud and
+click would show: the option's name in capitals, or what it takes (DURATION, KEY=VALUE).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# option dest -> what it takes, where its own name would not say it
+_TAKES = {
+    "ttl": "DURATION",
+    "idle_timeout": "DURATION",
+    "valid_until": "DURATION",
+    "start_deadline": "DURATION",
+    "heartbeat_deadline": "DURATION",
+    "older_than": "DURATION",
+    "idle": "DURATION",
+    "interval": "DURATION",
+    "labels": "KEY=VALUE,...",
+    "metadata": "KEY=VALUE,...",
+    "env_pairs": "NAME=VALUE",
+    "env_file": "FILE",
+    "file": "FILE",
+    "workdir": "DIR",
+    "outputs": "DIR",
+    "output_dir": "DIR",
+    "state_dir": "DIR",
+    "exclude": "PATTERN",
+    "accelerator": "TYPE",
+    "sync_every": "SECONDS",
+}
+
+
+def name_values(command: Any) -> Any:
+    """Set the metavar of every parameter of `command` (a click command, as typer makes
+    it: typer 0.29 carries a click of its own, so nothing here names click's classes) and
+    of its subcommands, where it has none."""
+    for param in command.params:
+        if param.metavar is not None:
+            continue
+        if param.param_type_name == "argument":
+            param.metavar = (param.name or "arg").upper()
+        elif param.param_type_name == "option" and not (param.is_flag or param.count):
+            param.metavar = _TAKES.get(param.name or "", _number(param) or _upper(param))
+    for sub in getattr(command, "commands", {}).values():
+        name_values(sub)
+    return command
+
+
+def _number(param: Any) -> str | None:
+    described = getattr(param, "type_descriptor", None)  # typer 0.29
+    kind = described.annotation if described is not None else getattr(param.type, "name", "")
+    return "N" if kind in (int, "integer") else None
+
+
+def _upper(param: Any) -> str:
+    longest = max(param.opts, key=len).lstrip("-")
+    return longest.replace("-", "_").upper()
+
+
+def plain_arguments(argument_class: Any) -> None:
+    """Arguments shown by their names alone: bare when required in the usage line
+    (`SCRIPT`, not `{SCRIPT}`), as click and man pages do, optional ones in brackets,
+    and no Python type after the name in the list of arguments (`NAME`, not `NAME <str>`).
+    """
+    if not hasattr(argument_class, "_usage_display_name"):
+        return  # an older typer, which already does so
+
+    def usage_name(self: Any) -> str:
+        name = str(self.display_name_raw)
+        if self.nargs != 1:
+            name += "..."
+        return name if self.required else f"[{name}]"
+
+    argument_class._usage_display_name = usage_name
+    argument_class.display_type_rich = lambda self, ctx: None
