@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import Annotated, Any
 
 import typer
@@ -64,32 +63,62 @@ def logs(
     ctx: typer.Context,
     job: JobRef,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep printing until the job ends: live from the VMs while it runs.",
+        ),
     ] = False,
     worker: Annotated[int | None, typer.Option("--worker", "-w", help="Only this worker.")] = None,
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
-    """Print a job's logs (all workers, prefixed on pods) from the bucket.
+    """Print a job's logs (all workers, prefixed on pods): the bucket's copy, and with -f
+    the live log on the VMs (over SSH) while the job runs.
 
     Example: tpuctl logs 20261129-153012-ab12cd -f
     """
     from tpuctl.services import jobs as jobs_service
+    from tpuctl.services import staging
 
-    b = _bucket(app_of(ctx), project, bucket)
+    app = app_of(ctx)
+    b = _bucket(app, project, bucket)
     job = jobs_service.resolve(b, job)
-    offsets: dict[int, int] = {}
-    out = sys.stdout.buffer
-    while True:
-        state, chunks = jobs_service.read_logs(b, job, offsets, worker)
-        prefix = len({w for w, _ in chunks} | set(offsets)) > 1
-        for w, data in chunks:
+    workers = int(staging.read_job_record(b, job).get("workers", 1))
+    out = _Lines(sys.stdout.buffer, prefixed=worker is None and workers > 1)
+    if follow:
+        from tpuctl.services import live_logs
+
+        factory = app.factory
+        live_logs.follow(b, factory.tpu(), factory.ssh(), job, worker, out.write, render.info)
+        return
+    _, chunks = jobs_service.read_logs(b, job, {}, worker)
+    for w, data in chunks:
+        out.write(w, data)
+
+
+class _Lines:
+    """Log bytes out, each line prefixed with its worker (`[w1] `) on pods; a line cut
+    between two chunks gets its prefix once."""
+
+    def __init__(self, out: Any, prefixed: bool) -> None:
+        self.out, self.prefixed = out, prefixed
+        self.mid_line: set[int] = set()
+
+    def write(self, worker: int, data: bytes) -> None:
+        if self.prefixed:
             for line in data.splitlines(keepends=True):
-                out.write((f"[w{w}] ".encode() if prefix else b"") + line)
-        out.flush()
-        if not follow or state in jobs_service.FINAL:
-            return
-        time.sleep(2.0)
+                if worker not in self.mid_line:
+                    self.out.write(f"[w{worker}] ".encode())
+                self.out.write(line)
+                if line.endswith(b"\n"):
+                    self.mid_line.discard(worker)
+                else:
+                    self.mid_line.add(worker)
+        else:
+            self.out.write(data)
+        self.out.flush()
 
 
 def cancel(

@@ -98,8 +98,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the guest is gone (a long `wait_for_change` of a worker torn down)
 
     def _handle(self) -> None:
         backend = self.server.backend

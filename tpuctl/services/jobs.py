@@ -95,9 +95,10 @@ def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
 
 
 def read_logs(
-    bucket: Bucket, job_id: str, offsets: dict[int, int], worker: int | None = None
+    bucket: Bucket, job_id: str, offsets: dict[str, int], worker: int | None = None
 ) -> tuple[str, list[tuple[int, bytes]]]:
-    """New log bytes per worker since `offsets` (updated), and the job's state."""
+    """New log bytes per worker since `offsets` (by log object: one per attempt and
+    worker; updated), and the job's state."""
     record = staging.read_job_record(bucket, job_id)
     st = statuses(bucket, job_id)
     if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
@@ -113,10 +114,10 @@ def read_logs(
             data, _ = bucket.read_bytes(log)
         except NotFoundError:
             continue
-        start = offsets.get(w, 0)
+        start = offsets.get(log, 0)
         if len(data) > start:
             chunks.append((w, data[start:]))
-            offsets[w] = len(data)
+            offsets[log] = len(data)
     return overall(
         [str(s.get("state")) for s in st.values()], int(record.get("workers", 1))
     ), chunks

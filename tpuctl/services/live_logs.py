@@ -1,0 +1,127 @@
+"""`tpuctl logs -f`: a running job's log as it is written on the VMs, then the bucket's.
+
+While a worker's agent runs, its log is followed on the VM over SSH with the runner's
+own follower (`agent/follow.py`: the log's bytes from an offset, until the agent has
+exited); the bucket's copy, which the agent uploads every few seconds, fills in what
+came before and what comes after. The offsets are per log object (one per attempt and
+worker), and the follower's bytes are the same bytes as the bucket's copy, so nothing is
+printed twice and nothing is skipped. When the VMs cannot be reached (the node is gone,
+the job was started by another account, no SSH), it says so once and follows the
+bucket's copy alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.agent import bundle
+from tpuctl.errors import TpuctlError
+from tpuctl.services import jobs, remote, staging
+from tpuctl.services import ssh as ssh_service
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.ssh import Endpoint, Session, SshApi
+    from tpuctl.cloud.storage import Bucket
+    from tpuctl.cloud.tpu import TpuApi
+
+Write = Callable[[int, bytes], None]
+BUCKET_POLL = 2.0  # seconds between looks at the bucket's copy
+NO_LOG = 3  # the follower's exit status when the log is not on this VM (another account)
+LIVE = ("STARTING", "FETCHING", "RUNNING")
+
+
+def follow(
+    bucket: Bucket,
+    tpu: TpuApi,
+    ssh: SshApi,
+    job_id: str,
+    worker: int | None,
+    write: Write,
+    note: Callable[[str], None],
+) -> str:
+    """Print the job's log (`write(worker, bytes)`) until the job has ended; its state."""
+    record = staging.read_job_record(bucket, job_id)
+    node = f"projects/{record['project']}/locations/{record['zone']}/nodes/{record['node']}"
+    offsets: dict[str, int] = {}
+    followed: set[tuple[int, int, int]] = set()  # (worker, attempt, agent pid) seen to end
+    live = True
+    while True:
+        state, chunks = jobs.read_logs(bucket, job_id, offsets, worker)
+        for w, data in chunks:
+            write(w, data)
+        if state in jobs.FINAL:
+            return state
+        running = _running(bucket, job_id, worker, followed) if live else {}
+        if running:
+            try:
+                _stream(tpu, ssh, node, job_id, running, offsets, write)
+            except TpuctlError as e:
+                live = False
+                note(f"following the bucket's copy of the log (not the VMs: {e})")
+            else:  # those agents have exited: the bucket has the rest
+                followed.update(_key(w, s) for w, s in running.items())
+                continue
+        time.sleep(BUCKET_POLL)
+
+
+def _key(worker: int, status: dict[str, Any]) -> tuple[int, int, int]:
+    return worker, int(status.get("attempt") or 1), int(status["pid"])
+
+
+def _running(
+    bucket: Bucket, job_id: str, worker: int | None, followed: set[tuple[int, int, int]]
+) -> dict[int, dict[str, Any]]:
+    """The workers whose agent runs the current attempt now, by their status (not those
+    already followed to their end: an agent that died leaves its last status behind)."""
+    return {
+        w: s
+        for w, s in jobs.statuses(bucket, job_id).items()
+        if (worker is None or w == worker)
+        and s.get("state") in LIVE
+        and s.get("pid")
+        and s.get("log")
+        and _key(w, s) not in followed
+    }
+
+
+def _stream(
+    tpu: TpuApi,
+    ssh: SshApi,
+    node: str,
+    job_id: str,
+    running: dict[int, dict[str, Any]],
+    offsets: dict[str, int],
+    write: Write,
+) -> None:
+    """Follow these workers' logs on their VMs until their agents have exited."""
+    plan = ssh_service.plan(tpu, ssh, node, workers=",".join(map(str, sorted(running))))
+    agent = bundle.build()
+    refused: list[str] = []
+
+    async def one(session: Session, ep: Endpoint) -> int:
+        status = running[ep.worker]
+        name = str(status["log"])  # the bucket's copy: the same bytes
+        installed = await session.run(bundle.install_command(), lambda *_: None, stdin=agent)
+        if installed:
+            return int(installed)
+        local = f".tpuctl/jobs/{job_id}/attempt-{int(status.get('attempt', 1))}.log"
+
+        def out(stream: str, data: bytes) -> None:
+            if stream == "stdout":
+                offsets[name] = offsets.get(name, 0) + len(data)
+                write(ep.worker, data)
+
+        follower = bundle.command("follow", local, str(offsets.get(name, 0)), str(status["pid"]))
+        code = await session.run(f"test -r {local} || exit {NO_LOG}; {follower}", out)
+        if code == NO_LOG:
+            refused.append(f"worker {ep.worker} has no log of job {job_id} for this account")
+        return int(code)
+
+    results = remote.on_workers(ssh, plan, one, idempotent=True)
+    failed = [r for r in results if r.status]
+    if refused:
+        raise TpuctlError(refused[0])
+    if failed:
+        raise TpuctlError(remote.failure_summary(failed) or "the log stream failed")
