@@ -242,10 +242,13 @@ class Storage:
     default): tests pass a wrapper that injects faults. Streaming whole files to and from
     disk is streams.py's."""
 
-    def __init__(self, token: Token, bucket: str, sender: Send | None = None) -> None:
+    def __init__(
+        self, token: Token, bucket: str, sender: Send | None = None, url: str | None = None
+    ) -> None:
         self.token, self.bucket, self.sender = token, bucket, sender or send
-        self.objects_url = f"{STORAGE_URL}/storage/v1/b/{quote(bucket, safe='')}/o"
-        self.uploads_url = f"{STORAGE_URL}/upload/storage/v1/b/{quote(bucket, safe='')}/o"
+        base, name = (url or STORAGE_URL).rstrip("/"), quote(bucket, safe="")
+        self.objects_url = f"{base}/storage/v1/b/{name}/o"
+        self.uploads_url = f"{base}/upload/storage/v1/b/{name}/o"
 
     def http(self, method: str, url: str, data: Any = None, **headers: str) -> Any:
         """`http` with the token and this bucket's sender."""

@@ -278,7 +278,7 @@ class _Download:
     def first(self) -> None:
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            self.fd = os.open(str(self.tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            self.fd = os.open(str(self.tmp), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
             reply = self._get(0, None)
             self.generation = int(reply.headers.get("x-goog-generation") or 0) or None
             for part in reply.headers.get("x-goog-hash", "").split(","):
@@ -340,7 +340,10 @@ class _Download:
                 if reply.status in (200, 206):
                     return reply
                 with reply:
-                    message = reply.read(500).decode(errors="replace")
+                    try:
+                        message = reply.read(500).decode(errors="replace")
+                    except BROKEN as e:
+                        message = str(e)
                 if reply.status not in RETRIED:
                     raise HttpError(
                         reply.status, f"gs://{self.storage.bucket}/{self.name}: {message}"
