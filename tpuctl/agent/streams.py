@@ -46,7 +46,7 @@ from urllib.parse import urlencode
 from .common import BLOCK, RETRIED, Body, HttpError, Json, Reply, Storage, backoff
 
 SLICE = 32 << 20  # a ranged GET of a large object
-CHUNK = 64 << 20  # a resumable upload's request (a multiple of 256 KiB, as the API asks)
+CHUNK = 100 << 20  # a resumable upload's request: a multiple of 256 KiB (the API), gcloud's size
 QUANTUM = 256 << 10
 MULTIPART_LIMIT = 8 << 20  # larger files go by a resumable upload
 THREADS = 8
