@@ -46,7 +46,10 @@ from urllib.parse import urlencode
 from .common import BLOCK, RETRIED, Body, HttpError, Json, Reply, Storage, backoff
 
 SLICE = 32 << 20  # a ranged GET of a large object
-CHUNK = 100 << 20  # a resumable upload's request: a multiple of 256 KiB (the API), gcloud's size
+# A resumable upload's request: a multiple of 256 KiB (the API). Few and large, as Google
+# advises (gcloud sends a file of known size in one request); 1 GiB bounds what a server
+# that drops a broken request's bytes (fake-gcs-server) makes the agent send again.
+CHUNK = 1 << 30
 QUANTUM = 256 << 10
 MULTIPART_LIMIT = 8 << 20  # larger files go by a resumable upload
 THREADS = 8
@@ -218,8 +221,9 @@ class Transfers:
                 # no progress counts as a failure, or a stuck session would loop forever
                 failures = 0 if persisted > offset else failures + 1
                 offset = persisted
-                if failures < self.attempts:
-                    continue
+                if failures >= self.attempts:
+                    raise HttpError(308, f"PUT {url}: the session takes no more bytes")
+                continue
             if status in (404, 410):
                 return None
             if status and status not in RETRIED:
@@ -271,7 +275,11 @@ class _Download:
         self.tmp = temporary(target)
         self.fd = -1
         self.size: int | None = None
-        self.hashes: Any = None  # md5, sha256 computed in order when one stream did it all
+        self.digests: dict[str, Any] = {}  # the checks this file gets: md5, sha256
+        self.inline = False  # hashed as it streams (one stream), else slice by slice
+        self.hashed = 0  # bytes hashed, from the start, when written in slices
+        self.ready: set[int] = set()  # the slices written (their first byte)
+        self.hashing = threading.Lock()
         self.left, self.lock = 1, threading.Lock()  # tasks of this file not yet ended
         self.error: BaseException | None = None
 
@@ -285,6 +293,10 @@ class _Download:
                 kind, _, value = part.strip().partition("=")
                 if kind == "md5" and value:
                     self.md5 = value  # the served generation's, whatever the listing said
+            if self.md5:
+                self.digests["md5"] = hashlib.md5()
+            if self.sha256:
+                self.digests["sha256"] = hashlib.sha256()
             length = reply.headers.get("content-length")
             self.size = int(length) if length is not None else None
             if self.size is not None and self.size > self.t.slice_size:
@@ -295,8 +307,9 @@ class _Download:
                     end = min(start + self.t.slice_size, self.size) - 1
                     self.t.pool.submit(self._slice, start, end)
                 self._fill(0, self.t.slice_size - 1, reply)
+                self._hash_ready(0)
             else:
-                self.hashes = (hashlib.md5(), hashlib.sha256())
+                self.inline = True
                 self._fill(0, None, reply)
         except BaseException as e:
             self._done(e)
@@ -309,6 +322,7 @@ class _Download:
                 if self.error is not None:
                     return  # the file failed already: no more requests for it
             self._fill(start, end, None)
+            self._hash_ready(start)
         except BaseException as e:
             self._done(e)
             raise
@@ -367,8 +381,8 @@ class _Download:
                         if not data:
                             break
                         os.pwrite(self.fd, data, position)
-                        if self.hashes is not None:
-                            for digest in self.hashes:
+                        if self.inline:
+                            for digest in self.digests.values():
                                 digest.update(data)
                         position += len(data)
                         failures = 0
@@ -409,21 +423,44 @@ class _Download:
         if self.then is not None:
             self.then()
 
-    def _check(self) -> None:
-        hashes = self.hashes
-        if hashes is None:  # written in slices: read it back, BLOCK at a time
-            hashes, offset = (hashlib.md5(), hashlib.sha256()), 0
+    def _hash_ready(self, start: int) -> None:
+        """Slice `start` is written: hash the slices that are done, in order, from where
+        hashing stopped (MD5 is sequential), while other threads go on downloading. A
+        thread that finds another one hashing leaves it the work; _check does the rest."""
+        with self.lock:
+            self.ready.add(start)
+        if not self.hashing.acquire(blocking=False):
+            return
+        try:
             while True:
-                data = os.pread(self.fd, BLOCK, offset)
-                if not data:
-                    break
-                for digest in hashes:
-                    digest.update(data)
-                offset += len(data)
+                with self.lock:
+                    if self.hashed not in self.ready:
+                        return
+                self._hash_from(self.hashed, self.hashed + self.t.slice_size)
+
+        finally:
+            self.hashing.release()
+
+    def _hash_from(self, offset: int, end: int | None) -> None:
+        """Hash the file's bytes from `offset` (where hashing stopped) to `end` or EOF."""
+        while end is None or offset < end:
+            want = BLOCK if end is None else min(BLOCK, end - offset)
+            data = os.pread(self.fd, want, offset)
+            if not data:
+                break
+            for digest in self.digests.values():
+                digest.update(data)
+            offset += len(data)
+            self.hashed = offset
+
+    def _check(self) -> None:
+        if not self.inline:
+            with self.hashing:
+                self._hash_from(self.hashed, None)
         where = f"gs://{self.storage.bucket}/{self.name}"
-        if self.md5 and md5_base64(hashes[0]) != self.md5:
+        if self.md5 and md5_base64(self.digests["md5"]) != self.md5:
             raise HttpError(0, f"{where}: the download does not match the object's MD5")
-        if self.sha256 and hashes[1].hexdigest() != self.sha256:
+        if self.sha256 and self.digests["sha256"].hexdigest() != self.sha256:
             raise HttpError(0, f"{where} does not match its sha256")
 
     def _discard(self) -> None:
