@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .common import TPU_URL, HttpError, Json, Storage, Token, http
-from .streams import TMP_SUFFIX, Transfers
+from .downloads import TMP_SUFFIX
+from .streams import Transfers
 
 BLOBS, JOBS = "tpuctl/blobs/", "tpuctl/jobs/"  # the layout of tpuctl.services.staging
 
