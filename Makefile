@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_overhead.py
 	$(BIN)/python bench/doctor.py
 	$(BIN)/python bench/top.py
+	$(BIN)/python bench/checkpoints.py
 
 # reliability under faults, kills, signals and bad input (docs/reliability.md); ~15 min
 chaos: $(STAMP)

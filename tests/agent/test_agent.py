@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 import tpuctl.agent.agent as agent_module
-import tpuctl.agent.common as common_module
+import tpuctl.agent.streams as streams
 import tpuctl.agent.transfer as transfer
 from tests.agent.conftest import Cluster, wait_for
 from tpuctl.services import staging
@@ -225,7 +225,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_large_output_goes_by_resumable_upload(cluster: Cluster) -> None:
     node = cluster.create_node("big")
-    size = common_module.MULTIPART_LIMIT + 12345
+    size = streams.MULTIPART_LIMIT + 12345
     writer = (
         "import os\n"
         "out = os.path.join(os.environ['TPUCTL_OUTPUT_DIR'], 'big.bin')\n"

@@ -10,7 +10,6 @@ Google's by default (docs/runner-internals.md, "Endpoints").
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -20,14 +19,14 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 from urllib.parse import quote, urlencode
 
 _GOOGLE_METADATA = "http://metadata.google.internal/computeMetadata/v1"
 METADATA_URL = os.environ.get("TPUCTL_METADATA_URL", _GOOGLE_METADATA).rstrip("/")
 STORAGE_URL = os.environ.get("TPUCTL_STORAGE_URL", "https://storage.googleapis.com").rstrip("/")
 TPU_URL = os.environ.get("TPUCTL_TPU_URL", "https://tpu.googleapis.com").rstrip("/")
-MULTIPART_LIMIT = 8 << 20  # larger files go by a resumable upload, streamed from disk
+BLOCK = 1 << 20  # bytes a thread holds at once while streaming a body to or from disk
 RETRIED = (429, 500, 502, 503, 504)
 # The bundle's file name on a VM is BUNDLE_PREFIX + <sha256[:12]> + BUNDLE_SUFFIX
 # (bundle.py); idle.py knows an agent's process by it.
@@ -41,6 +40,121 @@ class HttpError(Exception):
         self.status = status
 
 
+class Body:
+    """A request body sent from memory and from parts of files, never read whole: `pieces`
+    are bytes or (path, offset, length). Each `reader()` starts from the beginning again
+    (a retried request sends it anew) and yields at most BLOCK bytes a read."""
+
+    def __init__(self, *pieces: Any) -> None:
+        self.pieces = pieces
+        self.size = sum(len(p) if isinstance(p, bytes) else int(p[2]) for p in pieces)
+
+    def reader(self) -> _BodyReader:
+        return _BodyReader(self.pieces)
+
+
+class _BodyReader:
+    def __init__(self, pieces: Any) -> None:
+        self._pieces, self._left = list(pieces), 0
+        self._file: Any = None
+
+    def read(self, size: int = -1) -> bytes:
+        while True:
+            if self._file is not None:
+                data = self._file.read(min(self._left, BLOCK))
+                self._left -= len(data)
+                if data and self._left > 0:
+                    return data
+                self._file.close()
+                self._file = None
+                if data:
+                    return data
+                if self._left:
+                    raise OSError("a file sent in a request body got shorter")
+            if not self._pieces:
+                return b""
+            piece = self._pieces.pop(0)
+            if isinstance(piece, bytes):
+                if piece:
+                    return piece
+                continue
+            path, offset, self._left = piece
+            self._file = open(str(path), "rb")  # noqa: SIM115 - closed when read out
+            self._file.seek(offset)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+class Reply:
+    """An HTTP response whose body is read as it arrives (`read(n)`) or whole (`body()`).
+    `headers` have lower-case names."""
+
+    def __init__(self, status: int, headers: Any, stream: Any) -> None:
+        self.status, self.stream = status, stream
+        self.headers = {k.lower(): v for k, v in headers.items()}
+
+    def read(self, size: int = -1) -> bytes:
+        # read(-1) of a chunked http.client response would return the chunks' framing
+        return bytes(self.stream.read() if size < 0 else self.stream.read(size))
+
+    def body(self) -> bytes:
+        with self:
+            return self.read()
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def __enter__(self) -> Reply:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a 3xx is an answer (a resumable upload's 308), not a detour
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def send(
+    method: str, url: str, data: Any = None, headers: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> Reply:  # fmt: skip
+    """One HTTP request, no retries: the seam every call goes through (tests wrap it to
+    inject faults). `data` is bytes, a Path (streamed from disk) or a Body. Every status
+    comes back as a Reply; network errors raise OSError."""
+    headers = dict(headers or {})
+    body: Any = data
+    if isinstance(data, Path):
+        body = open(str(data), "rb")  # noqa: SIM115 - closed below
+    elif isinstance(data, Body):
+        body = data.reader()
+        headers["Content-Length"] = str(data.size)
+    try:
+        req = urllib.request.Request(url, data=body, method=method, headers=headers)
+        try:
+            resp = _OPENER.open(req, timeout=timeout)
+        except urllib.error.HTTPError as e:
+            return Reply(e.code, e.headers or {}, e)
+        return Reply(resp.status, resp.headers, resp)
+    finally:
+        if body is not data:
+            body.close()
+
+
+Send = Callable[..., Reply]
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before try `attempt + 1`: jittered, doubling, at most 10."""
+    return min(10.0, 0.25 * 2**attempt) * random.uniform(0.5, 1.0)
+
+
 def http(
     method: str,
     url: str,
@@ -48,27 +162,24 @@ def http(
     headers: dict[str, str] | None = None,
     attempts: int = 8,
     timeout: float = 60,
+    sender: Send | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     """One HTTP call, retried with jittered back-off on 429, 5xx and network errors.
-    `data` is bytes, or a Path streamed from disk (reopened for each attempt).
-    Returns (status, headers with lower-case names, body)."""
+    `data` is bytes, a Path or a Body (sent anew for each attempt). Returns (status,
+    headers with lower-case names, body) for statuses below 400 (a 308 included)."""
     for attempt in range(attempts):
-        body = open(data, "rb") if isinstance(data, Path) else data  # noqa: SIM115
         try:
-            req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                head = {k.lower(): v for k, v in resp.headers.items()}
-                return resp.status, head, resp.read()
-        except urllib.error.HTTPError as e:
-            if e.code not in RETRIED or attempt == attempts - 1:
-                raise HttpError(e.code, e.read()[:500].decode(errors="replace")) from None
+            reply = (sender or send)(method, url, data, headers or {}, timeout)
+            with reply:
+                if reply.status < 400:
+                    return reply.status, reply.headers, reply.read()
+                if reply.status not in RETRIED or attempt == attempts - 1:
+                    message = reply.read(500).decode(errors="replace")
+                    raise HttpError(reply.status, message)
         except OSError as e:  # URLError, resets, timeouts
             if attempt == attempts - 1:
                 raise HttpError(0, f"{method} {url}: {e}") from None
-        finally:
-            if isinstance(data, Path) and body is not None:
-                body.close()
-        time.sleep(min(10.0, 0.25 * 2**attempt) * random.uniform(0.5, 1.0))
+        time.sleep(backoff(attempt))
     raise AssertionError("unreachable")
 
 
@@ -127,15 +238,32 @@ def number(value: Any) -> float | None:
 
 # -- Cloud Storage (JSON API) ---------------------------------------------------------
 class Storage:
-    def __init__(self, token: Token, bucket: str) -> None:
-        self.token, self.bucket = token, bucket
-        self._b = f"{STORAGE_URL}/storage/v1/b/{quote(bucket, safe='')}/o"
-        self._up = f"{STORAGE_URL}/upload/storage/v1/b/{quote(bucket, safe='')}/o"
+    """One bucket through the JSON API. Every request goes through `sender` (`send` by
+    default): tests pass a wrapper that injects faults. Streaming whole files to and from
+    disk is streams.py's."""
+
+    def __init__(
+        self, token: Token, bucket: str, sender: Send | None = None, url: str | None = None
+    ) -> None:
+        self.token, self.bucket, self.sender = token, bucket, sender or send
+        base, name = (url or STORAGE_URL).rstrip("/"), quote(bucket, safe="")
+        self.objects_url = f"{base}/storage/v1/b/{name}/o"
+        self.uploads_url = f"{base}/upload/storage/v1/b/{name}/o"
+
+    def http(self, method: str, url: str, data: Any = None, **headers: str) -> Any:
+        """`http` with the token and this bucket's sender."""
+        return http(method, url, data, self.token.headers(**headers), sender=self.send)
+
+    def send(self, *args: Any, **kwargs: Any) -> Reply:
+        return self.sender(*args, **kwargs)
+
+    def media_url(self, name: str, generation: int | None = None) -> str:
+        query = {"alt": "media", **({"generation": str(generation)} if generation else {})}
+        return f"{self.objects_url}/{quote(name, safe='')}?{urlencode(query)}"
 
     def read(self, name: str) -> tuple[bytes, int]:
-        """An object's content and generation."""
-        url = f"{self._b}/{quote(name, safe='')}?alt=media"
-        _, head, data = http("GET", url, headers=self.token.headers())
+        """An object's content (for small objects: it is held in memory) and generation."""
+        _, head, data = self.http("GET", self.media_url(name))
         return data, int(head.get("x-goog-generation", 0))
 
     def read_json(self, name: str) -> tuple[Json | None, int]:
@@ -163,57 +291,38 @@ class Storage:
     def write(
         self,
         name: str,
-        data: bytes,
+        data: bytes | Path,
         content_type: str = "application/octet-stream",
         if_generation_match: int | None = None,
     ) -> Json:
-        """A multipart upload: the kind that honours ifGenerationMatch everywhere."""
+        """A multipart upload: the kind that honours ifGenerationMatch everywhere. A Path
+        is streamed from disk."""
         sep = "tpuctl-" + uuid.uuid4().hex
         meta = json.dumps({"name": name, "contentType": content_type})
-        body = (
+        head = (
             f"--{sep}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n{meta}\r\n"
             f"--{sep}\r\nContent-Type: {content_type}\r\n\r\n"
         ).encode()
-        body += data + f"\r\n--{sep}--\r\n".encode()
+        content = data if isinstance(data, bytes) else (data, 0, data.stat().st_size)
+        body = Body(head, content, f"\r\n--{sep}--\r\n".encode())
         query = {"uploadType": "multipart"}
         if if_generation_match is not None:
             query["ifGenerationMatch"] = str(if_generation_match)
-        headers = self.token.headers(**{"Content-Type": "multipart/related; boundary=" + sep})
-        return dict(json.loads(http("POST", f"{self._up}?{urlencode(query)}", body, headers)[2]))
+        url = f"{self.uploads_url}?{urlencode(query)}"
+        reply = self.http(
+            "POST", url, body, **{"Content-Type": "multipart/related; boundary=" + sep}
+        )
+        return dict(json.loads(reply[2]))
 
     def write_json(self, name: str, value: Any, if_generation_match: int | None = None) -> int:
         data = json.dumps(value, indent=1, sort_keys=True).encode()
         return int(self.write(name, data, "application/json", if_generation_match)["generation"])
 
-    def upload_file(
-        self, name: str, path: Path, content_type: str = "application/octet-stream"
-    ) -> Any:
-        size = path.stat().st_size
-        if size <= MULTIPART_LIMIT:
-            return self.write(name, path.read_bytes(), content_type)
-        start = f"{self._up}?{urlencode({'uploadType': 'resumable', 'name': name})}"
-        meta = json.dumps({"contentType": content_type}).encode()
-        head = http("POST", start, meta, self.token.headers(**{"Content-Type": "application/json"}))
-        put = self.token.headers(**{"Content-Length": str(size), "Content-Type": content_type})
-        return http("PUT", head[1]["location"], path, put, timeout=600)
-
-    def download(self, name: str, target: Path, sha256: str | None = None) -> None:
-        """Download to a temporary file beside `target`, check the hash, then rename."""
-        data = self.read(name)[0]
-        if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-            raise HttpError(0, f"gs://{self.bucket}/{name} does not match its sha256")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tpuctl-tmp")
-        tmp.write_bytes(data)
-        os.replace(str(tmp), str(target))
-
     def objects(self, prefix: str) -> list[Json]:
         items: list[Json] = []
         query = {"prefix": prefix}
         while True:
-            page = json.loads(
-                http("GET", f"{self._b}?{urlencode(query)}", headers=self.token.headers())[2]
-            )
+            page = json.loads(self.http("GET", f"{self.objects_url}?{urlencode(query)}")[2])
             items.extend(page.get("items") or [])
             if not page.get("nextPageToken"):
                 return items

@@ -10,11 +10,13 @@ import json
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .common import TPU_URL, HttpError, Json, Storage, Token, http
+from .downloads import TMP_SUFFIX
+from .streams import Transfers
 
 BLOBS, JOBS = "tpuctl/blobs/", "tpuctl/jobs/"  # the layout of tpuctl.services.staging
 
@@ -42,16 +44,19 @@ def fetch_code(storage: Storage, job_id: str, dest: Path, workers: int = 8) -> J
     """Download the job's code (its manifest) into `dest`; returns the job record.
     Files already there with the right content are kept (a restart fetches nothing)."""
     record = json.loads(storage.read(job_path(job_id, "job.json"))[0])
+    items = [(dest.joinpath(*_safe_parts(rel)), e) for rel, e in sorted(record["manifest"].items())]
 
-    def one(item: tuple[str, Json]) -> None:
-        relative, entry = item
-        target = dest.joinpath(*_safe_parts(relative))
-        if not (target.is_file() and _digest(target, "sha256") == entry["sha256"]):
-            storage.download(BLOBS + entry["sha256"], target, entry["sha256"])
-        os.chmod(str(target), int(entry.get("mode", 0o644)))
+    def one(transfers: Transfers, target: Path, entry: Json) -> None:
+        mode = int(entry.get("mode", 0o644))
+        if target.is_file() and _digest(target, "sha256") == entry["sha256"]:
+            os.chmod(str(target), mode)
+        else:
+            then = partial(os.chmod, str(target), mode)
+            transfers.download(BLOBS + entry["sha256"], target, entry["sha256"], then=then)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(one, sorted(record["manifest"].items())))
+    with Transfers(storage, threads=workers) as transfers:
+        for target, entry in items:
+            transfers.submit(one, transfers, target, entry)
     return dict(record)
 
 
@@ -88,49 +93,66 @@ class LogUploader:
         due = time.monotonic() - self._last >= max(self.every, st.st_size / (2 << 20))
         if state == self._sent or not (force or due):
             return False
-        self.storage.upload_file(self.name, self.local, "text/plain; charset=utf-8")
+        Transfers(self.storage).upload_now(self.name, self.local, "text/plain; charset=utf-8")
         self._sent, self._last = state, time.monotonic()
         return True
 
 
 class OutputSync:
-    """Mirrors a local dir into `prefix`, uploading only the files that changed."""
+    """Mirrors a local dir into `prefix`, uploading only the files that changed, many at
+    once; large files are streamed in slices and chunks (streams.py)."""
 
-    def __init__(self, storage: Storage, local: Path, prefix: str) -> None:
+    def __init__(self, storage: Storage, local: Path, prefix: str, **transfers: Any) -> None:
         self.storage, self.local, self.prefix = storage, local, prefix
+        self.transfers = transfers  # Transfers' options: threads, slice_size, chunk_size...
         self._seen: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime) sent
         self._remote: dict[str, str] | None = None  # relative path -> md5 in the bucket
+        self._lock = threading.Lock()
 
     def restore(self) -> int:
         """Download what earlier attempts left in the bucket (a script may resume from it)."""
-        self._remote, count = {}, 0
+        remote: dict[str, str] = {}
+        wanted = []
         for item in self.storage.objects(self.prefix):
             relative = item["name"][len(self.prefix) :]
             target = self.local.joinpath(*_safe_parts(relative))
-            self._remote[relative] = item.get("md5Hash", "")
+            remote[relative] = item.get("md5Hash", "")
             if not target.exists():
-                self.storage.download(item["name"], target)
-                count += 1
-        return count
+                wanted.append((item, target))
+        with Transfers(self.storage, **self.transfers) as transfers:
+            for item, target in wanted:
+                generation = int(item.get("generation") or 0) or None
+                transfers.download(item["name"], target, md5=item.get("md5Hash"),
+                                   generation=generation)  # fmt: skip
+        self._remote = remote
+        return len(wanted)
 
     def sync(self) -> int:
         """Upload new and changed files; returns how many."""
         if self._remote is None:
             self.restore()
-        remote, count = self._remote or {}, 0
-        for root, _dirs, files in os.walk(str(self.local)):
-            for filename in sorted(f for f in files if not f.endswith(".tpuctl-tmp")):
-                path = Path(root, filename)
-                relative = path.relative_to(self.local).as_posix()
-                st = path.stat()
-                if self._seen.get(relative) == (st.st_size, st.st_mtime_ns):
-                    continue
-                md5 = _digest(path, "md5")
-                if remote.get(relative) != md5:
-                    self.storage.upload_file(self.prefix + relative, path)
-                    remote[relative], count = md5, count + 1
+        remote = self._remote if self._remote is not None else {}
+        uploaded = []
+
+        def one(transfers: Transfers, path: Path, relative: str, st: os.stat_result) -> None:
+            md5 = _digest(path, "md5")
+            if remote.get(relative) != md5:
+                obj = transfers.upload_now(self.prefix + relative, path)
+                with self._lock:
+                    remote[relative] = str(obj.get("md5Hash") or md5)
+                    uploaded.append(relative)
+            with self._lock:
                 self._seen[relative] = (st.st_size, st.st_mtime_ns)
-        return count
+
+        with Transfers(self.storage, **self.transfers) as transfers:
+            for root, _dirs, files in os.walk(str(self.local)):
+                for filename in sorted(f for f in files if not f.endswith(TMP_SUFFIX)):
+                    path = Path(root, filename)
+                    relative = path.relative_to(self.local).as_posix()
+                    st = path.stat()
+                    if self._seen.get(relative) != (st.st_size, st.st_mtime_ns):
+                        transfers.submit(one, transfers, path, relative, st)
+        return len(uploaded)
 
 
 # -- the Cloud TPU API --------------------------------------------------------------------
