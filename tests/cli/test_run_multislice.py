@@ -87,6 +87,9 @@ def test_two_slices_run_with_the_megascale_environment_and_leave_nothing(
     assert {w.split()[0][:2] for w in whos} == {"s0", "s1"}
     logs = [k for k in bucket_objects(emulator) if "/logs/attempt-1/" in k]
     assert len(logs) == 8
+    later = cli("logs", job)  # from the bucket, named as the run named them
+    assert later.code == 0, later.err
+    assert "[s1/w3] ready s1/w3" in later.out and "[s0/w0] ready s0/w0" in later.out
     assert emulator.nodes() == [] and emulator.queued() == []
 
 

@@ -79,13 +79,14 @@ def logs(
     b = _bucket(app_of(ctx), project, bucket)
     job = jobs_service.resolve(b, job)
     offsets: dict[int, int] = {}
+    name = jobs_service.worker_names(b, job)
     out = sys.stdout.buffer
     while True:
         state, chunks = jobs_service.read_logs(b, job, offsets, worker)
         prefix = len({w for w, _ in chunks} | set(offsets)) > 1
         for w, data in chunks:
             for line in data.splitlines(keepends=True):
-                out.write((f"[w{w}] ".encode() if prefix else b"") + line)
+                out.write((f"[{name(w)}] ".encode() if prefix else b"") + line)
         out.flush()
         if not follow or state in jobs_service.FINAL:
             return

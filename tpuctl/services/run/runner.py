@@ -168,6 +168,7 @@ class Runner:
             teardown=spec.teardown,
             name=spec.name,
             job_id=job.job_id,
+            slices=spec.slices,
         )
 
     def _attempts(self, workers: int) -> JobOutcome:
