@@ -212,7 +212,9 @@ class QueuedResource:
         for spec in specs:
             multi = spec.get("multisliceParams") or {}
             if multi:
-                prefix, count = multi.get("nodeIdPrefix", ""), int(multi.get("nodeCount", 0))
+                # without a prefix the service names the nodes after the request
+                prefix = multi.get("nodeIdPrefix") or name
+                count = int(multi.get("nodeCount", 0))
                 node_ids += [f"{prefix}-{i}" for i in range(count)]
             else:
                 node_ids.append(spec.get("nodeId", ""))

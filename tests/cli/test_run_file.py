@@ -102,6 +102,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
     r = cli(
         "run", "-f", str(repo / "job.toml"), "--zone", "us-central1-a,us-central1-b",
         "--queued", "--valid-until", "2h", "--ttl", "1d", "--restarts", "1", "--sync-every", "5",
+        "--slices", "2",
         "--setup", "pip install -r requirements.txt", "--keep", "--detach", "--no-check",
         "--heartbeat-deadline", "90s", "--start-deadline", "15m", "--retry-on-failure",
         "--bucket", "gs://mine", "--project", "my-project", "--version", "tpu-vm-base",
@@ -122,7 +123,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "no_check": True, "heartbeat_deadline": "90s", "start_deadline": "15m",
         "retry_on_failure": True, "bucket": "gs://mine", "project": "my-project",
         "version": "tpu-vm-base", "force": True, "name": "nightly", "accelerator": "v3-32",
-        "exclude": ["*.ckpt"],
+        "exclude": ["*.ckpt"], "slices": 2,
     }.items():  # fmt: skip
         assert spec[key] == value, key
     assert set(jobfile.KEYS) - set(spec) == {"node", "zone"}  # all but what was not given

@@ -8,6 +8,9 @@ common.py. The runner ships it inside the agent bundle (bundle.py) and starts it
     python3 BUNDLE agent run   --job-id J --bucket B [--worker K] < env.json   # foreground
 
 (BUNDLE: ~/.tpuctl/tpuctl-agent-<sha256[:12]>.pyz.)
+A multislice job (docs/multislice.md) adds `--slice S --slices N --coordinator HOST:PORT
+--request QR`: K is then the worker's number across the job (S * workers per slice + its
+number in its slice), and worker 0 (of slice 0) watches and tears down every slice.
 stdin holds the user's env values as a JSON object (never stored in the bucket). Cloud
 Storage (JSON API), the TPU API and the metadata server are reached at the endpoints in
 TPUCTL_STORAGE_URL, TPUCTL_TPU_URL and TPUCTL_METADATA_URL, Google's by default, with
@@ -39,6 +42,7 @@ from .common import (
     alive,
     http,
     identity,
+    tpu,
 )
 from .transfer import (
     LogUploader,
@@ -65,6 +69,8 @@ class Job:
         self.storage = Storage(Token(), args.bucket)
         self.me = identity()
         self.worker = self.me["worker"] if args.worker is None else args.worker
+        # Every slice has the workers of this one: the job's are all the slices' together.
+        self.total = self.me["workers"] * args.slices
         self.status = StatusWriter(self.storage, status_path(args.job_id, self.worker), {
             "worker": self.worker, "attempt": args.attempt,
             "pid": getattr(args, "supervisor", None) or os.getpid(), "agent_pid": os.getpid(),
@@ -74,7 +80,10 @@ class Job:
         self.log = LogUploader(
             self.storage, self.local_log, self.status.value["log"], args.heartbeat
         )
-        self.sync = OutputSync(self.storage, self.outputs, job_path(args.job_id, "outputs", ""))
+        # Each slice syncs (and restores) outputs of its own: two slices' worker 0 never
+        # overwrite each other's files.
+        outputs = ("outputs", f"slice-{args.slice}", "") if args.slices > 1 else ("outputs", "")
+        self.sync = OutputSync(self.storage, self.outputs, job_path(args.job_id, *outputs))
         self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
@@ -145,17 +154,36 @@ class Job:
 
     def env(self, record: Json) -> dict[str, str]:
         env = dict(os.environ, PYTHONUNBUFFERED="1")  # so the log follows the script live
+        env.update(self.megascale())  # before the user's: an --env value wins
         for name in record.get("env") or []:
             if name in self.user_env:
                 env[name] = self.user_env[name]
             else:
                 self.say(f"no value was given for the env variable {name}")
+        # On a multislice job the worker id and count are the slice's (as the metadata
+        # server has them); TPUCTL_SLICE_ID tells the slices apart.
+        worker = self.me["worker"] if self.args.slices > 1 else self.worker
         env.update(
-            TPUCTL_JOB_ID=self.args.job_id, TPUCTL_WORKER_ID=str(self.worker),
+            TPUCTL_JOB_ID=self.args.job_id, TPUCTL_WORKER_ID=str(worker),
             TPUCTL_NUM_WORKERS=str(self.me["workers"]), TPUCTL_OUTPUT_DIR=str(self.outputs),
             TPUCTL_ATTEMPT=str(self.args.attempt), TPUCTL_RESTART=str(self.args.attempt - 1),
+            TPUCTL_SLICE_ID=str(self.args.slice), TPUCTL_NUM_SLICES=str(self.args.slices),
         )  # fmt: skip
         return env
+
+    def megascale(self) -> dict[str, str]:
+        """What JAX/libtpu read to join the slices of a multislice job over the data-
+        center network, as Google's multislice tooling sets them (docs/multislice.md):
+        the coordinator (worker 0 of slice 0, HOST:PORT), its port, how many slices and
+        which this one is. Nothing on a single slice."""
+        if self.args.slices <= 1 or not self.args.coordinator:
+            return {}
+        return {
+            "MEGASCALE_COORDINATOR_ADDRESS": self.args.coordinator,
+            "MEGASCALE_PORT": self.args.coordinator.rsplit(":", 1)[-1],
+            "MEGASCALE_NUM_SLICES": str(self.args.slices),
+            "MEGASCALE_SLICE_ID": str(self.args.slice),
+        }
 
     def supervise(self, command: list[str], env: dict[str, str], phase: str) -> int:
         """Run one command to its end, heartbeating; on a cancel SIGTERM, then SIGKILL."""
@@ -195,18 +223,18 @@ class Job:
         the outputs): the status rewritten, and on worker 0 its peers looked at."""
         while not stop.wait(self.args.heartbeat):
             self.quietly(self.status.write)
-            if self.worker == 0 and self.me["workers"] > 1:
+            if self.worker == 0 and self.total > 1:
                 self.quietly(self.watch_peers)
 
     def watch_peers(self) -> None:
         """Worker 0: a peer whose agent stopped beating for --stale seconds is LOST; the
         job then ends (the others are asked to stop, and worker 0 tears down)."""
         current = {}
-        for k in range(1, self.me["workers"]):
+        for k in range(1, self.total):
             st = self.storage.read_json(status_path(self.args.job_id, k))[0]
             if st and st.get("attempt") == self.args.attempt:
                 current[k] = st
-        lost = self.peers.lost(current, range(1, self.me["workers"]))
+        lost = self.peers.lost(current, range(1, self.total))
         if not lost or self.cancelled:
             return
         silent = int(self.peers.silent_for(lost[0]))
@@ -217,7 +245,7 @@ class Job:
                 lambda v, k=k: dict(v, worker=k, attempt=self.args.attempt, state="LOST",
                                     message=f"no heartbeat for {silent}s", ended=time.time()),
             )  # fmt: skip
-        for k in set(range(1, self.me["workers"])) - set(lost):
+        for k in set(range(1, self.total)) - set(lost):
             self.storage.update_json(
                 status_path(self.args.job_id, k), lambda v: dict(v, cancel=True)
             )
@@ -303,21 +331,39 @@ class Job:
         return st.get("state") in FINAL or time.time() - st.get("heartbeat", 0) > self.args.stale
 
     def teardown(self) -> None:
-        """On worker 0: once every worker has ended, delete the node (this VM included)."""
+        """On worker 0: once every worker has ended, delete the node (this VM included);
+        on a multislice job, its queued resource, which takes every slice with it."""
         since = time.time()
-        while not all(self.ended(k, since) for k in range(self.me["workers"])):
+        while not all(self.ended(k, since) for k in range(self.total)):
             time.sleep(self.args.heartbeat)
         project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
-        self.say(f"teardown: deleting node {node} in {zone}")
+        request = self.args.request if self.args.slices > 1 else None
+        what = f"queued resource {request} (every slice)" if request else f"node {node}"
+        self.say(f"teardown: deleting {what} in {zone}")
         self.quietly(lambda: self.log.upload(force=True))  # before this VM goes away
         try:
-            op = delete_node(self.storage.token, project, zone, node)
+            if request:
+                op = delete_request(self.storage.token, project, zone, request)
+            else:
+                op = delete_node(self.storage.token, project, zone, node)
             outcome = (op or {}).get("name", "already gone")
         except Exception as e:  # noqa: BLE001 - said in the log and the status
             outcome = f"failed: {e!r}"
             self.say(f"teardown {outcome}")
         self.quietly(lambda: self.status.write(teardown=outcome))
         self.quietly(lambda: self.log.upload(force=True))
+
+
+def delete_request(token: Token, project: str, zone: str, request: str) -> Json | None:
+    """Ask the TPU API to delete a queued resource with force (its nodes go with it): its
+    operation, or None when it is gone."""
+    path = f"projects/{project}/locations/{zone}/queuedResources/{request}?force=true"
+    try:
+        return dict(json.loads(tpu(token, "DELETE", path) or b"{}"))
+    except HttpError as e:
+        if e.status == 404:
+            return None
+        raise
 
 
 def _kill(pid: int, sig: int) -> None:
@@ -444,6 +490,13 @@ def main(argv: list[str] | None = None) -> int:
                         "the last output sync (the VM has about 30 s)")  # fmt: skip
     parser.add_argument("--stale", type=float, default=300.0, help="a worker whose "
                         "heartbeat is silent this long (seconds) is lost")  # fmt: skip
+    # A multislice job (docs/multislice.md): this worker's slice, how many there are, the
+    # MEGASCALE coordinator (worker 0 of slice 0, HOST:PORT), and the queued resource
+    # worker 0 deletes at the end.
+    parser.add_argument("--slice", type=int, default=0)
+    parser.add_argument("--slices", type=int, default=1)
+    parser.add_argument("--coordinator", default="")
+    parser.add_argument("--request", default="")
     args = parser.parse_args(argv)
     user_env = _read_env(sys.stdin)
     return (start if args.command == "start" else serve)(args, user_env)

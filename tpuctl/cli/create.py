@@ -100,6 +100,14 @@ def create(
             "--timeout", help="With --queued: stop waiting after this long (default 24h)."
         ),
     ] = None,
+    slices: Annotated[
+        int,
+        typer.Option(
+            "--slices",
+            help="Multislice: this many slices (nodes NAME-0, NAME-1, ...) through one "
+            "queued resource NAME (implies --queued when more than 1).",
+        ),
+    ] = 1,
 ) -> None:
     """Create a TPU VM and wait until it is READY.
 
@@ -107,10 +115,15 @@ def create(
 
     With --queued the node is asked for through a queued resource, which waits for
     capacity; interrupting the wait deletes the request unless --keep-request.
+    With --slices N (N > 1) the queued resource NAME asks for N slices, nodes NAME-0 to
+    NAME-(N-1); `tpuctl delete NAME` deletes them all (docs/multislice.md).
     """
     from tpuctl.durations import parse_duration
     from tpuctl.services import cost, names, nodes
 
+    if slices < 1:
+        raise UsageError(f"--slices must be 1 or more, not {slices}")
+    queued = queued or slices > 1  # a multislice request is a queued resource
     app = app_of(ctx)
     target = app.target(project, zone, many_zones=True)
     api = app.tpu()
@@ -147,7 +160,10 @@ def create(
         valid_until_time=valid_until_time,
         keep_request=keep_request,
         timeout=parse_duration(timeout, "--timeout") if timeout else queued_service.DEFAULT_TIMEOUT,
+        slices=slices,
     )
+    if slices > 1:  # every slice's name must be a node name too
+        names.validate_name(queued_service.slice_ids(name, slices)[-1])
     # From here to the end, SIGTERM and SIGHUP interrupt as Ctrl-C does, and the create
     # call is not cut in half (tpuctl/interrupts.py).
     from tpuctl.services import zones
@@ -209,23 +225,29 @@ class _Request:
         api = app.tpu()
         body = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
         rate = cost.hourly(accelerator, spot or preemptible)
+        slices = options.slices
         if rate is not None and self.announce:
             kind = "spot" if spot else "preemptible" if preemptible else "on-demand"
-            price = cost.money(rate, per_hour=True)
-            render.info(f"{accelerator} {kind}: about {price} ({cost.note()})")
+            price = cost.money(rate * slices, per_hour=True)
+            what = f"{slices} x {accelerator}" if slices > 1 else accelerator
+            render.info(f"{what} {kind}: about {price} ({cost.note()})")
         full_name = f"{target.parent}/nodes/{name}"
         made = False  # whether the node is known to exist (or asked for): then it is named
         try:
             if queued:
-                queued_node = _create_queued(
+                made_nodes = _create_queued(
                     app, target, name, accelerator, body, options, no_wait, json_out
                 )
-                if queued_node is None:
+                if made_nodes is None:
                     return
                 made = True
                 if wait_ssh:
-                    _wait_ssh(app, full_name, len(queued_node.workers), internal_ip_only)
-                _show(queued_node, json_out)
+                    for one in made_nodes:
+                        _wait_ssh(app, one.full_name, len(one.workers), internal_ip_only)
+                if slices > 1:
+                    _show_slices(name, target, made_nodes, json_out)
+                else:
+                    _show(made_nodes[0], json_out)
                 return
             made = True
             operation = nodes.create_node(api, target, spec, body)
@@ -290,6 +312,26 @@ def _show(node: Node, json_out: bool) -> None:
         )
 
 
+def _show_slices(name: str, target: Target, slices: list[Node], json_out: bool) -> None:
+    """A multislice request: its slices, in order (each a node of its own)."""
+    if json_out:
+        render.print_json(
+            {
+                "kind": "queuedResource",
+                "name": name,
+                "zone": target.zone,
+                "slices": [n.to_json() for n in slices],
+            }
+        )
+        return
+    render.info(
+        f"queued resource {name}: {len(slices)} slices; `tpuctl delete {name} --zone "
+        f"{target.zone}` deletes them all"
+    )
+    for node in slices:
+        _show(node, json_out)
+
+
 def _create_queued(
     app: AppEnv,
     target: Target,
@@ -299,8 +341,8 @@ def _create_queued(
     options: QueueOptions,
     no_wait: bool,
     json_out: bool,
-) -> Node | None:
-    """Ask through the queue; wait (unless --no-wait) and return the READY node."""
+) -> list[Node] | None:
+    """Ask through the queue; wait (unless --no-wait) and return the READY node(s)."""
     from tpuctl.services import queued
 
     api = app.tpu()
@@ -314,8 +356,9 @@ def _create_queued(
             f"`tpuctl delete {name} --zone {target.zone} --yes`",
         )
         return None
-    with render.progress(f"queued {name} ({accelerator}) in {target.zone}:") as update:
-        return queued.provision(api, target, name, options, node_body=body, progress=update)
+    what = f"{options.slices} x {accelerator}" if options.slices > 1 else accelerator
+    with render.progress(f"queued {name} ({what}) in {target.zone}:") as update:
+        return queued.provision_slices(api, target, name, options, node_body=body, progress=update)
 
 
 def _wait_ssh(app: AppEnv, full_name: str, workers: int, internal_ip: bool) -> None:

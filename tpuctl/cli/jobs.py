@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -86,7 +87,8 @@ def logs(
     b = _bucket(app, project, bucket)
     job = jobs_service.resolve(b, job)
     workers = int(staging.read_job_record(b, job).get("workers", 1))
-    out = _Lines(sys.stdout.buffer, prefixed=worker is None and workers > 1)
+    name = jobs_service.worker_names(b, job)  # w3, or s1/w1 on a multislice job
+    out = _Lines(sys.stdout.buffer, name, prefixed=worker is None and workers > 1)
     if follow:
         from tpuctl.services import live_logs
 
@@ -99,18 +101,18 @@ def logs(
 
 
 class _Lines:
-    """Log bytes out, each line prefixed with its worker (`[w1] `) on pods; a line cut
-    between two chunks gets its prefix once."""
+    """Log bytes out, each line prefixed with its worker (`[w1] `, `[s1/w0] `) on pods; a
+    line cut between two chunks gets its prefix once."""
 
-    def __init__(self, out: Any, prefixed: bool) -> None:
-        self.out, self.prefixed = out, prefixed
+    def __init__(self, out: Any, name: Callable[[int], str], prefixed: bool) -> None:
+        self.out, self.name, self.prefixed = out, name, prefixed
         self.mid_line: set[int] = set()
 
     def write(self, worker: int, data: bytes) -> None:
         if self.prefixed:
             for line in data.splitlines(keepends=True):
                 if worker not in self.mid_line:
-                    self.out.write(f"[w{worker}] ".encode())
+                    self.out.write(f"[{self.name(worker)}] ".encode())
                 self.out.write(line)
                 if line.endswith(b"\n"):
                     self.mid_line.discard(worker)

@@ -17,23 +17,26 @@ from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
-from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env
+from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env, worker_label
 
 if TYPE_CHECKING:
     from tpuctl.services.run.jobfile import JobFile
 
 
 class CliUI:
-    """Progress on stderr; the job's log lines on stdout, prefixed per worker on pods."""
+    """Progress on stderr; the job's log lines on stdout, prefixed per worker on pods
+    (`[w1]`), by slice and worker on a multislice job (`[s1/w0]`)."""
 
     def __init__(self, logs_to_stderr: bool = False) -> None:
         self.prefix = False
+        self.workers, self.slices = 1, 1
         self.partial: dict[int, bytes] = {}
         # with --json, stdout carries only the final JSON object
         self.stream = sys.stderr if logs_to_stderr else sys.stdout
 
-    def set_workers(self, count: int) -> None:
+    def set_workers(self, count: int, slices: int = 1) -> None:
         self.prefix = count > 1
+        self.workers, self.slices = count, slices
 
     def info(self, message: str) -> None:
         render.info(message)
@@ -47,7 +50,8 @@ class CliUI:
         self.partial[worker] = rest
         out = self.stream.buffer
         for line in lines:
-            out.write((f"[w{worker}] ".encode() if self.prefix else b"") + line + b"\n")
+            label = worker_label(worker, self.workers, self.slices)
+            out.write((f"[{label}] ".encode() if self.prefix else b"") + line + b"\n")
         out.flush()
 
     def log_marker(self, text: str) -> None:
@@ -114,7 +118,7 @@ def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
 def _left(runner: Any, zone: str) -> str:
     """What becomes of the node, said only as far as it is known."""
     job = runner.job
-    node = f"node {runner.node_name} in {zone}"
+    node = f"{job.what} in {zone}"
     if job.node_deleted:
         return f"{node} was deleted"
     if not job.spec.teardown:
@@ -144,7 +148,8 @@ def _stop(runner: Any, ui: CliUI, zone: str) -> None:
     if not stopped.started:
         what = _left(runner, zone) if job.created else "no node was created"
         raise Interrupted(f"interrupted before job {runner.job_id} started; {what}") from None
-    gone = " and deleted its node" if stopped.torn_down else ""
+    what = "every slice" if job.multislice else "its node"
+    gone = f" and deleted {what}" if stopped.torn_down else ""
     raise Interrupted(f"interrupted: stopped job {runner.job_id}{gone}") from None
 
 
@@ -208,6 +213,14 @@ def run(
     queued_flag: Annotated[
         bool, typer.Option("--queued", help="Ask for the node through a queued resource.")
     ] = False,
+    slices: Annotated[
+        int,
+        typer.Option(
+            "--slices",
+            help="Multislice: run on this many slices of the accelerator, through one "
+            "queued resource (docs/multislice.md).",
+        ),
+    ] = 1,
     valid_until: Annotated[
         str | None, typer.Option("--valid-until", help="With --queued: give up waiting after this.")
     ] = None,
@@ -271,7 +284,13 @@ def run(
         raise UsageError(
             "no script: give one (tpuctl run SCRIPT) or a job file with `script = ...` (-f FILE)"
         )
-    if o.valid_until and not o.queued_flag:
+    with blame("slices") if "slices" in from_file else contextlib.nullcontext():
+        if o.slices < 1:
+            raise UsageError(f"--slices must be 1 or more, not {o.slices}")
+        if o.slices > 1 and o.node:
+            raise UsageError("--slices asks for new slices: it does not go with --node")
+    queued = o.queued_flag or o.slices > 1  # a multislice job is one queued resource
+    if o.valid_until and not queued:
         raise UsageError("--valid-until needs --queued")
     if o.queued_flag and o.node:
         raise UsageError("--queued asks for a new node: it does not go with --node")
@@ -308,7 +327,8 @@ def run(
         detach=o.detach,
         name=o.name,
         ttl=durations.get("ttl"),
-        queued=o.queued_flag,
+        queued=queued,
+        slices=o.slices,
         valid_until=durations.get("valid_until"),
         restarts=restarts,
         retry_on_failure=o.retry_on_failure,
@@ -357,19 +377,23 @@ def run(
             render.info(f"job {outcome.job_id} started on {outcome.node}; {left}")
             render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
         return
-    summary = ", ".join(f"w{w} {s}" for w, s in sorted(outcome.states.items()))
+    workers = runner.job.workers
+    summary = ", ".join(
+        f"{worker_label(w, workers, spec.slices)} {s}" for w, s in sorted(outcome.states.items())
+    )
     restarted = f" after {outcome.restarts} restart(s)" if outcome.restarts else ""
     render.info(f"job {outcome.job_id}: {summary}{restarted}; exit status {outcome.exit_status}")
     render.info(f"logs and outputs: {where}")
     if outcome.outputs:
         render.info(f"downloaded {len(outcome.outputs)} output file(s) to {spec.outputs}")
     if outcome.torn_down:
-        render.info(f"deleted node {outcome.node}")
+        render.info(f"deleted {runner.job.what}")
     if json_out:
         render.print_json(
             {
                 "job": outcome.job_id,
                 "node": outcome.node,
+                **({"slices": runner.job.slice_ids} if spec.slices > 1 else {}),
                 "zone": runner.zone,
                 "exitStatus": outcome.exit_status,
                 "states": outcome.states,

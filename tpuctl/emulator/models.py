@@ -100,6 +100,8 @@ class Node:
     capacity_error: str | None = None
     # the queued resource that made this node, if one did
     queued_resource: str = ""
+    # made by a multislice request (`multisliceParams`): one slice of several
+    multislice_node: bool = False
     # set from the control plane: health ("" -> HEALTHY while READY), its description,
     # and symptoms [{symptomType, details, workerId, createTime}]
     health: str = ""
@@ -216,6 +218,7 @@ class Node:
             "dataDisks": [dict(d) for d in self.data_disks],
             "shieldedInstanceConfig": self.shielded_instance_config,
             "queuedResource": self.queued_resource,
+            "multisliceNode": self.multislice_node,
         }
         # proto3 JSON, as the real API answers: default values are left out
         return schema.render("Node", node)

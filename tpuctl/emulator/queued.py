@@ -27,6 +27,8 @@ QR_TYPE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
 DELETABLE = frozenset({"ACCEPTED", "FAILED", "SUSPENDED"})
 WAITING = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)s$")
+# The discovery document's pattern for a multislice node id prefix (MultisliceParams).
+MULTISLICE_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.~+%-]+$")
 
 
 def parse_duration(value: Any, field_name: str) -> float:
@@ -60,7 +62,7 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
     if name in state.queued:
         raise errors.already_exists(name)
     now = state.now()
-    nodes = _nodes(state, project, zone, body, now)
+    nodes = _nodes(state, project, zone, qr_id, body, now)
     qr = QueuedResource(project, zone, qr_id, now, [n.to_state() for n in nodes], {})
     qr.request = {
         k: body[k]
@@ -104,7 +106,9 @@ def _policy(qr: QueuedResource, policy: dict[str, Any], now: float) -> dict[str,
     return out
 
 
-def _nodes(state: State, project: str, zone: str, body: dict[str, Any], now: float) -> list[Node]:
+def _nodes(
+    state: State, project: str, zone: str, qr_id: str, body: dict[str, Any], now: float
+) -> list[Node]:
     specs = (body.get("tpu") or {}).get("nodeSpec") or []
     if not specs:
         raise errors.invalid_argument("tpu.nodeSpec is required.", "tpu.node_spec")
@@ -121,16 +125,47 @@ def _nodes(state: State, project: str, zone: str, body: dict[str, Any], now: flo
             sched = dict(node_body.get("schedulingConfig") or {})
             node_body["schedulingConfig"] = {**sched, "spot": True}
         multi = spec.get("multisliceParams") or {}
-        if multi:
-            ids = [f"{multi.get('nodeIdPrefix')}-{i}" for i in range(int(multi["nodeCount"]))]
-        else:
-            ids = [str(spec.get("nodeId") or "")]
+        ids = _node_ids(spec, multi, qr_id)
         for node_id in ids:
             node = rules.new_node(project, zone, node_id, node_body, now, state.allocator)
+            node.multislice_node = bool(multi)  # `multisliceNode`: output only
             if node.name in state.nodes or node.name in {n.name for n in out}:
                 raise errors.already_exists(node.name)
             out.append(node)
     return out
+
+
+def _node_ids(spec: dict[str, Any], multi: dict[str, Any], qr_id: str) -> list[str]:
+    """The node ids one node spec asks for. A multislice spec (`multisliceParams`, v2;
+    `multiNodeParams` in v2alpha1) names `nodeCount` nodes `<prefix>-0` ... `<prefix>-N-1`,
+    the prefix defaulting to the request's id; it replaces `nodeId` (never both), and its
+    count "needs to be > 1" (google/cloud/tpu/v2/cloud_tpu.proto, MultisliceParams;
+    gcloud's `--node-count` is in a mutex group with `--node-id` and refuses counts <= 1:
+    surface/compute/tpus/queued_resources/create.yaml, command_lib/.../util.py)."""
+    if not multi:
+        return [str(spec.get("nodeId") or "")]
+    if spec.get("nodeId"):
+        raise errors.invalid_argument(
+            "nodeSpec.nodeId and nodeSpec.multisliceParams are mutually exclusive: give one",
+            "tpu.node_spec.node_id",
+        )
+    try:
+        count = int(multi.get("nodeCount") or 0)
+    except (TypeError, ValueError):
+        count = 0
+    if count <= 1:
+        raise errors.invalid_argument(
+            f"Invalid value for field 'multisliceParams.nodeCount': "
+            f"'{multi.get('nodeCount')}' (it needs to be > 1)",
+            "tpu.node_spec.multislice_params.node_count",
+        )
+    prefix = str(multi.get("nodeIdPrefix") or qr_id)
+    if not MULTISLICE_PREFIX_RE.match(prefix):
+        raise errors.invalid_argument(
+            f"Invalid value for field 'multisliceParams.nodeIdPrefix': '{prefix}'",
+            "tpu.node_spec.multislice_params.node_id_prefix",
+        )
+    return [f"{prefix}-{i}" for i in range(count)]
 
 
 def get(state: State, project: str, zone: str, qr_id: str) -> dict:

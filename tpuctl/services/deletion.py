@@ -1,7 +1,9 @@
 """`tpuctl delete NAME...`: which names are nodes and which are queued requests, and deleting them.
 
 A queued resource owns the node it made: deleting the request (with force) takes the node
-with it, so such a node is deleted through its request and never on its own.
+with it, so such a node is deleted through its request and never on its own. A slice of a
+multislice request is not deleted by its own name: that would delete every slice; the
+request's name says so (docs/multislice.md).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpuctl.errors import NotFoundError
+from tpuctl.errors import NotFoundError, UsageError
 from tpuctl.models import DeleteResult
 from tpuctl.services import queued
 from tpuctl.services.nodes import delete_nodes
@@ -41,6 +43,7 @@ def resolve(api: TpuApi, target: Target, names: list[str]) -> Doomed:
     found: list[Node] = []
     missing: list[str] = []
     requests: dict[str, QueuedResource] = {}
+    slices_named: dict[str, QueuedResource] = {}  # slice node -> its request
     for name in dict.fromkeys(names):
         node: Node | None = None
         request: QueuedResource | None = None
@@ -51,10 +54,20 @@ def resolve(api: TpuApi, target: Target, names: list[str]) -> Doomed:
             request = api.get_queued_resource(owner)
         if request is not None:
             requests[request.full_name] = request
+            if node is not None and name != request.name and len(request.node_ids) > 1:
+                slices_named[name] = request
         if node is not None and (request is None or node.name not in request.node_ids):
             found.append(node)
         if node is None and request is None:
             missing.append(name)
+    for name, request in slices_named.items():
+        if request.name not in names:
+            index = request.node_ids.index(name) if name in request.node_ids else "?"
+            raise UsageError(
+                f"{name} is slice {index} of the multislice queued resource {request.name} "
+                f"({', '.join(request.node_ids)}): a slice is not deleted on its own",
+                hint=f"delete every slice with `tpuctl delete {request.name} --zone {target.zone}`",
+            )
     return Doomed(found, list(requests.values()), missing)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent.common import FINAL
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
 from tpuctl.services import staging
+from tpuctl.services.run.spec import worker_label
 
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
@@ -92,6 +94,14 @@ def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def worker_names(bucket: Bucket, job_id: str) -> Callable[[int], str]:
+    """How `tpuctl logs` names a worker of the job: `w3`, or `s1/w1` on a multislice job
+    (its record's `slices`; worker numbers run across the slices)."""
+    record = staging.read_job_record(bucket, job_id)
+    workers, slices = int(record.get("workers", 1)), int(record.get("slices", 1))
+    return lambda w: worker_label(w, workers, slices)
 
 
 def read_logs(

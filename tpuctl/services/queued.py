@@ -3,6 +3,11 @@
 A request abandoned by its client (interrupted, timed out) would still be filled later and
 leave a node billing with nobody watching; so unless told to keep it, tpuctl deletes the
 request, with force, which takes any node it already produced with it.
+
+Multislice (`slices > 1`): one request for N nodes of the same accelerator, each a slice
+with its own workers, named `<prefix>-0` ... `<prefix>-N-1` (docs/multislice.md). The
+request is ACTIVE, and tpuctl's wait over, once every slice is READY; deleting it (with
+force) deletes every slice.
 """
 
 from __future__ import annotations
@@ -39,10 +44,17 @@ class QueueOptions:
     valid_until_time: str | None = None  # or an absolute time (ISO 8601)
     keep_request: bool = False  # on Ctrl-C or timeout, leave the request queued
     timeout: float = DEFAULT_TIMEOUT  # how long tpuctl waits for the node
+    slices: int = 1  # > 1: a multislice request for that many nodes (slices)
 
 
 def qr_name(target: Target, name: str) -> str:
     return f"{target.parent}/queuedResources/{name}"
+
+
+def slice_ids(name: str, slices: int) -> list[str]:
+    """The node ids of the request `name`: itself, or its slices `name-0` ... `name-N-1`
+    (the prefix tpuctl sends is the request's id)."""
+    return [name] if slices <= 1 else [f"{name}-{i}" for i in range(slices)]
 
 
 def rfc3339(value: str) -> str:
@@ -70,9 +82,15 @@ def build_request(
         )
     if sched.get("reserved"):
         node["schedulingConfig"] = {"reserved": True}
-    request: dict[str, Any] = {
-        "tpu": {"nodeSpec": [{"parent": target.parent, "nodeId": name, "node": node}]}
-    }
+    spec: dict[str, Any] = {"parent": target.parent, "node": node}
+    if options.slices > 1:
+        # What gcloud's `queued-resources create --node-count N --node-prefix P` sends
+        # (v2: `multisliceParams`; v2alpha1 called it `multiNodeParams`); it replaces
+        # `nodeId`, and the count must be > 1 (google/cloud/tpu/v2/cloud_tpu.proto).
+        spec["multisliceParams"] = {"nodeCount": options.slices, "nodeIdPrefix": name}
+    else:
+        spec["nodeId"] = name
+    request: dict[str, Any] = {"tpu": {"nodeSpec": [spec]}}
     if sched.get("spot"):
         request["spot"] = {}
     if options.valid_until and options.valid_until_time:
@@ -121,25 +139,28 @@ def wait_active(
     *,
     progress: Progress = noop,
     timeout: float = DEFAULT_TIMEOUT,
-) -> tuple[QueuedResource, Node]:
-    """Poll the request until its node is READY. Raises `QueuedEnded` if it FAILS or is
-    SUSPENDED, `WaitTimedOut` after `timeout` seconds."""
+) -> tuple[QueuedResource, list[Node]]:
+    """Poll the request until every node it asks for (one, or each slice) is READY.
+    Raises `QueuedEnded` if it FAILS or is SUSPENDED, `WaitTimedOut` after `timeout`
+    seconds."""
     full = qr_name(target, name)
 
-    def check() -> tuple[tuple[QueuedResource, Node] | None, str]:
+    def check() -> tuple[tuple[QueuedResource, list[Node]] | None, str]:
         qr = api.get_queued_resource(full)
         if qr.state in QUEUED_ENDED_STATES:
             raise QueuedEnded(qr)
         if qr.state != "ACTIVE":
             return None, qr.state
-        node_id = qr.node_ids[0] if qr.node_ids else name
-        try:
-            node = api.get_node(f"{target.parent}/nodes/{node_id}")
-        except NotFoundError:
-            return None, "ACTIVE (node pending)"
-        if node.state == "READY":
-            return (qr, node), "ACTIVE"
-        return None, f"ACTIVE (node {node.state})"
+        ready: list[Node] = []
+        for node_id in qr.node_ids or [name]:
+            try:
+                node = api.get_node(f"{target.parent}/nodes/{node_id}")
+            except NotFoundError:
+                return None, "ACTIVE (node pending)"
+            if node.state != "READY":
+                return None, f"ACTIVE (node {node.state})"
+            ready.append(node)
+        return (qr, ready), "ACTIVE"
 
     return poll_until(
         check,
@@ -193,9 +214,22 @@ def provision(
     create call on, clean up: the request is deleted with its node unless
     `options.keep_request`. An interruption before the create call leaves alone whatever
     has the name (it is not this call's)."""
-    node = _provision(api, target, name, options, node_body, True, progress)
-    assert node is not None
-    return node
+    return provision_slices(api, target, name, options, node_body=node_body, progress=progress)[0]
+
+
+def provision_slices(
+    api: TpuApi,
+    target: Target,
+    name: str,
+    options: QueueOptions,
+    *,
+    node_body: dict[str, Any] | None = None,
+    progress: Progress = noop,
+) -> list[Node]:
+    """`provision`, for every node of the request: its slices, in order."""
+    made = _provision(api, target, name, options, node_body, True, progress)
+    assert made is not None
+    return made
 
 
 def enqueue(
@@ -214,7 +248,7 @@ def _provision(
     node_body: dict[str, Any] | None,
     wait: bool,
     progress: Progress,
-) -> Node | None:
+) -> list[Node] | None:
     full = qr_name(target, name)
     where = f"--zone {target.zone}"
     asked = node_body is None
@@ -276,7 +310,8 @@ def delete_queued(
             what = "deletion started"
         # A request still waiting names the node it would make, but has made none.
         made = qr.node_ids and qr.state not in WAITING_STATES
-        nodes = f" with its node {', '.join(qr.node_ids)}" if made else ""
+        plural = "s" if len(qr.node_ids) > 1 else ""
+        nodes = f" with its node{plural} {', '.join(qr.node_ids)}" if made else ""
         return DeleteResult(qr.name, True, f"queued resource {what}{nodes}")
     except TpuctlError as e:
         return DeleteResult(qr.name, False, str(e), error=e)

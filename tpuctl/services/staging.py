@@ -102,6 +102,7 @@ class JobSpec:
     teardown: bool = False
     name: str | None = None
     job_id: str = field(default_factory=new_job_id)
+    slices: int = 1  # a multislice job: `workers` counts every slice's
 
 
 @dataclass
@@ -129,6 +130,7 @@ def job_record(spec: JobSpec, manifest: Mapping[str, FileEntry], workdir: Path) 
         "node": spec.node,
         "accelerator": spec.accelerator,
         "workers": spec.workers,
+        **({"slices": spec.slices} if spec.slices > 1 else {}),
         "script": spec.script,
         "args": list(spec.args),
         "env": sorted(spec.env_names),  # names only: values travel over SSH, never stored

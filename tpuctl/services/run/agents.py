@@ -4,6 +4,7 @@ start it for one attempt (over SSH), then read what the agents write to the buck
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from tpuctl.agent.common import Beats
 from tpuctl.errors import CloudError, SshError, TpuctlError, WaitTimedOut
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
-from tpuctl.services.run.spec import Job
+from tpuctl.services.run.spec import MEGASCALE_PORT, Job
 from tpuctl.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -25,11 +26,39 @@ HEARTBEAT = 2  # seconds between the agents' status writes
 START_TIMEOUT = 60.0  # an agent start with no answer by then is a lost one: retried
 
 
+def slice_plan(job: Job) -> tuple[ssh_service.Plan, list[list[str]]]:
+    """One SSH plan for every worker of every slice, the endpoints numbered across the
+    job (slice s, worker k: s * workers per slice + k), and the agent arguments of a
+    multislice job by worker (none for one slice). The MEGASCALE coordinator is worker 0
+    of slice 0, at its internal address (the slices reach each other over the data-
+    center network), on MEGASCALE_PORT."""
+    a = job.adapters
+    plans = [ssh_service.plan(a.tpu, a.ssh, name, workers="all") for name in job.slice_names]
+    if len(plans) == 1:
+        return plans[0], []
+    per = len(plans[0].node.workers)
+    coordinator = f"{plans[0].node.workers[0].internal_ip}:{MEGASCALE_PORT}"
+    endpoints = [
+        dataclasses.replace(ep, worker=s * per + ep.worker)
+        for s, plan in enumerate(plans)
+        for ep in plan.endpoints
+    ]
+    extra = [
+        ["--slice", str(g // per), "--slices", str(len(plans)),
+         "--coordinator", coordinator, "--request", job.node_name]
+        for g in range(len(endpoints))
+    ]  # fmt: skip
+    merged = dataclasses.replace(plans[0], endpoints=endpoints)
+    merged.key_added = any(p.key_added for p in plans)
+    return merged, extra
+
+
 def start(job: Job) -> None:
-    """Install and start the agent of the current attempt on every worker."""
+    """Install and start the agent of the current attempt on every worker (of every
+    slice)."""
     a, bucket = job.adapters, job.bucket
     assert bucket is not None
-    job.plan = ssh_service.plan(a.tpu, a.ssh, job.full_name, workers="all")
+    job.plan, multislice = slice_plan(job)
     agent = bundle.build()
     env_json = json.dumps(job.spec.env).encode()
     started: dict[int, dict[str, Any]] = {}
@@ -58,6 +87,7 @@ def start(job: Job) -> None:
             str(job.spec.sync_every),
             "--stale",
             str(job.spec.heartbeat_deadline),
+            *(multislice[ep.worker] if multislice else []),
             root=REMOTE_ROOT,
         )
         status = await session.run(

@@ -52,6 +52,7 @@ KEYS: dict[str, str] = {
     "project": "project",
     "spot": "bool",
     "queued": "bool",
+    "slices": "count",
     "valid_until": "duration",
     "version": "string",
     "node": "string",

@@ -50,7 +50,7 @@ def _node_spec(job: Job, attempt: int) -> nodes.CreateSpec:
 
 
 def _queue(job: Job) -> queued.QueueOptions:
-    return queued.QueueOptions(valid_until=job.spec.valid_until)
+    return queued.QueueOptions(valid_until=job.spec.valid_until, slices=job.spec.slices)
 
 
 def existing_node(job: Job) -> Node | None:
@@ -80,9 +80,10 @@ def create(job: Job, announce: bool = True, attempt: int | None = None) -> str |
     rate = cost.hourly(spec.accelerator, spec.spot)
     if announce and rate is not None:
         kind = "spot" if spec.spot else "on-demand"
-        job.ui.info(
-            f"{spec.accelerator} {kind}: about {cost.money(rate, per_hour=True)} ({cost.note()})"
-        )
+        slices = job.spec.slices
+        what = f"{slices} x {spec.accelerator}" if slices > 1 else spec.accelerator
+        price = cost.money(rate * slices, per_hour=True)
+        job.ui.info(f"{what} {kind}: about {price} ({cost.note()})")
     job.created = True
     if job.spec.queued:
         queued.create_queued(a.tpu, job.target, job.node_name, body, _queue(job))
@@ -91,11 +92,17 @@ def create(job: Job, announce: bool = True, attempt: int | None = None) -> str |
 
 
 def wait_ready(job: Job, operation: str | None) -> Node:
+    """The job's node once READY (multislice: slice 0, once every slice is READY)."""
     a, label = job.adapters, f"{job.node_name} ({job.spec.accelerator}):"
+    if job.multislice:
+        label = f"{job.node_name} ({job.spec.slices} x {job.spec.accelerator}):"
     if job.spec.queued:
         # On Ctrl-C, timeout, FAILED or SUSPENDED the request is deleted there.
         with job.ui.progress(f"queued {label}") as update:
-            return queued.provision(a.tpu, job.target, job.node_name, _queue(job), progress=update)
+            made = queued.provision_slices(
+                a.tpu, job.target, job.node_name, _queue(job), progress=update
+            )
+            return made[0]
     with job.ui.progress(f"creating {label}") as update:
         return nodes.wait_for_state(
             a.tpu,
@@ -150,7 +157,7 @@ def place(
     what = f"{job.spec.accelerator} for job {job.job_id}"
     node = zones.failover(order, one, abandon, job.ui.info, what)
     if len(order) > 1:
-        job.ui.info(f"node {job.node_name} is in {job.target.zone}")
+        job.ui.info(f"{job.what} is in {job.target.zone}")
     return node
 
 

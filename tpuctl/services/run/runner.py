@@ -7,6 +7,11 @@ script, uploads logs, status and outputs to the bucket, and worker 0 deletes the
 when every worker has finished and teardown was asked for. The client only watches; if
 it dies, nothing is lost. Everything after the create call runs inside
 `teardown.guard`, which deletes the node whenever nobody else would.
+
+A multislice job (`--slices N`, docs/multislice.md) runs on the N slices of one queued
+resource at once: agents on every worker of every slice, numbered across the job; a
+lost slice ends the attempt everywhere and the whole request is made again (multislice
+training cannot go on with a slice missing).
 """
 
 from __future__ import annotations
@@ -94,8 +99,9 @@ class Runner:
             agents.start(job)
             if spec.detach:
                 return job.outcome(0, {})
-            job.ui.set_workers(len(node.workers))
-            return self._attempts(len(node.workers))
+            job.workers = len(node.workers) * spec.slices  # as the cloud made them
+            job.ui.set_workers(job.workers, spec.slices)
+            return self._attempts(job.workers)
 
     def _provision_and_stage(self) -> Node:
         """The job's node, READY, and its code in the bucket (staged while the node boots)."""
@@ -106,6 +112,7 @@ class Runner:
         if existing is None:
             provision.survey_zones(job)
         workers = len(existing.workers) if existing else provision.workers_of(spec.accelerator)
+        workers *= spec.slices  # every slice has the same workers
         job.workers = workers
 
         def stage() -> staging.StagedJob:
@@ -161,6 +168,7 @@ class Runner:
             teardown=spec.teardown,
             name=spec.name,
             job_id=job.job_id,
+            slices=spec.slices,
         )
 
     def _attempts(self, workers: int) -> JobOutcome:
@@ -172,10 +180,17 @@ class Runner:
             except Preempted as e:
                 if job.attempt > spec.restarts:
                     return self._give_up(e.state)
-                job.ui.info(
-                    f"node {job.node_name} is {e.state} during attempt {job.attempt}; "
-                    f"recreating it (restart {job.attempt} of {spec.restarts})"
-                )
+                if job.multislice:
+                    said = (
+                        f"{job.what}: a slice is {e.state} during attempt {job.attempt}; "
+                        f"recreating every slice (restart {job.attempt} of {spec.restarts})"
+                    )
+                else:
+                    said = (
+                        f"node {job.node_name} is {e.state} during attempt {job.attempt}; "
+                        f"recreating it (restart {job.attempt} of {spec.restarts})"
+                    )
+                job.ui.info(said)
                 job.agents_started = False  # until they start on the new node
                 provision.recreate(job)
                 self._next_attempt()
@@ -203,7 +218,7 @@ class Runner:
         states = {w: str(s.get("state")) for w, s in final.items()} or {0: state}
         outcome = job.outcome(1, states)
         outcome.message = (
-            f"node {job.node_name} was {state} during attempt {job.attempt} and the job has "
+            f"{job.what} was {state} during attempt {job.attempt} and the job has "
             f"used its {job.spec.restarts} restart(s) (--restarts)"
         )
         if job.spec.teardown:
@@ -213,7 +228,9 @@ class Runner:
     def _lost(self, workers: int) -> JobOutcome:
         """An agent stopped beating: LOST for it, a stop for the others, then teardown."""
         job = self.job
-        names = ", ".join(f"worker {w}" for w in sorted(job.lost))
+        names = ", ".join(
+            f"worker {job.label(w) if job.multislice else w}" for w in sorted(job.lost)
+        )
         silent = int(max(job.lost.values()))
         job.ui.info(f"the agent of {names} is lost: no heartbeat for {silent}s; ending the job")
         agents.mark_lost(job)
@@ -236,7 +253,7 @@ class Runner:
         if code == 0 and any(state != "SUCCEEDED" for state in states.values()):
             code = 1  # a job that did not succeed never exits 0 (docs/run.md)
         outcome = job.outcome(code, states)
-        said = [f"w{w} {s['state']}: {s['message']}" for w, s in sorted(final.items())
+        said = [f"{job.label(w)} {s['state']}: {s['message']}" for w, s in sorted(final.items())
                 if s.get("message") and s.get("state") != "SUCCEEDED"]  # fmt: skip
         if said:
             outcome.message = "; ".join(said)
@@ -261,7 +278,7 @@ class Runner:
             return outcome
         job.ui.info(f"stopping job {job.job_id} on every worker (Ctrl-C again to leave now)")
         agents.cancel(job)
-        workers = len(job.plan.node.workers)
+        workers = job.workers
         # An agent that does not answer the cancel within STOP_SILENCE is dead: no waiting
         # out the whole grace for it.
         final = agents.wait_final(job, workers, grace, silence=STOP_SILENCE)

@@ -29,7 +29,7 @@ class RunUI(Protocol):
 
     def log(self, worker: int, data: bytes) -> None: ...
 
-    def set_workers(self, count: int) -> None: ...
+    def set_workers(self, count: int, slices: int = 1) -> None: ...
 
     def log_marker(self, text: str) -> None: ...
 
@@ -46,6 +46,11 @@ START_DEADLINE = 10 * 60
 HEARTBEAT_DEADLINE = 60.0
 # The fewest seconds between output uploads (--sync-every, `sync_every` in a job file).
 MIN_SYNC_EVERY = 1.0
+# The port of the MEGASCALE coordinator on worker 0 of slice 0 (MEGASCALE_PORT): xpk opens
+# 8080 as the megascale port of TPU workloads (src/xpk/core/docker_resources.py,
+# `add_container_ports`: "slice builder and megascale container ports", 8471 and 8080);
+# Ray-based runners use 8081 (levanter's infra/ray_tpu.py). docs/multislice.md.
+MEGASCALE_PORT = 8080
 
 
 @dataclass
@@ -68,6 +73,7 @@ class RunSpec:
     ttl: int | None = None
     idle_timeout: int | None = None
     queued: bool = False  # ask for the node through a queued resource
+    slices: int = 1  # > 1: that many slices through one multislice queued resource
     valid_until: int | None = None  # with queued: seconds the request may wait
     restarts: int = 0  # recreate and restart after a preemption at most this often
     retry_on_failure: bool = False  # a failed script counts as restartable too
@@ -128,6 +134,15 @@ def job_node_name(job_id: str) -> str:
     return f"tpuctl-{job_id}"
 
 
+def worker_label(worker: int, workers: int, slices: int) -> str:
+    """How a worker of the job is named to the user: `w3`, or on a multislice job, where
+    worker numbers run across the slices (slice s, worker k is s * per slice + k), `s1/w0`."""
+    if slices <= 1:
+        return f"w{worker}"
+    per = max(1, workers // slices)
+    return f"s{worker // per}/w{worker % per}"
+
+
 @dataclass
 class Job:
     """What one `tpuctl run` knows of its job as it goes; every step reads and updates it."""
@@ -155,6 +170,32 @@ class Job:
     @property
     def full_name(self) -> str:
         return f"{self.target.parent}/nodes/{self.node_name}"
+
+    @property
+    def multislice(self) -> bool:
+        return self.spec.slices > 1
+
+    @property
+    def slice_names(self) -> list[str]:
+        """The nodes the job runs on: its node, or each slice (`NAME-0`, `NAME-1`, ... of
+        the queued resource NAME), in slice order."""
+        if not self.multislice:
+            return [self.full_name]
+        return [f"{self.full_name}-{i}" for i in range(self.spec.slices)]
+
+    @property
+    def slice_ids(self) -> list[str]:
+        return [name.rsplit("/", 1)[-1] for name in self.slice_names]
+
+    @property
+    def what(self) -> str:
+        """The job's node as the user is told of it."""
+        if self.multislice:
+            return f"queued resource {self.node_name} ({self.spec.slices} slices)"
+        return f"node {self.node_name}"
+
+    def label(self, worker: int) -> str:
+        return worker_label(worker, self.workers, self.spec.slices)
 
     def outcome(self, exit_status: int, states: dict[int, str]) -> JobOutcome:
         return JobOutcome(

@@ -1,6 +1,9 @@
 """No node left billing: the one guard around everything `run` does after its create
 call, and the teardown it falls back on.
 
+A multislice job's nodes are the slices of one queued resource: deleting the request
+(with force) deletes every slice, on every path below.
+
 Once the agents own an attempt, worker 0's agent deletes the node when the job ends
 (even with the client gone); the client waits a moment for that, then deletes the
 node itself. Before the agents own it (provisioning, staging, starting the agents,
@@ -64,7 +67,7 @@ def teardown(job: Job, wait_for_agent: float = AGENT_GRACE) -> bool:
         return job.node_deleted
     except TpuctlError as e:
         raise CloudError(
-            f"teardown failed: node {job.node_name} in {job.target.zone} may still be billing: {e}",
+            f"teardown failed: {job.what} in {job.target.zone} may still be billing: {e}",
             hint=f"delete it: `tpuctl delete {job.node_name} --zone {job.target.zone} --yes`",
         ) from e
 
@@ -72,8 +75,11 @@ def teardown(job: Job, wait_for_agent: float = AGENT_GRACE) -> bool:
 def _teardown(job: Job, wait_for_agent: float) -> bool:
     a = job.adapters
     if job.spec.queued and job.created:
-        # The request outlives its node otherwise (SUSPENDED, listed forever).
+        # The request outlives its node otherwise (SUSPENDED, listed forever); a
+        # multislice request takes every slice with it.
         queued.delete_request(a.tpu, queued.qr_name(job.target, job.node_name))
+        if job.multislice:
+            return True
     if not job.agents_started or 0 in job.lost or agents.agent_teardown_failed(job):
         wait_for_agent = 0  # nobody else will delete it: do it now
     with job.ui.progress(f"tearing down {job.node_name}:") as update:

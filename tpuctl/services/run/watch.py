@@ -39,14 +39,18 @@ NODE_CHECK_EVERY = 2  # status polls between two looks at the node's state
 
 
 def node_lost(job: Job) -> str | None:
-    """The node's state when it can no longer run the job, else None."""
-    try:
-        state = job.adapters.tpu.get_node(job.full_name).state
-    except NotFoundError:
-        return "DELETED"
-    except TpuctlError:
-        return None
-    return state if state in DEAD_STATES else None
+    """The node's state when it can no longer run the job, else None. On a multislice
+    job, the first slice that cannot: one lost slice ends the attempt of every slice."""
+    for i, name in enumerate(job.slice_names):
+        try:
+            state = job.adapters.tpu.get_node(name).state
+        except NotFoundError:
+            state = "DELETED"
+        except TpuctlError:
+            continue
+        if state in DEAD_STATES or state == "DELETED":
+            return f"{state} (slice {i})" if job.multislice else state
+    return None
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
