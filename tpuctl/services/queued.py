@@ -68,11 +68,13 @@ def build_request(
         raise UsageError(
             "queued resources take --spot, not --preemptible", hint="use --queued --spot"
         )
-    if sched.get("reserved"):
-        node["schedulingConfig"] = {"reserved": True}
     request: dict[str, Any] = {
         "tpu": {"nodeSpec": [{"parent": target.parent, "nodeId": name, "node": node}]}
     }
+    if sched.get("reserved"):
+        # As gcloud GA's --reserved sends it: any reservation of the project in the zone
+        # (command_lib/compute/tpus/queued_resources/util.py, CreateReservationName).
+        request["reservationName"] = f"{target.parent}/reservations/-"
     if sched.get("spot"):
         request["spot"] = {}
     if options.valid_until and options.valid_until_time:
