@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import one_line_error
 from tests.emulator.test_gcloud import gcloud
 
 Z = "us-central1-a"
@@ -180,3 +181,13 @@ def test_guaranteed_is_gclouds_alone(emulator, gcloud_on_emulator) -> None:
     ))  # fmt: skip
     assert _last(emulator, "queuedResources.create", "gq")["body"]["guaranteed"] == {}
     assert [q["name"].rsplit("/", 1)[1] for q in emulator.queued()] == ["gq"]
+
+
+def test_a_bad_tag_is_a_usage_error(cli, emulator) -> None:
+    r = cli("create", "t1", "-a", "v3-8", "--zone", Z, "--tags", "ssh,Web_1")
+    assert r.code == 2
+    assert one_line_error(r) == (
+        "error: invalid tag 'Web_1': a lowercase letter, then lowercase letters, digits or '-' "
+        "(not last), at most 63 characters"
+    )
+    assert "POST create" not in emulator.requests()
