@@ -236,3 +236,14 @@ def test_an_unlisted_quota_is_missing_from_the_api_but_still_enforced(emulator) 
         emulator.config(quotas_unlisted=["NoSuchQuota"])
     emulator.reset()
     assert emulator.config()["quotas_unlisted"] == []
+
+
+def test_a_zonal_twin_has_the_zone_dimension(emulator) -> None:
+    zonal = "TPUV6EPerProjectPerZoneForTPUAPI"
+    emulator.quotas({zonal: {"us-east5-b": 8}})
+    info = emulator.quotas_client().get_quota_info(name=f"{SERVICE}/quotaInfos/{zonal}")
+    assert (info.metric, list(info.dimensions)) == ("tpu.googleapis.com/tpu-v6e", ["zone"])
+    assert info.quota_display_name == "TPU v6e chips per project per zone"
+    first, default = info.dimensions_infos
+    assert dict(first.dimensions) == {"zone": "us-east5-b"} and first.details.value == 8
+    assert default.details.value == 256 and "us-east5-a" in default.applicable_locations
