@@ -254,12 +254,12 @@ def hourly_price(acc: AcceleratorType, spot: bool = False) -> float:
 
 
 # -- quotas ---------------------------------------------------------------------
-# The TPU quotas of the Cloud Quotas API (service tpu.googleapis.com), one per quota
-# family and scheduling: the emulator enforces and serves this table, and tpuctl reads
-# the limits of these quota ids. Spot and preemptible nodes count against the
-# preemptible quotas; reserved nodes against reservations, which are not listed here.
-# Ids and metrics marked "seen" appear in public error messages and quota listings;
-# the others follow the same naming pattern (docs/quota.md says which is which).
+# The TPU quotas of the Cloud Quotas API (service tpu.googleapis.com), per quota family
+# and scheduling, per region and (for most families) per zone too: the emulator enforces
+# and serves this table, and tpuctl reads the limits of these quota ids. Spot and
+# preemptible nodes count against the preemptible quotas; reserved nodes against
+# reservations, which are not listed here. Ids with seen=True appear in public sources;
+# the others follow the same naming pattern (docs/quota.md gives each source).
 QUOTA_SERVICE = "tpu.googleapis.com"
 # States whose nodes no longer hold quota (the delete has been accepted).
 QUOTA_FREE_STATES = frozenset({"DELETING"})
@@ -267,7 +267,14 @@ QUOTA_FREE_STATES = frozenset({"DELETING"})
 
 @dataclass(frozen=True)
 class QuotaSpec:
-    """One TPU quota: what it counts (chips or TensorCores), per region or per zone."""
+    """One TPU quota: what it counts (chips or TensorCores), per region or per zone.
+
+    A family's quota may exist per region and per zone at once (`...PerProjectPerRegion...`
+    and `...PerProjectPerZone...`); the cloud checks both and the tightest refuses. The
+    `primary` one is the id tpuctl has always named (and asks more of); the other is its
+    twin. `seen` says whether a public source shows the id (docs/quota.md names it) or
+    the id is inferred from the naming pattern.
+    """
 
     quota_id: str
     family: str  # "v2", "v2 pod", "v3", "v3 pod", "v4", "v5e", "v5e serving", "v5p", "v6e"
@@ -277,6 +284,8 @@ class QuotaSpec:
     dimension: str  # "region" or "zone"
     new_project: int  # the limit a new project starts with
     granted: int  # the limit in the emulator's default project, which has been granted quota
+    primary: bool = True
+    seen: bool = False
 
     @property
     def scheduling(self) -> str:
@@ -296,70 +305,90 @@ class QuotaSpec:
         return f"TPU {self.family} {kind}{self.unit} per project per {self.dimension}"
 
 
-def _pair(
+_M = "tpu.googleapis.com/"
+_ZONE, _REGION = "zone", "region"
+
+
+def _family(
     family: str,
     unit: str,
-    dimension: str,
-    ids: tuple[str, str],
     metric: str,
     limits: tuple[int, int, int, int],
-) -> tuple[QuotaSpec, QuotaSpec]:
-    """The on-demand and preemptible quotas of one family; limits are (on-demand new,
-    on-demand granted, preemptible new, preemptible granted)."""
-    return (
-        QuotaSpec(ids[0], family, False, _M + metric, unit, dimension, limits[0], limits[1]),
-        QuotaSpec(
-            ids[1],
-            family,
-            True,
-            _M + metric + "-preemptible",
-            unit,
-            dimension,
-            limits[2],
-            limits[3],
-        ),
-    )
+    *ids: tuple[str, str, bool],
+) -> tuple[QuotaSpec, ...]:
+    """The quotas of one family. `limits` are (on-demand new, on-demand granted,
+    preemptible new, preemptible granted); each id is (quota id, dimension, seen), the
+    first of each scheduling its primary. A twin starts at the granted value in both
+    presets: a new project's limit is then its primary's (see docs/quota.md)."""
+    out: list[QuotaSpec] = []
+    for quota_id, dimension, seen in ids:
+        preemptible = "Preemptible" in quota_id
+        primary = not any(q.preemptible == preemptible for q in out)
+        new, granted = limits[2:] if preemptible else limits[:2]
+        out.append(
+            QuotaSpec(
+                quota_id,
+                family,
+                preemptible,
+                _M + metric + ("-preemptible" if preemptible else ""),
+                unit,
+                dimension,
+                new if primary else granted,
+                granted,
+                primary,
+                seen,
+            )
+        )
+    return tuple(out)
 
 
-_M = "tpu.googleapis.com/"
+# Sources for every id, and which are only inferred, are in docs/quota.md.
 QUOTAS: tuple[QuotaSpec, ...] = (
-    *_pair("v2", "cores", "zone",
-           ("TPUV2sPerProjectPerZoneForTPUAPI", "TPUV2sPreemptiblePerProjectPerZoneForTPUAPI"),
-           "tpu-v2", (16, 128, 48, 1024)),
-    *_pair("v2 pod", "cores", "region",
-           ("TPUV2sPodPerProjectPerRegionForTPUAPI",  # seen
-            "TPUV2sPreemptiblePodPerProjectPerRegionForTPUAPI"),  # seen
-           "tpu-v2-pod", (0, 512, 0, 2048)),
-    *_pair("v3", "cores", "zone",
-           ("TPUV3sPerProjectPerZoneForTPUAPI", "TPUV3sPreemptiblePerProjectPerZoneForTPUAPI"),
-           "tpu-v3", (16, 128, 48, 1024)),
-    *_pair("v3 pod", "cores", "region",
-           ("TPUV3sPodPerProjectPerRegionForTPUAPI",
-            "TPUV3sPreemptiblePodPerProjectPerRegionForTPUAPI"),
-           "tpu-v3-pod", (0, 512, 0, 2048)),
-    *_pair("v4", "chips", "region",
-           ("TPUV4sPodPerProjectPerRegionForTPUAPI",
-            "TPUV4sPreemptiblePodPerProjectPerRegionForTPUAPI"),  # seen
-           "tpu-v4", (0, 512, 0, 2048)),  # metric tpu-v4-preemptible: seen
-    *_pair("v5e", "chips", "region",
-           ("TPUV5sLitepodPerProjectPerRegionForTPUAPI",  # seen
-            "TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI"),  # seen
-           "tpu-v5s-litepod", (0, 256, 0, 1024)),  # metric ...-preemptible: seen
-    *_pair("v5e serving", "chips", "zone",
-           ("TPUV5sLitepodServingPerProjectPerZoneForTPUAPI",  # seen
-            "TPUV5sPreemptibleLitepodServingPerProjectPerZoneForTPUAPI"),  # seen
-           "tpu-v5s-litepod-serving", (0, 64, 0, 256)),  # metrics: in the Cloud TPU docs
-    *_pair("v5p", "cores", "zone",
-           ("TPUV5PPerProjectPerZoneForTPUAPI",  # seen
-            "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI"),  # seen
-           "tpu-v5p", (0, 1024, 0, 4096)),  # metric tpu-v5p-preemptible: seen
-    *_pair("v6e", "chips", "region",
-           ("TPUV6EPerProjectPerRegionForTPUAPI",  # seen
-            "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI"),  # seen
-           "tpu-v6e", (0, 256, 0, 1024)),  # metric tpu-v6e-preemptible: seen
+    *_family("v2", "cores", "tpu-v2", (16, 128, 48, 1024),
+             ("TPUV2sPerProjectPerZoneForTPUAPI", _ZONE, False),
+             ("TPUV2sPreemptiblePerProjectPerZoneForTPUAPI", _ZONE, False)),
+    *_family("v2 pod", "cores", "tpu-v2-pod", (0, 512, 0, 2048),
+             ("TPUV2sPodPerProjectPerRegionForTPUAPI", _REGION, True),
+             ("TPUV2sPreemptiblePodPerProjectPerRegionForTPUAPI", _REGION, False),
+             ("TPUV2sPodPerProjectPerZoneForTPUAPI", _ZONE, True),
+             ("TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI", _ZONE, False)),
+    *_family("v3", "cores", "tpu-v3", (16, 128, 48, 1024),
+             ("TPUV3sPerProjectPerZoneForTPUAPI", _ZONE, False),
+             ("TPUV3sPreemptiblePerProjectPerZoneForTPUAPI", _ZONE, False)),
+    *_family("v3 pod", "cores", "tpu-v3-pod", (0, 512, 0, 2048),
+             ("TPUV3sPodPerProjectPerRegionForTPUAPI", _REGION, False),
+             ("TPUV3sPreemptiblePodPerProjectPerRegionForTPUAPI", _REGION, False),
+             ("TPUV3sPodPerProjectPerZoneForTPUAPI", _ZONE, False),
+             ("TPUV3sPreemptiblePodPerProjectPerZoneForTPUAPI", _ZONE, False)),
+    *_family("v4", "chips", "tpu-v4", (0, 512, 0, 2048),
+             ("TPUV4sPodPerProjectPerRegionForTPUAPI", _REGION, False),
+             ("TPUV4sPreemptiblePodPerProjectPerRegionForTPUAPI", _REGION, True),
+             ("TPUV4sPodPerProjectPerZoneForTPUAPI", _ZONE, False),
+             ("TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI", _ZONE, True)),
+    *_family("v5e", "chips", "tpu-v5s-litepod", (0, 256, 0, 1024),
+             ("TPUV5sLitepodPerProjectPerRegionForTPUAPI", _REGION, True),
+             ("TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI", _REGION, True),
+             ("TPUV5sLitepodPerProjectPerZoneForTPUAPI", _ZONE, True),
+             ("TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI", _ZONE, True)),
+    *_family("v5e serving", "chips", "tpu-v5s-litepod-serving", (0, 64, 0, 256),
+             ("TPUV5sLitepodServingPerProjectPerZoneForTPUAPI", _ZONE, True),
+             ("TPUV5sPreemptibleLitepodServingPerProjectPerZoneForTPUAPI", _ZONE, True)),
+    *_family("v5p", "cores", "tpu-v5p", (0, 1024, 0, 4096),
+             ("TPUV5PPerProjectPerZoneForTPUAPI", _ZONE, True),
+             ("TPUV5PPreemptiblePerProjectPerZoneForTPUAPI", _ZONE, True),
+             ("TPUV5PPerProjectPerRegionForTPUAPI", _REGION, True),
+             ("TPUV5PPreemptiblePerProjectPerRegionForTPUAPI", _REGION, False)),
+    *_family("v6e", "chips", "tpu-v6e", (0, 256, 0, 1024),
+             ("TPUV6EPerProjectPerRegionForTPUAPI", _REGION, True),
+             ("TPUV6EPreemptiblePerProjectPerRegionForTPUAPI", _REGION, True),
+             ("TPUV6EPerProjectPerZoneForTPUAPI", _ZONE, True),
+             ("TPUV6EPreemptiblePerProjectPerZoneForTPUAPI", _ZONE, True)),
 )  # fmt: skip
 QUOTAS_BY_ID: dict[str, QuotaSpec] = {q.quota_id: q for q in QUOTAS}
 QUOTA_FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(q.family for q in QUOTAS))
+# Metrics the Cloud TPU quota docs name with no quota id tpuctl has found: reserved TPUs
+# draw on reservations (https://cloud.google.com/tpu/docs/quota), not counted here.
+RESERVED_METRICS: tuple[str, ...] = (_M + "tpu-v5s-litepod-serving-reserved",)
 
 
 def quota_family(acc: AcceleratorType) -> str:
@@ -375,17 +404,22 @@ def quota_family(acc: AcceleratorType) -> str:
     return acc.generation
 
 
-def quota_for(acc: AcceleratorType, scheduling: str) -> QuotaSpec | None:
-    """The quota a create of `acc` counts against; scheduling is on-demand, spot,
-    preemptible or reserved (None: reserved capacity is not counted here)."""
+def quotas_for(acc: AcceleratorType, scheduling: str) -> tuple[QuotaSpec, ...]:
+    """Every quota a create of `acc` counts against (primary first, then its twin in the
+    other dimension); scheduling is on-demand, spot, preemptible or reserved (reserved
+    capacity is not counted here: empty)."""
     if scheduling == "reserved":
-        return None
+        return ()
     preemptible = scheduling in ("spot", "preemptible")
     family = quota_family(acc)
-    for spec in QUOTAS:
-        if spec.family == family and spec.preemptible == preemptible:
-            return spec
-    return None
+    specs = [q for q in QUOTAS if q.family == family and q.preemptible == preemptible]
+    return tuple(sorted(specs, key=lambda q: not q.primary))
+
+
+def quota_for(acc: AcceleratorType, scheduling: str) -> QuotaSpec | None:
+    """The primary quota a create of `acc` counts against (None for reserved)."""
+    specs = quotas_for(acc, scheduling)
+    return specs[0] if specs else None
 
 
 def regions() -> list[str]:

@@ -177,3 +177,56 @@ def test_scope_flags_are_exclusive(cli) -> None:
     r = cli("quota", "--zone", "us-central1-a", "--all-regions")
     assert r.code == 2
     assert "exclusive" in one_line_error(r)
+
+
+V6E_SPOT_ZONE = "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+
+
+def test_zone_and_region_limits_are_shown_and_the_tightest_stops_a_create(cli, emulator) -> None:
+    emulator.quotas({V6E_SPOT: {"us-east5": 16}, V6E_SPOT_ZONE: {"us-east5-b": 4}})
+    assert cli("create", "a", "-a", "v6e-4", "--zone", "us-east5-b", "--spot").code == 0
+    r = cli("quota", "--region", "us-east5")
+    assert r.code == 0, r.err
+    table = rows(r.out)
+    assert table[("v6e", "spot", "region")] == ["16", "4", "12", "chips", "a"]
+    assert table[("v6e", "spot", "zone b")] == ["4", "4", "0", "chips", "a"]
+    assert table[("v6e", "spot", "zone a")] == ["1024", "0", "1024", "chips", "-"]
+    r = cli("create", "b", "-a", "v6e-4", "--zone", "us-east5-b", "--spot")
+    assert r.code == 5
+    assert one_line_error(r) == (
+        f"error: quota exceeded: v6e-4 (spot) needs 4 chips of {V6E_SPOT_ZONE}, which allows 4 "
+        "in zone us-east5-b; 4 in use by a v6e-4"
+    )
+    assert emulator.requests()["POST create"] == 1  # the first one only
+    assert cli("create", "b", "-a", "v6e-4", "--zone", "us-east5-a", "--spot").code == 0
+    assert cli("delete", "a", "--zone", "us-east5-b", "--yes").code == 0
+    assert cli("delete", "b", "--zone", "us-east5-a", "--yes").code == 0
+
+
+def test_a_quota_the_api_does_not_return_is_named(cli, emulator, caplog) -> None:
+    emulator.config(quotas_unlisted=[V6E_SPOT_ZONE])
+    r = cli("quota", "--region", "us-east5")
+    assert r.code == 0, r.err
+    assert f"the Cloud Quotas API returned nothing for {V6E_SPOT_ZONE}" in r.err
+    assert rows(r.out)[("v6e", "spot", "zone b")][0] == "?"
+    data = json.loads(cli("quota", "--region", "us-east5", "--json").out)
+    assert data["limitsMissing"] == [V6E_SPOT_ZONE]
+    r = cli("create", "a", "-a", "v6e-4", "--zone", "us-east5-b", "--spot")
+    assert r.code == 0, r.err
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        f"warning: the Cloud Quotas API gives no limit for {V6E_SPOT_ZONE} in zone us-east5-b; "
+        "the create is not checked against it"
+    ]
+    assert cli("delete", "a", "--zone", "us-east5-b", "--yes").code == 0
+
+
+def test_a_refusal_naming_two_quotas_is_explained_by_the_one_tpuctl_knows(cli, emulator) -> None:
+    emulator.config(quotas_api="disabled", quotas={V6E_SPOT: {"us-east5": 0}})
+    emulator.quotas({V6E_SPOT_ZONE: {"us-east5-b": 0}})
+    r = cli("create", "a", "-a", "v6e-4", "--zone", "us-east5-b", "--spot")
+    assert r.code == 5
+    assert one_line_error(r, after_call=True) == (
+        "error: quota exceeded (the cloud refused the create): the project has no v6e spot quota "
+        f"in region us-east5 ({V6E_SPOT} is 0), and v6e-4 needs 4 chips"
+    )

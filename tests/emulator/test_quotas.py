@@ -38,7 +38,7 @@ def test_list_pages_through_every_tpu_quota(emulator) -> None:
     pager = client.list_quota_infos(request={"parent": SERVICE, "page_size": 5})
     infos = list(pager)
     assert [i.quota_id for i in infos] == [q.quota_id for q in catalog.QUOTAS]
-    assert emulator.requests() == {"GET quotaInfos.list": 4}  # 18 quotas, 5 a page
+    assert emulator.requests() == {"GET quotaInfos.list": 6}  # 30 quotas, 5 a page
     other = "projects/p/locations/global/services/compute.googleapis.com"
     assert list(client.list_quota_infos(parent=other)) == []
 
@@ -184,3 +184,66 @@ def test_quota_config_survives_a_restart(tmp_path) -> None:
     assert config["quotas"][V6E] == {"*": 8}
     assert config["capacity"] == {"us-east5-a": {"v6e": 16}}
     assert config["quotas_api"] == "denied"
+
+
+def test_zone_and_region_quotas_are_both_enforced_and_both_named(emulator) -> None:
+    zonal = "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+    emulator.quotas({V6E_SPOT: {"us-east5": 8}, zonal: {"us-east5-b": 4}})
+    client = emulator.tpu_client()
+    with pytest.raises(gx.TooManyRequests) as exc:  # the zone is tighter than the region
+        create(client, "big", "v6e-8", "us-east5-b", spot=True)
+    body = exc.value.response.json()["error"]  # type: ignore[union-attr]
+    assert (
+        body["message"] == f"Quota limit '{zonal}' has been exceeded. Limit: 4 in zone us-east5-b."
+    )
+    create(client, "a", "v6e-4", "us-east5-b", spot=True)
+    create(client, "b", "v6e-4", "us-east5-a", spot=True)  # the region is full now: 8 of 8
+    emulator.quotas({V6E_SPOT: {"us-east5": 8}, zonal: {"us-east5-b": 4}})
+    with pytest.raises(gx.TooManyRequests) as exc:  # both exceeded: one sentence, region first
+        create(client, "c", "v6e-4", "us-east5-b", spot=True)
+    body = exc.value.response.json()["error"]  # type: ignore[union-attr]
+    assert body["message"] == (
+        f"Quota limit '{V6E_SPOT},{zonal}' has been exceeded. "
+        "Limit: 8,4 in region us-east5,zone us-east5-b."
+    )
+    (failure,) = body["details"]
+    assert [v["description"] for v in failure["violations"]] == [
+        f"Quota '{V6E_SPOT}' exhausted. Limit 8 in region us-east5",
+        f"Quota '{zonal}' exhausted. Limit 4 in zone us-east5-b",
+    ]
+    delete_all(emulator, client)
+
+
+def test_new_project_limits_come_from_the_primary_quotas(emulator) -> None:
+    limits = emulator.quotas("new-project")
+    assert limits["TPUV6EPerProjectPerZoneForTPUAPI"] == {"*": 256}  # the twin is not the limit
+    assert limits[V6E] == {"*": 0}
+    with pytest.raises(gx.TooManyRequests, match=f"'{V6E}'.*Limit: 0 in region us-east5"):
+        create(emulator.tpu_client(), "x", "v6e-4", "us-east5-b")
+
+
+def test_an_unlisted_quota_is_missing_from_the_api_but_still_enforced(emulator) -> None:
+    zonal = "TPUV6EPerProjectPerZoneForTPUAPI"
+    emulator.config(quotas_unlisted=[zonal], quotas={zonal: {"us-east5-b": 0}})
+    client = emulator.quotas_client()
+    ids = [i.quota_id for i in client.list_quota_infos(parent=SERVICE)]
+    assert zonal not in ids and V6E in ids
+    with pytest.raises(gx.NotFound):
+        client.get_quota_info(name=f"{SERVICE}/quotaInfos/{zonal}")
+    with pytest.raises(gx.TooManyRequests, match=zonal):
+        create(emulator.tpu_client(), "x", "v6e-4", "us-east5-b")
+    with pytest.raises(ControlError):
+        emulator.config(quotas_unlisted=["NoSuchQuota"])
+    emulator.reset()
+    assert emulator.config()["quotas_unlisted"] == []
+
+
+def test_a_zonal_twin_has_the_zone_dimension(emulator) -> None:
+    zonal = "TPUV6EPerProjectPerZoneForTPUAPI"
+    emulator.quotas({zonal: {"us-east5-b": 8}})
+    info = emulator.quotas_client().get_quota_info(name=f"{SERVICE}/quotaInfos/{zonal}")
+    assert (info.metric, list(info.dimensions)) == ("tpu.googleapis.com/tpu-v6e", ["zone"])
+    assert info.quota_display_name == "TPU v6e chips per project per zone"
+    first, default = info.dimensions_infos
+    assert dict(first.dimensions) == {"zone": "us-east5-b"} and first.details.value == 8
+    assert default.details.value == 256 and "us-east5-a" in default.applicable_locations

@@ -37,12 +37,41 @@ def test_quota_table(accelerator, scheduling, quota_id, amount) -> None:
     assert catalog.quota_for(acc, "reserved") is None
 
 
-def test_every_family_has_both_quotas_with_distinct_ids() -> None:
-    assert len(catalog.QUOTAS_BY_ID) == len(catalog.QUOTAS) == 2 * len(catalog.QUOTA_FAMILIES)
+def test_every_family_has_both_schedulings_and_twins_in_the_other_dimension() -> None:
+    assert len(catalog.QUOTAS_BY_ID) == len(catalog.QUOTAS) == 30
     for spec in catalog.QUOTAS:
         assert spec.quota_id.startswith("TPUV") and spec.quota_id.endswith("ForTPUAPI")
         assert ("Preemptible" in spec.quota_id) == spec.preemptible
         assert spec.metric.endswith("-preemptible") == spec.preemptible
+        per = "PerProjectPerZone" if spec.dimension == "zone" else "PerProjectPerRegion"
+        assert per in spec.quota_id
+    for family in catalog.QUOTA_FAMILIES:
+        for preemptible in (False, True):
+            specs = [
+                q for q in catalog.QUOTAS if (q.family, q.preemptible) == (family, preemptible)
+            ]
+            assert [q.primary for q in specs].count(True) == 1
+            assert len({q.dimension for q in specs}) == len(specs)  # one per dimension
+    # the ids public sources show (docs/quota.md gives each source)
+    seen = {q.quota_id for q in catalog.QUOTAS if q.seen}
+    assert {
+        "TPUV6EPerProjectPerZoneForTPUAPI",
+        "TPUV5sLitepodPerProjectPerZoneForTPUAPI",
+        "TPUV5PPerProjectPerRegionForTPUAPI",
+        "TPUV2sPodPerProjectPerRegionForTPUAPI",
+        "TPUV2sPodPerProjectPerZoneForTPUAPI",
+    } <= seen
+
+
+def test_a_v6e_counts_against_its_region_and_its_zone() -> None:
+    acc = catalog.parse_accelerator("v6e-8")
+    assert acc is not None
+    ids = [q.quota_id for q in catalog.quotas_for(acc, "spot")]
+    assert ids == [
+        "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI",
+        "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI",
+    ]
+    assert catalog.quotas_for(acc, "reserved") == ()
 
 
 def test_quota_info_from_api_json() -> None:
@@ -69,16 +98,20 @@ def _node(name: str, acc: str, zone: str, state: str = "READY", **sched: bool) -
 
 
 def test_node_usage() -> None:
-    u = quota.node_usage(_node("a", "v5p-8", "us-east5-a", spot=True))
-    assert u is not None
+    (u,) = quota.node_usages(_node("a", "v5p-8", "us-east5-a", spot=True))[:1]
     assert (u.spec.quota_id, u.location, u.amount) == (
         "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI",
         "us-east5-a",
         8,
     )
-    assert quota.node_usage(_node("b", "v5p-8", "us-east5-a", state="DELETING")) is None
-    assert quota.node_usage(_node("c", "v5p-8", "us-east5-a", reserved=True)) is None
-    assert quota.node_usage(_node("d", "v99-8", "us-east5-a")) is None
+    both = quota.node_usages(_node("a", "v5p-8", "us-east5-a", spot=True))
+    assert [(x.spec.dimension, x.location) for x in both] == [
+        ("zone", "us-east5-a"),
+        ("region", "us-east5"),
+    ]
+    assert quota.node_usages(_node("b", "v5p-8", "us-east5-a", state="DELETING")) == []
+    assert quota.node_usages(_node("c", "v5p-8", "us-east5-a", reserved=True)) == []
+    assert quota.node_usages(_node("d", "v99-8", "us-east5-a")) == []
 
 
 def test_check_create_and_report_against_the_emulator(emulator) -> None:

@@ -58,6 +58,9 @@ def create(
     internal_ip_only: Annotated[
         bool, typer.Option("--internal-ip-only", help="No external IPs on the workers.")
     ] = False,
+    tags: Annotated[
+        list[str], typer.Option("--tags", help="Network tags for firewall rules: a,b; repeatable.")
+    ] = [],  # noqa: B006
     ttl: Annotated[
         str | None,
         typer.Option("--ttl", help="Delete after this long (e.g. 8h); enforced by `tpuctl gc`."),
@@ -143,6 +146,7 @@ def create(
         subnetwork=subnetwork,
         service_account=service_account,
         internal_ip_only=internal_ip_only,
+        tags=names.parse_tags(tags),
         description=description,
         ttl=parse_duration(ttl, "--ttl") if ttl else None,
         idle_timeout=parse_duration(idle_timeout, "--idle-timeout") if idle_timeout else None,

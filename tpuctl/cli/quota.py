@@ -62,6 +62,11 @@ def quota(
     else:
         _print(report, explicit=bool(scope))
         _print_requests(report.requests)
+    if report.missing and not json_out:
+        render.info(
+            "note: the Cloud Quotas API returned nothing for "
+            f"{', '.join(report.missing)}: their limits are unknown (?)"
+        )
     if report.limits_error is not None:
         e = report.limits_error
         render.info(f"note: limits unknown, showing usage only: {e.message}")
@@ -79,7 +84,7 @@ def _print(report: QuotaReport, explicit: bool) -> None:
     console = render.out()
     printed = after_table = False
     for region in report.regions:
-        rows = [r for r in report.region_rows(region) if r.shown]
+        rows = report.shown_rows(region)
         zeros = report.zero_families(region)
         if not (rows or zeros or explicit):
             continue

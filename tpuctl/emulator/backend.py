@@ -290,6 +290,23 @@ class Backend:
         with self.lock:
             return dict(self.state.requests)
 
+    def record_body(
+        self, verb: str, method: str, path: str, query: dict[str, str], body: dict[str, Any]
+    ) -> None:
+        """Keep an API request's body (the last BODY_LOG_SIZE, cleared by reset); reads
+        without a body are left out."""
+        if not body and method in ("GET", "DELETE"):
+            return
+        entry = {"verb": verb, "method": method, "path": path, "query": dict(query), "body": body}
+        with self.lock:
+            self.state.bodies.append(entry)
+
+    def request_bodies(self, method: str | None = None) -> list[dict[str, Any]]:
+        """The request bodies kept, oldest first; `method` (e.g. `create`,
+        `queuedResources.create`, `patch`) keeps those of one API method."""
+        with self.lock:
+            return [dict(e) for e in self.state.bodies if method in (None, e["verb"])]
+
     def draw_fault(self, target: str) -> tuple[float, int | None, bool, bool]:
         """See `control_api.draw_fault` (no transitions: this is no API call yet)."""
         with self.lock:

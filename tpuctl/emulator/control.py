@@ -68,6 +68,13 @@ class EmulatorControl:
     def requests(self) -> dict[str, int]:
         return dict(self.call("GET", "requests"))
 
+    def bodies(self, method: str | None = None) -> list[dict[str, Any]]:
+        """The API request bodies the emulator received, oldest first (`method`: of one
+        API method, e.g. `create`, `queuedResources.create`, `patch`): each is
+        {verb, method, path, query, body}."""
+        path = "requests/bodies" + (f"?method={method}" if method else "")
+        return list(self.call("GET", path))
+
     def reset(self) -> None:
         self.call("POST", "reset", {})
 

@@ -178,15 +178,25 @@ def eid() -> str:
 
 def quota_exceeded(project: str, quota_id: str, limit: int, dimension: str, where: str) -> ApiError:
     """A used-up resource quota, as the TPU API answers a create (HTTP 429)."""
-    scope = f"{dimension} {where}"
-    message = f"Quota limit '{quota_id}' has been exceeded. Limit: {limit} in {scope}."
+    return quotas_exceeded(project, [(quota_id, limit, dimension, where)])
+
+
+def quotas_exceeded(project: str, violations: list[tuple[str, int, str, str]]) -> ApiError:
+    """One or more used-up quotas (id, limit, dimension, where), as the TPU API answers a
+    create (HTTP 429). Several are joined with commas in one sentence, as public output
+    shows: `Quota limit 'A,B' has been exceeded. Limit: 0,0 in region R,zone Z.`"""
+    ids = ",".join(v[0] for v in violations)
+    limits = ",".join(str(v[1]) for v in violations)
+    scopes = ",".join(f"{v[2]} {v[3]}" for v in violations)
+    message = f"Quota limit '{ids}' has been exceeded. Limit: {limits} in {scopes}."
     failure = {
         "@type": QUOTA_FAILURE_TYPE,
         "violations": [
             {
                 "subject": f"project:{project_number(project)}",
-                "description": f"Quota '{quota_id}' exhausted. Limit {limit} in {scope}",
+                "description": f"Quota '{quota_id}' exhausted. Limit {limit} in {dim} {where}",
             }
+            for quota_id, limit, dim, where in violations
         ],
     }
     return ApiError(429, "RESOURCE_EXHAUSTED", message, [failure])

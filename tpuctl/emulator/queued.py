@@ -62,6 +62,8 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
     if name in state.queued:
         raise errors.already_exists(name)
     now = state.now()
+    if "reservationName" in body:
+        _check_reservation(body["reservationName"], zone)
     nodes = _nodes(state, project, zone, qr_id, body, now)
     qr = QueuedResource(project, zone, qr_id, now, [n.to_state() for n in nodes], {})
     qr.request = {
@@ -78,6 +80,28 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
     op.response = {"@type": QR_TYPE, **qr.to_dict()}
     state.add_operation(op)
     return op.to_dict()
+
+
+_RESERVATION_RE = re.compile(
+    r"(?:projects|folders|organizations)/[^/]+/locations/(?P<zone>[^/]+)/reservations/[^/]+"
+)
+
+
+def _check_reservation(value: Any, zone: str) -> None:
+    """A reservation name as gcloud sends it (`projects/P/locations/Z/reservations/-`, or a
+    reservation's own name): one in the request's zone. The wording is the emulator's."""
+    match = _RESERVATION_RE.fullmatch(str(value))
+    if match is None:
+        raise errors.invalid_argument(
+            f"Invalid value for field 'reservationName': '{value}' (expected "
+            "projects/P/locations/ZONE/reservations/NAME or .../reservations/-)",
+            "reservation_name",
+        )
+    if match["zone"] != zone:
+        raise errors.invalid_argument(
+            f"reservationName {value} is not in the queued resource's zone {zone}",
+            "reservation_name",
+        )
 
 
 def _policy(qr: QueuedResource, policy: dict[str, Any], now: float) -> dict[str, Any]:
@@ -124,6 +148,9 @@ def _nodes(
         if "spot" in body:
             sched = dict(node_body.get("schedulingConfig") or {})
             node_body["schedulingConfig"] = {**sched, "spot": True}
+        if "reservationName" in body:  # the node runs on the reservation
+            sched = dict(node_body.get("schedulingConfig") or {})
+            node_body["schedulingConfig"] = {**sched, "reserved": True}
         multi = spec.get("multisliceParams") or {}
         ids = _node_ids(spec, multi, qr_id)
         for node_id in ids:

@@ -4,7 +4,11 @@ Limits come from `tpuctl.catalog.QUOTAS` and the emulator's config:
 `{"quotas": {"<quotaId>": {"*": default, "<region or zone>": limit}}}` (a number stands for
 `{"*": number}`), or a preset name, "granted" (the default: a project granted TPU quota in
 every family) or "new-project" (16 on-demand and 48 preemptible TensorCores of v2 and v3
-per zone, everything else 0). `{"capacity": {"<zone>": {"<generation>": chips}}}` caps what
+per zone, everything else 0; a zone or region twin of a quota starts granted, so a new
+project's limit is its primary quota's). `{"quotas_unlisted": [ids]}` leaves quotas out of
+what the Cloud Quotas API returns (list and get), while creates still count against
+them: a listing that lacks an id is what tpuctl must name rather than skip.
+`{"capacity": {"<zone>": {"<generation>": chips}}}` caps what
 the zone has left for all projects together (null lifts a cap), and `{"quotas_api":
 "enabled" | "disabled" | "denied"}` makes the Cloud Quotas API answer 403 as a project
 without the API enabled, or a caller without `cloudquotas.quotas.get`, would see.
@@ -23,7 +27,7 @@ from tpuctl.emulator.rules import listing
 
 PRESETS = ("granted", "new-project")
 API_MODES = ("enabled", "disabled", "denied")
-CONFIG_KEYS = {"quotas", "capacity", "quotas_api"}
+CONFIG_KEYS = {"quotas", "capacity", "quotas_api", "quotas_unlisted"}
 _SERVICE = catalog.QUOTA_SERVICE
 
 
@@ -31,6 +35,12 @@ def _preset(name: str) -> dict[str, dict[str, int]]:
     return {
         q.quota_id: {"*": q.granted if name == "granted" else q.new_project} for q in catalog.QUOTAS
     }
+
+
+def _quota_ids(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(v in catalog.QUOTAS_BY_ID for v in value):
+        raise errors.invalid_argument("quotas_unlisted must be a list of known quota ids")
+    return sorted(set(value))
 
 
 def _count(value: Any) -> bool:
@@ -56,6 +66,7 @@ class QuotaConfig:
         self.limits = _preset("granted")
         self.capacity: dict[str, dict[str, int]] = {}
         self.api = "enabled"
+        self.unlisted: list[str] = []
 
     # -- config ----------------------------------------------------------------
     def to_config(self) -> dict[str, Any]:
@@ -63,12 +74,14 @@ class QuotaConfig:
             "quotas": copy.deepcopy(self.limits),
             "capacity": copy.deepcopy(self.capacity),
             "quotas_api": self.api,
+            "quotas_unlisted": list(self.unlisted),
         }
 
     def load(self, config: dict[str, Any]) -> None:
         self.limits.update(config.get("quotas") or {})
         self.capacity.update(config.get("capacity") or {})
         self.api = config.get("quotas_api") or self.api
+        self.unlisted = list(config.get("quotas_unlisted") or self.unlisted)
 
     def update(self, body: dict[str, Any]) -> None:
         """Apply the quota keys of a config update, all checked before any is applied."""
@@ -107,7 +120,10 @@ class QuotaConfig:
         api = body.get("quotas_api", self.api)
         if api not in API_MODES:
             raise errors.invalid_argument(f"quotas_api must be one of {list(API_MODES)}")
-        self.limits, self.capacity, self.api = limits, capacity, api
+        unlisted = self.unlisted
+        if "quotas_unlisted" in body:
+            unlisted = _quota_ids(body["quotas_unlisted"])
+        self.limits, self.capacity, self.api, self.unlisted = limits, capacity, api, unlisted
 
     def limit(self, quota_id: str, location: str) -> int:
         per_location = self.limits[quota_id]
@@ -118,21 +134,24 @@ class QuotaConfig:
         """Refuse a create over quota (429, as the cloud answers before creating anything);
         return the capacity error its operation will end with, or None."""
         acc, others = node.accelerator, [n for n in nodes if _holds(n)]
-        spec = catalog.quota_for(acc, node_scheduling(node))
-        if spec is not None:
+        violations = []
+        # Every quota the node counts against, zone and region alike; the cloud names
+        # each one exceeded, regions first (as public output shows).
+        specs = catalog.quotas_for(acc, node_scheduling(node))
+        for spec in sorted(specs, key=lambda q: q.dimension != "region"):
             location = spec.location(node.zone)
             limit = self.limit(spec.quota_id, location)
             used = sum(
                 spec.amount(n.accelerator)
                 for n in others
                 if n.project == node.project
-                and catalog.quota_for(n.accelerator, node_scheduling(n)) == spec
+                and spec in catalog.quotas_for(n.accelerator, node_scheduling(n))
                 and spec.location(n.zone) == location
             )
             if used + spec.amount(acc) > limit:
-                raise errors.quota_exceeded(
-                    node.project, spec.quota_id, limit, spec.dimension, location
-                )
+                violations.append((spec.quota_id, limit, spec.dimension, location))
+        if violations:
+            raise errors.quotas_exceeded(node.project, violations)
         cap = self.capacity.get(node.zone, {}).get(acc.generation)
         if cap is not None:
             # A stopped node has given its chips back (it keeps its quota): starting it
@@ -196,14 +215,15 @@ class QuotaConfig:
         self, project: str, service: str, page_size: int = 0, page_token: str = ""
     ) -> dict[str, Any]:
         self._check_api(project, f"projects/{project}/locations/global/services/{service}")
-        specs = list(catalog.QUOTAS) if service == _SERVICE else []
+        specs = [q for q in catalog.QUOTAS if q.quota_id not in self.unlisted]
+        specs = specs if service == _SERVICE else []
         return listing("quotaInfos", specs, page_size, page_token, lambda s: self._info(project, s))
 
     def get_info(self, project: str, service: str, quota_id: str) -> dict[str, Any]:
         name = f"projects/{project}/locations/global/services/{service}/quotaInfos/{quota_id}"
         self._check_api(project, name)
         spec = catalog.QUOTAS_BY_ID.get(quota_id)
-        if spec is None or service != _SERVICE:
+        if spec is None or service != _SERVICE or quota_id in self.unlisted:
             raise errors.not_found(name)
         return self._info(project, spec)
 

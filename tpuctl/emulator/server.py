@@ -115,10 +115,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
             body = self._body()
             if url.path.startswith(CONTROL_PREFIX):
                 name, spec = urls.control_route(self.command, url.path)
-                self._send(200, getattr(backend, name)(*urls.control_arguments(spec, body)))
+                args = urls.control_arguments(spec, {**query, **body})
+                self._send(200, getattr(backend, name)(*args))
                 return
             verb, fn, spec, match = urls.route(self.command, url.path)
             backend.count(f"{self.command} {verb}")
+            backend.record_body(verb, self.command, url.path, query, body)
             delay, fault, after, quota = backend.draw_fault(self.path)
             if delay:
                 time.sleep(delay)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +48,7 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
 DEFAULT_PROJECT = "tpuctl-demo"
 DEFAULT_ZONE = "us-central1-a"
 MAX_DONE_OPERATIONS = 500
+BODY_LOG_SIZE = 200  # request bodies kept for GET /_emulator/v1/requests/bodies
 
 
 class State:
@@ -75,6 +76,9 @@ class State:
         self.oslogin: dict[str, dict[str, Any]] = {}
         self.rng = random.Random()
         self.requests: Counter[str] = Counter()
+        # The last request bodies received (verb, path, query, body), for comparing what
+        # clients send (docs/compatibility.md); bounded, so a long run cannot grow it.
+        self.bodies: deque[dict[str, Any]] = deque(maxlen=BODY_LOG_SIZE)
         self.dirty = True
 
     def now(self) -> float:

@@ -121,6 +121,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("POST", "advance"): ("advance", ("node?",)),
     ("GET", "nodes"): ("all_nodes", ()),
     ("GET", "requests"): ("request_counts", ()),
+    ("GET", "requests/bodies"): ("request_bodies", ("method?",)),
     ("POST", "guest-attributes"): ("set_guest_attributes", ("node", "worker", "items")),
     ("POST", "preempt"): ("preempt", ("node", "notice?")),
     ("GET", "queued"): ("all_queued", ()),

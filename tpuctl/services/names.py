@@ -58,6 +58,22 @@ def parse_pairs(items: Iterable[str], what: str) -> dict[str, str]:
     return out
 
 
+_TAG_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def parse_tags(items: Iterable[str]) -> list[str]:
+    """`["a,b", "c"]` -> ["a", "b", "c"]: network tags, as gcloud's --tags takes them
+    (RFC 1035: a lowercase letter, then lowercase letters, digits or '-', at most 63)."""
+    tags = [t.strip() for item in items for t in item.split(",") if t.strip()]
+    for tag in tags:
+        if not _TAG_RE.fullmatch(tag):
+            raise UsageError(
+                f"invalid tag {tag!r}: a lowercase letter, then lowercase letters, digits or "
+                "'-' (not last), at most 63 characters"
+            )
+    return list(dict.fromkeys(tags))
+
+
 def validate_labels(labels: dict[str, str]) -> None:
     if len(labels) > 64:
         raise UsageError(f"too many labels ({len(labels)}): the TPU API allows 64")

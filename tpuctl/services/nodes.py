@@ -65,6 +65,7 @@ class CreateSpec:
     subnetwork: str | None = None
     service_account: str | None = None
     internal_ip_only: bool = False
+    tags: list[str] = field(default_factory=list)  # network tags (firewall rules)
     description: str = ""
     ttl: int | None = None  # seconds until gc may delete it
     idle_timeout: int | None = None  # seconds of idleness before it goes
@@ -129,6 +130,8 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
         body["networkConfig"]["network"] = spec.network
     if spec.subnetwork:
         body["networkConfig"]["subnetwork"] = spec.subnetwork
+    if spec.tags:
+        body["tags"] = list(spec.tags)
     if spec.service_account:
         body["serviceAccount"] = {
             "email": spec.service_account,

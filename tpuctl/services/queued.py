@@ -80,8 +80,6 @@ def build_request(
         raise UsageError(
             "queued resources take --spot, not --preemptible", hint="use --queued --spot"
         )
-    if sched.get("reserved"):
-        node["schedulingConfig"] = {"reserved": True}
     spec: dict[str, Any] = {"parent": target.parent, "node": node}
     if options.slices > 1:
         # What gcloud's `queued-resources create --node-count N --node-prefix P` sends
@@ -91,6 +89,10 @@ def build_request(
     else:
         spec["nodeId"] = name
     request: dict[str, Any] = {"tpu": {"nodeSpec": [spec]}}
+    if sched.get("reserved"):
+        # As gcloud GA's --reserved sends it: any reservation of the project in the zone
+        # (command_lib/compute/tpus/queued_resources/util.py, CreateReservationName).
+        request["reservationName"] = f"{target.parent}/reservations/-"
     if sched.get("spot"):
         request["spot"] = {}
     if options.valid_until and options.valid_until_time:

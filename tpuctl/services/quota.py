@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
-from tpuctl.errors import QuotaError, TpuctlError
+from tpuctl.errors import NotFoundError, QuotaError, TpuctlError
 from tpuctl.models import Node
 
 if TYPE_CHECKING:
@@ -24,10 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tpuctl.quota")
 CHECK_PATIENCE = 10.0  # seconds of retries a pre-create check may spend; it never blocks
-_REFUSAL = re.compile(
-    r"Quota(?: limit)? '(?P<id>[^']+)'.*?Limit:? (?P<limit>\d+) in (?P<dim>region|zone) "
-    r"(?P<where>[a-z0-9-]+)"
-)
 
 
 def request_url(project: str) -> str:
@@ -53,16 +49,17 @@ class Usage:
     amount: int
 
 
-def node_usage(node: Node) -> Usage | None:
-    """The quota a node holds, if any (a node being deleted, or reserved, holds none)."""
+def node_usages(node: Node) -> list[Usage]:
+    """The quotas a node holds, zone and region alike (a node being deleted, or reserved,
+    holds none)."""
     acc = catalog.parse_accelerator(node.accelerator_type)
     if acc is None or node.state in catalog.QUOTA_FREE_STATES:
-        return None
+        return []
     scheduling = catalog.scheduling_name(node.spot, node.preemptible, node.reserved)
-    spec = catalog.quota_for(acc, scheduling)
-    if spec is None:
-        return None
-    return Usage(node, spec, spec.location(node.zone), spec.amount(acc))
+    return [
+        Usage(node, spec, spec.location(node.zone), spec.amount(acc))
+        for spec in catalog.quotas_for(acc, scheduling)
+    ]
 
 
 def project_usage(tpu: TpuApi, project: str) -> list[Usage]:
@@ -72,7 +69,7 @@ def project_usage(tpu: TpuApi, project: str) -> list[Usage]:
     When it does, their usage belongs here, beside the nodes'.
     """
     nodes = sorted(tpu.list_nodes(f"projects/{project}/locations/-"), key=lambda n: n.name)
-    return [u for u in map(node_usage, nodes) if u is not None]
+    return [u for node in nodes for u in node_usages(node)]
 
 
 @dataclass
@@ -95,9 +92,11 @@ class QuotaRow:
 
     @property
     def shown(self) -> bool:
-        """In the table: used, or with quota where the family is offered (zeros are summed
-        up apart; quota where no zone offers the family is no use to anyone)."""
-        return bool(self.usage) or bool(self.limit and _offered(self.spec.family, self.location))
+        """In the table: used, or with quota (or an unknown limit) where the family is
+        offered (zeros are summed up apart; quota where no zone offers the family is no
+        use to anyone)."""
+        offered = _offered(self.spec.family, self.location)
+        return bool(self.usage) or (offered and (self.limit is None or self.limit > 0))
 
     @property
     def relevant(self) -> bool:
@@ -128,27 +127,50 @@ class QuotaReport:
     rows: list[QuotaRow]
     limits_error: TpuctlError | None = None  # the quotas API could not be read
     requests: list[QuotaRequest] = field(default_factory=list)  # increase requests filed
+    missing: list[str] = field(default_factory=list)  # ids the quotas API returned nothing for
 
     def region_rows(self, region: str) -> list[QuotaRow]:
         return [r for r in self.rows if r.region == region]
 
-    def zero_families(self, region: str) -> list[str]:
-        """Families offered in the region with no quota there, e.g. "v6e" (both kinds
-        at zero) or "v5p spot"; a family with quota somewhere in the region is left out."""
+    def _zero_kinds(self, region: str) -> list[tuple[str, bool]]:
+        """(family, preemptible) offered in the region with no quota there: one of its
+        quotas (the regional one, or the zonal one in every zone) is zero and unused, and
+        the tightest quota wins."""
         rows = [r for r in self.region_rows(region) if _offered(r.spec.family, r.location)]
         out = []
         for family in catalog.QUOTA_FAMILIES:
-            kinds = [
-                scheduling_label(spec)
-                for spec in catalog.QUOTAS
-                if spec.family == family
-                and (mine := [r for r in rows if r.spec == spec])
-                and all(r.limit == 0 and not r.usage for r in mine)
-            ]
+            for preemptible in (False, True):
+                specs = [
+                    q for q in catalog.QUOTAS if q.family == family and q.preemptible == preemptible
+                ]
+                if any(
+                    (mine := [r for r in rows if r.spec == spec])
+                    and all(r.limit == 0 and not r.usage for r in mine)
+                    for spec in specs
+                ):
+                    out.append((family, preemptible))
+        return out
+
+    def shown_rows(self, region: str) -> list[QuotaRow]:
+        """The table's rows: `QuotaRow.shown`, less the twins of a quota at zero."""
+        zero = self._zero_kinds(region)
+        return [
+            r
+            for r in self.region_rows(region)
+            if r.shown and (r.usage or (r.spec.family, r.spec.preemptible) not in zero)
+        ]
+
+    def zero_families(self, region: str) -> list[str]:
+        """Families offered in the region with no quota there, e.g. "v6e" (both kinds
+        at zero) or "v5p spot"."""
+        zero = self._zero_kinds(region)
+        out = []
+        for family in catalog.QUOTA_FAMILIES:
+            kinds = [p for f, p in zero if f == family]
             if len(kinds) == 2:
                 out.append(family)
             elif kinds:
-                out.append(f"{family} {kinds[0]}")
+                out.append(f"{family} {'spot' if kinds[0] else 'on-demand'}")
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -162,6 +184,7 @@ class QuotaReport:
             else {"message": error.message, "hint": error.hint},
             "requestMore": request_url(self.project),
             "quotas": [r.to_json() for r in self.rows if r.relevant],
+            "limitsMissing": self.missing,
             "requests": [r.to_json() for r in self.requests],
         }
 
@@ -219,9 +242,13 @@ def report(
                 rows.append(
                     QuotaRow(reg, spec, location, info.limit(location) if info else None, used)
                 )
+    missing: list[str] = []
     if error is not None:
         rows = [r for r in rows if r.usage]  # without limits, only usage has anything to say
-    return QuotaReport(project, regions, rows, error, requests)
+    else:
+        # A quota the API does not return is named, not skipped: its limit is unknown.
+        missing = [q.quota_id for q in catalog.QUOTAS if q.quota_id not in infos]
+    return QuotaReport(project, regions, rows, error, requests, missing)
 
 
 def _locations(
@@ -314,59 +341,135 @@ def _limit(quotas: QuotaApi, project: str, spec: catalog.QuotaSpec, location: st
     return info.limit(location)
 
 
+@dataclass(frozen=True)
+class Limit:
+    """One quota's limit where a node would go; None when it cannot be read."""
+
+    spec: catalog.QuotaSpec
+    location: str
+    value: int | None
+
+    @property
+    def unreadable(self) -> str:
+        return (
+            f"the Cloud Quotas API gives no limit for {self.spec.quota_id} in "
+            f"{self.spec.dimension} {self.location}"
+        )
+
+
+def _limits(
+    quotas: QuotaApi, project: str, specs: tuple[catalog.QuotaSpec, ...], zone: str
+) -> list[Limit]:
+    """The limits of `specs` for a node in `zone`. A quota the API does not know (404)
+    or has no value for there is a Limit without value; any other failure (API off, no
+    permission, offline) is raised: it says nothing about one quota but about them all."""
+    out = []
+    for spec in specs:
+        location = spec.location(zone)
+        try:
+            value = _limit(quotas, project, spec, location)
+        except NotFoundError:
+            value = None
+        out.append(Limit(spec, location, value))
+    return out
+
+
+def _free(limit: Limit, usages: list[Usage], acc: catalog.AcceleratorType) -> int | None:
+    """Headroom left after a create of `acc` (negative: it does not fit)."""
+    if limit.value is None:
+        return None
+    used = sum(u.amount for u in _scoped(usages, limit.spec, limit.location))
+    return limit.value - used - limit.spec.amount(acc)
+
+
 def check_create(
     tpu: TpuApi, quotas: QuotaApi, target: Target, accelerator: str, scheduling: str
 ) -> None:
-    """Raise QuotaError when creating `accelerator` in the target zone would exceed its quota.
+    """Raise QuotaError when creating `accelerator` in the target zone would exceed one of
+    its quotas, zonal or regional; the tightest is the one named.
 
-    Never blocks on what it cannot know: when the limit cannot be read (API not enabled,
+    Never blocks on what it cannot know: when the limits cannot be read (API not enabled,
     no permission, offline), the create goes ahead and the reason is logged for --debug.
+    A single quota whose limit the API does not give is named in a warning, and the
+    create is checked against the others.
     """
     acc = catalog.parse_accelerator(accelerator)
-    spec = catalog.quota_for(acc, scheduling) if acc else None
-    if acc is None or spec is None:
+    specs = catalog.quotas_for(acc, scheduling) if acc else ()
+    if acc is None or not specs:
         return
-    location = spec.location(target.zone)
     try:
-        limit = _limit(quotas, target.project, spec, location)
+        limits = _limits(quotas, target.project, specs, target.zone)
     except TpuctlError as e:
-        log.debug("quota check skipped: cannot read %s: %s", spec.quota_id, e)
+        log.debug("quota check skipped: cannot read %s: %s", specs[0].quota_id, e)
         return
-    if limit is None:
-        log.debug("quota check skipped: %s has no limit for %s", spec.quota_id, location)
+    for limit in limits:
+        if limit.value is None:
+            log.warning("warning: %s; the create is not checked against it", limit.unreadable)
+    known = [lim for lim in limits if lim.value is not None]
+    if not known:
         return
     everything = project_usage(tpu, target.project)
-    usages = _scoped(everything, spec, location)
-    if sum(u.amount for u in usages) + spec.amount(acc) <= limit:
+    frees = [(free, lim) for lim in known if (free := _free(lim, everything, acc)) is not None]
+    worst, tight = min(frees, key=lambda pair: pair[0])
+    if worst >= 0:
         return
-    other = catalog.quota_for(acc, "on-demand" if spec.preemptible else "spot")
     other_free = None
-    if other is not None:
+    others = catalog.quotas_for(acc, "on-demand" if tight.spec.preemptible else "spot")
+    if others:
         try:
-            other_limit = _limit(quotas, target.project, other, location)
+            other_limits = _limits(quotas, target.project, others, target.zone)
         except TpuctlError:
-            other_limit = None
-        if other_limit is not None:
-            other_free = other_limit - sum(u.amount for u in _scoped(everything, other, location))
-    raise _shortage(spec, location, limit, usages, acc, scheduling, target, False, other_free)
+            other_limits = []
+        other_frees = [_free(lim, everything, acc) for lim in other_limits]
+        if other_frees and None not in other_frees:
+            other_free = min(f for f in other_frees if f is not None) + tight.spec.amount(acc)
+    usages = _scoped(everything, tight.spec, tight.location)
+    assert tight.value is not None
+    raise _shortage(
+        tight.spec, tight.location, tight.value, usages, acc, scheduling, target, False, other_free
+    )
+
+
+_REFUSAL = re.compile(
+    r"Quota(?: limit)? '(?P<ids>[^']+)'.*?Limit:? (?P<limits>[\d,]+) in "
+    r"(?P<scopes>(?:region|zone) [a-z0-9-]+(?:,(?:region|zone) [a-z0-9-]+)*)"
+)
+
+
+def refused_quotas(message: str) -> list[tuple[str, int, str]]:
+    """(quota id, limit, region or zone) of each quota a 429 names; the cloud joins several
+    with commas: `Quota limit 'A,B' has been exceeded. Limit: 0,0 in region R,zone Z.`"""
+    match = _REFUSAL.search(message)
+    if match is None:
+        return []
+    ids, limits = match["ids"].split(","), match["limits"].split(",")
+    wheres = [scope.split(" ", 1)[1] for scope in match["scopes"].split(",")]
+    if not len(ids) == len(limits) == len(wheres):
+        return []
+    return [(i, int(n), w) for i, n, w in zip(ids, limits, wheres, strict=True)]
 
 
 def explain_refusal(
     error: QuotaError, tpu: TpuApi, target: Target, accelerator: str, scheduling: str
 ) -> QuotaError:
     """The cloud's quota refusal of a create, told like `check_create` tells it."""
-    match = _REFUSAL.search(error.message)
     acc = catalog.parse_accelerator(accelerator)
-    spec = catalog.QUOTAS_BY_ID.get(match["id"]) if match else None
-    # A quota tpuctl does not know, or not the one it expected, is told in the cloud's words.
-    if match is None or acc is None or spec is None or spec != catalog.quota_for(acc, scheduling):
+    expected = catalog.quotas_for(acc, scheduling) if acc else ()
+    refused = [
+        (catalog.QUOTAS_BY_ID[quota_id], limit, where)
+        for quota_id, limit, where in refused_quotas(error.message)
+        if quota_id in catalog.QUOTAS_BY_ID
+    ]
+    refused = [r for r in refused if r[0] in expected]
+    # A quota tpuctl does not know, or not one it expected, is told in the cloud's words.
+    if acc is None or not refused:
         return QuotaError(
             f"quota exceeded (the cloud refused the create): "
             f"{error.message.removeprefix('quota exceeded: ')}",
             hint=f"see `tpuctl quota --zone {target.zone}`; delete a node, try --spot or another "
             f"region, or request more at {request_url(target.project)}",
         )
-    location, limit = match["where"], int(match["limit"])
+    spec, limit, location = refused[0]
     try:
         usages = _scoped(project_usage(tpu, target.project), spec, location)
     except TpuctlError:
@@ -382,12 +485,12 @@ def headroom(
     scheduling: str,
     zones: list[str],
 ) -> dict[str, str]:
-    """For each zone, one phrase on the quota a create of `accelerator` there would count
-    against: how much of it is free, or why that cannot be read. Never raises a cloud
-    error: it informs a choice, the create's own check decides."""
+    """For each zone, one phrase on the tightest quota a create of `accelerator` there
+    would count against: how much of it is free, or why that cannot be read. Never raises
+    a cloud error: it informs a choice, the create's own check decides."""
     acc = catalog.parse_accelerator(accelerator)
-    spec = catalog.quota_for(acc, scheduling) if acc else None
-    if acc is None or spec is None:
+    specs = catalog.quotas_for(acc, scheduling) if acc else ()
+    if acc is None or not specs:
         return {z: "quota: not known for this type" for z in zones}
     if quotas is None:
         return {z: "quota: not readable here" for z in zones}
@@ -397,19 +500,26 @@ def headroom(
         return {z: f"quota: not readable (usage: {e})" for z in zones}
     out: dict[str, str] = {}
     for zone in zones:
-        location = spec.location(zone)
         try:
-            limit = _limit(quotas, project, spec, location)
+            limits = _limits(quotas, project, specs, zone)
         except TpuctlError as e:
             out[zone] = f"quota: not readable ({e})"
             continue
-        if limit is None:
-            out[zone] = f"quota: {spec.quota_id} has no limit for {location}"
+        known = [lim for lim in limits if lim.value is not None]
+        missing = [lim.spec.quota_id for lim in limits if lim.value is None]
+        if not known:
+            out[zone] = f"quota: {', '.join(missing)} has no limit for this zone"
             continue
-        free = limit - sum(u.amount for u in _scoped(usages, spec, location))
-        fits = "" if free >= spec.amount(acc) else f", {spec.amount(acc)} needed"
+        need = specs[0].amount(acc)
+        frees = [
+            (free + need, lim) for lim in known if (free := _free(lim, usages, acc)) is not None
+        ]
+        free, tight = min(frees, key=lambda pair: pair[0])
+        assert tight.value is not None
+        fits = "" if free >= need else f", {need} needed"
+        unknown = f"; no limit for {', '.join(missing)}" if missing else ""
         out[zone] = (
-            f"quota: {max(free, 0)} of {limit} {spec.unit} free in {spec.dimension} "
-            f"{location} ({spec.quota_id}{fits})"
+            f"quota: {max(free, 0)} of {tight.value} {tight.spec.unit} free in "
+            f"{tight.spec.dimension} {tight.location} ({tight.spec.quota_id}{fits}){unknown}"
         )
     return out
