@@ -27,10 +27,12 @@ Handler = Callable[[int, FrameType | None], Any] | int | None
 
 _depth = 0  # how many `deferred()` blocks the main thread is in
 _pending: int | None = None  # a signal that arrived in one
+received: list[int] = []  # every signal that arrived under `install` (cleared by `install`)
 
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
     global _pending
+    received.append(signum)
     if _depth and _pending is None:
         _pending = signum
         return
@@ -43,6 +45,7 @@ def install() -> dict[int, Handler]:
     if threading.current_thread() is not threading.main_thread():
         return {}
     replaced: dict[int, Handler] = {}
+    received.clear()
     for sig in SIGNALS:
         if signal.getsignal(sig) is signal.SIG_IGN:
             continue

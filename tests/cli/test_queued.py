@@ -12,6 +12,7 @@ from datetime import datetime
 import pytest
 
 from tests.cli.conftest import Result, one_line_error, signalled_mid_call, spawned
+from tests.emulator.ssh_helpers import wait_until
 
 ZONE = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
@@ -101,6 +102,32 @@ def test_a_signal_during_the_queued_wait_deletes_the_request(cli, emulator, sig)
         Result(130, "", p.err), after_call=True
     )
     assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_a_second_signal_while_the_request_is_deleted_says_what_may_be_left(cli, emulator) -> None:
+    """The first Ctrl-C deletes the request; a second one, while the delete is refused and
+    retried, leaves at once, and says the request may still exist, with its delete line."""
+    emulator.capacity({ZONE: {"v3": 0}})
+    with spawned("create", "twice", "-a", "v3-8", "--zone", ZONE, "--queued") as p:
+        p.wait_for(f"queued twice (v3-8) in {ZONE}: WAITING_FOR_RESOURCES")
+        # the delete call (and it alone: `?force=true`) is refused, and retried
+        emulator.faults(rate=1.0, codes=[503], paths="force=true")
+        try:
+            p.proc.send_signal(signal.SIGINT)
+            wait_until(
+                lambda: any(k.startswith("DELETE") for k in emulator.requests()),
+                "the delete to be tried",
+                timeout=30,
+            )
+            p.proc.send_signal(signal.SIGINT)
+        finally:
+            p.proc.wait(timeout=60)
+            emulator.faults()
+    assert p.proc.returncode == 130, p.err
+    assert "error: left at once; queued resource twice may still exist" in p.err
+    assert f"tpuctl delete twice --zone {ZONE} --yes" in p.err
+    assert "Traceback" not in p.err
+    assert cli("delete", "twice", "--zone", ZONE, "--yes", "--missing-ok").code == 0
 
 
 @pytest.mark.parametrize("keep", [False, True])

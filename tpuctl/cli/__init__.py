@@ -18,7 +18,7 @@ try:  # typer >= 0.29 vendors click; older releases depend on it
 except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
-from tpuctl import __version__
+from tpuctl import __version__, interrupts
 from tpuctl.cli import create as create_mod
 from tpuctl.cli import delete as delete_mod
 from tpuctl.cli import describe as describe_mod
@@ -163,12 +163,13 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     app_env = app_env or AppEnv()
     app_env.debug = debug
     _set_debug(debug)
+    interrupts.received.clear()
     try:
         with _noting_ctrl_c() as ctrl_c:
             command = help_mod.name_values(typer.main.get_command(app))
             result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
-        if ctrl_c and result == ExitCode.INTERRUPTED:  # typer's word for a Ctrl-C: nothing
-            _fail("interrupted")
+        if result == ExitCode.INTERRUPTED and (ctrl_c or interrupts.received):
+            _fail("interrupted")  # typer's word for a Ctrl-C that escaped the command: nothing
         return int(result) if isinstance(result, int) else 0
     except TpuctlError as e:
         if debug:

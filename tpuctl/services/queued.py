@@ -284,7 +284,14 @@ def _provision(
                 f"`tpuctl delete {name} {where} --yes`",
             )
         else:
-            delete_request(api, full)
+            try:
+                delete_request(api, full)
+            except KeyboardInterrupt:  # a second signal while deleting: say what may be left
+                raise Interrupted(
+                    f"left at once; queued resource {name} may still exist and bill once "
+                    "it is provisioned",
+                    hint=f"delete it with `tpuctl delete {name} {where} --yes`",
+                ) from None
             error = CloudError(
                 f"{why}; deleted queued resource {name} (and any node it had made), so "
                 "nothing is left billing",
