@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# Before any gRPC import: the tests fork (pexpect, subprocesses) while gRPC threads of
+# the in-process emulator run; its fork handlers could kill a child before its exec.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from tpuctl.emulator.control import EmulatorControl
 from tpuctl.emulator.server import EmulatorServer

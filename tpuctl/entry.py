@@ -9,10 +9,15 @@ must not cut that short). `tpuctl.cli.main` handles the signals of each command.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
 EXIT_INTERRUPTED = 130
+# gRPC's fork handlers (Cloud Monitoring's client) run in every child forked while its
+# threads are busy, ssh and the emulator's workers included, and can kill the child
+# before its exec ("epoll_wait error: Bad file descriptor"): tpuctl forks only to exec.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 
 def main() -> None:

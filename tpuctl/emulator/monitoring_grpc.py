@@ -10,11 +10,16 @@ ApiError's canonical status and message (no status details).
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tpuctl.emulator.errors import ApiError
 from tpuctl.emulator.monitoring import Monitoring
+
+# The emulator forks its workers' processes (bwrap, shells) while gRPC serves: its fork
+# handlers would run in each child before the exec (see tpuctl/entry.py).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 SERVICE = "google.monitoring.v3.MetricService"
 

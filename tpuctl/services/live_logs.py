@@ -58,12 +58,24 @@ def follow(
             try:
                 _stream(tpu, ssh, node, job_id, running, offsets, write)
             except TpuctlError as e:
+                if _ended(bucket, job_id, running):
+                    continue  # the stream went with the node the job's end tore down
                 live = False
                 note(f"following the bucket's copy of the log (not the VMs: {e})")
             else:  # those agents have exited: the bucket has the rest
                 followed.update(_key(w, s) for w, s in running.items())
                 continue
         time.sleep(BUCKET_POLL)
+
+
+def _ended(bucket: Bucket, job_id: str, running: dict[int, dict[str, Any]]) -> bool:
+    """Have these workers' agents ended the attempt they were followed in?"""
+    now = jobs.statuses(bucket, job_id)
+    return all(
+        now.get(w, {}).get("attempt") != s.get("attempt")
+        or now.get(w, {}).get("state") in jobs.FINAL
+        for w, s in running.items()
+    )
 
 
 def _key(worker: int, status: dict[str, Any]) -> tuple[int, int, int]:
@@ -119,7 +131,9 @@ def _stream(
             refused.append(f"worker {ep.worker} has no log of job {job_id} for this account")
         return int(code)
 
-    results = remote.on_workers(ssh, plan, one, idempotent=True)
+    # A dropped stream is not tried again here: `follow` looks at the job first (the
+    # node is torn down at its end, and a new connection would wait for it in vain).
+    results = remote.on_workers(ssh, plan, one, connect_timeout=30.0)
     failed = [r for r in results if r.status]
     if refused:
         raise TpuctlError(refused[0])
