@@ -212,7 +212,7 @@ def faults(h: Harness, runs: int) -> Outcome:
     return out
 
 
-def sigkill(h: Harness, runs: int, deadline: float, at_once: int = 5) -> Outcome:
+def sigkill(h: Harness, runs: int, deadline: float, at_once: int = 8) -> Outcome:
     out = Outcome("SIGKILL of run at a random moment")
     out.notes.append("worst: seconds from the kill until no node was left")
     h.reset(instant=False)
