@@ -332,68 +332,102 @@ UNDERNEATH = ("agent killed", "script killed", "node deleted", "node preempted",
               "emulator restarted")  # fmt: skip
 
 
+@dataclass
+class _Fault:
+    """One run of the `underneath` scenario: what happened to it."""
+
+    kind: str
+    good: bool = False
+    leaked: bool = False
+    traceback: bool = False
+    worst: float = 0.0
+    note: str = ""
+
+
 def underneath(h: Harness, each: int, heartbeat: str | None = None) -> Outcome:
+    """Runs four at a time, each in a project of its own; the emulator's restarts, which
+    every run would feel, one by one at the end."""
     out = Outcome("agent, script, node or emulator gone mid-job")
     out.notes.append("worst: seconds from the fault until run ended and no node was left")
     h.reset(instant=True)
-    for i in range(each * len(UNDERNEATH)):
-        kind = UNDERNEATH[i % len(UNDERNEATH)]
-        spot = ["--spot", "--restarts", "0"] if kind == "node preempted" else []
-        if heartbeat:  # the quick version: a shorter wait for a dead agent
-            spot += ["--heartbeat-deadline", heartbeat]
-        proc = h.spawn("run", str(h.script), "--zone", ZONE, *spot, "--", "300", "0")
+    kinds = [UNDERNEATH[i % len(UNDERNEATH)] for i in range(each * len(UNDERNEATH))]
+    delays = [h.random.uniform(0.0, 2.0) for _ in kinds]
+    runs = list(enumerate(kinds))
+    alone = [r for r in runs if r[1] == "emulator restarted"]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda r: _underneath_one(h, *r, delays[r[0]], heartbeat),
+                                [r for r in runs if r not in alone]))  # fmt: skip
+    results += [_underneath_one(h, i, kind, delays[i], heartbeat) for i, kind in alone]
+    for r in results:
         out.runs += 1
-        node = ""
-
-        def script_runs() -> bool:
-            nonlocal node
-            names = [str(n["name"]).rsplit("/", 1)[-1] for n in h.control.call("GET", "nodes")]
-            node = names[0] if names else ""
-            return bool(node) and any("job.py" in c for _, c in _worker_processes(node))
-
-        if not _wait(script_runs, 120):
-            proc.kill()
-            out.notes.append(f"{kind}: the job never ran")
-            proc.communicate()
-            h.clean()
-            continue
-        time.sleep(h.random.uniform(0.0, 2.0))
-        fault = time.monotonic()
-        processes = _worker_processes(node)
-        if kind == "agent killed":
-            _kill([p for p, c in processes if "tpuctl-agent-" in c])
-        elif kind == "script killed":
-            _kill([p for p, c in processes if "job.py" in c and "tpuctl-agent-" not in c])
-        elif kind == "node deleted":
-            h.tpuctl("delete", node, "--zone", ZONE, "--yes")
-        elif kind == "node preempted":
-            h.control.preempt(f"projects/tpuctl-demo/locations/{ZONE}/nodes/{node}", notice=3)
-        else:
-            h.restart_emulator()
-        try:
-            _, err = proc.communicate(timeout=150)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-        ended = time.monotonic() - fault
-        gone = h.wait_gone(timeout=60)
-        out.tracebacks += _traceback(err)
-        # an `error:` line, or the job's summary naming how it ended
-        said = any(
-            ln.startswith("error:") or any(w in ln for w in ("FAILED", "LOST", "PREEMPTED"))
-            for ln in err.splitlines()
-        )
-        if gone is None:
-            out.leaked += 1
-            out.notes.append(f"{kind}: a node was left a minute after run ended")
-            h.clean()
-        elif ended <= 120 and proc.returncode not in (0, None) and said and not _traceback(err):
-            out.good += 1
-            out.worst = max(out.worst, ended + gone)
-        else:
-            last = err.strip().splitlines()[-1:] or ["(nothing)"]
-            out.notes.append(f"{kind}: exit {proc.returncode} after {ended:.0f} s: {last[0][:120]}")
+        out.good += r.good
+        out.leaked += r.leaked
+        out.tracebacks += r.traceback
+        out.worst = max(out.worst, r.worst)
+        if r.note:
+            out.notes.append(r.note)
+    h.clean()
     return out
+
+
+def _underneath_one(h: Harness, i: int, kind: str, delay: float, heartbeat: str | None) -> _Fault:
+    result = _Fault(kind)
+    project = f"chaos-gone-{i}"
+    flags = ["--zone", ZONE, "--project", project]
+    if kind == "node preempted":
+        flags += ["--spot", "--restarts", "0"]
+    if heartbeat:  # the quick version: a shorter wait for a dead agent
+        flags += ["--heartbeat-deadline", heartbeat]
+    proc = h.spawn("run", str(h.script), *flags, "--", "300", "0")
+    node = ""
+
+    def script_runs() -> bool:
+        nonlocal node
+        names = h.leftovers(project)
+        node = names[0] if names else ""
+        return bool(node) and any("job.py" in c for _, c in _worker_processes(node))
+
+    if not _wait(script_runs, 120):
+        proc.kill()
+        proc.communicate()
+        result.note = f"{kind}: the job never ran"
+        return result
+    time.sleep(delay)
+    fault = time.monotonic()
+    processes = _worker_processes(node)
+    if kind == "agent killed":
+        _kill([p for p, c in processes if "tpuctl-agent-" in c])
+    elif kind == "script killed":
+        _kill([p for p, c in processes if "job.py" in c and "tpuctl-agent-" not in c])
+    elif kind == "node deleted":
+        h.tpuctl("delete", node, "--zone", ZONE, "--project", project, "--yes")
+    elif kind == "node preempted":
+        h.control.preempt(f"projects/{project}/locations/{ZONE}/nodes/{node}", notice=3)
+    else:
+        h.restart_emulator()
+    try:
+        _, err = proc.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    ended = time.monotonic() - fault
+    gone = h.wait_gone(timeout=60, project=project)
+    result.traceback = _traceback(err)
+    # an `error:` line, or the job's summary naming how it ended
+    said = any(
+        ln.startswith("error:") or any(w in ln for w in ("FAILED", "LOST", "PREEMPTED"))
+        for ln in err.splitlines()
+    )
+    if gone is None:
+        result.leaked = True
+        result.note = f"{kind}: a node was left a minute after run ended"
+    elif ended <= 120 and proc.returncode not in (0, None) and said and not result.traceback:
+        result.good = True
+        result.worst = ended + gone
+    else:
+        last = err.strip().splitlines()[-1:] or ["(nothing)"]
+        result.note = f"{kind}: exit {proc.returncode} after {ended:.0f} s: {last[0][:120]}"
+    return result
 
 
 def _key(algorithm: str) -> str:
