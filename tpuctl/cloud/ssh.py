@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,14 @@ _CIPHERS = [
 ]
 Output = Callable[[str, bytes], None]
 """Receives ("stdout" | "stderr", bytes) as a remote command writes them."""
+# Handshakes in flight at once, whatever the number of workers: key exchanges are CPU work
+# for the client, and 1,500 of them at once only make every one of them slower (and risk
+# their timeouts); sessions already open are not limited by this, only by file descriptors.
+CONNECTING_AT_ONCE = 64
+# File descriptors kept free for everything else the process opens, and per connection
+# (its socket, and a local file an SFTP copy may hold open).
+_FD_RESERVE = 64
+_FDS_PER_CONNECTION = 2
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,30 @@ class SshApi:
         self.oslogin = oslogin
         self._known_hosts: dict[Path, tuple[tuple[int, int], asyncssh.SSHKnownHosts]] = {}
         self._keys: dict[Path, asyncssh.SSHKey] = {}
+        self._gates: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[asyncio.Semaphore, asyncio.Semaphore]
+        ] = weakref.WeakKeyDictionary()
+        self._budget: int | None = None
+
+    def connection_budget(self) -> int:
+        """How many connections may be open at once in this process: the open-files limit
+        (its soft value raised to the hard one first, as OpenSSH's own tools do not, so
+        a 1,500-worker slice fails on a laptop's 256 or 1,024) less what is open already."""
+        if self._budget is None:
+            self._budget = _connection_budget()
+        return self._budget
+
+    def _gates_here(self) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
+        """(connections open, handshakes in flight) for the running event loop."""
+        loop = asyncio.get_running_loop()
+        gates = self._gates.get(loop)
+        if gates is None:
+            gates = (
+                asyncio.Semaphore(self.connection_budget()),
+                asyncio.Semaphore(CONNECTING_AT_ONCE),
+            )
+            self._gates[loop] = gates
+        return gates
 
     def _trusted(self, path: Path) -> asyncssh.SSHKnownHosts:
         """The known-hosts file, parsed once per change (not once per worker)."""
@@ -113,15 +146,38 @@ class SshApi:
     async def session(
         self, ep: Endpoint, user: str, key_path: Path, known_hosts: Path, timeout: float = 20.0
     ) -> AsyncIterator[Session]:
-        """A connection to one worker, closed on exit; raises an `SshError`."""
+        """A connection to one worker, closed on exit; raises an `SshError`. Waits for a
+        free slot when the process has as many connections open as it has files for, or
+        `CONNECTING_AT_ONCE` handshakes in flight."""
         where = f"worker {ep.worker} ({ep.host}:{ep.port})"
         try:
             key = self._keys.get(key_path) or asyncssh.read_private_key(key_path)
         except (asyncssh.KeyImportError, OSError) as e:
             raise ConfigError(f"cannot read the SSH key {key_path}: {e}") from e
         self._keys[key_path] = key
+        open_slots, connecting = self._gates_here()
+        async with open_slots:
+            async with connecting:
+                conn = await self._connect(ep, where, user, key, key_path, known_hosts, timeout)
+            try:
+                yield Session(conn, where)
+            finally:
+                conn.close()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(conn.wait_closed(), 5)
+
+    async def _connect(
+        self,
+        ep: Endpoint,
+        where: str,
+        user: str,
+        key: asyncssh.SSHKey,
+        key_path: Path,
+        known_hosts: Path,
+        timeout: float,
+    ) -> asyncssh.SSHClientConnection:
         try:
-            conn = await asyncssh.connect(
+            return await asyncssh.connect(
                 ep.host,
                 ep.port,
                 username=user,
@@ -144,12 +200,6 @@ class SshApi:
             raise AuthRejected(f"{where}: the server refused the key {key_path} for {user}") from e
         except (OSError, asyncio.TimeoutError, asyncssh.DisconnectError) as e:
             raise Unreachable(f"{where}: {_reason(e)}") from e
-        try:
-            yield Session(conn, where)
-        finally:
-            conn.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.wait_closed(), 5)
 
 
 class Session:
@@ -224,11 +274,32 @@ class Session:
             raise ConnectionDropped(f"{self._where}: connection lost: {_reason(e)}") from e
 
 
+def _connection_budget() -> int:
+    """Connections this process can hold open: see `SshApi.connection_budget`."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+        if wanted > soft:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+                soft = wanted
+    in_use = 32  # a guess at what a CLI process holds, where neither listing exists
+    for listing in ("/proc/self/fd", "/dev/fd"):  # Linux, macOS
+        with contextlib.suppress(OSError):
+            in_use = len(os.listdir(listing))
+            break
+    return max(1, (soft - in_use - _FD_RESERVE) // _FDS_PER_CONNECTION)
+
+
 def _reason(e: BaseException) -> str:
     if isinstance(e, asyncio.TimeoutError):
         return "timed out"
     if isinstance(e, asyncssh.Error):
         return e.reason or type(e).__name__
+    if isinstance(e, OSError) and e.errno:  # asyncio's "Connect call failed (...)" says less
+        return os.strerror(e.errno)
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     return str(e) or type(e).__name__

@@ -1,9 +1,11 @@
 """Commands and copies on many workers at once, with tpuctl's own SSH client.
 
-Every chosen worker gets its own connection, all at once (or at most `max_parallel`).
-A worker that does not answer yet is retried with back-off until `connect_timeout`,
-as a VM that is still booting would need; a refused host key is never retried. Each
-worker ends with a `WorkerResult`; `exit_status` combines them.
+Every chosen worker gets its own connection, all at once (or at most `max_parallel`;
+the SSH client also caps the handshakes in flight and the connections the process has
+files for). A worker that does not answer yet is retried with back-off until
+`connect_timeout`, as a VM that is still booting would need, without holding a slot
+while it waits, so one dead worker never holds up the others; a refused host key is
+never retried. Each worker ends with a `WorkerResult`; `exit_status` combines them.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ async def _on_worker(
     ep: Endpoint,
     deadline: float,
     action: Callable[[Session], Awaitable[int]],
+    limit: asyncio.Semaphore,
     idempotent: bool = False,
     action_timeout: float | None = None,
     retry_if: Callable[[int], bool] | None = None,
@@ -88,7 +91,7 @@ async def _on_worker(
         return wanted and await _still(retry_if, ep)
 
     async def attempt() -> int:
-        async with ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
+        async with limit, ssh.session(ep, plan.user, plan.key, plan.known_hosts) as session:
             if action_timeout is None:
                 return await action(session)
             try:
@@ -153,18 +156,18 @@ def on_workers(
         deadline = time.monotonic() + connect_timeout
         limit = asyncio.Semaphore(max_parallel if max_parallel > 0 else len(plan.endpoints))
 
-        async def one(ep: Endpoint) -> WorkerResult:
-            async with limit:
-                return await _on_worker(
-                    ssh,
-                    plan,
-                    ep,
-                    deadline,
-                    lambda s: action(s, ep),
-                    idempotent,
-                    action_timeout,
-                    retry_if,
-                )
+        def one(ep: Endpoint) -> Awaitable[WorkerResult]:
+            return _on_worker(
+                ssh,
+                plan,
+                ep,
+                deadline,
+                lambda s: action(s, ep),
+                limit,
+                idempotent,
+                action_timeout,
+                retry_if,
+            )
 
         return list(await asyncio.gather(*(one(ep) for ep in plan.endpoints)))
 
