@@ -4,9 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-SRC    := tpuctl tests bench examples scripts
+SRC    := tpuctl tests bench examples scripts live
 
-.PHONY: install test lint demo bench chaos clean tools docs-images
+.PHONY: install test test-live lint demo bench chaos clean tools docs-images
 
 $(STAMP): pyproject.toml
 	@echo "== installing tpuctl and its dependencies into $(VENV) (the first time takes about a minute)"
@@ -29,6 +29,11 @@ tools:
 
 test: tools lint
 	$(BIN)/python -m pytest -q
+
+# the main scenarios against a real project, when TPUCTL_LIVE_PROJECT and TPUCTL_LIVE_ZONE
+# say which (docs/live-testing.md: what it costs, its guards); skipped without them
+test-live: $(STAMP)
+	$(BIN)/python scripts/live_test.py $(LIVE_ARGS)
 
 demo: tools $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/demo.sh

@@ -145,9 +145,25 @@ def test_existing_node_is_kept_unless_teardown(cli, emulator, project) -> None:
     r = cli("run", str(project / "job.py"), "--node", "mine")
     assert r.code == 0, r.err
     assert [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()] == ["mine"]
+    assert "node mine in us-central1-a keeps running: `tpuctl delete mine --zone" in r.err
     r = cli("run", str(project / "job.py"), "--node", "mine", "--teardown")
     assert r.code == 0, r.err
     assert emulator.nodes() == []
+
+
+def test_a_node_named_with_node_and_made_for_the_job_is_deleted_after_it(
+    cli, emulator, project
+) -> None:
+    """`--node NAME` uses NAME, or creates it: then, as any node made for a job, it goes
+    when the job ends (the help's "default: only a node created for the job")."""
+    r = cli("run", str(project / "job.py"), "--node", "fresh")
+    assert r.code == 0, r.err
+    assert "deleted node fresh" in r.err
+    assert emulator.nodes() == []
+    r = cli("run", str(project / "job.py"), "--node", "fresh", "--keep")
+    assert r.code == 0, r.err
+    assert [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()] == ["fresh"]
+    assert cli("delete", "fresh", "--yes").code == 0
 
 
 @pytest.mark.parametrize(

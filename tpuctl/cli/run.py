@@ -323,7 +323,7 @@ def run(
         env=env,
         setup=o.setup,
         outputs=o.outputs,
-        teardown=(o.node is None) if o.teardown is None else o.teardown,
+        teardown=None if o.teardown is None and o.node else o.teardown is not False,
         detach=o.detach,
         name=o.name,
         ttl=durations.get("ttl"),
@@ -388,6 +388,11 @@ def run(
         render.info(f"downloaded {len(outcome.outputs)} output file(s) to {spec.outputs}")
     if outcome.torn_down:
         render.info(f"deleted {runner.job.what}")
+    elif not spec.teardown and not runner.job.node_deleted:
+        render.info(
+            f"{_left(runner, runner.zone)}: `tpuctl delete {outcome.node} --zone {runner.zone}`"
+            " when done"
+        )
     if json_out:
         render.print_json(
             {

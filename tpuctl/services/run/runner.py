@@ -109,6 +109,8 @@ class Runner:
         bucket = job.bucket
         assert bucket is not None
         existing = provision.existing_node(job)
+        if spec.teardown is None:  # --node without --teardown/--keep: delete it if made here
+            spec.teardown = existing is None
         if existing is None:
             provision.survey_zones(job)
         workers = len(existing.workers) if existing else provision.workers_of(spec.accelerator)
@@ -165,7 +167,7 @@ class Runner:
             args=list(spec.args),
             env_names=sorted(spec.env),
             setup=spec.setup,
-            teardown=spec.teardown,
+            teardown=bool(spec.teardown),
             name=spec.name,
             job_id=job.job_id,
             slices=spec.slices,

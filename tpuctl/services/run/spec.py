@@ -67,7 +67,7 @@ class RunSpec:
     env: dict[str, str] = field(default_factory=dict)
     setup: str | None = None
     outputs: Path | None = None
-    teardown: bool = True
+    teardown: bool | None = True  # None: only a node the job creates (decided when it starts)
     detach: bool = False
     name: str | None = None
     ttl: int | None = None
