@@ -92,6 +92,18 @@ class BillingDisabledError(ConfigError):
     """The project has no (open) billing account: paid APIs refuse every call."""
 
 
+class PolicyRefusedError(ConfigError):
+    """An organisation policy constraint refuses the request (e.g. the zone)."""
+
+    def __init__(self, message: str, constraint: str, hint: str | None = None):
+        super().__init__(message, hint)
+        self.constraint = constraint
+
+
+class ServiceAgentError(ConfigError):
+    """The project's Cloud TPU service agent is missing or has lost its role."""
+
+
 class PermissionDeniedError(AccessDeniedError):
     """The caller lacks one IAM permission the call needs (named, with a role that has it)."""
 

@@ -27,7 +27,9 @@ from tpuctl.errors import (
     ConfigError,
     NotFoundError,
     PermissionDeniedError,
+    PolicyRefusedError,
     QuotaError,
+    ServiceAgentError,
     ServiceDisabledError,
     TpuctlError,
 )
@@ -36,6 +38,11 @@ _CALL_PREFIX = re.compile(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ")
 _DISABLED = re.compile(r"has not been used in project (?P<number>\S+) before or it is disabled")
 _SERVICE_URL = re.compile(r"/apis/api/(?P<service>[a-z0-9.-]+)/")
 _PERMISSION = re.compile(r"Permission '(?P<permission>[A-Za-z0-9_.]+)' denied")
+_CONSTRAINT = re.compile(r"constraints/(?P<name>[A-Za-z0-9_.]+)")
+_LOCATION = re.compile(r"in \[(?P<location>[a-z0-9-]+)\]")
+_SERVICE_AGENT = re.compile(
+    r"service-(?P<number>\d+)@(?:cloud-tpu|gcp-sa-tpu)\.iam\.gserviceaccount\.com"
+)
 _PROJECT = re.compile(r"projects/(?P<project>[^/\s']+)|project (?P<named>[a-z][a-z0-9:.-]+)")
 
 
@@ -78,6 +85,9 @@ def setup_error(
         return None
     msg = server_message(exc)
     reason, metadata = _info(exc)
+    org = _policy_error(msg, subject, project, exc, metadata)
+    if org is not None:
+        return org
     if isinstance(exc, gx.BadRequest):
         # Service Usage refuses to enable a paid API in a project without billing
         if reason != "UREQ_PROJECT_BILLING_NOT_FOUND":
@@ -119,6 +129,55 @@ def setup_error(
             hint=f"{grant}; `gcloud auth list` shows who you are",
         )
     return None
+
+
+def _policy_error(
+    msg: str, subject: str, project: str | None, exc: BaseException, metadata: dict[str, str]
+) -> TpuctlError | None:
+    """An organisation policy's refusal, or the TPU service agent's, in one line with what
+    to do; None for anything else."""
+    agent = _SERVICE_AGENT.search(msg)
+    if agent is not None:
+        where = _project(project, subject, exc, metadata)
+        email = agent.group(0)
+        return ServiceAgentError(
+            f"the Cloud TPU service agent of project {where} ({email}) is missing or lacks "
+            "roles/tpu.serviceAgent",
+            hint=f"recreate it: `gcloud beta services identity create --service=tpu.googleapis.com"
+            f" --project {where}`, then `gcloud projects add-iam-policy-binding {where} "
+            f"--member=serviceAccount:{email} --role=roles/tpu.serviceAgent`",
+        )
+    found = _CONSTRAINT.search(msg)
+    if found is None or "violat" not in msg:
+        return None
+    name = found["name"]
+    where = _project(project, subject, exc, metadata)
+    describe = (
+        f"`gcloud resource-manager org-policies describe {name} --project {where} --effective`"
+    )
+    if name == "gcp.resourceLocations":
+        place = _LOCATION.search(msg)
+        location = place["location"] if place else "this location"
+        return PolicyRefusedError(
+            f"an organisation policy (constraints/{name}) does not allow {location} in "
+            f"project {where}",
+            constraint=f"constraints/{name}",
+            hint=f"use a zone it allows ({describe} lists them), or ask your organisation's "
+            "policy administrator",
+        )
+    if name == "compute.vmExternalIpAccess":
+        return PolicyRefusedError(
+            f"an organisation policy (constraints/{name}) forbids external IP addresses on "
+            f"VMs in project {where}",
+            constraint=f"constraints/{name}",
+            hint="create the node with --internal-ip-only and reach it from inside its network "
+            "(`tpuctl ssh NAME --internal-ip`)",
+        )
+    return PolicyRefusedError(
+        f"an organisation policy (constraints/{name}) refuses this in project {where}: {msg}",
+        constraint=f"constraints/{name}",
+        hint=f"{describe} shows the policy; ask your organisation's policy administrator",
+    )
 
 
 def refused(exc: BaseException, *, project: str, what: str, needs: str) -> TpuctlError:

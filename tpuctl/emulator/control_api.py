@@ -15,6 +15,8 @@ from tpuctl.emulator import errors, oslogin, queued
 from tpuctl.emulator.access import CONFIG_KEYS as ACCESS_CONFIG_KEYS
 from tpuctl.emulator.errors import Faults
 from tpuctl.emulator.models import rfc3339
+from tpuctl.emulator.org_policy import CONFIG_KEYS as POLICY_CONFIG_KEYS
+from tpuctl.emulator.org_policy import Policies
 from tpuctl.emulator.quotas import CONFIG_KEYS as QUOTA_CONFIG_KEYS
 from tpuctl.emulator.state import DEFAULT_DURATIONS, State
 
@@ -22,7 +24,7 @@ from tpuctl.emulator.state import DEFAULT_DURATIONS, State
 def update_config(state: State, body: dict[str, Any]) -> dict:
     """Change durations, defaults and quota settings, all checked before any applies."""
     own = {"durations", "defaults", "project_metadata"}
-    unknown = set(body) - own - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS
+    unknown = set(body) - own - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS - POLICY_CONFIG_KEYS
     if unknown:
         raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
     durations = body.get("durations") or {}
@@ -39,7 +41,9 @@ def update_config(state: State, body: dict[str, Any]) -> dict:
             raise errors.invalid_argument(f"bad default {key}={value!r}")
     if "project_metadata" in body:
         oslogin.validate_project_metadata(body["project_metadata"])
+    Policies.validate(body)
     state.quota.update(body)
+    state.policies.update(body)
     state.access.update(body)
     if "project_metadata" in body:
         oslogin.update_project_metadata(state, body["project_metadata"])

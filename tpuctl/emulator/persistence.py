@@ -59,6 +59,9 @@ def load(state: State, state_dir: Path | None) -> None:
     state.defaults.update(config.get("defaults", {}))
     state.quota.load(config)
     state.access.load(config)
+    state.policies.update(
+        {k: config[k] for k in ("org_policy", "tpu_service_agent") if k in config}
+    )
     state.quota_prefs = {p["name"]: p for p in data.get("quota_preferences", [])}
     state.project_metadata = {p: dict(md) for p, md in config.get("project_metadata", {}).items()}
     oslogin.load(state, data.get("oslogin", {}))

@@ -25,6 +25,7 @@ from tpuctl.emulator import errors, rules
 from tpuctl.emulator.access import Access
 from tpuctl.emulator.errors import Faults
 from tpuctl.emulator.models import AddressAllocator, Node, Operation, QueuedResource
+from tpuctl.emulator.org_policy import Policies
 from tpuctl.emulator.quotas import QuotaConfig
 
 DEFAULT_DURATIONS: dict[str, float | None] = {
@@ -70,6 +71,7 @@ class State:
         self.faults = Faults()
         self.quota = QuotaConfig()
         self.access = Access()  # enabled APIs, billing, the caller's permissions
+        self.policies = Policies()  # organisation policies, the TPU service agent
         self.quota_prefs: dict[str, dict[str, Any]] = {}  # Cloud Quotas preferences by name
         # Compute's project metadata (e.g. enable-oslogin) and OS Login profiles (oslogin.py)
         self.project_metadata: dict[str, dict[str, str]] = {}
@@ -95,6 +97,7 @@ class State:
             "defaults": dict(self.defaults),
             **self.quota.to_config(),
             **self.access.to_config(),
+            **self.policies.to_config(),
             "project_metadata": {p: dict(md) for p, md in self.project_metadata.items()},
         }
 

@@ -17,6 +17,7 @@ from tpuctl.emulator.state import State
 def create_node(state: State, project: str, zone: str, node_id: str, body: dict[str, Any]) -> dict:
     rules.check_zone(project, zone, "tpu.nodes.create")
     body = rules.check_fields("Node", body, "node")
+    state.policies.check_create(project, zone, [body], "a TPU node")
     name = f"projects/{project}/locations/{zone}/nodes/{node_id}"
     if node_id and name in state.nodes:
         raise errors.already_exists(name)
