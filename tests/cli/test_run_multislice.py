@@ -80,7 +80,7 @@ def test_two_slices_run_with_the_megascale_environment_and_leave_nothing(
         assert values["TPUCTL_SLICE_ID"] == s and values["TPUCTL_NUM_SLICES"] == "2"
         assert values["TPUCTL_WORKER_ID"] == k and values["TPUCTL_NUM_WORKERS"] == "4"
         assert values["TPUCTL_JOB_ID"] == job
-    assert "s1/w3 SUCCEEDED" in r.err
+    assert "s0/w0-w3 SUCCEEDED, s1/w0-w3 SUCCEEDED" in r.err
     assert f"deleted queued resource {name} (2 slices)" in r.err
     # outputs per slice: the two slices' files of one name do not overwrite each other
     whos = {(out / f"slice-{s}" / "who.txt").read_text() for s in range(2)}

@@ -51,3 +51,17 @@ def test_a_status_read_again_in_time_keeps_the_watch_going(monkeypatch) -> None:
     monkeypatch.setattr(watch, "node_lost", lambda job: None)
     final, lost = asyncio.run(watch._poll(_job(30.0), 1))
     assert (final[0]["state"], lost) == ("SUCCEEDED", None)
+
+
+def test_the_end_of_run_summary_stays_one_readable_line_on_many_workers() -> None:
+    from tpuctl.services.run.spec import states_summary
+
+    assert states_summary({0: "SUCCEEDED", 1: "FAILED"}, 2, 1) == "w0 SUCCEEDED, w1 FAILED"
+    many = dict.fromkeys(range(256), "SUCCEEDED") | {255: "LOST", 7: "FAILED"}
+    assert states_summary(many, 256, 1) == (
+        "w0-w6 SUCCEEDED, w7 FAILED, w8-w254 SUCCEEDED, w255 LOST"
+    )
+    two = dict.fromkeys(range(8), "SUCCEEDED") | {5: "FAILED"}
+    assert states_summary(two, 8, 2) == (
+        "s0/w0-w3 SUCCEEDED, s1/w0 SUCCEEDED, s1/w1 FAILED, s1/w2 SUCCEEDED, s1/w3 SUCCEEDED"
+    )

@@ -17,7 +17,7 @@ from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
 from tpuctl.errors import Interrupted, JobFailed, UsageError
-from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env, worker_label
+from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env, states_summary, worker_label
 
 if TYPE_CHECKING:
     from tpuctl.services.run.jobfile import JobFile
@@ -378,9 +378,7 @@ def run(
             render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
         return
     workers = runner.job.workers
-    summary = ", ".join(
-        f"{worker_label(w, workers, spec.slices)} {s}" for w, s in sorted(outcome.states.items())
-    )
+    summary = states_summary(outcome.states, workers, spec.slices)
     restarted = f" after {outcome.restarts} restart(s)" if outcome.restarts else ""
     render.info(f"job {outcome.job_id}: {summary}{restarted}; exit status {outcome.exit_status}")
     render.info(f"logs and outputs: {where}")

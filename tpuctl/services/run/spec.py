@@ -143,6 +143,34 @@ def worker_label(worker: int, workers: int, slices: int) -> str:
     return f"s{worker // per}/w{worker % per}"
 
 
+def states_summary(states: dict[int, str], workers: int, slices: int) -> str:
+    """`w0 SUCCEEDED, w1 FAILED` on a few workers; on many, runs of three or more workers
+    of one slice in one state as a range (`w0-w254 SUCCEEDED, w255 FAILED`,
+    `s1/w0-w63 SUCCEEDED`), so a 256-worker job's summary stays one readable line."""
+    per = max(1, workers // slices) if slices > 1 else max(1, workers)
+    runs: list[list[int]] = []
+    for worker in sorted(states):
+        last = runs[-1] if runs else None
+        if (
+            last is not None
+            and worker == last[-1] + 1
+            and states[worker] == states[last[0]]
+            and worker // per == last[0] // per
+        ):
+            last.append(worker)
+        else:
+            runs.append([worker])
+    parts: list[str] = []
+    for run in runs:
+        state = states[run[0]]
+        if len(run) < 3:
+            parts += [f"{worker_label(w, workers, slices)} {state}" for w in run]
+        else:
+            end = worker_label(run[-1], workers, slices).rsplit("/", 1)[-1]
+            parts.append(f"{worker_label(run[0], workers, slices)}-{end} {state}")
+    return ", ".join(parts)
+
+
 @dataclass
 class Job:
     """What one `tpuctl run` knows of its job as it goes; every step reads and updates it."""
