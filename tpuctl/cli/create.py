@@ -54,7 +54,17 @@ def create(
     description: Annotated[str, typer.Option("--description")] = "",
     network: Annotated[str | None, typer.Option("--network")] = None,
     subnetwork: Annotated[str | None, typer.Option("--subnetwork")] = None,
-    service_account: Annotated[str | None, typer.Option("--service-account")] = None,
+    service_account: Annotated[
+        str | None,
+        typer.Option(
+            "--service-account",
+            help="The VM's service account (default: the project's default compute account).",
+        ),
+    ] = None,
+    scopes: Annotated[
+        list[str],
+        typer.Option("--scopes", help="The VM's OAuth scopes: a,b (default cloud-platform)."),
+    ] = [],  # noqa: B006
     internal_ip_only: Annotated[
         bool, typer.Option("--internal-ip-only", help="No external IPs on the workers.")
     ] = False,
@@ -145,6 +155,7 @@ def create(
         network=network,
         subnetwork=subnetwork,
         service_account=service_account,
+        scopes=nodes.parse_scopes(scopes),
         internal_ip_only=internal_ip_only,
         tags=names.parse_tags(tags),
         description=description,
