@@ -1,0 +1,62 @@
+"""`tpuctl run` and the VM's service account: the node gets the account and scopes asked
+for, and when the account cannot do what the job needs, the agent's preflight ends the
+job at once, the runner prints the missing permission with the command that grants it,
+and the node is torn down."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tpuctl.emulator.models import project_number
+
+PROJECT = "tpuctl-demo"
+DEFAULT_SA = f"{project_number(PROJECT)}-compute@developer.gserviceaccount.com"
+SA = f"trainer@{PROJECT}.iam.gserviceaccount.com"
+
+
+def _script(tmp_path: Path) -> Path:
+    script = tmp_path / "job.py"
+    script.write_text("print('the script ran', flush=True)\n")
+    return script
+
+
+def _statuses(emulator) -> list[dict]:  # noqa: ANN001
+    blobs = emulator.storage_client().list_blobs("tpuctl-demo-tpuctl", prefix="tpuctl/jobs/")
+    return [json.loads(b.download_as_bytes()) for b in blobs if "/status/" in b.name]
+
+
+def test_a_node_that_cannot_delete_itself_fails_the_job_and_is_torn_down(
+    cli, emulator, tmp_path
+) -> None:
+    emulator.config(service_accounts={DEFAULT_SA: {"denied_permissions": ["tpu.nodes.delete"]}})
+    r = cli("run", str(_script(tmp_path)), "-a", "v3-8")
+    assert r.code == 6, r.err
+    assert "the script ran" not in r.out
+    assert f"{DEFAULT_SA} lacks tpu.nodes.delete" in r.err
+    grant = (
+        f"gcloud projects add-iam-policy-binding {PROJECT} "
+        f"--member=serviceAccount:{DEFAULT_SA} --role=roles/tpu.admin"
+    )
+    assert grant in r.err
+    assert emulator.nodes() == []  # the runner deleted it (the agent could not)
+    (status,) = _statuses(emulator)
+    assert status["state"] == "FAILED" and "tpu.nodes.delete" in status["message"]
+
+
+def test_the_nodes_account_and_scopes_are_those_asked_for(cli, emulator, tmp_path) -> None:
+    emulator.config(service_accounts={SA: {}})
+    scopes = "cloud-platform,https://www.googleapis.com/auth/devstorage.read_write"
+    r = cli("run", str(_script(tmp_path)), "-a", "v3-8", "--service-account", SA,
+            "--scopes", scopes)  # fmt: skip
+    assert r.code == 0, r.err
+    assert "the script ran" in r.out
+    (create,) = [b for b in emulator.bodies("create") if b["query"].get("nodeId")]
+    assert create["body"]["serviceAccount"] == {
+        "email": SA,
+        "scope": [
+            "https://www.googleapis.com/auth/cloud-platform",
+            "https://www.googleapis.com/auth/devstorage.read_write",
+        ],
+    }
+    assert emulator.nodes() == []
