@@ -84,6 +84,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "services.enable": (apis.SERVICE_USAGE, "serviceusage.services.enable"),
     # testing one's own permissions needs none (Resource Manager's reference)
     "projects.testIamPermissions": ("cloudresourcemanager.googleapis.com", ""),
+    "projects.get": ("cloudresourcemanager.googleapis.com", "resourcemanager.projects.get"),
     "serviceAccounts.get": ("iam.googleapis.com", "iam.serviceAccounts.get"),
 }
 

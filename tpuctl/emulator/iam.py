@@ -22,8 +22,8 @@ lacks. A call with a VM's token meets, in the order Google's front end checks:
 
 Also served: Cloud Resource Manager's `projects.testIamPermissions` (the permissions the
 caller, or the VM's account, holds out of those asked; it needs no permission itself)
-and IAM's `projects.serviceAccounts.get` (which accounts exist), the subsets `tpuctl
-init` and the agent use.
+and `projects.get` (the project's number), and IAM's `projects.serviceAccounts.get`
+(which accounts exist): the subsets `tpuctl init` and the agent use.
 """
 
 from __future__ import annotations
@@ -175,6 +175,16 @@ def test_iam_permissions(
         denied = state.access.accounts.denied(principal.account)
     held = [p for p in asked if p not in denied]
     return {"permissions": held} if held else {}
+
+
+def get_project(state: Any, project: str) -> dict[str, Any]:
+    """Resource Manager's `projects.get` (v1): the project, with its number."""
+    return {
+        "projectNumber": project_number(project),
+        "projectId": project,
+        "lifecycleState": "ACTIVE",
+        "name": project,
+    }
 
 
 def get_service_account(state: Any, project: str, email: str) -> dict[str, Any]:

@@ -109,6 +109,8 @@ API_ROUTES: list[tuple[str, str, str, str | Handler | OnState, tuple[str, ...]]]
     ("POST", r"/v1/projects/(?P<project>[^/:]+):testIamPermissions",
      "projects.testIamPermissions", OnState(iam.test_iam_permissions),
      ("project", "body", "principal")),
+    ("GET", r"/v1/projects/(?P<project>[^/:]+)", "projects.get", OnState(iam.get_project),
+     ("project",)),
     # IAM: whether a service account exists
     ("GET", r"/v1/projects/(?P<project>[^/]+)/serviceAccounts/(?P<email>[^/:]+)",
      "serviceAccounts.get", OnState(iam.get_service_account), ("project", "email")),
