@@ -145,3 +145,33 @@ def test_service_accounts_get(emulator) -> None:
     assert _call(f"{base}/{SA}")[1]["email"] == SA
     status, body = _call(f"{base}/nobody@{P}.iam.gserviceaccount.com")
     assert status == 404 and body["error"]["status"] == "NOT_FOUND"
+
+
+def test_a_resumable_upload_stays_behind_the_proxy(emulator, cleanup) -> None:
+    emulator.storage_client(P).create_bucket("b-resumable")
+    proxy = emulator.status()["worker_storage_endpoint"]
+    token = _node(emulator, "n7")
+    start = urllib.request.Request(
+        f"{proxy}/upload/storage/v1/b/b-resumable/o?uploadType=resumable&name=big",
+        data=b"{}",
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(start) as r:
+        session = r.headers["Location"]
+    assert session.startswith(proxy + "/")  # the chunks come back through the proxy
+    data = bytes(range(256)) * 4096  # 1 MiB, in one chunk
+    put = urllib.request.Request(
+        session,
+        data=data,
+        method="PUT",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}",
+        },
+    )
+    with urllib.request.urlopen(put) as r:
+        assert int(json.loads(r.read())["size"]) == len(data)
+    default = f"{project_number(P)}-compute@developer.gserviceaccount.com"
+    emulator.config(service_accounts={default: {"denied_permissions": ["storage.objects.get"]}})
+    assert _call(f"{proxy}/storage/v1/b/b-resumable/o/big?alt=media", token=token)[0] == 403

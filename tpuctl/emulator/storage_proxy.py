@@ -27,7 +27,16 @@ from tpuctl import apis
 from tpuctl.emulator import iam
 
 BLOCK = 1 << 20
-_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host"}
+_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "host",
+    "expect",
+}
 # (method, path pattern) -> the permission a call needs (Cloud Storage's IAM reference)
 _RULES: list[tuple[str, re.Pattern[str], str]] = [
     (m, re.compile(p), perm)
