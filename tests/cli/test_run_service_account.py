@@ -60,3 +60,36 @@ def test_the_nodes_account_and_scopes_are_those_asked_for(cli, emulator, tmp_pat
         ],
     }
     assert emulator.nodes() == []
+
+
+def test_the_config_files_service_account_is_the_default(cli, emulator) -> None:
+    from tpuctl.config import write_config_values
+
+    write_config_values({"service_account": SA})
+    r = cli("create", "sa1", "-a", "v3-8", "--zone", "us-central1-a")
+    assert r.code == 0, r.err
+    (create,) = [b for b in emulator.bodies("create") if b["query"].get("nodeId") == "sa1"]
+    assert create["body"]["serviceAccount"] == {
+        "email": SA,
+        "scope": ["https://www.googleapis.com/auth/cloud-platform"],
+    }
+    (node,) = emulator.nodes()
+    assert node["serviceAccount"]["email"] == SA
+    assert cli("delete", "sa1", "--zone", "us-central1-a", "--yes").code == 0
+    write_config_values({"service_account": "nobody"})
+    bad = cli("create", "sa2", "-a", "v3-8", "--zone", "us-central1-a")
+    assert bad.code == 3
+    assert "service_account = 'nobody'" in bad.err and "expected a service account" in bad.err
+
+
+def test_a_create_without_the_flags_states_the_default_scope_only(cli, emulator) -> None:
+    r = cli("create", "sa3", "-a", "v3-8", "--zone", "us-central1-a", "--scopes", "bad://x")
+    assert r.code == 2 and "invalid --scopes 'bad://x'" in r.err
+    assert cli("create", "sa3", "-a", "v3-8", "--zone", "us-central1-a").code == 0
+    (create,) = [b for b in emulator.bodies("create") if b["query"].get("nodeId") == "sa3"]
+    assert create["body"]["serviceAccount"] == {
+        "scope": ["https://www.googleapis.com/auth/cloud-platform"]
+    }
+    (node,) = emulator.nodes()  # the API's default: the project's compute account
+    assert node["serviceAccount"]["email"] == DEFAULT_SA
+    assert cli("delete", "sa3", "--zone", "us-central1-a", "--yes").code == 0

@@ -131,6 +131,7 @@ def create(
     With --slices N (N > 1) the queued resource NAME asks for N slices, nodes NAME-0 to
     NAME-(N-1); `tpuctl delete NAME` deletes them all (docs/multislice.md).
     """
+    from tpuctl.config import configured_service_account
     from tpuctl.durations import parse_duration
     from tpuctl.services import cost, names, nodes
 
@@ -154,7 +155,7 @@ def create(
         metadata=names.parse_pairs(metadata, "metadata entry"),
         network=network,
         subnetwork=subnetwork,
-        service_account=service_account,
+        service_account=service_account or configured_service_account(),
         scopes=nodes.parse_scopes(scopes),
         internal_ip_only=internal_ip_only,
         tags=names.parse_tags(tags),

@@ -54,7 +54,7 @@ def init(
     you to do (a quota request under review is only waited for), 1 otherwise.
     Example: tpuctl init --accelerator v5litepod-8 --zone us-west4-a --yes
     """
-    from tpuctl.config import load_config_file, write_config_values
+    from tpuctl.config import configured_service_account, load_config_file, write_config_values
     from tpuctl.services import init as init_svc
 
     app = app_of(ctx)
@@ -87,7 +87,7 @@ def init(
             email=email or factory.account(),
             consent=consent,
             progress=progress,
-            service_account=service_account,
+            service_account=service_account or configured_service_account(),
         )
         report = init_svc.run(adapters, spec, lambda s: None if json_out else _print(s))
     if json_out:

@@ -283,7 +283,7 @@ def run(
 
     Example: tpuctl run examples/train.py --accelerator v3-8 --outputs out/ -- --steps 200
     """
-    from tpuctl.config import load_config_file
+    from tpuctl.config import configured_service_account, load_config_file
     from tpuctl.durations import parse_duration
     from tpuctl.services import nodes, staging
     from tpuctl.services.run import jobfile
@@ -330,7 +330,7 @@ def run(
         accelerator=o.accelerator,
         version=o.version,
         spot=o.spot,
-        service_account=o.service_account,
+        service_account=o.service_account or configured_service_account(),
         scopes=nodes.parse_scopes(list(o.scopes or [])),
         excludes=list(o.exclude),
         bucket=o.bucket,
