@@ -93,3 +93,22 @@ def test_a_create_without_the_flags_states_the_default_scope_only(cli, emulator)
     (node,) = emulator.nodes()  # the API's default: the project's compute account
     assert node["serviceAccount"]["email"] == DEFAULT_SA
     assert cli("delete", "sa3", "--zone", "us-central1-a", "--yes").code == 0
+
+
+def test_a_job_file_names_the_account_and_scopes(cli, emulator, tmp_path) -> None:
+    emulator.config(service_accounts={SA: {}})
+    _script(tmp_path)
+    (tmp_path / "job.toml").write_text(
+        f'script = "job.py"\naccelerator = "v3-8"\nservice_account = "{SA}"\n'
+        'scopes = ["cloud-platform", "devstorage.read_write"]\n'
+    )
+    r = cli("run", "-f", str(tmp_path / "job.toml"))
+    assert r.code == 0, r.err
+    (create,) = [b for b in emulator.bodies("create") if b["query"].get("nodeId")]
+    assert create["body"]["serviceAccount"] == {
+        "email": SA,
+        "scope": [
+            "https://www.googleapis.com/auth/cloud-platform",
+            "https://www.googleapis.com/auth/devstorage.read_write",
+        ],
+    }
