@@ -13,6 +13,13 @@ from tpuctl.emulator.models import project_number
 PROJECT = "tpuctl-demo"
 DEFAULT_SA = f"{project_number(PROJECT)}-compute@developer.gserviceaccount.com"
 SA = f"trainer@{PROJECT}.iam.gserviceaccount.com"
+SA_READ_WRITE = {
+    "email": SA,
+    "scope": [
+        "https://www.googleapis.com/auth/cloud-platform",
+        "https://www.googleapis.com/auth/devstorage.read_write",
+    ],
+}
 
 
 def _script(tmp_path: Path) -> Path:
@@ -52,13 +59,7 @@ def test_the_nodes_account_and_scopes_are_those_asked_for(cli, emulator, tmp_pat
     assert r.code == 0, r.err
     assert "the script ran" in r.out
     (create,) = [b for b in emulator.bodies("create") if b["query"].get("nodeId")]
-    assert create["body"]["serviceAccount"] == {
-        "email": SA,
-        "scope": [
-            "https://www.googleapis.com/auth/cloud-platform",
-            "https://www.googleapis.com/auth/devstorage.read_write",
-        ],
-    }
+    assert create["body"]["serviceAccount"] == SA_READ_WRITE
     assert emulator.nodes() == []
 
 
@@ -105,10 +106,4 @@ def test_a_job_file_names_the_account_and_scopes(cli, emulator, tmp_path) -> Non
     r = cli("run", "-f", str(tmp_path / "job.toml"))
     assert r.code == 0, r.err
     (create,) = [b for b in emulator.bodies("create") if b["query"].get("nodeId")]
-    assert create["body"]["serviceAccount"] == {
-        "email": SA,
-        "scope": [
-            "https://www.googleapis.com/auth/cloud-platform",
-            "https://www.googleapis.com/auth/devstorage.read_write",
-        ],
-    }
+    assert create["body"]["serviceAccount"] == SA_READ_WRITE
