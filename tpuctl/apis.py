@@ -15,6 +15,8 @@ STORAGE = "storage.googleapis.com"
 QUOTAS = "cloudquotas.googleapis.com"
 SERVICE_USAGE = "serviceusage.googleapis.com"
 MONITORING = "monitoring.googleapis.com"
+RESOURCE_MANAGER = "cloudresourcemanager.googleapis.com"
+IAM = "iam.googleapis.com"
 OS_LOGIN = "oslogin.googleapis.com"
 
 
@@ -30,6 +32,12 @@ APIS: tuple[Api, ...] = (
     Api(TPU, "Cloud TPU API", "create, list and delete TPU VMs"),
     Api(STORAGE, "Cloud Storage API", "the job bucket of `tpuctl run`"),
     Api(QUOTAS, "Cloud Quotas API", "TPU quota limits and increase requests"),
+    Api(
+        RESOURCE_MANAGER,
+        "Cloud Resource Manager API",
+        "permission checks (`tpuctl init`, and the agent's before a job)",
+    ),
+    Api(IAM, "Identity and Access Management (IAM) API", "the TPU VMs' service accounts"),
     Api(MONITORING, "Cloud Monitoring API", "`tpuctl top`", required=False),
     Api(OS_LOGIN, "Cloud OS Login API", "SSH with OS Login", required=False),
 )
@@ -38,8 +46,6 @@ TITLES = {
     **{api.name: api.title for api in APIS},
     SERVICE_USAGE: "Service Usage API",
     "compute.googleapis.com": "Compute Engine API",
-    "iam.googleapis.com": "Identity and Access Management (IAM) API",
-    "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
 }
 
 # permission -> the predefined role tpuctl suggests for it
@@ -120,3 +126,32 @@ def enable_command(service: str, project: str) -> str:
 
 def grant_command(project: str, role: str, member: str = "user:YOU@example.com") -> str:
     return f"gcloud projects add-iam-policy-binding {project} --member={member} --role={role}"
+
+
+def member(account: str) -> str:
+    """The IAM member for an account: `serviceAccount:` for a service account's email."""
+    kind = "serviceAccount" if account.endswith(".gserviceaccount.com") else "user"
+    return f"{kind}:{account}"
+
+
+def bucket_grant_command(bucket: str, role: str, member: str) -> str:
+    return (
+        f"gcloud storage buckets add-iam-policy-binding gs://{bucket} --member={member} "
+        f"--role={role}"
+    )
+
+
+# What the agent on a TPU VM needs of the node's service account (docs/run.md, "The
+# VM's service account"), and the roles that grant it: the job's folder in the bucket
+# (read the job, write and overwrite its status, logs and outputs) and its own node
+# (deleted at the end, labels patched by the idle watchdog).
+AGENT_BUCKET_ROLE = "roles/storage.objectUser"
+AGENT_PROJECT_ROLE = "roles/tpu.admin"
+AGENT_PERMISSIONS: tuple[str, ...] = (
+    "storage.objects.get",
+    "storage.objects.create",
+    "storage.objects.delete",
+    "tpu.nodes.get",
+    "tpu.nodes.update",
+    "tpu.nodes.delete",
+)

@@ -67,6 +67,21 @@ def load_config_file(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         ) from e
 
 
+def configured_service_account(env: Mapping[str, str] | None = None) -> str | None:
+    """The config file's `service_account`: what new TPU VMs run as when no
+    --service-account is given (None: the project's default compute account)."""
+    value = load_config_file(env).get("service_account")
+    if value is None:
+        return None
+    if not isinstance(value, str) or "@" not in value:
+        raise ConfigError(
+            f"service_account = {value!r} in {config_file_path(env)}: expected a service "
+            "account's email address",
+            hint="fix or remove that line",
+        )
+    return value
+
+
 def _gcloud_dir(env: Mapping[str, str]) -> Path:
     if env.get("CLOUDSDK_CONFIG"):
         return Path(env["CLOUDSDK_CONFIG"]).expanduser()

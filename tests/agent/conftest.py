@@ -116,8 +116,10 @@ class Cluster:
             "HOME": str(home),
             "TPUCTL_METADATA_URL": f"{base}/_emulator/v1/metadata/{project}/{zone}/{name}/{k}"
             "/computeMetadata/v1",
-            "TPUCTL_STORAGE_URL": self.storage_url,
+            # as on an emulated worker: through the proxy that checks the VM's token
+            "TPUCTL_STORAGE_URL": self.emulator.status()["worker_storage_endpoint"],
             "TPUCTL_TPU_URL": base,
+            "TPUCTL_CRM_URL": base,
         }
         return Worker(env, home / ".tpuctl", k, installed)
 

@@ -87,16 +87,22 @@ def _ok(result) -> None:
 
 
 NETWORK = ["--network", "default", "--subnetwork", "default"]
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+READ_WRITE = "https://www.googleapis.com/auth/devstorage.read_write"
+SA = f"trainer@{PROJECT}.iam.gserviceaccount.com"
 
 
 @pytest.mark.parametrize(
     ("gcloud_flags", "tpuctl_flags"),
     [
-        (["--spot", "--internal-ips", "--tags", "ssh,web"],
+        # tpuctl always states the scope gcloud sends only when asked (--scopes)
+        (["--spot", "--internal-ips", "--tags", "ssh,web", "--scopes", CLOUD_PLATFORM],
          ["--spot", "--internal-ip-only", "--tags", "ssh,web"]),
-        (["--preemptible"], ["--preemptible"]),
+        (["--preemptible", "--scopes", CLOUD_PLATFORM], ["--preemptible"]),
+        (["--service-account", SA, "--scopes", f"{CLOUD_PLATFORM},{READ_WRITE}"],
+         ["--service-account", SA, "--scopes", f"cloud-platform,{READ_WRITE}"]),
     ],
-    ids=["spot-internal-ips-tags", "preemptible-external-ips"],
+    ids=["spot-internal-ips-tags", "preemptible-external-ips", "service-account-scopes"],
 )  # fmt: skip
 def test_create_node(cli, emulator, gcloud_on_emulator, gcloud_flags, tpuctl_flags) -> None:
     common = ["--labels", "team=ml,run=a1", "--metadata", "k=v", *NETWORK]
@@ -111,8 +117,9 @@ def test_create_node(cli, emulator, gcloud_on_emulator, gcloud_flags, tpuctl_fla
     assert ours == theirs
     assert theirs["labels"] == {"team": "ml", "run": "a1"}
     assert theirs["networkConfig"]["subnetwork"] == "default"
+    assert CLOUD_PLATFORM in ours["serviceAccount"]["scope"]
     gcloud_nodes = {n["name"].rsplit("/", 1)[1]: n for n in emulator.nodes()}
-    keys = ("networkConfig", "schedulingConfig", "tags")
+    keys = ("networkConfig", "schedulingConfig", "tags", "serviceAccount")
     assert {k: gcloud_nodes["g1"].get(k) for k in keys} == {
         k: gcloud_nodes["t1"].get(k) for k in keys
     }
@@ -159,6 +166,7 @@ def test_queued_create(cli, emulator, gcloud_on_emulator, gcloud_flags, tpuctl_f
     _ok(gcloud(
         "compute", "tpus", "queued-resources", "create", "gq", "--node-id", "gq", "--zone", Z,
         "--accelerator-type", "v3-8", "--runtime-version", "tpu-vm-base", *gcloud_flags,
+        "--scopes", CLOUD_PLATFORM,  # what tpuctl states unasked
     ))  # fmt: skip
     _ok(cli("create", "tq", "-a", "v3-8", "--zone", Z, "--version", "tpu-vm-base", "--queued",
             *tpuctl_flags))  # fmt: skip

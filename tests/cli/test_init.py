@@ -13,7 +13,13 @@ from tpuctl.config import load_config_file, write_config_values
 
 INIT = ("init", "--accelerator", "v5litepod-8", "--zone", "us-west4-a")
 SERVING = "TPUV5sLitepodServingPerProjectPerZoneForTPUAPI"
-REQUIRED = ["tpu.googleapis.com", "storage.googleapis.com", "cloudquotas.googleapis.com"]
+REQUIRED = [
+    "tpu.googleapis.com",
+    "storage.googleapis.com",
+    "cloudquotas.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "iam.googleapis.com",
+]
 
 
 def new_project(emulator) -> None:  # noqa: ANN001
@@ -23,14 +29,19 @@ def new_project(emulator) -> None:  # noqa: ANN001
 
 def changes(emulator) -> dict[str, int]:  # noqa: ANN001
     counts = emulator.requests()
-    return {k: v for k, v in counts.items() if k.startswith(("POST", "PATCH", "DELETE"))}
+    reads = {"POST projects.testIamPermissions"}  # a POST that changes nothing
+    return {
+        k: v
+        for k, v in counts.items()
+        if k.startswith(("POST", "PATCH", "DELETE")) and k not in reads
+    }
 
 
 def bucket_exists(emulator, name: str = "tpuctl-demo-tpuctl") -> bool:  # noqa: ANN001
     return emulator.storage_client().lookup_bucket(name) is not None
 
 
-STEPS = ("project", "apis", "permissions", "quota", "bucket", "config")
+STEPS = ("project", "apis", "permissions", "service-account", "quota", "bucket", "config")
 
 
 def statuses(*given: str) -> dict[str, str]:
@@ -49,7 +60,7 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
     new_project(emulator)
     r = cli(*INIT, "--yes")
     assert r.code == 0, r.err
-    assert step_lines(r.out) == statuses("ok", "done", "ok", "pending", "done", "done")
+    assert step_lines(r.out) == statuses("ok", "done", "ok", "ok", "pending", "done", "done")
     assert f"  did: enabled {', '.join(REQUIRED)}" in r.out
     assert f"{SERVING} allows 0 chips in zone us-west4-a, 0 in use; v5litepod-8 needs 8" in r.out
     assert "  did: created gs://tpuctl-demo-tpuctl in us-west4 (uniform bucket-level access)" in (
@@ -79,7 +90,7 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
 
     again = cli(*INIT, "--yes")
     assert again.code == 0, again.err
-    assert step_lines(again.out) == statuses("ok", "ok", "ok", "pending", "ok", "ok")
+    assert step_lines(again.out) == statuses("ok", "ok", "ok", "ok", "pending", "ok", "ok")
     assert "did:" not in again.out
     assert f"the quota increase request {prefs[0].name.rsplit('/', 1)[1]} (8) is under review" in (
         again.out
@@ -152,7 +163,7 @@ def test_json_reports_every_step(cli, emulator) -> None:
     data = json.loads(r.out)
     assert data["ready"] is False and data["project"] == "tpuctl-demo"
     assert {s["step"]: s["status"] for s in data["steps"]} == statuses(
-        "ok", "done", "ok", "pending", "done", "done"
+        "ok", "done", "ok", "ok", "pending", "done", "done"
     )
 
 

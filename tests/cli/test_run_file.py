@@ -98,6 +98,9 @@ def test_print_spec_round_trip_runs_the_same_job(cli, emulator, tmp_path, monkey
     assert emulator.nodes() == []
 
 
+SA = "trainer@my-project.iam.gserviceaccount.com"
+
+
 def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
     r = cli(
         "run", "-f", str(repo / "job.toml"), "--zone", "us-central1-a,us-central1-b",
@@ -106,7 +109,8 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "--setup", "pip install -r requirements.txt", "--keep", "--detach", "--no-check",
         "--heartbeat-deadline", "90s", "--start-deadline", "15m", "--retry-on-failure",
         "--bucket", "gs://mine", "--project", "my-project", "--version", "tpu-vm-base",
-        "--force", "--env", 'Q=say "hi"', "--print-spec",
+        "--force", "--env", 'Q=say "hi"', "--service-account", SA, "--scopes", "cloud-platform",
+        "--print-spec",
     )  # fmt: skip
     assert r.code == 0, r.err
     spec = tomllib.loads(r.out)

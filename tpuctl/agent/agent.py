@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
+from . import preflight
 from .common import (
     FINAL,
     METADATA_URL,
@@ -433,6 +434,12 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
     if running and alive(running):
         print(json.dumps({"pid": running, "log": log, "agent_log": str(agent_log)}), flush=True)
         return 0
+    problem = _preflight(args, Path(log))
+    if problem is not None:  # the job ends here: the runner says why and tears down
+        print(json.dumps({"pid": 0, "log": log, "agent_log": str(agent_log),
+                          "error": problem.message, "fix": problem.fix,
+                          "permission": problem.permission}), flush=True)  # fmt: skip
+        return 0
     read_end, write_end = os.pipe()
     if os.fork():
         os.close(write_end)
@@ -457,6 +464,35 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
         return supervised(args, user_env, agent_log)
 
     _exit_with(detached)
+
+
+def _preflight(args: argparse.Namespace, log: Path) -> Any:
+    """Can this VM's service account do what the job needs (preflight.py)? The Problem
+    if not, said in the attempt's log and, where the bucket takes it, a FAILED status."""
+    storage = Storage(Token(), args.bucket)
+    me = identity()
+    worker = me["worker"] if args.worker is None else args.worker
+
+    def say(text: str) -> None:
+        with log.open("a") as f:
+            f.write(f"tpuctl-agent: {text}\n")
+
+    try:
+        problem = preflight.check(storage, me, args.job_id, worker, args.slices > 1, say)
+    except HttpError as e:  # not a refusal: the job meets it again, and reports it then
+        say(f"preflight: could not finish ({e}); starting anyway")
+        return None
+    if problem is None:
+        return None
+    say(f"error: {problem.message}; fix: {problem.fix}")
+    with contextlib.suppress(HttpError, OSError):
+        storage.write_json(status_path(args.job_id, worker), {
+            "worker": worker, "attempt": args.attempt, "state": "FAILED", "exit_status": None,
+            "started": round(time.time(), 3), "ended": round(time.time(), 3),
+            "message": f"{problem.message}; fix: {problem.fix}"[:500],
+            "log": log_path(args.job_id, args.attempt, worker), "agent_version": VERSION,
+        })  # fmt: skip
+    return problem
 
 
 def _exit_with(fn: Callable[[], int]) -> NoReturn:

@@ -54,7 +54,17 @@ def create(
     description: Annotated[str, typer.Option("--description")] = "",
     network: Annotated[str | None, typer.Option("--network")] = None,
     subnetwork: Annotated[str | None, typer.Option("--subnetwork")] = None,
-    service_account: Annotated[str | None, typer.Option("--service-account")] = None,
+    service_account: Annotated[
+        str | None,
+        typer.Option(
+            "--service-account",
+            help="The VM's service account (default: the project's default compute account).",
+        ),
+    ] = None,
+    scopes: Annotated[
+        list[str],
+        typer.Option("--scopes", help="The VM's OAuth scopes: a,b (default cloud-platform)."),
+    ] = [],  # noqa: B006
     internal_ip_only: Annotated[
         bool, typer.Option("--internal-ip-only", help="No external IPs on the workers.")
     ] = False,
@@ -121,6 +131,7 @@ def create(
     With --slices N (N > 1) the queued resource NAME asks for N slices, nodes NAME-0 to
     NAME-(N-1); `tpuctl delete NAME` deletes them all (docs/multislice.md).
     """
+    from tpuctl.config import configured_service_account
     from tpuctl.durations import parse_duration
     from tpuctl.services import cost, names, nodes
 
@@ -144,7 +155,8 @@ def create(
         metadata=names.parse_pairs(metadata, "metadata entry"),
         network=network,
         subnetwork=subnetwork,
-        service_account=service_account,
+        service_account=service_account or configured_service_account(),
+        scopes=nodes.parse_scopes(scopes),
         internal_ip_only=internal_ip_only,
         tags=names.parse_tags(tags),
         description=description,

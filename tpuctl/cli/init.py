@@ -33,19 +33,28 @@ def init(
         str | None,
         typer.Option("--email", help="Contact for a quota increase request (default: you)."),
     ] = None,
+    service_account: Annotated[
+        str | None,
+        typer.Option(
+            "--service-account",
+            help="The service account your TPU VMs will run as (default: the project's "
+            "default compute account), checked in step 4.",
+        ),
+    ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Make every change without asking.")
     ] = False,
     json_out: Json = False,
 ) -> None:
-    """Check a project for tpuctl and prepare it: APIs, permissions, quota, bucket, config.
+    """Check a project for tpuctl and prepare it: APIs, permissions, the VMs' service
+    account, quota, bucket, config.
 
     Each step says what it found and what it did; nothing changes without your consent
     (--yes gives it). Running it again changes nothing. Exit 0 when nothing is left for
     you to do (a quota request under review is only waited for), 1 otherwise.
     Example: tpuctl init --accelerator v5litepod-8 --zone us-west4-a --yes
     """
-    from tpuctl.config import load_config_file, write_config_values
+    from tpuctl.config import configured_service_account, load_config_file, write_config_values
     from tpuctl.services import init as init_svc
 
     app = app_of(ctx)
@@ -66,6 +75,7 @@ def init(
         quotas=factory.quotas(),
         bucket=lambda name: factory.bucket(name, target.project),
         write_config=lambda values: str(write_config_values(values)),
+        iam=factory.iam(),
     )
     with render.progress("enable operation") as progress:
         spec = init_svc.InitSpec(
@@ -77,6 +87,7 @@ def init(
             email=email or factory.account(),
             consent=consent,
             progress=progress,
+            service_account=service_account or configured_service_account(),
         )
         report = init_svc.run(adapters, spec, lambda s: None if json_out else _print(s))
     if json_out:

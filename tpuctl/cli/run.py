@@ -169,6 +169,18 @@ def run(
     accelerator: Accelerator = DEFAULT_ACCELERATOR,
     version: Annotated[str | None, typer.Option("--version", help="Runtime version.")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Spot capacity.")] = False,
+    service_account: Annotated[
+        str | None,
+        typer.Option(
+            "--service-account",
+            help="A new node's service account (default: the project's default compute "
+            "account); it must be able to write the bucket and delete the node.",
+        ),
+    ] = None,
+    scopes: Annotated[
+        list[str],
+        typer.Option("--scopes", help="A new node's OAuth scopes: a,b (default cloud-platform)."),
+    ] = [],  # noqa: B006
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Folder to ship (default: the script's).")
     ] = None,
@@ -271,9 +283,9 @@ def run(
 
     Example: tpuctl run examples/train.py --accelerator v3-8 --outputs out/ -- --steps 200
     """
-    from tpuctl.config import load_config_file
+    from tpuctl.config import configured_service_account, load_config_file
     from tpuctl.durations import parse_duration
-    from tpuctl.services import staging
+    from tpuctl.services import nodes, staging
     from tpuctl.services.run import jobfile
     from tpuctl.services.run.runner import Adapters, Runner, RunSpec
     from tpuctl.services.run.spec import HEARTBEAT_DEADLINE, START_DEADLINE
@@ -318,6 +330,8 @@ def run(
         accelerator=o.accelerator,
         version=o.version,
         spot=o.spot,
+        service_account=o.service_account or configured_service_account(),
+        scopes=nodes.parse_scopes(list(o.scopes or [])),
         excludes=list(o.exclude),
         bucket=o.bucket,
         env=env,

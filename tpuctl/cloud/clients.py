@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from google.cloud.tpu_v2 import TpuClient
 
     from tpuctl.cloud.compute import ComputeApi
+    from tpuctl.cloud.iam import IamApi
     from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.oslogin import OsLoginApi
     from tpuctl.cloud.quota import QuotaApi
@@ -350,6 +351,25 @@ class ClientFactory:
             session,
             self.compute_endpoint,
             where=f"the Compute Engine API ({self.describe_endpoint()})",
+            unreachable_hint=self.unreachable_hint(),
+        )
+
+    def iam(self) -> IamApi:
+        """Resource Manager (the caller's permissions, the project's number) and IAM (the
+        project's service accounts): Google's endpoints, or the emulator's subsets."""
+        from tpuctl.cloud.iam import IamApi
+
+        def session() -> Any:
+            from google.auth.transport.requests import AuthorizedSession
+
+            return AuthorizedSession(self.credentials)
+
+        emulated = f"http://{self._emulator}" if self._emulator else None
+        return IamApi(
+            session,
+            emulated or "https://cloudresourcemanager.googleapis.com",
+            emulated or "https://iam.googleapis.com",
+            where=f"Cloud Resource Manager and IAM ({self.describe_endpoint()})",
             unreachable_hint=self.unreachable_hint(),
         )
 

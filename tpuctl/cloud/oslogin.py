@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tpuctl import apis
+from tpuctl.apis import member
 from tpuctl.errors import PermissionDeniedError
 
 T = TypeVar("T")
@@ -52,12 +53,6 @@ class LoginProfile:
             if line.split()[:2] == wanted:
                 return fingerprint, expires
         return None
-
-
-def member(account: str) -> str:
-    """The IAM member for an account: `serviceAccount:` for a service account's email."""
-    kind = "serviceAccount" if account.endswith(".gserviceaccount.com") else "user"
-    return f"{kind}:{account}"
 
 
 class OsLoginApi:

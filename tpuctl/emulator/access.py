@@ -11,6 +11,9 @@ Config (control plane, `POST /_emulator/v1/config`):
 - `billing`: `true`/`false` for every project, or `{"*": true, "<project>": false}`.
 - `denied_permissions`: IAM permissions the caller lacks, e.g. `["tpu.nodes.create"]`.
 - `caller`: the account the caller is (`GET status` shows it, as `gcloud auth list` would).
+- `service_accounts`: the VMs' service accounts and the permissions each lacks (iam.py);
+  a call with a token a worker's metadata server minted is its node's account's, and
+  its scopes are checked first.
 
 The answers, in the order the cloud checks: an API not enabled in the project is 403
 SERVICE_DISABLED; a paid API in a project without billing 403 BILLING_DISABLED; a
@@ -25,13 +28,21 @@ from typing import Any
 
 from tpuctl import apis
 from tpuctl.emulator import errors
+from tpuctl.emulator.iam import Principal, ServiceAccounts, scope_allows, scope_insufficient
 from tpuctl.emulator.models import project_number
 
 SERVICES: dict[str, str] = dict(apis.TITLES)  # every API the emulator knows: name -> title
 PAID = {apis.TPU, "compute.googleapis.com"}  # calls and enabling need billing
 _NEW_PROJECT_ON = {apis.SERVICE_USAGE, apis.STORAGE, apis.MONITORING}
 PRESETS = ("all", "new-project", "none")
-CONFIG_KEYS = {"services", "billing", "denied_permissions", "project_services", "caller"}
+CONFIG_KEYS = {
+    "services",
+    "billing",
+    "denied_permissions",
+    "project_services",
+    "caller",
+    "service_accounts",
+}
 CALLER = "you@example.com"
 
 # verb (as counted in /requests) -> (service, permission)
@@ -71,6 +82,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "services.batchGet": (apis.SERVICE_USAGE, "serviceusage.services.get"),
     "services.list": (apis.SERVICE_USAGE, "serviceusage.services.list"),
     "services.enable": (apis.SERVICE_USAGE, "serviceusage.services.enable"),
+    # testing one's own permissions needs none (Resource Manager's reference)
+    "projects.testIamPermissions": ("cloudresourcemanager.googleapis.com", ""),
+    "projects.get": ("cloudresourcemanager.googleapis.com", "resourcemanager.projects.get"),
+    "serviceAccounts.get": ("iam.googleapis.com", "iam.serviceAccounts.get"),
 }
 
 
@@ -105,6 +120,7 @@ class Access:
         self.billing: dict[str, bool] = {"*": True}
         self.denied: list[str] = []
         self.caller = CALLER
+        self.accounts = ServiceAccounts()  # the VMs' service accounts and their tokens
         # Service Usage operations by name: {"project", "service", "done_at"}; not kept
         # over a restart (what they enable is applied when due, `service_usage.tick`)
         self.operations: dict[str, dict[str, Any]] = {}
@@ -117,6 +133,7 @@ class Access:
             "billing": dict(self.billing),
             "denied_permissions": list(self.denied),
             "caller": self.caller,
+            **self.accounts.to_config(),
         }
 
     def load(self, config: dict[str, Any]) -> None:
@@ -125,6 +142,7 @@ class Access:
         self.billing.update(config.get("billing") or {})
         self.denied = list(config.get("denied_permissions") or self.denied)
         self.caller = str(config.get("caller") or self.caller)
+        self.accounts.load(config)
 
     def update(self, body: dict[str, Any]) -> None:
         """Apply the keys of a config update, all checked before any is applied."""
@@ -162,6 +180,8 @@ class Access:
         caller = body.get("caller", self.caller)
         if not isinstance(caller, str) or "@" not in caller:
             raise errors.invalid_argument("caller is an account's email address")
+        ServiceAccounts.validate(body)
+        self.accounts.update(body)
         self.services, self.project_services = services, project_services
         self.caller = caller
         self.billing, self.denied = billing, list(denied)
@@ -178,11 +198,23 @@ class Access:
         return self.billing.get(project, self.billing.get("*", True))
 
     # -- the gate ----------------------------------------------------------------------
-    def check(self, verb: str, project: str, path: str, quotas_api: str = "enabled") -> None:
-        """Refuse a call as Google's front end would; verbs it does not know pass."""
+    def check(
+        self,
+        verb: str,
+        project: str,
+        path: str,
+        quotas_api: str = "enabled",
+        principal: Principal | None = None,
+        write: bool = True,
+    ) -> None:
+        """Refuse a call as Google's front end would; verbs it does not know pass. A
+        call with a VM's token (`principal`) is checked for its scopes first, then for
+        its account's permissions instead of the caller's."""
         if verb not in VERBS or not project:
             return
         service, permission = VERBS[verb]
+        if principal is not None and not scope_allows(principal.scopes, service, write):
+            raise scope_insufficient(service, verb)
         on = self.enabled(project, service) and not (
             service == apis.QUOTAS and quotas_api == "disabled"
         )
@@ -190,7 +222,8 @@ class Access:
             raise errors.service_disabled(project, service, SERVICES[service])
         if service in PAID and not self.billed(project):
             raise billing_disabled(project, service)
-        if permission in self.denied:
+        denied = self.denied if principal is None else self.accounts.denied(principal.account)
+        if permission and permission in denied:
             raise permission_denied(service, permission, _resource(path))
 
 

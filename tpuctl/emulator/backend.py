@@ -77,6 +77,7 @@ class Backend:
         # Cloud Storage beside the TPU API (set by EmulatorServer; None: not served)
         self.storage_endpoint: str | None = None
         self.clear_storage: Callable[[], None] | None = None
+        self.worker_storage_endpoint: str | None = None  # storage_proxy.py, for the workers
         # Called under the lock after every change (they may change nodes in turn).
         self.listeners: list[Callable[[], None]] = []
         self.endpoint = ""  # host:port of the HTTP server, set once it listens
@@ -131,7 +132,9 @@ class Backend:
     def node_env(self, node: Node, worker: int) -> dict[str, str]:
         """The environment of worker `worker` of `node` (see `worker_env`), as it is now."""
         with self.lock:
-            config = {**self.state.config(), "storage_endpoint": self.storage_endpoint}
+            # the workers reach Cloud Storage through the proxy that checks their tokens
+            storage = self.worker_storage_endpoint or self.storage_endpoint
+            config = {**self.state.config(), "storage_endpoint": storage}
             return self.workers.env(node, worker, self.endpoint, config)
 
     def logins(self, node: Node) -> frozenset[oslogin.Login]:
@@ -263,10 +266,31 @@ class Backend:
         return quota_prefs.decide(self.state, name, granted)
 
     @_locked
-    def admit(self, verb: str, project: str, path: str) -> None:
+    def admit(
+        self, verb: str, project: str, path: str, principal: Any = None, write: bool = True
+    ) -> None:
         """The gate before every API call (access.py): refuse it as the cloud's front end
-        would, for an API off, no billing or a missing permission."""
-        self.state.access.check(verb, project, path, self.state.quota.api)
+        would, for a token without the scope, an API off, no billing or a missing
+        permission (the caller's, or the VM's service account's: `principal`)."""
+        with self.lock:
+            self.state.access.check(
+                verb, project, path, self.state.quota.api, principal=principal, write=write
+            )
+
+    def principal(self, authorization: str | None) -> Any:
+        """The VM's service account behind a bearer token (iam.Principal), or None."""
+        with self.lock:
+            return self.state.access.accounts.principal(authorization)
+
+    def mint_token(self, account: str, scopes: list[str], project: str) -> str:
+        """A token for a worker of `project` whose node runs as `account` (metadata.py)."""
+        with self.lock:
+            return self.state.access.accounts.mint(account, scopes, project)
+
+    def storage_denied(self, principal: Any, permission: str) -> bool:
+        """Whether the VM's account lacks a Cloud Storage permission."""
+        with self.lock:
+            return permission in self.state.access.accounts.denied(principal.account)
 
     # -- Cloud Monitoring (monitoring.py: its own lock; it reads nodes through _monitored) --
     def list_time_series(self, project: str, query: dict[str, str]) -> dict:
@@ -319,6 +343,8 @@ class Backend:
             "nodes": len(self.state.nodes),
             "defaults": dict(self.state.defaults),
             "storage_endpoint": self.storage_endpoint,
+            # where the workers reach it: the proxy that checks their tokens
+            "worker_storage_endpoint": self.worker_storage_endpoint,
             "ssh_port": self.ssh_port,
             "caller": self.state.access.caller,
             "monitoring_endpoint": self.monitoring_endpoint,

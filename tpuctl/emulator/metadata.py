@@ -5,7 +5,8 @@ so one emulator answers for every worker of every node; a process on a worker is
 at its own root by `TPUCTL_METADATA_URL`. Like the real server it wants the header
 `Metadata-Flavor: Google` (403 without it, or with `X-Forwarded-For`), answers values as
 text, directories as one entry a line (`?recursive=true` or `?alt=json`: JSON), and the
-token as JSON. The token is a fake: nothing in the emulator checks tokens.
+token as JSON. The token is a fake, but the emulator remembers whose it is (the node's
+service account and scopes, iam.py) and checks what calls carrying it may do.
 
 Every answer carries an `ETag`; `?wait_for_change=true` (with `last_etag` and
 `timeout_sec`, as Compute Engine's server takes them) holds the answer until the value
@@ -20,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import secrets
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -137,9 +137,10 @@ def _tree(
     }
 
 
-def _token() -> bytes:
+def _token(backend: Any, project: str, account: dict[str, Any]) -> bytes:
+    scopes = [s for s in account["scopes"].split("\n") if s]
     token = {
-        "access_token": f"ya29.emulated-{secrets.token_urlsafe(24)}",
+        "access_token": backend.mint_token(account["email"], scopes, project),
         "expires_in": TOKEN_SECONDS,
         "token_type": "Bearer",
     }
@@ -208,7 +209,7 @@ def _answer(backend: Any, match: re.Match[str], query: Mapping[str, str]) -> Ans
             return 404, _TEXT, b"Not Found\n"
         if part == "token" and i == len(parts) - 1 and value.get("email"):
             backend.count("GET metadata.token")
-            return 200, _JSON, _token()
+            return 200, _JSON, _token(backend, project, value)
         value = value[part]
     if isinstance(value, dict):
         if query.get("recursive") == "true" or query.get("alt") == "json":

@@ -126,13 +126,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 time.sleep(delay)
             if fault is not None and not after:
                 raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
-            backend.admit(verb, match.get("project", ""), url.path)
+            principal = backend.principal(self.headers.get("Authorization"))
+            backend.admit(
+                verb, match.get("project", ""), url.path, principal, self.command != "GET"
+            )
             target: Callable[..., Any]
             if isinstance(fn, urls.OnState):
                 target = functools.partial(backend.apply, fn.fn)
             else:
                 target = getattr(backend, fn) if isinstance(fn, str) else fn
-            result = target(*urls.arguments(spec, match, query, body))
+            result = target(*urls.arguments(spec, match, query, body, principal))
             if fault is not None:
                 raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
             self._send(200, result)
@@ -206,10 +209,12 @@ class EmulatorServer:
             self.storage = StorageServer(host, 0, root, preferred=was.get("storage", 0))
         self._ssh_wanted, self._ssh_port = ssh, ssh_port or was.get("ssh")  # None: a free one
         self._monitoring_port = was.get("monitoring", 0)
+        self._proxy_port = was.get("storage_proxy", 0)
         self._ticker: threading.Thread | None = None
         self._stopping = threading.Event()
         self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
         self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring_grpc) once started
+        self._storage_proxy: Any = None  # in front of Cloud Storage for the workers
 
     @property
     def address(self) -> str:
@@ -233,6 +238,13 @@ class EmulatorServer:
                 raise
             self.backend.storage_endpoint = self.storage.url
             self.backend.clear_storage = self.storage.clear
+            from tpuctl.emulator.storage_proxy import StorageProxy
+
+            # on the port it had before, where free: a worker's agent outlives a restart
+            target = f"{self._host}:{self.storage.port}"
+            proxy = StorageProxy(self._host, target, self.backend, self._proxy_port)
+            self._storage_proxy = proxy.start()
+            self.backend.worker_storage_endpoint = proxy.url
         # Cloud Monitoring's gRPC front, before the HTTP server answers: a client that
         # sees the status sees its address (importing grpc takes a moment)
         from tpuctl.emulator.monitoring_grpc import MonitoringGrpc
@@ -286,6 +298,7 @@ class EmulatorServer:
             "storage": self.storage.port if self.storage else None,
             "ssh": self.ssh.port if self.ssh else None,
             "monitoring": self.monitoring.port if self.monitoring else None,
+            "storage_proxy": self._storage_proxy.port if self._storage_proxy else None,
         }
         with contextlib.suppress(OSError):
             (self._state_dir / self._PORTS_FILE).write_text(json.dumps(ports) + "\n")
@@ -320,6 +333,9 @@ class EmulatorServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._httpd = None
+        if self._storage_proxy is not None:
+            self._storage_proxy.stop()
+            self._storage_proxy = None
         if self.storage is not None:
             self.storage.stop()
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from tpuctl.emulator import catalog_api, errors, oslogin, quota_prefs, service_usage
+from tpuctl.emulator import catalog_api, errors, iam, oslogin, quota_prefs, service_usage
 from tpuctl.emulator.control import CONTROL_PREFIX
 
 Handler = Callable[..., Any]
@@ -105,6 +105,15 @@ API_ROUTES: list[tuple[str, str, str, str | Handler | OnState, tuple[str, ...]]]
     # Compute Engine (compute.googleapis.com): a project's metadata
     ("GET", r"/compute/v1/projects/(?P<project>[^/]+)", "compute.projects.get",
      OnState(oslogin.get_project), ("project",)),
+    # Cloud Resource Manager: what the caller (or a VM's account) may do in a project
+    ("POST", r"/v1/projects/(?P<project>[^/:]+):testIamPermissions",
+     "projects.testIamPermissions", OnState(iam.test_iam_permissions),
+     ("project", "body", "principal")),
+    ("GET", r"/v1/projects/(?P<project>[^/:]+)", "projects.get", OnState(iam.get_project),
+     ("project",)),
+    # IAM: whether a service account exists
+    ("GET", r"/v1/projects/(?P<project>[^/]+)/serviceAccounts/(?P<email>[^/:]+)",
+     "serviceAccounts.get", OnState(iam.get_service_account), ("project", "email")),
     # Cloud Monitoring (monitoring.googleapis.com): time series of the TPU workers
     ("GET", r"/v3/projects/(?P<project>[^/]+)/timeSeries", "timeSeries.list",
      "list_time_series", ("project", "query")),
@@ -138,11 +147,17 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
 
 
 def arguments(
-    spec: tuple[str, ...], match: dict[str, str], query: dict[str, str], body: dict[str, Any]
+    spec: tuple[str, ...],
+    match: dict[str, str],
+    query: dict[str, str],
+    body: dict[str, Any],
+    principal: Any = None,
 ) -> list[Any]:
     args: list[Any] = []
     for item in spec:
-        if item == "body":
+        if item == "principal":  # who calls: a VM's service account (iam.py), or None
+            args.append(principal)
+        elif item == "body":
             args.append(body)
         elif item == "query":  # every query parameter, as sent
             args.append(dict(query))

@@ -4,8 +4,9 @@ Each step says what it found and what it did (`Step`); a step that cannot finish
 what is left and how to do it. Nothing changes without `consent(action)` answering
 yes, so a second run on a ready project changes nothing. Steps: the project and
 credentials, the APIs (enabled through Service Usage, waiting for the operation), the
-caller's permissions, TPU quota for the accelerator and zone (an increase request
-filed through Cloud Quotas when short), the job bucket, and tpuctl's config file.
+caller's permissions and the nodes' service account (init_access.py), TPU quota for
+the accelerator and zone (an increase request filed through Cloud Quotas when short),
+the job bucket, and tpuctl's config file.
 
 Adapters come in as arguments (`InitAdapters`); nothing here prints.
 """
@@ -17,12 +18,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import apis, catalog
-from tpuctl.errors import PermissionDeniedError, TpuctlError, UsageError
+from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import quota as quota_svc
+from tpuctl.services.init_access import check_permissions, check_service_account
+from tpuctl.services.init_step import Step, failed
 from tpuctl.services.staging import bucket_name
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.iam import IamApi
     from tpuctl.cloud.quota import QuotaApi, QuotaRequest
     from tpuctl.cloud.service_usage import ServiceUsageApi
     from tpuctl.cloud.storage import Bucket
@@ -30,27 +34,8 @@ if TYPE_CHECKING:
     from tpuctl.config import Target
 
 ENABLE_TIMEOUT = 300.0
-# ok: found ready; done: made ready now; pending: asked for, Google decides (quota);
-# todo: left for the user (declined, or cannot be done from here); failed: an error
 READY = ("ok", "done")
-
-
-@dataclass
-class Step:
-    name: str
-    status: str
-    found: str
-    did: str = ""
-    todo: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        return {
-            "step": self.name,
-            "status": self.status,
-            "found": self.found,
-            "did": self.did,
-            "todo": self.todo,
-        }
+__all__ = ["READY", "InitAdapters", "InitReport", "InitSpec", "Step", "run"]
 
 
 @dataclass
@@ -86,6 +71,7 @@ class InitAdapters:
     quotas: QuotaApi
     bucket: Callable[[str], Bucket]
     write_config: Callable[[Mapping[str, str]], str]  # returns the file's path
+    iam: IamApi
 
 
 @dataclass
@@ -98,11 +84,7 @@ class InitSpec:
     email: str | None = None  # the contact for a quota increase request
     consent: Callable[[str], bool] = lambda action: False
     progress: Progress = noop
-
-
-def _failed(name: str, found: str, error: TpuctlError) -> Step:
-    hint = f"; {error.hint}" if error.hint else ""
-    return Step(name, "failed", found, todo=error.message + hint)
+    service_account: str | None = None  # the nodes' (None: the default compute account)
 
 
 # -- 1. project and credentials ----------------------------------------------------------
@@ -132,7 +114,7 @@ def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
     try:
         states = {api.name: a.service_usage.enabled(project, api.name) for api in apis.APIS}
     except TpuctlError as e:
-        return _failed("apis", "cannot read the project's APIs", e)
+        return failed("apis", "cannot read the project's APIs", e)
     off = [api for api in apis.APIS if not states[api.name] and api.required]
     optional = [api for api in apis.APIS if not states[api.name] and not api.required]
     on = [api.name for api in apis.APIS if states[api.name]]
@@ -156,31 +138,10 @@ def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
                 _wait_enabled(a.service_usage, project, op, spec)
             enabled.append(api.name)
     except TpuctlError as e:
-        step = _failed("apis", found, e)
+        step = failed("apis", found, e)
         step.did = f"enabled {', '.join(enabled)}" if enabled else ""
         return step
     return Step("apis", "done", found, did=f"enabled {', '.join(enabled)}")
-
-
-# -- 3. the caller's permissions ----------------------------------------------------------
-def check_permissions(a: InitAdapters, spec: InitSpec) -> Step:
-    """The TPU API offers no testIamPermissions (neither google-cloud-tpu nor the v2
-    discovery document has it): a harmless call, listing nodes, stands in for the rest."""
-    t = spec.target
-    found = "the TPU API has no testIamPermissions: checked by listing nodes"
-    try:
-        a.tpu.list_nodes(t.parent)
-    except PermissionDeniedError as e:
-        return Step("permissions", "todo", found, todo=f"{e.message}: {e.hint}")
-    except TpuctlError as e:
-        return _failed("permissions", found, e)
-    roles = sorted({apis.ROLES[p] for p in apis.CALLER_PERMISSIONS if p in apis.ROLES})
-    return Step(
-        "permissions",
-        "ok",
-        f"{found}: allowed (creating nodes, buckets and quota requests is checked when "
-        f"done; the roles tpuctl needs: {', '.join(roles)})",
-    )
 
 
 # -- 5. quota ----------------------------------------------------------------------------
@@ -207,7 +168,7 @@ def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
             if r.quota_id == qspec.quota_id and r.location == location
         ]
     except TpuctlError as e:
-        return _failed("quota", f"cannot read {qspec.quota_id} in {where}", e)
+        return failed("quota", f"cannot read {qspec.quota_id} in {where}", e)
     found = (
         f"{qspec.quota_id} allows {limit} {qspec.unit} in {where}, {used} in use; "
         f"{acc.name} needs {need}"
@@ -232,7 +193,7 @@ def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
             t.project, qspec.quota_id, value, qspec.dimension, location, justification, spec.email
         )
     except TpuctlError as e:
-        return _failed("quota", found, e)
+        return failed("quota", found, e)
     return Step(
         "quota",
         "pending" if made.pending else "done",
@@ -266,7 +227,7 @@ def check_bucket(a: InitAdapters, spec: InitSpec) -> tuple[Step, str]:
             return Step("bucket", "todo", f"gs://{name} does not exist", todo=todo), name
         bucket.ensure(region)
     except TpuctlError as e:
-        return _failed("bucket", f"gs://{name}", e), name
+        return failed("bucket", f"gs://{name}", e), name
     return (
         Step(
             "bucket",
@@ -321,9 +282,11 @@ def run(a: InitAdapters, spec: InitSpec, on_step: Callable[[Step], None]) -> Ini
 
     told(check_project(spec))
     told(check_apis(a, spec))
-    told(check_permissions(a, spec))
+    told(check_permissions(a.iam, a.tpu, spec.target, spec.account))
+    bucket = bucket_name(None, spec.config, spec.target.project)
+    told(check_service_account(a.iam, spec.target.project, bucket, spec.service_account))
     told(check_quota(a, spec))
-    step, bucket = check_bucket(a, spec)
+    step, bucket = check_bucket(a, spec)  # the same name
     told(step)
     told(check_config(a, spec, bucket))
     return report

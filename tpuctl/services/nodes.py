@@ -63,7 +63,8 @@ class CreateSpec:
     metadata: dict[str, str] = field(default_factory=dict)
     network: str | None = None
     subnetwork: str | None = None
-    service_account: str | None = None
+    service_account: str | None = None  # None: the project's default compute account
+    scopes: list[str] = field(default_factory=list)  # empty: CLOUD_PLATFORM
     internal_ip_only: bool = False
     tags: list[str] = field(default_factory=list)  # network tags (firewall rules)
     description: str = ""
@@ -132,11 +133,7 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
         body["networkConfig"]["subnetwork"] = spec.subnetwork
     if spec.tags:
         body["tags"] = list(spec.tags)
-    if spec.service_account:
-        body["serviceAccount"] = {
-            "email": spec.service_account,
-            "scope": ["https://www.googleapis.com/auth/cloud-platform"],
-        }
+    body["serviceAccount"] = service_account_body(spec.service_account, spec.scopes)
     sched = {k: True for k in ("spot", "preemptible", "reserved") if getattr(spec, k)}
     if sched:
         body["schedulingConfig"] = sched
@@ -144,6 +141,34 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
 
 
 STARTUP_SCRIPT = "startup-script"
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+_SCOPE_PREFIX = "https://www.googleapis.com/auth/"
+
+
+def parse_scopes(values: list[str]) -> list[str]:
+    """OAuth scopes from `--scopes a,b` (repeatable): full URLs, or names under
+    https://www.googleapis.com/auth/ (`cloud-platform`)."""
+    scopes = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    for scope in scopes:
+        if "://" in scope and not scope.startswith("https://"):
+            raise UsageError(f"invalid --scopes {scope!r}: an https:// URL or a name")
+    return [s if s.startswith("https://") else _SCOPE_PREFIX + s for s in scopes]
+
+
+def service_account_body(email: str | None, scopes: list[str]) -> dict[str, Any]:
+    """The node's `serviceAccount`, always sent so that the VM's rights never rest on
+    an unstated default. The email is left out when none is named: the API then uses
+    the project's default compute account (TPU v2 discovery document, ServiceAccount:
+    "If empty, default Compute service account will be used"), which saves a call for
+    the project number; the scope is always stated (empty would mean "all Cloud APIs")."""
+    body: dict[str, Any] = {"scope": list(scopes) or [CLOUD_PLATFORM]}
+    if email:
+        if "@" not in email:
+            raise UsageError(
+                f"invalid --service-account {email!r}: a service account's email address"
+            )
+        body = {"email": email, **body}
+    return body
 
 
 def _startup_script(spec: CreateSpec) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle
 from tpuctl.agent.common import Beats
-from tpuctl.errors import CloudError, SshError, TpuctlError, WaitTimedOut
+from tpuctl.errors import CloudError, PermissionDeniedError, SshError, TpuctlError, WaitTimedOut
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
 from tpuctl.services.run.spec import MEGASCALE_PORT, Job
@@ -122,6 +122,15 @@ def start(job: Job) -> None:
     failed = remote.failure_summary(lost) if lost else None
     if failed:
         raise CloudError(f"could not start the job: {failed}")
+    refused = sorted((w, info) for w, info in started.items() if info.get("error"))
+    if refused:  # the agent's preflight: the VM's service account lacks something
+        worker, info = refused[0]
+        fix = str(info.get("fix") or "")
+        raise PermissionDeniedError(
+            f"worker {worker}: {info['error']}",
+            str(info.get("permission") or ""),
+            hint=(f"`{fix}`" if fix.startswith("gcloud ") else fix) or None,
+        )
     job.pids = {w: int(info["pid"]) for w, info in started.items()}
     job.logs = {w: str(info["log"]) for w, info in started.items()}
     job.agents_started = True

@@ -51,6 +51,8 @@ KEYS: dict[str, str] = {
     "zones": "zones",
     "project": "project",
     "spot": "bool",
+    "service_account": "string",
+    "scopes": "strings",
     "queued": "bool",
     "slices": "count",
     "valid_until": "duration",

@@ -41,6 +41,8 @@ def _node_spec(job: Job, attempt: int) -> nodes.CreateSpec:
         accelerator=job.spec.accelerator,
         version=job.spec.version,
         spot=job.spec.spot,
+        service_account=job.spec.service_account,
+        scopes=list(job.spec.scopes),
         labels={JOB: job.job_id},
         metadata={BUCKET_ATTRIBUTE: job.bucket.name, ATTEMPT_ATTRIBUTE: str(attempt)},
         ttl=job.spec.ttl or JOB_NODE_TTL,

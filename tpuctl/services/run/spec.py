@@ -62,6 +62,8 @@ class RunSpec:
     accelerator: str = "v3-8"
     version: str | None = None
     spot: bool = False
+    service_account: str | None = None  # a new node's (None: the default compute account)
+    scopes: list[str] = field(default_factory=list)  # a new node's (empty: cloud-platform)
     excludes: list[str] = field(default_factory=list)
     bucket: str | None = None
     env: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,166 @@
+"""Before the user's script starts: can this VM's service account do what the job needs?
+
+Standard library only, Python 3.8+. `agent start` runs `check` before it detaches, so a
+missing permission ends the job at once, in the start's answer, instead of as a job
+whose statuses never appear or whose node is never deleted. The checks:
+- Cloud Storage: read the job's record (storage.objects.get), write and delete a probe
+  object under the job's folder (storage.objects.create, storage.objects.delete: the
+  agent overwrites its status objects, and an overwrite needs both).
+- The TPU API, on the worker that tears down (worker 0, when the job asks for it):
+  Cloud Resource Manager's `projects.testIamPermissions` for `tpu.nodes.delete` (and
+  `tpu.queuedresources.delete` on a multislice job). The TPU v2 API has no
+  testIamPermissions of its own (neither its discovery document nor google-cloud-tpu
+  has one), and deleting is the one thing no probe may try. Resource Manager's method
+  needs no permission, but its API may be off in the project: then a GET of this node
+  proves at least the scope and tpu.nodes.get, and the log says so.
+A refusal becomes a `Problem`: what is missing, and the fix as a gcloud command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+from .common import HttpError, Storage, http, metadata, tpu
+from .transfer import job_path
+
+CRM_URL = os.environ.get("TPUCTL_CRM_URL", "https://cloudresourcemanager.googleapis.com").rstrip(
+    "/"
+)
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+
+
+class Problem(Exception):
+    """The service account cannot do something the job needs."""
+
+    def __init__(self, message: str, fix: str, permission: str = "") -> None:
+        super().__init__(message)
+        self.message, self.fix, self.permission = message, fix, permission
+
+
+def _scope_problem(what: str, account: str) -> Problem:
+    scopes = ", ".join(s for s in metadata("instance/service-accounts/default/scopes").split())
+    return Problem(
+        f"the VM's token (service account {account}) lacks the OAuth scope for {what} "
+        f"(its scopes: {scopes or 'none'}); a node's scopes are fixed at creation",
+        f"create the node with the scope {CLOUD_PLATFORM} (tpuctl's default: drop "
+        "--scopes, or add cloud-platform to it)",
+    )
+
+
+def _is_scope(error: HttpError) -> bool:
+    text = str(error)
+    return "ACCESS_TOKEN_SCOPE_INSUFFICIENT" in text or "scope" in text.lower()
+
+
+def check_storage(storage: Storage, job_id: str, worker: int, account: str) -> Any:
+    """The job's record (None if absent), once read, a probe written and deleted."""
+    bucket = storage.bucket
+    fix = (
+        f"gcloud storage buckets add-iam-policy-binding gs://{bucket} "
+        f"--member=serviceAccount:{account} --role=roles/storage.objectUser"
+    )
+    probe = job_path(job_id, "probe", f"worker-{worker}")
+    steps: list[Any] = [
+        ("storage.objects.get", lambda: storage.read_json(job_path(job_id, "job.json"))[0]),
+        ("storage.objects.create", lambda: storage.write(probe, b"probe\n", "text/plain")),
+        ("storage.objects.delete", lambda: storage.http("DELETE", _object_url(storage, probe))),
+    ]
+    record = None
+    for permission, step in steps:
+        try:
+            result = step()
+        except HttpError as e:
+            if e.status != 403:
+                raise
+            if _is_scope(e):
+                raise _scope_problem("Cloud Storage", account) from None
+            raise Problem(
+                f"the VM's service account {account} lacks {permission} on gs://{bucket}",
+                fix,
+                permission,
+            ) from None
+        if permission == "storage.objects.get":
+            record = result
+    return record
+
+
+def _object_url(storage: Storage, name: str) -> str:
+    from urllib.parse import quote
+
+    return f"{storage.objects_url}/{quote(name, safe='')}"
+
+
+def _said(error: HttpError) -> str:
+    """The message of a Google error body (its first 500 bytes), else its first line."""
+    text = str(error).split(": ", 1)[-1]
+    try:
+        return str(json.loads(text)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        line = text.strip().splitlines()[0] if text.strip() else f"HTTP {error.status}"
+        return line[:200]
+
+
+def check_teardown(
+    token: Any, me: Any, account: str, multislice: bool, say: Callable[[str], None]
+) -> None:
+    """Whether the account may delete this node (or its queued resource)."""
+    project = me["project"]
+    wanted = ["tpu.nodes.delete"] + (["tpu.queuedresources.delete"] if multislice else [])
+    body = json.dumps({"permissions": wanted}).encode()
+    url = f"{CRM_URL}/v1/projects/{project}:testIamPermissions"
+    headers = token.headers(**{"Content-Type": "application/json"})
+    try:
+        reply = http("POST", url, body, headers, attempts=3, timeout=30)[2]
+    except HttpError as e:
+        if e.status == 403 and "ACCESS_TOKEN_SCOPE_INSUFFICIENT" in str(e):
+            raise _scope_problem("Google Cloud APIs", account) from None
+        say(
+            f"preflight: Resource Manager's testIamPermissions answered {_said(e)}; checking "
+            "that the TPU API answers instead (tpu.nodes.delete is not proven)"
+        )
+        _check_node_get(token, me, account)
+        return
+    held = set(json.loads(reply or b"{}").get("permissions") or [])
+    missing = [p for p in wanted if p not in held]
+    if missing:
+        raise Problem(
+            f"the VM's service account {account} lacks {missing[0]} in project {project}: "
+            "it could not delete its node at the end of the job",
+            f"gcloud projects add-iam-policy-binding {project} "
+            f"--member=serviceAccount:{account} --role=roles/tpu.admin",
+            missing[0],
+        )
+
+
+def _check_node_get(token: Any, me: Any, account: str) -> None:
+    path = f"projects/{me['project']}/locations/{me['zone']}/nodes/{me['node']}"
+    try:
+        tpu(token, "GET", path)
+    except HttpError as e:
+        if e.status != 403:
+            raise
+        if _is_scope(e):
+            raise _scope_problem("the Cloud TPU API", account) from None
+        raise Problem(
+            f"the VM's service account {account} may not read its node ({_said(e)})",
+            f"gcloud projects add-iam-policy-binding {me['project']} "
+            f"--member=serviceAccount:{account} --role=roles/tpu.admin",
+            "tpu.nodes.get",
+        ) from None
+
+
+def check(
+    storage: Storage, me: Any, job_id: str, worker: int, multislice: bool,
+    say: Callable[[str], None],
+) -> Problem | None:  # fmt: skip
+    """None when the job can go on, else the first Problem found."""
+    account = metadata("instance/service-accounts/default/email").strip()
+    try:
+        record = check_storage(storage, job_id, worker, account) or {}
+        if worker == 0 and record.get("teardown"):
+            check_teardown(storage.token, me, account, multislice, say)
+    except Problem as p:
+        return p
+    return None

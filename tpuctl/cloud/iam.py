@@ -1,0 +1,76 @@
+"""IamApi: what the caller may do in a project, the project's number, and whether a
+service account exists: Cloud Resource Manager's `projects.testIamPermissions` and
+`projects.get` (v1), and IAM's `projects.serviceAccounts.get`.
+
+Plain REST calls through google-auth's `AuthorizedSession`, as compute.py makes its one
+call: no Resource Manager or IAM client library is installed, and three small calls do
+not justify one. Errors go through the shared translation (`cloud/errors.py`), as
+google-api-core builds them from the HTTP answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+TIMEOUT = 30.0
+
+
+class IamApi:
+    """The caller's permissions and the project's service accounts."""
+
+    def __init__(
+        self,
+        session: Callable[[], Any],
+        resource_manager: str,
+        iam: str,
+        where: str = "the Cloud Resource Manager API",
+        unreachable_hint: str = "",
+    ) -> None:
+        self._session = session  # made on first use: an AuthorizedSession
+        self._crm = resource_manager.rstrip("/")  # https://cloudresourcemanager.googleapis.com
+        self._iam = iam.rstrip("/")  # https://iam.googleapis.com
+        self._where = where
+        self._hint = unreachable_hint
+
+    def _call(self, method: str, url: str, subject: str, project: str, **kw: Any) -> Any:
+        from google.api_core import exceptions as gx
+
+        from tpuctl.cloud.errors import translate
+        from tpuctl.cloud.retry import call
+
+        def send() -> Any:
+            response = self._session().request(method, url, timeout=TIMEOUT, **kw)
+            if response.status_code >= 400:
+                raise gx.from_http_response(response)
+            return response.json() if response.content else {}
+
+        return call(send, lambda e: translate(e, subject, self._where, self._hint, project))
+
+    def test_permissions(self, project: str, permissions: list[str]) -> set[str]:
+        """Those of `permissions` the caller holds in `project` (the method itself needs
+        no permission; at most 100 a call)."""
+        held: set[str] = set()
+        url = f"{self._crm}/v1/projects/{project}:testIamPermissions"
+        for i in range(0, len(permissions), 100):
+            body = {"permissions": permissions[i : i + 100]}
+            answer = self._call("POST", url, f"project {project}", project, json=body)
+            held.update(answer.get("permissions") or [])
+        return held
+
+    def project_number(self, project: str) -> str:
+        """The project's number (Resource Manager's `projects.get`)."""
+        url = f"{self._crm}/v1/projects/{project}"
+        answer = self._call("GET", url, f"project {project}", project)
+        return str(answer["projectNumber"])
+
+    def service_account(self, project: str, email: str) -> dict[str, Any] | None:
+        """The service account, or None when it does not exist."""
+        from tpuctl.errors import NotFoundError
+
+        url = f"{self._iam}/v1/projects/{project}/serviceAccounts/{quote(email, safe='@')}"
+        try:
+            return dict(self._call("GET", url, f"service account {email}", project))
+        except NotFoundError:
+            return None
