@@ -4,6 +4,7 @@ leaves nothing behind, even when its scenarios are killed outright."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -111,6 +112,13 @@ def test_what_an_earlier_crashed_run_left_is_swept_once_expired(cli, emulator, t
     assert cli("create", "tlive-0ld000-node", "-a", "v3-8", "--ttl", "1s").code == 0
     assert cli("create", "tlive-0ld001-node", "-a", "v3-8", "--ttl", "2h").code == 0
     assert cli("create", "mine", "-a", "v3-8", "--ttl", "1s").code == 0
+
+    def expired() -> tuple[bool | None, str]:
+        plan = json.loads(cli("gc", "--dry-run", "--json").out)
+        gone = {e["name"] for e in plan if e["action"] == "delete"}
+        return ({"tlive-0ld000-node", "mine"} <= gone) or None, f"gc would delete {gone}"
+
+    poll_until(expired, what="the 1s TTLs to pass", timeout=30)
     try:
         done = subprocess.run(
             [sys.executable, str(RUNNER)],
