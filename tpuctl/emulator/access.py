@@ -71,6 +71,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "services.batchGet": (apis.SERVICE_USAGE, "serviceusage.services.get"),
     "services.list": (apis.SERVICE_USAGE, "serviceusage.services.list"),
     "services.enable": (apis.SERVICE_USAGE, "serviceusage.services.enable"),
+    "timeSeries.list": (apis.MONITORING, "monitoring.timeSeries.list"),
 }
 
 

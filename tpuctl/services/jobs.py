@@ -12,6 +12,7 @@ from tpuctl.services import staging
 from tpuctl.services.run.spec import worker_label
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.storage import Bucket
 
 # The worst state first: what a job whose workers ended differently shows.
@@ -64,8 +65,14 @@ def overall(states: list[str], expected: int) -> str:
     return "RUNNING" if states else "PENDING"
 
 
-def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
+def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = None,
+              project: str = "") -> list[dict[str, Any]]:  # fmt: skip
+    """Every job of the bucket; with `monitoring` (of `project`), each with its TensorCore
+    use (services/usage.py: one metrics call for all of them)."""
+    from tpuctl.services import usage
+
     rows = []
+    windows: dict[str, usage.Window] = {}
     for job_id in staging.list_job_ids(bucket):
         try:
             record = staging.read_job_record(bucket, job_id)
@@ -76,6 +83,9 @@ def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
         nonzero = [e for e in exits if e]
         ended = [float(s["ended"]) for s in st.values() if s.get("ended")]
         started = record.get("created_unix")
+        w = usage.window(record, st.values())
+        if w is not None:
+            windows[job_id] = w
         rows.append(
             {
                 "id": job_id,
@@ -93,6 +103,10 @@ def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
                 "workers": record.get("workers", 1),
             }
         )
+    if monitoring is not None:
+        found = usage.job_usage(monitoring, project, windows)
+        for row in rows:
+            row.update(found.get(row["id"], usage.Usage(note="no node recorded")).to_json())
     return rows
 
 
