@@ -131,13 +131,13 @@ def _left(runner: Any, zone: str) -> str:
 
 def _usage(app: Any, runner: Any, project: str, outcome: Any, began: float) -> Any:
     """The job's TensorCore use over its life (services/usage.py), when it started."""
-    from tpuctl.services import usage
+    from tpuctl.services import jobs, usage
 
-    if not outcome.started or runner.bucket is None:
+    bucket = runner.bucket
+    if not outcome.started or bucket is None:
         return None
-    nodes = runner.job.slice_ids
-    return usage.for_job(runner.bucket, app.factory.monitoring, project, outcome.job_id,
-                         runner.zone, nodes, began)  # fmt: skip
+    return usage.for_job(lambda: jobs.statuses(bucket, outcome.job_id), app.factory.monitoring,
+                         project, runner.zone, runner.job.slice_ids, began)  # fmt: skip
 
 
 def _stop(runner: Any, ui: CliUI, zone: str) -> None:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tpuctl.cloud.monitoring import MonitoringApi, Series
-    from tpuctl.cloud.storage import Bucket
 
 # Below this mean TensorCore utilisation while it ran, a job "looks input-bound": the
 # TensorCores waited more than half the time. TensorFlow's profiler already calls a step
@@ -129,23 +128,21 @@ def fold(found: Iterable[Series], w: Window, now: float) -> Usage:
 
 
 def for_job(
-    bucket: Bucket,
+    statuses: Callable[[], dict[int, dict[str, Any]]],
     api: Callable[[], MonitoringApi],
     project: str,
-    job_id: str,
     zone: str,
     nodes: list[str],
     since: float,
 ) -> Usage:
-    """One job's usage at the end of `tpuctl run`: its workers' statuses and its nodes'
-    series (since `since`, before the job began) read concurrently."""
+    """One job's usage at the end of `tpuctl run`: its workers' `statuses` (started,
+    ended) and its nodes' series (since `since`, before the job began) read concurrently."""
     from tpuctl.cloud.monitoring import TENSORCORE
     from tpuctl.errors import TpuctlError
-    from tpuctl.services.jobs import statuses
 
     now = time.time()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        st = pool.submit(statuses, bucket, job_id)
+        st = pool.submit(statuses)
         found = pool.submit(
             lambda: api().series(project, TENSORCORE, nodes=nodes, start=since, now=now)
         )
