@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent.common import FINAL
@@ -108,6 +108,32 @@ def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = N
         for row in rows:
             row.update(found.get(row["id"], usage.Usage(note="no node recorded")).to_json())
     return rows
+
+
+def job_states(
+    bucket: Bucket, job_ids: Iterable[str], known: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Each job's state (as `tpuctl jobs` tells it), the jobs read concurrently: "?" when
+    it cannot be read. `known` carries states across calls (`top` refreshing): a final
+    state never changes, so it is not read again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wanted = sorted(set(job_ids))
+    cache = {} if known is None else known
+    todo = [j for j in wanted if cache.get(j) not in FINAL]
+
+    def one(job_id: str) -> str:
+        try:
+            record = staging.read_job_record(bucket, job_id)
+            found = statuses(bucket, job_id)
+        except TpuctlError:
+            return "?"
+        return overall([str(s.get("state")) for s in found.values()], int(record.get("workers", 1)))
+
+    if todo:
+        with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+            cache.update(zip(todo, pool.map(one, todo), strict=True))
+    return {j: cache[j] for j in wanted}
 
 
 def worker_names(bucket: Bucket, job_id: str) -> Callable[[int], str]:
