@@ -87,13 +87,12 @@ def _job_states(app: Any, project: str) -> Any:
     from tpuctl.services import jobs, staging
 
     name = staging.bucket_name(None, load_config_file(), project)
-    known: dict[str, str] = {}
-    bucket: list[Any] = []
+    made: list[Any] = []
 
     def states(job_ids: list[str]) -> dict[str, str]:
-        if not bucket:
-            bucket.append(app.factory.bucket(name, project))
-        return jobs.job_states(bucket[0], job_ids, known)
+        if not made:  # the storage client, only once a node has a job
+            made.append(jobs.JobStates(app.factory.bucket(name, project)))
+        return dict(made[0](job_ids))
 
     return states
 

@@ -110,30 +110,45 @@ def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = N
     return rows
 
 
-def job_states(
-    bucket: Bucket, job_ids: Iterable[str], known: dict[str, str] | None = None
-) -> dict[str, str]:
-    """Each job's state (as `tpuctl jobs` tells it), the jobs read concurrently: "?" when
-    it cannot be read. `known` carries states across calls (`top` refreshing): a final
-    state never changes, so it is not read again."""
-    from concurrent.futures import ThreadPoolExecutor
+class JobStates:
+    """Jobs' states as `tpuctl jobs` tells them ("?" when unreadable), many jobs read
+    concurrently, for `top` refreshing: what never changes is read once (a job's worker
+    count; a final state), and a job's workers' status objects are read by name, with no
+    listing: one request per worker and refresh for a running job."""
 
-    wanted = sorted(set(job_ids))
-    cache = {} if known is None else known
-    todo = [j for j in wanted if cache.get(j) not in FINAL]
+    def __init__(self, bucket: Bucket) -> None:
+        self.bucket = bucket
+        self.final: dict[str, str] = {}
+        self.workers: dict[str, int] = {}
 
-    def one(job_id: str) -> str:
+    def __call__(self, job_ids: Iterable[str]) -> dict[str, str]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        wanted = sorted(set(job_ids))
+        todo = [j for j in wanted if j not in self.final]
+        found: dict[str, str] = {}
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+                found = dict(zip(todo, pool.map(self._one, todo), strict=True))
+        self.final.update((j, s) for j, s in found.items() if s in FINAL)
+        return {j: self.final.get(j) or found[j] for j in wanted}
+
+    def _one(self, job_id: str) -> str:
         try:
-            record = staging.read_job_record(bucket, job_id)
-            found = statuses(bucket, job_id)
+            if job_id not in self.workers:
+                record = staging.read_job_record(self.bucket, job_id)
+                self.workers[job_id] = int(record.get("workers", 1))
+            workers = self.workers[job_id]
+            states = []
+            for k in range(workers):
+                try:
+                    value, _ = self.bucket.read_json(status_name(job_id, k))
+                except NotFoundError:
+                    continue
+                states.append(str(value.get("state")))
         except TpuctlError:
             return "?"
-        return overall([str(s.get("state")) for s in found.values()], int(record.get("workers", 1)))
-
-    if todo:
-        with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
-            cache.update(zip(todo, pool.map(one, todo), strict=True))
-    return {j: cache[j] for j in wanted}
+        return overall(states, workers)
 
 
 def worker_names(bucket: Bucket, job_id: str) -> Callable[[int], str]:
