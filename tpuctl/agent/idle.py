@@ -289,12 +289,12 @@ class Watchdog:
         if state["busy"]:
             held_only = len(state.get("holders") or []) == len(state["reasons"])
             unused = self.unused(now) if held_only else None
-            if unused is None:
+            if unused is None or unused < self.interval:  # no evidence, or computing
                 self.note("busy: " + "; ".join(state["reasons"]))
                 self.mark_active(node, now)
                 return False
             holders = [dict(h, tensorcoreIdleSeconds=int(unused)) for h in state["holders"]]
-            self.note(f"TensorCores idle for {int(unused)}s, though held: {_who(holders)}")
+            self.note(f"TPU held, its TensorCores idle (Cloud Monitoring): {_who(holders)}")
             self.mark_active(node, now, now - unused)
         labels = node.get("labels") or {}
         limit = _number(labels.get(IDLE_TIMEOUT))

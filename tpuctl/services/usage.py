@@ -29,6 +29,7 @@ INPUT_BOUND = 50.0
 IDLE_BELOW = 1.0  # percent: a sample this low counts as the TensorCores idle
 LOOKBACK = 7 * 24 * 3600.0  # older jobs are not looked up (their points cost a lot to read)
 NO_METRICS_YET = "no metrics yet"
+MAX_NAMED = 100  # nodes named in one filter's one_of(...), at most
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,9 @@ def job_usage(
     out = {j: Usage(note="older than the metrics tpuctl reads") for j in windows}
     if not wanted:
         return out
-    nodes = sorted({n for w in wanted.values() for n in w.nodes})
+    nodes: list[str] | None = sorted({n for w in wanted.values() for n in w.nodes})
+    if nodes and len(nodes) > MAX_NAMED:
+        nodes = None  # a filter has a length limit: read every TPU worker's series instead
     start = max(at - LOOKBACK, min(w.start for w in wanted.values()))
     try:
         found = api().series(project, TENSORCORE, nodes=nodes, start=start, now=at)
