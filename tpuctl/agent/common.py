@@ -4,8 +4,8 @@ service account's token, who this worker is, Cloud Storage's JSON API, `alive(pi
 Standard library only, Python 3.8+: TPU VM images have only the system Python. It never
 imports tpuctl; agent.py, idle.py and follow.py import it as a sibling, on the laptop
 (tpuctl.agent) and inside the bundle on the VM alike (bundle.py). The endpoints are
-read once, at import, from TPUCTL_METADATA_URL, TPUCTL_STORAGE_URL and TPUCTL_TPU_URL,
-Google's by default (docs/runner-internals.md, "Endpoints").
+read once, at import, from TPUCTL_METADATA_URL, TPUCTL_STORAGE_URL, TPUCTL_TPU_URL and
+TPUCTL_MONITORING_URL, Google's by default (docs/runner-internals.md, "Endpoints").
 """
 
 from __future__ import annotations

@@ -29,10 +29,10 @@ the worker last active when its TensorCores were; with no fresh point (or no acc
 Monitoring) a holder keeps the worker busy. Before it deletes or stops a node whose
 holders it overruled, it names them (pid, command line, user) in its log and in
 `~/.tpuctl/idle-audit.log` (one JSON line per action, gc.log's keys, evidence "watchdog",
-plus "holders"). docs/gc.md. Labels are read
-from the TPU API on every tick: the cloud is the source of truth. The TPU API and the
-metadata server are reached at TPUCTL_TPU_URL and TPUCTL_METADATA_URL, Google's by
-default, with the token of the VM's service account (common.py, as for agent.py).
+plus "holders"; docs/gc.md). Labels are read from the TPU API on every tick: the cloud is
+the source of truth. The TPU API and the metadata server are reached at TPUCTL_TPU_URL
+and TPUCTL_METADATA_URL, Google's by default, with the token of the VM's service account
+(common.py, as for agent.py).
 """
 
 from __future__ import annotations
