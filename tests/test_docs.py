@@ -77,3 +77,25 @@ def test_the_readme_shows_every_capture_that_make_docs_images_writes() -> None:
     for name in names:
         assert (ROOT / "docs" / "images" / f"{name}.svg").is_file(), name
         assert f"(docs/images/{name}.svg)" in readme, name
+
+
+def test_metrics_md_names_every_metric_with_its_kind_type_and_unit() -> None:
+    """Issue 12: the metric names and their sources are in docs/ — every metric the
+    emulator serves and tpuctl reads, on docs/metrics.md's table with what the emulator
+    says of it, and the sources named."""
+    from tpuctl.cloud import monitoring
+    from tpuctl.emulator.monitoring_query import METRICS, RESOURCE
+    from tpuctl.services import usage
+
+    page = (ROOT / "docs" / "metrics.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in page.splitlines()
+            if line.startswith("| `tpu.googleapis.com/")}  # fmt: skip
+    for metric, (kind, value_type, unit, _) in METRICS.items():
+        assert metric in rows, metric
+        assert f"{kind}, {value_type}" in rows[metric] and f"| {unit} " in rows[metric], metric
+    assert monitoring.IDLE in rows and monitoring.TENSORCORE in rows
+    assert f"**`{RESOURCE}`**" in page and monitoring.RESOURCE == RESOURCE
+    for source in ("tpu-node-monitoring", "performance-guide", "latency-n-retention",
+                   "kHighlyInfeedBoundThresholdInPercent"):  # fmt: skip
+        assert source in page, source
+    assert f"below {usage.INPUT_BOUND:.0f}%" in page

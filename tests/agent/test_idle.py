@@ -72,6 +72,12 @@ def test_a_process_holding_the_device_is_busy_until_it_lets_go(worker: Worker) -
     result = worker.check()
     assert result["busy"] is True
     assert f"pid {holder.pid} (sleep 600) holds {worker.device}" in result["reasons"]
+    import getpass
+
+    assert result["holders"] == [  # named for the watchdog's audit line
+        {"pid": holder.pid, "command": "sleep 600", "user": getpass.getuser(),
+         "device": str(worker.device)}
+    ]  # fmt: skip
     holder.kill()
     holder.wait()
     assert worker.check()["busy"] is False

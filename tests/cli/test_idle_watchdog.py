@@ -58,6 +58,72 @@ def test_a_node_whose_device_is_held_is_kept_alive_by_its_watchdog(
     wait_until(lambda: procs() == [], "no process left on the workers")
 
 
+def test_a_forgotten_notebook_holding_an_idle_tpu_is_stopped_and_named(
+    emulator_server, cli, emulator
+) -> None:
+    import getpass
+    import json
+    from pathlib import Path
+
+    procs = mine(emulator_server)
+    r = cli("create", "notebook", "-a", "v3-8", "--zone", Z, "--idle-timeout", "1h",
+            "--idle-action", "stop", *FAST)  # fmt: skip
+    assert r.code == 0, r.err
+    r = cli("ssh", "notebook", "--zone", Z, "--command", HOLD)  # holds, never computes
+    assert r.code == 0, r.err
+    holder = int(r.out.split()[-1])
+    home = Path(emulator_server.backend.worker_env(f"{PARENT}/nodes/notebook", 0)["HOME"])
+    emulator.monitoring(sample_period=0.5)  # Cloud Monitoring sees its TensorCores idle
+    set_label(emulator, "notebook", "tpuctl-idle-timeout", "3")
+
+    def state() -> str:
+        return str(emulator.nodes()[0]["state"])
+
+    wait_until(lambda: state() == "STOPPED", "the watchdog to stop the node", timeout=60)
+    wait_until(lambda: procs() == [], "no process left on the workers")
+    me = getpass.getuser()
+    log = (home / ".tpuctl" / "idle-watchdog.log").read_text()
+    assert f"TPU held but unused by pid {holder} (sleep 600) of user {me}" in log
+    entry = json.loads((home / ".tpuctl" / "idle-audit.log").read_text().splitlines()[-1])
+    assert (entry["node"], entry["result"], entry["evidence"]) == ("notebook", "stop", "watchdog")
+    (held,) = entry["holders"]
+    assert (held["pid"], held["command"], held["user"]) == (holder, "sleep 600", me)
+    assert held["tensorcoreIdleSeconds"] >= 3
+    assert cli("delete", "notebook", "--zone", Z, "--yes").code == 0
+
+
+# A process that holds the TPU and computes: a step every 0.1 s (docs/metrics.md)
+COMPUTE = (
+    "setsid python3 -c 'import os, time\n"
+    'd = open(os.environ["TPUCTL_TPU_DEVICES"].split(",")[0], "a")\n'
+    'while True: d.write("90\\n"); d.flush(); time.sleep(0.1)\' > /dev/null 2>&1 & echo $!'
+)
+
+
+def test_a_holder_that_computes_keeps_its_node_with_metrics_on(
+    emulator_server, cli, emulator
+) -> None:
+    procs = mine(emulator_server)
+    r = cli("create", "trainer", "-a", "v3-8", "--zone", Z, "--idle-timeout", "1h", *FAST)
+    assert r.code == 0, r.err
+    r = cli("ssh", "trainer", "--zone", Z, "--command", COMPUTE)
+    assert r.code == 0, r.err
+    worker = int(r.out.split()[-1])
+    emulator.monitoring(sample_period=0.5)
+    set_label(emulator, "trainer", "tpuctl-idle-timeout", "2")
+    shortened = time.time()
+
+    def marked_after_limit() -> bool:
+        last = labels(emulator, "trainer").get("tpuctl-last-active")
+        return last is not None and int(last) > shortened + 3
+
+    wait_until(marked_after_limit, "the watchdog to mark the node active", timeout=60)
+    assert names(emulator) == ["trainer"]
+    os.kill(worker, signal.SIGKILL)
+    assert cli("delete", "trainer", "--zone", Z, "--yes").code == 0
+    wait_until(lambda: procs() == [], "no process left on the workers")
+
+
 def test_a_kept_node_is_not_deleted_by_its_watchdog(cli, emulator) -> None:
     r = cli("create", "kept", "-a", "v3-8", "--zone", Z, "--idle-timeout", "1h", *FAST)
     assert r.code == 0, r.err

@@ -85,6 +85,51 @@ def test_idle_holder_is_idle_everywhere_without_ssh_and_collected(
     assert cli("delete", "busy", "--zone", Z, "--yes").code == 0
 
 
+def test_done_when_a_finished_jobs_idle_holder_is_idle_everywhere_without_ssh(
+    cli: Any,
+    emulator: Any,
+    emulator_server: Any,
+    on_worker: Any,  # noqa: F811
+    tmp_path: Any,
+) -> None:
+    """Issue 12's "Done when", in one go: a node whose job ended but whose holder process
+    is idle is reported idle by `top` (on and off a terminal), `list` and `gc --idle`
+    without any SSH connection, and collected; a busy node is never collected."""
+    (tmp_path / "job.py").write_text("print('trained')\n")
+    r = cli("run", str(tmp_path / "job.py"), "-a", "v3-8", "--zone", Z, "--keep", "--json")
+    assert r.code == 0, r.err
+    job = json.loads(r.out)["job"]
+    node = f"tpuctl-{job}"  # the job's node, kept after the job ended
+    assert cli("create", "busy", "-a", "v3-8", "--zone", Z).code == 0
+    on_worker(f"{PARENT}/nodes/{node}")  # e.g. a notebook kernel: holds the TPU, idle
+    backdate_devices(emulator_server, node, 3600)
+    trainer = on_worker(f"{PARENT}/nodes/busy")
+    trainer.step("90")
+    emulator.sample()
+    ssh_before = ssh_workers.CONNECTIONS[0]
+
+    rows = {x["name"]: x for x in json.loads(cli("top", "--json").out)}
+    assert rows[node]["idleSeconds"] >= 3600 and rows[node]["utilization"] == 0.0
+    assert (rows[node]["job"], rows[node]["jobState"]) == (job, "SUCCEEDED")
+    assert rows["busy"]["idleSeconds"] == 0 and rows["busy"]["jobState"] is None
+    r = cli("top")  # off a terminal: one table
+    assert r.code == 0, r.err
+    cells = next(x for x in r.out.splitlines() if x.startswith(node)).split()
+    at = cells.index(job)
+    assert cells[at - 1 : at + 2] == ["1h", job, "SUCCEEDED"]  # IDLE, JOB, JOB STATE
+    listed = {x.split()[0]: x.split() for x in cli("list", "--zone", Z).out.splitlines()[1:]}
+    assert listed[node][-2:] == ["0%", "1h"] and listed["busy"][-1] == "0s"
+
+    r = cli("gc", "--yes", "--idle", "30m")
+    assert r.code == 0, r.err
+    assert f"deleted {node} (us-central1-a, v3-8): idle (limit 30m): TensorCores idle" in r.out
+    assert "(evidence: metrics)" in r.out
+    assert "keep busy (us-central1-a): TensorCores active 0s ago (evidence: metrics)" in r.err
+    assert [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()] == ["busy"]
+    assert ssh_workers.CONNECTIONS[0] == ssh_before  # not one SSH connection since the job
+    assert cli("delete", "busy", "--zone", Z, "--yes").code == 0
+
+
 def test_without_fresh_metrics_gc_falls_back_on_the_probe(cli: Any, emulator: Any) -> None:
     assert cli("create", "quiet", "-a", "v3-8", "--zone", Z).code == 0
     from tests.cli.test_gc import set_label
@@ -96,11 +141,17 @@ def test_without_fresh_metrics_gc_falls_back_on_the_probe(cli: Any, emulator: An
     assert "(evidence: probe)" in r.out
 
 
-def test_top_on_a_terminal_shows_rows_and_quits_on_q(emulator: Any, tmp_path: Any) -> None:
+def test_top_on_a_terminal_shows_rows_and_quits_on_q(
+    cli: Any, emulator: Any, tmp_path: Any
+) -> None:
     import sys
 
     import pexpect
 
+    from tests.cli.test_gc import set_label
+
+    assert cli("create", "tj", "-a", "v3-8", "--zone", Z).code == 0
+    set_label(emulator, "tj", "tpuctl-job", "20261130-000000-abc123")  # no such job: "?"
     env = {k: v for k, v in os.environ.items()}
     env["COLUMNS"], env["LINES"] = "200", "40"
     child = pexpect.spawn(
@@ -108,7 +159,8 @@ def test_top_on_a_terminal_shows_rows_and_quits_on_q(emulator: Any, tmp_path: An
         dimensions=(40, 200), timeout=30, encoding="utf-8",
     )  # fmt: skip
     try:
-        child.expect("tpuctl top: 0 node")
+        child.expect("tpuctl top: 1 node")
+        child.expect(r"tj .*20261130-000000-abc123 +\? ")
         child.send("u")
         child.expect("sorted by util")
         child.send("q")
@@ -116,3 +168,4 @@ def test_top_on_a_terminal_shows_rows_and_quits_on_q(emulator: Any, tmp_path: An
     finally:
         child.close()
     assert child.exitstatus == 0
+    assert cli("delete", "tj", "--zone", Z, "--yes").code == 0

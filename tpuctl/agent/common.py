@@ -4,8 +4,8 @@ service account's token, who this worker is, Cloud Storage's JSON API, `alive(pi
 Standard library only, Python 3.8+: TPU VM images have only the system Python. It never
 imports tpuctl; agent.py, idle.py and follow.py import it as a sibling, on the laptop
 (tpuctl.agent) and inside the bundle on the VM alike (bundle.py). The endpoints are
-read once, at import, from TPUCTL_METADATA_URL, TPUCTL_STORAGE_URL and TPUCTL_TPU_URL,
-Google's by default (docs/runner-internals.md, "Endpoints").
+read once, at import, from TPUCTL_METADATA_URL, TPUCTL_STORAGE_URL, TPUCTL_TPU_URL and
+TPUCTL_MONITORING_URL, Google's by default (docs/runner-internals.md, "Endpoints").
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ _GOOGLE_METADATA = "http://metadata.google.internal/computeMetadata/v1"
 METADATA_URL = os.environ.get("TPUCTL_METADATA_URL", _GOOGLE_METADATA).rstrip("/")
 STORAGE_URL = os.environ.get("TPUCTL_STORAGE_URL", "https://storage.googleapis.com").rstrip("/")
 TPU_URL = os.environ.get("TPUCTL_TPU_URL", "https://tpu.googleapis.com").rstrip("/")
+MONITORING_URL = os.environ.get(
+    "TPUCTL_MONITORING_URL", "https://monitoring.googleapis.com"
+).rstrip("/")  # Cloud Monitoring's REST API: the idle watchdog reads idle_duration there
 BLOCK = 1 << 20  # bytes a thread holds at once while streaming a body to or from disk
 RETRIED = (429, 500, 502, 503, 504)
 # The bundle's file name on a VM is BUNDLE_PREFIX + <sha256[:12]> + BUNDLE_SUFFIX

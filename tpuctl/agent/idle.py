@@ -11,7 +11,8 @@ A worker is busy when
   before the bundle: `agent.py run|start`),
 - an interactive SSH session is open (a process whose stdin is a pseudo-terminal),
 - or a process holds a TPU device open (`/dev/accel*`, `/dev/vfio/*`, and the paths in
-  TPUCTL_TPU_DEVICES, comma-separated, when set).
+  TPUCTL_TPU_DEVICES, comma-separated, when set). The check lists these holders (pid,
+  command line, user) under "holders".
 A hung job that has let go of the TPU is not busy. TPUCTL_IDLE_SCOPE=NAME=VALUE limits
 the processes looked at to those with that entry in their environment (a machine that
 hosts several workers names its own processes that way); unset, every process counts.
@@ -20,10 +21,18 @@ The watchdog checks every --interval seconds (TPUCTL_IDLE_INTERVAL, or the node'
 metadata attribute `tpuctl-idle-interval`, override it). While the worker is busy it
 keeps the node label `tpuctl-last-active` current; on worker 0, once the node has been
 idle longer than its `tpuctl-idle-timeout` label and this worker is idle, it deletes the
-node (or stops it), unless the node is labelled `tpuctl-keep=true`. Labels are read
-from the TPU API on every tick: the cloud is the source of truth. The TPU API and the
-metadata server are reached at TPUCTL_TPU_URL and TPUCTL_METADATA_URL, Google's by
-default, with the token of the VM's service account (common.py, as for agent.py).
+node (or stops it), unless the node is labelled `tpuctl-keep=true`. A worker busy only
+because processes hold the TPU is idle when Cloud Monitoring says its TensorCores have not
+worked for a while (the forgotten notebook): the watchdog reads this worker's
+`tpu/tensorcore/idle_duration` (REST, TPUCTL_MONITORING_URL, the same token) and counts
+the worker last active when its TensorCores were; with no fresh point (or no access to
+Monitoring) a holder keeps the worker busy. Before it deletes or stops a node whose
+holders it overruled, it names them (pid, command line, user) in its log and in
+`~/.tpuctl/idle-audit.log` (one JSON line per action, gc.log's keys, evidence "watchdog",
+plus "holders"; docs/gc.md). Labels are read from the TPU API on every tick: the cloud is
+the source of truth. The TPU API and the metadata server are reached at TPUCTL_TPU_URL
+and TPUCTL_METADATA_URL, Google's by default, with the token of the VM's service account
+(common.py, as for agent.py).
 """
 
 from __future__ import annotations
@@ -32,15 +41,31 @@ import argparse
 import glob
 import json
 import os
+import socket
 import time
 from typing import Any
+from urllib.parse import urlencode
 
-from .common import BUNDLE_PREFIX, BUNDLE_SUFFIX, HttpError, Json, Token, identity, metadata
+from .common import (
+    BUNDLE_PREFIX,
+    BUNDLE_SUFFIX,
+    MONITORING_URL,
+    HttpError,
+    Json,
+    Token,
+    http,
+    identity,
+    metadata,
+)
 from .common import number as _number
 from .common import tpu as _tpu
 from .labels import CREATED, IDLE_TIMEOUT, KEEP, LAST_ACTIVE
 
 DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/*")
+IDLE_METRIC = "tpu.googleapis.com/tpu/tensorcore/idle_duration"
+# sampled every 60 s, visible up to 180 s later: an older point is no evidence
+STALE = 60 + 180 + 60
+AUDIT_LOG = "idle-audit.log"  # in ~/.tpuctl, next to the watchdog's own log
 RUNS = ([b"run"], [b"start"])
 
 
@@ -85,6 +110,21 @@ def _is_agent(argv: list[bytes]) -> bool:
     return False
 
 
+def _owner(pid: str) -> str:
+    """The user a process runs as (its real uid's name, else `uid N`)."""
+    status = _read(f"/proc/{pid}/status") or b""
+    for line in status.splitlines():
+        if line.startswith(b"Uid:"):
+            uid = int(line.split()[1])
+            try:
+                import pwd
+
+                return pwd.getpwuid(uid).pw_name
+            except (ImportError, KeyError):
+                return f"uid {uid}"
+    return "?"
+
+
 def _describe(pid: str, argv: list[bytes]) -> str:
     words = b" ".join(argv[:4]).decode(errors="replace")
     return f"pid {pid} ({words[:80]})"
@@ -96,6 +136,7 @@ def check() -> Json:
     scope = os.environ.get("TPUCTL_IDLE_SCOPE", "").encode()
     devices = set(device_paths())
     reasons: list[str] = []
+    holders: list[Json] = []
     unreadable = 0
     for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
         if pid in me or not _in_scope(pid, scope):
@@ -126,9 +167,14 @@ def check() -> Json:
                 tty = True
         if held:
             reasons.append(f"{_describe(pid, argv)} holds {held}")
+            command = b" ".join(argv).decode(errors="replace")[:300]
+            holders.append({"pid": int(pid), "command": command, "user": _owner(pid),
+                            "device": held})  # fmt: skip
         elif tty:
             reasons.append(f"interactive session: {_describe(pid, argv)} on a terminal")
     result: Json = {"busy": bool(reasons), "reasons": reasons, "checked": int(time.time())}
+    if holders:
+        result["holders"] = holders
     if unreadable:
         result["unreadable"] = unreadable
     return result
@@ -145,6 +191,48 @@ def _rfc3339(value: Any) -> float | None:
         return None
 
 
+def _stamp(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def tensorcore_idle(token: Token, name: str, worker: int, now: float) -> float | None:
+    """How long this worker's TensorCores have all been idle, in seconds: its least idle
+    chip's newest `idle_duration` point in Cloud Monitoring. None when a point is missing
+    or older than STALE, or Monitoring cannot be read (no evidence: holders stay busy)."""
+    parts = name.split("/")  # projects/P/locations/Z/nodes/N
+    project, zone, node = parts[1], parts[3], parts[5]
+    query = urlencode({
+        "filter": f'metric.type = "{IDLE_METRIC}" AND resource.type = "tpu_worker" AND '
+        f'resource.labels.zone = "{zone}" AND resource.labels.node_id = "{node}" AND '
+        f'resource.labels.worker_id = "{worker}"',
+        "interval.startTime": _stamp(now - STALE),
+        "interval.endTime": _stamp(now + 1),
+    })  # fmt: skip
+    url = f"{MONITORING_URL}/v3/projects/{project}/timeSeries?{query}"
+    try:
+        body = http("GET", url, headers=token.headers(), attempts=3, timeout=30)[2]
+        found = json.loads(body).get("timeSeries") or []
+    except (HttpError, ValueError):
+        return None
+    values = []
+    for series in found:
+        points = series.get("points") or []
+        if not points:
+            continue
+        newest = points[0]  # the API returns points newest first
+        at = _rfc3339((newest.get("interval") or {}).get("endTime"))
+        value = newest.get("value") or {}
+        number = _number(value.get("int64Value", value.get("doubleValue")))
+        if at is None or number is None or now - at > STALE:
+            return None
+        values.append(number)
+    return min(values) if values else None
+
+
+def _who(holders: list[Json]) -> str:
+    return "; ".join(f"pid {h['pid']} ({h['command'][:80]}) of user {h['user']}" for h in holders)
+
+
 # -- the watchdog ---------------------------------------------------------------------------
 class Watchdog:
     def __init__(self, name: str, worker: int, interval: float, action: str) -> None:
@@ -152,6 +240,7 @@ class Watchdog:
         self.token = Token()
         self.started = time.time()  # a boot counts as activity (a restarted node starts afresh)
         self.last_write = 0.0
+        self.active_at = 0.0  # the last activity this watchdog saw
         self.said = ""
 
     def note(self, text: str) -> None:
@@ -167,19 +256,22 @@ class Watchdog:
     def node(self) -> Json:
         return dict(json.loads(_tpu(self.token, "GET", self.name)))
 
-    def mark_active(self, node: Json, now: float) -> None:
+    def mark_active(self, node: Json, now: float, at: float | None = None) -> None:
+        """The worker was last active `at` (now): keep the node's label current."""
+        at = now if at is None else at
+        self.active_at = max(self.active_at, at)
         labels = dict(node.get("labels") or {})
         last = _number(labels.get(LAST_ACTIVE)) or 0.0
-        if now - max(last, self.last_write) < self.interval:
+        if last >= int(at) or now - max(last, self.last_write) < self.interval:
             return  # at most once per interval (another worker may have just written it)
-        labels[LAST_ACTIVE] = str(int(now))
+        labels[LAST_ACTIVE] = str(int(at))
         body = json.dumps({"labels": labels}).encode()
         _tpu(self.token, "PATCH", f"{self.name}?updateMask=labels", body)
         self.last_write = now
 
     def idle_since(self, node: Json) -> float:
         labels = node.get("labels") or {}
-        times = [self.started, self.last_write]
+        times = [self.started, self.active_at]
         for value in (_number(labels.get(LAST_ACTIVE)), _number(labels.get(CREATED))):
             if value is not None:
                 times.append(value)
@@ -193,10 +285,17 @@ class Watchdog:
         state = check()
         node = self.node()
         now = time.time()
+        holders: list[Json] = []
         if state["busy"]:
-            self.note("busy: " + "; ".join(state["reasons"]))
-            self.mark_active(node, now)
-            return False
+            held_only = len(state.get("holders") or []) == len(state["reasons"])
+            unused = self.unused(now) if held_only else None
+            if unused is None or unused < self.interval:  # no evidence, or computing
+                self.note("busy: " + "; ".join(state["reasons"]))
+                self.mark_active(node, now)
+                return False
+            holders = [dict(h, tensorcoreIdleSeconds=int(unused)) for h in state["holders"]]
+            self.note(f"TPU held, its TensorCores idle (Cloud Monitoring): {_who(holders)}")
+            self.mark_active(node, now, now - unused)
         labels = node.get("labels") or {}
         limit = _number(labels.get(IDLE_TIMEOUT))
         if self.worker != 0 or limit is None or node.get("state") != "READY":
@@ -209,12 +308,40 @@ class Watchdog:
         if str(labels.get(KEEP, "")).lower() == "true":
             self.note(f"idle past its limit ({int(limit)}s), but kept (tpuctl-keep=true)")
             return False
-        self.say(f"idle for {int(idle)}s (limit {int(limit)}s): {self.action} {self.name}")
+        self.say(f"idle for {int(idle)}s (limit {int(limit)}s): {self.action} {self.name}"
+                 + (f"; TPU held but unused by {_who(holders)}" if holders else ""))  # fmt: skip
+        if holders:
+            self.audit(node, f"idle for {int(idle)}s (limit {int(limit)}s)", holders)
         if self.action == "stop":
             _tpu(self.token, "POST", f"{self.name}:stop", b"{}")
         else:
             _tpu(self.token, "DELETE", self.name)
         return True
+
+    def unused(self, now: float) -> float | None:
+        """Seconds the TensorCores of this worker have been idle (Cloud Monitoring)."""
+        return tensorcore_idle(self.token, self.name, self.worker, now)
+
+    def audit(self, node: Json, reason: str, holders: list[Json]) -> None:
+        """One JSON line (gc.log's keys, then the holders) before the node goes."""
+        parts = self.name.split("/")
+        try:
+            import pwd
+
+            user = pwd.getpwuid(os.getuid()).pw_name
+        except (ImportError, KeyError):
+            user = "unknown"
+        line = {
+            "time": _stamp(time.time()), "user": user, "host": socket.gethostname(),
+            "project": parts[1], "kind": "node", "zone": parts[3], "node": parts[5],
+            "accelerator": node.get("acceleratorType", ""), "reason": reason,
+            "hourly_usd": None, "result": self.action, "evidence": "watchdog",
+            "holders": holders,
+        }  # fmt: skip
+        folder = os.path.join(os.path.expanduser("~"), ".tpuctl")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, AUDIT_LOG), "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
 
     def run(self) -> int:
         self.say(f"watching {self.name} worker {self.worker} every {self.interval:g}s")

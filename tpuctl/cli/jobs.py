@@ -25,16 +25,30 @@ def _bucket(app: AppEnv, project: str | None, bucket: str | None) -> Any:
     return app.factory.bucket(name, target.project)
 
 
+def usage_notes(rows: list[dict[str, Any]]) -> None:
+    """Say once why no job has TensorCore figures when Monitoring could not be read."""
+    notes = {r.get("metricsNote") for r in rows}
+    unavailable = [n for n in notes if n and n.startswith("metrics unavailable")]
+    if unavailable:
+        render.info(f"no TensorCore figures: {unavailable[0]}")
+
+
 def jobs(
     ctx: typer.Context, project: Project = None, bucket: Bucket = None, json_out: Json = False
 ) -> None:
-    """List tpuctl jobs from the bucket: id, node, state, exit status, started, duration.
+    """List tpuctl jobs from the bucket: id, node, state, exit status, started, duration,
+    and the mean TensorCore utilisation and idle share over each job's life (Cloud
+    Monitoring; `input-bound?` below 50%).
 
     Example: tpuctl jobs --json
     """
     from tpuctl.services import jobs as jobs_service
 
-    rows = jobs_service.list_jobs(_bucket(app_of(ctx), project, bucket))
+    app = app_of(ctx)
+    b = _bucket(app, project, bucket)
+    target = app.target(project, None, need_zone=False)
+    rows = jobs_service.list_jobs(b, app.factory.monitoring, target.project)
+    usage_notes(rows)
     if json_out:
         render.print_json(rows)
         return
@@ -44,9 +58,16 @@ def jobs(
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("JOB", "NAME", "NODE", "STATE", "EXIT", "STARTED", "DURATION", "RESTARTS"):
+    cols = ("JOB", "NAME", "NODE", "STATE", "EXIT", "STARTED", "DURATION", "RESTARTS", "UTIL",
+            "IDLE")  # fmt: skip
+    for col in cols:
         table.add_column(col, no_wrap=True)
     for r in rows:
+        util = "-" if r["utilization"] is None else f"{r['utilization']:.0f}%"
+        if r["inputBound"]:
+            util += " input-bound?"
+        elif r["metricsNote"] == "no metrics yet":
+            util = "no metrics yet"
         table.add_row(
             r["id"],
             r["name"] if r["name"] != r["id"] else "-",
@@ -56,6 +77,8 @@ def jobs(
             r["created"][:19],
             render.human_age(r["duration"]),
             str(r["restarts"]),
+            util,
+            "-" if r["idleShare"] is None else f"{r['idleShare']:.0%}",
         )
     render.show(table)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import SimpleNamespace
@@ -126,6 +127,17 @@ def _left(runner: Any, zone: str) -> str:
     if job.agents_started and 0 not in job.lost:
         return f"{node} will be deleted by its agent when the job ends"
     return f"{node} may still be billing"
+
+
+def _usage(app: Any, runner: Any, project: str, outcome: Any, began: float) -> Any:
+    """The job's TensorCore use over its life (services/usage.py), when it started."""
+    from tpuctl.services import jobs, usage
+
+    bucket = runner.bucket
+    if not outcome.started or bucket is None:
+        return None
+    return usage.for_job(lambda: jobs.statuses(bucket, outcome.job_id), app.factory.monitoring,
+                         project, runner.zone, runner.job.slice_ids, began)  # fmt: skip
 
 
 def _stop(runner: Any, ui: CliUI, zone: str) -> None:
@@ -372,6 +384,7 @@ def run(
     runner = Runner(adapters, target, spec, ui)
 
     replaced = interrupts.install()  # SIGINT, SIGTERM, SIGHUP alike, until the end
+    began = time.time()
     try:
         try:
             outcome = runner.run()
@@ -395,6 +408,9 @@ def run(
     summary = states_summary(outcome.states, workers, spec.slices)
     restarted = f" after {outcome.restarts} restart(s)" if outcome.restarts else ""
     render.info(f"job {outcome.job_id}: {summary}{restarted}; exit status {outcome.exit_status}")
+    used = _usage(app, runner, target.project, outcome, began)
+    if used is not None:
+        render.info(f"job {outcome.job_id}: {used.describe()}")
     render.info(f"logs and outputs: {where}")
     if outcome.outputs:
         render.info(f"downloaded {len(outcome.outputs)} output file(s) to {spec.outputs}")
@@ -415,6 +431,7 @@ def run(
                 "exitStatus": outcome.exit_status,
                 "states": outcome.states,
                 "bucket": where,
+                **(used.to_json() if used is not None else {}),
             }
         )
     if outcome.message:

@@ -62,9 +62,10 @@ def top(
     app = app_of(ctx)
     target = app.target(project, zone, need_zone=False)
     api = app.tpu()
+    states = _job_states(app, target.project)
 
     def take() -> Snapshot:
-        return metrics.snapshot(api, app.factory.monitoring, target.project, zone)
+        return metrics.snapshot(api, app.factory.monitoring, target.project, zone, states)
 
     if json_out:
         shot = take()
@@ -79,6 +80,23 @@ def top(
     _live(take, BY_NAME[sort], interval)
 
 
+def _job_states(app: Any, project: str) -> Any:
+    """Reads jobs' states from the bucket `tpuctl jobs` reads; final ones are kept across
+    refreshes (they never change)."""
+    from tpuctl.config import load_config_file
+    from tpuctl.services import jobs, staging
+
+    name = staging.bucket_name(None, load_config_file(), project)
+    made: list[Any] = []
+
+    def states(job_ids: list[str]) -> dict[str, str]:
+        if not made:  # the storage client, only once a node has a job
+            made.append(jobs.JobStates(app.factory.bucket(name, project)))
+        return dict(made[0](job_ids))
+
+    return states
+
+
 def ordered(rows: list[Row], key: str) -> list[Row]:
     _, by, reverse = SORTS[key]
     return sorted(rows, key=by, reverse=reverse)
@@ -91,7 +109,7 @@ def table(shot: Snapshot, key: str) -> Table:
 
     t = Table(box=None, header_style="bold", pad_edge=False)
     cols = ("NAME", "ZONE", "ACCELERATOR", "STATE", "AGE", "$/H", "COST", "UTIL", "LAST 10M",
-            "IDLE", "JOB", "TTL", "OWNER")  # fmt: skip
+            "IDLE", "JOB", "JOB STATE", "TTL", "OWNER")  # fmt: skip
     for col in cols:
         right = col in ("$/H", "COST", "UTIL")
         t.add_column(col, no_wrap=True, justify="right" if right else "left")
@@ -103,6 +121,7 @@ def table(shot: Snapshot, key: str) -> Table:
             render.human_age(j["ageSeconds"]), cost.money(j["hourlyUsd"]),
             "~" + cost.money(j["costSoFarUsd"]), percent(r.util), sparkline(j["history"]),
             render.human_age(r.idle_seconds), render.escape(j["job"] or "-"),
+            render.escape(j["jobState"] or "-"),
             "-" if ttl is None else ("expired" if ttl <= 0 else render.human_age(ttl)),
             render.escape(j["owner"] or "-"),
         )  # fmt: skip

@@ -85,22 +85,29 @@ class MonitoringApi:
         metric: str,
         *,
         zone: str | None = None,
+        nodes: list[str] | None = None,
         minutes: float = 15,
+        start: float | None = None,
         aligner: str | None = None,
         period: int = 60,
         now: float | None = None,
     ) -> list[Series]:
         """The series of `metric` of every TPU worker of `project` (or of one zone) over the
-        last `minutes`: raw points, or one per `period` seconds with `aligner`."""
+        last `minutes` (or since `start`; of the nodes `nodes` only, if given): raw points,
+        or one per `period` seconds with `aligner`."""
         end = time.time() if now is None else now
+        begin = end - minutes * 60 if start is None else start
         filter_ = f'metric.type = "{metric}" AND resource.type = "{RESOURCE}"'
         if zone:
             filter_ += f' AND resource.labels.zone = "{zone}"'
+        if nodes:
+            quoted = ", ".join(f'"{n}"' for n in sorted(set(nodes)))
+            filter_ += f" AND resource.labels.node_id = one_of({quoted})"
         request: dict[str, Any] = {
             "name": f"projects/{project}",
             "filter": filter_,
             "interval": {
-                "start_time": {"seconds": int(end - minutes * 60)},
+                "start_time": {"seconds": int(begin)},
                 "end_time": {"seconds": int(end) + 1},
             },
         }

@@ -86,6 +86,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "projects.testIamPermissions": ("cloudresourcemanager.googleapis.com", ""),
     "projects.get": ("cloudresourcemanager.googleapis.com", "resourcemanager.projects.get"),
     "serviceAccounts.get": ("iam.googleapis.com", "iam.serviceAccounts.get"),
+    "timeSeries.list": (apis.MONITORING, "monitoring.timeSeries.list"),
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -44,8 +45,15 @@ def _query(request: Any) -> tuple[str, dict[str, str]]:
 class MonitoringGrpc:
     """Serves ListTimeSeries on host:port (0: a free port) from a thread pool."""
 
-    def __init__(self, monitoring: Monitoring, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        monitoring: Monitoring,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        gate: Callable[[str], None] | None = None,
+    ) -> None:
         self.monitoring = monitoring
+        self.gate = gate  # called with the project first: counts the call, may refuse it
         self.host = host
         self._port = port
         self._server: Any = None
@@ -62,6 +70,8 @@ class MonitoringGrpc:
         def list_time_series(request: Any, context: Any) -> Any:
             project, query = _query(request)
             try:
+                if self.gate is not None:
+                    self.gate(project)
                 answer = self.monitoring.list_time_series(project, query)
             except ApiError as exc:
                 context.abort(getattr(grpc.StatusCode, exc.status), exc.message)

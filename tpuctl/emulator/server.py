@@ -249,7 +249,9 @@ class EmulatorServer:
         # sees the status sees its address (importing grpc takes a moment)
         from tpuctl.emulator.monitoring_grpc import MonitoringGrpc
 
-        mon = MonitoringGrpc(self.backend.monitoring, self._host, self._monitoring_port)
+        mon = MonitoringGrpc(
+            self.backend.monitoring, self._host, self._monitoring_port, self._monitoring_gate
+        )
         self.monitoring = mon.start()
         self.backend.monitoring_endpoint = self.monitoring.address
         self.backend.monitoring.start()  # the sampler
@@ -311,6 +313,12 @@ class EmulatorServer:
                 self.backend.tick()
             except Exception:  # a bug here must not end the ticking
                 traceback.print_exc()
+
+    def _monitoring_gate(self, project: str) -> None:
+        """A gRPC ListTimeSeries passes the gate REST calls pass (counted as `RPC
+        timeSeries.list`): a project with Cloud Monitoring off gets SERVICE_DISABLED."""
+        self.backend.count("RPC timeSeries.list")
+        self.backend.admit("timeSeries.list", project, f"/v3/projects/{project}/timeSeries")
 
     def stop(self) -> None:
         self._stopping.set()

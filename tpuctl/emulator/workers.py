@@ -94,6 +94,7 @@ class WorkerFiles:
             "TPUCTL_IDLE_SCOPE": f"{MARKER}={self.marker(node, worker)}",
             "TPUCTL_TPU_URL": f"http://{endpoint}",
             "TPUCTL_CRM_URL": f"http://{endpoint}",  # Resource Manager's testIamPermissions
+            "TPUCTL_MONITORING_URL": f"http://{endpoint}",  # timeSeries.list over REST
             "TPUCTL_METADATA_URL": f"http://{endpoint}/_emulator/v1/metadata/"
             f"{node.project}/{node.zone}/{node.node_id}/{worker}/computeMetadata/v1",
         }

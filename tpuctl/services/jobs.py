@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent.common import FINAL
@@ -12,6 +12,7 @@ from tpuctl.services import staging
 from tpuctl.services.run.spec import worker_label
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.storage import Bucket
 
 # The worst state first: what a job whose workers ended differently shows.
@@ -64,8 +65,14 @@ def overall(states: list[str], expected: int) -> str:
     return "RUNNING" if states else "PENDING"
 
 
-def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
+def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = None,
+              project: str = "") -> list[dict[str, Any]]:  # fmt: skip
+    """Every job of the bucket; with `monitoring` (of `project`), each with its TensorCore
+    use (services/usage.py: one metrics call for all of them)."""
+    from tpuctl.services import usage
+
     rows = []
+    windows: dict[str, usage.Window] = {}
     for job_id in staging.list_job_ids(bucket):
         try:
             record = staging.read_job_record(bucket, job_id)
@@ -76,6 +83,9 @@ def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
         nonzero = [e for e in exits if e]
         ended = [float(s["ended"]) for s in st.values() if s.get("ended")]
         started = record.get("created_unix")
+        w = usage.window(record, st.values())
+        if w is not None:
+            windows[job_id] = w
         rows.append(
             {
                 "id": job_id,
@@ -93,7 +103,52 @@ def list_jobs(bucket: Bucket) -> list[dict[str, Any]]:
                 "workers": record.get("workers", 1),
             }
         )
+    if monitoring is not None:
+        found = usage.job_usage(monitoring, project, windows)
+        for row in rows:
+            row.update(found.get(row["id"], usage.Usage(note="no node recorded")).to_json())
     return rows
+
+
+class JobStates:
+    """Jobs' states as `tpuctl jobs` tells them ("?" when unreadable), many jobs read
+    concurrently, for `top` refreshing: what never changes is read once (a job's worker
+    count; a final state), and a job's workers' status objects are read by name, with no
+    listing: one request per worker and refresh for a running job."""
+
+    def __init__(self, bucket: Bucket) -> None:
+        self.bucket = bucket
+        self.final: dict[str, str] = {}
+        self.workers: dict[str, int] = {}
+
+    def __call__(self, job_ids: Iterable[str]) -> dict[str, str]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        wanted = sorted(set(job_ids))
+        todo = [j for j in wanted if j not in self.final]
+        found: dict[str, str] = {}
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+                found = dict(zip(todo, pool.map(self._one, todo), strict=True))
+        self.final.update((j, s) for j, s in found.items() if s in FINAL)
+        return {j: self.final.get(j) or found[j] for j in wanted}
+
+    def _one(self, job_id: str) -> str:
+        try:
+            if job_id not in self.workers:
+                record = staging.read_job_record(self.bucket, job_id)
+                self.workers[job_id] = int(record.get("workers", 1))
+            workers = self.workers[job_id]
+            states = []
+            for k in range(workers):
+                try:
+                    value, _ = self.bucket.read_json(status_name(job_id, k))
+                except NotFoundError:
+                    continue
+                states.append(str(value.get("state")))
+        except TpuctlError:
+            return "?"
+        return overall(states, workers)
 
 
 def worker_names(bucket: Bucket, job_id: str) -> Callable[[int], str]:

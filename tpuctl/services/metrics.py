@@ -171,6 +171,7 @@ class Row:
 
     node: Node
     metrics: NodeMetrics | None
+    job_state: str | None = None  # the state of the job of its `tpuctl-job` label
 
     @property
     def util(self) -> float | None:
@@ -200,6 +201,7 @@ class Row:
             "history": self.metrics.history if self.metrics else [],
             "idleSeconds": self.idle_seconds,
             "job": self.node.labels.get(JOB) or None,
+            "jobState": self.job_state,
             "ttlLeftSeconds": None if expires is None else expires - at,
             "owner": self.node.owner or None,
         }
@@ -212,15 +214,28 @@ class Snapshot:
 
 
 def snapshot(
-    tpu: TpuApi, monitoring: Callable[[], MonitoringApi], project: str, zone: str | None
+    tpu: TpuApi,
+    monitoring: Callable[[], MonitoringApi],
+    project: str,
+    zone: str | None,
+    job_states: Callable[[list[str]], dict[str, str]] | None = None,
 ) -> Snapshot:
     """Every node of `project` (or of one zone) with its metrics: the node list and the
-    metrics read concurrently, so the metrics add at most one round trip of latency."""
+    metrics read concurrently, so the metrics add at most one round trip of latency. With
+    `job_states`, the states of the nodes' jobs (`tpuctl-job` label) are read once the
+    list is in, while the metrics are still coming."""
+    from tpuctl.models import JOB
+
     parent = f"projects/{project}/locations/{zone or '-'}"
     zones = [zone] if zone and zone != "-" else None
+    states: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         nodes = pool.submit(tpu.list_nodes, parent)
         found = pool.submit(lambda: safe_read(monitoring, project, zones))
         listed = nodes.result()  # its error, if any, is the one to tell
+        jobs = [n.labels[JOB] for n in listed if n.labels.get(JOB)]
+        if job_states is not None and jobs:
+            states = job_states(jobs)
         seen, why_not = found.result()
-    return Snapshot([Row(n, seen.get((n.zone, n.name))) for n in listed], why_not)
+    rows = [Row(n, seen.get((n.zone, n.name)), states.get(n.labels.get(JOB, ""))) for n in listed]
+    return Snapshot(rows, why_not)
