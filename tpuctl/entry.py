@@ -21,16 +21,30 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 
 def main() -> None:
+    code, done = EXIT_INTERRUPTED, False
     try:
         with _alike():  # SIGTERM and SIGHUP during the imports end it as a Ctrl-C does
             from tpuctl.cli import main as cli_main
         code = cli_main()
+        done = True  # it said what happened, "error: interrupted" included
     except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
-        _quiet()
+        pass
+    # A signal may come between the command's end and here: it is caught too (seen in
+    # `make chaos`: a second Ctrl-C right after the first's message killed the process).
+    _ending()
+    if not done:
         sys.stderr.write("error: interrupted\n")
-    _quiet()
     sys.exit(code)
+
+
+def _ending() -> None:
+    """Ignore further signals, even one that arrives while they are being ignored."""
+    while True:
+        try:
+            _quiet()
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 class _alike:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -77,3 +78,32 @@ def test_a_script_flag_before_the_double_dash_is_explained(cli, tmp_path) -> Non
     assert r.code == 2
     assert "No such option: --steps" in r.err
     assert "arguments for your script go after `--`: `tpuctl run SCRIPT -- --steps ...`" in r.err
+
+
+def test_a_signal_between_the_commands_end_and_ignoring_signals_is_caught(
+    monkeypatch, capsys
+) -> None:  # noqa: ANN001
+    """A second Ctrl-C just after the command said "error: interrupted" (seen in `make
+    chaos`) ends tpuctl with the command's status, not by the signal nor a traceback."""
+    import pytest
+
+    import tpuctl.cli
+    from tpuctl import entry
+
+    monkeypatch.setattr(tpuctl.cli, "main", lambda: 130)
+    calls: list[int] = []
+    real_quiet = entry._quiet
+
+    def quiet() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the signal lands while handlers are being changed
+        real_quiet()
+
+    monkeypatch.setattr(entry, "_quiet", quiet)
+    with pytest.raises(SystemExit) as ended:
+        entry.main()
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == ""  # the command already said it; nothing twice
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
