@@ -102,14 +102,15 @@ def test_a_full_disk_fails(cli, emulator, node) -> None:  # noqa: ANN001
     r = cli("doctor", node, "--json")
     checks = _checks(r.out)
     assert r.code == 1 and "fail" in _status(checks, "disk")
-    assert any("the disk is full at /" == c["summary"] for c in checks["disk"])
+    assert any(c["summary"] == "the disk is full at /" for c in checks["disk"])
 
 
 def test_a_missing_or_replaced_framework_fails(cli, emulator, node) -> None:  # noqa: ANN001
     emulator.worker_fault(NODE.format(node), "package", package="tensorflow", version="2.15.0")
     r = cli("doctor", node, "--json")
     (fw,) = _checks(r.out)["framework"]
-    assert r.code == 1 and fw["summary"] == f"{TF} carries tensorflow 2.16.0, but 2.15.0 is installed"
+    assert r.code == 1
+    assert fw["summary"] == f"{TF} carries tensorflow 2.16.0, but 2.15.0 is installed"
     emulator.worker_fault(NODE.format(node), "package", package="tensorflow", version=None)
     (fw,) = _checks(cli("doctor", node, "--json").out)["framework"]
     assert fw["summary"] == f"{TF} carries tensorflow 2.16.0, but it is not installed"
