@@ -139,3 +139,35 @@ def test_a_node_or_a_script_is_told_apart(cli, emulator, tmp_path, monkeypatch) 
     assert r.code == 4, r.err
     r = cli("doctor", "--node", "train")
     assert r.code == 4
+
+
+def test_the_last_job_and_the_tail_of_its_log(cli, emulator, tmp_path) -> None:  # noqa: ANN001
+    script = tmp_path / "job.py"
+    script.write_text("import sys\nprint('epoch 1: loss 0.5')\nsys.exit('diverged')\n")
+    r = cli("run", str(script), "-a", "v3-8", "--name", "last", "--keep", "--no-check")
+    assert r.code != 0
+    try:
+        (name,) = [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()]
+        r = cli("doctor", name)
+        assert "WARN  last-job" in r.out and "ended FAILED" in r.out
+        assert "log tail: w0: epoch 1: loss 0.5" in r.out
+        assert "log tail: w0: diverged" in r.out
+        assert "PASS  storage" in r.out and "can write to gs://" in r.out
+    finally:
+        for n in emulator.nodes():
+            assert cli("delete", n["name"].rsplit("/", 1)[1], "--yes").code == 0
+
+
+def test_unpublished_host_keys_fail_the_ssh_check(cli, emulator, monkeypatch) -> None:  # noqa: ANN001
+    from tpuctl.services.doctor import live
+
+    emulator.durations(hostkeys=3600)
+    assert cli("create", "nokeys", "-a", "v3-8").code == 0
+    try:
+        monkeypatch.setattr(live, "TIMEOUT", 1.0)
+        r = cli("doctor", "nokeys", "--json")
+        (ssh,) = _checks(r.out)["ssh"]
+        assert r.code == 1 and ssh["status"] == "fail"
+        assert "has not published its SSH host keys" in ssh["summary"]
+    finally:
+        assert cli("delete", "nokeys", "--yes").code == 0

@@ -132,6 +132,7 @@ def _node(
 ) -> None:
     from tpuctl.cli.checkup import node_report
     from tpuctl.config import load_config_file
+    from tpuctl.models import BUCKET_ATTRIBUTE, Node
     from tpuctl.services import staging
     from tpuctl.services.doctor import live
 
@@ -141,9 +142,13 @@ def _node(
     app = app_of(ctx)
     target = app.target(project, zone)
     factory = app.factory
-    job_bucket = factory.bucket(
-        staging.bucket_name(bucket, load_config_file(), target.project), target.project
-    )
+
+    def open_bucket(node: Node):  # noqa: ANN202 - a Bucket, imported lazily
+        # --bucket, else the bucket the node's jobs use, else the default
+        named = bucket or node.metadata.get(BUCKET_ATTRIBUTE)
+        name = staging.bucket_name(named, load_config_file(), target.project)
+        return factory.bucket(name, target.project)
+
     asked: list[str] = []
 
     def confirm(question: str) -> bool:
@@ -156,7 +161,7 @@ def _node(
 
     render.info(f"examining {name} in {target.zone}...")
     report = live.examine(
-        factory.tpu(), factory.ssh(), f"{target.parent}/nodes/{name}", job_bucket, paths,
+        factory.tpu(), factory.ssh(), f"{target.parent}/nodes/{name}", open_bucket, paths,
         fix=fix, confirm=confirm,
     )  # fmt: skip
     if json_out:

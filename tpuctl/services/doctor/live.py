@@ -22,6 +22,7 @@ from tpuctl.services import jobs, remote, staging
 from tpuctl.services import ssh as ssh_service
 from tpuctl.services.doctor import node_checks as nc
 from tpuctl.services.doctor.node_checks import Check
+from tpuctl.services.idle import bundle_on_stdin
 
 if TYPE_CHECKING:
     from tpuctl.cloud.ssh import Endpoint, Session, SshApi
@@ -34,16 +35,9 @@ TIMEOUT = 60.0
 
 
 def checkup_command(args: list[str]) -> str:
-    """The bundle, read from stdin into a temporary file, run as root where the VM lets
-    us (another user's process would otherwise hide what it holds), as idle.py's probe."""
-    import shlex
-
-    run = f'python3 "$t" checkup {shlex.join(args)}'.rstrip()
-    return (
-        't="$(mktemp)" && trap \'rm -f "$t"\' EXIT && cat > "$t" || exit 1; '
-        'if [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; '
-        f"then sudo -n -E {run}; else {run}; fi"
-    )
+    """The bundle's checkup, sent on stdin and run as root where the VM lets us (another
+    user's process would otherwise hide what it holds), as gc's idle probe runs."""
+    return bundle_on_stdin("checkup", *args)
 
 
 @dataclass
@@ -94,10 +88,10 @@ def _gather(
     return answers
 
 
-def _last_job(node: Node, bucket: Bucket | None) -> tuple[Check, list[str]]:
+def _last_job(node: Node, bucket: Bucket) -> tuple[Check, list[str]]:
     """The last job's check, and the gs:// paths its arguments name."""
     job_id = node.labels.get(JOB_LABEL)
-    if not job_id or bucket is None:
+    if not job_id:
         return nc.last_job(None, None, []), []
     try:
         record = staging.read_job_record(bucket, job_id)
@@ -117,14 +111,17 @@ def examine(
     api: TpuApi,
     ssh: SshApi,
     full_name: str,
-    bucket: Bucket | None,
+    open_bucket: Callable[[Node], Bucket],
     paths: list[str],
     fix: bool = False,
     confirm: Callable[[str], bool] = lambda question: False,
-    timeout: float = TIMEOUT,
+    timeout: float | None = None,
 ) -> Report:
-    """Every check of the chain on the node `full_name` (NotFoundError when absent)."""
+    """Every check of the chain on the node `full_name` (NotFoundError when absent);
+    `open_bucket(node)` is the job bucket (the one the node names, or the default)."""
+    timeout = TIMEOUT if timeout is None else timeout
     node = api.get_node(full_name)
+    bucket = open_bucket(node)
     report = Report(node.name)
     report.checks.append(nc.node_state(node))
     job_check, job_paths = _last_job(node, bucket)
@@ -139,7 +136,7 @@ def examine(
         report.checks.append(job_check)
         return report
     gs = list(dict.fromkeys([*paths, *job_paths]))
-    first = [a for p in gs for a in ("--gs", p)] + (["--bucket", bucket.name] if bucket else [])
+    first = [a for p in gs for a in ("--gs", p)] + ["--bucket", bucket.name]
     answers = _gather(ssh, plan, lambda w: first if w == 0 else [], timeout)
     if fix:
         answers.update(_repair(ssh, plan, answers, confirm, timeout))
