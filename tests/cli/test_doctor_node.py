@@ -171,3 +171,23 @@ def test_unpublished_host_keys_fail_the_ssh_check(cli, emulator, monkeypatch) ->
         assert "has not published its SSH host keys" in ssh["summary"]
     finally:
         assert cli("delete", "nokeys", "--yes").code == 0
+
+
+def test_worker_faults_are_checked_and_packages_are_the_vms(cli, emulator, node) -> None:  # noqa: ANN001
+    from tpuctl.emulator.control import ControlError
+
+    name = NODE.format(node)
+    with pytest.raises(ControlError, match="kind must be one of"):
+        emulator.worker_fault(name, "melt")
+    with pytest.raises(ControlError, match="worker 3 is out of range"):
+        emulator.worker_fault(name, "disk-full", worker=3)
+    with pytest.raises(ControlError, match="package is a distribution name"):
+        emulator.worker_fault(name, "package", package="../x", version="1")
+    done = emulator.worker_fault(name, "package", package="jax", version="0.4.30")
+    assert done == {"kind": "package", "worker": 0, "package": "jax", "version": "0.4.30"}
+    code = "from importlib import metadata as m; print(m.version('jax'), m.version('tensorflow'))"
+    r = cli("exec", node, "--", "python3", "-c", code)
+    assert r.code == 0 and r.out.strip().endswith("0.4.30 2.16.0"), r.err
+    emulator.set_node_state(name, state="STOPPED")
+    with pytest.raises(ControlError, match="not READY"):
+        emulator.worker_fault(name, "stale-lockfile")
