@@ -221,13 +221,19 @@ def memory() -> Json:
     return {"total": info.get("MemTotal"), "available": info.get("MemAvailable")}
 
 
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie its parent has not reaped yet."""
+    raw = _read(f"/proc/{pid}/stat")
+    return raw is None or raw.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]
+
+
 def stop(pid: int) -> str:
     """SIGTERM a process that still holds a TPU device; SIGKILL it after 10 s."""
     if not any(h["pid"] == pid for h in holders()):
         return f"pid {pid} holds no TPU device (any more): left alone"
     os.kill(pid, signal.SIGTERM)
     for _ in range(100):
-        if not os.path.exists(f"/proc/{pid}"):
+        if _gone(pid):
             return f"stopped pid {pid} (SIGTERM)"
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
