@@ -191,3 +191,21 @@ def test_worker_faults_are_checked_and_packages_are_the_vms(cli, emulator, node)
     emulator.set_node_state(name, state="STOPPED")
     with pytest.raises(ControlError, match="not READY"):
         emulator.worker_fault(name, "stale-lockfile")
+
+
+def test_every_worker_of_a_slice_is_examined(cli, emulator) -> None:  # noqa: ANN001
+    assert cli("create", "pod", "-a", "v3-32").code == 0
+    try:
+        emulator.worker_fault(NODE.format("pod"), "stale-lockfile", worker=2)
+        r = cli("doctor", "pod", "--json")
+        locks = _checks(r.out)["libtpu-lockfile"]
+        assert r.code == 1
+        assert {c["worker"]: c["status"] for c in locks} == {
+            0: "pass",
+            1: "pass",
+            2: "fail",
+            3: "pass",
+        }
+        assert len(_checks(r.out)["ssh"]) == 4
+    finally:
+        assert cli("delete", "pod", "--yes").code == 0
