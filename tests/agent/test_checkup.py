@@ -46,3 +46,16 @@ def test_stop_only_stops_a_holder(worker: Worker) -> None:  # noqa: F811
     assert bystander.poll() is None
     assert holder.wait(timeout=10) != 0
     assert report["holders"] == []
+
+
+def test_storages_refusal_is_said_in_its_own_words() -> None:
+    from tpuctl.agent.checkup import _said
+    from tpuctl.agent.common import HttpError
+
+    said = "sa@p.iam.gserviceaccount.com does not have storage.objects.list access to the bucket."
+    body = json.dumps({"error": {"code": 403, "message": said}})
+    assert _said(HttpError(403, body)) == (
+        "HTTP 403: sa@p.iam.gserviceaccount.com does not have storage.objects.list access "
+        "to the bucket."
+    )
+    assert _said(HttpError(0, "GET http://x: timed out\n")) == "HTTP 0: GET http://x: timed out"

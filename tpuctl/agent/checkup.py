@@ -25,6 +25,7 @@ The repairs happen first, so the report is of the state after them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -109,7 +110,7 @@ def holders() -> list[Json]:
         found[pid] = {
             "pid": int(pid),
             "user": _user(pid),
-            "command": b" ".join(argv).decode(errors="replace")[:200],
+            "command": " ".join(b" ".join(argv).decode(errors="replace").split())[:200],
             "devices": sorted(held),
             "started": _started(pid),
             "ticks": _cpu_ticks(pid),
@@ -187,9 +188,17 @@ def storage(paths: list[str], bucket: str | None) -> list[Json]:
                     timeout=20,
                 )
         except HttpError as e:
-            result.update(status=e.status, message=str(e)[:300])
+            result.update(status=e.status, message=_said(e))
         results.append(result)
     return results
+
+
+def _said(e: HttpError) -> str:
+    """Storage's own message (a 403 names the permission or scope), on one line."""
+    text = str(e).partition(": ")[2]
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        text = json.loads(text)["error"]["message"]
+    return f"HTTP {e.status}: " + " ".join(str(text).split())[:300]
 
 
 def disk() -> list[Json]:

@@ -43,7 +43,7 @@ _FULL_DF = """#!/bin/sh
 # tpuctl emulator: a full disk (worker fault disk-full)
 echo "Filesystem     1024-blocks      Used Available Capacity Mounted on"
 for p in "$@"; do case "$p" in -*) continue;; esac
-  echo "/dev/root        101430960 101430960         0     100% $p"; done
+  echo "/dev/root        101430960 101430960         0     100% /"; done
 """
 
 

@@ -152,7 +152,7 @@ def examine(
             Check(
                 "ssh",
                 "pass",
-                f"worker {worker} answers over SSH",
+                "answers over SSH",
                 [f"as {plan.user} ({user})"],
                 "",
                 worker,
