@@ -141,11 +141,14 @@ def examine(
     if fix:
         answers.update(_repair(ssh, plan, answers, confirm, timeout))
     for worker, answer in sorted(answers.items()):
+        if isinstance(answer, str) and answer.startswith("the checkup"):
+            # connected, but the program failed (e.g. no python3 on the VM)
+            by_hand = "run it by hand to see why: `tpuctl exec NODE -- python3 --version`"
+            report.checks.append(Check("checkup", "fail", answer, [], by_hand, worker))
+            continue
         if isinstance(answer, str):
-            why = ssh_service_hint(plan)
-            report.checks.append(
-                Check("ssh", "fail", f"worker {worker}: {answer}", [], why, worker)
-            )
+            why = ssh_hint(plan)
+            report.checks.append(Check("ssh", "fail", answer, [], why, worker))
             continue
         user = answer.get("user", "?")
         report.checks.append(
@@ -171,7 +174,7 @@ def examine(
     return report
 
 
-def ssh_service_hint(plan: ssh_service.Plan) -> str:
+def ssh_hint(plan: ssh_service.Plan) -> str:
     if plan.oslogin:
         return "OS Login: the account needs roles/compute.osLogin on the project"
     if plan.key_added:
