@@ -10,12 +10,13 @@ import pytest
 
 from tests.cli.conftest import one_line_error
 
+TF_IMAGE, TF_POD = "tpu-vm-tf-2.16.0-pjrt", "tpu-vm-tf-2.16.0-pod-pjrt"
 FIXTURES = Path(__file__).resolve().parents[1] / "services" / "doctor_fixtures"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_an_error_exits_1_with_file_line_and_fix(cli) -> None:
-    r = cli("doctor", str(FIXTURES / "tf-outside-scope.py"))
+    r = cli("doctor", str(FIXTURES / "tf-outside-scope.py"), "--version", TF_IMAGE)
     assert r.code == 1
     lines = r.out.splitlines()
     assert lines[0].startswith("tf-outside-scope.py:10: error: a Keras model is created outside")
@@ -33,7 +34,7 @@ def test_warnings_alone_exit_0(cli) -> None:
 
 
 def test_a_clean_example_says_so(cli) -> None:
-    r = cli("doctor", str(EXAMPLES / "tf_keras_tpu.py"), "--accelerator", "v4-32")
+    r = cli("doctor", str(EXAMPLES / "tf_keras_tpu.py"), "-a", "v4-32", "--version", TF_POD)
     assert (r.code, r.out) == (0, "")
     assert "tf_keras_tpu.py on a v4-32: 0 errors, 0 warnings, 0 hints" in r.err
 
@@ -46,12 +47,12 @@ def test_the_accelerator_changes_the_verdict(cli) -> None:
 
 
 def test_json_is_a_list_on_stdout(cli) -> None:
-    r = cli("doctor", str(FIXTURES / "tf-batch-per-core.py"), "--json")
+    r = cli("doctor", str(FIXTURES / "tf-batch-per-core.py"), "--json", "--version", TF_IMAGE)
     assert r.code == 0
     (finding,) = json.loads(r.out)
     assert finding["check"] == "tf-batch-per-core"
     assert set(finding) == {"file", "line", "severity", "check", "message", "fix"}
-    r = cli("doctor", str(EXAMPLES / "jax_tpu.py"), "--json")
+    r = cli("doctor", str(EXAMPLES / "jax_tpu.py"), "--json", "--setup", 'pip install "jax[tpu]"')
     assert (r.code, json.loads(r.out)) == (0, [])
 
 
@@ -130,5 +131,16 @@ def test_run_prints_warnings_and_goes_on(cli, emulator, tmp_path) -> None:
     r = cli("run", str(script), "-a", "v3-8")
     assert r.code == 0, r.err
     assert "job.py:2: warning: CUDA_VISIBLE_DEVICES selects GPUs" in r.err
+    assert "ran" in r.out
+    assert emulator.nodes() == []
+
+
+def test_run_warns_of_a_framework_the_image_lacks_and_goes_on(cli, emulator, tmp_path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text("try:\n    import jax\nexcept ImportError:\n    jax = None\nprint('ran')\n")
+    r = cli("run", str(script), "-a", "v3-8")
+    assert r.code == 0, r.err
+    assert "job.py:2: warning: the script imports jax, but the runtime version" in r.err
+    assert "[runtime-no-framework]" in r.err and 'pip install -U "jax[tpu]"' in r.err
     assert "ran" in r.out
     assert emulator.nodes() == []

@@ -4,6 +4,7 @@
     idle check|watch ...       the idleness check and the idle watchdog (idle.py)
     follow PATH OFFSET PID     the live log follower (follow.py)
     guard [--poll S]           the boot guard of a node made for a job (guard.py)
+    checkup [--gs URL]...      tpuctl doctor NODE's look at the worker (checkup.py)
     verify SHA256              exit 0 when this bundle's file has that sha256 (the
                                install checks an upload before renaming it into place)
 
@@ -16,9 +17,15 @@ from __future__ import annotations
 import hashlib
 import sys
 
-from . import agent, follow, guard, idle
+from . import agent, checkup, follow, guard, idle
 
-PROGRAMS = {"agent": agent.main, "idle": idle.main, "follow": follow.main, "guard": guard.main}
+PROGRAMS = {
+    "agent": agent.main,
+    "idle": idle.main,
+    "follow": follow.main,
+    "guard": guard.main,
+    "checkup": checkup.main,
+}
 
 
 def verify(digest: str) -> int:
@@ -31,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["verify"] and len(args) == 2:
         return verify(args[1])
     if not args or args[0] not in PROGRAMS:
-        print("usage: python3 BUNDLE agent|idle|follow|guard|verify ARGS...", file=sys.stderr)
+        print(
+            "usage: python3 BUNDLE agent|idle|follow|guard|checkup|verify ARGS...", file=sys.stderr
+        )
         return 2
     return int(PROGRAMS[args[0]](args[1:]) or 0)
 

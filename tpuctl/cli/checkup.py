@@ -12,6 +12,7 @@ from tpuctl.errors import CheckFailed
 
 if TYPE_CHECKING:
     from tpuctl.services.doctor import Finding
+    from tpuctl.services.doctor.live import Report
 
 
 def lines(findings: list[Finding]) -> str:
@@ -28,15 +29,24 @@ def summary(findings: list[Finding]) -> str:
     return ", ".join(f"{n} {s}{'' if n == 1 else 's'}" for n, s in counts)
 
 
-def gate(root: Path, rel: str, accelerator: str, force: bool) -> None:
+def gate(
+    root: Path,
+    rel: str,
+    accelerator: str,
+    force: bool,
+    runtime_version: str | None = None,
+    setup: str | None = None,
+) -> None:
     """The check inside `tpuctl run`, before anything is created: errors stop the run
     (unless `force`), warnings and hints are printed on stderr and the run goes on.
-    Scripts that are not Python (a shell script) are not checked."""
+    Scripts that are not Python (a shell script) are not checked. `runtime_version`: the
+    image the job gets (None: unknown, e.g. an existing node's: not checked)."""
     from tpuctl.catalog import parse_accelerator
     from tpuctl.services.doctor import NotPythonError, check
 
     try:
-        findings = check(root / rel, root, parse_accelerator(accelerator))
+        acc = parse_accelerator(accelerator)
+        findings = check(root / rel, root, acc, runtime_version, setup)
     except NotPythonError:
         if rel.endswith(".py") and not force:
             raise
@@ -52,3 +62,23 @@ def gate(root: Path, rel: str, accelerator: str, force: bool) -> None:
         )
     if errors:
         render.info(f"--force: running despite {len(errors)} error(s)")
+
+
+def node_report(report: Report) -> str:
+    """`tpuctl doctor NODE`'s text: a line per check, its evidence and fix, a summary."""
+    out = []
+    for c in report.checks:
+        where = f"w{c.worker}: " if c.worker is not None else ""
+        out.append(f"{c.status.upper():4}  {c.check:16} {where}{c.summary}\n")
+        out += [
+            f"      {line}\n"
+            for line in c.evidence
+            if c.status != "pass" or c.check in ("last-job",)
+        ]
+        if c.fix and c.status in ("fail", "warn"):
+            out.append(f"      fix: {c.fix}\n")
+    counts = {
+        s: sum(c.status == s for c in report.checks) for s in ("fail", "warn", "pass", "skip")
+    }
+    out.append(f"{report.node}: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "\n")
+    return "".join(out)

@@ -1,7 +1,9 @@
-"""tpuctl doctor SCRIPT: the static checks of a training script (docs/doctor.md)."""
+"""tpuctl doctor SCRIPT | NODE: the static checks of a training script, or the
+troubleshooting chain on a live node (docs/doctor.md)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -10,8 +12,10 @@ import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.checkup import lines, summary
-from tpuctl.cli.options import Json
+from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import UsageError
+
+_NODE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def _accelerator(name: str):  # noqa: ANN202 - AcceleratorType, imported lazily
@@ -23,31 +27,148 @@ def _accelerator(name: str):  # noqa: ANN202 - AcceleratorType, imported lazily
     return acc
 
 
+def is_node(target: str, workdir: Path | None, node_flag: bool) -> bool:
+    """A script (a file, or a path with `/` or `.py`) or a node name; a usage error when
+    it is neither, or both (a file here whose name is a node name too)."""
+    if node_flag:
+        if not _NODE_NAME.match(target):
+            raise UsageError(
+                f"--node: {target!r} is not a node name (lowercase letters, digits, -)"
+            )
+        return True
+    looks_like_path = "/" in target or "." in target
+    exists = Path(target).is_file() or (workdir is not None and (workdir / target).is_file())
+    if looks_like_path or (exists and not _NODE_NAME.match(target)):
+        return False
+    if exists:
+        raise UsageError(
+            f"{target!r} is a file here and could be a node name too",
+            hint=f"write ./{target} for the script, or --node {target} for the node",
+        )
+    if _NODE_NAME.match(target):
+        return True
+    raise UsageError(
+        f"{target!r} is neither a file nor a node name",
+        hint="give a training script (train.py) or a node name (lowercase letters, digits, -)",
+    )
+
+
 def doctor(
-    script: Annotated[str, typer.Argument(help="The training script (.py).")],
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(help="A training script (.py), or a node name.")],
     accelerator: Annotated[
-        str, typer.Option("--accelerator", "-a", help="The slice it will run on.")
+        str, typer.Option("--accelerator", "-a", help="Script: the slice it will run on.")
     ] = "v3-8",
     workdir: Annotated[
-        Path | None, typer.Option("--workdir", help="The folder shipped (default: the script's).")
+        Path | None,
+        typer.Option("--workdir", help="Script: the folder shipped (default: its own)."),
     ] = None,
+    version: Annotated[
+        str | None,
+        typer.Option("--version", help="Script: the runtime version (default: the base image)."),
+    ] = None,
+    setup: Annotated[
+        str | None, typer.Option("--setup", help="Script: the --setup command the run will use.")
+    ] = None,
+    node_flag: Annotated[
+        bool, typer.Option("--node", help="TARGET is a node name (when a file has its name).")
+    ] = False,
+    zone: Zone = None,
+    project: Project = None,
+    bucket: Annotated[
+        str | None,
+        typer.Option("--bucket", help="Node: the job bucket (default gs://PROJECT-tpuctl)."),
+    ] = None,
+    paths: Annotated[
+        list[str] | None,
+        typer.Option("--path", help="Node: a gs:// path the VM must read (repeatable)."),
+    ] = None,
+    fix: Annotated[
+        bool, typer.Option("--fix", help="Node: repair what is safe; ask before the rest.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Node: agree to every repair.")] = False,
     json_out: Json = False,
 ) -> None:
-    """Check a training script for the mistakes of moving from GPUs to TPUs, before a
-    node bills: one line per finding (file:line: severity: what goes wrong) and its fix.
+    """Check a training script for the mistakes of moving from GPUs to TPUs before a node
+    bills (one line per finding and its fix), or walk the troubleshooting chain on a node:
+    state and health, SSH, TPU devices, libtpu lockfile, processes holding the TPU,
+    frameworks, Storage access, disk and memory, the last job.
 
-    Exit status 1 when a finding is an error. Example: tpuctl doctor train.py -a v4-8
+    Exit status 1 when a finding is an error, or a check of the node fails.
+    Examples: tpuctl doctor train.py -a v4-8 --version tpu-vm-tf-2.16.0-pjrt;
+    tpuctl doctor my-tpu --fix
     """
+    if is_node(target, workdir, node_flag):
+        _node(ctx, target, zone, project, bucket, paths or [], fix, yes, json_out)
+        return
+    if fix or yes or paths:
+        raise UsageError("--fix, --yes and --path are for a node, not a script")
     from tpuctl.cli.run import locate
+    from tpuctl.frameworks import runtime_of
     from tpuctl.services.doctor import check
 
     acc = _accelerator(accelerator)
-    root, rel = locate(script, workdir)
-    findings = check(root / rel, root, acc)
+    root, rel = locate(target, workdir)
+    findings = check(root / rel, root, acc, runtime_of(version, acc), setup)
     if json_out:
         render.print_json([f.to_json() for f in findings])
     else:
         sys.stdout.write(lines(findings))
         render.info(f"{rel} on a {acc.name}: {summary(findings)}")
     if any(f.severity == "error" for f in findings):
+        raise typer.Exit(1)
+
+
+def _node(
+    ctx: typer.Context,
+    name: str,
+    zone: str | None,
+    project: str | None,
+    bucket: str | None,
+    paths: list[str],
+    fix: bool,
+    yes: bool,
+    json_out: bool,
+) -> None:
+    from tpuctl.cli.checkup import node_report
+    from tpuctl.config import load_config_file
+    from tpuctl.models import BUCKET_ATTRIBUTE, Node
+    from tpuctl.services import staging
+    from tpuctl.services.doctor import live
+
+    for path in paths:
+        if not path.startswith("gs://") or len(path) <= len("gs://"):
+            raise UsageError(f"--path {path!r}: give a gs://BUCKET/PATH")
+    app = app_of(ctx)
+    target = app.target(project, zone)
+    factory = app.factory
+
+    def open_bucket(node: Node):  # noqa: ANN202 - a Bucket, imported lazily
+        # --bucket, else the bucket the node's jobs use, else the default
+        named = bucket or node.metadata.get(BUCKET_ATTRIBUTE)
+        name = staging.bucket_name(named, load_config_file(), target.project)
+        return factory.bucket(name, target.project)
+
+    asked: list[str] = []
+
+    def confirm(question: str) -> bool:
+        if yes:
+            return True
+        if app.stdin_isatty and not json_out:
+            return typer.confirm(question, default=False, err=True)
+        asked.append(question)
+        return False
+
+    render.info(f"examining {name} in {target.zone}...")
+    report = live.examine(
+        factory.tpu(), factory.ssh(), f"{target.parent}/nodes/{name}", open_bucket, paths,
+        fix=fix, confirm=confirm,
+    )  # fmt: skip
+    if json_out:
+        render.print_json(report.to_json())
+    else:
+        sys.stdout.write(node_report(report))
+    for question in asked:
+        render.info(f"not done (no terminal to ask; --yes agrees): {question}")
+    if report.failed:
         raise typer.Exit(1)

@@ -333,7 +333,11 @@ def run(
         _print_spec(ctx, o, from_file, named if named.is_file() else root / rel, restarts)
         return
     if not o.no_check:  # before anything is created: a mistake found here costs no TPU time
-        checkup.gate(root, rel, o.accelerator, o.force)
+        from tpuctl.catalog import parse_accelerator
+        from tpuctl.frameworks import runtime_of
+
+        runtime = None if o.node else runtime_of(o.version, parse_accelerator(o.accelerator))
+        checkup.gate(root, rel, o.accelerator, o.force, runtime, o.setup)
     spec = RunSpec(
         script=rel,
         workdir=root,

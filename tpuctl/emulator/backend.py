@@ -31,6 +31,7 @@ from tpuctl.emulator import (
     quota_prefs,
     service_usage,
     tpu_api,
+    worker_faults,
 )
 from tpuctl.emulator.models import Node, Operation
 from tpuctl.emulator.sandbox import Sandbox
@@ -135,7 +136,10 @@ class Backend:
             # the workers reach Cloud Storage through the proxy that checks their tokens
             storage = self.worker_storage_endpoint or self.storage_endpoint
             config = {**self.state.config(), "storage_endpoint": storage}
-            return self.workers.env(node, worker, self.endpoint, config)
+            env = self.workers.env(node, worker, self.endpoint, config)
+            worker_faults.install_image(self.workers, node, worker)
+            worker_faults.environment(self.workers, node, worker, env)
+            return env
 
     def logins(self, node: Node) -> frozenset[oslogin.Login]:
         """Who may log in to the workers of `node` with which key (ssh-keys, or OS Login)."""
@@ -405,6 +409,15 @@ class Backend:
         if not 0 <= worker < len(node.addresses):
             raise errors.invalid_argument(f"worker {worker} is out of range")
         return self.node_env(node, worker)
+
+    @_locked
+    def worker_fault(self, body: dict[str, Any]) -> dict:
+        """Plant a fault on a worker for `tpuctl doctor NODE` (worker_faults.py)."""
+        node = self.state.node_by_name(str(body.get("node", "")))
+        worker = body.get("worker", 0)
+        if not isinstance(worker, int) or not 0 <= worker < len(node.addresses):
+            raise errors.invalid_argument(f"worker {worker} is out of range")
+        return worker_faults.plant(self.workers, node, worker, body, self.node_env(node, worker))
 
     def close(self) -> None:
         """Release what the backend holds outside its state (a temporary workers dir)."""

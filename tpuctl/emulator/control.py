@@ -117,6 +117,13 @@ class EmulatorControl:
         `healthDescription=` and `symptoms=[{symptomType, details, workerId}]`."""
         return dict(self.call("POST", "node-state", {"node": node, **fields}))
 
+    def worker_fault(self, node: str, kind: str, worker: int = 0, **fields: Any) -> dict[str, Any]:
+        """Plant a fault on a worker of a node (full name) for `tpuctl doctor NODE`:
+        `stale-lockfile`, `tpu-held`, `disk-full`, or `package` (package=, version=;
+        version None removes it). See worker_faults.py."""
+        body = {"node": node, "kind": kind, "worker": worker, **fields}
+        return dict(self.call("POST", "worker-fault", body))
+
     def provision_queued(self, name: str) -> dict[str, Any]:
         """Provision a waiting queued resource now, whatever the zone's capacity."""
         return dict(self.call("POST", "queued/provision", {"name": name}))

@@ -138,6 +138,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name")),
     ("POST", "queued/suspending"): ("queued_control", ("=suspending", "name")),
     ("POST", "node-state"): ("set_node_state", ("body",)),
+    ("POST", "worker-fault"): ("worker_fault", ("body",)),
     ("POST", "queued/provision"): ("queued_control", ("=provision", "name")),
     ("POST", "quota-preferences/decide"): ("decide_quota_preference", ("name", "granted")),
     ("GET", "monitoring"): ("monitoring_config", ()),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -29,14 +30,23 @@ IdleProbe = Callable[[Node], tuple[Busy, str]]
 """Looks at the node itself: ("busy", why) / ("idle", why) / ("unknown", why)."""
 
 PROBE_TIMEOUT = 20.0  # seconds a worker may take to answer before it counts as unknown
+
+
 # As root where the VM lets us (passwordless sudo, as TPU VMs give their SSH users): a
 # process of another user would otherwise hide what it holds. A zipapp cannot run from
 # stdin (`python3 -`), so the bundle goes to a temporary file the shell removes on exit.
-CHECK_COMMAND = (
-    't="$(mktemp)" && trap \'rm -f "$t"\' EXIT && cat > "$t" || exit 1; '
-    'if [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; '
-    'then sudo -n -E python3 "$t" idle check; else python3 "$t" idle check; fi'
-)
+def bundle_on_stdin(*args: str) -> str:
+    """The shell command that runs `python3 BUNDLE ARGS` with the bundle read from stdin,
+    as root where passwordless sudo allows (tpuctl doctor NODE's checkup uses it too)."""
+    run = f'python3 "$t" {shlex.join(args)}'
+    return (
+        't="$(mktemp)" && trap \'rm -f "$t"\' EXIT && cat > "$t" || exit 1; '
+        'if [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; '
+        f"then sudo -n -E {run}; else {run}; fi"
+    )
+
+
+CHECK_COMMAND = bundle_on_stdin("idle", "check")
 WATCHDOG_DIR = "${HOME:-/root}/.tpuctl"
 
 

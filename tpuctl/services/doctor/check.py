@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tpuctl.catalog import AcceleratorType
-from tpuctl.services.doctor import common, jax_checks, tf_data, tf_setup, torch_xla_checks
+from tpuctl.services.doctor import common, jax_checks, runtime, tf_data, tf_setup, torch_xla_checks
 from tpuctl.services.doctor.context import Context
 from tpuctl.services.doctor.findings import Finding
 from tpuctl.services.doctor.program import Program
@@ -13,9 +13,17 @@ from tpuctl.services.doctor.program import Program
 FAMILIES = (tf_setup, tf_data, jax_checks, torch_xla_checks, common)
 
 
-def check(script: Path, workdir: Path, accelerator: AcceleratorType | None) -> list[Finding]:
+def check(
+    script: Path,
+    workdir: Path,
+    accelerator: AcceleratorType | None,
+    runtime_version: str | None = None,
+    setup: str | None = None,
+) -> list[Finding]:
     """The findings for `script` (a file inside `workdir`), for a slice of `accelerator`
-    (None: the checks that depend on it are left out), in file and line order.
+    (None: the checks that depend on it are left out), in file and line order. With a
+    `runtime_version`, also the frameworks it imports against that image and `setup`
+    (runtime.py; None: not checked, e.g. a job on an existing node).
 
     Raises NotPythonError (a UsageError) when the script is not Python.
     """
@@ -24,4 +32,6 @@ def check(script: Path, workdir: Path, accelerator: AcceleratorType | None) -> l
     found: set[Finding] = set()
     for family in FAMILIES:
         found.update(family.check(ctx))
+    if runtime_version is not None:
+        found.update(runtime.check(program, accelerator, runtime_version, setup))
     return sorted(found, key=Finding.sort_key)

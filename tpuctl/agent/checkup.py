@@ -1,0 +1,287 @@
+"""`tpuctl doctor NODE`'s look at one worker, from the inside: one JSON line.
+
+    python3 BUNDLE checkup [--gs gs://B/P]... [--bucket B] [--remove-stale-lockfile] [--stop PID]...
+
+Standard library only, Python 3.8+ (it runs from the agent bundle, bundle.py, sent on
+stdin like `idle check`: services/doctor/node.py). It reports
+- `devices`: the TPU device files (`/dev/accel*`, `/dev/vfio/*`, TPUCTL_TPU_DEVICES);
+- `holders`: the processes holding one open: pid, user, command, start time, and whether
+  they use the CPU now (two /proc samples 0.5 s apart) or sit idle;
+- `lockfile`: libtpu's `/tmp/libtpu_lockfile`. libtpu creates it when it takes the TPU and
+  deletes it when its process exits; a process that was killed or aborted leaves it, and
+  the next one then refuses the TPU ("TPU in use") although no one holds it
+  (https://github.com/jax-ml/jax/issues/10192). Stale: it exists and no process holds a
+  TPU device or has the file open;
+- `packages`: versions of the ML frameworks and libtpu, read with importlib.metadata;
+- `storage`: for each gs:// path, whether the VM's service account may list it (and,
+  for the job bucket, write to it), with Storage's status and message (a 403 says which
+  permission or scope is missing);
+- `disk` (`df -P -k` of /, /tmp and $HOME) and `memory` (/proc/meminfo).
+`--remove-stale-lockfile` removes the lockfile only if it is still stale; `--stop PID`
+sends SIGTERM (SIGKILL after 10 s) to a process only if it still holds a TPU device.
+The repairs happen first, so the report is of the state after them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from .common import STORAGE_URL, HttpError, Json, Token, http
+from .idle import _in_scope, _read, device_paths
+
+LOCKFILE = "/tmp/libtpu_lockfile"
+PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "torch",
+            "torch-xla", "libtpu", "libtpu-nightly")  # fmt: skip
+BUSY_CPU = 0.05  # a holder using more than 5% of a core is busy
+
+
+def _scope() -> bytes:
+    return os.environ.get("TPUCTL_IDLE_SCOPE", "").encode()
+
+
+def _pids() -> list[str]:
+    me = {str(os.getpid()), str(os.getppid())}
+    scope = _scope()
+    return [p for p in os.listdir("/proc") if p.isdigit() and p not in me and _in_scope(p, scope)]
+
+
+def _open_files(pid: str) -> list[str]:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    out = []
+    for fd in fds:
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return out
+
+
+def _cpu_ticks(pid: str) -> int | None:
+    raw = _read(f"/proc/{pid}/stat")
+    if not raw:
+        return None
+    fields = raw.rsplit(b")", 1)[-1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _started(pid: str) -> float | None:
+    raw, stat = _read(f"/proc/{pid}/stat"), _read("/proc/stat")
+    if not raw or not stat:
+        return None
+    boot = [line for line in stat.splitlines() if line.startswith(b"btime ")]
+    ticks = int(raw.rsplit(b")", 1)[-1].split()[19])
+    return int(boot[0].split()[1]) + ticks / os.sysconf("SC_CLK_TCK") if boot else None
+
+
+def _user(pid: str) -> str:
+    status = _read(f"/proc/{pid}/status") or b""
+    for line in status.splitlines():
+        if line.startswith(b"Uid:"):
+            uid = int(line.split()[1])
+            try:
+                import pwd
+
+                return pwd.getpwuid(uid).pw_name
+            except (KeyError, ImportError):
+                return str(uid)
+    return "?"
+
+
+def holders() -> list[Json]:
+    """The processes holding a TPU device open, busy or idle."""
+    devices = set(device_paths())
+    found: dict[str, Json] = {}
+    for pid in _pids():
+        held = [f for f in _open_files(pid) if f in devices]
+        if not held:
+            continue
+        argv = (_read(f"/proc/{pid}/cmdline") or b"").rstrip(b"\0").split(b"\0")
+        found[pid] = {
+            "pid": int(pid),
+            "user": _user(pid),
+            "command": " ".join(b" ".join(argv).decode(errors="replace").split())[:200],
+            "devices": sorted(held),
+            "started": _started(pid),
+            "ticks": _cpu_ticks(pid),
+        }
+    if found:
+        time.sleep(0.5)
+        for pid, h in found.items():
+            after = _cpu_ticks(pid)
+            before = h.pop("ticks")
+            used = (
+                (after - before) / os.sysconf("SC_CLK_TCK") / 0.5
+                if None not in (after, before)
+                else 0.0
+            )  # type: ignore[operator]
+            h["cpu"] = round(used, 3)
+            h["busy"] = used > BUSY_CPU
+    return sorted(found.values(), key=lambda h: h["pid"])
+
+
+def lockfile(held: list[Json]) -> Json:
+    try:
+        st = os.stat(LOCKFILE)
+    except OSError:
+        return {"path": LOCKFILE, "exists": False}
+    openers = [int(p) for p in _pids() if LOCKFILE in _open_files(p)]
+    owners = sorted(set(openers) | {h["pid"] for h in held})
+    return {"path": LOCKFILE, "exists": True, "mtime": st.st_mtime, "uid": st.st_uid,
+            "owners": owners, "stale": not owners}  # fmt: skip
+
+
+def packages() -> dict[str, Any]:
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        return {}
+    found: dict[str, Any] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _split(url: str) -> tuple[str, str]:
+    rest = url[len("gs://") :] if url.startswith("gs://") else url
+    bucket, _, prefix = rest.partition("/")
+    return bucket, prefix
+
+
+def storage(paths: list[str], bucket: str | None) -> list[Json]:
+    token = Token()
+    results = []
+    wanted = [(p, False) for p in paths] + ([(f"gs://{bucket}/tpuctl/", True)] if bucket else [])
+    for url, write in wanted:
+        name, prefix = _split(url)
+        base = f"{STORAGE_URL}/storage/v1/b/{quote(name, safe='')}/o"
+        result: Json = {"url": url, "write": write}
+        try:
+            query = urlencode({"prefix": prefix, "maxResults": "1"})
+            body = http("GET", f"{base}?{query}", headers=token.headers(), attempts=2, timeout=20)[
+                2
+            ]
+            result.update(status=200, found=bool(json.loads(body).get("items")))
+            if write:
+                upload = f"{STORAGE_URL}/upload/storage/v1/b/{quote(name, safe='')}/o"
+                target = urlencode({"uploadType": "media", "name": "tpuctl/doctor/probe"})
+                headers = token.headers(**{"Content-Type": "text/plain"})
+                http(
+                    "POST",
+                    f"{upload}?{target}",
+                    b"tpuctl doctor\n",
+                    headers,
+                    attempts=2,
+                    timeout=20,
+                )
+        except HttpError as e:
+            result.update(status=e.status, message=_said(e))
+        results.append(result)
+    return results
+
+
+def _said(e: HttpError) -> str:
+    """Storage's own message (a 403 names the permission or scope), on one line."""
+    text = str(e).partition(": ")[2]
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        text = json.loads(text)["error"]["message"]
+    return f"HTTP {e.status}: " + " ".join(str(text).split())[:300]
+
+
+def disk() -> list[Json]:
+    paths = ["/", "/tmp", os.environ.get("HOME") or "/root"]
+    out = []
+    try:
+        done = subprocess.run(
+            ["df", "-P", "-k", *paths], capture_output=True, text=True, timeout=20
+        )
+        for path, line in zip(paths, done.stdout.splitlines()[1:]):
+            fields = line.split()
+            size, avail = int(fields[1]) * 1024, int(fields[3]) * 1024
+            out.append({"path": path, "size": size, "free": avail, "mount": fields[-1]})
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        for path in paths:
+            st = os.statvfs(path)
+            out.append(
+                {"path": path, "size": st.f_blocks * st.f_frsize, "free": st.f_bavail * st.f_frsize}
+            )
+    return out
+
+
+def memory() -> Json:
+    info = {}
+    for line in (_read("/proc/meminfo") or b"").decode().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("MemTotal", "MemAvailable"):
+            info[key] = int(value.split()[0]) * 1024
+    return {"total": info.get("MemTotal"), "available": info.get("MemAvailable")}
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie its parent has not reaped yet."""
+    raw = _read(f"/proc/{pid}/stat")
+    return raw is None or raw.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]
+
+
+def stop(pid: int) -> str:
+    """SIGTERM a process that still holds a TPU device; SIGKILL it after 10 s."""
+    if not any(h["pid"] == pid for h in holders()):
+        return f"pid {pid} holds no TPU device (any more): left alone"
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if _gone(pid):
+            return f"stopped pid {pid} (SIGTERM)"
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    return f"killed pid {pid} (SIGKILL, 10 s after SIGTERM)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="checkup", description=__doc__.split("\n")[0])
+    parser.add_argument("--gs", action="append", default=[], help="a gs:// path to reach")
+    parser.add_argument("--bucket", help="the job bucket (listed and written to)")
+    parser.add_argument("--remove-stale-lockfile", action="store_true")
+    parser.add_argument("--stop", type=int, action="append", default=[], help="a pid to stop")
+    args = parser.parse_args(argv)
+    fixed = []
+    for pid in args.stop:
+        try:
+            fixed.append(stop(pid))
+        except OSError as e:
+            fixed.append(f"could not stop pid {pid}: {e}")
+    if args.remove_stale_lockfile:
+        lock = lockfile(holders())
+        if lock.get("stale"):
+            try:
+                os.remove(LOCKFILE)
+                fixed.append(f"removed the stale {LOCKFILE}")
+            except OSError as e:
+                fixed.append(f"could not remove {LOCKFILE}: {e}")
+    held = holders()
+    report: Json = {
+        "devices": device_paths(),
+        "holders": held,
+        "lockfile": lockfile(held),
+        "packages": packages(),
+        "storage": storage(args.gs, args.bucket),
+        "disk": disk(),
+        "memory": memory(),
+        "fixed": fixed,
+        "user": os.environ.get("USER") or str(os.getuid()),
+        "checked": time.time(),
+    }
+    print(json.dumps(report), flush=True)
+    return 0
