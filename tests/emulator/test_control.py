@@ -18,6 +18,7 @@ def test_status_and_defaults(emulator) -> None:
     status = emulator.status()
     assert status.pop("storage_endpoint").startswith("http://127.0.0.1:")
     assert status.pop("monitoring_endpoint").startswith("127.0.0.1:")  # gRPC: host:port
+    assert status.pop("tpu_grpc_endpoint").startswith("127.0.0.1:")  # the TPU API, gRPC
     assert status == {
         "ok": True,
         "nodes": 0,
