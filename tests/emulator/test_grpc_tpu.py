@@ -267,3 +267,49 @@ def test_the_grpc_port_is_kept_over_a_restart(tmp_path: Path) -> None:
         client.transport.close()
     finally:
         again.stop()
+
+
+def test_the_script_that_checks_other_client_versions_passes(emulator) -> None:
+    """scripts/check_google_cloud_tpu.py, run by hand with google-cloud-tpu 1.19.1 (see
+    docs/compatibility.md), passes with the version installed here."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "check_google_cloud_tpu.py"
+    run = subprocess.run(
+        [sys.executable, str(script), emulator.address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[1:] == [
+        "REST: create, get, list, stop, start, delete: ok",
+        "gRPC: create, get, list, stop, start, delete: ok",
+        "gRPC v2alpha1: queued create, ACTIVE, list, delete: ok",
+    ]
+
+
+def test_grpc_calls_pass_the_front_end_of_rest(emulator) -> None:
+    """Counted, their bodies logged, and faults injected, as REST calls are."""
+    client = grpc_client(tpu_v2, emulator.status()["tpu_grpc_endpoint"])
+    try:
+        node = create(client, "g1", labels={"a": "b"})
+        assert emulator.requests()["POST create"] == 1
+        (logged,) = emulator.bodies("create")
+        assert logged["path"] == f"/v2/{PARENT}/nodes"
+        assert logged["query"] == {"nodeId": "g1"}
+        assert logged["body"] == {
+            "acceleratorType": "v3-8",
+            "runtimeVersion": runtime_for("v3-8"),
+            "labels": {"a": "b"},
+        }
+        emulator.faults(rate=1, codes=[429], paths="/nodes$")
+        with pytest.raises(exceptions.ResourceExhausted) as limited:
+            list(client.list_nodes(parent=PARENT))
+        assert limited.value.reason == "RATE_LIMIT_EXCEEDED"
+        emulator.faults(rate=0)
+        client.delete_node(name=node.name).result(timeout=10)
+    finally:
+        client.transport.close()
