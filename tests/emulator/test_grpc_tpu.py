@@ -38,7 +38,8 @@ def grpc_client(module: Any, endpoint: str) -> Any:
 def client(request: pytest.FixtureRequest, emulator) -> Iterator[Any]:
     if request.param == "grpc":
         made = grpc_client(tpu_v2, emulator.status()["tpu_grpc_endpoint"])
-        assert made.transport.kind == "grpc"  # the default transport's kind
+        # the transport TpuClient() picks when given none
+        assert type(made.transport) is tpu_v2.TpuClient.get_transport_class()
     else:
         made = emulator.tpu_client()
         assert made.transport.kind == "rest"
