@@ -56,6 +56,9 @@ def test_detached_start_status_stop(
         report = json.loads(tpuctl("status", "--state-dir", str(state), "--json").stdout)
         storage = report.pop("storage_endpoint")
         assert storage.startswith("http://127.0.0.1:")
+        tpu_grpc = report.pop("tpu_grpc_endpoint")
+        assert tpu_grpc == EmulatorControl(f"127.0.0.1:{port}").status()["tpu_grpc_endpoint"]
+        assert f"TPU API over gRPC at {tpu_grpc}," in status.stdout
         assert report == {
             "running": True,
             "address": f"127.0.0.1:{port}",

@@ -142,6 +142,8 @@ def status(
             "pid": record.pid if record and running else None,
             "nodes": info["nodes"] if info else None,
             "storage_endpoint": info.get("storage_endpoint") if info else None,
+            # the TPU API over gRPC, for google-cloud-tpu's default transport (host:port)
+            "tpu_grpc_endpoint": info.get("tpu_grpc_endpoint") if info else None,
             "state_dir": str(directory),
         }
         typer.echo(json.dumps(report))
@@ -149,7 +151,8 @@ def status(
         who = f"pid {record.pid}" if record else "TPUCTL_EMULATOR_HOST"
         typer.echo(
             f"running at {address} ({who}): {info['nodes']} nodes, "
-            f"Cloud Storage at {info.get('storage_endpoint') or 'none'}"
+            f"Cloud Storage at {info.get('storage_endpoint') or 'none'}, "
+            f"TPU API over gRPC at {info.get('tpu_grpc_endpoint') or 'none'}"
             + (f", state in {directory}" if record else "")
         )
     elif record:

@@ -89,6 +89,7 @@ class Backend:
         # Cloud Monitoring: samples of the workers (monitoring.py); its gRPC address
         self.monitoring = monitoring.Monitoring(self._monitored)
         self.monitoring_endpoint: str | None = None
+        self.tpu_grpc_endpoint: str | None = None  # the TPU API over gRPC (tpu_grpc.py)
 
     def _monitored(self) -> list[monitoring.WorkerView]:
         with self.lock:  # no transitions applied: a sample is no API call
@@ -352,6 +353,7 @@ class Backend:
             "ssh_port": self.ssh_port,
             "caller": self.state.access.caller,
             "monitoring_endpoint": self.monitoring_endpoint,
+            "tpu_grpc_endpoint": self.tpu_grpc_endpoint,
             "workers_sandbox": self.workers.sandbox.mode,
         }
 

@@ -10,17 +10,12 @@ ApiError's canonical status and message (no status details).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tpuctl.emulator.errors import ApiError
+from tpuctl.emulator.grpc_front import GrpcFront
 from tpuctl.emulator.monitoring import Monitoring
-
-# The emulator forks its workers' processes (bwrap, shells) while gRPC serves: its fork
-# handlers would run in each child before the exec (see tpuctl/entry.py).
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 SERVICE = "google.monitoring.v3.MetricService"
 
@@ -42,8 +37,10 @@ def _query(request: Any) -> tuple[str, dict[str, str]]:
     return name.removeprefix("projects/"), query
 
 
-class MonitoringGrpc:
+class MonitoringGrpc(GrpcFront):
     """Serves ListTimeSeries on host:port (0: a free port) from a thread pool."""
+
+    thread_prefix = "mon"
 
     def __init__(
         self,
@@ -52,18 +49,11 @@ class MonitoringGrpc:
         port: int = 0,
         gate: Callable[[str], None] | None = None,
     ) -> None:
+        super().__init__(host, port)
         self.monitoring = monitoring
         self.gate = gate  # called with the project first: counts the call, may refuse it
-        self.host = host
-        self._port = port
-        self._server: Any = None
-        self.port = 0
 
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def start(self) -> MonitoringGrpc:
+    def handlers(self) -> list[Any]:
         import grpc
         from google.cloud.monitoring_v3 import ListTimeSeriesRequest, ListTimeSeriesResponse
 
@@ -87,13 +77,4 @@ class MonitoringGrpc:
                 )
             },
         )
-        self._server = grpc.server(ThreadPoolExecutor(max_workers=16, thread_name_prefix="mon"))
-        self._server.add_generic_rpc_handlers((handler,))
-        self.port = self._server.add_insecure_port(f"{self.host}:{self._port}")
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop(grace=None).wait(5)
-            self._server = None
+        return [handler]

@@ -7,20 +7,17 @@ millisecond; one daemon thread per connection.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import socket
 import sys
 import threading
-import time
 import traceback
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tpuctl.emulator import errors, metadata, urls
+from tpuctl.emulator import api_call, errors, metadata, urls
 from tpuctl.emulator.backend import Backend
 from tpuctl.emulator.control import CONTROL_PREFIX
 from tpuctl.emulator.errors import ApiError
@@ -118,26 +115,15 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 args = urls.control_arguments(spec, {**query, **body})
                 self._send(200, getattr(backend, name)(*args))
                 return
-            verb, fn, spec, match = urls.route(self.command, url.path)
-            backend.count(f"{self.command} {verb}")
-            backend.record_body(verb, self.command, url.path, query, body)
-            delay, fault, after, quota = backend.draw_fault(self.path)
-            if delay:
-                time.sleep(delay)
-            if fault is not None and not after:
-                raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
-            principal = backend.principal(self.headers.get("Authorization"))
-            backend.admit(
-                verb, match.get("project", ""), url.path, principal, self.command != "GET"
+            result = api_call.call(
+                backend,
+                self.command,
+                url.path,
+                query,
+                body,
+                self.path,
+                self.headers.get("Authorization"),
             )
-            target: Callable[..., Any]
-            if isinstance(fn, urls.OnState):
-                target = functools.partial(backend.apply, fn.fn)
-            else:
-                target = getattr(backend, fn) if isinstance(fn, str) else fn
-            result = target(*urls.arguments(spec, match, query, body, principal))
-            if fault is not None:
-                raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
             self._send(200, result)
         except ApiError as exc:
             self._send(exc.http, exc.to_dict())
@@ -210,11 +196,13 @@ class EmulatorServer:
         self._ssh_wanted, self._ssh_port = ssh, ssh_port or was.get("ssh")  # None: a free one
         self._monitoring_port = was.get("monitoring", 0)
         self._proxy_port = was.get("storage_proxy", 0)
+        self._tpu_grpc_port = was.get("tpu_grpc", 0)
         self._ticker: threading.Thread | None = None
         self._stopping = threading.Event()
         self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
         self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring_grpc) once started
         self._storage_proxy: Any = None  # in front of Cloud Storage for the workers
+        self.tpu_grpc: Any = None  # the TPU API's gRPC front (tpu_grpc) once started
 
     @property
     def address(self) -> str:
@@ -255,6 +243,10 @@ class EmulatorServer:
         self.monitoring = mon.start()
         self.backend.monitoring_endpoint = self.monitoring.address
         self.backend.monitoring.start()  # the sampler
+        from tpuctl.emulator.tpu_grpc import TpuGrpc  # the TPU API over gRPC, beside REST
+
+        self.tpu_grpc = TpuGrpc(self.backend, self._host, self._tpu_grpc_port).start()
+        self.backend.tpu_grpc_endpoint = self.tpu_grpc.address
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},  # how long stop() may wait for the loop
@@ -301,6 +293,7 @@ class EmulatorServer:
             "ssh": self.ssh.port if self.ssh else None,
             "monitoring": self.monitoring.port if self.monitoring else None,
             "storage_proxy": self._storage_proxy.port if self._storage_proxy else None,
+            "tpu_grpc": self.tpu_grpc.port if self.tpu_grpc else None,
         }
         with contextlib.suppress(OSError):
             (self._state_dir / self._PORTS_FILE).write_text(json.dumps(ports) + "\n")
@@ -332,6 +325,9 @@ class EmulatorServer:
         if self.monitoring is not None:
             self.monitoring.stop()
             self.monitoring = None
+        if self.tpu_grpc is not None:
+            self.tpu_grpc.stop()
+            self.tpu_grpc = None
         self.backend.close()
         if self._httpd is None:
             return
