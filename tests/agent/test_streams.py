@@ -309,6 +309,28 @@ def test_restore_brings_back_every_file_and_refuses_unsafe_names(
     assert not (tmp_path / "escape.txt").exists()
 
 
+def test_restore_fetches_the_newer_object_when_another_worker_replaced_it(
+    cluster: Cluster, storage: common.Storage, tmp_path: Path
+) -> None:
+    """Workers of a slice share its outputs: one may replace an object between another's
+    listing (which pins the generation) and its download (404 for that generation)."""
+    cluster.bucket.upload_bytes("jobs/j/outputs/who.txt", b"worker 0\n")
+    listed = storage.objects
+
+    def objects_then_replaced(prefix: str) -> list[Any]:
+        items = listed(prefix)
+        if not replaced:
+            replaced.append(True)
+            cluster.bucket.upload_bytes("jobs/j/outputs/who.txt", b"worker 1\n")
+        return items
+
+    replaced: list[bool] = []
+    storage.objects = objects_then_replaced  # type: ignore[method-assign]
+    out = tmp_path / "outputs"
+    assert transfer.OutputSync(storage, out, "jobs/j/outputs/").restore() == 1
+    assert replaced and (out / "who.txt").read_text() == "worker 1\n"
+
+
 MEMORY_PROBE = """
 import json, os, sys
 from pathlib import Path

@@ -59,7 +59,15 @@ def bucket_objects(emulator) -> dict[str, bytes]:  # noqa: ANN001
         blobs = list(client.list_blobs("tpuctl-demo-tpuctl"))
     except NotFound:
         return {}
-    return {b.name: b.download_as_bytes() for b in blobs}
+    found = {}
+    for listed in blobs:  # a status may be rewritten after the listing: read the newest
+        try:
+            found[listed.name] = (
+                client.bucket(listed.bucket.name).blob(listed.name).download_as_bytes()
+            )
+        except NotFound:
+            continue  # deleted since
+    return found
 
 
 def test_example_trains_downloads_outputs_and_tears_down(cli, emulator, tmp_path) -> None:

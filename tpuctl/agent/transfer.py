@@ -98,6 +98,9 @@ class LogUploader:
         return True
 
 
+RESTORE_ATTEMPTS = 5
+
+
 class OutputSync:
     """Mirrors a local dir into `prefix`, uploading only the files that changed, many at
     once; large files are streamed in slices and chunks (streams.py)."""
@@ -110,7 +113,20 @@ class OutputSync:
         self._lock = threading.Lock()
 
     def restore(self) -> int:
-        """Download what earlier attempts left in the bucket (a script may resume from it)."""
+        """Download what earlier attempts left in the bucket (a script may resume from it).
+
+        The listing pins each object's generation; another worker writing the same name
+        in between (workers of a slice share its outputs) replaces that generation, and
+        its download answers 404: the listing is read again and the newer one fetched."""
+        for attempt in range(RESTORE_ATTEMPTS):
+            try:
+                return self._restore_once()
+            except HttpError as e:
+                if e.status != 404 or attempt == RESTORE_ATTEMPTS - 1:
+                    raise
+        return 0  # not reached
+
+    def _restore_once(self) -> int:
         remote: dict[str, str] = {}
         wanted = []
         for item in self.storage.objects(self.prefix):
