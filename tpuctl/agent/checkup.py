@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from .common import STORAGE_URL, HttpError, Json, Token, http
-from .idle import _in_scope, _read, device_paths
+from .idle import _in_scope, _owner, _read, device_paths
 
 LOCKFILE = "/tmp/libtpu_lockfile"
 PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "torch",
@@ -84,20 +84,6 @@ def _started(pid: str) -> float | None:
     return int(boot[0].split()[1]) + ticks / os.sysconf("SC_CLK_TCK") if boot else None
 
 
-def _user(pid: str) -> str:
-    status = _read(f"/proc/{pid}/status") or b""
-    for line in status.splitlines():
-        if line.startswith(b"Uid:"):
-            uid = int(line.split()[1])
-            try:
-                import pwd
-
-                return pwd.getpwuid(uid).pw_name
-            except (KeyError, ImportError):
-                return str(uid)
-    return "?"
-
-
 def holders() -> list[Json]:
     """The processes holding a TPU device open, busy or idle."""
     devices = set(device_paths())
@@ -109,7 +95,7 @@ def holders() -> list[Json]:
         argv = (_read(f"/proc/{pid}/cmdline") or b"").rstrip(b"\0").split(b"\0")
         found[pid] = {
             "pid": int(pid),
-            "user": _user(pid),
+            "user": _owner(pid),
             "command": " ".join(b" ".join(argv).decode(errors="replace").split())[:200],
             "devices": sorted(held),
             "started": _started(pid),
