@@ -28,9 +28,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.tpu import TpuApi
 
 PREFIX = "tlive-"  # every live run's resources: tlive-<run id>-<scenario>
 NODES = 4  # nodes (or queued requests) the scenarios create, at most
@@ -66,14 +70,12 @@ def cheapest_single_host(offered: list[str]) -> Choice | None:
     return None if best is None else Choice(best[2], best[0])
 
 
-def sweep(api: object, parent: str, wanted: str, why: str, expired_only: bool = False) -> list[str]:
+def sweep(api: TpuApi, parent: str, wanted: str, why: str, expired_only: bool = False) -> list[str]:
     """Delete the queued resources and nodes in `parent` whose name starts with `wanted`
     (with `expired_only`, only those whose tpuctl-expires label has passed); returns what
     went, each said on stderr with `why`."""
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.errors import NotFoundError
 
-    assert isinstance(api, TpuApi)
     now = time.time()
     gone: list[str] = []
 

@@ -54,6 +54,18 @@ def _is_scope(error: HttpError) -> bool:
     return "ACCESS_TOKEN_SCOPE_INSUFFICIENT" in text or "scope" in text.lower()
 
 
+def _refused(
+    error: HttpError, service: str, account: str, message: str, fix: str, permission: str
+) -> Problem:
+    """A 403 as the Problem it is: a scope the token lacks, else `message`; any other
+    error is re-raised (it is no answer about rights)."""
+    if error.status != 403:
+        raise error
+    if _is_scope(error):
+        return _scope_problem(service, account)
+    return Problem(message, fix, permission)
+
+
 def check_storage(storage: Storage, job_id: str, worker: int, account: str) -> Any:
     """The job's record (None if absent), once read, a probe written and deleted."""
     bucket = storage.bucket
@@ -72,15 +84,8 @@ def check_storage(storage: Storage, job_id: str, worker: int, account: str) -> A
         try:
             result = step()
         except HttpError as e:
-            if e.status != 403:
-                raise
-            if _is_scope(e):
-                raise _scope_problem("Cloud Storage", account) from None
-            raise Problem(
-                f"the VM's service account {account} lacks {permission} on gs://{bucket}",
-                fix,
-                permission,
-            ) from None
+            message = f"the VM's service account {account} lacks {permission} on gs://{bucket}"
+            raise _refused(e, "Cloud Storage", account, message, fix, permission) from None
         if permission == "storage.objects.get":
             record = result
     return record
@@ -139,16 +144,12 @@ def _check_node_get(token: Any, me: Any, account: str) -> None:
     try:
         tpu(token, "GET", path)
     except HttpError as e:
-        if e.status != 403:
-            raise
-        if _is_scope(e):
-            raise _scope_problem("the Cloud TPU API", account) from None
-        raise Problem(
-            f"the VM's service account {account} may not read its node ({_said(e)})",
+        message = f"the VM's service account {account} may not read its node ({_said(e)})"
+        fix = (
             f"gcloud projects add-iam-policy-binding {me['project']} "
-            f"--member=serviceAccount:{account} --role=roles/tpu.admin",
-            "tpu.nodes.get",
-        ) from None
+            f"--member=serviceAccount:{account} --role=roles/tpu.admin"
+        )
+        raise _refused(e, "the Cloud TPU API", account, message, fix, "tpu.nodes.get") from None
 
 
 def check(

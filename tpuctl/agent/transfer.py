@@ -118,13 +118,13 @@ class OutputSync:
         The listing pins each object's generation; another worker writing the same name
         in between (workers of a slice share its outputs) replaces that generation, and
         its download answers 404: the listing is read again and the newer one fetched."""
-        for attempt in range(RESTORE_ATTEMPTS):
+        for _ in range(RESTORE_ATTEMPTS - 1):
             try:
                 return self._restore_once()
             except HttpError as e:
-                if e.status != 404 or attempt == RESTORE_ATTEMPTS - 1:
+                if e.status != 404:
                     raise
-        return 0  # not reached
+        return self._restore_once()
 
     def _restore_once(self) -> int:
         remote: dict[str, str] = {}

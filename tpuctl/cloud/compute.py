@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-TIMEOUT = 30.0
-
 
 class ComputeApi:
     """Reads a project's Compute Engine metadata."""
@@ -32,22 +30,17 @@ class ComputeApi:
 
     def project_metadata(self, project: str) -> dict[str, str]:
         """The project's metadata items (`commonInstanceMetadata`), key -> value."""
-        from google.api_core import exceptions as gx
+        from tpuctl.cloud import rest
 
-        from tpuctl.cloud.errors import translate
-        from tpuctl.cloud.retry import call
-
-        url = f"{self._endpoint}/projects/{project}"
-
-        def get() -> dict[str, Any]:
-            response = self._session().get(
-                url, params={"fields": "commonInstanceMetadata"}, timeout=TIMEOUT
-            )
-            if response.status_code >= 400:
-                raise gx.from_http_response(response)
-            return dict(response.json())
-
-        subject = f"the metadata of project {project}"
-        body = call(get, lambda e: translate(e, subject, self._where, self._hint, project))
+        body = rest.call(
+            self._session,
+            "GET",
+            f"{self._endpoint}/projects/{project}",
+            params={"fields": "commonInstanceMetadata"},
+            subject=f"the metadata of project {project}",
+            where=self._where,
+            hint=self._hint,
+            project=project,
+        )
         items = (body.get("commonInstanceMetadata") or {}).get("items") or []
         return {str(i.get("key")): str(i.get("value") or "") for i in items if i.get("key")}

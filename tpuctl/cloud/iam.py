@@ -14,8 +14,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-TIMEOUT = 30.0
-
 
 class IamApi:
     """The caller's permissions and the project's service accounts."""
@@ -35,18 +33,18 @@ class IamApi:
         self._hint = unreachable_hint
 
     def _call(self, method: str, url: str, subject: str, project: str, **kw: Any) -> Any:
-        from google.api_core import exceptions as gx
+        from tpuctl.cloud import rest
 
-        from tpuctl.cloud.errors import translate
-        from tpuctl.cloud.retry import call
-
-        def send() -> Any:
-            response = self._session().request(method, url, timeout=TIMEOUT, **kw)
-            if response.status_code >= 400:
-                raise gx.from_http_response(response)
-            return response.json() if response.content else {}
-
-        return call(send, lambda e: translate(e, subject, self._where, self._hint, project))
+        return rest.call(
+            self._session,
+            method,
+            url,
+            subject=subject,
+            where=self._where,
+            hint=self._hint,
+            project=project,
+            **kw,
+        )
 
     def test_permissions(self, project: str, permissions: list[str]) -> set[str]:
         """Those of `permissions` the caller holds in `project` (the method itself needs

@@ -58,7 +58,7 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
             f"Invalid value for field 'queuedResourceId': '{qr_id}'", "queued_resource_id"
         )
     body = rules.check_fields("QueuedResource", body, "queued_resource")
-    specs = ((body.get("tpu") or {}).get("nodeSpec") or []) if isinstance(body, dict) else []
+    specs = (body.get("tpu") or {}).get("nodeSpec") or []
     state.policies.check_create(
         project, zone, [s.get("node") or {} for s in specs], "a TPU queued resource"
     )
