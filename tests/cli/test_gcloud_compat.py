@@ -136,7 +136,10 @@ def test_update_labels(cli, emulator, gcloud_on_emulator) -> None:
     assert theirs["body"]["labels"]["tpuctl-keep"] == ours["body"]["labels"]["tpuctl-keep"]
     # gcloud sends the node it read back (only the masked field counts), tpuctl the labels
     assert set(ours["body"]) == {"labels"} and {"labels", "name"} <= set(theirs["body"])
-    labels = {n["name"].rsplit("/", 1)[1]: n["labels"] for n in emulator.nodes()}
+    labels = {n["name"].rsplit("/", 1)[1]: dict(n["labels"]) for n in emulator.nodes()}
+    # the two creates may straddle a second: the creation stamps differ, nothing else may
+    created = {name: int(labels[name].pop("tpuctl-created")) for name in ("g1", "t1")}
+    assert abs(created["g1"] - created["t1"]) <= 60
     assert labels["g1"] == labels["t1"]  # the labels tpuctl set on both at create, plus keep
 
 
