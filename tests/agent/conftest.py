@@ -117,7 +117,7 @@ class Cluster:
             "TPUCTL_METADATA_URL": f"{base}/_emulator/v1/metadata/{project}/{zone}/{name}/{k}"
             "/computeMetadata/v1",
             # as on an emulated worker: through the proxy that checks the VM's token
-            "TPUCTL_STORAGE_URL": self.emulator.status()["worker_storage_endpoint"],
+            "TPUCTL_STORAGE_URL": self.emulator.status()["storage_endpoint"],
             "TPUCTL_TPU_URL": base,
             "TPUCTL_CRM_URL": base,
         }

@@ -18,8 +18,6 @@ def test_status_and_defaults(emulator) -> None:
     status = emulator.status()
     storage = status.pop("storage_endpoint")
     assert storage.startswith("http://127.0.0.1:")
-    worker_storage = status.pop("worker_storage_endpoint")  # the proxy checking VM tokens
-    assert worker_storage.startswith("http://127.0.0.1:") and worker_storage != storage
     assert status.pop("monitoring_endpoint").startswith("127.0.0.1:")  # gRPC: host:port
     assert status.pop("tpu_grpc_endpoint").startswith("127.0.0.1:")  # the TPU API, gRPC
     assert status == {

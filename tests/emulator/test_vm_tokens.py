@@ -101,8 +101,7 @@ def test_bad_service_account_config_is_refused(emulator) -> None:
 
 def test_storage_through_the_workers_proxy(emulator, cleanup) -> None:
     emulator.storage_client(P).create_bucket("b-vm")
-    proxy = emulator.status()["worker_storage_endpoint"]
-    assert proxy and proxy != emulator.status()["storage_endpoint"]
+    proxy = emulator.status()["storage_endpoint"]  # the proxy, which every client uses
     emulator.config(service_accounts={SA: {"denied_permissions": ["storage.objects.create"]}})
     writer = _node(emulator, "n3")  # the default compute account: every permission
     denied = _node(emulator, "n4", {"email": SA})
@@ -149,7 +148,7 @@ def test_service_accounts_get(emulator) -> None:
 
 def test_a_resumable_upload_stays_behind_the_proxy(emulator, cleanup) -> None:
     emulator.storage_client(P).create_bucket("b-resumable")
-    proxy = emulator.status()["worker_storage_endpoint"]
+    proxy = emulator.status()["storage_endpoint"]
     token = _node(emulator, "n7")
     start = urllib.request.Request(
         f"{proxy}/upload/storage/v1/b/b-resumable/o?uploadType=resumable&name=big",

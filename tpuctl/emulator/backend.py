@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 import time
@@ -33,7 +34,7 @@ from tpuctl.emulator import (
     tpu_api,
     worker_faults,
 )
-from tpuctl.emulator.models import Node, Operation
+from tpuctl.emulator.models import Node, Operation, rfc3339
 from tpuctl.emulator.sandbox import Sandbox
 from tpuctl.emulator.state import State
 from tpuctl.emulator.workers import WorkerFiles
@@ -78,7 +79,8 @@ class Backend:
         # Cloud Storage beside the TPU API (set by EmulatorServer; None: not served)
         self.storage_endpoint: str | None = None
         self.clear_storage: Callable[[], None] | None = None
-        self.worker_storage_endpoint: str | None = None  # storage_proxy.py, for the workers
+        # deletes what buckets' lifecycle rules remove at a time (storage.StorageServer)
+        self.apply_lifecycle: Callable[[dict[str, Any], float], dict[str, list[str]]] | None = None
         # Called under the lock after every change (they may change nodes in turn).
         self.listeners: list[Callable[[], None]] = []
         self.endpoint = ""  # host:port of the HTTP server, set once it listens
@@ -134,9 +136,8 @@ class Backend:
     def node_env(self, node: Node, worker: int) -> dict[str, str]:
         """The environment of worker `worker` of `node` (see `worker_env`), as it is now."""
         with self.lock:
-            # the workers reach Cloud Storage through the proxy that checks their tokens
-            storage = self.worker_storage_endpoint or self.storage_endpoint
-            config = {**self.state.config(), "storage_endpoint": storage}
+            # Cloud Storage: the proxy that checks their tokens (storage_proxy.py)
+            config = {**self.state.config(), "storage_endpoint": self.storage_endpoint}
             env = self.workers.env(node, worker, self.endpoint, config)
             worker_faults.install_image(self.workers, node, worker)
             worker_faults.environment(self.workers, node, worker, env)
@@ -292,10 +293,51 @@ class Backend:
         with self.lock:
             return self.state.access.accounts.mint(account, scopes, project)
 
+    def caller_storage_denied(self, permission: str) -> str | None:
+        """The caller's account when the config denies it a Cloud Storage permission."""
+        with self.lock:
+            access = self.state.access
+            return access.caller if permission in access.denied else None
+
     def storage_denied(self, principal: Any, permission: str) -> bool:
         """Whether the VM's account lacks a Cloud Storage permission."""
         with self.lock:
             return permission in self.state.access.accounts.denied(principal.account)
+
+    # -- Cloud Storage buckets: what fake-gcs-server does not keep (storage_proxy.py) --------
+    def bucket_meta(self, bucket: str) -> dict[str, Any]:
+        """What the emulator keeps of a bucket: `lifecycle` (bucket_lifecycle.py) and
+        `metageneration`, where they differ from a new bucket's (none, 1)."""
+        with self.lock:
+            return copy.deepcopy(self.state.buckets.get(bucket, {}))
+
+    def set_bucket_meta(self, bucket: str, meta: dict[str, Any] | None) -> None:
+        """Replace what is kept of a bucket (None: a new or deleted bucket's)."""
+        kept = {k: v for k, v in (meta or {}).items() if v}
+        with self.lock:
+            if kept:
+                self.state.buckets[bucket] = copy.deepcopy(kept)
+            elif self.state.buckets.pop(bucket, None) is None:
+                return
+            self._save()
+
+    def run_lifecycle(self, days: float | None = None) -> dict[str, Any]:
+        """Apply every bucket's Delete rules as Cloud Storage would `days` from now (0:
+        now), and say what went (control plane: `POST storage/lifecycle`)."""
+        if days is not None and (
+            isinstance(days, bool) or not isinstance(days, (int, float)) or days < 0
+        ):
+            raise errors.invalid_argument("days must be a number >= 0")
+        if self.apply_lifecycle is None:
+            raise errors.failed_precondition("this emulator serves no Cloud Storage")
+        with self.lock:
+            lifecycles = {
+                name: meta["lifecycle"]
+                for name, meta in self.state.buckets.items()
+                if meta.get("lifecycle")
+            }
+            when = self.state.now() + float(days or 0) * 86400
+        return {"at": rfc3339(when), "deleted": self.apply_lifecycle(lifecycles, when)}
 
     # -- Cloud Monitoring (monitoring.py: its own lock; it reads nodes through _monitored) --
     def list_time_series(self, project: str, query: dict[str, str]) -> dict:
@@ -347,9 +389,7 @@ class Backend:
             "ok": True,
             "nodes": len(self.state.nodes),
             "defaults": dict(self.state.defaults),
-            "storage_endpoint": self.storage_endpoint,
-            # where the workers reach it: the proxy that checks their tokens
-            "worker_storage_endpoint": self.worker_storage_endpoint,
+            "storage_endpoint": self.storage_endpoint,  # the proxy (storage_proxy.py)
             "ssh_port": self.ssh_port,
             "caller": self.state.access.caller,
             "monitoring_endpoint": self.monitoring_endpoint,

@@ -136,3 +136,8 @@ class EmulatorControl:
     def sample(self) -> dict[str, Any]:
         """Sample every worker's metrics now."""
         return dict(self.call("POST", "monitoring/sample", {}))
+
+    def run_lifecycle(self, days: float = 0) -> dict[str, Any]:
+        """Apply the buckets' lifecycle rules as Cloud Storage would `days` days from now:
+        `{"at": RFC 3339, "deleted": {bucket: [object names]}}`."""
+        return dict(self.call("POST", "storage/lifecycle", {"days": days}))

@@ -33,6 +33,7 @@ def save(state: State, state_dir: Path | None) -> None:
         "config": state.config(),
         "quota_preferences": list(state.quota_prefs.values()),
         "oslogin": oslogin.to_state(state),
+        "buckets": state.buckets,
         "allocator": {"next_index": state.allocator.next_index},
     }
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -65,5 +66,6 @@ def load(state: State, state_dir: Path | None) -> None:
     state.quota_prefs = {p["name"]: p for p in data.get("quota_preferences", [])}
     state.project_metadata = {p: dict(md) for p, md in config.get("project_metadata", {}).items()}
     oslogin.load(state, data.get("oslogin", {}))
+    state.buckets = dict(data.get("buckets", {}))
     allocator = data.get("allocator", {})
     state.allocator.next_index = allocator.get("next_index", state.allocator.next_index)

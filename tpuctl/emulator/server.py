@@ -201,7 +201,7 @@ class EmulatorServer:
         self._stopping = threading.Event()
         self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
         self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring_grpc) once started
-        self._storage_proxy: Any = None  # in front of Cloud Storage for the workers
+        self._storage_proxy: Any = None  # in front of fake-gcs-server, for every client
         self.tpu_grpc: Any = None  # the TPU API's gRPC front (tpu_grpc) once started
 
     @property
@@ -224,15 +224,17 @@ class EmulatorServer:
                 self._httpd.server_close()
                 self._httpd = None
                 raise
-            self.backend.storage_endpoint = self.storage.url
             self.backend.clear_storage = self.storage.clear
+            self.backend.apply_lifecycle = self.storage.apply_lifecycle
             from tpuctl.emulator.storage_proxy import StorageProxy
 
-            # on the port it had before, where free: a worker's agent outlives a restart
+            # on the port it had before, where free: a worker's agent outlives a restart.
+            # Every client goes through it: it checks the workers' tokens, and it keeps the
+            # buckets' lifecycle rules that fake-gcs-server drops.
             target = f"{self._host}:{self.storage.port}"
             proxy = StorageProxy(self._host, target, self.backend, self._proxy_port)
             self._storage_proxy = proxy.start()
-            self.backend.worker_storage_endpoint = proxy.url
+            self.backend.storage_endpoint = proxy.url
         # Cloud Monitoring's gRPC front, before the HTTP server answers: a client that
         # sees the status sees its address (importing grpc takes a moment)
         from tpuctl.emulator.monitoring_grpc import MonitoringGrpc

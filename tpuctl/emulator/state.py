@@ -76,6 +76,9 @@ class State:
         # Compute's project metadata (e.g. enable-oslogin) and OS Login profiles (oslogin.py)
         self.project_metadata: dict[str, dict[str, str]] = {}
         self.oslogin: dict[str, dict[str, Any]] = {}
+        # What fake-gcs-server does not keep of a Cloud Storage bucket, by its name: its
+        # lifecycle configuration and metageneration (storage_proxy.py)
+        self.buckets: dict[str, dict[str, Any]] = {}
         self.rng = random.Random()
         self.requests: Counter[str] = Counter()
         # The last request bodies received (verb, path, query, body), for comparing what

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import datetime
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tpuctl.emulator import bucket_lifecycle
 from tpuctl.emulator.ports import free_port
 
 START_TIMEOUT = 15.0
@@ -189,6 +191,24 @@ class StorageServer:
             token = page.get("nextPageToken") or ""
             if not token:
                 return items
+
+    def apply_lifecycle(self, lifecycles: dict[str, Any], when: float) -> dict[str, list[str]]:
+        """Delete the objects the buckets' lifecycle rules remove at `when` (seconds since
+        the epoch): bucket -> the names deleted (bucket_lifecycle.py)."""
+        at = datetime.datetime.fromtimestamp(when, datetime.timezone.utc)
+        deleted: dict[str, list[str]] = {}
+        for bucket, lifecycle in sorted(lifecycles.items()):
+            name = quote(bucket, safe="")
+            try:
+                objects = self._pages(f"/storage/v1/b/{name}/o", "items")
+            except StorageError:
+                continue  # the bucket is gone
+            gone = deleted.setdefault(bucket, [])
+            for obj in bucket_lifecycle.due_for_deletion(lifecycle, objects, at):
+                with contextlib.suppress(StorageError):  # deleted meanwhile
+                    self._call("DELETE", f"/storage/v1/b/{name}/o/{quote(obj, safe='')}")
+                    gone.append(obj)
+        return deleted
 
     def clear(self) -> None:
         """Delete every object and bucket (fake-gcs-server refuses to delete a full bucket)."""

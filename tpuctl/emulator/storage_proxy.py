@@ -1,10 +1,15 @@
-"""A thin reverse proxy in front of fake-gcs-server, for the emulated workers.
+"""A thin reverse proxy in front of fake-gcs-server: the emulator's Cloud Storage endpoint.
 
-fake-gcs-server checks no token. The workers reach Cloud Storage through this proxy
-(their TPUCTL_STORAGE_URL), which checks a VM's token as Google's front end does (its
-scopes, then its service account's permissions, iam.py) and passes everything else on
-unchanged. The laptop's clients still reach fake-gcs-server directly: the laptop's
-caller has no token the emulator minted, so a proxy would only slow it down.
+Every client reaches Cloud Storage through it: the laptop's (the status's
+`storage_endpoint`) and the workers' (their TPUCTL_STORAGE_URL). It does two things
+fake-gcs-server does not:
+- it checks permissions as Google's front end does: a VM's token's scopes, then its
+  service account's permissions (iam.py); the caller's (a call without a token the
+  emulator minted) against the permissions the config denies it (access.py);
+- it keeps each bucket's lifecycle configuration, which fake-gcs-server drops
+  (bucket_lifecycle.py): checked and kept on a bucket's insert, patch or update, added
+  back to every bucket resource returned, dropped with the bucket.
+Everything else passes on unchanged.
 
 Bodies stream both ways in blocks of BLOCK bytes (a checkpoint of gigabytes is never
 held in memory), one thread per connection, and one kept-alive upstream connection per
@@ -21,10 +26,10 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from tpuctl import apis
-from tpuctl.emulator import iam
+from tpuctl.emulator import bucket_lifecycle, iam
 
 BLOCK = 1 << 20
 _HOP = {
@@ -54,8 +59,23 @@ _RULES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", r"^/storage/v1/b$", "storage.buckets.list"),
         ("POST", r"^/storage/v1/b$", "storage.buckets.create"),
         ("DELETE", r"^/storage/v1/b/[^/]+$", "storage.buckets.delete"),
+        ("PATCH", r"^/storage/v1/b/[^/]+$", "storage.buckets.update"),
+        ("PUT", r"^/storage/v1/b/[^/]+$", "storage.buckets.update"),
     )
 ]
+
+
+# a bucket resource, or the collection of them: the calls whose bodies carry `lifecycle`
+_BUCKET = re.compile(r"^/storage/v1/b(?:/(?P<bucket>[^/]+))?$")
+# (method, a bucket named) -> the JSON API's method, as the control plane counts calls
+_BUCKET_VERBS = {
+    ("POST", False): "insert",
+    ("GET", False): "list",
+    ("GET", True): "get",
+    ("PATCH", True): "patch",
+    ("PUT", True): "update",
+    ("DELETE", True): "delete",
+}
 
 
 def permission(method: str, path: str) -> str | None:
@@ -65,6 +85,43 @@ def permission(method: str, path: str) -> str | None:
         if m == method and pattern.search(path):
             return perm
     return None
+
+
+# Cloud Storage's answer to a precondition that does not hold (JSON API, 412)
+_UNMET = "At least one of the pre-conditions you specified did not hold."
+PRECONDITION_FAILED = {
+    "error": {
+        "code": 412,
+        "message": _UNMET,
+        "errors": [
+            {
+                "message": _UNMET,
+                "domain": "global",
+                "reason": "conditionNotMet",
+                "locationType": "header",
+                "location": "If-Match",
+            }
+        ],
+    }
+}
+
+
+def _precondition_holds(query: dict[str, list[str]], metageneration: int) -> bool:
+    match = query.get("ifMetagenerationMatch", [""])[-1]
+    differ = query.get("ifMetagenerationNotMatch", [""])[-1]
+    if match and match != str(metageneration):
+        return False
+    return not (differ and differ == str(metageneration))
+
+
+def _show(item: dict[str, Any], meta: dict[str, Any]) -> None:
+    """A bucket resource as Cloud Storage shows it: with what the emulator keeps."""
+    if meta.get("lifecycle"):
+        item["lifecycle"] = meta["lifecycle"]
+    else:
+        item.pop("lifecycle", None)
+    if "metageneration" in item:
+        item["metageneration"] = str(meta.get("metageneration") or item["metageneration"])
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -78,11 +135,23 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
 
-    def _refuse(self, payload: dict[str, Any]) -> None:
-        self._drain()
-        data = json.dumps(payload).encode()
-        self.send_response(payload["error"]["code"])
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
+    def _refuse(self, payload: dict[str, Any], drained: bool = False) -> None:
+        if not drained:
+            self._drain()
+        self._answer(payload["error"]["code"], "", [], json.dumps(payload).encode())
+
+    def _answer(
+        self, status: int, reason: str, headers: list[tuple[str, str]], data: bytes
+    ) -> None:
+        """A whole answer, held in memory (small: an error, or bucket metadata)."""
+        self.send_response(status, reason or None)
+        kind = "application/json; charset=UTF-8"
+        for name, value in headers:
+            if name.lower() == "content-type":
+                kind = value
+            elif name.lower() not in _HOP and name.lower() != "content-length":
+                self.send_header(name, value)
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -110,12 +179,14 @@ class _Handler(BaseHTTPRequestHandler):
             yield data
 
     def _check(self) -> dict[str, Any] | None:
-        """The error body for a VM's token that may not make this call, else None."""
+        """The error body for a call its caller may not make (a VM's token, or the
+        caller without one), else None."""
         backend = self.server.backend
         principal = backend.principal(self.headers.get("Authorization"))
-        if principal is None:
-            return None  # the caller's: fake-gcs-server answers as it does
         perm = permission(self.command, urlsplit(self.path).path)
+        if principal is None:  # the caller's (access.py: the permissions it lacks)
+            caller = backend.caller_storage_denied(perm) if perm else None
+            return iam.storage_denied(caller, perm) if caller and perm else None
         write = self.command != "GET"
         if not iam.scope_allows(principal.scopes, apis.STORAGE, write):
             return iam.storage_error(iam.STORAGE_SCOPE_ERROR)
@@ -128,10 +199,70 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal is not None:
             self._refuse(refusal)
             return
+        url = urlsplit(self.path)
+        bucket = _BUCKET.match(url.path)
         try:
-            self._forward()
+            if bucket and (self.command, bucket.group("bucket") is not None) in _BUCKET_VERBS:
+                self._bucket_call(bucket.group("bucket"), parse_qs(url.query))
+            else:
+                self._forward()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _bucket_call(self, name: str | None, query: dict[str, list[str]]) -> None:
+        """A bucket's insert, get, patch, update or delete, or the list of buckets: passed
+        on without `lifecycle`, and with the metageneration kept here (fake-gcs-server
+        leaves it at 1 and ignores preconditions on it), as Cloud Storage does: checked
+        against ifMetagenerationMatch / NotMatch, one more on every patch or update."""
+        body = b"".join(self._body())
+        verb = _BUCKET_VERBS[self.command, name is not None]
+        self.server.backend.count(f"{self.command} storage.buckets.{verb}")  # as /requests shows
+        given, lifecycle = False, None
+        if self.command in ("POST", "PATCH", "PUT") and body:
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = None  # fake-gcs-server answers it
+            if isinstance(doc, dict) and "lifecycle" in doc:
+                given = True
+                try:
+                    lifecycle = bucket_lifecycle.validate(doc.pop("lifecycle"))
+                except bucket_lifecycle.Invalid:
+                    self._refuse(bucket_lifecycle.invalid_body(), drained=True)
+                    return
+                body = json.dumps(doc).encode()
+        backend = self.server.backend
+        with self.server.bucket_lock:  # a check, the call and the new metageneration at once
+            meta = backend.bucket_meta(unquote(name)) if name else {}
+            generation = int(meta.get("metageneration") or 1)
+            if name and not _precondition_holds(query, generation):
+                self._refuse(PRECONDITION_FAILED, drained=True)
+                return
+            status, reason, headers, data = self._exchange(body)
+            if not 200 <= status < 300:
+                self._answer(status, reason, headers, data)
+                return
+            try:
+                resource = json.loads(data) if data.strip() else {}
+            except ValueError:
+                resource = {}
+            if not isinstance(resource, dict):
+                resource = {}
+            bucket = unquote(name) if name else str(resource.get("name", "")) or None
+            if bucket and self.command in ("POST", "DELETE"):  # a new bucket, or none
+                meta = {"lifecycle": lifecycle} if self.command == "POST" else {}
+                backend.set_bucket_meta(bucket, meta)
+            elif bucket and self.command in ("PATCH", "PUT"):
+                if given or self.command == "PUT":  # an update replaces every field
+                    meta["lifecycle"] = lifecycle
+                meta["metageneration"] = generation + 1
+                backend.set_bucket_meta(bucket, meta)
+        if resource:
+            items = resource.get("items") if bucket is None else [resource]
+            for item in items or []:
+                _show(item, backend.bucket_meta(str(item.get("name", ""))))
+            data = json.dumps(resource).encode()
+        self._answer(status, reason, headers, data)
 
     def _upstream(self) -> http.client.HTTPConnection:
         local = self.server.local
@@ -141,35 +272,60 @@ class _Handler(BaseHTTPRequestHandler):
             local.conn = conn
         return conn
 
-    def _forward(self) -> None:
-        chunked = self.headers.get("Transfer-Encoding", "").lower() == "chunked"
+    def _open(self, length: int | None = None) -> http.client.HTTPConnection:
+        """The upstream connection with this request's line and headers sent (`length`:
+        the body's, replacing the request's own and its encoding)."""
+        chunked = length is None and self.headers.get("Transfer-Encoding", "").lower() == "chunked"
+        drop = _HOP | ({"content-length", "accept-encoding"} if length is not None else set())
         for attempt in (0, 1):  # a kept-alive upstream connection may have been closed
             conn = self._upstream()
             try:
                 conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
                 conn.putheader("Host", self.server.target)
                 for name, value in self.headers.items():
-                    if name.lower() not in _HOP:
+                    if name.lower() not in drop:
                         conn.putheader(name, value)
                 if chunked:
                     conn.putheader("Transfer-Encoding", "chunked")
+                if length is not None:
+                    conn.putheader("Content-Length", str(length))
                 conn.endheaders()
-                break
+                return conn
             except OSError:
                 conn.close()
                 self.server.local.conn = None
                 if attempt:
                     raise
-        for data in self._body():
-            conn.send(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-        if chunked:
-            conn.send(b"0\r\n\r\n")
+        raise AssertionError("unreachable")
+
+    def _response(self, conn: http.client.HTTPConnection) -> http.client.HTTPResponse:
         try:
-            resp = conn.getresponse()
+            return conn.getresponse()
         except (OSError, http.client.HTTPException):
             conn.close()
             self.server.local.conn = None
             raise
+
+    def _exchange(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """Send this request with `body`; the whole answer (status, reason, headers, body)."""
+        conn = self._open(len(body))
+        if body:
+            conn.send(body)
+        resp = self._response(conn)
+        data = resp.read()
+        if resp.will_close:
+            conn.close()
+            self.server.local.conn = None
+        return resp.status, resp.reason, resp.getheaders(), data
+
+    def _forward(self) -> None:
+        chunked = self.headers.get("Transfer-Encoding", "").lower() == "chunked"
+        conn = self._open()
+        for data in self._body():
+            conn.send(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+        if chunked:
+            conn.send(b"0\r\n\r\n")
+        resp = self._response(conn)
         self.send_response(resp.status, resp.reason)
         length = resp.getheader("Content-Length")
         upstream = f"http://{self.server.target}"
@@ -201,6 +357,7 @@ class StorageProxy(ThreadingHTTPServer):
     def __init__(self, host: str, target: str, backend: Any, port: int = 0) -> None:
         self.target, self.backend = target, backend
         self.local = threading.local()
+        self.bucket_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.host = host
         super().__init__((host, port), _Handler)

@@ -144,6 +144,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("GET", "monitoring"): ("monitoring_config", ()),
     ("POST", "monitoring"): ("configure_monitoring", ("body",)),
     ("POST", "monitoring/sample"): ("sample_metrics", ()),
+    ("POST", "storage/lifecycle"): ("run_lifecycle", ("days?",)),
 }
 
 
