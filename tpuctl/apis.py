@@ -89,6 +89,7 @@ ROLES: dict[str, str] = {
     "serviceusage.operations.get": "roles/serviceusage.serviceUsageViewer",
     "storage.buckets.create": "roles/storage.admin",
     "storage.buckets.get": "roles/storage.admin",
+    "storage.buckets.update": "roles/storage.admin",
     "storage.objects.create": "roles/storage.objectAdmin",
     "storage.objects.get": "roles/storage.objectAdmin",
     "storage.objects.list": "roles/storage.objectAdmin",

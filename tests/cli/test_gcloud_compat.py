@@ -8,6 +8,7 @@ out before comparing; ids and timestamps are not compared.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -202,3 +203,31 @@ def test_a_bad_tag_is_a_usage_error(cli, emulator) -> None:
         "(not last), at most 63 characters"
     )
     assert "POST create" not in emulator.requests()
+
+
+def test_lifecycle_rule(cli, emulator, gcloud_on_emulator, tmp_path) -> None:
+    """The bucket's rule for old job folders: gcloud reads the one tpuctl adds, and tpuctl
+    takes one gcloud set as the rule it would have offered."""
+    storage = emulator.status()["storage_endpoint"]
+    _ok(gcloud("config", "set", "api_endpoint_overrides/storage", f"{storage}/storage/v1/"))
+    _ok(cli("init", "--zone", Z, "--yes"))
+    url = f"gs://{PROJECT}-tpuctl"
+    described = gcloud("storage", "buckets", "describe", url, "--format=json")
+    _ok(described)
+    described = json.loads(described.stdout)
+    ours = {
+        "action": {"type": "Delete"},
+        "condition": {"age": 30, "matchesPrefix": ["tpuctl/jobs/"]},
+    }
+    assert described["lifecycle_config"] == {"rule": [ours]}
+
+    theirs = {"rule": [{**ours, "condition": {"age": 14, "matchesPrefix": ["tpuctl/jobs/"]}}]}
+    path = tmp_path / "lifecycle.json"
+    path.write_text(json.dumps(theirs))
+    _ok(gcloud("storage", "buckets", "update", url, f"--lifecycle-file={path}"))
+    r = cli("init", "--zone", Z, "--yes", "--json")
+    step = {s["step"]: s for s in json.loads(r.out)["steps"]}["retention"]
+    assert (step["status"], step["found"]) == (
+        "ok",
+        f"{url} deletes job folders (tpuctl/jobs/) after 14 days",
+    )

@@ -41,11 +41,28 @@ def bucket_exists(emulator, name: str = "tpuctl-demo-tpuctl") -> bool:  # noqa: 
     return emulator.storage_client().lookup_bucket(name) is not None
 
 
-STEPS = ("project", "apis", "permissions", "service-account", "quota", "bucket", "config")
+STEPS = (
+    "project",
+    "apis",
+    "permissions",
+    "service-account",
+    "quota",
+    "bucket",
+    "retention",
+    "config",
+)
+JOBS_RULE = {
+    "action": {"type": "Delete"},
+    "condition": {"age": 30, "matchesPrefix": ["tpuctl/jobs/"]},
+}
 
 
 def statuses(*given: str) -> dict[str, str]:
     return dict(zip(STEPS, given, strict=True))
+
+
+def lifecycle(emulator, name: str = "tpuctl-demo-tpuctl") -> list[dict]:  # noqa: ANN001
+    return [dict(r) for r in emulator.storage_client().get_bucket(name).lifecycle_rules]
 
 
 def step_lines(out: str) -> dict[str, str]:
@@ -60,8 +77,14 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
     new_project(emulator)
     r = cli(*INIT, "--yes")
     assert r.code == 0, r.err
-    assert step_lines(r.out) == statuses("ok", "done", "ok", "ok", "pending", "done", "done")
+    assert step_lines(r.out) == statuses(
+        "ok", "done", "ok", "ok", "pending", "done", "done", "done"
+    )
     assert f"  did: enabled {', '.join(REQUIRED)}" in r.out
+    assert (
+        "  did: added a lifecycle rule: objects under tpuctl/jobs/ older than 30 days are deleted"
+    ) in r.out
+    assert lifecycle(emulator) == [JOBS_RULE]
     assert f"{SERVING} allows 0 chips in zone us-west4-a, 0 in use; v5litepod-8 needs 8" in r.out
     assert "  did: created gs://tpuctl-demo-tpuctl in us-west4 (uniform bucket-level access)" in (
         r.out
@@ -90,7 +113,11 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
 
     again = cli(*INIT, "--yes")
     assert again.code == 0, again.err
-    assert step_lines(again.out) == statuses("ok", "ok", "ok", "ok", "pending", "ok", "ok")
+    assert step_lines(again.out) == statuses("ok", "ok", "ok", "ok", "pending", "ok", "ok", "ok")
+    assert (
+        "retention: ok: gs://tpuctl-demo-tpuctl deletes job folders (tpuctl/jobs/) after 30 days"
+        in (again.out)
+    )
     assert "did:" not in again.out
     assert f"the quota increase request {prefs[0].name.rsplit('/', 1)[1]} (8) is under review" in (
         again.out
@@ -109,11 +136,16 @@ def test_a_ready_project_is_left_alone(cli, emulator) -> None:
     emulator.storage_client().create_bucket("tpuctl-demo-tpuctl", location="us-central1")
     write_config_values({"project": "tpuctl-demo", "zone": "us-central1-a"})
     write_config_values({"bucket": "tpuctl-demo-tpuctl"})
+    before = changes(emulator)  # the bucket made above
     r = cli("init", "--accelerator", "v3-8")
     assert r.code == 0, r.err
-    assert set(step_lines(r.out).values()) == {"ok"}
+    # the lifecycle rule is offered, and declined without a terminal: optional, not left
+    assert step_lines(r.out) == statuses("ok", "ok", "ok", "ok", "ok", "ok", "skipped", "ok")
+    assert (
+        "  to add it: `tpuctl init --yes` adds it; `--job-retention 0` stops offering it"
+    ) in r.out
     assert r.out.splitlines()[-1] == "all is ready in project tpuctl-demo"
-    assert changes(emulator) == {}
+    assert changes(emulator) == before
     assert "optional, off" not in r.out  # the emulator's default project has every API
 
 
@@ -163,7 +195,7 @@ def test_json_reports_every_step(cli, emulator) -> None:
     data = json.loads(r.out)
     assert data["ready"] is False and data["project"] == "tpuctl-demo"
     assert {s["step"]: s["status"] for s in data["steps"]} == statuses(
-        "ok", "done", "ok", "ok", "pending", "done", "done"
+        "ok", "done", "ok", "ok", "pending", "done", "done", "done"
     )
 
 
@@ -173,6 +205,8 @@ def test_json_reports_every_step(cli, emulator) -> None:
         (("--accelerator", "v9-8"), "invalid --accelerator 'v9-8'"),
         (("--accelerator", "v4-8", "--zone", "us-west4-a"), "zone us-west4-a does not offer it"),
         (("--zone", "nowhere"), "invalid --zone 'nowhere'"),
+        (("--job-retention", "soon"), "'--job-retention': 'soon': whole days from 1 to 3650"),
+        (("--job-retention", "4000"), "'--job-retention': '4000': whole days from 1 to 3650"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(cli, emulator, args, message) -> None:

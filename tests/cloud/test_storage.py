@@ -164,3 +164,31 @@ def test_missing_bucket_is_not_found(emulator, tmp_path: Path) -> None:
     absent = ClientFactory().bucket("never-made", "tpuctl-demo")
     with pytest.raises(NotFoundError, match="gs://never-made/x not found"):
         absent.upload_bytes("x", b"1")
+
+
+def test_a_lifecycle_rule_is_added_beside_a_concurrent_change(
+    emulator, bucket, monkeypatch
+) -> None:
+    """Another writer changes the bucket between our read and our write: the write is
+    refused (its metageneration moved on), read again and made, keeping both changes."""
+    other = emulator.storage_client().get_bucket(bucket.name)
+    client = bucket._client
+    real = client.get_bucket
+    reads = 0
+
+    def get_bucket(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        found = real(*args, **kwargs)
+        if reads == 1:
+            other.add_lifecycle_delete_rule(age=1, matches_prefix=["tmp/"])
+            other.patch()
+        return found
+
+    monkeypatch.setattr(client, "get_bucket", get_bucket)
+    bucket.add_delete_rule("tpuctl/jobs/", 30)
+    assert reads == 2
+    assert bucket.lifecycle_rules() == [
+        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tmp/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["tpuctl/jobs/"]}},
+    ]

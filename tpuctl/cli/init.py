@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,7 +14,33 @@ from tpuctl.cli.options import Json, Project, Zone, app_of
 if TYPE_CHECKING:
     from tpuctl.services.init import InitReport, Step
 
-_MARK = {"ok": "ok", "done": "done", "pending": "pending", "todo": "to do", "failed": "FAILED"}
+MAX_RETENTION_DAYS = 3650  # ten years: a larger number is a typo
+
+_MARK = {
+    "ok": "ok",
+    "done": "done",
+    "pending": "pending",
+    "todo": "to do",
+    "skipped": "skipped",
+    "failed": "FAILED",
+}
+
+
+def _retention(value: str | None) -> int | None:
+    """--job-retention: whole days (`30` or `30d`), or 0 / `off` for none."""
+    if value is None:
+        return None
+    text = value.strip().lower()
+    if text in ("0", "0d", "off", "never"):
+        return 0
+    match = re.fullmatch(r"(\d{1,5})d?", text)
+    if not match or not 1 <= int(match.group(1)) <= MAX_RETENTION_DAYS:
+        raise typer.BadParameter(
+            f"{value!r}: whole days from 1 to {MAX_RETENTION_DAYS} (e.g. 30 or 30d), "
+            "or 0 to offer no rule",
+            param_hint="'--job-retention'",
+        )
+    return int(match.group(1))
 
 
 def init(
@@ -41,13 +68,24 @@ def init(
             "default compute account), checked in step 4.",
         ),
     ] = None,
+    job_retention: Annotated[
+        int | None,
+        typer.Option(
+            "--job-retention",
+            metavar="DAYS",
+            parser=_retention,
+            help="Offer a lifecycle rule on the bucket deleting job folders (logs, records, "
+            "outputs) older than DAYS days; 0: offer none. The staged code is never "
+            "deleted.  [default: 30]",
+        ),
+    ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Make every change without asking.")
     ] = False,
     json_out: Json = False,
 ) -> None:
     """Check a project for tpuctl and prepare it: APIs, permissions, the VMs' service
-    account, quota, bucket, config.
+    account, quota, bucket (and a lifecycle rule for old job folders), config.
 
     Each step says what it found and what it did; nothing changes without your consent
     (--yes gives it). Running it again changes nothing. Exit 0 when nothing is left for
@@ -88,6 +126,7 @@ def init(
             consent=consent,
             progress=progress,
             service_account=service_account or configured_service_account(),
+            job_retention=init_svc.JOB_RETENTION_DAYS if job_retention is None else job_retention,
         )
         report = init_svc.run(adapters, spec, lambda s: None if json_out else _print(s))
     if json_out:
@@ -104,7 +143,7 @@ def _print(step: Step) -> None:
     if step.did:
         console.print(f"  did: {step.did}", highlight=False)
     if step.todo:
-        label = "waiting" if step.status == "pending" else "to do"
+        label = {"pending": "waiting", "skipped": "to add it"}.get(step.status, "to do")
         console.print(f"  {label}: {step.todo}", highlight=False)
 
 

@@ -115,6 +115,42 @@ class Bucket:
         """Whether the bucket exists and this account may use it."""
         return self._call(f"bucket {self.url}", self._lookup)
 
+    def lifecycle_rules(self) -> list[dict[str, Any]]:
+        """The bucket's lifecycle rules, as the JSON API shows them (`action`, `condition`)."""
+
+        def read() -> list[dict[str, Any]]:
+            found = self._client.get_bucket(self.name, timeout=TIMEOUT, retry=None)
+            return [dict(rule) for rule in found.lifecycle_rules]
+
+        return self._call(f"bucket {self.url}", read)
+
+    def add_delete_rule(self, prefix: str, days: int, attempts: int = 5) -> None:
+        """Add a lifecycle rule deleting the objects under `prefix` once `days` days old,
+        keeping the bucket's other rules (read, added to, written back only if nobody
+        changed the bucket's metadata meanwhile)."""
+
+        def add() -> None:
+            found = self._client.get_bucket(self.name, timeout=TIMEOUT, retry=None)
+            found.add_lifecycle_delete_rule(age=days, matches_prefix=[prefix])
+            try:
+                found.patch(
+                    timeout=TIMEOUT, retry=None, if_metageneration_match=found.metageneration
+                )
+            except gx.Forbidden as e:
+                raise self._refused(
+                    e,
+                    f"not allowed to change the lifecycle rules of {self.url}: {server_message(e)}",
+                    "it needs storage.buckets.update (roles/storage.admin on the bucket)",
+                ) from None
+
+        for attempt in range(attempts):
+            try:
+                return self._call(f"bucket {self.url}", add)
+            except PreconditionFailedError:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     def ensure(self, location: str) -> bool:
         """Make sure the bucket exists and is ours; create it in `location` if absent.
 

@@ -6,7 +6,8 @@ yes, so a second run on a ready project changes nothing. Steps: the project and
 credentials, the APIs (enabled through Service Usage, waiting for the operation), the
 caller's permissions and the nodes' service account (init_access.py), TPU quota for
 the accelerator and zone (an increase request filed through Cloud Quotas when short),
-the job bucket, and tpuctl's config file.
+the job bucket, a lifecycle rule deleting old job folders (offered, optional), and
+tpuctl's config file.
 
 Adapters come in as arguments (`InitAdapters`); nothing here prints.
 """
@@ -22,7 +23,7 @@ from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import quota as quota_svc
 from tpuctl.services.init_access import check_permissions, check_service_account
 from tpuctl.services.init_step import Step, failed
-from tpuctl.services.staging import bucket_name
+from tpuctl.services.staging import BLOBS, JOBS, bucket_name
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
     from tpuctl.config import Target
 
 ENABLE_TIMEOUT = 300.0
-READY = ("ok", "done")
+# ok and done, and an optional step offered and declined (the lifecycle rule)
+READY = ("ok", "done", "skipped")
+JOB_RETENTION_DAYS = 30
 __all__ = ["READY", "InitAdapters", "InitReport", "InitSpec", "Step", "run"]
 
 
@@ -85,6 +88,7 @@ class InitSpec:
     consent: Callable[[str], bool] = lambda action: False
     progress: Progress = noop
     service_account: str | None = None  # the nodes' (None: the default compute account)
+    job_retention: int = JOB_RETENTION_DAYS  # days; 0: offer no lifecycle rule
 
 
 # -- 1. project and credentials ----------------------------------------------------------
@@ -239,6 +243,63 @@ def check_bucket(a: InitAdapters, spec: InitSpec) -> tuple[Step, str]:
     )
 
 
+def expiry_days(rules: list[dict[str, Any]], prefix: str) -> int | None:
+    """The fewest days after which a Delete rule among `rules` (a bucket's lifecycle,
+    as the JSON API shows it) removes every object under `prefix`; None: none does.
+
+    A rule counts when its only conditions are `age`, `matchesPrefix` (one of which
+    `prefix` starts with) and `isLive: true`: any other condition (a suffix, a storage
+    class, a version count) leaves some objects under `prefix` alone."""
+    days = []
+    for rule in rules:
+        condition = rule.get("condition") or {}
+        if (rule.get("action") or {}).get("type") != "Delete" or "age" not in condition:
+            continue
+        if set(condition) - {"age", "matchesPrefix", "isLive"} or condition.get("isLive") is False:
+            continue
+        prefixes = condition.get("matchesPrefix")
+        if prefixes is None or any(prefix.startswith(p) for p in prefixes):
+            days.append(int(condition["age"]))
+    return min(days) if days else None
+
+
+def check_retention(a: InitAdapters, spec: InitSpec, bucket: Step, name: str) -> Step:
+    """Offer a lifecycle rule deleting job folders (logs, records, outputs) older than
+    `spec.job_retention` days. Never one that reaches the staged code's blobs: they are
+    shared by every job, an old one as much as a new one."""
+    url = f"gs://{name}"
+    if bucket.status not in READY:
+        return Step("retention", "todo", f"{url} is not there yet", todo="run init again")
+    try:
+        rules = a.bucket(name).lifecycle_rules()
+    except TpuctlError as e:
+        return failed("retention", f"cannot read the lifecycle rules of {url}", e)
+    jobs, blobs = expiry_days(rules, JOBS), expiry_days(rules, BLOBS)
+    warning = ""
+    if blobs is not None:
+        warning = (
+            f"; careful: a rule also deletes the staged code ({BLOBS}) after {blobs} days, "
+            "which a job restarted later needs"
+        )
+    if jobs is not None:
+        found = f"{url} deletes job folders ({JOBS}) after {jobs} days{warning}"
+        return Step("retention", "ok", found)
+    days = spec.job_retention
+    if not days:
+        return Step("retention", "ok", f"{url} keeps job folders until deleted{warning}")
+    found = f"{url} keeps job folders ({JOBS}: logs, records, outputs) forever{warning}"
+    action = f"add a lifecycle rule to {url} deleting job folders older than {days} days"
+    if not spec.consent(action):
+        todo = "`tpuctl init --yes` adds it; `--job-retention 0` stops offering it"
+        return Step("retention", "skipped", found, todo=todo)
+    try:
+        a.bucket(name).add_delete_rule(JOBS, days)
+    except TpuctlError as e:
+        return failed("retention", found, e)
+    did = f"added a lifecycle rule: objects under {JOBS} older than {days} days are deleted"
+    return Step("retention", "done", found, did=did)
+
+
 def check_config(a: InitAdapters, spec: InitSpec, bucket: str) -> Step:
     t = spec.target
     wanted = {"project": t.project, "zone": t.zone, "bucket": bucket}
@@ -288,5 +349,6 @@ def run(a: InitAdapters, spec: InitSpec, on_step: Callable[[Step], None]) -> Ini
     told(check_quota(a, spec))
     step, bucket = check_bucket(a, spec)  # the same name
     told(step)
+    told(check_retention(a, spec, step, bucket))
     told(check_config(a, spec, bucket))
     return report

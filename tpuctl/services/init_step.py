@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from tpuctl.errors import TpuctlError
 
 # status: ok: found ready; done: made ready now; pending: asked for, Google decides
-# (quota); todo: left for the user (declined, or cannot be done from here); failed: an error
+# (quota); todo: left for the user (declined, or cannot be done from here); skipped: an
+# optional change offered and declined (not left to do); failed: an error
 
 
 @dataclass
