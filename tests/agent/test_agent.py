@@ -149,11 +149,7 @@ def test_a_four_worker_slice_tears_down_after_the_last_worker(cluster: Cluster) 
 def test_start_detaches_and_a_signal_cancels(cluster: Cluster) -> None:
     node = cluster.create_node("bg")
     sleeper = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
-    job = cluster.stage({"train.py": sleeper}, node, teardown=True)
-    started = cluster.worker(node, 0).popen("start", job, cluster.bucket.name)
-    out, err = started.communicate("{}", timeout=30)
-    assert started.returncode == 0, err
-    info = json.loads(out)
+    job, info = _start_detached(cluster, node, sleeper)
     pid = info["pid"]
     try:
         running = wait_for(
@@ -201,6 +197,16 @@ def test_a_cancel_written_to_the_status_stops_the_job(cluster: Cluster) -> None:
         _reap(proc.pid, cluster.status(job))
 
 
+def _start_detached(cluster: Cluster, node: str, script: str) -> tuple[str, dict]:
+    """Stage `script` with teardown and `agent start` it on worker 0: (job id, what
+    start printed: pid, log, agent_log)."""
+    job = cluster.stage({"train.py": script}, node, teardown=True)
+    started = cluster.worker(node, 0).popen("start", job, cluster.bucket.name)
+    out, err = started.communicate("{}", timeout=30)
+    assert started.returncode == 0, err
+    return job, json.loads(out)
+
+
 def _reap(pid: int, status: dict | None) -> None:
     """Make sure an agent and its script are gone, whatever the test did: the agent may
     not be our child (poll it), and the script leads a process group of its own."""
@@ -235,3 +241,76 @@ def test_a_large_output_goes_by_resumable_upload(cluster: Cluster) -> None:
     assert cluster.worker(node, 0).run(job, cluster.bucket.name).returncode == 0
     data, _ = cluster.bucket.read_bytes(f"tpuctl/jobs/{job}/outputs/big.bin")
     assert data == b"z" * size
+
+
+# A job that writes an output at once, then waits for the test's word (a file) to end.
+LONG = """\
+import os, pathlib, time
+out = pathlib.Path(os.environ["TPUCTL_OUTPUT_DIR"])
+(out / "config.json").write_text("{}")
+while not os.path.exists(os.environ["GO"]):
+    time.sleep(0.05)
+"""
+
+
+def test_a_job_outliving_the_retention_rule_keeps_its_record_and_outputs(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """`tpuctl init`'s lifecycle rule deletes job objects N days old; a job running
+    longer writes its record again (from its own copy once the rule took it) and uploads
+    again the outputs the bucket lost, so a restart and the teardown still find them."""
+    node = cluster.create_node("long")
+    job = cluster.stage({"train.py": LONG}, node, env_names=["GO"], teardown=True)
+    go = tmp_path / "go"
+    proc = cluster.worker(node, 0).popen("run", job, cluster.bucket.name, "--refresh-every", "0.3")
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps({"GO": str(go)}))
+    proc.stdin.close()
+    record_name = f"tpuctl/jobs/{job}/job.json"
+    output = f"tpuctl/jobs/{job}/outputs/config.json"
+
+    def names() -> set[str]:
+        return {o.name for o in cluster.bucket.objects(f"tpuctl/jobs/{job}/")}
+
+    try:
+        record = cluster.bucket.read_json(record_name)[0]
+        wait_for(lambda: output in names(), "the output's first sync")
+        cluster.bucket.add_delete_rule("tpuctl/jobs/", 1)
+        deleted = cluster.emulator.run_lifecycle(2)["deleted"][cluster.bucket.name]
+        assert record_name in deleted and output in deleted  # as Cloud Storage would
+        wait_for(lambda: record_name in names(), "the record written again")
+        assert cluster.bucket.read_json(record_name)[0] == record
+        wait_for(lambda: output in names(), "the output uploaded again")
+        go.touch()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        go.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert cluster.node_names() == []  # torn down: the record said so
+    log = cluster.text(f"tpuctl/jobs/{job}/logs/attempt-1/worker-0.log")
+    assert "job record was gone from the bucket" in log
+    assert "1 output file(s) were gone from the bucket" in log
+
+
+def test_the_supervisor_tears_down_from_its_copy_of_a_deleted_record(cluster: Cluster) -> None:
+    """The agent killed after a lifecycle rule took the record (and before it wrote it
+    again): the supervisor still owes the teardown, and reads it from the VM's copy."""
+    node = cluster.create_node("orphan")
+    job, info = _start_detached(cluster, node, "import time\ntime.sleep(600)\n")
+    pid = info["pid"]
+    status = None
+    try:
+        status = wait_for(
+            lambda: (s := cluster.status(job)) and s.get("phase") == "script" and s, "RUNNING"
+        )
+        cluster.bucket.delete(f"tpuctl/jobs/{job}/job.json")
+        os.kill(status["agent_pid"], signal.SIGKILL)
+        final = wait_for(
+            lambda: (s := cluster.status(job)) and "teardown" in s and s, "the supervisor's end"
+        )
+        assert final["state"] == "LOST" and final["teardown"].startswith("projects/")
+        wait_for(lambda: cluster.node_names() == [], "the node's deletion")
+    finally:
+        _reap(pid, status)

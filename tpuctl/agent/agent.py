@@ -66,6 +66,7 @@ class Job:
         self.args, self.user_env, self.stop_reason = args, user_env, ""
         self.dir = Path(args.root).expanduser() / "jobs" / args.job_id
         self.code, self.outputs = self.dir / "code", self.dir / "outputs"
+        self.record_copy = self.dir / "job.json"  # the record as fetched (see `refresh`)
         self.local_log = self.dir / f"attempt-{args.attempt}.log"
         self.storage = Storage(Token(), args.bucket)
         self.me = identity()
@@ -193,7 +194,7 @@ class Job:
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)  # fmt: skip
         self.quietly(lambda: self.status.write(state="RUNNING", phase=phase, child_pid=proc.pid))
-        beat = synced = time.monotonic()
+        beat = synced = refreshed = time.monotonic()
         term_at: float | None = None
         while True:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -218,6 +219,37 @@ class Job:
             if now - synced >= self.args.sync_every:
                 synced = now
                 self.quietly(self.sync.sync)
+            if now - refreshed >= self.args.refresh_every:
+                refreshed = now
+                self.quietly(self.refresh)
+
+    # -- the retention rule --------------------------------------------------------------
+    # `tpuctl init` offers a lifecycle rule deleting what is under tpuctl/jobs/ once N
+    # days old, and Cloud Storage counts an object's age from its creation
+    # (https://cloud.google.com/storage/docs/lifecycle#age): a job running longer than N
+    # days would lose what it wrote once. Its record, which the teardown and a restart
+    # after a preemption read, and the outputs it never rewrote, which a restart restores.
+    # So every --refresh-every seconds (6 h; the shortest retention is a day) worker 0
+    # writes the record again (a new generation is a new object: its age starts over),
+    # from the copy kept at the start if a rule took it already, and every worker uploads
+    # again the outputs of its own that the bucket no longer has.
+    def refresh(self) -> None:
+        if self.worker == 0:
+            name = job_path(self.args.job_id, "job.json")
+            record, generation = self.storage.read_json(name)
+            if record is None:
+                record = json.loads(self.record_copy.read_text())
+                self.say("the job record was gone from the bucket (a lifecycle rule?): "
+                         "written again from the copy fetched at the start")  # fmt: skip
+            try:
+                self.storage.write_json(name, record, if_generation_match=generation)
+            except HttpError as e:
+                if e.status != 412:  # 412: written meanwhile, so new already
+                    raise
+        gone = self.sync.recheck()
+        if gone:
+            self.say(f"{gone} output file(s) were gone from the bucket: uploading them again")
+            self.sync.sync()
 
     def heartbeat(self, stop: threading.Event) -> None:
         """Every --heartbeat seconds, whatever the job does (fetching, running, syncing
@@ -269,6 +301,7 @@ class Job:
         code, state, record = 1, "FAILED", {}
         try:
             record = fetch_code(self.storage, self.args.job_id, self.code)
+            self.record_copy.write_text(json.dumps(record))
             self.sync.restore()
             env = self.env(record)
             script = record["script"]
@@ -305,8 +338,10 @@ class Job:
         """The supervisor's part once the agent died: a final status with the error
         (unless the agent wrote one), then, on worker 0, the teardown it still owed."""
         current, _ = self.storage.read_json(self.status.name)
-        record = self.storage.read_json(job_path(self.args.job_id, "job.json"))[0] or {}
-        owes_teardown = self.worker == 0 and record.get("teardown")
+        record = self.storage.read_json(job_path(self.args.job_id, "job.json"))[0]
+        if record is None and self.record_copy.is_file():  # a lifecycle rule took it
+            record = json.loads(self.record_copy.read_text())
+        owes_teardown = self.worker == 0 and (record or {}).get("teardown")
         current = current or {}
         if current.get("attempt") == self.args.attempt and current.get("state") in FINAL:
             if not owes_teardown or "teardown" in current:
@@ -526,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
                         "the last output sync (the VM has about 30 s)")  # fmt: skip
     parser.add_argument("--stale", type=float, default=300.0, help="a worker whose "
                         "heartbeat is silent this long (seconds) is lost")  # fmt: skip
+    parser.add_argument("--refresh-every", type=float, default=6 * 3600.0, help="seconds "
+                        "between rewrites of the job record and checks that the outputs "
+                        "are still in the bucket (Job.refresh)")  # fmt: skip
     # A multislice job (docs/multislice.md): this worker's slice, how many there are, the
     # MEGASCALE coordinator (worker 0 of slice 0, HOST:PORT), and the queued resource
     # worker 0 deletes at the end.

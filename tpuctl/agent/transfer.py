@@ -143,6 +143,18 @@ class OutputSync:
         self._remote = remote
         return len(wanted)
 
+    def recheck(self) -> int:
+        """Forget the files sent that the bucket no longer has (a lifecycle rule deleted
+        them), so that the next sync uploads them again; returns how many."""
+        present = {item["name"][len(self.prefix) :] for item in self.storage.objects(self.prefix)}
+        with self._lock:
+            gone = [relative for relative in self._seen if relative not in present]
+            for relative in gone:
+                del self._seen[relative]
+            if self._remote is not None:
+                self._remote = {k: v for k, v in self._remote.items() if k in present}
+        return len(gone)
+
     def sync(self) -> int:
         """Upload new and changed files; returns how many."""
         if self._remote is None:
