@@ -35,6 +35,13 @@ from tpuctl.errors import (
 )
 
 _CALL_PREFIX = re.compile(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ")
+# User credentials from `gcloud auth application-default login` bill the calls to the
+# project of gcloud's OAuth client unless they name a quota project; "client-based" APIs
+# refuse that with 403 SERVICE_DISABLED naming that other project, in these words
+# (https://cloud.google.com/docs/authentication/adc-troubleshooting/user-creds; public
+# outputs: GoogleCloudPlatform/cloud-foundation-fabric#2622,
+# googleapis/google-auth-library-python#1459). Enabling the API cannot fix that.
+_NO_QUOTA_PROJECT = re.compile(r"The (?P<service>[a-z0-9.-]+) API requires a quota project")
 _DISABLED = re.compile(r"has not been used in project (?P<number>\S+) before or it is disabled")
 _SERVICE_URL = re.compile(r"/apis/api/(?P<service>[a-z0-9.-]+)/")
 _PERMISSION = re.compile(r"Permission '(?P<permission>[A-Za-z0-9_.]+)' denied")
@@ -93,6 +100,17 @@ def setup_error(
         if reason != "UREQ_PROJECT_BILLING_NOT_FOUND":
             return None
         reason = "BILLING_DISABLED"
+    no_quota_project = _NO_QUOTA_PROJECT.search(msg)
+    if no_quota_project:
+        service = metadata.get("service") or no_quota_project["service"]
+        where = project or "PROJECT"
+        return ConfigError(
+            f"the {apis.title(service)} ({service}) needs a quota project, and your "
+            "Application Default Credentials (user credentials) name none",
+            hint=f"set one: `gcloud auth application-default set-quota-project {where}` "
+            f"(or export GOOGLE_CLOUD_QUOTA_PROJECT={where}); the caller needs "
+            "serviceusage.services.use in it (roles/serviceusage.serviceUsageConsumer)",
+        )
     if reason == "SERVICE_DISABLED" or _DISABLED.search(msg):
         url = _SERVICE_URL.search(msg)
         service = metadata.get("service") or (url["service"] if url else "") or "the API"
