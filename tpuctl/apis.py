@@ -18,6 +18,7 @@ MONITORING = "monitoring.googleapis.com"
 RESOURCE_MANAGER = "cloudresourcemanager.googleapis.com"
 IAM = "iam.googleapis.com"
 OS_LOGIN = "oslogin.googleapis.com"
+POLICY_TROUBLESHOOTER = "policytroubleshooter.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,11 @@ APIS: tuple[Api, ...] = (
         "permission checks (`tpuctl init`, and the agent's before a job)",
     ),
     Api(IAM, "Identity and Access Management (IAM) API", "the TPU VMs' service accounts"),
+    Api(
+        POLICY_TROUBLESHOOTER,
+        "Policy Troubleshooter API",
+        "`tpuctl init`'s check of what the TPU VMs' service account holds",
+    ),
     Api(MONITORING, "Cloud Monitoring API", "`tpuctl top`", required=False),
     Api(OS_LOGIN, "Cloud OS Login API", "SSH with OS Login", required=False),
 )
@@ -94,6 +100,9 @@ ROLES: dict[str, str] = {
     "storage.objects.get": "roles/storage.objectAdmin",
     "storage.objects.list": "roles/storage.objectAdmin",
     "storage.objects.delete": "roles/storage.objectAdmin",
+    # what the Policy Troubleshooter needs to read the policies it evaluates
+    "resourcemanager.projects.getIamPolicy": "roles/iam.securityReviewer",
+    "storage.buckets.getIamPolicy": "roles/iam.securityReviewer",
 }
 
 # What tpuctl's commands need of the caller in the project (`tpuctl init` checks them).

@@ -19,6 +19,7 @@ REQUIRED = [
     "cloudquotas.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "iam.googleapis.com",
+    "policytroubleshooter.googleapis.com",
 ]
 
 
@@ -29,7 +30,10 @@ def new_project(emulator) -> None:  # noqa: ANN001
 
 def changes(emulator) -> dict[str, int]:  # noqa: ANN001
     counts = emulator.requests()
-    reads = {"POST projects.testIamPermissions"}  # a POST that changes nothing
+    reads = {
+        "POST projects.testIamPermissions",
+        "POST iam.troubleshoot",
+    }  # POSTs that change nothing
     return {
         k: v
         for k, v in counts.items()
@@ -45,9 +49,9 @@ STEPS = (
     "project",
     "apis",
     "permissions",
-    "service-account",
     "quota",
     "bucket",
+    "service-account",
     "retention",
     "config",
 )
@@ -78,7 +82,7 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
     r = cli(*INIT, "--yes")
     assert r.code == 0, r.err
     assert step_lines(r.out) == statuses(
-        "ok", "done", "ok", "ok", "pending", "done", "done", "done"
+        "ok", "done", "ok", "pending", "done", "ok", "done", "done"
     )
     assert f"  did: enabled {', '.join(REQUIRED)}" in r.out
     assert (
@@ -113,7 +117,7 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
 
     again = cli(*INIT, "--yes")
     assert again.code == 0, again.err
-    assert step_lines(again.out) == statuses("ok", "ok", "ok", "ok", "pending", "ok", "ok", "ok")
+    assert step_lines(again.out) == statuses("ok", "ok", "ok", "pending", "ok", "ok", "ok", "ok")
     assert (
         "retention: ok: gs://tpuctl-demo-tpuctl deletes job folders (tpuctl/jobs/) after 30 days"
         in (again.out)
@@ -195,7 +199,7 @@ def test_json_reports_every_step(cli, emulator) -> None:
     data = json.loads(r.out)
     assert data["ready"] is False and data["project"] == "tpuctl-demo"
     assert {s["step"]: s["status"] for s in data["steps"]} == statuses(
-        "ok", "done", "ok", "ok", "pending", "done", "done", "done"
+        "ok", "done", "ok", "pending", "done", "ok", "done", "done"
     )
 
 

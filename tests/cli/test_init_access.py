@@ -1,11 +1,13 @@
-"""tpuctl init, steps 3 and 4: the caller's permissions through Resource Manager's
-testIamPermissions, and the nodes' service account through IAM."""
+"""tpuctl init, steps 3 and 6: the caller's permissions through Resource Manager's
+testIamPermissions, and the nodes' service account through IAM and the Policy
+Troubleshooter."""
 
 from __future__ import annotations
 
 import json
 
 from tests.cli.test_init import step_lines
+from tpuctl import apis
 from tpuctl.emulator.models import project_number
 
 PROJECT = "tpuctl-demo"
@@ -38,19 +40,69 @@ def test_without_resource_manager_listing_nodes_stands_in(cli, emulator) -> None
     assert emulator.requests()["GET list"] == 1
 
 
-def test_the_default_service_account_is_found_with_what_it_needs(cli, emulator) -> None:
-    r = cli(*INIT, "--json")
-    step = {s["step"]: s for s in json.loads(r.out)["steps"]}["service-account"]
+def _service_account_step(cli, *extra: str) -> dict:  # noqa: ANN001
+    r = cli(*INIT, "--json", *extra)
+    return {s["step"]: s for s in json.loads(r.out)["steps"]}["service-account"]
+
+
+GRANTS = (
+    f"`gcloud storage buckets add-iam-policy-binding gs://{PROJECT}-tpuctl "
+    f"--member=serviceAccount:{DEFAULT_SA} --role=roles/storage.objectUser`",
+    f"`gcloud projects add-iam-policy-binding {PROJECT} "
+    f"--member=serviceAccount:{DEFAULT_SA} --role=roles/tpu.admin`",
+)
+
+
+def test_the_default_service_account_holds_what_the_agent_needs(cli, emulator) -> None:
+    step = _service_account_step(cli, "--yes")
     assert step["status"] == "ok"
-    assert f"the nodes' service account {DEFAULT_SA} exists" in step["found"]
-    assert (
-        f"`gcloud storage buckets add-iam-policy-binding gs://{PROJECT}-tpuctl "
-        f"--member=serviceAccount:{DEFAULT_SA} --role=roles/storage.objectUser`"
-    ) in step["found"]
-    assert (
-        f"`gcloud projects add-iam-policy-binding {PROJECT} "
-        f"--member=serviceAccount:{DEFAULT_SA} --role=roles/tpu.admin`"
-    ) in step["found"]
+    assert step["found"].startswith(
+        f"the nodes' service account {DEFAULT_SA} holds what the agent needs"
+    )
+    # asked after the bucket was made: the storage permissions on the bucket itself
+    assert f"on project {PROJECT} and bucket gs://{PROJECT}-tpuctl)" in step["found"]
+    assert emulator.requests()["POST iam.troubleshoot"] == len(apis.AGENT_PERMISSIONS)
+
+
+def test_what_the_account_lacks_is_named_with_the_grants(cli, emulator) -> None:
+    lacking = ["storage.objects.create", "tpu.nodes.delete"]
+    emulator.config(service_accounts={DEFAULT_SA: {"denied_permissions": lacking}})
+    step = _service_account_step(cli)  # no bucket yet: storage asked on the project
+    assert step["status"] == "todo"
+    assert step["found"] == (
+        f"the nodes' service account {DEFAULT_SA} lacks storage.objects.create, "
+        f"tpu.nodes.delete on project {PROJECT}: a job's agent could not run or end its node"
+    )
+    assert step["todo"] == f"grant: {GRANTS[0]}; {GRANTS[1]}"
+    emulator.config(service_accounts={DEFAULT_SA: {"denied_permissions": ["tpu.nodes.get"]}})
+    step = _service_account_step(cli)
+    assert (step["status"], step["todo"]) == ("todo", f"grant: {GRANTS[1]}")
+    emulator.config(service_accounts={})
+    assert _service_account_step(cli)["status"] == "ok"
+
+
+def test_without_the_troubleshooter_the_account_is_not_checked(cli, emulator) -> None:
+    emulator.config(
+        service_accounts={DEFAULT_SA: {"denied_permissions": ["tpu.nodes.delete"]}},
+        services={apis.POLICY_TROUBLESHOOTER: False},
+    )
+    step = _service_account_step(cli)
+    assert step["status"] == "ok"
+    assert step["found"].startswith(
+        f"the nodes' service account {DEFAULT_SA} exists; what it holds was not checked "
+        f"(the Policy Troubleshooter API ({apis.POLICY_TROUBLESHOOTER}) is disabled in "
+        f"project {PROJECT});"
+    )
+    assert "each job checks them before its script starts" in step["found"]
+    assert all(grant in step["found"] for grant in GRANTS)
+
+
+def test_policies_the_caller_cannot_read_leave_the_answer_open(cli, emulator) -> None:
+    emulator.config(denied_permissions=["resourcemanager.projects.getIamPolicy"])
+    step = _service_account_step(cli)
+    assert step["status"] == "ok"
+    assert "the Policy Troubleshooter could not tell (UNKNOWN_INFO_DENIED" in step["found"]
+    assert "roles/iam.securityReviewer" in step["found"]
 
 
 def test_a_named_account_that_does_not_exist_is_left_to_do(cli, emulator) -> None:

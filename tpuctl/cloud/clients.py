@@ -369,6 +369,7 @@ class ClientFactory:
             session,
             emulated or "https://cloudresourcemanager.googleapis.com",
             emulated or "https://iam.googleapis.com",
+            emulated or "https://policytroubleshooter.googleapis.com",
             where=f"Cloud Resource Manager and IAM ({self.describe_endpoint()})",
             unreachable_hint=self.unreachable_hint(),
         )

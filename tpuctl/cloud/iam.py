@@ -1,6 +1,8 @@
-"""IamApi: what the caller may do in a project, the project's number, and whether a
-service account exists: Cloud Resource Manager's `projects.testIamPermissions` and
-`projects.get` (v1), and IAM's `projects.serviceAccounts.get`.
+"""IamApi: what the caller may do in a project, the project's number, whether a service
+account exists and what it holds: Cloud Resource Manager's `projects.testIamPermissions`
+and `projects.get` (v1), IAM's `projects.serviceAccounts.get`, and the Policy
+Troubleshooter's `iam.troubleshoot` (v1; gcloud's `policy-troubleshoot iam` sends the
+same body to v2alpha1).
 
 Plain REST calls through google-auth's `AuthorizedSession`, as compute.py makes its one
 call: no Resource Manager or IAM client library is installed, and three small calls do
@@ -23,12 +25,14 @@ class IamApi:
         session: Callable[[], Any],
         resource_manager: str,
         iam: str,
+        troubleshooter: str = "https://policytroubleshooter.googleapis.com",
         where: str = "the Cloud Resource Manager API",
         unreachable_hint: str = "",
     ) -> None:
         self._session = session  # made on first use: an AuthorizedSession
         self._crm = resource_manager.rstrip("/")  # https://cloudresourcemanager.googleapis.com
         self._iam = iam.rstrip("/")  # https://iam.googleapis.com
+        self._troubleshooter = troubleshooter.rstrip("/")
         self._where = where
         self._hint = unreachable_hint
 
@@ -72,3 +76,19 @@ class IamApi:
             return dict(self._call("GET", url, f"service account {email}", project))
         except NotFoundError:
             return None
+
+    def troubleshoot(self, principal: str, resource: str, permission: str, project: str) -> str:
+        """Does `principal` (an email) hold `permission` on `resource` (a full resource
+        name, e.g. //cloudresourcemanager.googleapis.com/projects/P)? The Policy
+        Troubleshooter's verdict: GRANTED, NOT_GRANTED, UNKNOWN_CONDITIONAL or
+        UNKNOWN_INFO_DENIED (the caller may not read a policy that counts)."""
+        url = f"{self._troubleshooter}/v1/iam:troubleshoot"
+        body = {
+            "accessTuple": {
+                "principal": principal,
+                "fullResourceName": resource,
+                "permission": permission,
+            }
+        }
+        answer = self._call("POST", url, f"{permission} of {principal}", project, json=body)
+        return str(answer.get("access") or "ACCESS_STATE_UNSPECIFIED")

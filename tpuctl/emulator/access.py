@@ -87,6 +87,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "projects.get": ("cloudresourcemanager.googleapis.com", "resourcemanager.projects.get"),
     "serviceAccounts.get": ("iam.googleapis.com", "iam.serviceAccounts.get"),
     "timeSeries.list": (apis.MONITORING, "monitoring.timeSeries.list"),
+    # asking needs no permission; reading the policies does (troubleshooter.py)
+    "iam.troubleshoot": (apis.POLICY_TROUBLESHOOTER, ""),
 }
 
 

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from tpuctl.emulator import catalog_api, errors, iam, oslogin, quota_prefs, service_usage
+from tpuctl.emulator import (
+    catalog_api,
+    errors,
+    iam,
+    oslogin,
+    quota_prefs,
+    service_usage,
+    troubleshooter,
+)
 from tpuctl.emulator.control import CONTROL_PREFIX
 
 Handler = Callable[..., Any]
@@ -114,6 +122,11 @@ API_ROUTES: list[tuple[str, str, str, str | Handler | OnState, tuple[str, ...]]]
     # IAM: whether a service account exists
     ("GET", r"/v1/projects/(?P<project>[^/]+)/serviceAccounts/(?P<email>[^/:]+)",
      "serviceAccounts.get", OnState(iam.get_service_account), ("project", "email")),
+    # Policy Troubleshooter: what another principal holds (v2alpha1: gcloud's)
+    ("POST", r"/v1/iam:troubleshoot", "iam.troubleshoot", OnState(troubleshooter.troubleshoot),
+     ("body", "principal")),
+    ("POST", r"/v2alpha1/iam:troubleshoot", "iam.troubleshoot",
+     OnState(troubleshooter.troubleshoot), ("body", "principal")),
     # Cloud Monitoring (monitoring.googleapis.com): time series of the TPU workers
     ("GET", r"/v3/projects/(?P<project>[^/]+)/timeSeries", "timeSeries.list",
      "list_time_series", ("project", "query")),

@@ -4,10 +4,10 @@ Each step says what it found and what it did (`Step`); a step that cannot finish
 what is left and how to do it. Nothing changes without `consent(action)` answering
 yes, so a second run on a ready project changes nothing. Steps: the project and
 credentials, the APIs (enabled through Service Usage, waiting for the operation), the
-caller's permissions and the nodes' service account (init_access.py), TPU quota for
-the accelerator and zone (an increase request filed through Cloud Quotas when short),
-the job bucket, a lifecycle rule deleting old job folders (offered, optional), and
-tpuctl's config file.
+caller's permissions (init_access.py), TPU quota for the accelerator and zone (an
+increase request filed through Cloud Quotas when short), the job bucket, the nodes'
+service account and what it holds on the project and that bucket (init_access.py), a
+lifecycle rule deleting old job folders (offered, optional), and tpuctl's config file.
 
 Adapters come in as arguments (`InitAdapters`); nothing here prints.
 """
@@ -148,7 +148,7 @@ def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
     return Step("apis", "done", found, did=f"enabled {', '.join(enabled)}")
 
 
-# -- 5. quota ----------------------------------------------------------------------------
+# -- 4. quota ----------------------------------------------------------------------------
 def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
     t = spec.target
     if not spec.accelerator:
@@ -214,7 +214,7 @@ def _pending(request: QuotaRequest) -> str:
     )
 
 
-# -- 6. the job bucket and the config file ----------------------------------------------
+# -- 5. the job bucket, 7. its lifecycle rule, 8. the config file (6: init_access.py) ---
 def check_bucket(a: InitAdapters, spec: InitSpec) -> tuple[Step, str]:
     t = spec.target
     name = bucket_name(None, spec.config, t.project)
@@ -344,11 +344,11 @@ def run(a: InitAdapters, spec: InitSpec, on_step: Callable[[Step], None]) -> Ini
     told(check_project(spec))
     told(check_apis(a, spec))
     told(check_permissions(a.iam, a.tpu, spec.target, spec.account))
-    bucket = bucket_name(None, spec.config, spec.target.project)
-    told(check_service_account(a.iam, spec.target.project, bucket, spec.service_account))
     told(check_quota(a, spec))
-    step, bucket = check_bucket(a, spec)  # the same name
+    step, bucket = check_bucket(a, spec)
     told(step)
+    made = step.status in ("ok", "done")
+    told(check_service_account(a.iam, spec.target.project, bucket, spec.service_account, made))
     told(check_retention(a, spec, step, bucket))
     told(check_config(a, spec, bucket))
     return report

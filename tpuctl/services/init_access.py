@@ -1,4 +1,4 @@
-"""`tpuctl init`, steps 3 and 4: who may do what.
+"""`tpuctl init`, steps 3 and 6: who may do what.
 
 3. The caller's permissions: Cloud Resource Manager's `projects.testIamPermissions` on
    the project, for every permission tpuctl's commands need (`apis.CALLER_PERMISSIONS`);
@@ -6,13 +6,19 @@
    TPU API has no testIamPermissions of its own (neither google-cloud-tpu nor its v2
    discovery document has one); where Resource Manager's API is off, listing nodes
    stands in, which proves only tpu.nodes.list.
-4. The nodes' service account (the project's default compute account, or the one
-   named): it exists (IAM's `projects.serviceAccounts.get`), and what the agent needs of
-   it (`apis.AGENT_PERMISSIONS`: the job's folder in the bucket, deleting its node) is
-   said with the grant commands. Whether it holds them cannot be asked from here:
-   testIamPermissions answers only for the caller, and reading every IAM policy that
-   may grant them (project, bucket, folders, groups, custom roles) is not attempted.
-   The agent asks for itself before each job (agent/preflight.py) and a job fails at
+6. The nodes' service account (the project's default compute account, or the one
+   named), checked after the bucket is made: it exists (IAM's
+   `projects.serviceAccounts.get`), and it holds what the agent needs
+   (`apis.AGENT_PERMISSIONS`: the job's folder in the bucket, deleting its node), asked
+   of the Policy Troubleshooter (`iam.troubleshoot`, one permission a call: the storage
+   ones on the bucket, the TPU ones on the project). testIamPermissions answers only for
+   the caller; the Troubleshooter evaluates every allow policy that counts (the
+   resource's, its project's, folders' and organisation's, groups, custom roles; not deny
+   policies, which its REST API does not weigh:
+   https://cloud.google.com/policy-intelligence/docs/troubleshoot-access), as far as the
+   caller may read them (roles/iam.securityReviewer reads them all). Where it cannot
+   tell (UNKNOWN_INFO_DENIED), or its API is off, the step says so and stays ready: the
+   agent asks for itself before each job (agent/preflight.py), and a job then fails at
    once, naming what is missing. Nothing is granted here: the commands are printed.
 """
 
@@ -78,8 +84,10 @@ def _by_listing(tpu: TpuApi, target: Target, account: str | None) -> Step:
     )
 
 
-# -- 4. the nodes' service account -----------------------------------------------------
-def check_service_account(iam: IamApi, project: str, bucket: str, email: str | None) -> Step:
+# -- 6. the nodes' service account --------------------------------------------------------
+def check_service_account(
+    iam: IamApi, project: str, bucket: str, email: str | None, bucket_made: bool
+) -> Step:
     try:
         if not email:
             email = f"{iam.project_number(project)}-compute@developer.gserviceaccount.com"
@@ -87,10 +95,9 @@ def check_service_account(iam: IamApi, project: str, bucket: str, email: str | N
     except TpuctlError as e:
         return failed("service-account", "cannot look up the nodes' service account", e)
     member = apis.member(email)
-    grants = (
-        f"`{apis.bucket_grant_command(bucket, apis.AGENT_BUCKET_ROLE, member)}`; "
-        f"`{apis.grant_command(project, apis.AGENT_PROJECT_ROLE, member)}`"
-    )
+    bucket_grant = f"`{apis.bucket_grant_command(bucket, apis.AGENT_BUCKET_ROLE, member)}`"
+    project_grant = f"`{apis.grant_command(project, apis.AGENT_PROJECT_ROLE, member)}`"
+    grants = f"{bucket_grant}; {project_grant}"
     if not exists:
         if email.endswith("-compute@developer.gserviceaccount.com"):
             make = f"`gcloud services enable compute.googleapis.com --project {project}` (it "
@@ -104,10 +111,57 @@ def check_service_account(iam: IamApi, project: str, bucket: str, email: str | N
             f"the nodes' service account {email} does not exist",
             todo=f"create it: {make}; then grant it: {grants}",
         )
-    return Step(
-        "service-account",
-        "ok",
-        f"the nodes' service account {email} exists; the agent needs it to write the job "
-        f"bucket and delete its node ({', '.join(apis.AGENT_PERMISSIONS)}), which each job "
-        f"checks before its script starts; to grant them now: {grants}",
-    )
+    needs = f"to write the job bucket and delete its node: {', '.join(apis.AGENT_PERMISSIONS)}"
+    try:
+        verdicts = _troubleshoot(iam, project, bucket if bucket_made else None, email)
+    except ServiceDisabledError as e:
+        return Step(
+            "service-account",
+            "ok",
+            f"the nodes' service account {email} exists; what it holds was not checked "
+            f"({e.message}); the agent needs it {needs}; each job checks them before its "
+            f"script starts; to grant them now: {grants}",
+        )
+    except TpuctlError as e:
+        return failed("service-account", f"cannot check what {email} holds", e)
+    lacking = [p for p, v in verdicts.items() if v == "NOT_GRANTED"]
+    unknown = [p for p, v in verdicts.items() if v not in ("GRANTED", "NOT_GRANTED")]
+    where = f"project {project}" + (f" and bucket gs://{bucket}" if bucket_made else "")
+    if lacking:
+        todo = [bucket_grant] if any(p.startswith("storage.") for p in lacking) else []
+        todo += [project_grant] if any(p.startswith("tpu.") for p in lacking) else []
+        return Step(
+            "service-account",
+            "todo",
+            f"the nodes' service account {email} lacks {', '.join(lacking)} on {where}: "
+            "a job's agent could not run or end its node",
+            todo="grant: " + "; ".join(todo),
+        )
+    found = f"the nodes' service account {email} holds what the agent needs {needs}"
+    if unknown:
+        found = (
+            f"the nodes' service account {email} exists; for {', '.join(unknown)} the Policy "
+            f"Troubleshooter could not tell ({verdicts[unknown[0]]}: you may not read every "
+            f"IAM policy that counts, e.g. without {_VIEW_ROLE}); each job checks before its "
+            f"script starts; to grant them now: {grants}"
+        )
+    else:
+        found += f" (asked the Policy Troubleshooter, on {where})"
+    return Step("service-account", "ok", found)
+
+
+_VIEW_ROLE = "roles/iam.securityReviewer"
+
+
+def _troubleshoot(iam: IamApi, project: str, bucket: str | None, email: str) -> dict[str, str]:
+    """The Policy Troubleshooter's verdict on each permission the agent needs: the TPU
+    ones on the project, the storage ones on the bucket (on the project while there is
+    no bucket, as no bucket grant can exist yet)."""
+    on_project = f"//cloudresourcemanager.googleapis.com/projects/{project}"
+    on_bucket = f"//storage.googleapis.com/projects/_/buckets/{bucket}" if bucket else on_project
+    return {
+        p: iam.troubleshoot(
+            email, on_bucket if p.startswith("storage.") else on_project, p, project
+        )
+        for p in apis.AGENT_PERMISSIONS
+    }
