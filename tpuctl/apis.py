@@ -165,3 +165,8 @@ AGENT_PERMISSIONS: tuple[str, ...] = (
     "tpu.nodes.update",
     "tpu.nodes.delete",
 )
+
+# What the idle watchdog on a node (agent/idle.py) reads, optionally: Cloud Monitoring's
+# TensorCore idle time, which tells a TPU held but unused from a busy one (docs/gc.md).
+WATCHDOG_PERMISSION = "monitoring.timeSeries.list"
+WATCHDOG_ROLE = "roles/monitoring.viewer"

@@ -61,7 +61,22 @@ def test_the_default_service_account_holds_what_the_agent_needs(cli, emulator) -
     )
     # asked after the bucket was made: the storage permissions on the bucket itself
     assert f"on project {PROJECT} and bucket gs://{PROJECT}-tpuctl)" in step["found"]
-    assert emulator.requests()["POST iam.troubleshoot"] == len(apis.AGENT_PERMISSIONS)
+    # each permission the agent needs, and the idle watchdog's
+    assert emulator.requests()["POST iam.troubleshoot"] == len(apis.AGENT_PERMISSIONS) + 1
+    assert "optional" not in step["found"]
+
+
+def test_without_monitoring_the_watchdog_is_said_to_be_blind(cli, emulator) -> None:
+    denied = {"denied_permissions": ["monitoring.timeSeries.list"]}
+    emulator.config(service_accounts={DEFAULT_SA: denied})
+    step = _service_account_step(cli)
+    assert step["status"] == "ok"  # optional: idle nodes without a TPU holder still go
+    assert step["found"].endswith(
+        "; optional: it lacks monitoring.timeSeries.list, without which the idle watchdog "
+        "cannot tell a TPU held but unused from a busy one, and keeps such a node "
+        f"(`gcloud projects add-iam-policy-binding {PROJECT} "
+        f"--member=serviceAccount:{DEFAULT_SA} --role=roles/monitoring.viewer`)"
+    )
 
 
 def test_what_the_account_lacks_is_named_with_the_grants(cli, emulator) -> None:

@@ -124,6 +124,7 @@ def check_service_account(
         )
     except TpuctlError as e:
         return failed("service-account", f"cannot check what {email} holds", e)
+    watchdog = verdicts.pop(apis.WATCHDOG_PERMISSION)
     lacking = [p for p, v in verdicts.items() if v == "NOT_GRANTED"]
     unknown = [p for p, v in verdicts.items() if v not in ("GRANTED", "NOT_GRANTED")]
     where = f"project {project}" + (f" and bucket gs://{bucket}" if bucket_made else "")
@@ -147,6 +148,13 @@ def check_service_account(
         )
     else:
         found += f" (asked the Policy Troubleshooter, on {where})"
+    if watchdog == "NOT_GRANTED":
+        role = apis.grant_command(project, apis.WATCHDOG_ROLE, member)
+        found += (
+            f"; optional: it lacks {apis.WATCHDOG_PERMISSION}, without which the idle "
+            "watchdog cannot tell a TPU held but unused from a busy one, and keeps such a "
+            f"node (`{role}`)"
+        )
     return Step("service-account", "ok", found)
 
 
@@ -154,14 +162,14 @@ _VIEW_ROLE = "roles/iam.securityReviewer"
 
 
 def _troubleshoot(iam: IamApi, project: str, bucket: str | None, email: str) -> dict[str, str]:
-    """The Policy Troubleshooter's verdict on each permission the agent needs: the TPU
-    ones on the project, the storage ones on the bucket (on the project while there is
-    no bucket, as no bucket grant can exist yet)."""
+    """The Policy Troubleshooter's verdict on each permission the agent needs, and the
+    idle watchdog's: the storage ones on the bucket (on the project while there is no
+    bucket, as no bucket grant can exist yet), the others on the project."""
     on_project = f"//cloudresourcemanager.googleapis.com/projects/{project}"
     on_bucket = f"//storage.googleapis.com/projects/_/buckets/{bucket}" if bucket else on_project
     return {
         p: iam.troubleshoot(
             email, on_bucket if p.startswith("storage.") else on_project, p, project
         )
-        for p in apis.AGENT_PERMISSIONS
+        for p in (*apis.AGENT_PERMISSIONS, apis.WATCHDOG_PERMISSION)
     }
