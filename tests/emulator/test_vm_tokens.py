@@ -174,3 +174,34 @@ def test_a_resumable_upload_stays_behind_the_proxy(emulator, cleanup) -> None:
     default = f"{project_number(P)}-compute@developer.gserviceaccount.com"
     emulator.config(service_accounts={default: {"denied_permissions": ["storage.objects.get"]}})
     assert _call(f"{proxy}/storage/v1/b/b-resumable/o/big?alt=media", token=token)[0] == 403
+
+
+def test_a_vms_token_outlives_an_emulator_restart(tmp_path) -> None:  # noqa: ANN001
+    """An agent keeps its token for an hour, and Google's servers restarting does not
+    void it: after the emulator restarts, the token is still the VM's account (not
+    the caller, who may delete nodes), until a reset forgets it."""
+    from tests.conftest import Emulator
+    from tpuctl.emulator.server import EmulatorServer
+
+    def start() -> tuple[EmulatorServer, Emulator]:
+        server = EmulatorServer(host="127.0.0.1", port=0, state_dir=tmp_path / "emu").start()
+        return server, Emulator(server.address)
+
+    server, emulator = start()
+    try:
+        emulator.durations(create=0, delete=0)
+        emulator.config(service_accounts={SA: {"denied_permissions": ["tpu.nodes.delete"]}})
+        token = _node(emulator, "kept", {"email": SA})
+    finally:
+        server.stop()
+    server, emulator = start()
+    try:
+        url = f"http://{emulator.address}/v2/{PARENT}/nodes/kept"
+        status, body = _call(url, "DELETE", token=token)
+        assert status == 403, body
+        assert body["error"]["details"][0]["reason"] == "IAM_PERMISSION_DENIED"
+        emulator.reset()
+        emulator.config(service_accounts={SA: {"denied_permissions": ["tpu.nodes.delete"]}})
+        assert _call(url, token=token)[0] == 404  # the token is the caller's again: no node
+    finally:
+        server.stop()

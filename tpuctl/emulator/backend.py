@@ -288,10 +288,12 @@ class Backend:
         with self.lock:
             return self.state.access.accounts.principal(authorization)
 
+    @_locked
     def mint_token(self, account: str, scopes: list[str], project: str) -> str:
-        """A token for a worker of `project` whose node runs as `account` (metadata.py)."""
-        with self.lock:
-            return self.state.access.accounts.mint(account, scopes, project)
+        """A token for a worker of `project` whose node runs as `account` (metadata.py),
+        saved: it outlives a restart (persistence.py)."""
+        self.state.dirty = True
+        return self.state.access.accounts.mint(account, scopes, project)
 
     def caller_storage_denied(self, permission: str) -> str | None:
         """The caller's account when the config denies it a Cloud Storage permission."""

@@ -3,8 +3,9 @@
 A token minted by a worker's metadata server (metadata.py) is recorded here with the
 node's service account, its scopes and the project: a call carrying it is that service
 account's. Any other call (no bearer token, or one the emulator never minted, such as
-the laptop's) is the caller's, whose permissions `access.Access` keeps. Tokens are not
-kept over a restart or a reset: an agent's cached token then counts as the caller's.
+the laptop's) is the caller's, whose permissions `access.Access` keeps. Minted tokens
+outlive a restart (the state file keeps them, as Google's stay valid however its
+servers restart), not a reset.
 
 Config (control plane, `POST /_emulator/v1/config`), documented in docs/emulator.md:
 `service_accounts: {email: {"denied_permissions": [...]}}` — the service accounts that
@@ -123,6 +124,14 @@ class ServiceAccounts:
             self.tokens.pop(next(iter(self.tokens)))
         self.tokens[token] = Principal(account, tuple(scopes), project)
         return token
+
+    def tokens_state(self) -> list[list[Any]]:
+        """The minted tokens, for the state file: [token, account, scopes, project]."""
+        return [[t, p.account, list(p.scopes), p.project] for t, p in self.tokens.items()]
+
+    def load_tokens(self, saved: list[list[Any]]) -> None:
+        for token, account, scopes, project in saved[-MAX_TOKENS:]:
+            self.tokens[str(token)] = Principal(str(account), tuple(scopes), str(project))
 
     def principal(self, authorization: str | None) -> Principal | None:
         """The VM's account behind an `Authorization: Bearer` header; None: the caller."""

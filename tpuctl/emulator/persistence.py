@@ -2,8 +2,8 @@
 
 Invariants: a reader never sees a half-written file (write to a temporary file, then
 `os.replace`); the file holds what outlives a restart (nodes, operations, queued
-resources, config, the allocator's place) and nothing else: faults and request counts
-start afresh, as after a reset.
+resources, config, the tokens minted for the VMs, the allocator's place) and nothing
+else: faults and request counts start afresh, as after a reset.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def save(state: State, state_dir: Path | None) -> None:
         "quota_preferences": list(state.quota_prefs.values()),
         "oslogin": oslogin.to_state(state),
         "buckets": state.buckets,
+        "tokens": state.access.accounts.tokens_state(),
         "allocator": {"next_index": state.allocator.next_index},
     }
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -67,5 +68,6 @@ def load(state: State, state_dir: Path | None) -> None:
     state.project_metadata = {p: dict(md) for p, md in config.get("project_metadata", {}).items()}
     oslogin.load(state, data.get("oslogin", {}))
     state.buckets = dict(data.get("buckets", {}))
+    state.access.accounts.load_tokens(data.get("tokens", []))
     allocator = data.get("allocator", {})
     state.allocator.next_index = allocator.get("next_index", state.allocator.next_index)
