@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tpuctl import apis
-from tpuctl.errors import PermissionDeniedError, ServiceDisabledError, TpuctlError
+from tpuctl.errors import ConfigError, PermissionDeniedError, ServiceDisabledError, TpuctlError
 from tpuctl.services.init_step import Step, failed
 
 if TYPE_CHECKING:
@@ -114,12 +114,15 @@ def check_service_account(
     needs = f"to write the job bucket and delete its node: {', '.join(apis.AGENT_PERMISSIONS)}"
     try:
         verdicts = _troubleshoot(iam, project, bucket if bucket_made else None, email)
-    except ServiceDisabledError as e:
+    except ConfigError as e:  # the API off, or user credentials without a quota project
+        why = e.message + (
+            f"; {e.hint}" if e.hint and not isinstance(e, ServiceDisabledError) else ""
+        )
         return Step(
             "service-account",
             "ok",
             f"the nodes' service account {email} exists; what it holds was not checked "
-            f"({e.message}); the agent needs it {needs}; each job checks them before its "
+            f"({why}); the agent needs it {needs}; each job checks them before its "
             f"script starts; to grant them now: {grants}",
         )
     except TpuctlError as e:
