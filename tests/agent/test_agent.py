@@ -7,10 +7,10 @@ import os
 import signal
 from pathlib import Path
 
-import tpuctl.agent.agent as agent_module
 import tpuctl.agent.streams as streams
 import tpuctl.agent.transfer as transfer
 from tests.agent.conftest import Cluster, wait_for
+from tpuctl.agent.common import FINAL
 from tpuctl.services import staging
 
 TRAIN = """\
@@ -163,9 +163,7 @@ def test_start_detaches_and_a_signal_cancels(cluster: Cluster) -> None:
         assert again.returncode == 0, err2
         assert json.loads(out2)["pid"] == pid
         os.kill(pid, signal.SIGTERM)
-        final = wait_for(
-            lambda: (s := cluster.status(job)) and s["state"] in agent_module.FINAL and s, "end"
-        )
+        final = wait_for(lambda: (s := cluster.status(job)) and s["state"] in FINAL and s, "end")
         assert (final["state"], final["exit_status"]) == ("CANCELLED", 128 + signal.SIGTERM)
         wait_for(lambda: cluster.node_names() == [], "the node's deletion")
         assert "started\n" in Path(info["log"]).read_text()

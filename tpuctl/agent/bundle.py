@@ -28,7 +28,7 @@ from .common import BUNDLE_PREFIX, BUNDLE_SUFFIX
 
 PACKAGE = "tpuctl_agent"
 MODULES = ("__init__.py", "__main__.py", "common.py", "labels.py", "downloads.py", "streams.py",
-           "transfer.py", "preflight.py", "agent.py", "idle.py", "follow.py",
+           "transfer.py", "preflight.py", "job.py", "agent.py", "idle.py", "follow.py",
            "guard.py", "checkup.py")  # fmt: skip
 REMOTE_ROOT = "~/.tpuctl"  # a shell word: `~` is left to the remote shell to expand
 # What `python3 BUNDLE` runs, as the standard library's zipapp writes it for `pkg.mod:fn`.

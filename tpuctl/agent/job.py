@@ -1,0 +1,394 @@
+"""One attempt of a job on a TPU VM worker (`Job`): fetch the code, run the setup and
+the script under supervision, heartbeat, sync outputs, keep the job's record against the
+bucket's lifecycle rule, watch the peers and the preemption notice, report, tear down.
+agent.py starts it (detached, under a supervisor) and is the protocol's description.
+
+Standard library only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .common import (
+    FINAL,
+    METADATA_URL,
+    Beats,
+    HttpError,
+    Json,
+    Storage,
+    Token,
+    http,
+    identity,
+    tpu,
+)
+from .transfer import (
+    LogUploader,
+    OutputSync,
+    StatusWriter,
+    delete_node,
+    fetch_code,
+    job_path,
+    log_path,
+    status_path,
+)
+
+VERSION = 1
+
+
+class Job:
+    """One attempt of a job on this worker: what `run` does."""
+
+    def __init__(self, args: argparse.Namespace, user_env: dict[str, str]) -> None:
+        self.args, self.user_env, self.stop_reason = args, user_env, ""
+        self.dir = Path(args.root).expanduser() / "jobs" / args.job_id
+        self.code, self.outputs = self.dir / "code", self.dir / "outputs"
+        self.record_copy = self.dir / "job.json"  # the record as fetched (see `refresh`)
+        self.local_log = self.dir / f"attempt-{args.attempt}.log"
+        self.storage = Storage(Token(), args.bucket)
+        self.me = identity()
+        self.worker = self.me["worker"] if args.worker is None else args.worker
+        # Every slice has the workers of this one: the job's are all the slices' together.
+        self.total = self.me["workers"] * args.slices
+        self.status = StatusWriter(self.storage, status_path(args.job_id, self.worker), {
+            "worker": self.worker, "attempt": args.attempt,
+            "pid": getattr(args, "supervisor", None) or os.getpid(), "agent_pid": os.getpid(),
+            "started": round(time.time(), 3), "state": "STARTING", "exit_status": None,
+            "log": log_path(args.job_id, args.attempt, self.worker), "agent_version": VERSION,
+        })  # fmt: skip
+        self.log = LogUploader(
+            self.storage, self.local_log, self.status.value["log"], args.heartbeat
+        )
+        # Each slice syncs (and restores) outputs of its own: two slices' worker 0 never
+        # overwrite each other's files.
+        outputs = ("outputs", f"slice-{args.slice}", "") if args.slices > 1 else ("outputs", "")
+        self.sync = OutputSync(self.storage, self.outputs, job_path(args.job_id, *outputs))
+        self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
+        self.noticed_at: float | None = None  # when the preemption notice came
+        self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self.stop_reason or self.status.cancel_requested)
+
+    # -- the preemption notice ---------------------------------------------------------
+    # A preempted spot or preemptible VM gets about 30 s: the metadata server's
+    # `instance/preempted` turns TRUE and the guest shuts down (SIGTERM to every process).
+    # The agent passes SIGTERM on to the script (which may checkpoint into
+    # TPUCTL_OUTPUT_DIR), waits for it at most --notice-budget seconds, syncs the outputs
+    # a last time, and reports PREEMPTED; the runner then recreates the node.
+    def preempted(self, wait_etag: str | None = None) -> tuple[bool, str]:
+        """(`instance/preempted` is TRUE, its ETag); with `wait_etag`, held until the value
+        differs from that ETag (or a minute passes), as Google's guest agents watch it."""
+        url = f"{METADATA_URL}/instance/preempted"
+        if wait_etag is not None:
+            url += f"?wait_for_change=true&timeout_sec=60&last_etag={wait_etag}"
+        _, head, body = http("GET", url, headers={"Metadata-Flavor": "Google"},
+                             attempts=2, timeout=75)  # fmt: skip
+        return body.decode().strip().upper() == "TRUE", head.get("etag", "")
+
+    def notice(self, how: str) -> None:
+        if self.noticed_at is not None:
+            return
+        self.noticed_at = time.monotonic()
+        self.stop_reason = "preemption notice"
+        self.status.value["message"] = f"preempted ({how})"
+        self.say(f"preemption notice ({how}): passing SIGTERM to the job; it may save its "
+                 f"state into TPUCTL_OUTPUT_DIR, outputs are synced a last time")  # fmt: skip
+
+    def watch_preemption(self, stop: threading.Event) -> None:
+        """A thread: the notice as soon as the metadata server gives it."""
+        etag = "NONE"
+        while not stop.is_set():
+            try:
+                now, etag = self.preempted(etag)
+            except HttpError:  # not served here, or a hiccup: look again later
+                if stop.wait(10):
+                    return
+                continue
+            if now:
+                self.notice("instance/preempted is TRUE")
+                return
+
+    def check_signal(self) -> None:
+        """After a shutdown signal: the notice, if the VM is being preempted."""
+        self.signalled = False
+        if self.noticed_at is not None:
+            return
+        with contextlib.suppress(HttpError):
+            if self.preempted()[0]:
+                self.notice("the VM is shutting down")
+
+    def say(self, text: str) -> None:
+        """A line of the agent's own in the job's log."""
+        with open(str(self.local_log), "ab") as f:
+            f.write(f"tpuctl-agent: {text}\n".encode())
+
+    def quietly(self, fn: Callable[[], Any]) -> None:
+        """Reporting must not kill the job: a failure is logged, the next round retries."""
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            self.say(f"could not report: {e!r}")
+
+    def env(self, record: Json) -> dict[str, str]:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")  # so the log follows the script live
+        env.update(self.megascale())  # before the user's: an --env value wins
+        for name in record.get("env") or []:
+            if name in self.user_env:
+                env[name] = self.user_env[name]
+            else:
+                self.say(f"no value was given for the env variable {name}")
+        # On a multislice job the worker id and count are the slice's (as the metadata
+        # server has them); TPUCTL_SLICE_ID tells the slices apart.
+        worker = self.me["worker"] if self.args.slices > 1 else self.worker
+        env.update(
+            TPUCTL_JOB_ID=self.args.job_id, TPUCTL_WORKER_ID=str(worker),
+            TPUCTL_NUM_WORKERS=str(self.me["workers"]), TPUCTL_OUTPUT_DIR=str(self.outputs),
+            TPUCTL_ATTEMPT=str(self.args.attempt), TPUCTL_RESTART=str(self.args.attempt - 1),
+            TPUCTL_SLICE_ID=str(self.args.slice), TPUCTL_NUM_SLICES=str(self.args.slices),
+        )  # fmt: skip
+        return env
+
+    def megascale(self) -> dict[str, str]:
+        """What JAX/libtpu read to join the slices of a multislice job over the data-
+        center network, as Google's multislice tooling sets them (docs/multislice.md):
+        the coordinator (worker 0 of slice 0, HOST:PORT), its port, how many slices and
+        which this one is. Nothing on a single slice."""
+        if self.args.slices <= 1 or not self.args.coordinator:
+            return {}
+        return {
+            "MEGASCALE_COORDINATOR_ADDRESS": self.args.coordinator,
+            "MEGASCALE_PORT": self.args.coordinator.rsplit(":", 1)[-1],
+            "MEGASCALE_NUM_SLICES": str(self.args.slices),
+            "MEGASCALE_SLICE_ID": str(self.args.slice),
+        }
+
+    def supervise(self, command: list[str], env: dict[str, str], phase: str) -> int:
+        """Run one command to its end, heartbeating; on a cancel SIGTERM, then SIGKILL."""
+        with open(str(self.local_log), "ab") as log:
+            proc = subprocess.Popen(command, cwd=str(self.code), env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)  # fmt: skip
+        self.quietly(lambda: self.status.write(state="RUNNING", phase=phase, child_pid=proc.pid))
+        beat = synced = refreshed = time.monotonic()
+        term_at: float | None = None
+        while True:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = proc.wait(timeout=0.1)
+                return 128 - code if code < 0 else code  # killed by signal N: 128 + N
+            now = time.monotonic()
+            if self.signalled:
+                self.check_signal()
+            if self.noticed_at is not None and now - self.noticed_at > self.args.notice_budget:
+                self.say(f"the {phase} still runs {self.args.notice_budget:g}s after the "
+                         "preemption notice: syncing the outputs now")  # fmt: skip
+                return 128 + signal.SIGTERM
+            if self.cancelled and term_at is None:
+                self.say(f"cancelled ({self.stop_reason or 'on request'}): stopping the {phase}")
+                _kill(proc.pid, signal.SIGTERM)
+                term_at = now
+            elif term_at is not None and now - term_at > self.args.grace:
+                _kill(proc.pid, signal.SIGKILL)
+            if now - beat >= self.args.heartbeat:  # (the status: the heartbeat thread)
+                beat = now
+                self.quietly(self.log.upload)
+            if now - synced >= self.args.sync_every:
+                synced = now
+                self.quietly(self.sync.sync)
+            if now - refreshed >= self.args.refresh_every:
+                refreshed = now
+                self.quietly(self.refresh)
+
+    # -- the retention rule --------------------------------------------------------------
+    # `tpuctl init` offers a lifecycle rule deleting what is under tpuctl/jobs/ once N
+    # days old, and Cloud Storage counts an object's age from its creation
+    # (https://cloud.google.com/storage/docs/lifecycle#age): a job running longer than N
+    # days would lose what it wrote once. Its record, which the teardown and a restart
+    # after a preemption read, and the outputs it never rewrote, which a restart restores.
+    # So every --refresh-every seconds (6 h; the shortest retention is a day) worker 0
+    # writes the record again (a new generation is a new object: its age starts over),
+    # from the copy kept at the start if a rule took it already, and every worker uploads
+    # again the outputs of its own that the bucket no longer has.
+    def refresh(self) -> None:
+        if self.worker == 0:
+            name = job_path(self.args.job_id, "job.json")
+            record, generation = self.storage.read_json(name)
+            if record is None:
+                record = json.loads(self.record_copy.read_text())
+                self.say("the job record was gone from the bucket (a lifecycle rule?): "
+                         "written again from the copy fetched at the start")  # fmt: skip
+            try:
+                self.storage.write_json(name, record, if_generation_match=generation)
+            except HttpError as e:
+                if e.status != 412:  # 412: written meanwhile, so new already
+                    raise
+        gone = self.sync.recheck()
+        if gone:
+            self.say(f"{gone} output file(s) were gone from the bucket: uploading them again")
+            self.sync.sync()
+
+    def heartbeat(self, stop: threading.Event) -> None:
+        """Every --heartbeat seconds, whatever the job does (fetching, running, syncing
+        the outputs): the status rewritten, and on worker 0 its peers looked at."""
+        while not stop.wait(self.args.heartbeat):
+            self.quietly(self.status.write)
+            if self.worker == 0 and self.total > 1:
+                self.quietly(self.watch_peers)
+
+    def watch_peers(self) -> None:
+        """Worker 0: a peer whose agent stopped beating for --stale seconds is LOST; the
+        job then ends (the others are asked to stop, and worker 0 tears down)."""
+        current = {}
+        for k in range(1, self.total):
+            st = self.storage.read_json(status_path(self.args.job_id, k))[0]
+            if st and st.get("attempt") == self.args.attempt:
+                current[k] = st
+        lost = self.peers.lost(current, range(1, self.total))
+        if not lost or self.cancelled:
+            return
+        silent = int(self.peers.silent_for(lost[0]))
+        why = f"worker {lost[0]} lost: no heartbeat for {silent}s"
+        for k in lost:
+            self.storage.update_json(
+                status_path(self.args.job_id, k),
+                lambda v, k=k: dict(v, worker=k, attempt=self.args.attempt, state="LOST",
+                                    message=f"no heartbeat for {silent}s", ended=time.time()),
+            )  # fmt: skip
+        for k in set(range(1, self.total)) - set(lost):
+            self.storage.update_json(
+                status_path(self.args.job_id, k), lambda v: dict(v, cancel=True)
+            )
+        self.status.value["message"] = why
+        self.stop_reason = why
+
+    def run(self) -> int:
+        self.outputs.mkdir(parents=True, exist_ok=True)
+        self.code.mkdir(parents=True, exist_ok=True)
+        self.quietly(lambda: self.status.write(state="FETCHING"))
+        stop = threading.Event()
+        for work in (self.heartbeat, self.watch_preemption):
+            threading.Thread(target=work, args=(stop,), daemon=True).start()
+        try:
+            return self._run()
+        finally:
+            stop.set()
+
+    def _run(self) -> int:
+        code, state, record = 1, "FAILED", {}
+        try:
+            record = fetch_code(self.storage, self.args.job_id, self.code)
+            self.record_copy.write_text(json.dumps(record))
+            self.sync.restore()
+            env = self.env(record)
+            script = record["script"]
+            command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
+            code = 0
+            if record.get("setup") and not self.cancelled:
+                self.say(f"setup: {record['setup']}")
+                shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+                code = self.supervise([shell, "-c", record["setup"]], env, "setup")
+                if code:
+                    self.say(f"the setup failed with exit status {code}")
+            if code == 0 and not self.cancelled:
+                code = self.supervise(command + list(record.get("args") or []), env, "script")
+            if self.signalled:
+                self.check_signal()
+            state = "CANCELLED" if self.cancelled else ("SUCCEEDED" if code == 0 else "FAILED")
+            if self.noticed_at is not None:
+                state = "PREEMPTED"
+            self.say(f"{state.lower()} with exit status {code}")
+        except Exception as e:  # noqa: BLE001 - reported in the log and the status
+            self.say(f"error: {e!r}")
+            self.status.value["message"] = repr(e)[:500]
+        self.quietly(self.sync.sync)  # first: what a preempted job resumes from
+        self.quietly(lambda: self.log.upload(force=True))
+        self.quietly(lambda: self.status.write(state=state, exit_status=code, ended=time.time()))
+        if self.worker == 0 and record.get("teardown"):
+            if state == "PREEMPTED":  # the runner recreates it, or gc deletes it
+                self.say("teardown left to the runner: the node is being preempted")
+            else:
+                self.teardown()
+        return code
+
+    def after_death(self, state: str, error: str) -> None:
+        """The supervisor's part once the agent died: a final status with the error
+        (unless the agent wrote one), then, on worker 0, the teardown it still owed."""
+        current, _ = self.storage.read_json(self.status.name)
+        record = self.storage.read_json(job_path(self.args.job_id, "job.json"))[0]
+        if record is None and self.record_copy.is_file():  # a lifecycle rule took it
+            record = json.loads(self.record_copy.read_text())
+        owes_teardown = self.worker == 0 and (record or {}).get("teardown")
+        current = current or {}
+        if current.get("attempt") == self.args.attempt and current.get("state") in FINAL:
+            if not owes_teardown or "teardown" in current:
+                return
+            self.status.value = dict(current)
+        else:
+            self.say(f"error: {error}")
+            self.status.value.update(state=state, message=error, ended=time.time(),
+                                     exit_status=None if state == "LOST" else 1)  # fmt: skip
+            self.quietly(self.status.write)
+            self.quietly(lambda: self.log.upload(force=True))
+        if owes_teardown:
+            self.teardown()
+
+    def ended(self, worker: int, since: float) -> bool:
+        """Has `worker` ended this attempt, or stopped answering for --stale seconds?"""
+        try:
+            st = self.storage.read_json(status_path(self.args.job_id, worker))[0]
+        except HttpError:
+            return False
+        if not st or st.get("attempt") != self.args.attempt:
+            return time.time() - since > self.args.stale  # its agent never started
+        return st.get("state") in FINAL or time.time() - st.get("heartbeat", 0) > self.args.stale
+
+    def teardown(self) -> None:
+        """On worker 0: once every worker has ended, delete the node (this VM included);
+        on a multislice job, its queued resource, which takes every slice with it."""
+        since = time.time()
+        while not all(self.ended(k, since) for k in range(self.total)):
+            time.sleep(self.args.heartbeat)
+        project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
+        request = self.args.request if self.args.slices > 1 else None
+        what = f"queued resource {request} (every slice)" if request else f"node {node}"
+        self.say(f"teardown: deleting {what} in {zone}")
+        self.quietly(lambda: self.log.upload(force=True))  # before this VM goes away
+        try:
+            if request:
+                op = delete_request(self.storage.token, project, zone, request)
+            else:
+                op = delete_node(self.storage.token, project, zone, node)
+            outcome = (op or {}).get("name", "already gone")
+        except Exception as e:  # noqa: BLE001 - said in the log and the status
+            outcome = f"failed: {e!r}"
+            self.say(f"teardown {outcome}")
+        self.quietly(lambda: self.status.write(teardown=outcome))
+        self.quietly(lambda: self.log.upload(force=True))
+
+
+def delete_request(token: Token, project: str, zone: str, request: str) -> Json | None:
+    """Ask the TPU API to delete a queued resource with force (its nodes go with it): its
+    operation, or None when it is gone."""
+    path = f"projects/{project}/locations/{zone}/queuedResources/{request}?force=true"
+    try:
+        return dict(json.loads(tpu(token, "DELETE", path) or b"{}"))
+    except HttpError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def _kill(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)  # the child leads its own process group: its children go too
