@@ -231,3 +231,22 @@ def test_lifecycle_rule(cli, emulator, gcloud_on_emulator, tmp_path) -> None:
         "ok",
         f"{url} deletes job folders (tpuctl/jobs/) after 14 days",
     )
+
+
+def test_enabling_apis_is_one_batch_as_gcloud_sends_it(cli, emulator, gcloud_on_emulator) -> None:
+    """`tpuctl init --yes` on a project with the APIs off, and `gcloud services enable`
+    of the same APIs: the same `services.batchEnable` body."""
+    emulator.config(services="none")
+    r = cli("init", "--zone", Z, "--yes", "--json")
+    apis_step = {s["step"]: s for s in json.loads(r.out)["steps"]}["apis"]
+    assert apis_step["status"] == "done"
+    (ours,) = emulator.bodies("services.batchEnable")
+    ids = ours["body"]["serviceIds"]
+    emulator.reset()
+    emulator.config(services="none")
+    endpoint = f"http://{emulator.address}/"
+    _ok(gcloud("config", "set", "api_endpoint_overrides/serviceusage", endpoint))
+    _ok(gcloud("services", "enable", *ids))
+    (theirs,) = emulator.bodies("services.batchEnable")
+    assert (theirs["path"], theirs["body"]) == (ours["path"], ours["body"])
+    assert emulator.config()["project_services"] == {PROJECT: dict.fromkeys(ids, True)}

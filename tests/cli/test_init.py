@@ -98,6 +98,9 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
         "(Google decides; see `tpuctl quota`)"
     )
     assert emulator.config()["project_services"] == {"tpuctl-demo": dict.fromkeys(REQUIRED, True)}
+    # one batch, as `gcloud services enable A B ...` sends it
+    assert emulator.requests()["POST services.batchEnable"] == 1
+    assert "POST services.enable" not in emulator.requests()
     assert bucket_exists(emulator)
     prefs = list(
         emulator.quotas_client().list_quota_preferences(

@@ -60,6 +60,39 @@ def test_enable_is_an_operation_and_switches_one_project(emulator) -> None:
     assert emulator.config()["project_services"] == {"new-proj": {"tpu.googleapis.com": True}}
 
 
+def test_batch_enable_switches_several_in_one_operation(emulator) -> None:
+    """`services.batchEnable`, what `gcloud services enable A B` sends: one operation,
+    all or none, at most 20 services."""
+    emulator.config(services="none", durations={"enable_service": 0.2})
+    su = service_usage(emulator)
+    ids = ["tpu.googleapis.com", "storage.googleapis.com", "iam.googleapis.com"]
+    op = su.batch_enable_services(request={"parent": P, "service_ids": ids})
+    assert not op.done()
+    done = op.result(timeout=10)
+    assert sorted(s.config.name for s in done.services) == sorted(ids)
+    assert all(s.state.name == "ENABLED" for s in done.services)
+    assert emulator.config()["project_services"] == {"new-proj": dict.fromkeys(ids, True)}
+    again = su.batch_enable_services(request={"parent": P, "service_ids": ids})
+    assert again.done() and again.operation.name == "operations/noop.DONE_OPERATION"
+    assert emulator.requests()["POST services.batchEnable"] == 2
+
+    emulator.config(billing={"new-proj": False})
+    with pytest.raises(gx.BadRequest) as err:  # a paid API refuses the whole batch
+        su.batch_enable_services(
+            request={
+                "parent": P,
+                "service_ids": ["cloudquotas.googleapis.com", "compute.googleapis.com"],
+            }
+        )
+    assert err.value.reason == "UREQ_PROJECT_BILLING_NOT_FOUND"
+    quotas = su.get_service(request={"name": f"{P}/services/cloudquotas.googleapis.com"})
+    assert quotas.state.name == "DISABLED"
+    with pytest.raises(gx.Forbidden, match="nope.googleapis.com"):
+        su.batch_enable_services(request={"parent": P, "service_ids": ["nope.googleapis.com"]})
+    with pytest.raises(gx.BadRequest, match="at most 20"):
+        su.batch_enable_services(request={"parent": P, "service_ids": ids * 7})
+
+
 def test_enabling_a_paid_api_needs_billing_and_unknown_apis_are_refused(emulator) -> None:
     emulator.config(services="none", billing={"new-proj": False})
     su = service_usage(emulator)

@@ -82,6 +82,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "services.batchGet": (apis.SERVICE_USAGE, "serviceusage.services.get"),
     "services.list": (apis.SERVICE_USAGE, "serviceusage.services.list"),
     "services.enable": (apis.SERVICE_USAGE, "serviceusage.services.enable"),
+    "services.batchEnable": (apis.SERVICE_USAGE, "serviceusage.services.enable"),
     # testing one's own permissions needs none (Resource Manager's reference)
     "projects.testIamPermissions": ("cloudresourcemanager.googleapis.com", ""),
     "projects.get": ("cloudresourcemanager.googleapis.com", "resourcemanager.projects.get"),

@@ -96,6 +96,8 @@ API_ROUTES: list[tuple[str, str, str, str | Handler | OnState, tuple[str, ...]]]
      ("project", "service")),
     ("POST", _SU + "/(?P<service>[^/:]+):enable", "services.enable",
      OnState(service_usage.enable_service), ("project", "service")),
+    ("POST", _SU + ":batchEnable", "services.batchEnable",
+     OnState(service_usage.batch_enable), ("project", "body")),
     ("GET", r"/v1/(?P<op>operations/[^/]+)", "serviceusage.operations.get",
      OnState(service_usage.get_operation), ("op",)),
     ("POST", _QP, "quotaPreferences.create", OnState(quota_prefs.create),

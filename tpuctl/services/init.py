@@ -134,17 +134,13 @@ def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
         return Step(
             "apis", "todo", found, todo=f"`gcloud services enable {names} --project {project}`"
         )
-    enabled = []
-    try:
-        for api in off:
-            op = a.service_usage.enable(project, api.name)
-            if op is not None:
-                _wait_enabled(a.service_usage, project, op, spec)
-            enabled.append(api.name)
+    enabled = [api.name for api in off]
+    try:  # one batch, as `gcloud services enable A B ...`: all or none
+        op = a.service_usage.enable(project, enabled)
+        if op is not None:
+            _wait_enabled(a.service_usage, project, op, spec)
     except TpuctlError as e:
-        step = failed("apis", found, e)
-        step.did = f"enabled {', '.join(enabled)}" if enabled else ""
-        return step
+        return failed("apis", found, e)
     return Step("apis", "done", found, did=f"enabled {', '.join(enabled)}")
 
 
