@@ -202,7 +202,7 @@ def validate_create(
 
     With `quotas`, a create that would exceed its quota is refused here, before the call.
     """
-    from tpuctl.services import quota
+    from tpuctl.services import quota_check
 
     validate_name(spec.name)
     validate_labels(spec.labels)
@@ -223,7 +223,7 @@ def validate_create(
             hint=f"use another name, or see it: `tpuctl describe {spec.name} --zone {target.zone}`",
         )
     if quotas is not None:
-        quota.check_create(api, quotas, target, spec.accelerator, _scheduling(spec))
+        quota_check.check_create(api, quotas, target, spec.accelerator, _scheduling(spec))
     return body
 
 
@@ -245,7 +245,7 @@ def create_node(
     is explained like tpuctl's own check. A signal during the call interrupts once it
     has returned (`interrupts.deferred`): then the node is known to exist.
     """
-    from tpuctl.services import quota
+    from tpuctl.services import quota_check
 
     if body is None:
         body = validate_create(api, target, spec, quotas)
@@ -253,7 +253,9 @@ def create_node(
         with interrupts.deferred():  # cut in half, the create may still take effect
             return api.create_node(target.parent, spec.name, body)
     except QuotaError as e:
-        raise quota.explain_refusal(e, api, target, spec.accelerator, _scheduling(spec)) from e
+        raise quota_check.explain_refusal(
+            e, api, target, spec.accelerator, _scheduling(spec)
+        ) from e
 
 
 def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:

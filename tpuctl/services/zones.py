@@ -23,7 +23,7 @@ from tpuctl.errors import (
     TpuctlError,
     UsageError,
 )
-from tpuctl.services import cost, nodes, queued, quota
+from tpuctl.services import cost, nodes, queued, quota_check
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi
@@ -63,7 +63,7 @@ def survey(
         views.append(view)
     usable = [v.zone for v in views if not v.dropped]
     scheduling = catalog.scheduling_name(spot)
-    rooms = quota.headroom(tpu, quotas, target.project, accelerator, scheduling, usable)
+    rooms = quota_check.headroom(tpu, quotas, target.project, accelerator, scheduling, usable)
     for view in views:
         if not view.dropped:
             view.price = cost.hourly(accelerator, spot)
