@@ -10,7 +10,8 @@ from tests.services.conftest import Sshd
 from tpuctl.cloud.ssh import Endpoint, SshApi
 from tpuctl.models import Node
 from tpuctl.services import remote
-from tpuctl.services.ssh import Plan, write_known_hosts
+from tpuctl.services.hostkeys import write_known_hosts
+from tpuctl.services.ssh import Plan
 
 NODE = Node(name="n1", project="p", zone="us-central1-a", accelerator_type="v3-8", state="READY")
 

@@ -11,7 +11,7 @@ from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.ssh import Endpoint, ensure_key_pair
 from tpuctl.errors import CloudError, UntrustedHostKey, UsageError
 from tpuctl.models import Node
-from tpuctl.services import ssh
+from tpuctl.services import hostkeys, ssh
 
 
 def test_worker_selection() -> None:
@@ -93,12 +93,12 @@ def _public(algorithm: str) -> str:
 
 @pytest.fixture(scope="module")
 def keys() -> dict[str, str]:
-    return {kind: _public(kind) for kind in ssh.HOST_KEY_TYPES}
+    return {kind: _public(kind) for kind in hostkeys.HOST_KEY_TYPES}
 
 
 def test_well_formed_keys_of_every_accepted_type_pass(keys: dict[str, str]) -> None:
-    assert {kind: ssh.host_key_problem(kind, value) for kind, value in keys.items()} == {
-        kind: None for kind in ssh.HOST_KEY_TYPES
+    assert {kind: hostkeys.host_key_problem(kind, value) for kind, value in keys.items()} == {
+        kind: None for kind in hostkeys.HOST_KEY_TYPES
     }
 
 
@@ -142,7 +142,7 @@ def test_anything_but_one_key_of_its_own_type_is_refused(
     value = value.replace("ED25519", keys["ssh-ed25519"]).replace(
         "ECDSA-NISTP256", keys["ecdsa-sha2-nistp256"]
     )
-    assert problem in (ssh.host_key_problem(kind, value) or "accepted")
+    assert problem in (hostkeys.host_key_problem(kind, value) or "accepted")
 
 
 def test_known_hosts_entries_are_replaced_per_worker_and_address(
@@ -163,7 +163,7 @@ def test_known_hosts_entries_are_replaced_per_worker_and_address(
     )
     node = Node(name="n1", project="p", zone="z", accelerator_type="v4-16", state="READY")
     eps = [Endpoint(0, "10.0.0.1", 22), Endpoint(1, "10.0.0.2", 2222)]
-    ssh.write_known_hosts(path, node, eps, {0: [("ssh-ed25519", k0)], 1: [("ssh-rsa", k1)]})
+    hostkeys.write_known_hosts(path, node, eps, {0: [("ssh-ed25519", k0)], 1: [("ssh-rsa", k1)]})
     assert path.read_text().splitlines() == [
         f"[10.0.0.9]:22 ecdsa-sha2-nistp256 {other} user-line",
         f"10.0.0.1 ssh-ed25519 {k0} tpuctl:p/z/n1/w0",
@@ -171,7 +171,7 @@ def test_known_hosts_entries_are_replaced_per_worker_and_address(
     ]
     # the node was recreated: worker 0 has a new address and key, worker 1 a new key
     eps = [Endpoint(0, "10.0.0.7", 22), Endpoint(1, "10.0.0.2", 2222)]
-    ssh.write_known_hosts(path, node, eps, {0: [("ssh-ed25519", n0)], 1: [("ssh-rsa", n1)]})
+    hostkeys.write_known_hosts(path, node, eps, {0: [("ssh-ed25519", n0)], 1: [("ssh-rsa", n1)]})
     assert path.read_text().splitlines() == [
         f"[10.0.0.9]:22 ecdsa-sha2-nistp256 {other} user-line",
         f"10.0.0.7 ssh-ed25519 {n0} tpuctl:p/z/n1/w0",
@@ -187,11 +187,11 @@ def test_known_hosts_are_written_for_one_address_and_good_keys_only(
     good = {0: [("ssh-ed25519", keys["ssh-ed25519"])]}
     for host in ("*", "10.0.0.1,*", "!10.0.0.1", "host name", "10.0.0.*"):
         with pytest.raises(CloudError, match="has no valid address"):
-            ssh.write_known_hosts(path, node, [Endpoint(0, host, 22)], good)
+            hostkeys.write_known_hosts(path, node, [Endpoint(0, host, 22)], good)
     bad = {0: [("ssh-ed25519", keys["ssh-ed25519"] + "\n* ssh-ed25519 " + keys["ssh-ed25519"])]}
     with pytest.raises(UntrustedHostKey, match="not one base64 key"):
-        ssh.write_known_hosts(path, node, [Endpoint(0, "10.0.0.1", 22)], bad)
+        hostkeys.write_known_hosts(path, node, [Endpoint(0, "10.0.0.1", 22)], bad)
     assert not path.exists()
     weird = Node(name="n1 *\n", project="p", zone="z", accelerator_type="v3-8", state="READY")
-    ssh.write_known_hosts(path, weird, [Endpoint(0, "::1", 22)], good)
+    hostkeys.write_known_hosts(path, weird, [Endpoint(0, "::1", 22)], good)
     assert path.read_text() == f"::1 ssh-ed25519 {keys['ssh-ed25519']} tpuctl:p/z/n1___/w0\n"
