@@ -84,6 +84,8 @@ def test_an_idle_holder_of_the_tpu_is_named_and_stopped_only_when_agreed(  # noq
     (holder,) = checks["tpu-holder"]
     assert holder["status"] == "fail" and "1 idle" in holder["summary"]
     assert "idle" in holder["evidence"][0] and "accel0" in holder["evidence"][0]
+    # idle by its CPU, and Monitoring has no point to say otherwise (none sampled)
+    assert "; TensorCores: no recent Monitoring point)" in holder["evidence"][0]
     # held by a live process: the lockfile is not stale, and --fix leaves it
     assert _status(checks, "libtpu-lockfile") == {"pass"}
     r = cli("doctor", node, "--fix")  # no terminal, no --yes: not asked, not done
@@ -95,6 +97,18 @@ def test_an_idle_holder_of_the_tpu_is_named_and_stopped_only_when_agreed(  # noq
     # its owner gone, the lockfile is stale now: the next --fix removes it
     assert _status(checks, "libtpu-lockfile") == {"fail"}
     assert cli("doctor", node, "--fix").code == 0
+
+
+def test_a_holder_waiting_on_its_tpu_is_busy_by_its_tensorcores(cli, emulator, node) -> None:  # noqa: ANN001
+    """A training process uses little CPU while its TPU works: Cloud Monitoring's
+    TensorCore idle time decides, and such a holder is not called idle."""
+    emulator.worker_fault(NODE.format(node), "tpu-busy")
+    emulator.sample()  # the device was written before the fault answered: a busy point
+    r = cli("doctor", node, "--json")
+    (holder,) = _checks(r.out)["tpu-holder"]
+    assert holder["status"] == "warn" and "idle" not in holder["summary"]
+    assert " busy (" in holder["evidence"][0]
+    assert "; TensorCores idle for 0s)" in holder["evidence"][0]
 
 
 def test_a_full_disk_fails(cli, emulator, node) -> None:  # noqa: ANN001

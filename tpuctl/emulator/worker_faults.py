@@ -13,6 +13,9 @@ Faults (kind, per worker):
   is gone (as a killed libtpu process leaves it);
 - `tpu-held`: a process of the worker that holds its first TPU device open and sleeps
   (an idle holder); it goes with the worker's other processes;
+- `tpu-busy`: the same, but it writes its device every half second, which the
+  emulator's Monitoring counts as its TensorCore working (monitoring.py), while its CPU
+  stays idle: a training process waiting on its TPU;
 - `disk-full`: a `df` in the worker's bin that reports every file system 100% used (the
   emulator shares the machine's disk: this is the honest minimum that makes a full disk
   visible, to `df` users only);
@@ -37,7 +40,7 @@ from tpuctl.emulator.models import Node
 from tpuctl.emulator.sandbox import Refused
 from tpuctl.emulator.workers import WorkerFiles
 
-KINDS = ("stale-lockfile", "tpu-held", "disk-full", "package")
+KINDS = ("stale-lockfile", "tpu-held", "tpu-busy", "disk-full", "package")
 _DIST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _FULL_DF = """#!/bin/sh
 # tpuctl emulator: a full disk (worker fault disk-full)
@@ -113,17 +116,27 @@ def plant(
             raise errors.invalid_argument("version is a version string, or null to remove")
         set_package(site_packages(workers, node, worker), name, version)
         return {"kind": kind, "worker": worker, "package": name, "version": version}
-    return _hold(workers, node, worker, env)
+    return _hold(workers, node, worker, env, busy=kind == "tpu-busy")
 
 
-def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str]) -> dict:
+def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str], busy: bool) -> dict:
     device = str(workers.devices(node, worker)[0])
-    code = (
-        "import sys, time\n"
-        f"f = open({device!r}, 'rb')\n"
-        "print('holding', flush=True)\n"
-        "while True: time.sleep(3600)\n"
-    )
+    if busy:  # written before it says so: the next sample sees the work
+        code = (
+            "import sys, time\n"
+            f"f = open({device!r}, 'ab')\n"
+            "f.write(b'100\\n'); f.flush()\n"
+            "print('holding', flush=True)\n"
+            "while True:\n"
+            "    time.sleep(0.5); f.write(b'100\\n'); f.flush()\n"
+        )
+    else:
+        code = (
+            "import sys, time\n"
+            f"f = open({device!r}, 'rb')\n"
+            "print('holding', flush=True)\n"
+            "while True: time.sleep(3600)\n"
+        )
     wdir = workers.worker_dir(node, worker)
     environment = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
     environment.update(env)
@@ -140,4 +153,4 @@ def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str]) ->
     threading.Thread(target=proc.wait, daemon=True).start()
     if not said:
         raise ApiError(500, "INTERNAL", f"the process holding {device} did not start")
-    return {"kind": "tpu-held", "worker": worker, "device": device}
+    return {"kind": "tpu-busy" if busy else "tpu-held", "worker": worker, "device": device}

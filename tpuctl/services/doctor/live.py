@@ -137,9 +137,13 @@ def examine(
         return report
     gs = list(dict.fromkeys([*paths, *job_paths]))
     first = [a for p in gs for a in ("--gs", p)] + ["--bucket", bucket.name]
-    answers = _gather(ssh, plan, lambda w: first if w == 0 else [], timeout)
+
+    def whose(worker: int) -> list[str]:  # a CPU-idle holder's TensorCores: Monitoring's
+        return ["--node", full_name, "--worker", str(worker)]
+
+    answers = _gather(ssh, plan, lambda w: (first if w == 0 else []) + whose(w), timeout)
     if fix:
-        answers.update(_repair(ssh, plan, answers, confirm, timeout))
+        answers.update(_repair(ssh, plan, answers, confirm, timeout, whose))
     for worker, answer in sorted(answers.items()):
         if isinstance(answer, str) and answer.startswith("the checkup"):
             # connected, but the program failed (e.g. no python3 on the VM)
@@ -188,6 +192,7 @@ def _repair(
     answers: dict[int, dict[str, Any] | str],
     confirm: Callable[[str], bool],
     timeout: float,
+    whose: Callable[[int], list[str]],
 ) -> dict[int, dict[str, Any] | str]:
     """The second round trip: the repairs each worker needs (and agreed ones)."""
     wanted: dict[int, list[str]] = {}
@@ -209,4 +214,4 @@ def _repair(
             wanted[worker] = args
     if not wanted:
         return {}
-    return _gather(ssh, plan, lambda w: wanted.get(w), timeout)
+    return _gather(ssh, plan, lambda w: wanted[w] + whose(w) if w in wanted else None, timeout)

@@ -104,6 +104,16 @@ def lockfile(worker: int, report: dict[str, Any], fixed: list[str]) -> Check:
                  [f"created {since}"], "", worker)  # fmt: skip
 
 
+def _tensorcores(holder: dict[str, Any]) -> str:
+    """What Cloud Monitoring said of the worker's TensorCores, when it was asked."""
+    if "tensorcore_idle" not in holder:
+        return ""
+    seconds = holder["tensorcore_idle"]
+    if seconds is None:
+        return "; TensorCores: no recent Monitoring point"
+    return f"; TensorCores idle for {seconds}s"
+
+
 def holders(worker: int, report: dict[str, Any], fixed: list[str]) -> Check:
     held = report.get("holders") or []
     done = [f for f in fixed if f.startswith(("stopped", "killed", "could not stop", "pid"))]
@@ -111,8 +121,8 @@ def holders(worker: int, report: dict[str, Any], fixed: list[str]) -> Check:
         return Check("tpu-holder", "pass", "no process holds the TPU", done, "", worker)
     evidence = [
         f"pid {h['pid']} ({h['command'][:60]}) of {h['user']}, since {_ago(h.get('started'))}, "
-        f"{'busy' if h.get('busy') else 'idle'} ({h.get('cpu', 0):.0%} CPU), holds "
-        f"{', '.join(h['devices'])}"
+        f"{'busy' if h.get('busy') else 'idle'} ({h.get('cpu', 0):.0%} CPU{_tensorcores(h)}), "
+        f"holds {', '.join(h['devices'])}"
         for h in held
     ]
     idle = [h for h in held if not h.get("busy")]
