@@ -202,3 +202,28 @@ def test_completion_without_a_cloud_offers_nothing_and_says_nothing(cli, emulato
         assert _complete("tpuctl describe ") == []
     finally:
         os.environ["TPUCTL_EMULATOR_HOST"] = emulator.address
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_a_question_on_a_terminal_leaves_a_redirected_stdout_clean(
+    cli, emulator, tmp_path, answer
+) -> None:
+    """`delete` asks on the terminal (stderr) while stdout goes to a file: the file gets
+    its result and nothing of the question (click's confirm wrote the question's last
+    character, a space, to stdout)."""
+    assert cli("create", "asked", "-a", "v3-8", "--no-wait").code == 0
+    out = tmp_path / "stdout.txt"
+    command = f"{sys.executable} -m tpuctl delete asked > {out}"
+    child = pexpect.spawn("/bin/sh", ["-c", command], env=dict(os.environ), encoding="utf-8",
+                          timeout=60)  # fmt: skip
+    child.expect_exact("Delete node asked? [y/N]: ")
+    child.sendline(answer)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert out.read_text() == ("" if answer == "n" else "asked: deleted\n")
+    if answer == "n":
+        assert child.exitstatus == 1 and "nothing deleted" in str(child.before)
+        assert cli("delete", "asked", "--yes").code == 0
+    else:
+        assert child.exitstatus == 0
+        assert [n["name"] for n in emulator.nodes()] == []

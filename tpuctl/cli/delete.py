@@ -93,7 +93,7 @@ def _confirm(doomed: Doomed, tty: bool) -> None:
             f"  {q.name}  {q.accelerator_type}  queued resource {q.state}  {q.zone}"
             + (f"  (with node {', '.join(q.node_ids)})" if q.state == "ACTIVE" else "")
         )
-    if not typer.confirm(f"Delete {_what(doomed)}?", default=False, err=True):
+    if not render.confirm(f"Delete {_what(doomed)}?", default=False):
         render.info("nothing deleted")
         raise typer.Exit(1)
 

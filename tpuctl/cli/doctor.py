@@ -155,7 +155,7 @@ def _node(
         if yes:
             return True
         if app.stdin_isatty and not json_out:
-            return typer.confirm(question, default=False, err=True)
+            return render.confirm(question, default=False)
         asked.append(question)
         return False
 

@@ -152,7 +152,7 @@ def _confirm(total: int, tty: bool) -> None:
             f"deleting nothing: {total} resource(s) to collect but no --yes and no terminal",
             hint="a cron line must say `tpuctl gc --yes`; use --dry-run to only look",
         )
-    if not typer.confirm(f"Delete {total} resource(s)?", default=False, err=True):
+    if not render.confirm(f"Delete {total} resource(s)?", default=False):
         render.info("nothing deleted")
         raise typer.Exit(1)
 

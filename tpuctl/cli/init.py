@@ -105,7 +105,7 @@ def init(
             return True
         if not app.stdin_isatty or json_out:
             return False
-        return typer.confirm(f"{action[0].upper()}{action[1:]}?", default=True, err=True)
+        return render.confirm(f"{action[0].upper()}{action[1:]}?", default=True)
 
     adapters = init_svc.InitAdapters(
         service_usage=factory.service_usage(),

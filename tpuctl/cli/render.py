@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+import typer
+
 from tpuctl.durations import format_duration
 from tpuctl.models import CREATED, EXPIRES, IDLE_TIMEOUT, LAST_ACTIVE, Node, QueuedResource
 from tpuctl.services import cost
@@ -78,6 +80,33 @@ def print_json(data: Any) -> None:
 
 def info(message: str) -> None:
     err().print(escape(message), highlight=False)
+
+
+def confirm(question: str, default: bool) -> bool:
+    """A yes/no question, all of it on stderr, the answer read from stdin.
+
+    Not `typer.confirm(err=True)`: click writes the prompt's last character with
+    `input()`, which goes to stdout, so a stdout redirected to a file or a pipe (`--json`,
+    a plan kept by `tpuctl gc > plan.txt`) would get a stray space. Ctrl-C or the end of
+    stdin aborts, as click's does."""
+    suffix = " [Y/n]: " if default else " [y/N]: "
+    while True:
+        sys.stderr.write(question + suffix)
+        sys.stderr.flush()
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:
+            raise typer.Abort() from None
+        if not line:
+            raise typer.Abort()
+        answer = line.strip().lower()
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("n", "no"):
+            return False
+        if not answer:
+            return default
+        sys.stderr.write("Error: invalid input\n")
 
 
 def human_age(seconds: float | None) -> str:
