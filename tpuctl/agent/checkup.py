@@ -129,7 +129,7 @@ def tensorcores(held: list[Json], node: str, worker: int) -> None:
     cannot be read) and is busy when its TensorCores worked within ACTIVE_WITHIN."""
     try:
         idle_for = tensorcore_idle(Token(), node, worker, time.time())
-    except (HttpError, ValueError, KeyError):
+    except (HttpError, ValueError, IndexError):  # IndexError: not a node's full name
         idle_for = None
     for h in held:
         h["tensorcore_idle"] = None if idle_for is None else round(idle_for)

@@ -220,19 +220,33 @@ class Job:
     # writes the record again (a new generation is a new object: its age starts over),
     # from the copy kept at the start if a rule took it already, and every worker uploads
     # again the outputs of its own that the bucket no longer has.
+    def record(self) -> tuple[Json | None, int]:
+        """The job record and its generation in the bucket; once a lifecycle rule took
+        it, the copy kept on the VM (generation 0), if there is one."""
+        record, generation = self.storage.read_json(job_path(self.args.job_id, "job.json"))
+        if record is None and self.record_copy.is_file():
+            return json.loads(self.record_copy.read_text()), 0
+        return record, generation
+
+    def renew_record(self) -> None:
+        """Write the record again: a new generation, whose age starts now."""
+        record, generation = self.record()
+        if record is None:  # neither in the bucket nor kept here: nothing to renew
+            self.say("the job record is gone from the bucket, and no copy is kept here")
+            return
+        if not generation:
+            self.say("the job record was gone from the bucket (a lifecycle rule?): "
+                     "written again from the copy fetched at the start")  # fmt: skip
+        name = job_path(self.args.job_id, "job.json")
+        try:
+            self.storage.write_json(name, record, if_generation_match=generation)
+        except HttpError as e:
+            if e.status != 412:  # 412: written meanwhile, so new already
+                raise
+
     def refresh(self) -> None:
         if self.worker == 0:
-            name = job_path(self.args.job_id, "job.json")
-            record, generation = self.storage.read_json(name)
-            if record is None:
-                record = json.loads(self.record_copy.read_text())
-                self.say("the job record was gone from the bucket (a lifecycle rule?): "
-                         "written again from the copy fetched at the start")  # fmt: skip
-            try:
-                self.storage.write_json(name, record, if_generation_match=generation)
-            except HttpError as e:
-                if e.status != 412:  # 412: written meanwhile, so new already
-                    raise
+            self.renew_record()
         gone = self.sync.recheck()
         if gone:
             self.say(f"{gone} output file(s) were gone from the bucket: uploading them again")
@@ -325,9 +339,7 @@ class Job:
         """The supervisor's part once the agent died: a final status with the error
         (unless the agent wrote one), then, on worker 0, the teardown it still owed."""
         current, _ = self.storage.read_json(self.status.name)
-        record = self.storage.read_json(job_path(self.args.job_id, "job.json"))[0]
-        if record is None and self.record_copy.is_file():  # a lifecycle rule took it
-            record = json.loads(self.record_copy.read_text())
+        record = self.record()[0]  # the VM's copy when a lifecycle rule took it
         owes_teardown = self.worker == 0 and (record or {}).get("teardown")
         current = current or {}
         if current.get("attempt") == self.args.attempt and current.get("state") in FINAL:

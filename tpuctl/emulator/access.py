@@ -201,6 +201,12 @@ class Access:
     def billed(self, project: str) -> bool:
         return self.billing.get(project, self.billing.get("*", True))
 
+    def denied_to(self, principal: Principal | None) -> set[str]:
+        """What a call's principal lacks: a VM's account's, or the caller's (None)."""
+        if principal is None:
+            return set(self.denied)
+        return self.accounts.denied(principal.account)
+
     # -- the gate ----------------------------------------------------------------------
     def check(
         self,
@@ -226,8 +232,7 @@ class Access:
             raise errors.service_disabled(project, service, SERVICES[service])
         if service in PAID and not self.billed(project):
             raise billing_disabled(project, service)
-        denied = self.denied if principal is None else self.accounts.denied(principal.account)
-        if permission and permission in denied:
+        if permission and permission in self.denied_to(principal):
             raise permission_denied(service, permission, _resource(path))
 
 

@@ -178,10 +178,7 @@ def test_iam_permissions(
         raise errors.invalid_argument("permissions must be a list of permission names")
     if len(asked) > 100:  # the API's own limit
         raise errors.invalid_argument("The number of permissions must not exceed 100.")
-    if principal is None:
-        denied = set(state.access.denied)
-    else:
-        denied = state.access.accounts.denied(principal.account)
+    denied = state.access.denied_to(principal)
     held = [p for p in asked if p not in denied]
     return {"permissions": held} if held else {}
 

@@ -103,7 +103,9 @@ def enable_service(state: State, project: str, service: str) -> dict[str, Any]:
 
 def batch_enable(state: State, project: str, body: dict[str, Any]) -> dict[str, Any]:
     """`services.batchEnable`: `serviceIds`, 1 to 20 of them, enabled by one operation
-    (all or none: an unknown service or a paid one without billing refuses the batch)."""
+    (all or none: an unknown service or a paid one without billing refuses the batch).
+    The limit is the API reference's; the wording of the 400s for an empty or too long
+    list is the emulator's (the service's own was not found in a public output)."""
     ids = body.get("serviceIds")
     if not isinstance(ids, list) or not ids or not all(isinstance(s, str) and s for s in ids):
         raise errors.invalid_argument("serviceIds must name at least one service.")

@@ -61,11 +61,8 @@ def troubleshoot(state: Any, body: dict[str, Any], principal: Principal | None) 
     access = state.access
     if parts["project"] != "_":
         access.check("iam.troubleshoot", parts["project"], "", principal=principal, write=False)
-    caller_denied = (
-        access.denied if principal is None else access.accounts.denied(principal.account)
-    )
     view = _VIEW.get(parts["service"])
-    if view is None or view in caller_denied:
+    if view is None or view in access.denied_to(principal):
         verdict = "UNKNOWN_INFO_DENIED"
     else:
         held = _holds(access, who, parts["project"], permission)

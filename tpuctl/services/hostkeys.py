@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
 
 HOSTKEYS = "hostkeys"
-# Whoever can write one guest attribute on one VM (any process on it) chooses what
-# tpuctl reads here, so a value is trusted only when it is exactly one public key of
-# the type it claims, and a line is written only for the worker's own address.
 _ECDSA = {"ecdsa-sha2-nistp256": 32, "ecdsa-sha2-nistp384": 48, "ecdsa-sha2-nistp521": 66}
 HOST_KEY_TYPES = ("ssh-ed25519", *_ECDSA, "ssh-rsa")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")

@@ -343,7 +343,7 @@ def run(a: InitAdapters, spec: InitSpec, on_step: Callable[[Step], None]) -> Ini
     told(check_quota(a, spec))
     step, bucket = check_bucket(a, spec)
     told(step)
-    made = step.status in ("ok", "done")
+    made = step.status in READY
     told(check_service_account(a.iam, spec.target.project, bucket, spec.service_account, made))
     told(check_retention(a, spec, step, bucket))
     told(check_config(a, spec, bucket))

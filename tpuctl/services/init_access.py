@@ -161,7 +161,7 @@ def check_service_account(
     return Step("service-account", "ok", found)
 
 
-_VIEW_ROLE = "roles/iam.securityReviewer"
+_VIEW_ROLE = apis.ROLES["resourcemanager.projects.getIamPolicy"]  # reads every policy
 
 
 def _troubleshoot(iam: IamApi, project: str, bucket: str | None, email: str) -> dict[str, str]:
