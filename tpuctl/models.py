@@ -27,6 +27,7 @@ from tpuctl.agent.labels import (  # noqa: F401
     OWNER,
     START_DEADLINE,
 )
+from tpuctl.timestamps import parse_rfc3339
 
 # Node states grouped by what they mean to a user (the cloud's enum, as data).
 PENDING_STATES = frozenset({"CREATING", "STARTING", "RESTARTING", "REIMAGING", "REPAIRING"})
@@ -106,7 +107,7 @@ class Node:
             workers.append(Worker(index=i, internal_ip=ep.get("ipAddress", ""), external_ip=ext))
         created = None
         if data.get("createTime"):
-            created = datetime.fromisoformat(data["createTime"].replace("Z", "+00:00"))
+            created = parse_rfc3339(data["createTime"])
         sched = data.get("schedulingConfig") or {}
         return cls(
             name=name,
@@ -193,7 +194,7 @@ class QueuedResource:
         its validUntilDuration (the API's "21600s" form); None when it waits for ever."""
         policy = self.raw.get("queueingPolicy") or {}
         if policy.get("validUntilTime"):
-            return datetime.fromisoformat(str(policy["validUntilTime"]).replace("Z", "+00:00"))
+            return parse_rfc3339(str(policy["validUntilTime"]))
         duration = str(policy.get("validUntilDuration") or "")
         if duration.endswith("s") and self.create_time is not None:
             try:
@@ -224,7 +225,7 @@ class QueuedResource:
         policy = data.get("queueingPolicy") or {}
         created = None
         if data.get("createTime"):
-            created = datetime.fromisoformat(data["createTime"].replace("Z", "+00:00"))
+            created = parse_rfc3339(data["createTime"])
         sched = node.get("schedulingConfig") or {}
         return cls(
             name=name,
