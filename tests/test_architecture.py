@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "tpuctl"
 
 
@@ -27,20 +29,32 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module name the file imports (`from a import b` is a.b when b is a module)."""
+def imports_of(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module name `source` (the text of `module`) imports, relative imports
+    resolved against `module`'s package (`from ..cli import x` in tpuctl.cloud.tpu is
+    tpuctl.cli.x, or tpuctl.cli when x is not a module)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                parent = ".".join(base + ([node.module] if node.module else []))
+            else:
+                parent = node.module or ""
             for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                names.add(sub if sub in MODULES else node.module)
+                sub = f"{parent}.{alias.name}"
+                names.add(sub if sub in MODULES else parent)
     return names
 
 
-GRAPH = {name: _imports(path) for name, path in MODULES.items()}
+def _imports(name: str, path: Path) -> set[str]:
+    return imports_of(path.read_text(), name, path.name == "__init__.py")
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
 
 def _internal(name: str) -> set[str]:
@@ -83,50 +97,55 @@ def test_the_import_graph_has_no_cycle() -> None:
     assert cycles == []
 
 
-def _violations(rule: Callable[[str, str], bool]) -> list[str]:
-    return sorted(f"{src} imports {dst}" for src in GRAPH for dst in GRAPH[src] if rule(src, dst))
+Graph = dict[str, set[str]]
 
 
-def test_services_and_cloud_never_import_the_cli() -> None:
-    def wrong(src: str, dst: str) -> bool:
-        below_cli = _in(src, "tpuctl.services") or _in(src, "tpuctl.cloud")
-        return below_cli and _in(dst, "tpuctl.cli")
-
-    assert _violations(wrong) == []
+def _violations(rule: Callable[[str, str], bool], graph: Graph | None = None) -> list[str]:
+    graph = GRAPH if graph is None else graph
+    return sorted(f"{src} imports {dst}" for src in graph for dst in graph[src] if rule(src, dst))
 
 
-def test_cloud_adapters_never_import_services() -> None:
-    assert _violations(lambda s, d: _in(s, "tpuctl.cloud") and _in(d, "tpuctl.services")) == []
+def cli_below(src: str, dst: str) -> bool:
+    """services or cloud reaching up into the CLI."""
+    below_cli = _in(src, "tpuctl.services") or _in(src, "tpuctl.cloud")
+    return below_cli and _in(dst, "tpuctl.cli")
 
 
-def test_only_the_emulator_command_imports_the_emulator() -> None:
-    def wrong(src: str, dst: str) -> bool:
-        allowed = _in(src, "tpuctl.emulator") or src == "tpuctl.cli.emulator_cmd"
-        return _in(dst, "tpuctl.emulator") and not allowed
-
-    assert _violations(wrong) == []
+def services_below(src: str, dst: str) -> bool:
+    """a cloud adapter reaching up into the services."""
+    return _in(src, "tpuctl.cloud") and _in(dst, "tpuctl.services")
 
 
-def test_only_cloud_adapters_and_the_emulator_import_google_and_asyncssh() -> None:
-    def wrong(src: str, dst: str) -> bool:
-        allowed = _in(src, "tpuctl.cloud") or _in(src, "tpuctl.emulator")
-        return (dst.split(".")[0] in ("google", "asyncssh")) and not allowed
-
-    assert _violations(wrong) == []
+def emulator_imported(src: str, dst: str) -> bool:
+    """the emulator imported by anything but `tpuctl emulator`."""
+    allowed = _in(src, "tpuctl.emulator") or src == "tpuctl.cli.emulator_cmd"
+    return _in(dst, "tpuctl.emulator") and not allowed
 
 
-def test_the_agent_imports_only_the_standard_library_and_itself() -> None:
-    agent_dir = PACKAGE / "agent"
-    siblings = {p.stem for p in agent_dir.glob("*.py")}
+def google_outside_cloud(src: str, dst: str) -> bool:
+    """google.* or asyncssh outside the cloud adapters and the emulator."""
+    allowed = _in(src, "tpuctl.cloud") or _in(src, "tpuctl.emulator")
+    return (dst.split(".")[0] in ("google", "asyncssh")) and not allowed
 
-    def wrong(src: str, dst: str) -> bool:
-        if not _in(src, "tpuctl.agent"):
-            return False
-        top = dst.split(".")[0]
-        own = _in(dst, "tpuctl.agent") or top in siblings
-        return not own and top not in sys.stdlib_module_names and top != "__future__"
 
-    assert _violations(wrong) == []
+_AGENT_SIBLINGS = {p.stem for p in (PACKAGE / "agent").glob("*.py")}
+
+
+def agent_outside_stdlib(src: str, dst: str) -> bool:
+    """the agent importing anything but the standard library and itself."""
+    if not _in(src, "tpuctl.agent"):
+        return False
+    top = dst.split(".")[0]
+    own = _in(dst, "tpuctl.agent") or top in _AGENT_SIBLINGS
+    return not own and top not in sys.stdlib_module_names and top != "__future__"
+
+
+RULES = [cli_below, services_below, emulator_imported, google_outside_cloud, agent_outside_stdlib]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)
+def test_no_import_breaks_the_rule(rule: Callable[[str, str], bool]) -> None:
+    assert _violations(rule) == []
 
 
 def test_the_rules_see_a_violation() -> None:
@@ -134,3 +153,27 @@ def test_the_rules_see_a_violation() -> None:
     assert "tpuctl.services.nodes" in GRAPH["tpuctl.services.run.provision"]
     assert "tpuctl.cloud.tpu" in GRAPH["tpuctl.cloud.clients"]  # a lazy import counts
     assert "tpuctl.cloud.tpu" in GRAPH["tpuctl.services.nodes"]  # so does TYPE_CHECKING
+    assert "tpuctl.agent.common" in GRAPH["tpuctl.agent.transfer"]  # and a relative one
+
+
+# A module written to break each rule with a relative import, as the rules must see it.
+_RELATIVE_BREAKS = [
+    (cli_below, "tpuctl.cloud.tpu", False, "from ..cli import render"),
+    (cli_below, "tpuctl.services.run.spec", False, "from ...cli.render import table"),
+    (services_below, "tpuctl.cloud.storage", False, "from ..services import staging"),
+    (emulator_imported, "tpuctl.services.nodes", False, "from ..emulator.backend import Backend"),
+    (emulator_imported, "tpuctl.cli", True, "from ..emulator import daemon"),
+    (agent_outside_stdlib, "tpuctl.agent.job", False, "from ..services import jobs"),
+    (agent_outside_stdlib, "tpuctl.agent", True, "from .. import catalog"),
+]
+
+
+@pytest.mark.parametrize(("rule", "module", "is_package", "source"), _RELATIVE_BREAKS)
+def test_a_relative_import_across_a_layer_fails_the_rule(
+    rule: Callable[[str, str], bool], module: str, is_package: bool, source: str
+) -> None:
+    graph = {module: imports_of(source, module, is_package)}
+    assert len(_violations(rule, graph)) == 1, graph
+    # and the same module importing within its own layer breaks nothing
+    same = {module: imports_of("from . import errors", module, is_package)}
+    assert _violations(rule, same) == []
