@@ -63,10 +63,12 @@ def main() -> None:
     )
     proc, address = start_emulator()
     os.environ["TPUCTL_EMULATOR_HOST"] = address
+    from tpuctl import catalog
     from tpuctl.cloud.clients import ClientFactory
     from tpuctl.emulator.control import EmulatorControl
+    from tpuctl.models import CreateSpec
     from tpuctl.services import remote, ssh
-    from tpuctl.services.nodes import CreateSpec, create_node
+    from tpuctl.services.nodes import create_node
 
     try:
         control = EmulatorControl(address)
@@ -89,7 +91,7 @@ def main() -> None:
         at_64 = None
         for accelerator, workers in SLICES:
             name = f"bench-{workers}"
-            create_node(api, target, CreateSpec(name=name, accelerator=accelerator))
+            create_node(api, target, CreateSpec(name=name, shape=catalog.shape(accelerator)))
             plan = ssh.plan(api, ssh_api, f"{target.parent}/nodes/{name}", "all")
             times, cpu, server_cpu = {}, {}, {}
             for parallel in (0, 1):

@@ -177,3 +177,32 @@ def test_a_relative_import_across_a_layer_fails_the_rule(
     # and the same module importing within its own layer breaks nothing
     same = {module: imports_of("from . import errors", module, is_package)}
     assert _violations(rule, same) == []
+
+
+# The TPU API's request and answer keys: the adapter's business (cloud/tpu_wire.py).
+WIRE_KEYS = ("acceleratorType", "schedulingConfig", "networkConfig", "queuedResource",
+             "multisliceParams", "nodeSpec", "queueingPolicy")  # fmt: skip
+
+
+def _wire_keys_in(source: str) -> list[str]:
+    """Every wire key written as a string literal in `source`."""
+    return sorted(
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and node.value in WIRE_KEYS
+    )
+
+
+def test_services_build_and_read_no_request_body() -> None:
+    found = {
+        name: keys
+        for name, path in MODULES.items()
+        if _in(name, "tpuctl.services") and (keys := _wire_keys_in(path.read_text()))
+    }
+    assert found == {}
+
+
+def test_the_body_check_sees_a_body() -> None:
+    assert _wire_keys_in('body = {"acceleratorType": acc, "labels": {}}') == ["acceleratorType"]
+    assert _wire_keys_in('node.raw.get("queuedResource")') == ["queuedResource"]
+    assert "acceleratorType" in _wire_keys_in((PACKAGE / "cloud" / "tpu_wire.py").read_text())

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# generation -> (name prefix, acceleratorConfig.type, sizes offered)
+# generation -> (name prefix, acceleratorConfig.type, sizes offered). The TPU API offers
+# every generation but TPU7x; Compute Engine offers v5p, v6e and TPU7x (below).
 _GENERATIONS: dict[str, tuple[str, str, tuple[int, ...]]] = {
     "v2": ("v2-", "V2", (8, 32, 128, 256, 512)),
     "v3": ("v3-", "V3", (8, 32, 64, 128, 256, 512, 1024, 2048)),
@@ -17,10 +18,13 @@ _GENERATIONS: dict[str, tuple[str, str, tuple[int, ...]]] = {
     "v5e": ("v5litepod-", "V5LITE_POD", (1, 4, 8, 16, 32, 64, 128, 256)),
     "v5p": ("v5p-", "V5P", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288)),
     "v6e": ("v6e-", "V6E", (1, 4, 8, 16, 32, 64, 128, 256)),
+    "tpu7x": ("tpu7x-", "", (8, 16, 32, 64, 128, 256, 512)),
 }
 GENERATIONS: tuple[str, ...] = tuple(_GENERATIONS)
+# Generations the Cloud TPU API offers (it is frozen: TPU7x and later are Compute Engine's).
+TPU_API_GENERATIONS: tuple[str, ...] = ("v2", "v3", "v4", "v5e", "v5p", "v6e")
 
-# Chips -> topology. v2/v3 and v5e/v6e slices are 2D tori, v4/v5p slices 3D.
+# Chips -> topology. v2/v3 and v5e/v6e slices are 2D tori, v4/v5p/TPU7x slices 3D.
 _TOPOLOGY_2D = {
     1: "1x1",
     4: "2x2",
@@ -48,66 +52,134 @@ _TOPOLOGY_3D = {
     6144: "16x16x24",
 }
 
+# Compute Engine's machine type per host, by generation and chips per host (the TPU
+# machine-types page of Compute Engine, https://cloud.google.com/compute/docs/accelerator-optimized-machines;
+# docs/architecture.md, "Two TPU APIs"). v5e and older are not offered on Compute Engine.
+_MACHINE_TYPES: dict[str, dict[int, str]] = {
+    "v5p": {4: "ct5p-hightpu-4t"},
+    "v6e": {1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"},
+    "tpu7x": {4: "tpu7x-standard-4t"},
+}
+API_NAMES = {"tpu": "the Cloud TPU API", "compute": "Compute Engine"}
+
 
 @dataclass(frozen=True)
-class AcceleratorType:
-    """One accelerator type, e.g. `v4-32`: a slice of `chips` chips on `workers` VMs."""
+class SliceShape:
+    """A TPU slice as the user asked for it, resolved once by the catalogue: `v4-32` is
+    32 TensorCores on 16 chips over 4 hosts, topology 2x2x4, the TPU API's `v4-32`.
 
-    name: str
-    generation: str
-    size: int
+    Every layer below the CLI takes this value; none parses an accelerator name again.
+    `known` is False for a name the catalogue has never heard of: it is passed to the
+    TPU API as it is (the API is the judge of what it offers), with nothing else known.
+    """
+
+    name: str  # what tpuctl calls it: the TPU API's name, or TPU7x's (`tpu7x-16`)
+    generation: str  # v2 v3 v4 v5e v5p v6e tpu7x ("" when unknown)
+    size: int  # the name's number: TensorCores (v2-v4, v5p, TPU7x) or chips (v5e, v6e)
     chips: int
-    cores: int
-    workers: int
-    config_type: str
+    cores: int  # TensorCores
+    hosts: int
     topology: str
+    tpu_type: str | None  # the TPU API's acceleratorType; None where it offers none
+    machine_type: str | None  # Compute Engine's machine type per host; None likewise
+    config_type: str = ""  # the TPU API's acceleratorConfig.type
+    known: bool = True
+
+    @property
+    def workers(self) -> int:
+        """The VMs of the slice (the TPU API's word for hosts)."""
+        return self.hosts
+
+    @property
+    def chips_per_host(self) -> int:
+        return self.chips // self.hosts if self.hosts else 0
 
     @property
     def multi_host(self) -> bool:
-        return self.workers > 1
+        return self.hosts > 1
+
+    @property
+    def apis(self) -> tuple[str, ...]:
+        """The APIs that offer it: "tpu" (the Cloud TPU API), "compute" (Compute Engine)."""
+        offered = ("tpu",) if self.tpu_type else ()
+        return offered + (("compute",) if self.machine_type else ())
+
+    @property
+    def quota_family(self) -> str:
+        """The TPU API quota family a slice counts against.
+
+        v2 and v3 single devices (`-8`) and pods have separate quotas; single-host v5e
+        (`v5litepod-1/4/8`) counts against the v5e serving quota, larger slices against v5e.
+        """
+        if self.generation in ("v2", "v3"):
+            return self.generation if self.size == 8 else f"{self.generation} pod"
+        if self.generation == "v5e" and not self.multi_host:
+            return "v5e serving"
+        return self.generation
+
+    @property
+    def price_key(self) -> str:
+        """The row of the price table (per chip-hour) this slice is priced by."""
+        return self.generation
+
+    @classmethod
+    def unknown(cls, name: str) -> SliceShape:
+        return cls(name, "", 0, 0, 0, 1, "", name, None, known=False)
 
 
-def _make(generation: str, size: int) -> AcceleratorType:
+# The name the emulator knows it by (an accelerator type the TPU API is sent).
+AcceleratorType = SliceShape
+
+
+def _make(generation: str, size: int) -> SliceShape:
     prefix, config_type, _ = _GENERATIONS[generation]
     if generation in ("v5e", "v6e"):
         # The suffix counts chips, one TensorCore each; up to 8 chips sit on one VM,
         # multi-host slices have 4 chips per VM.
         chips, cores = size, size
-        workers = 1 if size <= 8 else size // 4
+        hosts = 1 if size <= 8 else size // 4
         topology = _TOPOLOGY_2D[chips]
     else:
         # The suffix counts TensorCores, two per chip, four chips per VM.
         chips, cores = size // 2, size
-        workers = max(1, size // 8)
-        table = _TOPOLOGY_3D if generation in ("v4", "v5p") else _TOPOLOGY_2D
+        hosts = max(1, size // 8)
+        table = _TOPOLOGY_3D if generation in ("v4", "v5p", "tpu7x") else _TOPOLOGY_2D
         topology = table[chips]
-    return AcceleratorType(
-        name=f"{prefix}{size}",
-        generation=generation,
-        size=size,
-        chips=chips,
-        cores=cores,
-        workers=workers,
-        config_type=config_type,
-        topology=topology,
+    name = f"{prefix}{size}"
+    machine = _MACHINE_TYPES.get(generation, {}).get(chips // hosts)
+    tpu_type = name if generation in TPU_API_GENERATIONS else None
+    return SliceShape(
+        name, generation, size, chips, cores, hosts, topology, tpu_type, machine, config_type
     )
 
 
-ACCELERATOR_TYPES: dict[str, AcceleratorType] = {
+SHAPES: dict[str, SliceShape] = {
     acc.name: acc
     for acc in (_make(gen, size) for gen, (_, _, sizes) in _GENERATIONS.items() for size in sizes)
+}
+# The TPU API's accelerator types (what it lists, what the emulator offers).
+ACCELERATOR_TYPES: dict[str, SliceShape] = {
+    acc.tpu_type: acc for acc in SHAPES.values() if acc.tpu_type
 }
 API_DEFAULT_ACCELERATOR = "v2-8"  # what the TPU API creates when a body names no type
 # tpuctl's own default for create and run: offered in DEFAULT_ZONE (v2-8, the API's
 # default, is not), and the most common single-host slice in Google's tutorials.
 DEFAULT_ACCELERATOR = "v3-8"
-# Names people (and Google's own pages) use for the types the API calls otherwise.
-_ALIASES = {"v5e": "v5litepod", "v5lite": "v5litepod", "v5litepod": "v5litepod"}
+# Names people (and Google's own pages) use for the types the API calls otherwise:
+# TPU7x VMs' own metadata spells their type `v7x-16`.
+_ALIASES = {
+    "v5e": "v5litepod",
+    "v5lite": "v5litepod",
+    "v5litepod": "v5litepod",
+    "v7x": "tpu7x",
+    "tpu7x": "tpu7x",
+}
 
 
 def canonical_accelerator(name: str) -> str:
-    """The API's name for an accelerator type: `v5e-8` and `V5E-8` -> `v5litepod-8`;
-    any other name only lowercased (unknown names are the API's to refuse)."""
+    """tpuctl's name for an accelerator type: `v5e-8` and `V5E-8` -> `v5litepod-8`,
+    `v7x-16` -> `tpu7x-16`; any other name only lowercased (unknown names are the API's
+    to refuse)."""
     lowered = name.strip().lower()
     prefix, sep, size = lowered.rpartition("-")
     if sep and prefix in _ALIASES:
@@ -115,12 +187,20 @@ def canonical_accelerator(name: str) -> str:
     return lowered
 
 
-def parse_accelerator(name: str) -> AcceleratorType | None:
-    """The accelerator type called `name` (e.g. `v5litepod-16`), or None if there is none."""
+def shape(name: str) -> SliceShape:
+    """The slice called `name`, as the user typed it (`v5e-8`, `V4-32`, `tpu7x-16`); a
+    name the catalogue does not know is an unknown shape (`known` False) for the API to
+    judge. This is the one parser of accelerator names."""
+    canonical = canonical_accelerator(name)
+    return SHAPES.get(canonical) or SliceShape.unknown(canonical)
+
+
+def parse_accelerator(name: str) -> SliceShape | None:
+    """The TPU API accelerator type called exactly `name` (e.g. `v5litepod-16`), or None."""
     return ACCELERATOR_TYPES.get(name)
 
 
-def accelerator_for_config(config_type: str, topology: str) -> AcceleratorType | None:
+def accelerator_for_config(config_type: str, topology: str) -> SliceShape | None:
     """The accelerator type matching an `acceleratorConfig {type, topology}`, if any."""
     for acc in ACCELERATOR_TYPES.values():
         if acc.config_type == config_type and acc.topology == topology:
@@ -155,7 +235,7 @@ def region_of(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
 
 
-def accelerator_types(zone: str) -> list[AcceleratorType]:
+def accelerator_types(zone: str) -> list[SliceShape]:
     """Every accelerator type offered in `zone` (empty for an unknown zone)."""
     gens = ZONES.get(zone, [])
     return [acc for acc in ACCELERATOR_TYPES.values() if acc.generation in gens]
@@ -247,7 +327,7 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 
 
-def hourly_price(acc: AcceleratorType, spot: bool = False) -> float:
+def hourly_price(acc: SliceShape, spot: bool = False) -> float:
     """List price in USD per hour for the whole slice (an estimate: regions vary)."""
     on_demand, cheap = PRICES[acc.generation]
     return round(acc.chips * (cheap if spot else on_demand), 4)
@@ -291,7 +371,7 @@ class QuotaSpec:
     def scheduling(self) -> str:
         return "preemptible" if self.preemptible else "on-demand"
 
-    def amount(self, acc: AcceleratorType) -> int:
+    def amount(self, acc: SliceShape) -> int:
         """How much of this quota one `acc` slice uses."""
         return acc.chips if self.unit == "chips" else acc.cores
 
@@ -391,20 +471,12 @@ QUOTA_FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(q.family for q in QUOTAS))
 RESERVED_METRICS: tuple[str, ...] = (_M + "tpu-v5s-litepod-serving-reserved",)
 
 
-def quota_family(acc: AcceleratorType) -> str:
-    """The quota family a slice counts against.
-
-    v2 and v3 single devices (`-8`) and pods have separate quotas; single-host v5e
-    (`v5litepod-1/4/8`) counts against the v5e serving quota, larger slices against v5e.
-    """
-    if acc.generation in ("v2", "v3"):
-        return acc.generation if acc.size == 8 else f"{acc.generation} pod"
-    if acc.generation == "v5e" and not acc.multi_host:
-        return "v5e serving"
-    return acc.generation
+def quota_family(acc: SliceShape) -> str:
+    """The quota family a slice counts against (`SliceShape.quota_family`)."""
+    return acc.quota_family
 
 
-def quotas_for(acc: AcceleratorType, scheduling: str) -> tuple[QuotaSpec, ...]:
+def quotas_for(acc: SliceShape, scheduling: str) -> tuple[QuotaSpec, ...]:
     """Every quota a create of `acc` counts against (primary first, then its twin in the
     other dimension); scheduling is on-demand, spot, preemptible or reserved (reserved
     capacity is not counted here: empty)."""
@@ -416,7 +488,7 @@ def quotas_for(acc: AcceleratorType, scheduling: str) -> tuple[QuotaSpec, ...]:
     return tuple(sorted(specs, key=lambda q: not q.primary))
 
 
-def quota_for(acc: AcceleratorType, scheduling: str) -> QuotaSpec | None:
+def quota_for(acc: SliceShape, scheduling: str) -> QuotaSpec | None:
     """The primary quota a create of `acc` counts against (None for reserved)."""
     specs = quotas_for(acc, scheduling)
     return specs[0] if specs else None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from tpuctl.catalog import RUNTIME_GENERATIONS, AcceleratorType, default_runtime
+from tpuctl.catalog import RUNTIME_GENERATIONS, SliceShape, default_runtime
 
 # The frameworks tpuctl knows, by the import name a script uses -> the pip distribution.
 FRAMEWORKS: dict[str, str] = {"tensorflow": "tensorflow", "jax": "jax", "torch_xla": "torch-xla"}
@@ -68,7 +68,7 @@ def matches(pinned: str, version: str) -> bool:
     return bool(want) and _key(version)[: len(want)] == want
 
 
-def tf_runtimes(acc: AcceleratorType | None) -> list[tuple[str, str]]:
+def tf_runtimes(acc: SliceShape | None) -> list[tuple[str, str]]:
     """(runtime version, TensorFlow version) of every TensorFlow image the catalogue
     offers for the accelerator (pod images for multi-host slices), newest first, PJRT
     before SE."""
@@ -84,7 +84,7 @@ def tf_runtimes(acc: AcceleratorType | None) -> list[tuple[str, str]]:
     return [(name, version) for name, version, _ in found]
 
 
-def tf_runtime(acc: AcceleratorType | None, pinned: str | None = None) -> str | None:
+def tf_runtime(acc: SliceShape | None, pinned: str | None = None) -> str | None:
     """The TensorFlow runtime version to suggest: the newest that fits the accelerator
     (and the pin, when one is given and an image carries it)."""
     options = tf_runtimes(acc)
@@ -95,6 +95,6 @@ def tf_runtime(acc: AcceleratorType | None, pinned: str | None = None) -> str | 
     return options[0][0] if options else None
 
 
-def runtime_of(version: str | None, acc: AcceleratorType | None) -> str:
+def runtime_of(version: str | None, acc: SliceShape | None) -> str:
     """The runtime version a node gets: the one asked for, else the generation's base."""
     return version or default_runtime(acc.generation if acc else "v4")

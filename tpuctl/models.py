@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+from tpuctl import catalog
 
 # The label names live in the agent package, since the watchdog on the VM reads them
 # too; the rest of tpuctl takes them from here.
@@ -27,14 +29,31 @@ from tpuctl.agent.labels import (  # noqa: F401
     OWNER,
     START_DEADLINE,
 )
-from tpuctl.timestamps import parse_rfc3339
+from tpuctl.catalog import SliceShape
 
-# Node states grouped by what they mean to a user (the cloud's enum, as data).
-PENDING_STATES = frozenset({"CREATING", "STARTING", "RESTARTING", "REIMAGING", "REPAIRING"})
-RUNNING_STATES = frozenset({"READY"})
-STOPPED_STATES = frozenset({"STOPPED", "STOPPING"})
-DEAD_STATES = frozenset({"PREEMPTED", "TERMINATED"})
-GONE_STATES = frozenset({"DELETING", "HIDING", "HIDDEN"})
+# -- states, declared once ------------------------------------------------------
+# A node's state (the TPU API's Node.State), grouped by what it means to a user.
+NODE_BOOTING = frozenset({"CREATING", "STARTING", "RESTARTING", "REIMAGING", "REPAIRING"})
+NODE_READY = frozenset({"READY"})
+NODE_STOPPED = frozenset({"STOPPED", "STOPPING"})  # chips released (billed: none once STOPPED)
+NODE_DEAD = frozenset({"PREEMPTED", "TERMINATED"})  # cannot run again: delete and recreate
+NODE_GOING = frozenset({"DELETING", "HIDING", "HIDDEN"})
+# What a create waiting for READY gives up on: the node will never be ready.
+NODE_CREATE_FAILED = NODE_DEAD | {"DELETING", "HIDDEN", "UNKNOWN"}
+# A node whose delete has been accepted holds no quota any more.
+NODE_HOLDS_NO_QUOTA = catalog.QUOTA_FREE_STATES
+
+# A queued resource's state, grouped likewise.
+QUEUED_WAITING = frozenset(
+    {"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "STATE_UNSPECIFIED"}
+)
+QUEUED_ENDED = frozenset({"FAILED", "SUSPENDING", "SUSPENDED"})  # will make no node now
+# A request in these states has made no node (a FAILED one never did).
+QUEUED_MADE_NO_NODE = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "FAILED"})
+
+# The names the rest of tpuctl has always used.
+PENDING_STATES, RUNNING_STATES, STOPPED_STATES = NODE_BOOTING, NODE_READY, NODE_STOPPED
+DEAD_STATES, GONE_STATES = NODE_DEAD, NODE_GOING
 
 
 @dataclass(frozen=True)
@@ -42,6 +61,15 @@ class Worker:
     index: int
     internal_ip: str
     external_ip: str | None = None
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """Something the cloud noticed about a node (the TPU API's `symptoms`)."""
+
+    kind: str
+    details: str = ""
+    worker: str = ""
 
 
 @dataclass
@@ -62,7 +90,21 @@ class Node:
     reserved: bool = False
     description: str = ""
     health_description: str = ""
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    queued_resource: str = ""  # the full name of the queued resource that made it, if any
+    symptoms: list[Symptom] = field(default_factory=list)
+    upcoming_maintenance: str = ""  # as the API describes it, "" when none
+    shape: SliceShape | None = None  # what the adapter resolved; else from the type's name
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the API's answer, shown by
+    # `describe --json` and never read by services
+
+    def __post_init__(self) -> None:
+        if self.shape is None:
+            self.shape = catalog.shape(self.accelerator_type)
+
+    @property
+    def slice(self) -> SliceShape:
+        assert self.shape is not None  # set by __post_init__
+        return self.shape
 
     @property
     def full_name(self) -> str:
@@ -96,39 +138,6 @@ class Node:
             return None
         return max(0.0, (now or time.time()) - self.create_time.timestamp())
 
-    @classmethod
-    def from_api(cls, data: dict[str, Any]) -> Node:
-        """Build from the TPU API's JSON form of a Node (camelCase keys)."""
-        parts = data.get("name", "").split("/")
-        project, zone, name = (parts[1], parts[3], parts[5]) if len(parts) == 6 else ("", "", "")
-        workers = []
-        for i, ep in enumerate(data.get("networkEndpoints") or []):
-            ext = (ep.get("accessConfig") or {}).get("externalIp") or None
-            workers.append(Worker(index=i, internal_ip=ep.get("ipAddress", ""), external_ip=ext))
-        created = None
-        if data.get("createTime"):
-            created = parse_rfc3339(data["createTime"])
-        sched = data.get("schedulingConfig") or {}
-        return cls(
-            name=name,
-            project=project,
-            zone=zone,
-            accelerator_type=data.get("acceleratorType", ""),
-            state=data.get("state", "STATE_UNSPECIFIED"),
-            runtime_version=data.get("runtimeVersion", ""),
-            health=data.get("health", ""),
-            labels=dict(data.get("labels") or {}),
-            metadata=dict(data.get("metadata") or {}),
-            workers=workers,
-            create_time=created,
-            spot=bool(sched.get("spot")),
-            preemptible=bool(sched.get("preemptible")),
-            reserved=bool(sched.get("reserved")),
-            description=data.get("description", ""),
-            health_description=data.get("healthDescription", ""),
-            raw=data,
-        )
-
     def to_json(self) -> dict[str, Any]:
         """The stable, script-friendly form printed by `--json`."""
         return {
@@ -151,16 +160,11 @@ class Node:
         }
 
 
-# Queued-resource states grouped by what they mean to a waiting client.
-QUEUED_WAITING_STATES = frozenset(
-    {"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "STATE_UNSPECIFIED"}
-)
-QUEUED_ENDED_STATES = frozenset({"FAILED", "SUSPENDING", "SUSPENDED"})
-
-
 @dataclass
 class QueuedResource:
     """A queued request for TPU nodes: its state and the nodes it asks for."""
+
+    KIND: ClassVar[str] = "queuedResource"  # its `kind` in tpuctl's JSON (list, gc's audit)
 
     name: str
     project: str
@@ -174,6 +178,7 @@ class QueuedResource:
     create_time: datetime | None = None
     valid_until: str = ""  # the queueing policy's limit, as given (duration or time)
     error: str = ""  # why it FAILED
+    valid_until_at: datetime | None = None  # when it gives up, from its queueing policy
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -190,63 +195,14 @@ class QueuedResource:
         return max(0.0, (now or time.time()) - self.create_time.timestamp())
 
     def valid_until_time(self) -> datetime | None:
-        """When the request gives up waiting: its validUntilTime, or its creation time plus
-        its validUntilDuration (the API's "21600s" form); None when it waits for ever."""
-        policy = self.raw.get("queueingPolicy") or {}
-        if policy.get("validUntilTime"):
-            return parse_rfc3339(str(policy["validUntilTime"]))
-        duration = str(policy.get("validUntilDuration") or "")
-        if duration.endswith("s") and self.create_time is not None:
-            try:
-                return self.create_time + timedelta(seconds=float(duration[:-1]))
-            except ValueError:
-                return None
-        return None
-
-    @classmethod
-    def from_api(cls, data: dict[str, Any]) -> QueuedResource:
-        """Build from the TPU API's JSON form of a QueuedResource (camelCase keys)."""
-        parts = data.get("name", "").split("/")
-        project, zone, name = (parts[1], parts[3], parts[5]) if len(parts) == 6 else ("", "", "")
-        specs = (data.get("tpu") or {}).get("nodeSpec") or []
-        node_ids: list[str] = []
-        for spec in specs:
-            multi = spec.get("multisliceParams") or {}
-            if multi:
-                # without a prefix the service names the nodes after the request
-                prefix = multi.get("nodeIdPrefix") or name
-                count = int(multi.get("nodeCount", 0))
-                node_ids += [f"{prefix}-{i}" for i in range(count)]
-            else:
-                node_ids.append(spec.get("nodeId", ""))
-        node = (specs[0].get("node") or {}) if specs else {}
-        state = data.get("state") or {}
-        error = ((state.get("failedData") or {}).get("error") or {}).get("message", "")
-        policy = data.get("queueingPolicy") or {}
-        created = None
-        if data.get("createTime"):
-            created = parse_rfc3339(data["createTime"])
-        sched = node.get("schedulingConfig") or {}
-        return cls(
-            name=name,
-            project=project,
-            zone=zone,
-            state=state.get("state", "STATE_UNSPECIFIED"),
-            node_ids=node_ids,
-            accelerator_type=node.get("acceleratorType", ""),
-            spot="spot" in data or bool(sched.get("spot")),
-            reserved=bool(data.get("reservationName") or sched.get("reserved")),
-            labels=dict(node.get("labels") or {}),
-            create_time=created,
-            valid_until=policy.get("validUntilTime") or policy.get("validUntilDuration") or "",
-            error=error,
-            raw=data,
-        )
+        """When the request gives up waiting (its validUntilTime, or its creation time plus
+        its validUntilDuration); None when it waits for ever."""
+        return self.valid_until_at
 
     def to_json(self) -> dict[str, Any]:
         """The stable, script-friendly form printed by `--json`."""
         return {
-            "kind": "queuedResource",
+            "kind": self.KIND,
             "name": self.name,
             "project": self.project,
             "zone": self.zone,
@@ -278,3 +234,54 @@ def _utc(when: datetime | None) -> str | None:
     if when is None:
         return None
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class CreateSpec:
+    """What a create asks of a TPU API, in tpuctl's terms: the adapter turns it into the
+    API's request body. Services fill in the labels and metadata tpuctl adds
+    (`services/nodes.py:prepare`) before the adapter sees it."""
+
+    name: str
+    shape: SliceShape
+    version: str | None = None
+    spot: bool = False
+    preemptible: bool = False
+    reserved: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    network: str | None = None
+    subnetwork: str | None = None
+    service_account: str | None = None  # None: the project's default compute account
+    scopes: list[str] = field(default_factory=list)  # empty: CLOUD_PLATFORM
+    internal_ip_only: bool = False
+    tags: list[str] = field(default_factory=list)  # network tags (firewall rules)
+    description: str = ""
+    ttl: int | None = None  # seconds until gc may delete it
+    idle_timeout: int | None = None  # seconds of idleness before it goes
+    idle_action: str = "delete"  # what its watchdog does then: delete or stop
+    start_deadline: int | None = None  # seconds for a job's agent to start (boot guard)
+
+    @property
+    def scheduling(self) -> str:
+        """on-demand, spot, preemptible or reserved, as quotas count it."""
+        return catalog.scheduling_name(self.spot, self.preemptible, self.reserved)
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """How a queued request waits (the TPU API's queued resources): for how long, and
+    for how many slices."""
+
+    slices: int = 1  # > 1: a multislice request for that many nodes
+    valid_until: int | None = None  # seconds it may wait before it FAILS
+    valid_until_time: str | None = None  # or until this time (RFC 3339, UTC)
+
+
+@dataclass(frozen=True)
+class OperationStatus:
+    """A long-running operation as services need it: done, and the error it ended with
+    (a TpuctlError already classified by the adapter: no capacity, quota, ...)."""
+
+    done: bool
+    error: Exception | None = None

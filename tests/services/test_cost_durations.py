@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from tpuctl.catalog import shape
 from tpuctl.durations import format_duration, parse_duration
 from tpuctl.errors import ConfigError, UsageError
 from tpuctl.models import Node
@@ -26,10 +27,10 @@ def node(acc: str, state: str = "READY", spot: bool = False, age_h: float = 2.0)
 
 
 def test_hourly_by_generation_and_scheduling() -> None:
-    assert cost.hourly("v4-32", cheap=False) == pytest.approx(16 * 3.22)  # 16 chips
-    assert cost.hourly("v5litepod-8", cheap=True) == pytest.approx(8 * 0.213)
-    assert cost.hourly("v6e-256", cheap=False) == pytest.approx(256 * 2.70)
-    assert cost.hourly("v9-8", cheap=False) is None
+    assert cost.hourly(shape("v4-32"), cheap=False) == pytest.approx(16 * 3.22)  # 16 chips
+    assert cost.hourly(shape("v5litepod-8"), cheap=True) == pytest.approx(8 * 0.213)
+    assert cost.hourly(shape("v6e-256"), cheap=False) == pytest.approx(256 * 2.70)
+    assert cost.hourly(shape("v9-8"), cheap=False) is None
 
 
 def test_stopped_nodes_cost_nothing_now_and_so_far_scales_with_age() -> None:
@@ -41,7 +42,7 @@ def test_stopped_nodes_cost_nothing_now_and_so_far_scales_with_age() -> None:
 def test_config_overrides_prices() -> None:
     table = cost.price_table({"prices": {"v3": {"on_demand": 1.5}}})
     assert table["v3"] == (1.5, 0.51)
-    assert cost.hourly("v3-8", cheap=False, prices=table) == pytest.approx(6.0)
+    assert cost.hourly(shape("v3-8"), cheap=False, prices=table) == pytest.approx(6.0)
     with pytest.raises(ConfigError, match="invalid prices.bogus"):  # never ignored silently
         cost.price_table({"prices": {"v3": {"on_demand": 1.5}, "bogus": {"spot": 1}}})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from tpuctl.cloud.tpu_wire import node_from_json
 from tpuctl.models import Node
 from tpuctl.services.doctor import node_checks as nc
 
@@ -11,7 +12,7 @@ from tpuctl.services.doctor import node_checks as nc
 def _node(**raw: object) -> Node:
     data = {"name": "projects/p/locations/z/nodes/n", "state": "READY", "health": "HEALTHY",
             "runtimeVersion": "tpu-ubuntu2204-base", **raw}  # fmt: skip
-    return Node.from_api(data)
+    return node_from_json(data)
 
 
 def test_node_state_names_preemption_maintenance_and_symptoms() -> None:

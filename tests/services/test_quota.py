@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tpuctl import catalog
+from tpuctl.catalog import shape
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.quota import QuotaInfo
 from tpuctl.config import Target
@@ -119,21 +120,23 @@ def test_check_create_and_report_against_the_emulator(emulator) -> None:
     factory = ClientFactory()
     tpu, quotas = factory.tpu(), factory.quotas()
     target = Target(project="p", zone="us-east5-a")
-    quota_check.check_create(tpu, quotas, target, "v5p-16", "on-demand")  # fits exactly
+    quota_check.check_create(tpu, quotas, target, shape("v5p-16"), "on-demand")  # fits exactly
     with pytest.raises(QuotaError, match="the project has no v5p on-demand quota in zone us-"):
-        quota_check.check_create(tpu, quotas, Target("p", "us-east5-b"), "v5p-8", "on-demand")
+        quota_check.check_create(
+            tpu, quotas, Target("p", "us-east5-b"), shape("v5p-8"), "on-demand"
+        )
     from google.cloud import tpu_v2
 
     node = tpu_v2.Node(accelerator_type="v5p-8", runtime_version="v2-alpha-tpuv5")
     emulator.tpu_client().create_node(parent=target.parent, node_id="n", node=node).result()
     with pytest.raises(QuotaError) as exc:
-        quota_check.check_create(tpu, quotas, target, "v5p-16", "on-demand")
+        quota_check.check_create(tpu, quotas, target, shape("v5p-16"), "on-demand")
     assert (
         "needs 16 cores of TPUV5PPerProjectPerZoneForTPUAPI, which allows 16" in exc.value.message
     )
     assert "8 in use by n v5p-8" in exc.value.message
-    quota_check.check_create(tpu, quotas, target, "v5p-16", "spot")  # another quota
-    quota_check.check_create(tpu, quotas, target, "v5p-16", "reserved")  # not counted
+    quota_check.check_create(tpu, quotas, target, shape("v5p-16"), "spot")  # another quota
+    quota_check.check_create(tpu, quotas, target, shape("v5p-16"), "reserved")  # not counted
     report = quota.report(tpu, quotas, "p", zone="us-east5-a")
     (row,) = [r for r in report.rows if r.spec.quota_id == V5P]
     assert (row.limit, row.in_use, row.headroom, row.location) == (16, 8, 8, "us-east5-a")
@@ -142,7 +145,9 @@ def test_check_create_and_report_against_the_emulator(emulator) -> None:
 
 def test_refusal_naming_an_unknown_quota_keeps_the_clouds_words() -> None:
     error = QuotaError("quota exceeded: Quota 'TPUV7xPerProjectPerZoneForTPUAPI' exhausted.")
-    explained = quota_check.explain_refusal(error, None, Target("p", "us-east5-a"), "v5p-8", "spot")  # type: ignore[arg-type]
+    explained = quota_check.explain_refusal(
+        error, None, Target("p", "us-east5-a"), shape("v5p-8"), "spot"
+    )  # type: ignore[arg-type]
     assert explained.message == (
         "quota exceeded (the cloud refused the create): "
         "Quota 'TPUV7xPerProjectPerZoneForTPUAPI' exhausted."
@@ -156,5 +161,7 @@ def test_refusal_naming_another_familys_quota_is_not_rephrased() -> None:
         "Limit: 0 in region us-east5."
     )
     error = QuotaError(f"quota exceeded: {words}")
-    explained = quota_check.explain_refusal(error, None, Target("p", "us-east5-a"), "v5p-8", "spot")  # type: ignore[arg-type]
+    explained = quota_check.explain_refusal(
+        error, None, Target("p", "us-east5-a"), shape("v5p-8"), "spot"
+    )  # type: ignore[arg-type]
     assert explained.message == f"quota exceeded (the cloud refused the create): {words}"

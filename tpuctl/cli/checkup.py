@@ -11,6 +11,7 @@ from tpuctl.cli import render
 from tpuctl.errors import CheckFailed
 
 if TYPE_CHECKING:
+    from tpuctl.catalog import SliceShape
     from tpuctl.services.doctor import Finding
     from tpuctl.services.doctor.live import Report
 
@@ -32,7 +33,7 @@ def summary(findings: list[Finding]) -> str:
 def gate(
     root: Path,
     rel: str,
-    accelerator: str,
+    shape: SliceShape,
     force: bool,
     runtime_version: str | None = None,
     setup: str | None = None,
@@ -41,11 +42,10 @@ def gate(
     (unless `force`), warnings and hints are printed on stderr and the run goes on.
     Scripts that are not Python (a shell script) are not checked. `runtime_version`: the
     image the job gets (None: unknown, e.g. an existing node's: not checked)."""
-    from tpuctl.catalog import parse_accelerator
     from tpuctl.services.doctor import NotPythonError, check
 
     try:
-        acc = parse_accelerator(accelerator)
+        acc = shape if shape.known else None
         findings = check(root / rel, root, acc, runtime_version, setup)
     except NotPythonError:
         if rel.endswith(".py") and not force:

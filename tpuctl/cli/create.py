@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tpuctl import interrupts
+from tpuctl import catalog, interrupts
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import render
 from tpuctl.cli.options import Accelerator, AppEnv, Json, NoWait, Project, Zones, app_of
@@ -14,8 +14,7 @@ from tpuctl.errors import Interrupted, TpuctlError, UsageError
 
 if TYPE_CHECKING:
     from tpuctl.config import Target
-    from tpuctl.models import Node
-    from tpuctl.services import nodes
+    from tpuctl.models import CreateSpec, Node
     from tpuctl.services.queued import QueueOptions
 
 SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
@@ -133,6 +132,7 @@ def create(
     """
     from tpuctl.config import configured_service_account
     from tpuctl.durations import parse_duration
+    from tpuctl.models import CreateSpec
     from tpuctl.services import cost, names, nodes
 
     if slices < 1:
@@ -144,9 +144,10 @@ def create(
     if name is None:
         name = names.generated_name(accelerator)
         render.info(f"node name: {name}")  # first, so a script reading stderr has it at once
-    spec = nodes.CreateSpec(
+    shape = catalog.shape(accelerator)
+    spec = CreateSpec(
         name=name,
-        accelerator=accelerator,
+        shape=shape,
         version=version,
         spot=spot,
         preemptible=preemptible,
@@ -188,7 +189,7 @@ def create(
     with interrupts.alike():
         order = list(target.candidates)
         if len(order) > 1:  # --zone a,b: each zone's price and quota first, then failover
-            views = zones.survey(api, quotas, target, accelerator, spot or preemptible)
+            views = zones.survey(api, quotas, target, shape, spot or preemptible)
             render.info(f"zones for {accelerator}, tried in this order ({cost.note()}):")
             for view in sorted(views, key=lambda v: bool(v.dropped)):
                 render.info(view.line())
@@ -209,7 +210,7 @@ class _Request:
     def __init__(
         self,
         app: AppEnv,
-        spec: nodes.CreateSpec,
+        spec: CreateSpec,
         options: QueueOptions,
         queued: bool,
         no_wait: bool,
@@ -236,11 +237,11 @@ class _Request:
             self.wait_ssh,
             self.json_out,
         )
-        name, accelerator = spec.name, spec.accelerator
+        name, accelerator = spec.name, spec.shape.name
         spot, preemptible, internal_ip_only = spec.spot, spec.preemptible, spec.internal_ip_only
         api = app.tpu()
-        body = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
-        rate = cost.hourly(accelerator, spot or preemptible)
+        prepared = nodes.validate_create(api, target, spec, quotas=app.factory.quotas())
+        rate = cost.hourly(spec.shape, spot or preemptible)
         slices = options.slices
         if rate is not None and self.announce:
             kind = "spot" if spot else "preemptible" if preemptible else "on-demand"
@@ -252,7 +253,7 @@ class _Request:
         try:
             if queued:
                 made_nodes = _create_queued(
-                    app, target, name, accelerator, body, options, no_wait, json_out
+                    app, target, name, accelerator, prepared, options, no_wait, json_out
                 )
                 if made_nodes is None:
                     return
@@ -266,7 +267,7 @@ class _Request:
                     _show(made_nodes[0], json_out)
                 return
             made = True
-            operation = nodes.create_node(api, target, spec, body)
+            operation = nodes.create_node(api, target, spec, prepared)
             if no_wait:
                 _started(
                     json_out,
@@ -353,7 +354,7 @@ def _create_queued(
     target: Target,
     name: str,
     accelerator: str,
-    body: dict[str, Any],
+    prepared: CreateSpec,
     options: QueueOptions,
     no_wait: bool,
     json_out: bool,
@@ -363,7 +364,7 @@ def _create_queued(
 
     api = app.tpu()
     if no_wait:
-        queued.enqueue(api, target, name, body, options)
+        queued.enqueue(api, target, name, prepared, options)
         _started(
             json_out,
             {"name": name, "zone": target.zone, "queuedResource": True},
@@ -374,7 +375,9 @@ def _create_queued(
         return None
     what = f"{options.slices} x {accelerator}" if options.slices > 1 else accelerator
     with render.progress(f"queued {name} ({what}) in {target.zone}:") as update:
-        return queued.provision_slices(api, target, name, options, node_body=body, progress=update)
+        return queued.provision_slices(
+            api, target, name, options, node_spec=prepared, progress=update
+        )
 
 
 def _wait_ssh(app: AppEnv, full_name: str, workers: int, internal_ip: bool) -> None:

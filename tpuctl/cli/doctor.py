@@ -18,11 +18,11 @@ from tpuctl.errors import UsageError
 _NODE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-def _accelerator(name: str):  # noqa: ANN202 - AcceleratorType, imported lazily
-    from tpuctl.catalog import parse_accelerator
+def _accelerator(name: str):  # noqa: ANN202 - SliceShape, imported lazily
+    from tpuctl import catalog
 
-    acc = parse_accelerator(name)
-    if acc is None:
+    acc = catalog.shape(name)
+    if not acc.known:
         raise UsageError(f"unknown accelerator {name!r}", hint="e.g. v3-8, v4-32, v5litepod-8")
     return acc
 

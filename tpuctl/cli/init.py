@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tpuctl import catalog
 from tpuctl.catalog import canonical_accelerator
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, Project, Zone, app_of
@@ -97,7 +98,8 @@ def init(
 
     app = app_of(ctx)
     target = app.target(project, zone)
-    init_svc.validate(accelerator, target.zone)
+    shape = catalog.shape(accelerator) if accelerator else None
+    init_svc.validate(shape, target.zone)
     factory = app.factory
 
     def consent(action: str) -> bool:
@@ -118,7 +120,7 @@ def init(
     with render.progress("enable operation") as progress:
         spec = init_svc.InitSpec(
             target=target,
-            accelerator=accelerator,
+            shape=shape,
             account=factory.account(),
             endpoint=factory.describe_endpoint(),
             config=load_config_file(),

@@ -49,7 +49,7 @@ def list_nodes(
                 {
                     **n.to_json(),
                     "kind": "node",
-                    "queuedResource": n.raw.get("queuedResource") or None,
+                    "queuedResource": n.queued_resource or None,
                     "hourlyUsd": cost.node_hourly(n),
                     "costSoFarUsd": cost.so_far(n),
                     "utilization": rows[n.full_name].util,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tpuctl import interrupts
+from tpuctl import catalog, interrupts
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
@@ -327,23 +327,24 @@ def run(
         if getattr(o, key)
     }
     restarts = (3 if o.spot else 0) if o.restarts is None else o.restarts
+    shape = catalog.shape(o.accelerator)
     if print_spec:
         # the script as it was named (a symlinked folder stays as typed), else as found
         named = Path(str(o.script))
         _print_spec(ctx, o, from_file, named if named.is_file() else root / rel, restarts)
         return
     if not o.no_check:  # before anything is created: a mistake found here costs no TPU time
-        from tpuctl.catalog import parse_accelerator
         from tpuctl.frameworks import runtime_of
 
-        runtime = None if o.node else runtime_of(o.version, parse_accelerator(o.accelerator))
-        checkup.gate(root, rel, o.accelerator, o.force, runtime, o.setup)
+        known = shape if shape.known else None
+        runtime = None if o.node else runtime_of(o.version, known)
+        checkup.gate(root, rel, shape, o.force, runtime, o.setup)
     spec = RunSpec(
         script=rel,
         workdir=root,
         args=list(o.script_args or []),
         node=o.node,
-        accelerator=o.accelerator,
+        shape=shape,
         version=o.version,
         spot=o.spot,
         service_account=o.service_account or configured_service_account(),

@@ -1,8 +1,10 @@
-"""TpuApi: the adapter over the Cloud TPU v2 API.
+"""TpuApi: the adapter over the Cloud TPU v2 API, the first implementation of the
+backend protocol (`cloud/backend.py`).
 
 Every call goes through `_call`, the one seam that retries transient faults and
 translates Google's exceptions into tpuctl's errors. Nodes cross this boundary
-as `tpuctl.models.Node`, never as protobuf messages.
+as `tpuctl.models.Node`, never as protobuf messages or JSON; the request bodies and the
+reading of answers are `cloud/tpu_wire.py`'s.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 from google.protobuf import json_format
 
+from tpuctl.cloud import tpu_wire
 from tpuctl.cloud.errors import translate
 from tpuctl.cloud.retry import call
 from tpuctl.errors import CloudError, NotFoundError
-from tpuctl.models import Node, QueuedResource
+from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
 from tpuctl.waiting import poll_until
 
 T = TypeVar("T")
@@ -31,6 +34,8 @@ def _to_dict(message: Any) -> dict[str, Any]:
 
 class TpuApi:
     """The Cloud TPU v2 API as tpuctl uses it."""
+
+    api = "tpu"
 
     def __init__(
         self, client: tpu_v2.TpuClient, where: str = "the TPU API", unreachable_hint: str = ""
@@ -45,24 +50,25 @@ class TpuApi:
     # -- nodes --------------------------------------------------------------
     def get_node(self, name: str) -> Node:
         node = self._call(_subject(name), lambda: self._client.get_node(name=name, timeout=TIMEOUT))
-        return Node.from_api(_to_dict(node))
+        return tpu_wire.node_from_json(_to_dict(node))
 
     def list_nodes(self, parent: str) -> list[Node]:
         def fetch() -> list[Node]:
             pager = self._client.list_nodes(parent=parent, timeout=TIMEOUT)
-            return [Node.from_api(_to_dict(n)) for n in pager]
+            return [tpu_wire.node_from_json(_to_dict(n)) for n in pager]
 
         return self._call(f"nodes in {parent}", fetch)
 
-    def create_node(self, parent: str, node_id: str, body: dict[str, Any]) -> str | None:
+    def create_node(self, parent: str, spec: CreateSpec) -> str | None:
         """Start creating a node; returns the operation name, or None when adopted.
 
         A create whose answer was lost (timeout, 5xx after the fact) is retried;
         the retry then meets ALREADY_EXISTS for the node the first attempt made.
         That node is adopted when it is the one we asked for, never duplicated.
         """
+        body = tpu_wire.node_body(spec)
         node = tpu_v2.Node.from_json(json.dumps(body), ignore_unknown_fields=True)
-        attempts = 0
+        node_id, attempts = spec.name, 0
 
         def create() -> str | None:
             nonlocal attempts
@@ -72,20 +78,13 @@ class TpuApi:
                     parent=parent, node_id=node_id, node=node, timeout=TIMEOUT
                 )
             except gx.Conflict:
-                if attempts > 1 and self._same_request(f"{parent}/nodes/{node_id}", body):
+                existing = f"{parent}/nodes/{node_id}"
+                if attempts > 1 and tpu_wire.same_node(self.get_node(existing), spec):
                     return None
                 raise
             return str(op.operation.name)
 
         return self._call(_subject(f"{parent}/nodes/{node_id}"), create)
-
-    def _same_request(self, name: str, body: dict[str, Any]) -> bool:
-        existing = self.get_node(name)
-        return (
-            existing.accelerator_type == body.get("acceleratorType")
-            and existing.runtime_version == body.get("runtimeVersion")
-            and existing.labels == (body.get("labels") or {})
-        )
 
     def _transition(self, name: str, call: Callable[[], Any], settled: set[str]) -> str | None:
         """Start a delete/stop/start; returns the operation name, or None when already done.
@@ -135,7 +134,11 @@ class TpuApi:
             {"STARTING", "READY"},
         )
 
-    def update_node(self, name: str, fields: dict[str, Any], mask: list[str]) -> str:
+    def set_labels(self, name: str, labels: dict[str, str]) -> str:
+        """Replace the node's labels (the API takes the whole map); the operation's name."""
+        return self._update_node(name, {"labels": labels}, ["labels"])
+
+    def _update_node(self, name: str, fields: dict[str, Any], mask: list[str]) -> str:
         """Patch `fields` (JSON form, e.g. {"labels": {...}}) named by `mask`."""
         from google.protobuf import field_mask_pb2
 
@@ -203,7 +206,7 @@ class TpuApi:
 
     def _wait_operation(self, operation: str, subject: str, timeout: float = 300.0) -> None:
         def check() -> tuple[bool | None, str]:
-            op = self.get_operation(operation)
+            op = self._get_operation(operation)
             if not op.get("done"):
                 return None, "RUNNING"
             if op.get("error"):
@@ -237,9 +240,13 @@ class TpuApi:
         ]
 
     # -- queued resources ---------------------------------------------------
-    def create_queued_resource(self, parent: str, qr_id: str, body: dict[str, Any]) -> str | None:
-        """Ask for a queued resource; returns the operation name, or None when a retried
-        create met the request its lost first attempt had made (adopted, never doubled)."""
+    def create_queued_resource(
+        self, parent: str, qr_id: str, spec: CreateSpec, queue: QueueSpec
+    ) -> str | None:
+        """Ask for a queued resource for `spec`'s node (or `queue.slices` of them); returns
+        the operation name, or None when a retried create met the request its lost first
+        attempt had made (adopted, never doubled)."""
+        body = tpu_wire.queued_body(parent, qr_id, spec, queue)
         request = tpu_v2.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=True)
         attempts = 0
 
@@ -265,12 +272,12 @@ class TpuApi:
         qr = self._call(
             _subject(name), lambda: self._client.get_queued_resource(name=name, timeout=TIMEOUT)
         )
-        return QueuedResource.from_api(_to_dict(qr))
+        return tpu_wire.queued_from_json(_to_dict(qr))
 
     def list_queued_resources(self, parent: str) -> list[QueuedResource]:
         def fetch() -> list[QueuedResource]:
             pager = self._client.list_queued_resources(parent=parent, timeout=TIMEOUT)
-            return [QueuedResource.from_api(_to_dict(q)) for q in pager]
+            return [tpu_wire.queued_from_json(_to_dict(q)) for q in pager]
 
         return self._call(f"queued resources in {parent}", fetch)
 
@@ -289,7 +296,13 @@ class TpuApi:
         return self._call(_subject(name), delete)
 
     # -- operations ---------------------------------------------------------
-    def get_operation(self, name: str) -> dict[str, Any]:
+    def operation_status(self, name: str, subject: str) -> OperationStatus:
+        """Whether the operation is done, and the error it ended with (no capacity, quota
+        and the rest told apart, `subject` naming what it was for)."""
+        op = self._get_operation(name)
+        return OperationStatus(bool(op.get("done")), tpu_wire.operation_error(op, subject))
+
+    def _get_operation(self, name: str) -> dict[str, Any]:
         """The operation as JSON ({name, done, error?, ...})."""
         op = self._call(
             f"operation {name}",

@@ -22,7 +22,7 @@ class AuditEntry:
     """What gc did to one node or queued resource, and why."""
 
     project: str
-    kind: str  # "node" or "queuedResource"
+    kind: str  # "node" or QueuedResource.KIND
     name: str
     zone: str
     accelerator: str
@@ -45,7 +45,7 @@ class AuditEntry:
         """The entry for what gc did to one node or queued request."""
         return cls(
             project=project,
-            kind="node" if isinstance(subject, Node) else "queuedResource",
+            kind="node" if isinstance(subject, Node) else QueuedResource.KIND,
             name=subject.name,
             zone=subject.zone,
             accelerator=subject.accelerator_type,

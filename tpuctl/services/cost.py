@@ -84,17 +84,14 @@ def note() -> str:
 
 
 def hourly(
-    accelerator: str, cheap: bool, prices: Mapping[str, tuple[float, float]] | None = None
+    shape: catalog.SliceShape, cheap: bool, prices: Mapping[str, tuple[float, float]] | None = None
 ) -> float | None:
-    """USD per hour for a slice of this type, or None for an unknown type."""
-    acc = catalog.parse_accelerator(accelerator)
-    if acc is None:
-        return None
+    """USD per hour for a slice of this shape, or None for one without a price."""
     table = prices if prices is not None else in_force()
-    if acc.generation not in table:
+    if not shape.known or shape.price_key not in table:
         return None
-    on_demand, spot = table[acc.generation]
-    return acc.chips * (spot if cheap else on_demand)
+    on_demand, spot = table[shape.price_key]
+    return shape.chips * (spot if cheap else on_demand)
 
 
 def node_hourly(
@@ -103,14 +100,14 @@ def node_hourly(
     """What the node costs per hour now (0 while stopped: its chips are released)."""
     if node.state in STOPPED_STATES - {"STOPPING"}:
         return 0.0
-    return hourly(node.accelerator_type, node.spot or node.preemptible, prices)
+    return hourly(node.slice, node.spot or node.preemptible, prices)
 
 
 def so_far(
     node: Node, now: float | None = None, prices: Mapping[str, tuple[float, float]] | None = None
 ) -> float | None:
     """Cost since creation at the node's rate (ignores time spent stopped)."""
-    rate = hourly(node.accelerator_type, node.spot or node.preemptible, prices)
+    rate = hourly(node.slice, node.spot or node.preemptible, prices)
     age = node.age_seconds(now)
     if rate is None or age is None:
         return None

@@ -19,7 +19,7 @@ from tpuctl.services import queued
 from tpuctl.services.nodes import delete_nodes
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.config import Target
     from tpuctl.models import Node, QueuedResource
 
@@ -38,7 +38,7 @@ class Doomed:
         return list(dict.fromkeys([n.name for n in self.nodes] + [q.name for q in self.requests]))
 
 
-def resolve(api: TpuApi, target: Target, names: list[str]) -> Doomed:
+def resolve(api: TpuBackend, target: Target, names: list[str]) -> Doomed:
     """Look each name up as a node and as a queued request (a node's own, or of that name)."""
     found: list[Node] = []
     missing: list[str] = []
@@ -49,7 +49,7 @@ def resolve(api: TpuApi, target: Target, names: list[str]) -> Doomed:
         request: QueuedResource | None = None
         with contextlib.suppress(NotFoundError):
             node = api.get_node(f"{target.parent}/nodes/{name}")
-        owner = (node.raw.get("queuedResource") if node else None) or queued.qr_name(target, name)
+        owner = (node.queued_resource if node else "") or queued.qr_name(target, name)
         with contextlib.suppress(NotFoundError):
             request = api.get_queued_resource(owner)
         if request is not None:
@@ -72,7 +72,7 @@ def resolve(api: TpuApi, target: Target, names: list[str]) -> Doomed:
 
 
 def delete(
-    api: TpuApi,
+    api: TpuBackend,
     doomed: Doomed,
     *,
     wait: bool = True,

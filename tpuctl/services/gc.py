@@ -41,7 +41,7 @@ from tpuctl.services.idle import Busy, IdleProbe
 from tpuctl.services.nodes import delete_nodes
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.backend import TpuBackend
 
 
 def no_probe(node: Node) -> tuple[Busy, str]:
@@ -186,7 +186,7 @@ class Plan:
 
 
 def plan(
-    api: TpuApi,
+    api: TpuBackend,
     parent: str,
     *,
     owner: str | None,
@@ -224,7 +224,7 @@ class Collected:
 
 
 def collect(
-    api: TpuApi,
+    api: TpuBackend,
     found: Plan,
     *,
     project: str,
@@ -263,7 +263,7 @@ def collect(
 
 
 def _delete_nodes(
-    api: TpuApi,
+    api: TpuBackend,
     doomed: list[Decision],
     *,
     progress: Callable[[str, str, float], None] | None = None,
@@ -276,7 +276,7 @@ def _delete_nodes(
     nodes = [d.node for d in doomed]
     results = delete_nodes(api, nodes, progress=progress)
     for node, result in zip(nodes, results, strict=True):
-        request = node.raw.get("queuedResource")
+        request = node.queued_resource
         if result.ok and request:
             try:
                 queued.delete_request(api, str(request))

@@ -26,8 +26,8 @@ from tpuctl.models import Node
 from tpuctl.waiting import poll_until
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.ssh import Endpoint
-    from tpuctl.cloud.tpu import TpuApi
 
 HOSTKEYS = "hostkeys"
 _ECDSA = {"ecdsa-sha2-nistp256": 32, "ecdsa-sha2-nistp384": 48, "ecdsa-sha2-nistp521": 66}
@@ -102,7 +102,7 @@ def host_key_problem(algorithm: str, value: str) -> str | None:
 
 
 def published_host_keys(
-    api: TpuApi, node: Node, workers: list[int], timeout: float = 60.0
+    api: TpuBackend, node: Node, workers: list[int], timeout: float = 60.0
 ) -> dict[int, list[tuple[str, str]]]:
     """(algorithm, base64 key) per worker, from the node's guest attributes, only the
     well-formed ones (`host_key_problem`); waits (with back-off) while a booting worker

@@ -22,8 +22,8 @@ from tpuctl.errors import TpuctlError
 from tpuctl.models import Node
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.ssh import Endpoint, Session, SshApi
-    from tpuctl.cloud.tpu import TpuApi
 
 Busy = Literal["busy", "idle", "unknown"]
 IdleProbe = Callable[[Node], tuple[Busy, str]]
@@ -71,7 +71,7 @@ def verdict(node: str, answers: dict[int, dict | str]) -> tuple[Busy, str]:  # t
     return "idle", f"no job, session or TPU device holder on its {n} worker(s)"
 
 
-def ssh_probe(api: TpuApi, ssh: SshApi, timeout: float = PROBE_TIMEOUT) -> IdleProbe:
+def ssh_probe(api: TpuBackend, ssh: SshApi, timeout: float = PROBE_TIMEOUT) -> IdleProbe:
     """gc's probe: run the bundle's idle check on every worker of a node over SSH."""
     from tpuctl.services import remote
     from tpuctl.services import ssh as ssh_service

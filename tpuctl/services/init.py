@@ -27,11 +27,11 @@ from tpuctl.services.staging import BLOBS, JOBS, bucket_name
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.iam import IamApi
     from tpuctl.cloud.quota import QuotaApi, QuotaRequest
     from tpuctl.cloud.service_usage import ServiceUsageApi
     from tpuctl.cloud.storage import Bucket
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
 ENABLE_TIMEOUT = 300.0
@@ -70,7 +70,7 @@ class InitReport:
 @dataclass
 class InitAdapters:
     service_usage: ServiceUsageApi
-    tpu: TpuApi
+    tpu: TpuBackend
     quotas: QuotaApi
     bucket: Callable[[str], Bucket]
     write_config: Callable[[Mapping[str, str]], str]  # returns the file's path
@@ -80,7 +80,7 @@ class InitAdapters:
 @dataclass
 class InitSpec:
     target: Target
-    accelerator: str | None
+    shape: catalog.SliceShape | None
     account: str | None  # who the calls are made as, when known
     endpoint: str  # "Google Cloud" or "the local emulator at ..."
     config: Mapping[str, Any]  # tpuctl's config file as it is
@@ -147,11 +147,11 @@ def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
 # -- 4. quota ----------------------------------------------------------------------------
 def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
     t = spec.target
-    if not spec.accelerator:
+    acc = spec.shape
+    if acc is None:
         return Step("quota", "ok", "no --accelerator given: quota not checked")
-    acc = catalog.parse_accelerator(spec.accelerator)
-    qspec = catalog.quota_for(acc, "on-demand") if acc else None
-    assert acc is not None and qspec is not None  # validate() checked it
+    qspec = catalog.quota_for(acc, "on-demand")
+    assert qspec is not None  # validate() checked it
     location = qspec.location(t.zone)
     where = f"{qspec.dimension} {location}"
     need = qspec.amount(acc)
@@ -310,27 +310,27 @@ def check_config(a: InitAdapters, spec: InitSpec, bucket: str) -> Step:
     return Step("config", "done", f"tpuctl's config file lacked {changes}", did=f"wrote {path}")
 
 
-def validate(accelerator: str | None, zone: str) -> None:
+def validate(acc: catalog.SliceShape | None, zone: str) -> None:
     """Refuse an accelerator tpuctl does not know, or one the zone does not offer."""
-    if not accelerator:
+    if acc is None:
         return
-    acc = catalog.parse_accelerator(accelerator)
-    if acc is None or catalog.quota_for(acc, "on-demand") is None:
+    if not acc.known or catalog.quota_for(acc, "on-demand") is None:
         raise UsageError(
-            f"invalid --accelerator {accelerator!r}: a TPU type like v5litepod-8, v4-8 or v6e-4"
+            f"invalid --accelerator {acc.name!r}: a TPU type like v5litepod-8, v4-8 or v6e-4"
         )
     if zone in catalog.ZONES and acc not in catalog.accelerator_types(zone):
         zones = ", ".join(catalog.zones_offering(acc.generation)[:4])
         raise UsageError(
-            f"invalid --accelerator {accelerator!r}: zone {zone} does not offer it "
+            f"invalid --accelerator {acc.name!r}: zone {zone} does not offer it "
             f"(zones with {acc.generation}: {zones})"
         )
 
 
 def run(a: InitAdapters, spec: InitSpec, on_step: Callable[[Step], None]) -> InitReport:
     """Every step in order, each told to `on_step` as it ends."""
-    validate(spec.accelerator, spec.target.zone)
-    report = InitReport(spec.target.project, spec.target.zone, spec.accelerator)
+    validate(spec.shape, spec.target.zone)
+    shown = spec.shape.name if spec.shape else None
+    report = InitReport(spec.target.project, spec.target.zone, shown)
 
     def told(step: Step) -> Step:
         report.steps.append(step)

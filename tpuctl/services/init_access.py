@@ -31,8 +31,8 @@ from tpuctl.errors import ConfigError, PermissionDeniedError, ServiceDisabledErr
 from tpuctl.services.init_step import Step, failed
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.iam import IamApi
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
 YOU = "YOU@example.com"
@@ -43,7 +43,7 @@ def _grants(project: str, roles: list[str], account: str) -> str:
 
 
 # -- 3. the caller's permissions ----------------------------------------------------------
-def check_permissions(iam: IamApi, tpu: TpuApi, target: Target, account: str | None) -> Step:
+def check_permissions(iam: IamApi, tpu: TpuBackend, target: Target, account: str | None) -> Step:
     project = target.project
     wanted = list(apis.CALLER_PERMISSIONS)
     try:
@@ -64,7 +64,7 @@ def check_permissions(iam: IamApi, tpu: TpuApi, target: Target, account: str | N
     return Step("permissions", "todo", f"{found}: {len(missing)} missing", todo=todo)
 
 
-def _by_listing(tpu: TpuApi, target: Target, account: str | None) -> Step:
+def _by_listing(tpu: TpuBackend, target: Target, account: str | None) -> Step:
     """Without Resource Manager: a harmless call, listing nodes, stands in for the rest."""
     found = (
         f"{apis.title(apis.RESOURCE_MANAGER)} is off (testIamPermissions): checked by listing nodes"

@@ -22,9 +22,9 @@ from tpuctl.services import jobs, remote, staging
 from tpuctl.services import ssh as ssh_service
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.ssh import Endpoint, Session, SshApi
     from tpuctl.cloud.storage import Bucket
-    from tpuctl.cloud.tpu import TpuApi
 
 Write = Callable[[int, bytes], None]
 BUCKET_POLL = 2.0  # seconds between looks at the bucket's copy
@@ -34,7 +34,7 @@ LIVE = ("STARTING", "FETCHING", "RUNNING")
 
 def follow(
     bucket: Bucket,
-    tpu: TpuApi,
+    tpu: TpuBackend,
     ssh: SshApi,
     job_id: str,
     worker: int | None,
@@ -99,7 +99,7 @@ def _running(
 
 
 def _stream(
-    tpu: TpuApi,
+    tpu: TpuBackend,
     ssh: SshApi,
     node: str,
     job_id: str,

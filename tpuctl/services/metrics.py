@@ -20,8 +20,8 @@ from tpuctl.durations import format_duration
 from tpuctl.models import Node
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.monitoring import MonitoringApi, Series
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.services.gc import MetricsCheck
     from tpuctl.services.idle import Busy
 
@@ -214,7 +214,7 @@ class Snapshot:
 
 
 def snapshot(
-    tpu: TpuApi,
+    tpu: TpuBackend,
     monitoring: Callable[[], MonitoringApi],
     project: str,
     zone: str | None,

@@ -1,6 +1,6 @@
 """Node lifecycle: validate, create, wait, stop, start, delete.
 
-Services receive a `TpuApi` (the adapter) and report progress through a callback;
+Services receive a `TpuBackend` (the adapter) and report progress through a callback;
 they never print and never know which endpoint is behind the adapter.
 """
 
@@ -10,14 +10,13 @@ import difflib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tpuctl import catalog, interrupts
 from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
-    NoCapacityError,
     NotFoundError,
     QuotaError,
     TpuctlError,
@@ -25,13 +24,14 @@ from tpuctl.errors import (
 )
 from tpuctl.models import (
     CREATED,
-    DEAD_STATES,
     EXPIRES,
     IDLE_TIMEOUT,
     MANAGED_BY,
     MANAGED_BY_VALUE,
+    NODE_CREATE_FAILED,
     OWNER,
     START_DEADLINE,
+    CreateSpec,
     DeleteResult,
     Node,
 )
@@ -39,11 +39,12 @@ from tpuctl.services.names import local_user, validate_labels, validate_name
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
+    from tpuctl.catalog import SliceShape
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
-FAILED_CREATE_STATES = DEAD_STATES | {"DELETING", "HIDDEN", "UNKNOWN"}
+FAILED_CREATE_STATES = NODE_CREATE_FAILED  # the name callers have used
 
 
 def _suggest(wanted: str, offered: list[str]) -> str:
@@ -51,47 +52,33 @@ def _suggest(wanted: str, offered: list[str]) -> str:
     return f"did you mean {', '.join(close)}?" if close else ""
 
 
-@dataclass
-class CreateSpec:
-    name: str
-    accelerator: str
-    version: str | None = None
-    spot: bool = False
-    preemptible: bool = False
-    reserved: bool = False
-    labels: dict[str, str] = field(default_factory=dict)
-    metadata: dict[str, str] = field(default_factory=dict)
-    network: str | None = None
-    subnetwork: str | None = None
-    service_account: str | None = None  # None: the project's default compute account
-    scopes: list[str] = field(default_factory=list)  # empty: CLOUD_PLATFORM
-    internal_ip_only: bool = False
-    tags: list[str] = field(default_factory=list)  # network tags (firewall rules)
-    description: str = ""
-    ttl: int | None = None  # seconds until gc may delete it
-    idle_timeout: int | None = None  # seconds of idleness before it goes
-    idle_action: str = "delete"  # what its watchdog does then: delete or stop
-    start_deadline: int | None = None  # seconds for a job's agent to start (boot guard)
-
-
-def check_accelerator(api: TpuApi, target: Target, accelerator: str) -> None:
+def check_accelerator(api: TpuBackend, target: Target, shape: SliceShape) -> None:
+    """Refuse a slice the API does not offer in the target zone (a type only another API
+    offers is refused before any call, naming that API)."""
+    if shape.tpu_type is None:
+        others = " or ".join(catalog.API_NAMES[a] for a in shape.apis)
+        raise UsageError(
+            f"accelerator type {shape.name!r} is offered only through {others}, not the "
+            "Cloud TPU API, which is the only API this version of tpuctl manages",
+            hint="on the Cloud TPU API: v2 to v6e (e.g. v6e-16, v5p-32); "
+            'see docs/architecture.md, "Two TPU APIs"',
+        )
     offered = api.accelerator_types(target.parent)
-    if accelerator in offered:
+    if shape.tpu_type in offered:
         return
-    hints = [_suggest(accelerator, offered)]
-    parsed = catalog.parse_accelerator(accelerator)
-    if parsed is not None:
-        elsewhere = [z for z, gens in catalog.ZONES.items() if parsed.generation in gens]
+    hints = [_suggest(shape.tpu_type, offered)]
+    if shape.known:
+        elsewhere = catalog.zones_offering(shape.generation)
         if elsewhere:
-            hints.append(f"{parsed.name} is offered in {', '.join(elsewhere[:4])} (--zone).")
+            hints.append(f"{shape.name} is offered in {', '.join(elsewhere[:4])} (--zone).")
     raise UsageError(
-        f"accelerator type {accelerator!r} is not offered in zone {target.zone}",
+        f"accelerator type {shape.tpu_type!r} is not offered in zone {target.zone}",
         hint=" ".join(h for h in hints if h)
         or f"see the types with `gcloud compute tpus accelerator-types list --zone {target.zone}`",
     )
 
 
-def check_version(api: TpuApi, target: Target, version: str) -> None:
+def check_version(api: TpuBackend, target: Target, version: str) -> None:
     offered = api.runtime_versions(target.parent)
     if version not in offered:
         raise UsageError(
@@ -100,8 +87,10 @@ def check_version(api: TpuApi, target: Target, version: str) -> None:
         )
 
 
-def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> dict[str, Any]:
-    """The Node JSON for a create call, labelled as tpuctl's."""
+def prepare(spec: CreateSpec, now: float | None = None) -> CreateSpec:
+    """The spec as the API is to get it: tpuctl's labels added (managed-by, owner, created,
+    and from --ttl, --idle-timeout and a job's start deadline), and the startup-script of
+    the idle watchdog and the boot guard in its metadata."""
     if spec.spot and spec.preemptible:
         raise UsageError("--spot and --preemptible are exclusive: choose one")
     created = int(now if now is not None else time.time())
@@ -117,31 +106,14 @@ def build_body(spec: CreateSpec, target: Target, now: float | None = None) -> di
     if spec.idle_timeout or spec.start_deadline:
         metadata[STARTUP_SCRIPT] = _startup_script(spec)
     validate_labels(labels)
-    body: dict[str, Any] = {
-        "acceleratorType": spec.accelerator,
-        "runtimeVersion": spec.version,
-        "labels": labels,
-        "networkConfig": {"enableExternalIps": not spec.internal_ip_only},
-    }
-    if spec.description:
-        body["description"] = spec.description
-    if metadata:
-        body["metadata"] = metadata
-    if spec.network:
-        body["networkConfig"]["network"] = spec.network
-    if spec.subnetwork:
-        body["networkConfig"]["subnetwork"] = spec.subnetwork
-    if spec.tags:
-        body["tags"] = list(spec.tags)
-    body["serviceAccount"] = service_account_body(spec.service_account, spec.scopes)
-    sched = {k: True for k in ("spot", "preemptible", "reserved") if getattr(spec, k)}
-    if sched:
-        body["schedulingConfig"] = sched
-    return body
+    if spec.service_account and "@" not in spec.service_account:
+        raise UsageError(
+            f"invalid --service-account {spec.service_account!r}: a service account's email address"
+        )
+    return replace(spec, labels=labels, metadata=metadata)
 
 
 STARTUP_SCRIPT = "startup-script"
-CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 _SCOPE_PREFIX = "https://www.googleapis.com/auth/"
 
 
@@ -155,22 +127,6 @@ def parse_scopes(values: list[str]) -> list[str]:
     return [s if s.startswith("https://") else _SCOPE_PREFIX + s for s in scopes]
 
 
-def service_account_body(email: str | None, scopes: list[str]) -> dict[str, Any]:
-    """The node's `serviceAccount`, always sent so that the VM's rights never rest on
-    an unstated default. The email is left out when none is named: the API then uses
-    the project's default compute account (TPU v2 discovery document, ServiceAccount:
-    "If empty, default Compute service account will be used"), which saves a call for
-    the project number; the scope is always stated (empty would mean "all Cloud APIs")."""
-    body: dict[str, Any] = {"scope": list(scopes) or [CLOUD_PLATFORM]}
-    if email:
-        if "@" not in email:
-            raise UsageError(
-                f"invalid --service-account {email!r}: a service account's email address"
-            )
-        body = {"email": email, **body}
-    return body
-
-
 def _startup_script(spec: CreateSpec) -> str:
     """The startup script that runs the node's idle watchdog and/or its boot guard
     (services/idle.py)."""
@@ -178,11 +134,10 @@ def _startup_script(spec: CreateSpec) -> str:
 
     if spec.idle_action not in ("delete", "stop"):
         raise UsageError(f"invalid --idle-action {spec.idle_action!r}: use delete or stop")
-    parsed = catalog.parse_accelerator(spec.accelerator)
-    if spec.idle_action == "stop" and parsed is not None and parsed.workers > 1:
+    if spec.idle_action == "stop" and spec.shape.multi_host:
         raise UsageError(
             f"--idle-action stop: the cloud stops only single-host nodes, and "
-            f"{spec.accelerator} has {parsed.workers} workers",
+            f"{spec.shape.name} has {spec.shape.hosts} workers",
             hint="use --idle-action delete (the default) for a multi-host slice",
         )
     if STARTUP_SCRIPT in spec.metadata:
@@ -196,9 +151,10 @@ def _startup_script(spec: CreateSpec) -> str:
 
 
 def validate_create(
-    api: TpuApi, target: Target, spec: CreateSpec, quotas: QuotaApi | None = None
-) -> dict[str, Any]:
-    """Check everything the API would refuse; fill in defaults; return the create body.
+    api: TpuBackend, target: Target, spec: CreateSpec, quotas: QuotaApi | None = None
+) -> CreateSpec:
+    """Check everything the API would refuse; fill in defaults; return the spec prepared
+    for the create (`prepare`).
 
     With `quotas`, a create that would exceed its quota is refused here, before the call.
     """
@@ -206,12 +162,11 @@ def validate_create(
 
     validate_name(spec.name)
     validate_labels(spec.labels)
-    check_accelerator(api, target, spec.accelerator)
+    check_accelerator(api, target, spec.shape)
     if not spec.version:
-        parsed = catalog.parse_accelerator(spec.accelerator)
-        spec.version = catalog.default_runtime(parsed.generation if parsed else "v4")
+        spec.version = catalog.default_runtime(spec.shape.generation)
     check_version(api, target, spec.version)
-    body = build_body(spec, target)
+    prepared = prepare(spec)
     try:
         existing = api.get_node(f"{target.parent}/nodes/{spec.name}")
     except NotFoundError:
@@ -223,22 +178,18 @@ def validate_create(
             hint=f"use another name, or see it: `tpuctl describe {spec.name} --zone {target.zone}`",
         )
     if quotas is not None:
-        quota_check.check_create(api, quotas, target, spec.accelerator, _scheduling(spec))
-    return body
-
-
-def _scheduling(spec: CreateSpec) -> str:
-    return catalog.scheduling_name(spec.spot, spec.preemptible, spec.reserved)
+        quota_check.check_create(api, quotas, target, spec.shape, spec.scheduling)
+    return prepared
 
 
 def create_node(
-    api: TpuApi,
+    api: TpuBackend,
     target: Target,
     spec: CreateSpec,
-    body: dict[str, Any] | None = None,
+    prepared: CreateSpec | None = None,
     quotas: QuotaApi | None = None,
 ) -> str | None:
-    """Ask for the node (validating first unless given the body `validate_create` made).
+    """Ask for the node (validating first unless given the spec `validate_create` made).
 
     Returns the create operation's name (None when a retried create adopted the
     node its lost first attempt had made). A quota refusal from the cloud itself
@@ -247,41 +198,17 @@ def create_node(
     """
     from tpuctl.services import quota_check
 
-    if body is None:
-        body = validate_create(api, target, spec, quotas)
+    if prepared is None:
+        prepared = validate_create(api, target, spec, quotas)
     try:
         with interrupts.deferred():  # cut in half, the create may still take effect
-            return api.create_node(target.parent, spec.name, body)
+            return api.create_node(target.parent, prepared)
     except QuotaError as e:
-        raise quota_check.explain_refusal(
-            e, api, target, spec.accelerator, _scheduling(spec)
-        ) from e
-
-
-def _operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
-    err = op.get("error")
-    if not err:
-        return None
-    code, msg = int(err.get("code", 2)), err.get("message", "unknown error")
-    if code == 8:  # RESOURCE_EXHAUSTED
-        if "capacity" in msg.lower():
-            # The zone is out of this TPU type for everyone: no quota would change that.
-            return NoCapacityError(
-                f"no capacity for {subject}: the zone has no more of this TPU type free right "
-                f"now (a shortage in the cloud, not your quota): {msg}",
-                hint="try another zone that offers it, or again later; spot capacity (--spot) is "
-                "often easier to find than on-demand; a queued resource waits for capacity "
-                "instead of failing",
-            )
-        return QuotaError(
-            f"quota exceeded for {subject}: {msg}",
-            hint="`tpuctl quota` shows limits, usage and which nodes use them",
-        )
-    return CloudError(f"{subject} failed: {msg}")
+        raise quota_check.explain_refusal(e, api, target, spec.shape, spec.scheduling) from e
 
 
 def wait_for_state(
-    api: TpuApi,
+    api: TpuBackend,
     name: str,
     until: frozenset[str] | set[str],
     *,
@@ -297,11 +224,10 @@ def wait_for_state(
     def check() -> tuple[Node | None, str]:
         nonlocal op_done
         if not op_done and operation:
-            op = api.get_operation(operation)
-            error = _operation_error(op, subject)
-            if error:
-                raise error
-            op_done = bool(op.get("done"))
+            status = api.operation_status(operation, subject)
+            if status.error:
+                raise status.error
+            op_done = status.done
         try:
             node = api.get_node(name)
         except NotFoundError:
@@ -319,7 +245,7 @@ def wait_for_state(
 
 
 def wait_gone(
-    api: TpuApi, name: str, *, progress: Progress = noop, timeout: float = 1800.0
+    api: TpuBackend, name: str, *, progress: Progress = noop, timeout: float = 1800.0
 ) -> None:
     """Poll until the node no longer exists."""
 
@@ -334,7 +260,7 @@ def wait_gone(
     )
 
 
-def set_labels(api: TpuApi, name: str, changes: dict[str, str | None]) -> Node:
+def set_labels(api: TpuBackend, name: str, changes: dict[str, str | None]) -> Node:
     """Set (or, with None, remove) labels; the rest of the node's labels are kept.
 
     The API replaces the whole label map, so read-modify-write; a concurrent change
@@ -349,7 +275,7 @@ def set_labels(api: TpuApi, name: str, changes: dict[str, str | None]) -> Node:
             labels[key] = value
     validate_labels(labels)
     if labels != node.labels:
-        api.update_node(name, {"labels": labels}, ["labels"])
+        api.set_labels(name, labels)
         node.labels = labels
     return node
 
@@ -366,7 +292,7 @@ def require_single_host(node: Node, verb: str) -> None:
 
 
 def delete_nodes(
-    api: TpuApi,
+    api: TpuBackend,
     nodes: list[Node],
     *,
     wait: bool = True,

@@ -11,7 +11,7 @@ from tpuctl.services import names, nodes
 from tpuctl.waiting import Progress, noop
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.config import Target
 
 # verb -> (the state it leads to, the states it starts from, what it is doing)
@@ -28,7 +28,7 @@ class PowerChange:
 
 
 def change(
-    api: TpuApi,
+    api: TpuBackend,
     target: Target,
     name: str,
     verb: str,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tpuctl import interrupts
 from tpuctl.errors import (
@@ -27,15 +27,22 @@ from tpuctl.errors import (
     UsageError,
     WaitTimedOut,
 )
-from tpuctl.models import QUEUED_ENDED_STATES, DeleteResult, Node, QueuedResource
+from tpuctl.models import (
+    QUEUED_ENDED,
+    QUEUED_MADE_NO_NODE,
+    CreateSpec,
+    DeleteResult,
+    Node,
+    QueuedResource,
+    QueueSpec,
+)
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.config import Target
 
 DEFAULT_TIMEOUT = 24 * 3600.0
-WAITING_STATES = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "FAILED"})
 
 
 @dataclass
@@ -70,41 +77,19 @@ def rfc3339(value: str) -> str:
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_request(
-    target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
-) -> dict[str, Any]:
-    """The QueuedResource JSON for one node built from `node_body` (nodes.build_body's)."""
-    node = dict(node_body)
-    sched = dict(node.pop("schedulingConfig", None) or {})
-    if sched.get("preemptible"):
+def queue_spec(spec: CreateSpec, options: QueueOptions) -> QueueSpec:
+    """How the request for `spec` waits, checked as the API would check it."""
+    if spec.preemptible:
         raise UsageError(
             "queued resources take --spot, not --preemptible", hint="use --queued --spot"
         )
-    spec: dict[str, Any] = {"parent": target.parent, "node": node}
-    if options.slices > 1:
-        # What gcloud's `queued-resources create --node-count N --node-prefix P` sends
-        # (v2: `multisliceParams`; v2alpha1 called it `multiNodeParams`); it replaces
-        # `nodeId`, and the count must be > 1 (google/cloud/tpu/v2/cloud_tpu.proto).
-        spec["multisliceParams"] = {"nodeCount": options.slices, "nodeIdPrefix": name}
-    else:
-        spec["nodeId"] = name
-    request: dict[str, Any] = {"tpu": {"nodeSpec": [spec]}}
-    if sched.get("reserved"):
-        # As gcloud GA's --reserved sends it: any reservation of the project in the zone
-        # (command_lib/compute/tpus/queued_resources/util.py, CreateReservationName).
-        request["reservationName"] = f"{target.parent}/reservations/-"
-    if sched.get("spot"):
-        request["spot"] = {}
     if options.valid_until and options.valid_until_time:
         raise UsageError("--valid-until and --valid-until-time are exclusive: choose one")
-    if options.valid_until:
-        request["queueingPolicy"] = {"validUntilDuration": f"{int(options.valid_until)}s"}
-    elif options.valid_until_time:
-        request["queueingPolicy"] = {"validUntilTime": rfc3339(options.valid_until_time)}
-    return request
+    until_time = rfc3339(options.valid_until_time) if options.valid_until_time else None
+    return QueueSpec(options.slices, options.valid_until, until_time)
 
 
-def check_free(api: TpuApi, target: Target, name: str) -> None:
+def check_free(api: TpuBackend, target: Target, name: str) -> None:
     """Refuse a name a queued resource already has (the node name is checked elsewhere)."""
     try:
         existing = api.get_queued_resource(qr_name(target, name))
@@ -117,25 +102,25 @@ def check_free(api: TpuApi, target: Target, name: str) -> None:
 
 
 def create_queued(
-    api: TpuApi, target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
+    api: TpuBackend, target: Target, name: str, spec: CreateSpec, options: QueueOptions
 ) -> None:
     """Ask for the node through the queue (the request's id is the node's name). A
     signal during the create call interrupts once it has returned (`interrupts.deferred`):
     then the request is known to exist, and whoever catches the interruption deletes it."""
     check_free(api, target, name)
-    _ask(api, target, name, node_body, options)
+    _ask(api, target, name, spec, options)
 
 
 def _ask(
-    api: TpuApi, target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
+    api: TpuBackend, target: Target, name: str, spec: CreateSpec, options: QueueOptions
 ) -> None:
-    request = build_request(target, name, node_body, options)
+    queue = queue_spec(spec, options)
     with interrupts.deferred():
-        api.create_queued_resource(target.parent, name, request)
+        api.create_queued_resource(target.parent, name, spec, queue)
 
 
 def wait_active(
-    api: TpuApi,
+    api: TpuBackend,
     target: Target,
     name: str,
     *,
@@ -149,7 +134,7 @@ def wait_active(
 
     def check() -> tuple[tuple[QueuedResource, list[Node]] | None, str]:
         qr = api.get_queued_resource(full)
-        if qr.state in QUEUED_ENDED_STATES:
+        if qr.state in QUEUED_ENDED:
             raise QueuedEnded(qr)
         if qr.state != "ACTIVE":
             return None, qr.state
@@ -174,7 +159,7 @@ def wait_active(
 
 
 def delete_request(
-    api: TpuApi, full_name: str, *, progress: Progress = noop, timeout: float = 1800.0
+    api: TpuBackend, full_name: str, *, progress: Progress = noop, timeout: float = 1800.0
 ) -> None:
     """Delete a queued resource with force (its nodes too) and wait until all are gone."""
     try:
@@ -198,67 +183,67 @@ def delete_request(
             node = api.get_node(node_name)
         except NotFoundError:
             continue
-        if node.raw.get("queuedResource") == full_name and node.state != "DELETING":
+        if node.queued_resource == full_name and node.state != "DELETING":
             api.delete_node(node_name)
 
 
 def provision(
-    api: TpuApi,
+    api: TpuBackend,
     target: Target,
     name: str,
     options: QueueOptions,
     *,
-    node_body: dict[str, Any] | None = None,
+    node_spec: CreateSpec | None = None,
     progress: Progress = noop,
 ) -> Node:
-    """Ask for the node through the queue (when given its `node_body`; else the request
+    """Ask for the node through the queue (when given its `node_spec`; else the request
     was made before) and wait for it. On failure, interruption or timeout, from the
     create call on, clean up: the request is deleted with its node unless
     `options.keep_request`. An interruption before the create call leaves alone whatever
     has the name (it is not this call's)."""
-    return provision_slices(api, target, name, options, node_body=node_body, progress=progress)[0]
+    return provision_slices(api, target, name, options, node_spec=node_spec, progress=progress)[0]
 
 
 def provision_slices(
-    api: TpuApi,
+    api: TpuBackend,
     target: Target,
     name: str,
     options: QueueOptions,
     *,
-    node_body: dict[str, Any] | None = None,
+    node_spec: CreateSpec | None = None,
     progress: Progress = noop,
 ) -> list[Node]:
     """`provision`, for every node of the request: its slices, in order."""
-    made = _provision(api, target, name, options, node_body, True, progress)
+    made = _provision(api, target, name, options, node_spec, True, progress)
     assert made is not None
     return made
 
 
 def enqueue(
-    api: TpuApi, target: Target, name: str, node_body: dict[str, Any], options: QueueOptions
+    api: TpuBackend, target: Target, name: str, node_spec: CreateSpec, options: QueueOptions
 ) -> None:
     """Ask for the node through the queue and return (`create --queued --no-wait`); an
     interruption during the create call deletes the request, as `provision` does."""
-    _provision(api, target, name, options, node_body, False, noop)
+    _provision(api, target, name, options, node_spec, False, noop)
 
 
 def _provision(
-    api: TpuApi,
+    api: TpuBackend,
     target: Target,
     name: str,
     options: QueueOptions,
-    node_body: dict[str, Any] | None,
+    node_spec: CreateSpec | None,
     wait: bool,
     progress: Progress,
 ) -> list[Node] | None:
     full = qr_name(target, name)
     where = f"--zone {target.zone}"
-    asked = node_body is None
+    asked = node_spec is None
     try:
-        if node_body is not None:
+        if node_spec is not None:
             check_free(api, target, name)
             asked = True  # from here on, a request of that name is ours
-            _ask(api, target, name, node_body, options)
+            _ask(api, target, name, node_spec, options)
         if not wait:
             return None
         return wait_active(api, target, name, progress=progress, timeout=options.timeout)[1]
@@ -303,7 +288,7 @@ def _provision(
 
 
 def delete_queued(
-    api: TpuApi,
+    api: TpuBackend,
     qr: QueuedResource,
     *,
     wait: bool = True,
@@ -318,7 +303,7 @@ def delete_queued(
             api.delete_queued_resource(qr.full_name, force=True)
             what = "deletion started"
         # A request still waiting names the node it would make, but has made none.
-        made = qr.node_ids and qr.state not in WAITING_STATES
+        made = qr.node_ids and qr.state not in QUEUED_MADE_NO_NODE
         plural = "s" if len(qr.node_ids) > 1 else ""
         nodes = f" with its node{plural} {', '.join(qr.node_ids)}" if made else ""
         return DeleteResult(qr.name, True, f"queued resource {what}{nodes}")

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
 from tpuctl.errors import TpuctlError
-from tpuctl.models import Node
+from tpuctl.models import NODE_HOLDS_NO_QUOTA, Node
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi, QuotaInfo, QuotaRequest
-    from tpuctl.cloud.tpu import TpuApi
 
 log = logging.getLogger("tpuctl.quota")
 CHECK_PATIENCE = 10.0  # seconds of retries a pre-create check may spend; it never blocks
@@ -49,8 +49,8 @@ class Usage:
 def node_usages(node: Node) -> list[Usage]:
     """The quotas a node holds, zone and region alike (a node being deleted, or reserved,
     holds none)."""
-    acc = catalog.parse_accelerator(node.accelerator_type)
-    if acc is None or node.state in catalog.QUOTA_FREE_STATES:
+    acc = node.slice
+    if not acc.known or node.state in NODE_HOLDS_NO_QUOTA:
         return []
     scheduling = catalog.scheduling_name(node.spot, node.preemptible, node.reserved)
     return [
@@ -59,7 +59,7 @@ def node_usages(node: Node) -> list[Usage]:
     ]
 
 
-def project_usage(tpu: TpuApi, project: str) -> list[Usage]:
+def project_usage(tpu: TpuBackend, project: str) -> list[Usage]:
     """What the project's nodes, in every zone, hold (one list call).
 
     Queued resources hold quota too once provisioning; tpuctl does not make them yet.
@@ -195,7 +195,7 @@ def _offered(family: str, location: str) -> bool:
 
 
 def report(
-    tpu: TpuApi,
+    tpu: TpuBackend,
     quotas: QuotaApi,
     project: str,
     *,

@@ -15,8 +15,8 @@ from tpuctl.errors import NotFoundError, QuotaError, TpuctlError
 from tpuctl.services.quota import CHECK_PATIENCE, Usage, log, project_usage, request_url
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
 
@@ -29,7 +29,7 @@ def _shortage(
     location: str,
     limit: int,
     usages: list[Usage],
-    acc: catalog.AcceleratorType,
+    acc: catalog.SliceShape,
     scheduling: str,
     target: Target,
     refused: bool,
@@ -129,7 +129,7 @@ def _limits(
     return out
 
 
-def _free(limit: Limit, usages: list[Usage], acc: catalog.AcceleratorType) -> int | None:
+def _free(limit: Limit, usages: list[Usage], acc: catalog.SliceShape) -> int | None:
     """Headroom left after a create of `acc` (negative: it does not fit)."""
     if limit.value is None:
         return None
@@ -138,9 +138,9 @@ def _free(limit: Limit, usages: list[Usage], acc: catalog.AcceleratorType) -> in
 
 
 def check_create(
-    tpu: TpuApi, quotas: QuotaApi, target: Target, accelerator: str, scheduling: str
+    tpu: TpuBackend, quotas: QuotaApi, target: Target, acc: catalog.SliceShape, scheduling: str
 ) -> None:
-    """Raise QuotaError when creating `accelerator` in the target zone would exceed one of
+    """Raise QuotaError when creating `acc` in the target zone would exceed one of
     its quotas, zonal or regional; the tightest is the one named.
 
     Never blocks on what it cannot know: when the limits cannot be read (API not enabled,
@@ -148,9 +148,8 @@ def check_create(
     A single quota whose limit the API does not give is named in a warning, and the
     create is checked against the others.
     """
-    acc = catalog.parse_accelerator(accelerator)
-    specs = catalog.quotas_for(acc, scheduling) if acc else ()
-    if acc is None or not specs:
+    specs = catalog.quotas_for(acc, scheduling)
+    if not specs:
         return
     try:
         limits = _limits(quotas, target.project, specs, target.zone)
@@ -205,11 +204,10 @@ def refused_quotas(message: str) -> list[tuple[str, int, str]]:
 
 
 def explain_refusal(
-    error: QuotaError, tpu: TpuApi, target: Target, accelerator: str, scheduling: str
+    error: QuotaError, tpu: TpuBackend, target: Target, acc: catalog.SliceShape, scheduling: str
 ) -> QuotaError:
     """The cloud's quota refusal of a create, told like `check_create` tells it."""
-    acc = catalog.parse_accelerator(accelerator)
-    expected = catalog.quotas_for(acc, scheduling) if acc else ()
+    expected = catalog.quotas_for(acc, scheduling)
     refused = [
         (catalog.QUOTAS_BY_ID[quota_id], limit, where)
         for quota_id, limit, where in refused_quotas(error.message)
@@ -217,7 +215,7 @@ def explain_refusal(
     ]
     refused = [r for r in refused if r[0] in expected]
     # A quota tpuctl does not know, or not one it expected, is told in the cloud's words.
-    if acc is None or not refused:
+    if not refused:
         return QuotaError(
             f"quota exceeded (the cloud refused the create): "
             f"{error.message.removeprefix('quota exceeded: ')}",
@@ -233,19 +231,18 @@ def explain_refusal(
 
 
 def headroom(
-    tpu: TpuApi,
+    tpu: TpuBackend,
     quotas: QuotaApi | None,
     project: str,
-    accelerator: str,
+    acc: catalog.SliceShape,
     scheduling: str,
     zones: list[str],
 ) -> dict[str, str]:
-    """For each zone, one phrase on the tightest quota a create of `accelerator` there
+    """For each zone, one phrase on the tightest quota a create of `acc` there
     would count against: how much of it is free, or why that cannot be read. Never raises
     a cloud error: it informs a choice, the create's own check decides."""
-    acc = catalog.parse_accelerator(accelerator)
-    specs = catalog.quotas_for(acc, scheduling) if acc else ()
-    if acc is None or not specs:
+    specs = catalog.quotas_for(acc, scheduling)
+    if not specs:
         return {z: "quota: not known for this type" for z in zones}
     if quotas is None:
         return {z: "quota: not readable here" for z in zones}

@@ -21,8 +21,8 @@ from tpuctl.services import oslogin
 from tpuctl.services.hostkeys import published_host_keys, write_known_hosts
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.ssh import Endpoint, SshApi
-    from tpuctl.cloud.tpu import TpuApi
 
 KEY_FILE = "google_compute_engine"  # gcloud's key: both tools share one identity
 KNOWN_HOSTS_FILE = "known_hosts"
@@ -135,7 +135,7 @@ def with_key(metadata: dict[str, str], user: str, public_key: str) -> dict[str, 
     return {**metadata, "ssh-keys": "\n".join(lines)}
 
 
-def authorize(api: TpuApi, node: Node, user: str, public_key: str) -> bool:
+def authorize(api: TpuBackend, node: Node, user: str, public_key: str) -> bool:
     """Make sure the node's `ssh-keys` metadata holds the key; True when it was added."""
     if has_key(node.metadata, user, public_key):
         return False
@@ -159,7 +159,7 @@ class Plan:
 
 
 def plan(
-    api: TpuApi,
+    api: TpuBackend,
     ssh: SshApi,
     full_name: str,
     workers: str = "0",

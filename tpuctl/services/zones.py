@@ -26,8 +26,9 @@ from tpuctl.errors import (
 from tpuctl.services import cost, nodes, queued, quota_check
 
 if TYPE_CHECKING:
+    from tpuctl.catalog import SliceShape
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
 T = TypeVar("T")
@@ -49,7 +50,7 @@ class ZoneView:
 
 
 def survey(
-    tpu: TpuApi, quotas: QuotaApi | None, target: Target, accelerator: str, spot: bool
+    tpu: TpuBackend, quotas: QuotaApi | None, target: Target, shape: SliceShape, spot: bool
 ) -> list[ZoneView]:
     """Every candidate zone of `target`, in order: dropped (with the reason) where the
     accelerator is not offered or the zone cannot be asked, else its price and quota."""
@@ -57,16 +58,16 @@ def survey(
     for zone in target.candidates:
         view = ZoneView(zone)
         try:
-            nodes.check_accelerator(tpu, target.in_zone(zone), accelerator)
+            nodes.check_accelerator(tpu, target.in_zone(zone), shape)
         except (UsageError, CloudError, NotFoundError) as e:  # not offered; an unknown zone
             view.dropped = e.message
         views.append(view)
     usable = [v.zone for v in views if not v.dropped]
     scheduling = catalog.scheduling_name(spot)
-    rooms = quota_check.headroom(tpu, quotas, target.project, accelerator, scheduling, usable)
+    rooms = quota_check.headroom(tpu, quotas, target.project, shape, scheduling, usable)
     for view in views:
         if not view.dropped:
-            view.price = cost.hourly(accelerator, spot)
+            view.price = cost.hourly(shape, spot)
             view.quota = rooms[view.zone]
     return views
 
@@ -126,7 +127,7 @@ def failover(
     raise ZonesExhausted(what, reasons)
 
 
-def clear(tpu: TpuApi, target: Target, name: str, queued_request: bool = False) -> None:
+def clear(tpu: TpuBackend, target: Target, name: str, queued_request: bool = False) -> None:
     """After a create refused in `target`'s zone: delete what it may have left there (the
     node, its queued request), waiting until it is gone, so the next zone starts clean."""
     if queued_request:

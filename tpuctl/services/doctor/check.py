@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpuctl.catalog import AcceleratorType
+from tpuctl.catalog import SliceShape
 from tpuctl.services.doctor import common, jax_checks, runtime, tf_data, tf_setup, torch_xla_checks
 from tpuctl.services.doctor.context import Context
 from tpuctl.services.doctor.findings import Finding
@@ -16,7 +16,7 @@ FAMILIES = (tf_setup, tf_data, jax_checks, torch_xla_checks, common)
 def check(
     script: Path,
     workdir: Path,
-    accelerator: AcceleratorType | None,
+    accelerator: SliceShape | None,
     runtime_version: str | None = None,
     setup: str | None = None,
 ) -> list[Finding]:

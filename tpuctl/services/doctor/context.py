@@ -8,19 +8,19 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from tpuctl.catalog import AcceleratorType
+from tpuctl.catalog import SliceShape
 from tpuctl.services.doctor.findings import Finding, Severity
 from tpuctl.services.doctor.program import FUNCS, Module, Program
 from tpuctl.services.doctor.values import Values
 
 
-def replicas(acc: AcceleratorType) -> int:
+def replicas(acc: SliceShape) -> int:
     """Devices a framework sees on the slice: TensorCores on v2/v3, chips from v4 on
     (v4 and v5p chips are one megacore device; v5e and v6e chips have one core)."""
     return acc.cores if acc.generation in ("v2", "v3") else acc.chips
 
 
-def local_devices(acc: AcceleratorType) -> int:
+def local_devices(acc: SliceShape) -> int:
     """Devices one worker VM sees (`jax.local_device_count()`)."""
     return replicas(acc) // acc.workers
 
@@ -48,7 +48,7 @@ def tokens(name: str) -> set[str]:
 @dataclass
 class Context:
     program: Program
-    accelerator: AcceleratorType | None
+    accelerator: SliceShape | None
 
     @cached_property
     def values(self) -> Values:

@@ -25,9 +25,9 @@ from tpuctl.services.doctor.node_checks import Check
 from tpuctl.services.idle import bundle_on_stdin
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.ssh import Endpoint, Session, SshApi
     from tpuctl.cloud.storage import Bucket
-    from tpuctl.cloud.tpu import TpuApi
 
 JOB_LABEL = "tpuctl-job"
 TAIL_LINES = 10
@@ -108,7 +108,7 @@ def _last_job(node: Node, bucket: Bucket) -> tuple[Check, list[str]]:
 
 
 def examine(
-    api: TpuApi,
+    api: TpuBackend,
     ssh: SshApi,
     full_name: str,
     open_bucket: Callable[[Node], Bucket],

@@ -36,19 +36,14 @@ class Check:
 
 
 def node_state(node: Node) -> Check:
-    raw = node.raw
     evidence = [f"state {node.state}, health {node.health or 'unset'}"]
     if node.health_description:
         evidence.append(f"healthDescription: {node.health_description}")
-    symptoms = raw.get("symptoms") or []
-    for s in symptoms:
-        worker = f" on worker {s['workerId']}" if s.get("workerId") else ""
-        evidence.append(
-            f"symptom {s.get('symptomType')}{worker}: {s.get('details', '')}".rstrip(": ")
-        )
-    maintenance = raw.get("upcomingMaintenance")
-    if maintenance:
-        evidence.append(f"upcoming maintenance: {maintenance}")
+    for s in node.symptoms:
+        worker = f" on worker {s.worker}" if s.worker else ""
+        evidence.append(f"symptom {s.kind}{worker}: {s.details}".rstrip(": "))
+    if node.upcoming_maintenance:
+        evidence.append(f"upcoming maintenance: {node.upcoming_maintenance}")
     name = node.name
     if node.state == "PREEMPTED":
         return Check("node-state", "fail", "the node was preempted", evidence,
@@ -68,7 +63,7 @@ def node_state(node: Node) -> Check:
         return Check("node-state", "fail", f"the node is unhealthy ({node.health})", evidence,
                      f"the TPU runtime of the node is unwell: `tpuctl delete {name}` and "
                      "create it again (a restart may not clear it)")  # fmt: skip
-    if symptoms or maintenance:
+    if node.symptoms or node.upcoming_maintenance:
         return Check("node-state", "warn", "READY, with symptoms or maintenance ahead", evidence,
                      "read the symptoms above; OUT_OF_MEMORY / HBM_OUT_OF_MEMORY want a "
                      "smaller batch or model per chip")  # fmt: skip

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tpuctl import frameworks
-from tpuctl.catalog import RUNTIME_GENERATIONS, AcceleratorType
+from tpuctl.catalog import RUNTIME_GENERATIONS, SliceShape
 from tpuctl.services.doctor.findings import Finding
 from tpuctl.services.doctor.program import Program
 
@@ -82,7 +82,7 @@ def _import_line(program: Program, name: str) -> tuple[str, int]:
 
 
 def check(
-    program: Program, acc: AcceleratorType | None, runtime: str, setup: str | None
+    program: Program, acc: SliceShape | None, runtime: str, setup: str | None
 ) -> Iterator[Finding]:
     """The findings for a program run on `runtime` after `setup`; nothing for a runtime
     version the catalogue does not know (a custom image: tpuctl cannot tell)."""
@@ -102,7 +102,7 @@ def check(
 
 
 def _missing(
-    file: str, line: int, name: str, runtime: str, acc: AcceleratorType | None, setup: str | None
+    file: str, line: int, name: str, runtime: str, acc: SliceShape | None, setup: str | None
 ) -> Finding:
     said = (
         "no --setup installs it" if not setup else "the --setup given does not visibly install it"
@@ -128,7 +128,7 @@ def _tf_pinned(
     file: str,
     line: int,
     runtime: str,
-    acc: AcceleratorType | None,
+    acc: SliceShape | None,
     carried: dict[str, str],
     installed: tuple[str | None, str],
 ) -> Iterator[Finding]:

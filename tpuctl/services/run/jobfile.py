@@ -32,7 +32,7 @@ from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env
 from tpuctl.services.run.toml_text import toml_key, toml_string, toml_value
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.config import Target
     from tpuctl.services.run.spec import RunSpec
 
@@ -315,7 +315,7 @@ def _naming(key: str) -> Iterator[None]:
 
 
 def check_offered(
-    tpu: TpuApi, target: Target, job_file: JobFile, from_file: set[str], spec: RunSpec
+    tpu: TpuBackend, target: Target, job_file: JobFile, from_file: set[str], spec: RunSpec
 ) -> None:
     """The accelerator and runtime version a job file gave, asked of the API as a create
     asks (`nodes.check_accelerator`, `check_version`), so that a bad one is named with
@@ -323,7 +323,7 @@ def check_offered(
     if spec.node:  # an existing node's type is the node's
         return
     checks = [
-        ("accelerator", lambda t: nodes.check_accelerator(tpu, t, spec.accelerator)),
+        ("accelerator", lambda t: nodes.check_accelerator(tpu, t, spec.shape)),
         ("version", lambda t: nodes.check_version(tpu, t, spec.version or "")),
     ]
     for key, check in checks:

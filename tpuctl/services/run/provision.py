@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from tpuctl import catalog
 from tpuctl.config import shape_rule
 from tpuctl.errors import NoCapacityError, NotFoundError, UsageError
-from tpuctl.models import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, JOB, Node
+from tpuctl.models import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, JOB, CreateSpec, Node
 from tpuctl.services import cost, nodes, queued, staging, zones
 from tpuctl.services.run import teardown
 from tpuctl.services.run.spec import Job
@@ -26,19 +26,14 @@ RECREATE_PAUSE = (5.0, 300.0)  # first and longest pause while no capacity is fr
 JOB_NODE_TTL = 7 * 86400
 
 
-def workers_of(accelerator: str) -> int:
-    acc = catalog.parse_accelerator(accelerator)
-    return acc.workers if acc else 1
-
-
-def _node_spec(job: Job, attempt: int) -> nodes.CreateSpec:
+def _node_spec(job: Job, attempt: int) -> CreateSpec:
     """The node for `attempt` of the job. With teardown, it guards itself from boot: no
     agent of `attempt` by the start deadline, and it deletes itself (agent/guard.py)."""
     guarded = job.spec.teardown and job.spec.start_deadline
     assert job.bucket is not None
-    return nodes.CreateSpec(
+    return CreateSpec(
         name=job.node_name,
-        accelerator=job.spec.accelerator,
+        shape=job.spec.shape,
         version=job.spec.version,
         spot=job.spec.spot,
         service_account=job.spec.service_account,
@@ -78,26 +73,26 @@ def create(job: Job, announce: bool = True, attempt: int | None = None) -> str |
     `job.created` turns true just before the call, so that every exit path from here on
     deletes what the call may have made."""
     a, spec = job.adapters, _node_spec(job, attempt or job.attempt)
-    body = nodes.validate_create(a.tpu, job.target, spec, a.quotas)
-    rate = cost.hourly(spec.accelerator, spec.spot)
+    prepared = nodes.validate_create(a.tpu, job.target, spec, a.quotas)
+    rate = cost.hourly(spec.shape, spec.spot)
     if announce and rate is not None:
         kind = "spot" if spec.spot else "on-demand"
         slices = job.spec.slices
-        what = f"{slices} x {spec.accelerator}" if slices > 1 else spec.accelerator
+        what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
         price = cost.money(rate * slices, per_hour=True)
         job.ui.info(f"{what} {kind}: about {price} ({cost.note()})")
     job.created = True
     if job.spec.queued:
-        queued.create_queued(a.tpu, job.target, job.node_name, body, _queue(job))
+        queued.create_queued(a.tpu, job.target, job.node_name, prepared, _queue(job))
         return None
-    return nodes.create_node(a.tpu, job.target, spec, body, a.quotas)
+    return nodes.create_node(a.tpu, job.target, spec, prepared, a.quotas)
 
 
 def wait_ready(job: Job, operation: str | None) -> Node:
     """The job's node once READY (multislice: slice 0, once every slice is READY)."""
-    a, label = job.adapters, f"{job.node_name} ({job.spec.accelerator}):"
+    a, label = job.adapters, f"{job.node_name} ({job.spec.shape.name}):"
     if job.multislice:
-        label = f"{job.node_name} ({job.spec.slices} x {job.spec.accelerator}):"
+        label = f"{job.node_name} ({job.spec.slices} x {job.spec.shape.name}):"
     if job.spec.queued:
         # On Ctrl-C, timeout, FAILED or SUSPENDED the request is deleted there.
         with job.ui.progress(f"queued {label}") as update:
@@ -123,12 +118,12 @@ def survey_zones(job: Job) -> None:
     t, spec, a = job.target, job.spec, job.adapters
     if len(t.candidates) < 2:
         return
-    views = zones.survey(a.tpu, a.quotas, t, spec.accelerator, spec.spot)
+    views = zones.survey(a.tpu, a.quotas, t, spec.shape, spec.spot)
     kind = "spot" if spec.spot else "on-demand"
-    job.ui.info(f"zones for {spec.accelerator} ({kind}), tried in this order ({cost.note()}):")
+    job.ui.info(f"zones for {spec.shape.name} ({kind}), tried in this order ({cost.note()}):")
     for view in sorted(views, key=lambda v: bool(v.dropped)):
         job.ui.info(view.line())
-    left = zones.usable(views, spec.accelerator)
+    left = zones.usable(views, spec.shape.name)
     job.target = dataclasses.replace(t, zone=left[0], zones=tuple(left))
 
 
@@ -156,7 +151,7 @@ def place(
             teardown.teardown(job, wait_for_agent=0)
             job.created = job.torn_down = job.node_deleted = False
 
-    what = f"{job.spec.accelerator} for job {job.job_id}"
+    what = f"{job.spec.shape.name} for job {job.job_id}"
     node = zones.failover(order, one, abandon, job.ui.info, what)
     if len(order) > 1:
         job.ui.info(f"{job.what} is in {job.target.zone}")

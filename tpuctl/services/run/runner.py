@@ -113,7 +113,7 @@ class Runner:
             spec.teardown = existing is None
         if existing is None:
             provision.survey_zones(job)
-        workers = len(existing.workers) if existing else provision.workers_of(spec.accelerator)
+        workers = len(existing.workers) if existing else spec.shape.hosts
         workers *= spec.slices  # every slice has the same workers
         job.workers = workers
 
@@ -160,7 +160,7 @@ class Runner:
             project=job.target.project,
             zone=job.target.zone,
             node=job.node_name,
-            accelerator=spec.accelerator,
+            accelerator=spec.shape.name,
             workers=workers,
             script=spec.script,
             bucket=job.bucket.name,

@@ -8,14 +8,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tpuctl import catalog
+from tpuctl.catalog import SliceShape
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
     from tpuctl.agent.common import Beats
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.cloud.storage import Bucket
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
     from tpuctl.services.ssh import Plan
 
@@ -59,7 +61,7 @@ class RunSpec:
     workdir: Path
     args: list[str] = field(default_factory=list)
     node: str | None = None
-    accelerator: str = "v3-8"
+    shape: SliceShape = field(default_factory=lambda: catalog.shape(catalog.DEFAULT_ACCELERATOR))
     version: str | None = None
     spot: bool = False
     service_account: str | None = None  # a new node's (None: the default compute account)
@@ -113,7 +115,7 @@ def parse_env(pairs: list[str], env_files: list[Path]) -> dict[str, str]:
 
 @dataclass
 class Adapters:
-    tpu: TpuApi
+    tpu: TpuBackend
     ssh: SshApi
     bucket: Callable[[str], Bucket]
     quotas: QuotaApi | None = None
