@@ -152,7 +152,7 @@ def test_the_rules_see_a_violation() -> None:
     """The graph is real: known edges are in it (a parser that saw nothing would pass)."""
     assert "tpuctl.services.nodes" in GRAPH["tpuctl.services.run.provision"]
     assert "tpuctl.cloud.tpu" in GRAPH["tpuctl.cloud.clients"]  # a lazy import counts
-    assert "tpuctl.cloud.tpu" in GRAPH["tpuctl.services.nodes"]  # so does TYPE_CHECKING
+    assert "tpuctl.cloud.backend" in GRAPH["tpuctl.services.nodes"]  # so does TYPE_CHECKING
     assert "tpuctl.agent.common" in GRAPH["tpuctl.agent.transfer"]  # and a relative one
 
 
@@ -206,3 +206,16 @@ def test_the_body_check_sees_a_body() -> None:
     assert _wire_keys_in('body = {"acceleratorType": acc, "labels": {}}') == ["acceleratorType"]
     assert _wire_keys_in('node.raw.get("queuedResource")') == ["queuedResource"]
     assert "acceleratorType" in _wire_keys_in((PACKAGE / "cloud" / "tpu_wire.py").read_text())
+
+
+def test_only_the_client_factory_reads_the_emulator_switch() -> None:
+    """Nothing asks "am I emulated?": the factory picks endpoints and credentials (the
+    emulator, and the command that starts it, know their own address)."""
+    readers = sorted(
+        name
+        for name, path in MODULES.items()
+        if "TPUCTL_EMULATOR_HOST" in path.read_text()
+        and not _in(name, "tpuctl.emulator")
+        and name not in ("tpuctl.cloud.clients", "tpuctl.cli.emulator_cmd")
+    )
+    assert readers == []

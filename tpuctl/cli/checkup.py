@@ -1,5 +1,5 @@
 """The doctor's findings as text, and the gate `tpuctl run` passes before creating
-anything (kept apart from cli/doctor.py, which reuses run's way of finding the script)."""
+anything (its rules in services/doctor/gate.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpuctl.cli import render
-from tpuctl.errors import CheckFailed
 
 if TYPE_CHECKING:
-    from tpuctl.catalog import SliceShape
     from tpuctl.services.doctor import Finding
     from tpuctl.services.doctor.live import Report
+    from tpuctl.services.run.spec import RunSpec
 
 
 def lines(findings: list[Finding]) -> str:
@@ -23,45 +22,17 @@ def lines(findings: list[Finding]) -> str:
     )
 
 
-def summary(findings: list[Finding]) -> str:
-    from tpuctl.services.doctor import SEVERITIES
+def gate_run(root: Path, rel: str, spec: RunSpec, force: bool) -> None:
+    """The doctor's gate inside `tpuctl run` (services/doctor/gate.py): its findings on
+    stderr; an error stops the run unless `force`."""
+    from tpuctl.services.doctor import gate
 
-    counts = [(sum(f.severity == s for f in findings), s) for s in SEVERITIES]
-    return ", ".join(f"{n} {s}{'' if n == 1 else 's'}" for n, s in counts)
-
-
-def gate(
-    root: Path,
-    rel: str,
-    shape: SliceShape,
-    force: bool,
-    runtime_version: str | None = None,
-    setup: str | None = None,
-) -> None:
-    """The check inside `tpuctl run`, before anything is created: errors stop the run
-    (unless `force`), warnings and hints are printed on stderr and the run goes on.
-    Scripts that are not Python (a shell script) are not checked. `runtime_version`: the
-    image the job gets (None: unknown, e.g. an existing node's: not checked)."""
-    from tpuctl.services.doctor import NotPythonError, check
-
-    try:
-        acc = shape if shape.known else None
-        findings = check(root / rel, root, acc, runtime_version, setup)
-    except NotPythonError:
-        if rel.endswith(".py") and not force:
-            raise
-        return
-    errors = [f for f in findings if f.severity == "error"]
-    sys.stderr.write(lines(findings))
-    if errors and not force:
-        first = errors[0]
-        raise CheckFailed(
-            f"tpuctl doctor found {summary(findings)} in {rel}; nothing was created "
-            f"(first: {first.file}:{first.line}: {first.check})",
-            hint="fix the errors above, or run again with --force (--no-check skips the check)",
-        )
-    if errors:
-        render.info(f"--force: running despite {len(errors)} error(s)")
+    verdict = gate.check_run(root, rel, spec, force)
+    sys.stderr.write(lines(verdict.findings))
+    if verdict.failure is not None:
+        raise verdict.failure
+    if verdict.forced:
+        render.info(f"--force: running despite {verdict.forced} error(s)")
 
 
 def node_report(report: Report) -> str:

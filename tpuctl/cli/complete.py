@@ -78,9 +78,12 @@ def _cached(
     fetch: Callable[[str | None, str | None], list[str]],
 ) -> list[str]:
     project, zone = ctx.params.get("project"), ctx.params.get("zone")
-    key = "|".join((kind, os.environ.get("TPUCTL_EMULATOR_HOST", ""), project or "", zone or ""))
     try:
+        from tpuctl.cloud.clients import ClientFactory
         from tpuctl.config import state_dir
+
+        # per endpoint: the emulator's names are not the cloud's (the factory alone knows it)
+        key = "|".join((kind, ClientFactory().tpu_endpoint, project or "", zone or ""))
 
         path = state_dir() / CACHE_FILE
         cache: dict[str, Any] = _read(path)

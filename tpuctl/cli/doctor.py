@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.checkup import lines, summary
+from tpuctl.cli.checkup import lines
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import UsageError
 
@@ -103,9 +103,9 @@ def doctor(
         return
     if fix or yes or paths:
         raise UsageError("--fix, --yes and --path are for a node, not a script")
-    from tpuctl.cli.run import locate
     from tpuctl.frameworks import runtime_of
     from tpuctl.services.doctor import check
+    from tpuctl.services.run.request import locate
 
     acc = _accelerator(accelerator)
     root, rel = locate(target, workdir)
@@ -114,6 +114,8 @@ def doctor(
         render.print_json([f.to_json() for f in findings])
     else:
         sys.stdout.write(lines(findings))
+        from tpuctl.services.doctor.gate import summary
+
         render.info(f"{rel} on a {acc.name}: {summary(findings)}")
     if any(f.severity == "error" for f in findings):
         raise typer.Exit(1)

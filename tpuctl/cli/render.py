@@ -8,7 +8,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import typer
@@ -20,6 +20,8 @@ from tpuctl.services import cost
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+    from tpuctl.config import Target
 
 # rich is imported when something is printed, not when tpuctl starts (`--help` stays fast).
 
@@ -297,3 +299,57 @@ def describe_node(node: Node) -> Table:
     for key, value in rows:
         table.add_row(key, escape(str(value)))
     return table
+
+
+class StderrUi:
+    """What a use case tells the user as it goes: lines and spinners on stderr."""
+
+    def info(self, message: str) -> None:
+        info(message)
+
+    def progress(self, label: str) -> AbstractContextManager[Callable[[str, float], None]]:
+        return progress(label)
+
+
+# -- nodes as create shows them ---------------------------------------------------------
+def started(json_out: bool, data: dict[str, Any], message: str) -> None:
+    """--no-wait: the request is made; say what to do next (or the JSON of it)."""
+    if json_out:
+        print_json(data)
+    else:
+        info(message)
+
+
+def show_node(node: Node, json_out: bool) -> None:
+    if json_out:
+        print_json(node.to_json())
+        return
+    console = out()
+    console.print(
+        f"{node.name}  {node.zone}  {node.accelerator_type}  {node.state}", highlight=False
+    )
+    for w in node.workers:
+        console.print(
+            f"  worker {w.index}: {w.external_ip or '-'} (internal {w.internal_ip})",
+            highlight=False,
+        )
+
+
+def show_slices(name: str, target: Target, slices: list[Node], json_out: bool) -> None:
+    """A multislice request: its slices, in order (each a node of its own)."""
+    if json_out:
+        print_json(
+            {
+                "kind": "queuedResource",
+                "name": name,
+                "zone": target.zone,
+                "slices": [n.to_json() for n in slices],
+            }
+        )
+        return
+    info(
+        f"queued resource {name}: {len(slices)} slices; `tpuctl delete {name} --zone "
+        f"{target.zone}` deletes them all"
+    )
+    for node in slices:
+        show_node(node, json_out)

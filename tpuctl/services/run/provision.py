@@ -15,6 +15,7 @@ from tpuctl.config import shape_rule
 from tpuctl.errors import NoCapacityError, NotFoundError, UsageError
 from tpuctl.models import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, JOB, CreateSpec, Node
 from tpuctl.services import cost, nodes, queued, staging, zones
+from tpuctl.services.create import ask
 from tpuctl.services.run import teardown
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import retrying
@@ -73,19 +74,13 @@ def create(job: Job, announce: bool = True, attempt: int | None = None) -> str |
     `job.created` turns true just before the call, so that every exit path from here on
     deletes what the call may have made."""
     a, spec = job.adapters, _node_spec(job, attempt or job.attempt)
-    prepared = nodes.validate_create(a.tpu, job.target, spec, a.quotas)
-    rate = cost.hourly(spec.shape, spec.spot)
-    if announce and rate is not None:
-        kind = "spot" if spec.spot else "on-demand"
-        slices = job.spec.slices
-        what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
-        price = cost.money(rate * slices, per_hour=True)
-        job.ui.info(f"{what} {kind}: about {price} ({cost.note()})")
-    job.created = True
-    if job.spec.queued:
-        queued.create_queued(a.tpu, job.target, job.node_name, prepared, _queue(job))
-        return None
-    return nodes.create_node(a.tpu, job.target, spec, prepared, a.quotas)
+
+    def made() -> None:
+        job.created = True
+
+    queue = _queue(job) if job.spec.queued else None
+    say = job.ui.info if announce else None
+    return ask(a.tpu, a.quotas, job.target, spec, queue, say, before_call=made)
 
 
 def wait_ready(job: Job, operation: str | None) -> Node:

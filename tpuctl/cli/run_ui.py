@@ -1,0 +1,120 @@
+"""What `tpuctl run` shows: progress and the job's log as it runs (`CliUI`), and the
+job's end (`report`)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AbstractContextManager
+from typing import Any
+
+import typer
+
+from tpuctl.cli import render
+from tpuctl.errors import JobFailed
+from tpuctl.services.run.spec import states_summary, worker_label
+
+
+class CliUI:
+    """Progress on stderr; the job's log lines on stdout, prefixed per worker on pods
+    (`[w1]`), by slice and worker on a multislice job (`[s1/w0]`)."""
+
+    def __init__(self, logs_to_stderr: bool = False) -> None:
+        self.prefix = False
+        self.workers, self.slices = 1, 1
+        self.partial: dict[int, bytes] = {}
+        # with --json, stdout carries only the final JSON object
+        self.stream = sys.stderr if logs_to_stderr else sys.stdout
+
+    def set_workers(self, count: int, slices: int = 1) -> None:
+        self.prefix = count > 1
+        self.workers, self.slices = count, slices
+
+    def info(self, message: str) -> None:
+        render.info(message)
+
+    def progress(self, label: str) -> AbstractContextManager[Any]:
+        return render.progress(label)
+
+    def log(self, worker: int, data: bytes) -> None:
+        buf = self.partial.get(worker, b"") + data
+        *lines, rest = buf.split(b"\n")
+        self.partial[worker] = rest
+        out = self.stream.buffer
+        for line in lines:
+            label = worker_label(worker, self.workers, self.slices)
+            out.write((f"[{label}] ".encode() if self.prefix else b"") + line + b"\n")
+        out.flush()
+
+    def log_marker(self, text: str) -> None:
+        self.flush()
+        self.stream.buffer.write(text.encode() + b"\n")
+        self.stream.buffer.flush()
+
+    def flush(self) -> None:
+        for worker, rest in sorted(self.partial.items()):
+            if rest:
+                self.log(worker, b"\n")
+
+
+def _usage(app: Any, runner: Any, project: str, outcome: Any, began: float) -> Any:
+    """The job's TensorCore use over its life (services/usage.py), when it started."""
+    from tpuctl.services import jobs, usage
+
+    bucket = runner.bucket
+    if not outcome.started or bucket is None:
+        return None
+    return usage.for_job(lambda: jobs.statuses(bucket, outcome.job_id), app.factory.monitoring,
+                         project, runner.zone, runner.job.slice_ids, began)  # fmt: skip
+
+
+def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) -> None:
+    """The job's end on stderr (and its JSON on stdout with --json); its exit status."""
+    from tpuctl.services.run import request as run_request
+
+    spec = runner.job.spec
+    target = runner.job.target
+    where = f"gs://{runner.bucket.name if runner.bucket else '?'}/tpuctl/jobs/{outcome.job_id}/"
+    if spec.detach:
+        if json_out:
+            render.print_json(
+                {"job": outcome.job_id, "node": outcome.node, "zone": runner.zone, "bucket": where}
+            )
+        else:
+            left = run_request.left(runner, runner.zone)
+            render.info(f"job {outcome.job_id} started on {outcome.node}; {left}")
+            render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
+        return
+    workers = runner.job.workers
+    summary = states_summary(outcome.states, workers, spec.slices)
+    restarted = f" after {outcome.restarts} restart(s)" if outcome.restarts else ""
+    render.info(f"job {outcome.job_id}: {summary}{restarted}; exit status {outcome.exit_status}")
+    used = _usage(app, runner, target.project, outcome, began)
+    if used is not None:
+        render.info(f"job {outcome.job_id}: {used.describe()}")
+    render.info(f"logs and outputs: {where}")
+    if outcome.outputs:
+        render.info(f"downloaded {len(outcome.outputs)} output file(s) to {spec.outputs}")
+    if outcome.torn_down:
+        render.info(f"deleted {runner.job.what}")
+    elif not spec.teardown and not runner.job.node_deleted:
+        render.info(
+            f"{run_request.left(runner, runner.zone)}: "
+            f"`tpuctl delete {outcome.node} --zone {runner.zone}` when done"
+        )
+    if json_out:
+        render.print_json(
+            {
+                "job": outcome.job_id,
+                "node": outcome.node,
+                **({"slices": runner.job.slice_ids} if spec.slices > 1 else {}),
+                "zone": runner.zone,
+                "exitStatus": outcome.exit_status,
+                "states": outcome.states,
+                "bucket": where,
+                **(used.to_json() if used is not None else {}),
+            }
+        )
+    if outcome.message:
+        raise JobFailed(outcome.message, hint=f"see `tpuctl logs {outcome.job_id}`")
+    if outcome.exit_status:
+        raise typer.Exit(outcome.exit_status)

@@ -1,0 +1,223 @@
+"""`tpuctl create`: a node (or a multislice request's slices) asked for in the first zone
+of the target that can make it, and waited for until READY (and, if asked, until SSH
+answers on every worker).
+
+The rules of the request are `CreateRequest.validate`'s; the one path from a checked spec
+to a create call is `ask` (also `tpuctl run`'s, services/run/provision.py). Whatever a
+create has asked for is the user's once the call is made: an interruption or a failure
+after it names the node and how to delete it, and deletes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tpuctl import interrupts
+from tpuctl.errors import Interrupted, TpuctlError, UsageError
+from tpuctl.models import CreateSpec, Node
+from tpuctl.services import cost, names, nodes, queued, zones
+from tpuctl.services.queued import QueueOptions
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
+    from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.ssh import SshApi
+    from tpuctl.config import Target
+    from tpuctl.services.remote import WorkerResult
+
+SSH_WAIT = 300.0  # seconds a fresh VM may take before SSH answers
+
+
+class Ui(Protocol):
+    """What a long use case tells the user as it goes (the CLI: stderr, spinners)."""
+
+    def info(self, message: str) -> None: ...
+
+    def progress(self, label: str) -> AbstractContextManager[Any]: ...
+
+
+@dataclass
+class CreateRequest:
+    """What `tpuctl create` was asked, before any call."""
+
+    spec: CreateSpec
+    queued: bool = False  # through a queued resource
+    queue: QueueOptions = field(default_factory=QueueOptions)
+    wait: bool = True  # until READY (False: --no-wait)
+    wait_ssh: bool = False  # and until SSH answers on every worker
+    queue_flags: bool = False  # --valid-until, --valid-until-time, --keep-request or --timeout
+
+    def validate(self) -> None:
+        """The request's own rules; a UsageError naming the flag when one is broken."""
+        if self.queue.slices < 1:
+            raise UsageError(f"--slices must be 1 or more, not {self.queue.slices}")
+        self.queued = self.queued or self.queue.slices > 1  # a multislice request is queued
+        if self.queue_flags and not self.queued:
+            raise UsageError(
+                "--valid-until, --valid-until-time, --keep-request and --timeout go with --queued"
+            )
+        if self.queue.slices > 1:  # every slice's name must be a node name too
+            names.validate_name(queued.slice_ids(self.spec.name, self.queue.slices)[-1])
+
+
+@dataclass
+class Adapters:
+    tpu: TpuBackend
+    quotas: QuotaApi | None
+    ssh: Callable[[], SshApi]  # built only when SSH is waited for
+    report_ssh: Callable[[list[WorkerResult]], int]  # says which workers failed; nonzero: some
+
+
+@dataclass
+class CreateOutcome:
+    """What the create made: the READY node(s), or (not waited for) what was asked."""
+
+    target: Target  # the zone it went to
+    nodes: list[Node] = field(default_factory=list)
+    operation: str | None = None  # not waited for, created directly
+    started: bool = False  # not waited for
+
+
+def price_line(spec: CreateSpec, slices: int = 1) -> str | None:
+    """`2 x v4-32 spot: about $20.61/h (...)`, or None for a shape without a price."""
+    rate = cost.hourly(spec.shape, spec.spot or spec.preemptible)
+    if rate is None:
+        return None
+    what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
+    price = cost.money(rate * slices, per_hour=True)
+    kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
+    return f"{what} {kind}: about {price} ({cost.note()})"
+
+
+def ask(
+    tpu: TpuBackend,
+    quotas: QuotaApi | None,
+    target: Target,
+    spec: CreateSpec,
+    queue: QueueOptions | None,
+    say: Callable[[str], None] | None,
+    before_call: Callable[[], None] = lambda: None,
+) -> str | None:
+    """Check `spec` as the API would, say its price (when `say`), and make the one create
+    call: directly (the operation's name; None when a retried create adopted its node)
+    or, with `queue`, through a queued resource (None). `before_call` runs just before
+    the call, from when on the node may exist."""
+    prepared = nodes.validate_create(tpu, target, spec, quotas)
+    line = price_line(spec, queue.slices if queue else 1)
+    if say is not None and line is not None:
+        say(line)
+    before_call()
+    if queue is not None:
+        queued.create_queued(tpu, target, spec.name, prepared, queue)
+        return None
+    return nodes.create_node(tpu, target, spec, prepared, quotas)
+
+
+def create(a: Adapters, target: Target, request: CreateRequest, ui: Ui) -> CreateOutcome:
+    """Make the node in the first zone of `target` that can (a survey of each zone's price
+    and quota first when there are several), and wait for it as asked."""
+    request.validate()
+    spec = request.spec
+    with interrupts.alike():  # SIGTERM and SIGHUP as Ctrl-C; the create call is not cut
+        order = list(target.candidates)
+        if len(order) > 1:
+            views = zones.survey(a.tpu, a.quotas, target, spec.shape, spec.spot or spec.preemptible)
+            ui.info(f"zones for {spec.shape.name}, tried in this order ({cost.note()}):")
+            for view in sorted(views, key=lambda v: bool(v.dropped)):
+                ui.info(view.line())
+            order = zones.usable(views, spec.shape.name)
+        return zones.failover(
+            order,
+            lambda z: _create_in(a, target.in_zone(z), request, ui, announce=len(order) == 1),
+            lambda z: zones.clear(a.tpu, target.in_zone(z), spec.name, request.queued),
+            ui.info,
+            f"{spec.shape.name} node {spec.name}",
+        )
+
+
+def _create_in(
+    a: Adapters, target: Target, request: CreateRequest, ui: Ui, announce: bool
+) -> CreateOutcome:
+    spec, options = request.spec, request.queue
+    name, zone = spec.name, target.zone
+    made = False  # whether the node is known to exist (or asked for): then it is named
+
+    def asked() -> None:
+        nonlocal made
+        made = True
+
+    try:
+        if request.queued:
+            # The queue's own functions delete the request on a failure or an interruption.
+            prepared = nodes.validate_create(a.tpu, target, spec, a.quotas)
+            line = price_line(spec, options.slices)
+            if announce and line:
+                ui.info(line)
+            if not request.wait:
+                queued.enqueue(a.tpu, target, name, prepared, options)
+                return CreateOutcome(target, started=True)
+            slices = options.slices
+            what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
+            with ui.progress(f"queued {name} ({what}) in {zone}:") as update:
+                made_nodes = queued.provision_slices(
+                    a.tpu, target, name, options, node_spec=prepared, progress=update
+                )
+            made = True
+            _wait_all_ssh(a, request, made_nodes, ui)
+            return CreateOutcome(target, made_nodes)
+        operation = ask(a.tpu, a.quotas, target, spec, None, ui.info if announce else None, asked)
+        if not request.wait:
+            return CreateOutcome(target, operation=operation, started=True)
+        with ui.progress(f"creating {name} ({spec.shape.name}) in {zone}:") as update:
+            node = nodes.wait_for_state(
+                a.tpu,
+                f"{target.parent}/nodes/{name}",
+                {"READY"},
+                operation=operation,
+                fail_states=nodes.FAILED_CREATE_STATES,
+                progress=update,
+            )
+        _wait_all_ssh(a, request, [node], ui)
+        return CreateOutcome(target, [node])
+    except KeyboardInterrupt:
+        if not made:
+            raise
+        # The node is the user's (they asked for it): say where it is, delete nothing.
+        raise Interrupted(
+            f"interrupted; node {name} exists in {zone} and may be billing",
+            hint=f"delete it with `tpuctl delete {name} --zone {zone} --yes`",
+        ) from None
+    except TpuctlError as e:
+        # A node that exists but never became ready may still bill: name it.
+        if not e.hint:
+            e.hint = (
+                f"if {name} still exists, delete it with `tpuctl delete {name} --zone {zone} --yes`"
+            )
+        raise
+
+
+def _wait_all_ssh(a: Adapters, request: CreateRequest, made: list[Node], ui: Ui) -> None:
+    if request.wait_ssh:
+        for node in made:
+            wait_ssh(a, node, request.spec.internal_ip_only, ui)
+
+
+def wait_ssh(a: Adapters, node: Node, internal_ip: bool, ui: Ui) -> None:
+    """A node is ready for tpuctl once SSH answers on every worker."""
+    from tpuctl.services import remote
+    from tpuctl.services import ssh as ssh_service
+
+    ssh_api = a.ssh()
+    workers = len(node.workers)
+    with ui.progress(f"waiting for SSH on {workers} worker(s) of {node.name}:") as update:
+        update("connecting", 0.0)
+        plan = ssh_service.plan(a.tpu, ssh_api, node.full_name, "all", internal_ip, wait=SSH_WAIT)
+        results = remote.wait_ssh(ssh_api, plan, timeout=SSH_WAIT)
+    if a.report_ssh(results):
+        raise TpuctlError(
+            f"{node.name} is READY but SSH does not answer on every worker",
+            hint=f"try `tpuctl ssh {node.name} --worker all --command true` in a minute",
+        )

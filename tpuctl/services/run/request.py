@@ -1,0 +1,212 @@
+"""What `tpuctl run` was asked, flags and a job file merged (`RunRequest`), and every rule
+that turns it into the job's `RunSpec`: which flags go together, the defaults that
+depend on others (restarts on spot, teardown of a node the job made), the script's place
+in its work dir, the zones an existing node allows. Also what the user is told of the
+node when the job ends or is interrupted (`left`, `stop`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tpuctl import catalog
+from tpuctl.durations import parse_duration
+from tpuctl.errors import Interrupted, UsageError
+from tpuctl.services.run.spec import HEARTBEAT_DEADLINE, START_DEADLINE, RunSpec, parse_env
+
+if TYPE_CHECKING:
+    from tpuctl.config import Target
+    from tpuctl.services.run.runner import Runner
+
+Blame = Callable[[str], AbstractContextManager[Any]]  # names a job file's line for a key
+
+
+def no_blame(key: str) -> AbstractContextManager[Any]:
+    return contextlib.nullcontext()
+
+
+SPOT_RESTARTS = 3  # a spot job's --restarts when none is given: preemption is expected
+
+
+@dataclass
+class RunRequest:
+    """`tpuctl run`'s options, named as the flags are (a job file's values merged in)."""
+
+    script: str | None = None
+    script_args: list[str] | None = None
+    node: str | None = None
+    accelerator: str = catalog.DEFAULT_ACCELERATOR
+    version: str | None = None
+    spot: bool = False
+    service_account: str | None = None
+    scopes: list[str] = field(default_factory=list)
+    workdir: Path | None = None
+    exclude: list[str] = field(default_factory=list)
+    bucket: str | None = None
+    env_pairs: list[str] = field(default_factory=list)
+    env_file: list[Path] = field(default_factory=list)
+    setup: str | None = None
+    outputs: Path | None = None
+    teardown: bool | None = None
+    detach: bool = False
+    name: str | None = None
+    ttl: str | None = None
+    start_deadline: str | None = None
+    queued_flag: bool = False
+    slices: int = 1
+    valid_until: str | None = None
+    restarts: int | None = None
+    retry_on_failure: bool = False
+    sync_every: float = 30.0
+    heartbeat_deadline: str | None = None
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> RunRequest:
+        """The request from the command's parameters (others, such as --zone, ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    @property
+    def shape(self) -> catalog.SliceShape:
+        return catalog.shape(self.accelerator)
+
+    @property
+    def queued(self) -> bool:
+        return self.queued_flag or self.slices > 1  # a multislice job is one queued resource
+
+    @property
+    def restarts_or_default(self) -> int:
+        return (SPOT_RESTARTS if self.spot else 0) if self.restarts is None else self.restarts
+
+    def check(self, blame: Blame = no_blame, from_file: set[str] | None = None) -> None:
+        """The rules between flags; a UsageError naming them (and the job file's line for
+        a value that came from the file)."""
+        from_file = from_file or set()
+        if self.script is None:
+            raise UsageError(
+                "no script: give one (tpuctl run SCRIPT) or a job file with `script = ...` "
+                "(-f FILE)"
+            )
+        with blame("slices") if "slices" in from_file else contextlib.nullcontext():
+            if self.slices < 1:
+                raise UsageError(f"--slices must be 1 or more, not {self.slices}")
+            if self.slices > 1 and self.node:
+                raise UsageError("--slices asks for new slices: it does not go with --node")
+        if self.valid_until and not self.queued:
+            raise UsageError("--valid-until needs --queued")
+        if self.queued_flag and self.node:
+            raise UsageError("--queued asks for a new node: it does not go with --node")
+
+    def located(
+        self, blame: Blame = no_blame, from_file: set[str] | None = None
+    ) -> tuple[Path, str]:
+        """The work dir and the script's path in it."""
+        with blame("script" if "script" in (from_file or set()) else "workdir"):
+            return locate(str(self.script), self.workdir)
+
+    def spec(self, root: Path, rel: str, service_account: str | None) -> RunSpec:
+        """The job's spec (`service_account`: the config file's, when no flag gave one)."""
+        from tpuctl.services import nodes
+
+        durations = {
+            key: parse_duration(getattr(self, key), f"--{key.replace('_', '-')}")
+            for key in ("ttl", "valid_until", "start_deadline", "heartbeat_deadline")
+            if getattr(self, key)
+        }
+        return RunSpec(
+            script=rel,
+            workdir=root,
+            args=list(self.script_args or []),
+            node=self.node,
+            shape=self.shape,
+            version=self.version,
+            spot=self.spot,
+            service_account=self.service_account or service_account,
+            scopes=nodes.parse_scopes(list(self.scopes or [])),
+            excludes=list(self.exclude),
+            bucket=self.bucket,
+            env=parse_env(self.env_pairs, self.env_file),
+            setup=self.setup,
+            outputs=self.outputs,
+            # an existing node is kept unless asked; a node the job makes goes with it
+            teardown=None if self.teardown is None and self.node else self.teardown is not False,
+            detach=self.detach,
+            name=self.name,
+            ttl=durations.get("ttl"),
+            queued=self.queued,
+            slices=self.slices,
+            valid_until=durations.get("valid_until"),
+            restarts=self.restarts_or_default,
+            retry_on_failure=self.retry_on_failure,
+            sync_every=self.sync_every,
+            start_deadline=durations.get("start_deadline", START_DEADLINE),
+            heartbeat_deadline=durations.get("heartbeat_deadline", HEARTBEAT_DEADLINE),
+        )
+
+    def place(self, target: Target) -> Target:
+        """The zones the job may use: an existing node's is its one zone."""
+        if self.node and len(target.candidates) > 1:
+            if target.zone_source == "--zone":
+                raise UsageError("--node names a node in one zone: give one --zone with it")
+            return dataclasses.replace(target, zones=())
+        return target
+
+
+def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
+    """(work dir, script path relative to it)."""
+    path = Path(script)
+    if workdir is None:
+        if not path.is_file():
+            raise UsageError(f"script {script} not found", hint="give the path to a file")
+        return path.resolve().parent, path.name
+    root = workdir.resolve()
+    if not root.is_dir():
+        raise UsageError(f"--workdir {workdir} is not a folder")
+    for candidate in (path.resolve(), (root / path).resolve()):
+        if candidate.is_file() and candidate.is_relative_to(root):
+            return root, candidate.relative_to(root).as_posix()
+    raise UsageError(f"script {script} is not a file inside the work dir {root}")
+
+
+def left(runner: Runner, zone: str) -> str:
+    """What becomes of the node, said only as far as it is known."""
+    job = runner.job
+    node = f"{job.what} in {zone}"
+    if job.node_deleted:
+        return f"{node} was deleted"
+    if not job.spec.teardown:
+        return f"{node} keeps running"
+    if job.agents_started and 0 not in job.lost:
+        return f"{node} will be deleted by its agent when the job ends"
+    return f"{node} may still be billing"
+
+
+def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
+    """After a Ctrl-C (SIGTERM, SIGHUP): stop what runs, and the `Interrupted` (exit 130)
+    saying what is left; a second Ctrl-C while stopping leaves at once, saying so."""
+    job = runner.job
+    hint = (
+        f"`tpuctl cancel {runner.job_id}` stops it; "
+        f"`tpuctl delete {runner.node_name} --zone {zone}` deletes the node"
+    )
+    try:
+        flush()
+        stopped = runner.stop()
+    except KeyboardInterrupt:
+        if not job.agents_started:
+            return Interrupted(f"left at once; {left(runner, zone)}", hint=hint)
+        return Interrupted(
+            f"left at once: job {runner.job_id} may still run; {left(runner, zone)}", hint=hint
+        )
+    if not stopped.started:
+        what = left(runner, zone) if job.created else "no node was created"
+        return Interrupted(f"interrupted before job {runner.job_id} started; {what}")
+    what = "every slice" if job.multislice else "its node"
+    gone = f" and deleted {what}" if stopped.torn_down else ""
+    return Interrupted(f"interrupted: stopped job {runner.job_id}{gone}")
