@@ -98,17 +98,13 @@ app.add_typer(emulator_cmd.app, name="emulator", help="Run a local emulator of t
 
 
 def _set_debug(debug: bool) -> None:
-    """Logging and an HTTP trace on stderr (http.client prints its trace; keep stdout clean)."""
-    if not debug and "http.client" not in sys.modules:
+    """Logging and an HTTP trace on stderr, every credential scrubbed (tpuctl/redact.py);
+    stdout stays clean."""
+    if not debug and "logging" not in sys.modules:
         return  # nothing to switch off, and no import to pay for
-    import http.client
-    import logging
+    from tpuctl import redact
 
-    if debug and not logging.getLogger().handlers:
-        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger().setLevel(logging.DEBUG if debug else logging.WARNING)
-    http.client.HTTPConnection.debuglevel = 1 if debug else 0
-    http.client.print = lambda *a, **k: print(*a, file=sys.stderr)  # type: ignore[attr-defined]
+    redact.install(debug)
 
 
 def _split_debug(argv: list[str]) -> tuple[list[str], bool]:

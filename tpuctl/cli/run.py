@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tpuctl import interrupts
+from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup
 from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
@@ -197,6 +197,7 @@ def run(
     request.check(blame, from_file)
     root, rel = request.located(blame, from_file)
     spec = request.spec(root, rel, configured_service_account())
+    redact.secret(spec.env.values())  # never in the --debug trace
     if print_spec:
         # the script as it was named (a symlinked folder stays as typed), else as found
         named = Path(str(o.script))
