@@ -227,6 +227,7 @@ class DeleteResult:
     message: str
     node: Node | None = None
     error: Exception | None = None  # a TpuctlError (errors.py is above this module)
+    skipped: bool = False  # left alone on purpose (ok, and not deleted): `message` says why
 
 
 def _utc(when: datetime | None) -> str | None:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pexpect
 from google.cloud import tpu_v2
 from google.protobuf import field_mask_pb2
 
@@ -223,3 +224,45 @@ def test_bad_flags(cli) -> None:
     r = cli("create", "x", "-a", "v3-8", "--zone", Z, "--ttl", "0s")
     assert r.code == 2
     assert "must be more than zero" in one_line_error(r)
+
+
+def _gc_at_its_prompt() -> pexpect.spawn:
+    """`tpuctl gc` on a terminal, stopped at its question (the plan is made)."""
+    env = {**os.environ, "TERM": "dumb", "COLUMNS": "200"}
+    child = pexpect.spawn(
+        sys.executable, ["-m", "tpuctl", "gc", "--zone", Z], env=env, encoding="utf-8", timeout=60
+    )
+    child.expect(r"Delete 1 resource\(s\)\? \[y/N\]: ")
+    return child
+
+
+def _answer_yes(child: pexpect.spawn) -> str:
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    return str(child.before)
+
+
+def test_gc_leaves_a_node_kept_while_it_asked(cli, emulator) -> None:
+    assert cli("create", "late", "-a", "v3-8", "--zone", Z, "--ttl", "8h").code == 0
+    expire(emulator, "late")
+    child = _gc_at_its_prompt()
+    assert cli("keep", "late", "--zone", Z).code == 0  # a colleague keeps it meanwhile
+    out = _answer_yes(child)
+    assert "skipped late (us-central1-a): kept (tpuctl-keep=true) since gc looked" in out
+    assert names(emulator) == ["late"]
+    assert cli("delete", "late", "--zone", Z, "--yes").code == 0
+
+
+def test_gc_never_deletes_a_new_node_that_took_the_name(cli, emulator) -> None:
+    assert cli("create", "reborn", "-a", "v3-8", "--zone", Z, "--ttl", "8h").code == 0
+    expire(emulator, "reborn")
+    child = _gc_at_its_prompt()
+    assert cli("delete", "reborn", "--zone", Z, "--yes").code == 0
+    assert cli("create", "reborn", "-a", "v3-8", "--zone", Z, "--ttl", "1s").code == 0
+    expire(emulator, "reborn")  # expired too: only its identity differs
+    out = _answer_yes(child)
+    assert "skipped reborn (us-central1-a): a new node of that name was created" in out
+    assert names(emulator) == ["reborn"]
+    assert cli("delete", "reborn", "--zone", Z, "--yes").code == 0

@@ -138,6 +138,10 @@ def _show_results(found: Plan, done: Collected, json_out: bool) -> None:
         )
     else:
         for d, r in done.nodes:
+            if r.skipped:
+                render.out().print(f"skipped {d.node.name} ({d.node.zone}): {r.message}",
+                                   highlight=False)  # fmt: skip
+                continue
             verb = "deleted" if r.ok else "FAILED to delete"
             render.out().print(_line(d, verb), highlight=False)
         for q, error in done.requests:
@@ -183,7 +187,7 @@ def _json(decisions: list[Decision], outcome: dict[str, DeleteResult]) -> list[d
                 "accelerator": d.node.accelerator_type,
                 "reason": d.reason,
                 "action": "delete" if d.delete else "keep",
-                "deleted": bool(r and r.ok),
+                "deleted": bool(r and r.ok and not r.skipped),
                 "result": (r.message if r else None),
                 "hourlyUsd": d.hourly,
                 "note": cost.note(),

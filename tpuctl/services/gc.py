@@ -7,7 +7,10 @@ Safety rules, enforced here and nowhere else:
 - idleness read from labels is confirmed by probing the node before it counts.
 
 `plan` decides on nodes and queued requests; `collect` deletes what a plan dooms and
-writes one audit line per action.
+writes one audit line per action. A plan may be old when it is collected (the user
+confirmed minutes later): each node is read again just before its delete, and one that
+changed since (kept, relabelled, active, or a new node of the same name) is skipped,
+saying so.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpuctl.durations import format_duration
-from tpuctl.errors import TpuctlError
+from tpuctl.errors import NotFoundError, TpuctlError
 from tpuctl.models import (
     CREATED,
     DEAD_STATES,
@@ -234,7 +237,9 @@ def collect(
     """Delete what the plan dooms and append an audit line for each; idempotent."""
     results = _delete_nodes(api, found.doomed, progress=progress)
     for d, r in zip(found.doomed, results, strict=True):
-        result = r.message if r.ok else f"failed: {r.message}"
+        result = (
+            f"skipped: {r.message}" if r.skipped else r.message if r.ok else f"failed: {r.message}"
+        )
         audit(
             log,
             AuditEntry.of(
@@ -262,6 +267,27 @@ def collect(
     return Collected(list(zip(found.doomed, results, strict=True)), requests)
 
 
+def changed_since(api: TpuBackend, d: Decision) -> str | None:
+    """Why the node a plan doomed must be left alone now (None: delete it as planned):
+    read again, it is another node of that name, or kept, or its labels changed (an
+    agent's activity stamp, when the verdict was idleness)."""
+    try:
+        fresh = api.get_node(d.node.full_name)
+    except NotFoundError:
+        return None  # gone already: the delete says so
+    old = d.node
+    if fresh.create_time != old.create_time or fresh.labels.get(CREATED) != old.labels.get(CREATED):
+        return "a new node of that name was created since gc looked"
+    if fresh.kept:
+        return "kept (tpuctl-keep=true) since gc looked"
+    steady = {k: v for k, v in fresh.labels.items() if k != LAST_ACTIVE}
+    if steady != {k: v for k, v in old.labels.items() if k != LAST_ACTIVE}:
+        return "its labels changed since gc looked"
+    if d.evidence and fresh.labels.get(LAST_ACTIVE) != old.labels.get(LAST_ACTIVE):
+        return "active since gc looked"
+    return None
+
+
 def _delete_nodes(
     api: TpuBackend,
     doomed: list[Decision],
@@ -273,11 +299,25 @@ def _delete_nodes(
     A node that a queued resource made goes with its request (force delete), so the
     request is not left behind SUSPENDED.
     """
-    nodes = [d.node for d in doomed]
-    results = delete_nodes(api, nodes, progress=progress)
-    for node, result in zip(nodes, results, strict=True):
-        request = node.queued_resource
-        if result.ok and request:
+    unsure: dict[str, DeleteResult] = {}  # read again, changed or unreadable: not deleted
+    for d in doomed:
+        try:
+            why = changed_since(api, d)
+        except TpuctlError as e:  # what cannot be looked at again is not deleted
+            message = f"could not look at it again before deleting: {e}"
+            unsure[d.node.full_name] = DeleteResult(d.node.name, False, message, d.node, e)
+            continue
+        if why:
+            unsure[d.node.full_name] = DeleteResult(d.node.name, True, why, d.node, skipped=True)
+    deleted = iter(
+        delete_nodes(
+            api, [d.node for d in doomed if d.node.full_name not in unsure], progress=progress
+        )
+    )
+    results = [unsure.get(d.node.full_name) or next(deleted) for d in doomed]
+    for d, result in zip(doomed, results, strict=True):
+        request = d.node.queued_resource
+        if result.ok and not result.skipped and request:
             try:
                 queued.delete_request(api, str(request))
             except TpuctlError as e:
