@@ -230,15 +230,27 @@ def bundle_processes() -> Iterator[tuple[int, list[str]]]:
             yield pid, argv
 
 
-def _followers(job_id: str) -> list[int]:
-    """The job's log followers: the bundle's `follow` on a log of this job."""
+def _follows(job_id: str) -> list[tuple[int, Path]]:
+    """The job's log followers (the bundle's `follow` on a log of this job): each one's
+    pid and the worker log it streams."""
     name = "/" + bundle.file_name()
-    found = []
-    for pid, argv in bundle_processes():
-        for i, arg in enumerate(argv[:-2]):
-            if arg.endswith(name) and argv[i + 1] == "follow" and f"/{job_id}/" in argv[i + 2]:
-                found.append(pid)
-    return found
+    return [
+        (pid, Path(argv[i + 2]))
+        for pid, argv in bundle_processes()
+        for i, arg in enumerate(argv[:-2])
+        if arg.endswith(name) and argv[i + 1] == "follow" and f"/{job_id}/" in argv[i + 2]
+    ]
+
+
+def _followers(job_id: str) -> list[int]:
+    return [pid for pid, _ in _follows(job_id)]
+
+
+def _lines_in(log: Path) -> int:
+    try:
+        return log.read_bytes().count(b"\n")
+    except OSError:
+        return 0
 
 
 @contextlib.contextmanager
@@ -290,9 +302,9 @@ def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, 
     )
     with _running(root / "count.py") as proc:
         _wait_running(emulator)
-        time.sleep(0.5)  # mid-stream: some lines sent, most still to come
-
         (job,) = {k.split("/")[2] for k in bucket_objects(emulator) if "/status/" in k}
+        # mid-stream: a follower streams the log, some lines are written, most to come
+        wait_for(lambda: any(_lines_in(log) >= 5 for _, log in _follows(job)), timeout=30)
 
         # the follower is a process on the emulated worker, like any other there
         def kill_follower() -> bool:
