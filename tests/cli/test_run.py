@@ -116,12 +116,27 @@ def test_unchanged_second_run_uploads_no_code(cli, emulator, project) -> None:
     assert first.code == 0, first.err
     result = json.loads(first.out)  # with --json the logs go to stderr
     assert result["exitStatus"] == 0 and result["states"] == {"0": "SUCCEEDED"}
+    assert result["error"] is None  # the exit status is the job's
     assert "worker 0 of 1 job" in first.err
     assert ": 2 files, 2 uploaded" in first.err
     second = cli("run", str(project / "job.py"))
     assert second.code == 0, second.err
     assert ": 2 files, 0 uploaded (0 bytes)" in second.err
     assert emulator.nodes() == []
+
+
+def test_with_json_a_failure_of_tpuctl_is_told_from_the_scripts(cli, emulator, project) -> None:
+    """A script may exit 5 itself: with --json, `error` says whether tpuctl failed."""
+    emulator.capacity({"us-central1-a": {"v3": 0}})
+    r = cli("run", str(project / "job.py"), "--json")
+    assert r.code == 5, r.err  # no capacity: tpuctl's own exit code
+    result = json.loads(r.out)
+    assert result["exitStatus"] is None and result["error"]["exitCode"] == 5
+    assert "no capacity" in result["error"]["message"]
+    assert result["job"] and result["node"] == f"tpuctl-{result['job']}"
+    assert emulator.nodes() == []
+    r = cli("run", str(project / "nope.py"), "--json")
+    assert (r.code, json.loads(r.out)["error"]["exitCode"]) == (2, 2)  # a usage error too
 
 
 def test_detach_then_logs_follow_then_jobs(cli, emulator, project) -> None:

@@ -14,6 +14,7 @@ from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup
 from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
+from tpuctl.errors import TpuctlError
 from tpuctl.services.run.spec import MIN_SYNC_EVERY
 
 if TYPE_CHECKING:
@@ -184,6 +185,26 @@ def run(
 
     Example: tpuctl run examples/train.py --accelerator v3-8 --outputs out/ -- --steps 200
     """
+    from tpuctl.cli.run_ui import failed_json
+
+    o, job_file, from_file = _merged(ctx, file)
+    made: list[Any] = []  # the job's runner, once there is one
+    try:
+        ending = _run(ctx, o, job_file, from_file, made)
+    except TpuctlError as e:
+        if o.json_out and not o.print_spec:
+            failed_json(made[0] if made else None, e)
+        raise
+    if isinstance(ending, TpuctlError):
+        raise ending
+    if ending:
+        raise typer.Exit(ending)
+
+
+def _run(
+    ctx: typer.Context, o: Any, job_file: JobFile | None, from_file: set[str], made: list[Any]
+) -> TpuctlError | int:
+    """The job, from its flags to its end: what tpuctl exits with."""
     from tpuctl.cli.run_ui import CliUI, report
     from tpuctl.config import configured_service_account, load_config_file
     from tpuctl.services import staging
@@ -191,19 +212,18 @@ def run(
     from tpuctl.services.run import request as run_request
     from tpuctl.services.run.runner import Adapters, Runner
 
-    o, job_file, from_file = _merged(ctx, file)
     blame = job_file.blame if job_file else run_request.no_blame
     request = run_request.RunRequest.of(vars(o))
     request.check(blame, from_file)
     root, rel = request.located(blame, from_file)
     spec = request.spec(root, rel, configured_service_account())
     redact.secret(spec.env.values())  # never in the --debug trace
-    if print_spec:
+    if o.print_spec:
         # the script as it was named (a symlinked folder stays as typed), else as found
         named = Path(str(o.script))
         shown = named if named.is_file() else root / rel
         _print_spec(ctx, o, from_file, shown, request.restarts_or_default)
-        return
+        return 0
     if not o.no_check:  # before anything is created: a mistake found here costs no TPU time
         checkup.gate_run(root, rel, spec, o.force)
     app, json_out = app_of(ctx), o.json_out
@@ -221,6 +241,7 @@ def run(
         jobfile.check_offered(adapters.tpu, target, job_file, from_file, spec)
     ui = CliUI(logs_to_stderr=json_out)
     runner = Runner(adapters, target, spec, ui)
+    made.append(runner)
 
     replaced = interrupts.install()  # SIGINT, SIGTERM, SIGHUP alike, until the end
     began = time.time()
@@ -232,4 +253,4 @@ def run(
     finally:
         interrupts.restore(replaced)
     ui.flush()
-    report(app, runner, outcome, began, json_out)
+    return report(app, runner, outcome, began, json_out)

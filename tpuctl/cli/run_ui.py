@@ -7,10 +7,8 @@ import sys
 from contextlib import AbstractContextManager
 from typing import Any
 
-import typer
-
 from tpuctl.cli import render
-from tpuctl.errors import JobFailed
+from tpuctl.errors import JobFailed, TpuctlError
 from tpuctl.services.run.spec import states_summary, worker_label
 
 
@@ -67,8 +65,25 @@ def _usage(app: Any, runner: Any, project: str, outcome: Any, began: float) -> A
                          project, runner.zone, runner.job.slice_ids, began)  # fmt: skip
 
 
-def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) -> None:
-    """The job's end on stderr (and its JSON on stdout with --json); its exit status."""
+def failed_json(runner: Any, error: TpuctlError) -> None:
+    """--json when tpuctl itself failed (a quota, an interruption, a bad flag): one object
+    on stdout all the same, whose `error` tells tpuctl's exit code from a script's."""
+    job = runner.job if runner is not None else None
+    render.print_json(
+        {
+            "job": job.job_id if job else None,
+            "node": job.node_name if job else None,
+            "zone": job.target.zone if job else None,
+            "exitStatus": None,
+            "states": {},
+            "error": {"message": error.message, "exitCode": int(error.exit_code)},
+        }
+    )
+
+
+def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) -> JobFailed | int:
+    """The job's end on stderr (and its JSON on stdout with --json); what tpuctl exits
+    with: the job's exit status, or a JobFailed when the job ended without one."""
     from tpuctl.services.run import request as run_request
 
     spec = runner.job.spec
@@ -83,7 +98,7 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
             left = run_request.left(runner, runner.zone)
             render.info(f"job {outcome.job_id} started on {outcome.node}; {left}")
             render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
-        return
+        return 0
     workers = runner.job.workers
     summary = states_summary(outcome.states, workers, spec.slices)
     restarted = f" after {outcome.restarts} restart(s)" if outcome.restarts else ""
@@ -112,9 +127,12 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
                 "states": outcome.states,
                 "bucket": where,
                 **(used.to_json() if used is not None else {}),
+                # null: the exit status is the job's; else tpuctl's own failure
+                "error": {"message": outcome.message, "exitCode": JobFailed.exit_code}
+                if outcome.message
+                else None,
             }
         )
     if outcome.message:
-        raise JobFailed(outcome.message, hint=f"see `tpuctl logs {outcome.job_id}`")
-    if outcome.exit_status:
-        raise typer.Exit(outcome.exit_status)
+        return JobFailed(outcome.message, hint=f"see `tpuctl logs {outcome.job_id}`")
+    return int(outcome.exit_status or 0)
