@@ -64,7 +64,7 @@ def main() -> None:
     proc, address = start_emulator()
     os.environ["TPUCTL_EMULATOR_HOST"] = address
     from tpuctl.cloud.clients import ClientFactory
-    from tpuctl.emulator.control import EmulatorControl
+    from tpuctl.emulator.control.client import EmulatorControl
     from tpuctl.services import remote, ssh
     from tpuctl.services.nodes import CreateSpec, create_node
 

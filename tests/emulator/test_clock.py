@@ -7,8 +7,8 @@ import threading
 from datetime import datetime
 
 from tests.emulator.test_transitions import Clock
-from tpuctl.emulator.backend import Backend
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.server import EmulatorServer
 
 Z = "us-central1-a"
 NODE = {"acceleratorType": "v3-8", "runtimeVersion": "tpu-ubuntu2204-base"}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.emulator.backend import Backend
-from tpuctl.emulator.control import EmulatorControl
-from tpuctl.emulator.errors import ApiError
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.control.client import EmulatorControl
+from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.core.server import EmulatorServer
 
 P, Z = "p", "us-central1-a"
 BODY = {"acceleratorType": "v3-8", "runtimeVersion": "tpu-vm-base"}
