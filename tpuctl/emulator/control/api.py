@@ -14,13 +14,14 @@ from typing import Any
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
 from tpuctl.emulator.core.state import DEFAULT_DURATIONS, State
+from tpuctl.emulator.core.timestamps import rfc3339
 from tpuctl.emulator.iam import oslogin
 from tpuctl.emulator.iam.access import CONFIG_KEYS as ACCESS_CONFIG_KEYS
 from tpuctl.emulator.iam.org_policy import CONFIG_KEYS as POLICY_CONFIG_KEYS
 from tpuctl.emulator.iam.org_policy import Policies
 from tpuctl.emulator.quotas.limits import CONFIG_KEYS as QUOTA_CONFIG_KEYS
 from tpuctl.emulator.tpu import queued
-from tpuctl.emulator.tpu.models import rfc3339
+from tpuctl.emulator.tpu.models import Node
 
 
 def update_config(state: State, body: dict[str, Any]) -> dict:
@@ -88,8 +89,8 @@ def advance(state: State, node: str | None = None) -> dict:
     return {"completed": done}
 
 
-def all_nodes(state: State) -> list[dict]:
-    return [n.to_dict() for n in sorted(state.nodes.values(), key=lambda n: n.name)]
+def all_nodes(state: State) -> list[Node]:
+    return sorted(state.nodes.values(), key=lambda n: n.name)
 
 
 def set_guest_attributes(state: State, node: str, worker: int, items: list[dict[str, str]]) -> dict:
@@ -118,7 +119,7 @@ SYMPTOM_TYPES = (
 )  # fmt: skip
 
 
-def set_node_state(state: State, body: dict[str, Any]) -> dict:
+def set_node_state(state: State, body: dict[str, Any]) -> Node:
     """Set a node's `state`, `health`, `healthDescription`, `symptoms` as the cloud might
     (a node under repair, terminated, hidden, unhealthy). A transition under way is
     dropped; only READY nodes serve SSH, so another state takes the workers down."""
@@ -149,10 +150,10 @@ def set_node_state(state: State, body: dict[str, Any]) -> dict:
     target.health = health
     target.health_description = str(body.get("healthDescription", target.health_description))
     state.changed()
-    return target.to_dict()
+    return target
 
 
-def preempt(state: State, node: str, notice: float | None = None) -> dict:
+def preempt(state: State, node: str, notice: float | None = None) -> Node:
     """Preempt a READY spot or preemptible node, as the cloud may at any time: the notice
     first (`notice` seconds, the `preempt_notice` duration by default; 0: none), during
     which the node still answers READY, its guest's `instance/preempted` is TRUE and its
@@ -174,4 +175,4 @@ def preempt(state: State, node: str, notice: float | None = None) -> dict:
     if target.due(now):
         state.complete(target, now)
     state.changed()
-    return target.to_dict()
+    return target

@@ -14,6 +14,7 @@ from typing import Any
 
 from tpuctl.emulator.core import errors, urls
 from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.routes import OnFront, OnState, arguments
 
 
 def call(
@@ -39,11 +40,13 @@ def call(
     principal = backend.principal(authorization)
     backend.admit(verb, match.get("project", ""), path, principal, method != "GET")
     run: Callable[..., Any]
-    if isinstance(fn, urls.OnState):
+    if isinstance(fn, OnFront):
+        run = getattr(fn.front(backend), fn.method)
+    elif isinstance(fn, OnState):
         run = functools.partial(backend.apply, fn.fn)
     else:
         run = getattr(backend, fn) if isinstance(fn, str) else fn
-    result = run(*urls.arguments(spec, match, query, body, principal))
+    result = run(*arguments(spec, match, query, body, principal))
     if fault is not None:
         raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
     return result

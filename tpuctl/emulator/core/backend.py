@@ -8,7 +8,8 @@ Invariants:
 - Listeners run under the lock: they read the state through `nodes`, `node_env`,
   `logins` and `publish`, which never apply transitions, so a listener cannot change the state under
   the feet of the call that triggered it.
-- Methods answer the REST JSON the server sends as is; errors are `errors.ApiError`s.
+- The API methods answer model objects (`tpu.models`), which each service's front renders
+  as its wire format (`tpu.front`) under the lock; errors are `errors.ApiError`s.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from typing import Any, TypeVar, cast
 from tpuctl.emulator.control import api as control_api
 from tpuctl.emulator.core import errors, persistence
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.core.timestamps import rfc3339
 from tpuctl.emulator.iam import oslogin
 from tpuctl.emulator.monitoring import models as monitoring
 from tpuctl.emulator.quotas import preferences as quota_prefs
 from tpuctl.emulator.quotas import service_usage
 from tpuctl.emulator.tpu import api as tpu_api
 from tpuctl.emulator.tpu import queued
-from tpuctl.emulator.tpu.models import Node, Operation, rfc3339
+from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
 from tpuctl.emulator.workers import faults as worker_faults
 from tpuctl.emulator.workers.files import WorkerFiles
 from tpuctl.emulator.workers.sandbox import Sandbox
@@ -154,96 +156,91 @@ class Backend:
 
     # -- nodes and operations (tpu/api.py) ---------------------------------------------
     @_locked
-    def create_node(self, project: str, zone: str, node_id: str, body: dict[str, Any]) -> dict:
+    def create_node(self, project: str, zone: str, node_id: str, body: dict[str, Any]) -> Operation:
         return tpu_api.create_node(self.state, project, zone, node_id, body)
 
     @_locked
-    def get_node(self, project: str, zone: str, node_id: str) -> dict:
+    def get_node(self, project: str, zone: str, node_id: str) -> Node:
         return tpu_api.get_node(self.state, project, zone, node_id)
 
     @_locked
-    def guest_view(self, project: str, zone: str, node_id: str) -> tuple[dict, bool]:
+    def guest_view(self, project: str, zone: str, node_id: str) -> tuple[Node, bool]:
         """What a worker's metadata server shows: the node, and whether its preemption
         notice has begun (it still looks READY then)."""
         node = self.state.node(project, zone, node_id, "tpu.nodes.get")
-        return node.to_dict(), node.transition == "preempt" or node.state == "PREEMPTED"
+        return node, node.transition == "preempt" or node.state == "PREEMPTED"
 
     @_locked
-    def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> dict:
+    def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> Page:
         return tpu_api.list_nodes(self.state, project, zone, page_size, page_token)
 
     @_locked
-    def delete_node(self, project: str, zone: str, node_id: str) -> dict:
+    def delete_node(self, project: str, zone: str, node_id: str) -> Operation:
         return tpu_api.delete_node(self.state, project, zone, node_id)
 
     @_locked
     def stop_node(
         self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
-    ) -> dict:
+    ) -> Operation:
         return tpu_api.power(self.state, project, zone, node_id, "stop", body or {})
 
     @_locked
     def start_node(
         self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
-    ) -> dict:
+    ) -> Operation:
         return tpu_api.power(self.state, project, zone, node_id, "start", body or {})
 
     @_locked
     def update_node(
         self, project: str, zone: str, node_id: str, update_mask: str, body: dict[str, Any]
-    ) -> dict:
+    ) -> Operation:
         return tpu_api.update_node(self.state, project, zone, node_id, update_mask, body)
 
     @_locked
     def get_guest_attributes(
         self, project: str, zone: str, node_id: str, body: dict[str, Any]
-    ) -> dict:
+    ) -> tuple[str, list[list[dict[str, str]]]]:
         return tpu_api.get_guest_attributes(self.state, project, zone, node_id, body)
 
     @_locked
-    def get_operation(self, project: str, zone: str, op_id: str) -> dict:
+    def get_operation(self, project: str, zone: str, op_id: str) -> Operation:
         return tpu_api.get_operation(self.state, project, zone, op_id)
 
     @_locked
     def list_operations(
         self, project: str, zone: str, page_size: int = 0, page_token: str = ""
-    ) -> dict:
+    ) -> Page:
         return tpu_api.list_operations(self.state, project, zone, page_size, page_token)
-
-    def delete_operation(self, project: str, zone: str, op_id: str) -> dict:
-        self.get_operation(project, zone, op_id)
-        return {}  # operations are kept: deleting or cancelling one changes nothing here
-
-    def cancel_operation(self, project: str, zone: str, op_id: str) -> dict:
-        return self.delete_operation(project, zone, op_id)
 
     # -- queued resources (tpu/queued.py) --------------------------------------------------
     @_locked
     def create_queued_resource(
         self, project: str, zone: str, qr_id: str, body: dict[str, Any]
-    ) -> dict:
+    ) -> Operation:
         return queued.create(self.state, project, zone, qr_id, body)
 
     @_locked
-    def get_queued_resource(self, project: str, zone: str, qr_id: str) -> dict:
+    def get_queued_resource(self, project: str, zone: str, qr_id: str) -> QueuedResource:
         return queued.get(self.state, project, zone, qr_id)
 
     @_locked
     def list_queued_resources(
         self, project: str, zone: str, page_size: int = 0, page_token: str = ""
-    ) -> dict:
+    ) -> Page:
         return queued.list_page(self.state, project, zone, page_size, page_token)
 
     @_locked
-    def delete_queued_resource(self, project: str, zone: str, qr_id: str, force: str) -> dict:
-        return queued.delete(self.state, project, zone, qr_id, force.lower() == "true")
+    def delete_queued_resource(
+        self, project: str, zone: str, qr_id: str, force: bool = False
+    ) -> Operation:
+        return queued.delete(self.state, project, zone, qr_id, force)
 
     @_locked
-    def all_queued(self) -> list[dict]:
+    def all_queued(self) -> list[QueuedResource]:
         return queued.all_requests(self.state)
 
     @_locked
-    def queued_control(self, action: str, name: str, message: str | None = None) -> dict:
+    def queued_control(self, action: str, name: str, message: str | None = None) -> QueuedResource:
         """Fail, suspend or provision (ignoring capacity) a queued resource now."""
         return queued.control(self.state, action, name, message)
 
@@ -426,7 +423,7 @@ class Backend:
         return control_api.advance(self.state, node)
 
     @_locked
-    def all_nodes(self) -> list[dict]:
+    def all_nodes(self) -> list[Node]:
         return control_api.all_nodes(self.state)
 
     @_locked
@@ -434,11 +431,11 @@ class Backend:
         return control_api.set_guest_attributes(self.state, node, worker, items)
 
     @_locked
-    def set_node_state(self, body: dict[str, Any]) -> dict:
+    def set_node_state(self, body: dict[str, Any]) -> Node:
         return control_api.set_node_state(self.state, body)
 
     @_locked
-    def preempt(self, node: str, notice: float | None = None) -> dict:
+    def preempt(self, node: str, notice: float | None = None) -> Node:
         return control_api.preempt(self.state, node, notice)
 
     # -- workers: the VMs of a node, as the SSH servers and other helpers see them --

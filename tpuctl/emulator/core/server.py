@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tpuctl.emulator.control import urls as control_urls
 from tpuctl.emulator.control.client import CONTROL_PREFIX
-from tpuctl.emulator.core import api_call, errors, urls
+from tpuctl.emulator.core import api_call, errors
 from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.ports import port_free
@@ -112,9 +113,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             body = self._body()
             if url.path.startswith(CONTROL_PREFIX):
-                name, spec = urls.control_route(self.command, url.path)
-                args = urls.control_arguments(spec, {**query, **body})
-                self._send(200, getattr(backend, name)(*args))
+                name, spec, render = control_urls.control_route(self.command, url.path)
+                args = control_urls.control_arguments(spec, {**query, **body})
+                if render is None:
+                    self._send(200, getattr(backend, name)(*args))
+                    return
+                with backend.lock:  # rendered as the call left the state
+                    answer = render(getattr(backend, name)(*args))
+                self._send(200, answer)
                 return
             result = api_call.call(
                 backend,

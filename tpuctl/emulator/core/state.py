@@ -166,7 +166,7 @@ class State:
                 message = f"The {op.verb} operation was aborted: the node is being {verb}d."
                 op.fail(now, errors.CODES["ABORTED"], message)
             node.begin(verb, start, self.durations[verb])
-        op = Operation.new(node, verb, start)
+        op = Operation.new(node.project, node.zone, node.name, verb, start)
         self.add_operation(op)
         if node.due(now):
             self.complete(node, node.deadline if node.deadline is not None else now)

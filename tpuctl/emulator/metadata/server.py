@@ -28,6 +28,7 @@ from typing import Any
 from tpuctl import catalog
 from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.tpu.front import render_node
 from tpuctl.emulator.tpu.models import project_number
 
 PREFIX = CONTROL_PREFIX + "metadata/"
@@ -197,7 +198,9 @@ def _wait_for_change(
 def _answer(backend: Any, match: re.Match[str], query: Mapping[str, str]) -> Answer:
     project, zone, node_id, worker = (match[k] for k in ("project", "zone", "node", "worker"))
     try:
-        node, preempted = backend.guest_view(project, zone, node_id)
+        with backend.lock:  # the node as the TPU API renders it, read in one piece
+            seen, preempted = backend.guest_view(project, zone, node_id)
+            node = render_node(seen)
     except ApiError:
         return 404, _TEXT, f"no node {project}/{zone}/{node_id}\n".encode()
     if int(worker) >= len(node.get("networkEndpoints") or []):

@@ -1,9 +1,9 @@
 """Resources of the emulated Cloud TPU API: nodes, operations, queued resources and
-worker addresses.
+worker addresses, as plain objects holding state.
 
-Each resource renders itself as the v2 REST JSON (`to_dict`) and as a plain dict for
-the state file (`to_state` / `from_state`). Node life cycles are declared as data in
-`TRANSITIONS`; the backend decides when a transition may start and when it is due.
+Each resource is a plain dict for the state file (`to_state` / `from_state`); the wire
+format, v2 REST JSON, is the front's (`front.py`). Node life cycles are declared as
+data in `TRANSITIONS`; the state decides when a transition may start and when it is due.
 """
 
 from __future__ import annotations
@@ -13,29 +13,13 @@ import hashlib
 import ipaddress
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from tpuctl import catalog
-from tpuctl.emulator.tpu import schema
 
-NODE_TYPE = "type.googleapis.com/google.cloud.tpu.v2.Node"
-EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
-METADATA_TYPE = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
 DEFAULT_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 WORKER_PORT = 8470
 HOSTKEYS_NAMESPACE = "hostkeys"
-
-
-def rfc3339(ts: float) -> str:
-    """Seconds since the epoch -> `2026-11-29T14:26:13.123456Z`, with 0, 3 or 6 digits
-    of fraction as proto3 JSON renders a Timestamp (`...13Z`, `...13.120Z`)."""
-    when = datetime.fromtimestamp(ts, timezone.utc)
-    micros = when.microsecond
-    fraction = (
-        "" if not micros else f".{micros // 1000:03d}" if not micros % 1000 else f".{micros:06d}"
-    )
-    return when.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
 
 
 def project_number(project: str) -> str:
@@ -177,54 +161,14 @@ class Node:
             and (booted or e["namespace"] != HOSTKEYS_NAMESPACE)
         ]
 
-    # -- renderings ----------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """The Node as the v2 REST API shows it."""
-        acc = self.accelerator
-        endpoints = []
-        for address in self.addresses:
-            endpoint: dict[str, Any] = {"ipAddress": address, "port": WORKER_PORT}
-            if self.enable_external_ips:
-                # The external address is the same loopback one: it is all there is here.
-                endpoint["accessConfig"] = {"externalIp": address}
-            endpoints.append(endpoint)
-        network_config: dict[str, Any] = {
-            "network": self.network,
-            "subnetwork": self.subnetwork,
-            "enableExternalIps": self.enable_external_ips,
-            "canIpForward": self.can_ip_forward,
-        }
-        node: dict[str, Any] = {
-            "name": self.name,
-            "id": self.uid,
-            "acceleratorType": acc.name,
-            "acceleratorConfig": {"type": acc.config_type, "topology": acc.topology},
-            "state": self.state,
-            "runtimeVersion": self.runtime_version,
-            "networkConfig": network_config,
-            "cidrBlock": self.cidr_block,
-            "serviceAccount": dict(self.service_account),
-            "createTime": rfc3339(self.create_time),
-            "schedulingConfig": dict(self.scheduling),
-            "networkEndpoints": endpoints,
-            "labels": dict(self.labels),
-            "metadata": dict(self.metadata),
-            "tags": list(self.tags),
-            "apiVersion": "V2",
-            "description": self.description,
-            "health": self.health or ("HEALTHY" if self.state == "READY" else ""),
-            "healthDescription": self.health_description,
-            "symptoms": [dict(s) for s in self.symptoms],
-            "dataDisks": [dict(d) for d in self.data_disks],
-            "shieldedInstanceConfig": self.shielded_instance_config,
-            "queuedResource": self.queued_resource,
-            "multisliceNode": self.multislice_node,
-        }
-        # proto3 JSON, as the real API answers: default values are left out
-        return schema.render("Node", node)
-
+    # -- the state file ------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The node as an operation keeps it (`Operation.response`): its state, less the
+        guest attributes, which no answer shows."""
+        return {"node": {**self.to_state(), "guest_attributes": []}}
 
     @classmethod
     def from_state(cls, data: dict[str, Any]) -> Node:
@@ -233,7 +177,8 @@ class Node:
 
 @dataclass
 class Operation:
-    """A long-running operation on one node; done when the node's transition completes."""
+    """A long-running operation on one node or queued resource; done when the node's
+    transition completes (a queued resource's, at once)."""
 
     project: str
     zone: str
@@ -243,49 +188,30 @@ class Operation:
     create_time: float
     done: bool = False
     end_time: float | None = None
-    error: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None  # google.rpc.Status: {code, message}
+    # What a done operation answers: the resource as it was when the operation ended, in
+    # its state form (`{"node": Node.to_state()}`, `{"queued_resource": ...}`), or {}
+    # for Empty (a resource gone).
     response: dict[str, Any] | None = None
 
     @classmethod
-    def new(cls, node: Node, verb: str, now: float) -> Operation:
+    def new(cls, project: str, zone: str, target: str, verb: str, now: float) -> Operation:
         suffix = f"{secrets.token_hex(7)[:13]}-{secrets.token_hex(4)}-{secrets.token_hex(4)}"
         op_id = f"operation-{int(now * 1000)}-{suffix}"
-        return cls(node.project, node.zone, op_id, verb, node.name, now)
+        return cls(project, zone, op_id, verb, target, now)
 
     @property
     def name(self) -> str:
         return f"projects/{self.project}/locations/{self.zone}/operations/{self.op_id}"
 
-    def succeed(self, now: float, node: Node | None) -> None:
-        """Done, answering the node as it is now (or Empty when it is gone)."""
+    def succeed(self, now: float, resource: Node | QueuedResource | None) -> None:
+        """Done, answering the resource as it is now (or Empty when it is gone)."""
         self.done, self.end_time = True, now
-        if node is None:
-            self.response = {"@type": EMPTY_TYPE}
-        else:
-            self.response = {"@type": NODE_TYPE, **node.to_dict()}
+        self.response = {} if resource is None else resource.snapshot()
 
     def fail(self, now: float, code: int, message: str) -> None:
         self.done, self.end_time = True, now
         self.error = {"code": code, "message": message}
-
-    def to_dict(self) -> dict[str, Any]:
-        metadata: dict[str, Any] = {
-            "@type": METADATA_TYPE,
-            "createTime": rfc3339(self.create_time),
-            "target": self.target,
-            "verb": self.verb,
-            "apiVersion": "v2",
-        }
-        if self.end_time is not None:
-            metadata["endTime"] = rfc3339(self.end_time)
-        op: dict[str, Any] = {"name": self.name, "metadata": metadata}
-        if self.done:  # proto3 JSON: `done: false` is left out like any default
-            op["done"] = True
-        if self.error is not None:
-            op["error"] = dict(self.error)
-        elif self.response is not None:
-            op["response"] = dict(self.response)
-        return op
 
     def to_state(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -320,16 +246,9 @@ class QueuedResource:
     def node_names(self) -> list[str]:
         return [Node.from_state(n).name for n in self.nodes]
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "createTime": rfc3339(self.create_time),
-            **self.request,
-            "state": {"state": self.state, "stateInitiator": self.initiator},
-        }
-        if self.state == "FAILED" and self.error:
-            out["state"]["failedData"] = {"error": dict(self.error)}
-        return schema.render("QueuedResource", out)
+    def snapshot(self) -> dict[str, Any]:
+        """The request as an operation keeps it (`Operation.response`)."""
+        return {"queued_resource": self.to_state()}
 
     def to_state(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -367,3 +286,12 @@ class AddressAllocator:
                 continue
             out.append(str(address))
         return out
+
+
+@dataclass
+class Page:
+    """One page of a list method's answer: its resources, and the token of the next page
+    (None on the last)."""
+
+    items: list[Any]
+    next_token: str | None = None

@@ -13,17 +13,16 @@ the server's ticker, each step as of when it fell due (see `step`).
 from __future__ import annotations
 
 import re
-import secrets
 from datetime import datetime
 from typing import Any
 
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.core.timestamps import rfc3339
 from tpuctl.emulator.tpu import rules
-from tpuctl.emulator.tpu.models import EMPTY_TYPE, Node, Operation, QueuedResource, rfc3339
+from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
 
-QR_TYPE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
 # Without force, a delete is refused unless the request is in one of these (or has no node).
 DELETABLE = frozenset({"ACCEPTED", "FAILED", "SUSPENDED"})
 WAITING = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
@@ -52,7 +51,7 @@ def parse_time(value: Any, field_name: str) -> float:
 
 
 # -- the API -------------------------------------------------------------------
-def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, Any]) -> dict:
+def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, Any]) -> Operation:
     rules.check_zone(project, zone, "tpu.queuedResources.create")
     if not qr_id or not rules.NODE_ID_RE.match(qr_id):
         raise errors.invalid_argument(
@@ -80,11 +79,11 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
         qr.request["queueingPolicy"] = _policy(qr, body["queueingPolicy"] or {}, now)
     qr.deadline = _after(now, state.durations["queued_accept"])
     state.queued[name] = qr
-    op = _operation(qr, "create", now)
+    op = Operation.new(project, zone, name, "create", now)
     step(state, qr, now)
-    op.response = {"@type": QR_TYPE, **qr.to_dict()}
+    op.succeed(now, qr)  # done at once: the request is made, whether or not it is served
     state.add_operation(op)
-    return op.to_dict()
+    return op
 
 
 _RESERVATION_RE = re.compile(
@@ -200,8 +199,8 @@ def _node_ids(spec: dict[str, Any], multi: dict[str, Any], qr_id: str) -> list[s
     return [f"{prefix}-{i}" for i in range(count)]
 
 
-def get(state: State, project: str, zone: str, qr_id: str) -> dict:
-    return _get(state, project, zone, qr_id, "tpu.queuedResources.get").to_dict()
+def get(state: State, project: str, zone: str, qr_id: str) -> QueuedResource:
+    return _get(state, project, zone, qr_id, "tpu.queuedResources.get")
 
 
 def _get(state: State, project: str, zone: str, qr_id: str, permission: str) -> QueuedResource:
@@ -212,14 +211,13 @@ def _get(state: State, project: str, zone: str, qr_id: str, permission: str) -> 
     return state.queued[name]
 
 
-def list_page(state: State, project: str, zone: str, page_size: int, page_token: str) -> dict:
+def list_page(state: State, project: str, zone: str, page_size: int, page_token: str) -> Page:
     rules.check_zone(project, zone, "tpu.queuedResources.list", any_zone=True)
     items = rules.in_location(state.queued.values(), project, zone)
-    render = QueuedResource.to_dict
-    return rules.listing("queuedResources", items, page_size, page_token, render, unreachable=True)
+    return Page(*rules.page(items, page_size, page_token))
 
 
-def delete(state: State, project: str, zone: str, qr_id: str, force: bool) -> dict:
+def delete(state: State, project: str, zone: str, qr_id: str, force: bool) -> Operation:
     qr = _get(state, project, zone, qr_id, "tpu.queuedResources.delete")
     existing = [state.nodes[n] for n in qr.node_names() if n in state.nodes]
     if not force and existing and qr.state not in DELETABLE:
@@ -232,17 +230,17 @@ def delete(state: State, project: str, zone: str, qr_id: str, force: bool) -> di
         if node.state != "DELETING":
             state.begin(node, "delete")
     qr.state, qr.deadline, qr.forced = "DELETING", None, force
-    op = _operation(qr, "delete", now)
+    op = Operation.new(qr.project, qr.zone, qr.name, "delete", now)
     state.add_operation(op)
     # The operation is done at once; the request itself goes once its nodes are gone.
-    op.done, op.end_time, op.response = True, now, {"@type": EMPTY_TYPE}
+    op.succeed(now, None)
     step(state, qr, now)
-    return op.to_dict()
+    return op
 
 
-def all_requests(state: State) -> list[dict]:
+def all_requests(state: State) -> list[QueuedResource]:
     """Every request of every project and zone (the control plane's view)."""
-    return [q.to_dict() for q in sorted(state.queued.values(), key=lambda q: q.name)]
+    return sorted(state.queued.values(), key=lambda q: q.name)
 
 
 # -- the clock ---------------------------------------------------------------------
@@ -332,7 +330,7 @@ def _fail(qr: QueuedResource, code: int, message: str) -> None:
 
 
 # -- control plane -----------------------------------------------------------------
-def control(state: State, action: str, name: str, message: str | None) -> dict:
+def control(state: State, action: str, name: str, message: str | None) -> QueuedResource:
     """Fail, suspend (SUSPENDED, or SUSPENDING: held there until suspended) or provision
     (ignoring capacity) the request `name` now."""
     if name not in state.queued:
@@ -351,7 +349,7 @@ def control(state: State, action: str, name: str, message: str | None) -> dict:
     else:
         raise errors.invalid_argument(f"unknown action '{action}'")
     state.changed()
-    return qr.to_dict()
+    return qr
 
 
 def advance(state: State, now: float) -> list[str]:
@@ -367,11 +365,3 @@ def advance(state: State, now: float) -> list[str]:
 
 def _after(now: float, duration: float | None) -> float | None:
     return None if duration is None else now + duration
-
-
-def _operation(qr: QueuedResource, verb: str, now: float) -> Operation:
-    suffix = f"{secrets.token_hex(7)[:13]}-{secrets.token_hex(4)}-{secrets.token_hex(4)}"
-    op = Operation(qr.project, qr.zone, f"operation-{int(now * 1000)}-{suffix}", verb, qr.name, now)
-    if verb == "create":
-        op.done, op.end_time = True, now
-    return op
