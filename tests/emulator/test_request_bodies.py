@@ -9,7 +9,7 @@ from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 
 from tpuctl.emulator.control.client import CONTROL_PREFIX
-from tpuctl.emulator.core.state import BODY_LOG_SIZE
+from tpuctl.emulator.core.requests import BODY_LOG_SIZE
 
 PARENT = "projects/p/locations/us-central1-a"
 

@@ -25,8 +25,8 @@ def _queued(requests: list[Any]) -> list[dict[str, Any]]:
     return [render_queued_resource(q) for q in requests]
 
 
-# (HTTP method, path under CONTROL_PREFIX) -> backend method, body keys, and the renderer
-# of its answer (None: the answer is JSON already)
+# (HTTP method, path under CONTROL_PREFIX) -> backend method (`a.b`: of the backend's
+# `a`), body keys, and the renderer of its answer (None: JSON already)
 CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]] = {
     ("GET", "status"): ("status", (), None),
     ("GET", "config"): ("config", (), None),
@@ -36,8 +36,8 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("POST", "faults"): ("set_faults", ("body",), None),
     ("POST", "advance"): ("advance", ("node?",), None),
     ("GET", "nodes"): ("all_nodes", (), _nodes),
-    ("GET", "requests"): ("request_counts", (), None),
-    ("GET", "requests/bodies"): ("request_bodies", ("method?",), None),
+    ("GET", "requests"): ("requests.counts", (), None),
+    ("GET", "requests/bodies"): ("requests.bodies", ("method?",), None),
     ("POST", "guest-attributes"): ("set_guest_attributes", ("node", "worker", "items"), None),
     ("POST", "preempt"): ("preempt", ("node", "notice?"), render_node),
     ("GET", "queued"): ("all_queued", (), _queued),
@@ -48,9 +48,9 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("POST", "worker-fault"): ("worker_fault", ("body",), None),
     ("POST", "queued/provision"): ("queued_control", ("=provision", "name"), _qr),
     ("POST", "quota-preferences/decide"): ("decide_quota_preference", ("name", "granted"), None),
-    ("GET", "monitoring"): ("monitoring_config", (), None),
-    ("POST", "monitoring"): ("configure_monitoring", ("body",), None),
-    ("POST", "monitoring/sample"): ("sample_metrics", (), None),
+    ("GET", "monitoring"): ("monitoring.config", (), None),
+    ("POST", "monitoring"): ("monitoring.configure", ("body",), None),
+    ("POST", "monitoring/sample"): ("monitoring.sample", (), None),
     ("POST", "storage/lifecycle"): ("run_lifecycle", ("days?",), None),
 }
 

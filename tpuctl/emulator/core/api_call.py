@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from tpuctl.emulator.core import errors, urls
@@ -30,8 +31,8 @@ def call(
     rules match; `authorization`: the request's header, whose token may be a VM's, see
     `iam/accounts.py`); raises `errors.ApiError` as the cloud would answer."""
     verb, fn, spec, match = urls.route(method, path)
-    backend.count(f"{method} {verb}")
-    backend.record_body(verb, method, path, query, body)
+    backend.requests.count(f"{method} {verb}")
+    backend.requests.record(verb, method, path, query, body)
     delay, fault, after, quota = backend.draw_fault(target)
     if delay:
         time.sleep(delay)
@@ -45,7 +46,7 @@ def call(
     elif isinstance(fn, OnState):
         run = functools.partial(backend.apply, fn.fn)
     else:
-        run = getattr(backend, fn) if isinstance(fn, str) else fn
+        run = attrgetter(fn)(backend) if isinstance(fn, str) else fn
     result = run(*arguments(spec, match, query, body, principal))
     if fault is not None:
         raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)

@@ -25,6 +25,7 @@ from typing import Any, TypeVar, cast
 
 from tpuctl.emulator.control import api as control_api
 from tpuctl.emulator.core import errors, persistence
+from tpuctl.emulator.core.requests import RequestLog
 from tpuctl.emulator.core.state import State
 from tpuctl.emulator.core.timestamps import rfc3339
 from tpuctl.emulator.iam import oslogin
@@ -91,6 +92,7 @@ class Backend:
         self.monitoring = monitoring.Monitoring(self._monitored)
         self.monitoring_endpoint: str | None = None
         self.tpu_grpc_endpoint: str | None = None  # the TPU API over gRPC (tpu/grpc_front.py)
+        self.requests = RequestLog()  # counts and bodies of the API calls, for the control plane
 
     def _monitored(self) -> list[monitoring.WorkerView]:
         with self.lock:  # no transitions applied: a sample is no API call
@@ -335,45 +337,7 @@ class Backend:
             when = self.state.now() + float(days or 0) * 86400
         return {"at": rfc3339(when), "deleted": self.apply_lifecycle(lifecycles, when)}
 
-    # -- Cloud Monitoring (monitoring/models.py: its own lock; it reads nodes through _monitored) --
-    def list_time_series(self, project: str, query: dict[str, str]) -> dict:
-        return self.monitoring.list_time_series(project, query)
-
-    def monitoring_config(self) -> dict:
-        return self.monitoring.config()
-
-    def configure_monitoring(self, body: dict[str, Any]) -> dict:
-        return self.monitoring.configure(body)
-
-    def sample_metrics(self) -> dict:
-        return self.monitoring.sample()
-
     # -- control plane (control/api.py) ----------------------------------------------------
-    def count(self, key: str) -> None:
-        with self.lock:
-            self.state.requests[key] += 1
-
-    def request_counts(self) -> dict[str, int]:
-        with self.lock:
-            return dict(self.state.requests)
-
-    def record_body(
-        self, verb: str, method: str, path: str, query: dict[str, str], body: dict[str, Any]
-    ) -> None:
-        """Keep an API request's body (the last BODY_LOG_SIZE, cleared by reset); reads
-        without a body are left out."""
-        if not body and method in ("GET", "DELETE"):
-            return
-        entry = {"verb": verb, "method": method, "path": path, "query": dict(query), "body": body}
-        with self.lock:
-            self.state.bodies.append(entry)
-
-    def request_bodies(self, method: str | None = None) -> list[dict[str, Any]]:
-        """The request bodies kept, oldest first; `method` (e.g. `create`,
-        `queuedResources.create`, `patch`) keeps those of one API method."""
-        with self.lock:
-            return [dict(e) for e in self.state.bodies if method in (None, e["verb"])]
-
     def draw_fault(self, target: str) -> tuple[float, int | None, bool, bool]:
         """See `control_api.draw_fault` (no transitions: this is no API call yet)."""
         with self.lock:
@@ -407,6 +371,7 @@ class Backend:
         if self.clear_storage is not None:
             self.clear_storage()  # every bucket and object goes too
         self.monitoring.clear()  # every point, and the sampling settings
+        self.requests.clear()
         return self.status()
 
     @_locked

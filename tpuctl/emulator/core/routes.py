@@ -7,7 +7,7 @@ The handler is one of:
   `front(backend).method(*args)`, which calls the backend and renders its answer;
 - `OnState(fn)`: an API function over the state, `fn(state, *args)`, that answers JSON,
   run under the backend's lock (`Backend.apply`);
-- the name of a backend method that answers JSON;
+- the name of a backend method that answers JSON (`a.b`: a method of the backend's `a`);
 - a plain function that needs no state (the catalogue).
 The arguments name path groups, "?param" (a query parameter), "paging" (pageSize and
 pageToken), "query" (every parameter), "body" and "principal" (who calls).

@@ -13,6 +13,7 @@ import sys
 import threading
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -115,11 +116,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
             if url.path.startswith(CONTROL_PREFIX):
                 name, spec, render = control_urls.control_route(self.command, url.path)
                 args = control_urls.control_arguments(spec, {**query, **body})
+                method = attrgetter(name)(backend)
                 if render is None:
-                    self._send(200, getattr(backend, name)(*args))
+                    self._send(200, method(*args))
                     return
                 with backend.lock:  # rendered as the call left the state
-                    answer = render(getattr(backend, name)(*args))
+                    answer = render(method(*args))
                 self._send(200, answer)
                 return
             result = api_call.call(
@@ -319,7 +321,7 @@ class EmulatorServer:
     def _monitoring_gate(self, project: str) -> None:
         """A gRPC ListTimeSeries passes the gate REST calls pass (counted as `RPC
         timeSeries.list`): a project with Cloud Monitoring off gets SERVICE_DISABLED."""
-        self.backend.count("RPC timeSeries.list")
+        self.backend.requests.count("RPC timeSeries.list")
         self.backend.admit("timeSeries.list", project, f"/v3/projects/{project}/timeSeries")
 
     def stop(self) -> None:

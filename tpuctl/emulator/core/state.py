@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +49,6 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
 DEFAULT_PROJECT = "tpuctl-demo"
 DEFAULT_ZONE = "us-central1-a"
 MAX_DONE_OPERATIONS = 500
-BODY_LOG_SIZE = 200  # request bodies kept for GET /_emulator/v1/requests/bodies
 
 
 class State:
@@ -81,10 +79,6 @@ class State:
         # lifecycle configuration and metageneration (storage/proxy.py)
         self.buckets: dict[str, dict[str, Any]] = {}
         self.rng = random.Random()
-        self.requests: Counter[str] = Counter()
-        # The last request bodies received (verb, path, query, body), for comparing what
-        # clients send (docs/compatibility.md); bounded, so a long run cannot grow it.
-        self.bodies: deque[dict[str, Any]] = deque(maxlen=BODY_LOG_SIZE)
         self.dirty = True
 
     def now(self) -> float:

@@ -211,7 +211,7 @@ def _answer(backend: Any, match: re.Match[str], query: Mapping[str, str]) -> Ans
         if not isinstance(value, dict) or part not in value:
             return 404, _TEXT, b"Not Found\n"
         if part == "token" and i == len(parts) - 1 and value.get("email"):
-            backend.count("GET metadata.token")
+            backend.requests.count("GET metadata.token")
             return 200, _JSON, _token(backend, project, value)
         value = value[part]
     if isinstance(value, dict):

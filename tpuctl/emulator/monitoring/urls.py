@@ -7,5 +7,5 @@ from tpuctl.emulator.core.routes import Route
 
 ROUTES: list[Route] = [
     ("GET", r"/v3/projects/(?P<project>[^/]+)/timeSeries", "timeSeries.list",
-     "list_time_series", ("project", "query")),
+     "monitoring.list_time_series", ("project", "query")),
 ]  # fmt: skip

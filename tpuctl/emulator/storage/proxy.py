@@ -217,7 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
         against ifMetagenerationMatch / NotMatch, one more on every patch or update."""
         body = b"".join(self._body())
         verb = _BUCKET_VERBS[self.command, name is not None]
-        self.server.backend.count(f"{self.command} storage.buckets.{verb}")  # as /requests shows
+        # counted as /requests shows the API's calls
+        self.server.backend.requests.count(f"{self.command} storage.buckets.{verb}")
         given, lifecycle = False, None
         if self.command in ("POST", "PATCH", "PUT") and body:
             try:
