@@ -4,12 +4,12 @@ answer their validity as the time it ends; host keys show a little after READY."
 from __future__ import annotations
 
 import threading
-from datetime import datetime
 
 from tests.emulator.test_transitions import Clock
 from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.server import EmulatorServer
 from tpuctl.emulator.tpu.front import TpuFront
+from tpuctl.timestamps import parse_rfc3339
 
 Z = "us-central1-a"
 NODE = {"acceleratorType": "v3-8", "runtimeVersion": "tpu-ubuntu2204-base"}
@@ -35,7 +35,7 @@ def test_a_request_nobody_polled_has_gone_as_far_as_the_clock_says() -> None:
     node = tpu.get_node("p", Z, "q-node")
     assert node["state"] == "READY"
     # the node began when the request was provisioned (1 s in), so it was READY at 1.5 s
-    created = datetime.fromisoformat(node["createTime"].replace("Z", "+00:00")).timestamp()
+    created = parse_rfc3339(node["createTime"]).timestamp()
     assert created == 1_800_000_001.0
 
 

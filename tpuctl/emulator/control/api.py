@@ -14,7 +14,7 @@ from typing import Any
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
 from tpuctl.emulator.core.state import DEFAULT_DURATIONS, State
-from tpuctl.emulator.core.timestamps import rfc3339
+from tpuctl.emulator.core.timestamps import proto_timestamp
 from tpuctl.emulator.iam import oslogin
 from tpuctl.emulator.iam.access import CONFIG_KEYS as ACCESS_CONFIG_KEYS
 from tpuctl.emulator.iam.org_policy import CONFIG_KEYS as POLICY_CONFIG_KEYS
@@ -140,7 +140,7 @@ def set_node_state(state: State, body: dict[str, Any]) -> Node:
         isinstance(s, dict) and s.get("symptomType") in SYMPTOM_TYPES for s in symptoms
     ):
         raise errors.invalid_argument(f"symptoms are {{symptomType: {list(SYMPTOM_TYPES)}, ...}}")
-    now = rfc3339(state.now())
+    now = proto_timestamp(state.now())  # Symptom.createTime, a Timestamp
     target.symptoms = [{"createTime": now, **{k: str(v) for k, v in s.items()}} for s in symptoms]
     if new_state != target.state:
         target.transition, target.deadline = None, None

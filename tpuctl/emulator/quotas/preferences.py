@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import re
 import secrets
-from datetime import datetime, timezone
 from typing import Any
 
 from tpuctl import catalog
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.core.timestamps import proto_timestamp
 from tpuctl.emulator.tpu.rules import listing
 
 _ID = re.compile(r"[a-z0-9_-]{1,63}")
 
 
-def _stamp(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+_stamp = proto_timestamp  # createTime, updateTime: Timestamps, 9 fractional digits
 
 
 def _parent(project: str, location: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl.emulator.core.backend import Backend
-from tpuctl.emulator.core.timestamps import rfc3339
+from tpuctl.emulator.core.timestamps import proto_timestamp
 from tpuctl.emulator.tpu import schema
 from tpuctl.emulator.tpu.models import WORKER_PORT, Node, Operation, Page, QueuedResource
 
@@ -22,7 +22,7 @@ QR_TYPE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
 EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
 METADATA_TYPE = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
 
-timestamp = rfc3339  # how the TPU API's Timestamp fields are written
+timestamp = proto_timestamp  # the TPU API's Timestamp fields: 9 fractional digits
 
 
 def render_node(node: Node) -> dict[str, Any]:

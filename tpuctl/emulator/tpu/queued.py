@@ -19,7 +19,7 @@ from typing import Any
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.state import State
-from tpuctl.emulator.core.timestamps import rfc3339
+from tpuctl.emulator.core.timestamps import proto_timestamp
 from tpuctl.emulator.tpu import rules
 from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
 
@@ -122,7 +122,7 @@ def _policy(qr: QueuedResource, policy: dict[str, Any], now: float) -> dict[str,
         if duration in policy:
             at = now + parse_duration(policy[duration], f"valid_{kind.lower()}_duration")
             del out[duration]
-            out[time_key] = rfc3339(at)
+            out[time_key] = proto_timestamp(at)  # a Timestamp, as the API writes it
         elif time_key in policy:
             at = parse_time(policy[time_key], f"valid_{kind.lower()}_time")
         elif field_name in interval:
