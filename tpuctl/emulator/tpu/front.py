@@ -146,66 +146,50 @@ def _queued_page(page: Page) -> dict[str, Any]:
     return render_page("queuedResources", page, render_queued_resource, unreachable=True)
 
 
+class _Rendered:
+    """A front method: the backend's method of the same name (or `name`), called with the
+    request's parts, its answer rendered by `render` while the backend's lock is held."""
+
+    def __init__(self, render: Callable[[Any], Any], name: str = "") -> None:
+        self.render = render
+        self.name = name
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = self.name or name
+
+    def __get__(self, front: TpuFront, owner: type | None = None) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with front.backend.lock:  # rendered as the call left the state
+                return self.render(getattr(front.backend, self.name)(*args, **kwargs))
+
+        return call
+
+
 class TpuFront:
     """The TPU API's REST methods over a backend: the request's parts in, JSON out."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def _answer(self, render: Callable[[Any], Any], method: Callable[..., Any], *args: Any) -> Any:
-        with self.backend.lock:  # rendered as the call left the state
-            return render(method(*args))
+    create_node = _Rendered(render_operation)
+    get_node = _Rendered(render_node)
+    list_nodes = _Rendered(_nodes_page)
+    delete_node = _Rendered(render_operation)
+    stop_node = _Rendered(render_operation)
+    start_node = _Rendered(render_operation)
+    update_node = _Rendered(render_operation)
+    get_guest_attributes = _Rendered(render_guest_attributes)
+    get_operation = _Rendered(render_operation)
+    list_operations = _Rendered(_operations_page)
+    create_queued_resource = _Rendered(render_operation)
+    get_queued_resource = _Rendered(render_queued_resource)
+    list_queued_resources = _Rendered(_queued_page)
+    _delete_queued_resource = _Rendered(render_operation, "delete_queued_resource")
 
-    # -- nodes ----------------------------------------------------------------------------
-    def create_node(self, project: str, zone: str, node_id: str, body: dict[str, Any]) -> dict:
-        b = self.backend
-        return self._answer(render_operation, b.create_node, project, zone, node_id, body)
-
-    def get_node(self, project: str, zone: str, node_id: str) -> dict:
-        return self._answer(render_node, self.backend.get_node, project, zone, node_id)
-
-    def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> dict:
-        b = self.backend
-        return self._answer(_nodes_page, b.list_nodes, project, zone, page_size, page_token)
-
-    def delete_node(self, project: str, zone: str, node_id: str) -> dict:
-        return self._answer(render_operation, self.backend.delete_node, project, zone, node_id)
-
-    def stop_node(
-        self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
-    ) -> dict:
-        b = self.backend
-        return self._answer(render_operation, b.stop_node, project, zone, node_id, body)
-
-    def start_node(
-        self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
-    ) -> dict:
-        b = self.backend
-        return self._answer(render_operation, b.start_node, project, zone, node_id, body)
-
-    def update_node(
-        self, project: str, zone: str, node_id: str, update_mask: str, body: dict[str, Any]
-    ) -> dict:
-        args = (project, zone, node_id, update_mask, body)
-        return self._answer(render_operation, self.backend.update_node, *args)
-
-    def get_guest_attributes(
-        self, project: str, zone: str, node_id: str, body: dict[str, Any]
-    ) -> dict:
-        method = self.backend.get_guest_attributes
-        return self._answer(render_guest_attributes, method, project, zone, node_id, body)
-
-    # -- operations -------------------------------------------------------------------------
-    def get_operation(self, project: str, zone: str, op_id: str) -> dict:
-        return self._answer(render_operation, self.backend.get_operation, project, zone, op_id)
-
-    def list_operations(
-        self, project: str, zone: str, page_size: int = 0, page_token: str = ""
-    ) -> dict:
-        b = self.backend
-        return self._answer(
-            _operations_page, b.list_operations, project, zone, page_size, page_token
-        )
+    def delete_queued_resource(self, project: str, zone: str, qr_id: str, force: str) -> dict:
+        forced = force.lower() == "true"  # the `force` query parameter
+        answer: dict = self._delete_queued_resource(project, zone, qr_id, forced)
+        return answer
 
     def delete_operation(self, project: str, zone: str, op_id: str) -> dict:
         self.backend.get_operation(project, zone, op_id)
@@ -213,25 +197,3 @@ class TpuFront:
 
     def cancel_operation(self, project: str, zone: str, op_id: str) -> dict:
         return self.delete_operation(project, zone, op_id)
-
-    # -- queued resources -------------------------------------------------------------------
-    def create_queued_resource(
-        self, project: str, zone: str, qr_id: str, body: dict[str, Any]
-    ) -> dict:
-        method = self.backend.create_queued_resource
-        return self._answer(render_operation, method, project, zone, qr_id, body)
-
-    def get_queued_resource(self, project: str, zone: str, qr_id: str) -> dict:
-        method = self.backend.get_queued_resource
-        return self._answer(render_queued_resource, method, project, zone, qr_id)
-
-    def list_queued_resources(
-        self, project: str, zone: str, page_size: int = 0, page_token: str = ""
-    ) -> dict:
-        method = self.backend.list_queued_resources
-        return self._answer(_queued_page, method, project, zone, page_size, page_token)
-
-    def delete_queued_resource(self, project: str, zone: str, qr_id: str, force: str) -> dict:
-        method = self.backend.delete_queued_resource
-        forced = force.lower() == "true"  # the `force` query parameter
-        return self._answer(render_operation, method, project, zone, qr_id, forced)
