@@ -1,7 +1,7 @@
 """The control plane (`/_emulator/v1/...`) over a `State`: config, faults, advancing
-transitions, preemption and guest attributes; the client is `control.EmulatorControl`.
+transitions, preemption and guest attributes; the client is `client.EmulatorControl`.
 
-Like `tpu_api`, these functions run with the facade's lock held.
+Like `tpu.api`'s, these functions run with the facade's lock held.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ class Backend:
         # Cloud Storage beside the TPU API (set by EmulatorServer; None: not served)
         self.storage_endpoint: str | None = None
         self.clear_storage: Callable[[], None] | None = None
-        # deletes what buckets' lifecycle rules remove at a time (storage.StorageServer)
+        # deletes what buckets' lifecycle rules remove at a time (storage.server.StorageServer)
         self.apply_lifecycle: Callable[[dict[str, Any], float], dict[str, list[str]]] | None = None
         # Called under the lock after every change (they may change nodes in turn).
         self.listeners: list[Callable[[], None]] = []
@@ -260,7 +260,7 @@ class Backend:
     # -- the APIs written as functions over the state (quotas/service_usage.py, ...) --
     @_locked
     def apply(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run an API function `fn(state, *args)` under the lock (routes of `urls.OnState`)."""
+        """Run an API function `fn(state, *args)` under the lock (routes of `routes.OnState`)."""
         return fn(self.state, *args)
 
     @_locked
@@ -339,7 +339,7 @@ class Backend:
 
     # -- control plane (control/api.py) ----------------------------------------------------
     def draw_fault(self, target: str) -> tuple[float, int | None, bool, bool]:
-        """See `control_api.draw_fault` (no transitions: this is no API call yet)."""
+        """See `control.api.draw_fault` (no transitions: this is no API call yet)."""
         with self.lock:
             return control_api.draw_fault(self.state, target)
 

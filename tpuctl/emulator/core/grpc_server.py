@@ -1,6 +1,6 @@
 """A gRPC front of the emulator: generic handlers (no generated code) served unencrypted
-on host:port (0: a free one) from a thread pool. Cloud Monitoring (`monitoring_grpc`)
-and the Cloud TPU API (`tpu_grpc`) each have one, as each API has a host of its own.
+on host:port (0: a free one) from a thread pool. Cloud Monitoring (`monitoring.grpc_front`)
+and the Cloud TPU API (`tpu.grpc_front`) each have one, as each API has a host of its own.
 """
 
 from __future__ import annotations

@@ -208,10 +208,10 @@ class EmulatorServer:
         self._tpu_grpc_port = was.get("tpu_grpc", 0)
         self._ticker: threading.Thread | None = None
         self._stopping = threading.Event()
-        self.ssh: Any = None  # the workers' SSH servers (ssh_workers.SshWorkers) once started
-        self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring_grpc) once started
+        self.ssh: Any = None  # the workers' SSH servers (workers.ssh.SshWorkers) once started
+        self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring/grpc_front.py)
         self._storage_proxy: Any = None  # in front of fake-gcs-server, for every client
-        self.tpu_grpc: Any = None  # the TPU API's gRPC front (tpu_grpc) once started
+        self.tpu_grpc: Any = None  # the TPU API's gRPC front (tpu/grpc_front.py) once started
 
     @property
     def address(self) -> str:

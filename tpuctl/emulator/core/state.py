@@ -2,7 +2,7 @@
 
 Invariants:
 - No lock here: the facade (`backend.Backend`) holds one around every call into this
-  state and into the modules that work on it (`tpu_api`, `queued`, `control_api`).
+  state and into the modules that work on it (`tpu.api`, `tpu.queued`, `control.api`).
 - Transitions run on wall-clock deadlines stored on each node and queued resource (so
   they survive a restart). They are applied by the facade calling `tick_nodes` and
   `queued.tick` at the start of every call, and by the server's ticker in between; each

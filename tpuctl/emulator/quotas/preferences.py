@@ -4,7 +4,7 @@ project asked a quota to be, create, get and list, as `tpuctl quota request` fil
 A new preference is under review (`reconciling: true`, `grantedValue` the limit now);
 the control plane decides it (`POST /_emulator/v1/quota-preferences/decide {"name",
 "granted"}`), which sets the limit the TPU API enforces (`quotas.QuotaConfig`) and ends
-the review, as an approval in the cloud does after hours. Like `tpu_api`, these
+the review, as an approval in the cloud does after hours. Like `tpu.api`'s, these
 functions run with the facade's lock held.
 """
 

@@ -3,7 +3,7 @@ list a project's services, enable one or, with `services.batchEnable`, up to 20 
 (as `gcloud services enable A B ...` does; a long-running operation), read the
 operation.
 
-Like `tpu_api`, these functions run with the facade's lock held. An enable takes
+Like `tpu.api`'s, these functions run with the facade's lock held. An enable takes
 `durations["enable_service"]` seconds (0: done at once; null: held until set to a
 number); the service is enabled when its operation is done, as the API's propagation
 delay makes it in the cloud. Shapes follow google.api.serviceusage.v1 (`Service`,
