@@ -52,8 +52,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tpuctl.emulator.control import EmulatorControl  # noqa: E402
-from tpuctl.emulator.ports import free_port  # noqa: E402
+from tpuctl.emulator.control.client import EmulatorControl  # noqa: E402
+from tpuctl.emulator.core.ports import free_port  # noqa: E402
 
 JOB = "import sys, time\ntime.sleep(float(sys.argv[1]))\nsys.exit(int(sys.argv[2]))\n"
 ZONE = "us-central1-a"

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tpuctl.agent import bundle  # noqa: E402
-from tpuctl.emulator.storage import StorageServer  # noqa: E402
+from tpuctl.emulator.storage.server import StorageServer  # noqa: E402
 
 BIG = 2 << 30
 SMALL_FILES, SMALL_SIZE = 5000, 4096

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tpuctl.emulator.server import EmulatorServer  # noqa: E402
+from tpuctl.emulator.core.server import EmulatorServer  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 SCRIPT = "import time\nprint('first line', flush=True)\nprint('EXIT', time.time(), flush=True)\n"

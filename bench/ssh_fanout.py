@@ -65,7 +65,7 @@ def main() -> None:
     os.environ["TPUCTL_EMULATOR_HOST"] = address
     from tpuctl import catalog
     from tpuctl.cloud.clients import ClientFactory
-    from tpuctl.emulator.control import EmulatorControl
+    from tpuctl.emulator.control.client import EmulatorControl
     from tpuctl.models import CreateSpec
     from tpuctl.services import remote, ssh
     from tpuctl.services.nodes import create_node

@@ -52,7 +52,7 @@ def run(address: str) -> None:
 
     from tpuctl.cli import top
     from tpuctl.cloud.clients import ClientFactory
-    from tpuctl.emulator.control import EmulatorControl
+    from tpuctl.emulator.control.client import EmulatorControl
     from tpuctl.services import jobs, metrics
 
     control = EmulatorControl(address, timeout=120)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "images"
 sys.path.insert(0, str(ROOT))
 
-from tpuctl.emulator.ports import free_port  # noqa: E402
+from tpuctl.emulator.core.ports import free_port  # noqa: E402
 
 WIDTH = 100
 DROP = "TPUCTL_EMULATOR_HOST"  # the captures' own emulator, never another one

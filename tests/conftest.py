@@ -13,8 +13,8 @@ import pytest
 # the in-process emulator run; its fork handlers could kill a child before its exec.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from tpuctl.emulator.control import EmulatorControl
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.control.client import EmulatorControl
+from tpuctl.emulator.core.server import EmulatorServer
 
 ISOLATED_UNSET = (
     "TPUCTL_PROJECT",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.emulator.ports import free_port
+from tpuctl.emulator.core.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -84,7 +84,7 @@ def test_metrics_md_names_every_metric_with_its_kind_type_and_unit() -> None:
     emulator serves and tpuctl reads, on docs/metrics.md's table with what the emulator
     says of it, and the sources named."""
     from tpuctl.cloud import monitoring
-    from tpuctl.emulator.monitoring_query import METRICS, RESOURCE
+    from tpuctl.emulator.monitoring.query import METRICS, RESOURCE
     from tpuctl.services import usage
 
     page = (ROOT / "docs" / "metrics.md").read_text()

@@ -12,7 +12,7 @@ import signal
 from pathlib import Path
 
 from tests.agent.conftest import PROJECT, Cluster, wait_for
-from tpuctl.emulator.models import project_number
+from tpuctl.emulator.tpu.models import project_number
 
 DEFAULT_SA = f"{project_number(PROJECT)}-compute@developer.gserviceaccount.com"
 SCRIPT = {"train.py": "print('the script ran', flush=True)\n"}

@@ -188,7 +188,7 @@ def test_unpublished_host_keys_fail_the_ssh_check(cli, emulator, monkeypatch) ->
 
 
 def test_worker_faults_are_checked_and_packages_are_the_vms(cli, emulator, node) -> None:  # noqa: ANN001
-    from tpuctl.emulator.control import ControlError
+    from tpuctl.emulator.control.client import ControlError
 
     name = NODE.format(node)
     with pytest.raises(ControlError, match="kind must be one of"):

@@ -8,7 +8,7 @@ import json
 
 from tests.cli.test_init import step_lines
 from tpuctl import apis
-from tpuctl.emulator.models import project_number
+from tpuctl.emulator.tpu.models import project_number
 
 PROJECT = "tpuctl-demo"
 DEFAULT_SA = f"{project_number(PROJECT)}-compute@developer.gserviceaccount.com"

@@ -7,12 +7,12 @@ import re
 import signal
 import threading
 import time
-from datetime import datetime
 
 import pytest
 
 from tests.cli.conftest import Result, one_line_error, signalled_mid_call, spawned
 from tests.emulator.ssh_helpers import wait_until
+from tpuctl.timestamps import parse_rfc3339
 
 ZONE = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
@@ -38,7 +38,7 @@ def test_create_queued_provisions_a_labelled_ready_node(cli, emulator) -> None:
 
 
 def stamp(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+    return parse_rfc3339(rfc3339).timestamp()
 
 
 def test_valid_until_is_sent_as_the_queueing_policy(cli, emulator) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tpuctl.emulator.models import project_number
+from tpuctl.emulator.tpu.models import project_number
 
 PROJECT = "tpuctl-demo"
 DEFAULT_SA = f"{project_number(PROJECT)}-compute@developer.gserviceaccount.com"

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from tests.emulator.monitoring_helpers import on_worker  # noqa: F401 - a fixture
-from tpuctl.emulator import ssh_workers
+from tpuctl.emulator.workers import ssh as ssh_workers
 
 Z = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{Z}"

@@ -35,7 +35,7 @@ def test_ensure_is_idempotent_and_the_factory_points_at_the_emulator(emulator, b
 
 
 def test_factory_errors_without_storage(isolated_env, monkeypatch) -> None:  # noqa: ANN001
-    from tpuctl.emulator.server import EmulatorServer
+    from tpuctl.emulator.core.server import EmulatorServer
 
     with EmulatorServer(port=0, storage=False) as bare:
         address = bare.address

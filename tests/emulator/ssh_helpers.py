@@ -16,7 +16,7 @@ from typing import Any
 
 from tpuctl.catalog import runtime_for
 from tpuctl.cloud.ssh import ensure_key_pair
-from tpuctl.emulator.ports import free_port
+from tpuctl.emulator.core.ports import free_port
 
 # The session emulator's instance id (set by tests/conftest.py): processes of other
 # emulators on this machine (a user's, another test run's) are none of our business.
@@ -149,7 +149,7 @@ def other_host_keys() -> list[dict[str, str]]:
     them published, the worker's real keys are no longer what the cloud says."""
     import asyncssh
 
-    from tpuctl.emulator.workers import HOST_KEYS
+    from tpuctl.emulator.workers.files import HOST_KEYS
 
     return [
         {

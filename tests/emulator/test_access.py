@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as gx
 
-from tpuctl.emulator.control import ControlError
+from tpuctl.emulator.control.client import ControlError
 
 P = "projects/new-proj"
 

@@ -1,6 +1,6 @@
 """Buckets' lifecycle rules and metageneration, which fake-gcs-server does not keep: the
 emulator's storage proxy keeps them, checks them as Cloud Storage does, and applies the
-Delete rules when the control plane says (bucket_lifecycle.py)."""
+Delete rules when the control plane says (storage/lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from google.api_core import exceptions as gx
 
 from tests.conftest import Emulator
-from tpuctl.emulator import bucket_lifecycle
-from tpuctl.emulator.control import EmulatorControl
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.control.client import EmulatorControl
+from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.storage import lifecycle as bucket_lifecycle
 
 JOBS_RULE = {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["jobs/"]}}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.emulator.control import EmulatorControl
-from tpuctl.emulator.ports import free_port
+from tpuctl.emulator.control.client import EmulatorControl
+from tpuctl.emulator.core.ports import free_port
 
 
 def tpuctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -4,11 +4,12 @@ answer their validity as the time it ends; host keys show a little after READY."
 from __future__ import annotations
 
 import threading
-from datetime import datetime
 
 from tests.emulator.test_transitions import Clock
-from tpuctl.emulator.backend import Backend
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.tpu.front import TpuFront
+from tpuctl.timestamps import parse_rfc3339
 
 Z = "us-central1-a"
 NODE = {"acceleratorType": "v3-8", "runtimeVersion": "tpu-ubuntu2204-base"}
@@ -22,30 +23,32 @@ def queued_body(**policy: str) -> dict:
 def test_a_request_nobody_polled_has_gone_as_far_as_the_clock_says() -> None:
     clock = Clock()
     backend = Backend(clock=clock)
+    tpu = TpuFront(backend)
     backend.update_config(
         {"durations": {"queued_accept": 0.5, "queued_schedule": 0.5, "create": 0.5}}
     )
-    backend.create_queued_resource("p", Z, "q", queued_body())
+    tpu.create_queued_resource("p", Z, "q", queued_body())
     clock.now += 3.0
     # One look, 3 s later: every step was due long ago (before: ACCEPTED, one step a look).
-    got = backend.get_queued_resource("p", Z, "q")
+    got = tpu.get_queued_resource("p", Z, "q")
     assert got["state"]["state"] == "ACTIVE"
-    node = backend.get_node("p", Z, "q-node")
+    node = tpu.get_node("p", Z, "q-node")
     assert node["state"] == "READY"
     # the node began when the request was provisioned (1 s in), so it was READY at 1.5 s
-    created = datetime.fromisoformat(node["createTime"].replace("Z", "+00:00")).timestamp()
+    created = parse_rfc3339(node["createTime"]).timestamp()
     assert created == 1_800_000_001.0
 
 
 def test_validity_that_ran_out_before_a_late_look_fails_the_request() -> None:
     clock = Clock()
     backend = Backend(clock=clock)
+    tpu = TpuFront(backend)
     backend.update_config(
         {"durations": {"queued_accept": 0.5, "queued_schedule": 0.5}, "capacity": {Z: {"v3": 0}}}
     )
-    backend.create_queued_resource("p", Z, "q", queued_body(validUntilDuration="2s"))
+    tpu.create_queued_resource("p", Z, "q", queued_body(validUntilDuration="2s"))
     clock.now += 10.0
-    got = backend.get_queued_resource("p", Z, "q")
+    got = tpu.get_queued_resource("p", Z, "q")
     assert got["state"]["state"] == "FAILED"
     assert "validity ran out" in got["state"]["failedData"]["error"]["message"]
 
@@ -53,10 +56,11 @@ def test_validity_that_ran_out_before_a_late_look_fails_the_request() -> None:
 def test_valid_until_duration_is_answered_as_the_time_it_ends() -> None:
     clock = Clock()
     backend = Backend(clock=clock)
-    op = backend.create_queued_resource(
+    tpu = TpuFront(backend)
+    op = tpu.create_queued_resource(
         "p", Z, "q", queued_body(validUntilDuration="3600s", validAfterDuration="60s")
     )
-    for answer in (op["response"], backend.get_queued_resource("p", Z, "q")):
+    for answer in (op["response"], tpu.get_queued_resource("p", Z, "q")):
         assert answer["queueingPolicy"] == {
             "validUntilTime": "2027-01-15T09:00:00Z",  # 1_800_000_000 + 3600 s
             "validAfterTime": "2027-01-15T08:01:00Z",
@@ -69,8 +73,9 @@ def test_transitions_happen_on_time_with_no_call_at_all() -> None:
     server = EmulatorServer(port=0, state_dir=None, storage=False, ssh=False).start()
     try:
         backend = server.backend
+        tpu = TpuFront(backend)
         backend.update_config({"durations": {"create": 0.2}})
-        backend.create_node("p", Z, "n", NODE)
+        tpu.create_node("p", Z, "n", NODE)
         ready = threading.Event()
 
         def listener() -> None:  # runs under the lock after every change
@@ -82,7 +87,7 @@ def test_transitions_happen_on_time_with_no_call_at_all() -> None:
         assert ready.wait(10), "the node never turned READY without a call"
         backend.unfollow(listener)
         backend.update_config({"durations": {"delete": 0}})
-        backend.delete_node("p", Z, "n")
+        tpu.delete_node("p", Z, "n")
     finally:
         server.stop()
 
@@ -90,19 +95,20 @@ def test_transitions_happen_on_time_with_no_call_at_all() -> None:
 def test_host_keys_show_a_little_after_ready() -> None:
     clock = Clock()
     backend = Backend(clock=clock)
+    tpu = TpuFront(backend)
     backend.update_config({"durations": {"create": 1.0, "hostkeys": 2.0}})
-    backend.create_node("p", Z, "n", NODE)
+    tpu.create_node("p", Z, "n", NODE)
     node = backend.nodes[f"projects/p/locations/{Z}/nodes/n"]
     backend.publish(node, 0, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAA"}])
     backend.publish(node, 0, [{"namespace": "other", "key": "k", "value": "v"}])
 
     def keys() -> list[str]:
-        got = backend.get_guest_attributes("p", Z, "n", {})
+        got = tpu.get_guest_attributes("p", Z, "n", {})
         return [i["key"] for i in got["guestAttributes"][0]["queryValue"].get("items", [])]
 
     assert keys() == ["k"]  # CREATING: the guest is not up
     clock.now += 1.5
-    assert backend.get_node("p", Z, "n")["state"] == "READY"
+    assert tpu.get_node("p", Z, "n")["state"] == "READY"
     assert keys() == ["k"]  # READY half a second ago: not yet
     clock.now += 1.5
     assert keys() == ["ssh-ed25519", "k"]  # 2 s after READY (at 1 s): published

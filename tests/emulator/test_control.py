@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from tpuctl.catalog import runtime_for
-from tpuctl.emulator.control import ControlError
+from tpuctl.emulator.control.client import ControlError
 
 
 def test_status_and_defaults(emulator) -> None:
@@ -25,7 +25,7 @@ def test_status_and_defaults(emulator) -> None:
         "nodes": 0,
         "defaults": {"project": "tpuctl-demo", "zone": "us-central1-a"},
         "ssh_port": status["ssh_port"],  # a free port picked at start (tests/emulator/test_ssh*)
-        "caller": "you@example.com",  # who the emulated caller is (emulator/access.py)
+        "caller": "you@example.com",  # who the emulated caller is (emulator/iam/access.py)
         "workers_sandbox": "bwrap",  # worker commands run in a root of their own (sandbox.py)
     }
 

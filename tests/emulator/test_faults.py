@@ -8,7 +8,7 @@ import pytest
 from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 
-from tpuctl.emulator.control import ControlError
+from tpuctl.emulator.control.client import ControlError
 
 PARENT = "projects/p/locations/us-central1-a"
 NODE = tpu_v2.Node(accelerator_type="v3-8", runtime_version="tpu-vm-base")

@@ -16,7 +16,7 @@ from google.cloud import tpu_v2, tpu_v2alpha1
 from google.protobuf import field_mask_pb2
 
 from tpuctl.catalog import runtime_for
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.core.server import EmulatorServer
 from tpuctl.waiting import poll_until
 
 PROJECT = "p"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tpuctl.emulator.worker_sessions import LAUNCHER, LAUNCHER_PL, PERL
+from tpuctl.emulator.workers.sessions import LAUNCHER, LAUNCHER_PL, PERL
 
 LAUNCHERS = {
     "launcher.py": [sys.executable, "-I", "-S", LAUNCHER],

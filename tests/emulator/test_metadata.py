@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from tpuctl.emulator.models import project_number
+from tpuctl.emulator.tpu.models import project_number
 
 
 def _get(url: str, flavor: bool = True) -> tuple[int, str, str]:

@@ -139,7 +139,7 @@ def test_the_library_sees_invalid_argument(emulator: Any) -> None:
 
 
 def test_sampling_settings_are_checked(emulator: Any) -> None:
-    from tpuctl.emulator.control import ControlError
+    from tpuctl.emulator.control.client import ControlError
 
     assert emulator.monitoring(sample_period=0.5)["sample_period"] == 0.5
     with pytest.raises(ControlError, match="unknown monitoring settings"):

@@ -16,9 +16,9 @@ from google.api_core import exceptions as gx
 
 from tests.emulator.ssh_helpers import user_key
 from tpuctl.cloud.clients import ClientFactory
-from tpuctl.emulator.control import ControlError, EmulatorControl
-from tpuctl.emulator.oslogin import posix_username, unique_id
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.control.client import ControlError, EmulatorControl
+from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.iam.oslogin import posix_username, unique_id
 
 CALLER = "alice@example.com"
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.emulator.ssh_helpers import create, delete, user_key, wait_until
 from tests.emulator.test_ssh_workers import run
-from tpuctl.emulator.control import ControlError
+from tpuctl.emulator.control.client import ControlError
 
 
 def _get(url: str) -> tuple[int, str, str]:

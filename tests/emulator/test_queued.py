@@ -133,7 +133,8 @@ def test_a_node_name_taken_is_refused(emulator) -> None:
 
 
 def test_requests_survive_a_restart(tmp_path) -> None:
-    from tpuctl.emulator.backend import Backend
+    from tpuctl.emulator.core.backend import Backend
+    from tpuctl.emulator.tpu.front import TpuFront
 
     body = {
         "tpu": {
@@ -148,12 +149,13 @@ def test_requests_survive_a_restart(tmp_path) -> None:
     }
     first = Backend(tmp_path)
     first.update_config({"durations": {"queued_accept": None}})
-    first.create_queued_resource(PROJECT, ZONE, "kept", body)
+    TpuFront(first).create_queued_resource(PROJECT, ZONE, "kept", body)
     first.close()
     again = Backend(tmp_path)
-    assert again.get_queued_resource(PROJECT, ZONE, "kept")["state"]["state"] == "CREATING"
+    tpu = TpuFront(again)
+    assert tpu.get_queued_resource(PROJECT, ZONE, "kept")["state"]["state"] == "CREATING"
     again.advance()
-    assert again.get_queued_resource(PROJECT, ZONE, "kept")["state"]["state"] == "ACCEPTED"
+    assert tpu.get_queued_resource(PROJECT, ZONE, "kept")["state"]["state"] == "ACCEPTED"
     again.close()
 
 

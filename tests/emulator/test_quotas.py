@@ -8,8 +8,8 @@ from google.cloud import tpu_v2
 
 from tpuctl import catalog
 from tpuctl.catalog import runtime_for
-from tpuctl.emulator.control import ControlError, EmulatorControl
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.control.client import ControlError, EmulatorControl
+from tpuctl.emulator.core.server import EmulatorServer
 
 SERVICE = "projects/p/locations/global/services/tpu.googleapis.com"
 V6E_SPOT = "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI"

@@ -8,8 +8,8 @@ import pytest
 from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 
-from tpuctl.emulator.control import CONTROL_PREFIX
-from tpuctl.emulator.state import BODY_LOG_SIZE
+from tpuctl.emulator.control.client import CONTROL_PREFIX
+from tpuctl.emulator.core.requests import BODY_LOG_SIZE
 
 PARENT = "projects/p/locations/us-central1-a"
 

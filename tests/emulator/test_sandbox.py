@@ -15,8 +15,8 @@ import pytest
 
 from tests.emulator.ssh_helpers import create, delete, mine, user_key, wait_until
 from tests.emulator.test_ssh_workers import known_hosts_file, run
-from tpuctl.emulator.sandbox import BWRAP_ENV, REFUSAL, Sandbox
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.workers.sandbox import BWRAP_ENV, REFUSAL, Sandbox
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """Every response the emulator sends, checked against the TPU v2 discovery document that
 ships with google-api-python-client (`discovery_cache/documents/tpu.v2.json`): field
 names exist, types and enum values match. And the emulator's own field table
-(`tpuctl.emulator.schema`) is that document's."""
+(`tpuctl.emulator.tpu.schema`) is that document's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import googleapiclient
 import pytest
 
 from tests.emulator.test_strict import call, create
-from tpuctl.emulator.schema import MESSAGES
+from tpuctl.emulator.tpu.schema import MESSAGES
 
 DOCUMENT = Path(googleapiclient.__file__).parent / "discovery_cache/documents/tpu.v2.json"
 SCHEMAS: dict[str, Any] = json.loads(DOCUMENT.read_text())["schemas"]

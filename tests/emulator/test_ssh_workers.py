@@ -21,8 +21,8 @@ from tests.emulator.ssh_helpers import (
     worker_processes,
 )
 from tpuctl.cloud.clients import ClientFactory
-from tpuctl.emulator.models import AddressAllocator
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.tpu.models import AddressAllocator
 from tpuctl.services import ssh as ssh_service
 
 

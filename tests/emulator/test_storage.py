@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from google.api_core import exceptions as gx
 
-from tpuctl.emulator.control import EmulatorControl
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.control.client import EmulatorControl
+from tpuctl.emulator.core.server import EmulatorServer
 
 
 def test_bucket_create_and_generation_preconditions(emulator) -> None:
@@ -126,7 +126,7 @@ def test_storage_child_dies_with_the_emulator(sig: signal.Signals) -> None:
         children = _children(proc.pid)
         assert len(children) == 1
         assert "fake-gcs-server" in Path(f"/proc/{children[0]}/cmdline").read_text()
-        # the endpoint is the emulator's proxy in front of the child (storage_proxy.py)
+        # the endpoint is the emulator's proxy in front of the child (storage/proxy.py)
         with urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=10) as response:
             assert json.loads(response.read())["kind"] == "storage#buckets"
         proc.send_signal(sig)

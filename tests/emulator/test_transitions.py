@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.emulator.backend import Backend
-from tpuctl.emulator.control import EmulatorControl
-from tpuctl.emulator.errors import ApiError
-from tpuctl.emulator.server import EmulatorServer
+from tpuctl.emulator.control.client import EmulatorControl
+from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.tpu.front import TpuFront
 
 P, Z = "p", "us-central1-a"
 BODY = {"acceleratorType": "v3-8", "runtimeVersion": "tpu-vm-base"}
@@ -28,6 +29,7 @@ class Clock:
 def test_default_durations_and_lazy_transitions() -> None:
     clock = Clock()
     backend = Backend(clock=clock)
+    tpu = TpuFront(backend)
     assert backend.config()["durations"] == {
         "create": 1.0,
         "stop": 0.5,
@@ -39,61 +41,63 @@ def test_default_durations_and_lazy_transitions() -> None:
         "enable_service": 0.5,
         "preempt_notice": 30.0,
     }
-    op = backend.create_node(P, Z, "n", BODY)
+    op = tpu.create_node(P, Z, "n", BODY)
     assert "done" not in op  # false, so left out (proto3 JSON)
-    assert backend.get_node(P, Z, "n")["state"] == "CREATING"
-    assert "health" not in backend.get_node(P, Z, "n")
+    assert tpu.get_node(P, Z, "n")["state"] == "CREATING"
+    assert "health" not in tpu.get_node(P, Z, "n")
     clock.now += 0.99
-    assert backend.get_node(P, Z, "n")["state"] == "CREATING"
+    assert tpu.get_node(P, Z, "n")["state"] == "CREATING"
     clock.now += 0.02
-    node = backend.get_node(P, Z, "n")
+    node = tpu.get_node(P, Z, "n")
     assert (node["state"], node["health"]) == ("READY", "HEALTHY")
-    done = backend.get_operation(P, Z, op["name"].rsplit("/", 1)[1])
+    done = tpu.get_operation(P, Z, op["name"].rsplit("/", 1)[1])
     assert done["done"] is True and done["response"]["state"] == "READY"
     assert "endTime" in done["metadata"]
 
-    stop = backend.stop_node(P, Z, "n")
-    assert backend.get_node(P, Z, "n")["state"] == "STOPPING"
+    stop = tpu.stop_node(P, Z, "n")
+    assert tpu.get_node(P, Z, "n")["state"] == "STOPPING"
     clock.now += 0.5
-    assert backend.get_node(P, Z, "n")["state"] == "STOPPED"
-    assert backend.get_operation(P, Z, stop["name"].rsplit("/", 1)[1])["done"] is True
-    backend.start_node(P, Z, "n")
-    assert backend.get_node(P, Z, "n")["state"] == "STARTING"
+    assert tpu.get_node(P, Z, "n")["state"] == "STOPPED"
+    assert tpu.get_operation(P, Z, stop["name"].rsplit("/", 1)[1])["done"] is True
+    tpu.start_node(P, Z, "n")
+    assert tpu.get_node(P, Z, "n")["state"] == "STARTING"
     clock.now += 0.5
-    backend.delete_node(P, Z, "n")
-    assert backend.get_node(P, Z, "n")["state"] == "DELETING"
+    tpu.delete_node(P, Z, "n")
+    assert tpu.get_node(P, Z, "n")["state"] == "DELETING"
     clock.now += 0.5
     with pytest.raises(ApiError) as exc:
-        backend.get_node(P, Z, "n")
+        tpu.get_node(P, Z, "n")
     assert exc.value.http == 404
 
 
 def test_null_duration_holds_until_advanced() -> None:
     clock = Clock()
     backend = Backend(clock=clock)
+    tpu = TpuFront(backend)
     backend.update_config({"durations": {"create": None}})
-    backend.create_node(P, Z, "a", BODY)
-    backend.create_node(P, Z, "b", BODY)
+    tpu.create_node(P, Z, "a", BODY)
+    tpu.create_node(P, Z, "b", BODY)
     clock.now += 10_000
-    assert backend.get_node(P, Z, "a")["state"] == "CREATING"
+    assert tpu.get_node(P, Z, "a")["state"] == "CREATING"
     assert backend.advance(f"projects/{P}/locations/{Z}/nodes/a")["completed"] == [
         f"projects/{P}/locations/{Z}/nodes/a"
     ]
-    assert backend.get_node(P, Z, "a")["state"] == "READY"
-    assert backend.get_node(P, Z, "b")["state"] == "CREATING"
+    assert tpu.get_node(P, Z, "a")["state"] == "READY"
+    assert tpu.get_node(P, Z, "b")["state"] == "CREATING"
     assert backend.advance() == {"completed": [f"projects/{P}/locations/{Z}/nodes/b"]}
-    assert backend.get_node(P, Z, "b")["state"] == "READY"
+    assert tpu.get_node(P, Z, "b")["state"] == "READY"
     with pytest.raises(ApiError):
         backend.advance("projects/p/locations/us-central1-a/nodes/none")
 
 
 def test_delete_while_creating_aborts_the_create_operation() -> None:
     backend = Backend(clock=Clock())
+    tpu = TpuFront(backend)
     backend.update_config({"durations": {"create": None, "delete": 0}})
-    create = backend.create_node(P, Z, "n", BODY)
-    delete = backend.delete_node(P, Z, "n")
+    create = tpu.create_node(P, Z, "n", BODY)
+    delete = tpu.delete_node(P, Z, "n")
     assert delete["done"] is True
-    op = backend.get_operation(P, Z, create["name"].rsplit("/", 1)[1])
+    op = tpu.get_operation(P, Z, create["name"].rsplit("/", 1)[1])
     assert op["done"] is True
     assert op["error"]["code"] == 10
     assert backend.all_nodes() == []
@@ -175,22 +179,23 @@ def test_deadlines_survive_a_restart(tmp_path: Path) -> None:
     clock = Clock()
     first = Backend(tmp_path, clock=clock)
     first.update_config({"durations": {"create": 10}})
-    first.create_node(P, Z, "n", BODY)
+    TpuFront(first).create_node(P, Z, "n", BODY)
     clock.now += 5
-    assert Backend(tmp_path, clock=clock).get_node(P, Z, "n")["state"] == "CREATING"
+    assert TpuFront(Backend(tmp_path, clock=clock)).get_node(P, Z, "n")["state"] == "CREATING"
     clock.now += 6
-    assert Backend(tmp_path, clock=clock).get_node(P, Z, "n")["state"] == "READY"
+    assert TpuFront(Backend(tmp_path, clock=clock)).get_node(P, Z, "n")["state"] == "READY"
 
 
 def test_reset_clears_state_but_never_reuses_addresses() -> None:
     backend = Backend(clock=Clock())
+    tpu = TpuFront(backend)
     backend.update_config({"durations": {"create": 0}})
-    a = backend.create_node(P, Z, "n", BODY)["response"]["networkEndpoints"][0]["ipAddress"]
+    a = tpu.create_node(P, Z, "n", BODY)["response"]["networkEndpoints"][0]["ipAddress"]
     backend.set_faults({"rate": 0.5})
     backend.reset()
     assert backend.all_nodes() == [] and backend.operations == {}
     assert backend.config()["durations"]["create"] == 1.0
     assert backend.faults_config()["rate"] == 0.0
     backend.update_config({"durations": {"create": 0}})
-    b = backend.create_node(P, Z, "n", BODY)["response"]["networkEndpoints"][0]["ipAddress"]
+    b = tpu.create_node(P, Z, "n", BODY)["response"]["networkEndpoints"][0]["ipAddress"]
     assert a != b

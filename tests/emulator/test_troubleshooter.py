@@ -1,4 +1,4 @@
-"""The Policy Troubleshooter's `iam.troubleshoot` (troubleshooter.py): what a principal
+"""The Policy Troubleshooter's `iam.troubleshoot` (iam/troubleshooter.py): what a principal
 holds, from the emulator's permission config, in the API's shapes; gcloud's
 `policy-troubleshoot iam` (v2alpha1) reads the same answer."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from tests.emulator.test_gcloud import gcloud
 from tests.emulator.test_vm_tokens import _call
-from tpuctl.emulator.models import project_number
+from tpuctl.emulator.tpu.models import project_number
 
 P = "proj-t"
 ON_PROJECT = f"//cloudresourcemanager.googleapis.com/projects/{P}"

@@ -1,4 +1,4 @@
-"""A VM's token carries its node's service account and scopes (iam.py): the TPU API and
+"""A VM's token carries its node's service account and scopes (iam/accounts.py): the TPU API and
 Cloud Storage (through the workers' proxy) refuse what the scope or the account's
 permissions do not allow, in Google's shapes; calls without such a token stay the
 caller's. Resource Manager's testIamPermissions and IAM's serviceAccounts.get answer
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tpuctl.emulator.models import project_number
+from tpuctl.emulator.tpu.models import project_number
 
 P, Z = "proj-a", "us-central1-a"
 PARENT = f"projects/{P}/locations/{Z}"
@@ -93,7 +93,7 @@ def test_the_accounts_permissions_decide_for_its_token(emulator, cleanup) -> Non
 
 
 def test_bad_service_account_config_is_refused(emulator) -> None:
-    from tpuctl.emulator.control import ControlError
+    from tpuctl.emulator.control.client import ControlError
 
     with pytest.raises(ControlError, match="service_accounts"):
         emulator.config(service_accounts={SA: {"roles": ["roles/owner"]}})
@@ -181,7 +181,7 @@ def test_a_vms_token_outlives_an_emulator_restart(tmp_path) -> None:  # noqa: AN
     void it: after the emulator restarts, the token is still the VM's account (not
     the caller, who may delete nodes), until a reset forgets it."""
     from tests.conftest import Emulator
-    from tpuctl.emulator.server import EmulatorServer
+    from tpuctl.emulator.core.server import EmulatorServer
 
     def start() -> tuple[EmulatorServer, Emulator]:
         server = EmulatorServer(host="127.0.0.1", port=0, state_dir=tmp_path / "emu").start()

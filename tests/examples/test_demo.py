@@ -8,7 +8,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from tpuctl.emulator.ports import free_port
+from tpuctl.emulator.core.ports import free_port
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.sh"
 

@@ -1,7 +1,7 @@
 """`tpuctl emulator start|stop|status|preempt`: the local Cloud TPU API emulator.
 
 Parses the options and renders; starting, finding and stopping the emulator's process
-(its record in STATE_DIR/emulator.json) is `tpuctl.emulator.daemon`'s.
+(its record in STATE_DIR/emulator.json) is `tpuctl.emulator.control.daemon`'s.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def start(
     In the foreground it serves until Ctrl-C. With --detach it runs on in the background
     (its log is STATE_DIR/emulator.log) until `tpuctl emulator stop`.
     """
-    from tpuctl.emulator import daemon
+    from tpuctl.emulator.control import daemon
 
     directory = _state_dir(state_dir)
     record = daemon.running(directory)
@@ -108,7 +108,7 @@ def start(
 @app.command()
 def stop(state_dir: StateDir = None) -> None:
     """Stop the emulator started on this state dir (its nodes stay in the state dir)."""
-    from tpuctl.emulator import daemon
+    from tpuctl.emulator.control import daemon
 
     directory = _state_dir(state_dir)
     record = daemon.stop(directory)
@@ -124,7 +124,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
 ) -> None:
     """Say whether the emulator runs, where, and how many nodes it holds (exit 1 if not)."""
-    from tpuctl.emulator import daemon
+    from tpuctl.emulator.control import daemon
 
     directory = _state_dir(state_dir)
     record = daemon.running(directory)
@@ -187,7 +187,7 @@ def preempt(
 
     Example: tpuctl emulator preempt my-spot-tpu --notice 5
     """
-    from tpuctl.emulator.control import ControlError, EmulatorControl
+    from tpuctl.emulator.control.client import ControlError, EmulatorControl
 
     app_env = app_of(ctx)
     address = app_env.factory.emulator_address

@@ -1,12 +1,14 @@
-"""A local, stateful emulator of the Cloud TPU v2 REST API (see docs/emulator.md).
+"""A local, stateful emulator of the Google Cloud APIs tpuctl uses (see docs/emulator.md).
 
-Laid out the way moto lays out a service:
-- models: nodes, operations and queued resources, with their state machines;
-  rules and errors: what the service refuses, and how;
-- state: everything the cloud holds, with no lock; tpu_api, queued, catalog_api,
-  quotas and control_api: the API methods over it; persistence: state.json;
-- backend: the facade that holds the lock; urls: the path table; server: HTTP;
-- storage (fake-gcs-server), ssh_workers, workers, metadata: what the TPU VMs see;
-- daemon: the pid file and the background process of `tpuctl emulator`.
+Laid out the way moto lays out its services, one subpackage per cloud service:
+- core: the HTTP server and its dispatch, the `Backend` facade that holds the lock, the
+  state (no lock), its file, Google's error bodies;
+- tpu: the Cloud TPU API (nodes, operations, queued resources, the catalogue);
+- storage: Cloud Storage (fake-gcs-server, its proxy, bucket lifecycle rules);
+- iam: service accounts and tokens, the access gate, IAM, Resource Manager, organisation
+  policies, the Policy Troubleshooter, OS Login;
+- monitoring: Cloud Monitoring; quotas: Cloud Quotas and Service Usage;
+- metadata: the workers' metadata server; workers: the TPU VMs' files, sandbox and SSH;
+- control: the control plane, its client, and `tpuctl emulator`'s background process.
 Only `tpuctl emulator` (cli/emulator_cmd.py) and the tests import this package.
 """

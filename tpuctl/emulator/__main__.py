@@ -10,8 +10,8 @@ import signal
 import sys
 import threading
 
-from tpuctl.emulator.server import EmulatorServer
-from tpuctl.emulator.storage import StorageError
+from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.storage.server import StorageError
 
 
 def main(argv: list[str] | None = None) -> int:

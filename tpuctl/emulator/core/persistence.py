@@ -1,0 +1,73 @@
+"""The state on disk: `STATE_DIR/state.json`, written whole and atomically.
+
+Invariants: a reader never sees a half-written file (write to a temporary file, then
+`os.replace`); the file holds what outlives a restart (nodes, operations, queued
+resources, config, the tokens minted for the VMs, the allocator's place) and nothing
+else: faults and request counts start afresh, as after a reset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tpuctl.emulator.core.state import State
+from tpuctl.emulator.iam import oslogin
+from tpuctl.emulator.tpu.models import Node, Operation, QueuedResource
+
+STATE_FILE = "state.json"
+VERSION = 1
+
+
+def save(state: State, state_dir: Path | None) -> None:
+    """Write `state` under `state_dir` (None: kept in memory only); it is clean after."""
+    state.dirty = False
+    if state_dir is None:
+        return
+    data = {
+        "version": VERSION,
+        "nodes": [n.to_state() for n in state.nodes.values()],
+        "operations": [op.to_state() for op in state.operations.values()],
+        "queued_resources": [q.to_state() for q in state.queued.values()],
+        "config": state.config(),
+        "quota_preferences": list(state.quota_prefs.values()),
+        "oslogin": oslogin.to_state(state),
+        "buckets": state.buckets,
+        "tokens": state.access.accounts.tokens_state(),
+        "allocator": {"next_index": state.allocator.next_index},
+    }
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / STATE_FILE
+    tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def load(state: State, state_dir: Path | None) -> None:
+    """Fill `state` from the file under `state_dir`, if there is one; raises OSError,
+    ValueError, TypeError or KeyError on a file it cannot read."""
+    path = state_dir / STATE_FILE if state_dir else None
+    if path is None or not path.exists():
+        return
+    data = json.loads(path.read_text())
+    state.nodes = {n.name: n for n in map(Node.from_state, data.get("nodes", []))}
+    ops = map(Operation.from_state, data.get("operations", []))
+    state.operations = {op.name: op for op in ops}
+    items = map(QueuedResource.from_state, data.get("queued_resources", []))
+    state.queued = {q.name: q for q in items}
+    config = data.get("config", {})
+    state.durations.update(config.get("durations", {}))
+    state.defaults.update(config.get("defaults", {}))
+    state.quota.load(config)
+    state.access.load(config)
+    state.policies.update(
+        {k: config[k] for k in ("org_policy", "tpu_service_agent") if k in config}
+    )
+    state.quota_prefs = {p["name"]: p for p in data.get("quota_preferences", [])}
+    state.project_metadata = {p: dict(md) for p, md in config.get("project_metadata", {}).items()}
+    oslogin.load(state, data.get("oslogin", {}))
+    state.buckets = dict(data.get("buckets", {}))
+    state.access.accounts.load_tokens(data.get("tokens", []))
+    allocator = data.get("allocator", {})
+    state.allocator.next_index = allocator.get("next_index", state.allocator.next_index)

@@ -1,0 +1,361 @@
+"""The HTTP layer: serves the backend on the paths `urls` routes, and the metadata servers.
+
+Standard library only. HTTP/1.1 keep-alive with TCP_NODELAY, so a call costs about a
+millisecond; one daemon thread per connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import sys
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tpuctl.emulator.control import urls as control_urls
+from tpuctl.emulator.control.client import CONTROL_PREFIX
+from tpuctl.emulator.core import api_call, errors
+from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.core.ports import port_free
+from tpuctl.emulator.metadata import server as metadata
+from tpuctl.emulator.storage.server import StorageServer
+from tpuctl.emulator.workers.sandbox import Sandbox
+
+TICK_SECONDS = 0.1  # how often due transitions are applied between requests
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "tpuctl-emulator"
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.track(self.connection, True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.track(self.connection, False)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        if self.server.verbose:
+            sys.stderr.write(f"{self.address_string()} {format % args}\n")
+
+    def _body(self) -> dict[str, Any]:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            raw = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                chunk = self.rfile.read(size + 2)[:size]
+                if size == 0:
+                    break
+                raw += chunk
+        else:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if not raw.strip():
+            return {}
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise errors.invalid_argument(f"Invalid JSON payload received. {exc}") from None
+        if not isinstance(body, dict):
+            raise errors.invalid_argument("Invalid JSON payload received. Expected an object.")
+        return body
+
+    def _send(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the caller is gone (e.g. a worker's process killed by the node's deletion)
+
+    def _send_metadata(self, path: str, query: dict[str, str]) -> None:
+        try:
+            status, content_type, data, extra = metadata.respond(
+                self.server.backend, path, query, self.headers
+            )
+        except Exception as exc:  # a bug here must still answer
+            traceback.print_exc()
+            status, content_type, data = 500, "text/plain", f"emulator bug: {exc!r}".encode()
+            extra = {}
+        self.send_response(status)
+        self.send_header("Metadata-Flavor", "Google")
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        try:
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the guest is gone (a long `wait_for_change` of a worker torn down)
+
+    def _handle(self) -> None:
+        backend = self.server.backend
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if url.path.startswith(metadata.PREFIX):
+            self._send_metadata(url.path, query)
+            return
+        try:
+            body = self._body()
+            if url.path.startswith(CONTROL_PREFIX):
+                name, spec, render = control_urls.control_route(self.command, url.path)
+                args = control_urls.control_arguments(spec, {**query, **body})
+                method = attrgetter(name)(backend)
+                if render is None:
+                    self._send(200, method(*args))
+                    return
+                with backend.lock:  # rendered as the call left the state
+                    answer = render(method(*args))
+                self._send(200, answer)
+                return
+            result = api_call.call(
+                backend,
+                self.command,
+                url.path,
+                query,
+                body,
+                self.path,
+                self.headers.get("Authorization"),
+            )
+            self._send(200, result)
+        except ApiError as exc:
+            self._send(exc.http, exc.to_dict())
+        except (BrokenPipeError, ConnectionResetError):
+            # The caller went away before the answer (e.g. a worker's agent deleting its
+            # own node: the node's processes end with it). Nobody to answer; not a bug.
+            self.close_connection = True
+        except Exception as exc:  # a bug here must still answer, and in Google's shape
+            traceback.print_exc()
+            self._send(500, ApiError(500, "INTERNAL", f"emulator bug: {exc!r}").to_dict())
+
+    do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _handle
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], backend: Backend, verbose: bool) -> None:
+        self.backend = backend
+        self.verbose = verbose
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _RequestHandler)
+
+    def track(self, conn: socket.socket, alive: bool) -> None:
+        with self._connections_lock:
+            if alive:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def close_connections(self) -> None:
+        with self._connections_lock:
+            for conn in self._connections:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+            self._connections.clear()
+
+
+class EmulatorServer:
+    """The emulator on host:port (port 0: any free one), served from a background thread."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8470,
+        state_dir: Path | str | None = None,
+        verbose: bool = False,
+        storage: bool = True,
+        ssh: bool = True,
+        ssh_port: int | None = None,
+        unconfined: bool | None = None,
+    ) -> None:
+        # unconfined: run worker commands unconfined where bwrap cannot run (None: as
+        # TPUCTL_EMULATOR_UNCONFINED says); see workers/sandbox.py
+        self.backend = Backend(state_dir, sandbox=Sandbox(unconfined=unconfined))
+        self._state_dir = Path(state_dir) if state_dir else None
+        self._host, self._port, self._verbose = host, port, verbose
+        # A restarted emulator serves on the ports it had where they are free, as the
+        # cloud's endpoints never move: a client or an agent that outlived it carries on.
+        was = self._ports_before()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        # Cloud Storage (fake-gcs-server, a child process): objects kept beside the nodes
+        self.storage: StorageServer | None = None
+        if storage:
+            root = Path(state_dir) / "storage" if state_dir else None
+            self.storage = StorageServer(host, 0, root, preferred=was.get("storage", 0))
+        self._ssh_wanted, self._ssh_port = ssh, ssh_port or was.get("ssh")  # None: a free one
+        self._monitoring_port = was.get("monitoring", 0)
+        self._proxy_port = was.get("storage_proxy", 0)
+        self._tpu_grpc_port = was.get("tpu_grpc", 0)
+        self._ticker: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.ssh: Any = None  # the workers' SSH servers (workers.ssh.SshWorkers) once started
+        self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring/grpc_front.py)
+        self._storage_proxy: Any = None  # in front of fake-gcs-server, for every client
+        self.tpu_grpc: Any = None  # the TPU API's gRPC front (tpu/grpc_front.py) once started
+
+    @property
+    def address(self) -> str:
+        """`host:port`, the value for TPUCTL_EMULATOR_HOST."""
+        port = self._httpd.server_address[1] if self._httpd else self._port
+        return f"{self._host}:{port}"
+
+    def start(self) -> EmulatorServer:
+        """Bind (raising OSError if the port is taken), start Cloud Storage (raising
+        StorageError if it cannot), and serve in a daemon thread."""
+        # bwrap is tried once, now: not in a worker's first session, nor while the status
+        # already answers without the workers' SSH port
+        self.backend.workers.sandbox.problem()
+        self._httpd = _HTTPServer((self._host, self._port), self.backend, self._verbose)
+        if self.storage is not None:
+            try:
+                self.storage.start()
+            except Exception:
+                self._httpd.server_close()
+                self._httpd = None
+                raise
+            self.backend.clear_storage = self.storage.clear
+            self.backend.apply_lifecycle = self.storage.apply_lifecycle
+            from tpuctl.emulator.storage.proxy import StorageProxy
+
+            # on the port it had before, where free: a worker's agent outlives a restart.
+            # Every client goes through it: it checks the workers' tokens, and it keeps the
+            # buckets' lifecycle rules that fake-gcs-server drops.
+            target = f"{self._host}:{self.storage.port}"
+            proxy = StorageProxy(self._host, target, self.backend, self._proxy_port)
+            self._storage_proxy = proxy.start()
+            self.backend.storage_endpoint = proxy.url
+        # Cloud Monitoring's gRPC front, before the HTTP server answers: a client that
+        # sees the status sees its address (importing grpc takes a moment)
+        from tpuctl.emulator.monitoring.grpc_front import MonitoringGrpc
+
+        mon = MonitoringGrpc(
+            self.backend.monitoring, self._host, self._monitoring_port, self._monitoring_gate
+        )
+        self.monitoring = mon.start()
+        self.backend.monitoring_endpoint = self.monitoring.address
+        self.backend.monitoring.start()  # the sampler
+        from tpuctl.emulator.tpu.grpc_front import TpuGrpc  # the TPU API over gRPC, beside REST
+
+        self.tpu_grpc = TpuGrpc(self.backend, self._host, self._tpu_grpc_port).start()
+        self.backend.tpu_grpc_endpoint = self.tpu_grpc.address
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},  # how long stop() may wait for the loop
+            name="tpuctl-emulator",
+            daemon=True,
+        )
+        self._thread.start()
+        self.backend.endpoint = self.address
+        self._stopping.clear()
+        self._ticker = threading.Thread(target=self._tick, name="tpuctl-emulator-tick", daemon=True)
+        self._ticker.start()
+        if self._ssh_wanted:
+            from tpuctl.emulator.workers.ssh import SshWorkers
+
+            try:
+                self.ssh = SshWorkers(self.backend, self._ssh_port).start()
+            except BaseException:
+                self.stop()
+                raise
+        self._remember_ports()
+        return self
+
+    _PORTS_FILE = "ports.json"
+
+    def _ports_before(self) -> dict[str, int]:
+        """The side ports the last emulator on this state dir had, those free now."""
+        if self._state_dir is None:
+            return {}
+        try:
+            saved = json.loads((self._state_dir / self._PORTS_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {
+            k: v
+            for k, v in saved.items()
+            if isinstance(v, int) and 0 < v < 65536 and port_free(self._host, v)
+        }
+
+    def _remember_ports(self) -> None:
+        if self._state_dir is None:
+            return
+        ports = {
+            "storage": self.storage.port if self.storage else None,
+            "ssh": self.ssh.port if self.ssh else None,
+            "monitoring": self.monitoring.port if self.monitoring else None,
+            "storage_proxy": self._storage_proxy.port if self._storage_proxy else None,
+            "tpu_grpc": self.tpu_grpc.port if self.tpu_grpc else None,
+        }
+        with contextlib.suppress(OSError):
+            (self._state_dir / self._PORTS_FILE).write_text(json.dumps(ports) + "\n")
+
+    def _tick(self) -> None:
+        """Transitions fall due on the clock, whether anyone asks or not: a node's SSH
+        servers and startup script come up when it turns READY, not at the next call."""
+        while not self._stopping.wait(TICK_SECONDS):
+            try:
+                self.backend.tick()
+            except Exception:  # a bug here must not end the ticking
+                traceback.print_exc()
+
+    def _monitoring_gate(self, project: str) -> None:
+        """A gRPC ListTimeSeries passes the gate REST calls pass (counted as `RPC
+        timeSeries.list`): a project with Cloud Monitoring off gets SERVICE_DISABLED."""
+        self.backend.requests.count("RPC timeSeries.list")
+        self.backend.admit("timeSeries.list", project, f"/v3/projects/{project}/timeSeries")
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+            self._ticker = None
+        if self.ssh is not None:
+            self.ssh.stop()
+            self.ssh = None
+        self.backend.monitoring.stop()
+        if self.monitoring is not None:
+            self.monitoring.stop()
+            self.monitoring = None
+        if self.tpu_grpc is not None:
+            self.tpu_grpc.stop()
+            self.tpu_grpc = None
+        self.backend.close()
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.close_connections()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        if self._storage_proxy is not None:
+            self._storage_proxy.stop()
+            self._storage_proxy = None
+        if self.storage is not None:
+            self.storage.stop()
+
+    def __enter__(self) -> EmulatorServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

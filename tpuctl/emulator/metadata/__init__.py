@@ -1,0 +1,1 @@
+"""The workers' metadata server (metadata.google.internal)."""

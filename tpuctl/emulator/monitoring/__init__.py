@@ -1,0 +1,3 @@
+"""Cloud Monitoring (monitoring.googleapis.com): time series of the workers, over REST and
+gRPC.
+"""

@@ -1,0 +1,3 @@
+"""Cloud Quotas and Service Usage: TPU quota enforcement and capacity, quota infos and
+preferences, the services of a project.
+"""

@@ -1,0 +1,199 @@
+"""The Cloud TPU v2 API's wire format: its resources rendered as the REST JSON the real
+API answers (proto3 JSON: default values left out, timestamps as `core.timestamps`
+writes them), and `TpuFront`, the REST methods the routes (`urls.py`) name.
+
+A `TpuFront` method calls one `Backend` method, which answers model objects
+(`models.py`), and renders the answer while it still holds the backend's lock: the
+JSON is the state as the call left it, never half of a later change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.timestamps import proto_timestamp
+from tpuctl.emulator.tpu import schema
+from tpuctl.emulator.tpu.models import WORKER_PORT, Node, Operation, Page, QueuedResource
+
+NODE_TYPE = "type.googleapis.com/google.cloud.tpu.v2.Node"
+QR_TYPE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
+EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
+METADATA_TYPE = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
+
+timestamp = proto_timestamp  # the TPU API's Timestamp fields: 9 fractional digits
+
+
+def render_node(node: Node) -> dict[str, Any]:
+    """The Node as the v2 REST API shows it."""
+    acc = node.accelerator
+    endpoints = []
+    for address in node.addresses:
+        endpoint: dict[str, Any] = {"ipAddress": address, "port": WORKER_PORT}
+        if node.enable_external_ips:
+            # The external address is the same loopback one: it is all there is here.
+            endpoint["accessConfig"] = {"externalIp": address}
+        endpoints.append(endpoint)
+    network_config: dict[str, Any] = {
+        "network": node.network,
+        "subnetwork": node.subnetwork,
+        "enableExternalIps": node.enable_external_ips,
+        "canIpForward": node.can_ip_forward,
+    }
+    out: dict[str, Any] = {
+        "name": node.name,
+        "id": node.uid,
+        "acceleratorType": acc.name,
+        "acceleratorConfig": {"type": acc.config_type, "topology": acc.topology},
+        "state": node.state,
+        "runtimeVersion": node.runtime_version,
+        "networkConfig": network_config,
+        "cidrBlock": node.cidr_block,
+        "serviceAccount": dict(node.service_account),
+        "createTime": timestamp(node.create_time),
+        "schedulingConfig": dict(node.scheduling),
+        "networkEndpoints": endpoints,
+        "labels": dict(node.labels),
+        "metadata": dict(node.metadata),
+        "tags": list(node.tags),
+        "apiVersion": "V2",
+        "description": node.description,
+        "health": node.health or ("HEALTHY" if node.state == "READY" else ""),
+        "healthDescription": node.health_description,
+        "symptoms": [dict(s) for s in node.symptoms],
+        "dataDisks": [dict(d) for d in node.data_disks],
+        "shieldedInstanceConfig": node.shielded_instance_config,
+        "queuedResource": node.queued_resource,
+        "multisliceNode": node.multislice_node,
+    }
+    # proto3 JSON, as the real API answers: default values are left out
+    return schema.render("Node", out)
+
+
+def render_queued_resource(qr: QueuedResource) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": qr.name,
+        "createTime": timestamp(qr.create_time),
+        **qr.request,
+        "state": {"state": qr.state, "stateInitiator": qr.initiator},
+    }
+    if qr.state == "FAILED" and qr.error:
+        out["state"]["failedData"] = {"error": dict(qr.error)}
+    return schema.render("QueuedResource", out)
+
+
+def _response(response: dict[str, Any]) -> dict[str, Any]:
+    """A done operation's `response`, an Any, from the resource it keeps."""
+    if "node" in response:
+        return {"@type": NODE_TYPE, **render_node(Node.from_state(response["node"]))}
+    if "queued_resource" in response:
+        qr = QueuedResource.from_state(response["queued_resource"])
+        return {"@type": QR_TYPE, **render_queued_resource(qr)}
+    if "@type" in response:  # a state file an emulator wrote with the JSON itself
+        return dict(response)
+    return {"@type": EMPTY_TYPE}
+
+
+def render_operation(op: Operation) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "@type": METADATA_TYPE,
+        "createTime": timestamp(op.create_time),
+        "target": op.target,
+        "verb": op.verb,
+        "apiVersion": "v2",
+    }
+    if op.end_time is not None:
+        metadata["endTime"] = timestamp(op.end_time)
+    out: dict[str, Any] = {"name": op.name, "metadata": metadata}
+    if op.done:  # proto3 JSON: `done: false` is left out like any default
+        out["done"] = True
+    if op.error is not None:
+        out["error"] = dict(op.error)
+    elif op.response is not None:
+        out["response"] = _response(op.response)
+    return out
+
+
+def render_page(
+    key: str, page: Page, render: Callable[[Any], dict[str, Any]], unreachable: bool = False
+) -> dict[str, Any]:
+    """A list response: the page's resources under `key`, then `unreachable` (for the
+    resources whose list has it) and `nextPageToken` if more."""
+    out: dict[str, Any] = {key: [render(item) for item in page.items]}
+    if unreachable:
+        out["unreachable"] = []
+    if page.next_token:
+        out["nextPageToken"] = page.next_token
+    return out
+
+
+def render_guest_attributes(answer: tuple[str, list[list[dict[str, str]]]]) -> dict[str, Any]:
+    query_path, per_worker = answer
+    entries = [{"queryPath": query_path, "queryValue": {"items": items}} for items in per_worker]
+    return {"guestAttributes": entries}
+
+
+def _nodes_page(page: Page) -> dict[str, Any]:
+    return render_page("nodes", page, render_node, unreachable=True)
+
+
+def _operations_page(page: Page) -> dict[str, Any]:
+    return render_page("operations", page, render_operation)
+
+
+def _queued_page(page: Page) -> dict[str, Any]:
+    return render_page("queuedResources", page, render_queued_resource, unreachable=True)
+
+
+class _Rendered:
+    """A front method: the backend's method of the same name (or `name`), called with the
+    request's parts, its answer rendered by `render` while the backend's lock is held."""
+
+    def __init__(self, render: Callable[[Any], Any], name: str = "") -> None:
+        self.render = render
+        self.name = name
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = self.name or name
+
+    def __get__(self, front: TpuFront, owner: type | None = None) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with front.backend.lock:  # rendered as the call left the state
+                return self.render(getattr(front.backend, self.name)(*args, **kwargs))
+
+        return call
+
+
+class TpuFront:
+    """The TPU API's REST methods over a backend: the request's parts in, JSON out."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    create_node = _Rendered(render_operation)
+    get_node = _Rendered(render_node)
+    list_nodes = _Rendered(_nodes_page)
+    delete_node = _Rendered(render_operation)
+    stop_node = _Rendered(render_operation)
+    start_node = _Rendered(render_operation)
+    update_node = _Rendered(render_operation)
+    get_guest_attributes = _Rendered(render_guest_attributes)
+    get_operation = _Rendered(render_operation)
+    list_operations = _Rendered(_operations_page)
+    create_queued_resource = _Rendered(render_operation)
+    get_queued_resource = _Rendered(render_queued_resource)
+    list_queued_resources = _Rendered(_queued_page)
+    _delete_queued_resource = _Rendered(render_operation, "delete_queued_resource")
+
+    def delete_queued_resource(self, project: str, zone: str, qr_id: str, force: str) -> dict:
+        forced = force.lower() == "true"  # the `force` query parameter
+        answer: dict = self._delete_queued_resource(project, zone, qr_id, forced)
+        return answer
+
+    def delete_operation(self, project: str, zone: str, op_id: str) -> dict:
+        self.backend.get_operation(project, zone, op_id)
+        return {}  # operations are kept: deleting or cancelling one changes nothing here
+
+    def cancel_operation(self, project: str, zone: str, op_id: str) -> dict:
+        return self.delete_operation(project, zone, op_id)

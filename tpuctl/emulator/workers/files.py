@@ -1,0 +1,207 @@
+"""The emulated worker VMs on disk: a home, a TPU device file and an SSH host key each.
+
+Layout, under STATE_DIR/workers (or a temp dir when the emulator keeps no state):
+
+    <node id>-<node uid>/w<k>/home/                    the worker's home directory
+    <node id>-<node uid>/w<k>/root/                    the worker's `/` (sandbox.py)
+    <node id>-<node uid>/w<k>/dev/accel0..             empty files standing for the TPU chips
+    <node id>-<node uid>/w<k>/ssh_host_{ed25519,ecdsa}_key   the worker's SSH host keys
+    <node id>-<node uid>/ssh_host_rsa_key              the RSA host key, one per node
+    <node id>-<node uid>/w<k>/startup-script(.log)     the node's startup script, its output
+
+A recreated node has a new uid, so it gets a fresh folder and new host keys. Every
+process started on a worker carries TPUCTL_EMULATOR_WORKER=<emulator>/<uid>/<k> in its
+environment, which finds it (and whatever it spawned, even in a new session) when the
+worker goes down. Whatever runs on a worker runs in its sandbox (sandbox.py): it writes
+nowhere outside the worker's folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from tpuctl.emulator.tpu.models import Node
+from tpuctl.emulator.workers.sandbox import Refused, Sandbox
+
+MARKER = "TPUCTL_EMULATOR_WORKER"
+# algorithm -> (file, generation options, one per node). A TPU VM's guest publishes an
+# RSA, an ECDSA and an Ed25519 key, as any Google Linux image's guest agent makes them.
+# Here the 2048-bit RSA key is shared by a node's workers: making one takes ~50 ms,
+# which a slice of 64 workers would pay 64 times (the others take ~0.1 ms).
+HOST_KEYS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "ssh-ed25519": ("ssh_host_ed25519_key", {}, False),
+    "ecdsa-sha2-nistp256": ("ssh_host_ecdsa_key", {}, False),
+    "ssh-rsa": ("ssh_host_rsa_key", {"key_size": 2048}, True),
+}
+
+
+class WorkerFiles:
+    """Paths, environment and processes of the emulated workers."""
+
+    def __init__(self, state_dir: Path | None, sandbox: Sandbox | None = None) -> None:
+        self._state_dir = state_dir
+        self.sandbox = sandbox or Sandbox()
+        self._root: Path | None = None
+        self._temp = False
+        self.instance = secrets.token_hex(4)  # tells this emulator's processes apart
+
+    @property
+    def root(self) -> Path:
+        if self._root is None:
+            if self._state_dir is not None:
+                self._root = self._state_dir / "workers"
+                self._root.mkdir(parents=True, exist_ok=True)
+            else:
+                self._root = Path(tempfile.mkdtemp(prefix="tpuctl-emulator-workers-"))
+                self._temp = True
+        return self._root
+
+    def node_dir(self, node: Node) -> Path:
+        return self.root / f"{node.node_id}-{node.uid}"
+
+    def worker_dir(self, node: Node, worker: int) -> Path:
+        return self.node_dir(node) / f"w{worker}"
+
+    def devices(self, node: Node, worker: int) -> list[Path]:
+        acc = node.accelerator
+        chips = max(1, acc.chips // max(1, acc.workers))
+        return [self.worker_dir(node, worker) / "dev" / f"accel{i}" for i in range(chips)]
+
+    def marker(self, node: Node, worker: int) -> str:
+        return f"{self.instance}/{node.uid}/{worker}"
+
+    def env(self, node: Node, worker: int, endpoint: str, config: dict[str, Any]) -> dict[str, str]:
+        """What every process on the worker gets in its environment."""
+        env = {
+            "TPU_WORKER_ID": str(worker),
+            "TPU_WORKER_HOSTNAMES": ",".join(node.addresses),
+            "TPU_ACCELERATOR_TYPE": node.accelerator.name,
+            "TPU_NAME": node.node_id,
+            "HOME": str(self.worker_dir(node, worker) / "home"),
+            "TPUCTL_TPU_DEVICES": ",".join(map(str, self.devices(node, worker))),
+            MARKER: self.marker(node, worker),
+            # One machine hosts every emulated worker: idle.py looks only at this one's.
+            "TPUCTL_IDLE_SCOPE": f"{MARKER}={self.marker(node, worker)}",
+            "TPUCTL_TPU_URL": f"http://{endpoint}",
+            "TPUCTL_CRM_URL": f"http://{endpoint}",  # Resource Manager's testIamPermissions
+            "TPUCTL_MONITORING_URL": f"http://{endpoint}",  # timeSeries.list over REST
+            "TPUCTL_METADATA_URL": f"http://{endpoint}/_emulator/v1/metadata/"
+            f"{node.project}/{node.zone}/{node.node_id}/{worker}/computeMetadata/v1",
+        }
+        if config.get("storage_endpoint"):
+            env["TPUCTL_STORAGE_URL"] = str(config["storage_endpoint"])
+        # The emulated VM's `python3` is the interpreter running the emulator (a TPU VM
+        # has a system Python; here that is ours, with whatever it has installed).
+        bin_dir = os.path.dirname(sys.executable)
+        env["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
+        return env
+
+    def prepare(self, node: Node, worker: int) -> dict[str, str]:
+        """Make the worker's folders and host keys (once); its private keys (OpenSSH) by
+        algorithm."""
+        wdir = self.worker_dir(node, worker)
+        (wdir / "home").mkdir(parents=True, exist_ok=True)
+        (wdir / "dev").mkdir(exist_ok=True)
+        self.sandbox.prepare(wdir / "root")
+        for device in self.devices(node, worker):
+            device.touch(exist_ok=True)
+        keys = {}
+        for algorithm, (name, options, per_node) in HOST_KEYS.items():
+            key_file = (self.node_dir(node) if per_node else wdir) / name
+            if not key_file.exists():
+                import asyncssh
+
+                key = asyncssh.generate_private_key(algorithm, **options)
+                tmp = key_file.with_suffix(".tmp")
+                tmp.write_bytes(key.export_private_key())
+                tmp.chmod(0o600)
+                os.replace(tmp, key_file)
+            keys[algorithm] = key_file.read_text()
+        return keys
+
+    def run_startup_script(self, node: Node, worker: int, env: dict[str, str]) -> int | None:
+        """Run the node's `startup-script` metadata on a worker that just came up, as the
+        guest does on every boot: a detached process in the worker's sandbox, with the
+        worker's environment (so it goes with the worker's other processes). Output:
+        <worker>/startup-script.log. Returns its pid (None: no script, or no sandbox)."""
+        script = node.metadata.get("startup-script")
+        if not script:
+            return None
+        wdir = self.worker_dir(node, worker)
+        path = wdir / "startup-script"
+        path.write_text(script)
+        path.chmod(0o700)
+        argv = [str(path)] if script.startswith("#!") else ["/bin/bash", str(path)]
+        environment = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
+        environment.update(env)
+        with open(wdir / "startup-script.log", "ab") as log:
+            try:
+                argv = self.sandbox.command(wdir, env["HOME"], argv)
+            except Refused as exc:
+                log.write(f"{exc}\n".encode())
+                return None
+            proc = subprocess.Popen(
+                argv, cwd=env["HOME"], env=environment, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        threading.Thread(target=proc.wait, daemon=True).start()  # reap it when it ends
+        return proc.pid
+
+    def remove_node(self, node_dir_name: str) -> None:
+        shutil.rmtree(self.root / node_dir_name, ignore_errors=True)
+
+    def node_dir_names(self) -> set[str]:
+        try:
+            return {p.name for p in self.root.iterdir() if p.is_dir()}
+        except OSError:
+            return set()
+
+    def kill(
+        self, uid: str | None = None, worker: int | None = None, sig: int = signal.SIGKILL
+    ) -> int:
+        """SIGKILL (or `sig`) the processes of one worker, of one node (by uid) or of every
+        worker of this emulator; returns how many were signalled."""
+        if uid is None:
+            return kill_marked(f"{self.instance}/", sig)
+        if worker is None:
+            return kill_marked(f"{self.instance}/{uid}/", sig)
+        return kill_marked(f"{self.instance}/{uid}/{worker}\0", sig)
+
+    def close(self) -> None:
+        """Remove the temporary workers dir, if one was made."""
+        if self._temp and self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+            self._temp = False
+
+
+def kill_marked(prefix: str, sig: int = signal.SIGKILL) -> int:
+    """SIGKILL (or `sig`) the processes whose environment has TPUCTL_EMULATOR_WORKER=<prefix>...
+    (end `prefix` with NUL for an exact value). The environment is inherited, so this
+    finds children that left their session too."""
+    needle = f"\0{MARKER}={prefix}".encode()
+    killed = 0
+    me = os.getpid()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = b"\0" + f.read()
+        except OSError:
+            continue
+        if needle in environ:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry), sig)
+                killed += 1
+    return killed
