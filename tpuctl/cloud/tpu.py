@@ -245,7 +245,8 @@ class TpuApi:
     ) -> str | None:
         """Ask for a queued resource for `spec`'s node (or `queue.slices` of them); returns
         the operation name, or None when a retried create met the request its lost first
-        attempt had made (adopted, never doubled)."""
+        attempt had made (adopted, never doubled; another client's request of that name is
+        a conflict, never adopted)."""
         body = tpu_wire.queued_body(parent, qr_id, spec, queue)
         request = tpu_v2.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=True)
         attempts = 0
@@ -261,8 +262,11 @@ class TpuApi:
                     timeout=TIMEOUT,
                 )
             except gx.Conflict:
-                if attempts > 1:
-                    return None
+                existing = f"{parent}/queuedResources/{qr_id}"
+                if attempts > 1 and tpu_wire.same_queued(
+                    self.get_queued_resource(existing), spec, queue
+                ):
+                    return None  # the request our lost first attempt made
                 raise
             return str(op.operation.name)
 

@@ -94,6 +94,19 @@ def same_node(node: Node, spec: CreateSpec) -> bool:
     )
 
 
+def same_queued(qr: QueuedResource, spec: CreateSpec, queue: QueueSpec) -> bool:
+    """Whether an existing queued resource is the one this client asked for (a lost
+    create's): the same type, slices and labels, which carry tpuctl's creation stamp and
+    owner, so another client's request of that name is never taken for ours."""
+    wanted = [spec.name] if queue.slices <= 1 else [f"{spec.name}-{i}" for i in range(queue.slices)]
+    return (
+        qr.accelerator_type == (spec.shape.tpu_type or spec.shape.name)
+        and qr.labels == spec.labels
+        and qr.node_ids == wanted
+        and qr.spot == spec.spot
+    )
+
+
 # -- answers ----------------------------------------------------------------------
 def _name_parts(name: str) -> tuple[str, str, str]:
     parts = name.split("/")

@@ -63,8 +63,10 @@ def draw_fault(state: State, target: str) -> tuple[float, int | None, bool, bool
     f = state.faults
     if f.paths and not re.search(f.paths, target):
         return f.delay, None, False, False
-    if f.rate <= 0 or state.rng.random() >= f.rate:
+    if f.rate <= 0 or f.count == 0 or state.rng.random() >= f.rate:
         return f.delay, None, False, False
+    if f.count is not None:
+        f.count -= 1
     code = state.rng.choice(f.codes)
     return f.delay, code, state.rng.random() < f.after_rate, f.quota
 

@@ -110,7 +110,9 @@ class Faults:
     """Injected failures: `rate` of API calls fail with one of `codes`; `after_rate` of
     those fail only after the call took effect. `delay` seconds are added to every call.
     `paths`, a regular expression, limits failures to calls whose path and query (as
-    sent) it matches; `quota` makes 429s quota-exceeded errors instead of rate limits."""
+    sent) it matches; `quota` makes 429s quota-exceeded errors instead of rate limits;
+    `count`, when given, is how many failures are left to inject (then none: a fault that
+    hits only a first attempt)."""
 
     rate: float = 0.0
     codes: list[int] = field(default_factory=lambda: [429, 500, 503])
@@ -119,6 +121,7 @@ class Faults:
     seed: int | None = None
     paths: str | None = None
     quota: bool = False
+    count: int | None = None
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> Faults:
@@ -129,12 +132,14 @@ class Faults:
             ok = all(0 <= r <= 1 for r in rates) and float(faults.delay) >= 0
             re.compile(faults.paths or "")
             ok = ok and bool(faults.codes) and set(faults.codes) <= set(FAULT_CODES)
+            count = faults.count
+            ok = ok and (count is None or (type(count) is int and count >= 0))
         except (TypeError, ValueError, re.error):
             ok = False
         if not ok:
             raise invalid_argument(
                 "faults take rate and after_rate in [0, 1], delay >= 0, seed, paths (a regular "
-                f"expression), quota, and codes among {list(FAULT_CODES)}"
+                f"expression), quota, count (>= 0), and codes among {list(FAULT_CODES)}"
             )
         return faults
 
