@@ -27,6 +27,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from tpuctl.timestamps import parse_rfc3339
+
 MAX_RULES = 100  # https://cloud.google.com/storage/quotas#buckets
 ACTIONS = {"Delete", "SetStorageClass", "AbortIncompleteMultipartUpload"}
 # condition -> the JSON type Cloud Storage takes for it
@@ -131,8 +133,7 @@ def validate(lifecycle: Any) -> dict[str, Any] | None:
 
 
 def _created(obj: dict[str, Any]) -> datetime.datetime:
-    stamp = str(obj.get("timeCreated", "")).replace("Z", "+00:00")
-    return datetime.datetime.fromisoformat(stamp)
+    return parse_rfc3339(str(obj.get("timeCreated", "")))  # any fraction, on Python 3.10
 
 
 def _matches(condition: dict[str, Any], obj: dict[str, Any], now: datetime.datetime) -> bool:
