@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,40 +17,6 @@ from tpuctl.services.run.spec import MIN_SYNC_EVERY
 
 if TYPE_CHECKING:
     from tpuctl.services.run.jobfile import JobFile
-
-
-_GIVEN = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")  # click's ParameterSource names
-
-
-def _given(ctx: typer.Context, param: str) -> bool:
-    """Whether the user gave this parameter (not its default), as click knows it."""
-    source = ctx.get_parameter_source(param)
-    return source is not None and source.name in _GIVEN
-
-
-def _merged(ctx: typer.Context, file: Path | None) -> tuple[Any, JobFile | None, set[str]]:
-    """run()'s parameters with a job file's values under the flags the user gave; the
-    file, and the keys it gave."""
-    from tpuctl.services.run import jobfile
-
-    params = dict(ctx.params)
-    if file is None:
-        return SimpleNamespace(**params), None, set()
-    job_file = jobfile.load(file)
-    used = jobfile.merge(params, {n for n in params if _given(ctx, n)}, job_file)
-    return SimpleNamespace(**params), job_file, used
-
-
-def _print_spec(
-    ctx: typer.Context, o: Any, from_file: set[str], script: Path, restarts: int
-) -> None:
-    """The job file for what was given (flags, and the file read with -f) on stdout."""
-    from tpuctl.services.run import jobfile
-
-    given = {n for n in vars(o) if _given(ctx, n)}
-    text = jobfile.spec_text(vars(o), given, from_file, script, restarts)
-    sys.stdout.buffer.write(text.encode("utf-8"))
-    sys.stdout.buffer.flush()
 
 
 def run(
@@ -185,9 +149,10 @@ def run(
 
     Example: tpuctl run examples/train.py --accelerator v3-8 --outputs out/ -- --steps 200
     """
+    from tpuctl.cli.run_file import merged
     from tpuctl.cli.run_ui import failed_json
 
-    o, job_file, from_file = _merged(ctx, file)
+    o, job_file, from_file = merged(ctx, file)
     made: list[Any] = []  # the job's runner, once there is one
     try:
         ending = _run(ctx, o, job_file, from_file, made)
@@ -205,6 +170,7 @@ def _run(
     ctx: typer.Context, o: Any, job_file: JobFile | None, from_file: set[str], made: list[Any]
 ) -> TpuctlError | int:
     """The job, from its flags to its end: what tpuctl exits with."""
+    from tpuctl.cli.run_file import write_spec
     from tpuctl.cli.run_ui import CliUI, report
     from tpuctl.config import configured_service_account, load_config_file
     from tpuctl.services import staging
@@ -222,7 +188,7 @@ def _run(
         # the script as it was named (a symlinked folder stays as typed), else as found
         named = Path(str(o.script))
         shown = named if named.is_file() else root / rel
-        _print_spec(ctx, o, from_file, shown, request.restarts_or_default)
+        write_spec(ctx, o, from_file, shown, request.restarts_or_default)
         return 0
     if not o.no_check:  # before anything is created: a mistake found here costs no TPU time
         checkup.gate_run(root, rel, spec, o.force)
