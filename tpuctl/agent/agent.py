@@ -1,8 +1,9 @@
 """tpuctl's agent on a TPU VM worker: fetch the code, run the job, report, tear down.
 
 Standard library only, Python 3.8+: TPU VM images have only the system Python. It never
-imports tpuctl; HTTP, the token, identity and Cloud Storage come from its sibling
-common.py. The runner ships it inside the agent bundle (bundle.py) and starts it over SSH:
+imports tpuctl; HTTP, the token, identity and Cloud Storage come from its siblings
+net.py, metadata.py and storage.py, the job protocol from protocol.py. The runner ships
+it inside the agent bundle (bundle.py) and starts it over SSH:
 
     python3 BUNDLE agent start --job-id J --bucket B [--worker K] < env.json   # detaches
     python3 BUNDLE agent run   --job-id J --bucket B [--worker K] < env.json   # foreground
@@ -31,9 +32,12 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from . import preflight
-from .common import HttpError, Storage, Token, alive, identity
 from .job import VERSION, Job
-from .transfer import log_path, status_path
+from .metadata import Token, identity
+from .net import HttpError
+from .processes import alive
+from .protocol import log_path, status_path
+from .storage import Storage
 
 
 def _read_env(stream: Any) -> dict[str, str]:

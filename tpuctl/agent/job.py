@@ -20,28 +20,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .common import (
-    FINAL,
-    METADATA_URL,
-    Beats,
-    HttpError,
-    Json,
-    Storage,
-    Token,
-    http,
-    identity,
-    tpu,
-)
-from .transfer import (
-    LogUploader,
-    OutputSync,
-    StatusWriter,
-    delete_node,
-    fetch_code,
-    job_path,
-    log_path,
-    status_path,
-)
+from .metadata import METADATA_URL, Token, identity
+from .net import HttpError, Json, http
+from .protocol import FINAL, Beats, job_path, log_path, status_path
+from .storage import Storage
+from .tpu_api import delete_node, delete_request
+from .transfer import LogUploader, OutputSync, StatusWriter, fetch_code
 
 VERSION = 1
 
@@ -387,18 +371,6 @@ class Job:
             self.say(f"teardown {outcome}")
         self.quietly(lambda: self.status.write(teardown=outcome))
         self.quietly(lambda: self.log.upload(force=True))
-
-
-def delete_request(token: Token, project: str, zone: str, request: str) -> Json | None:
-    """Ask the TPU API to delete a queued resource with force (its nodes go with it): its
-    operation, or None when it is gone."""
-    path = f"projects/{project}/locations/{zone}/queuedResources/{request}?force=true"
-    try:
-        return dict(json.loads(tpu(token, "DELETE", path) or b"{}"))
-    except HttpError as e:
-        if e.status == 404:
-            return None
-        raise
 
 
 def _kill(pid: int, sig: int) -> None:

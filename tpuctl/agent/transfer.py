@@ -1,6 +1,6 @@
 """What the agent moves between the VM and the job's folder in the bucket: the code in,
-the log, the outputs and the status out; and the one TPU API call it makes (deleting its
-own node). Standard library only, Python 3.8+, like every module of the agent."""
+the log, the outputs and the status out. Standard library only, Python 3.8+, like every
+module of the agent."""
 
 from __future__ import annotations
 
@@ -14,23 +14,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .common import TPU_URL, HttpError, Json, Storage, Token, http
 from .downloads import TMP_SUFFIX
+from .net import HttpError, Json
+from .protocol import BLOBS, job_path
+from .storage import Storage
 from .streams import Transfers
-
-BLOBS, JOBS = "tpuctl/blobs/", "tpuctl/jobs/"  # the layout of tpuctl.services.staging
-
-
-def job_path(job_id: str, *parts: str) -> str:
-    return "/".join((JOBS + job_id, *parts))
-
-
-def status_path(job_id: str, worker: int) -> str:
-    return job_path(job_id, "status", f"worker-{worker}.json")
-
-
-def log_path(job_id: str, attempt: int, worker: int) -> str:
-    return job_path(job_id, "logs", f"attempt-{attempt}", f"worker-{worker}.log")
 
 
 def _safe_parts(relative: str) -> list[str]:
@@ -181,18 +169,6 @@ class OutputSync:
                     if self._seen.get(relative) != (st.st_size, st.st_mtime_ns):
                         transfers.submit(one, transfers, path, relative, st)
         return len(uploaded)
-
-
-# -- the Cloud TPU API --------------------------------------------------------------------
-def delete_node(token: Token, project: str, zone: str, node: str) -> Json | None:
-    """Ask the TPU API to delete a node: its operation, or None when the node is gone."""
-    url = f"{TPU_URL}/v2/projects/{project}/locations/{zone}/nodes/{node}"
-    try:
-        return dict(json.loads(http("DELETE", url, headers=token.headers())[2] or b"{}"))
-    except HttpError as e:
-        if e.status == 404:
-            return None
-        raise
 
 
 # -- the job ---------------------------------------------------------------------------------

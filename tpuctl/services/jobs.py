@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.agent.common import FINAL
+from tpuctl.agent.protocol import FINAL
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
 from tpuctl.services import staging
 from tpuctl.services.run.spec import worker_label

@@ -9,7 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle
-from tpuctl.agent.common import Beats
+from tpuctl.agent.protocol import Beats
 from tpuctl.errors import CloudError, PermissionDeniedError, SshError, TpuctlError, WaitTimedOut
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service

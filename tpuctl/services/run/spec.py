@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
-    from tpuctl.agent.common import Beats
+    from tpuctl.agent.protocol import Beats
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.cloud.storage import Bucket
