@@ -16,7 +16,7 @@ from typing import Any
 
 from .downloads import TMP_SUFFIX
 from .net import HttpError, Json
-from .protocol import BLOBS, job_path
+from .protocol import BLOBS, cancel_asked, job_path
 from .storage import Storage
 from .streams import Transfers
 
@@ -192,8 +192,7 @@ class StatusWriter:
         for _ in range(5):
             if self.generation is None:
                 current, self.generation = self.storage.read_json(self.name)
-                ours = current and current.get("attempt") == self.value["attempt"]
-                if ours and current and current.get("cancel"):
+                if cancel_asked(current, self.value["attempt"]):
                     self.cancel_requested = self.value["cancel"] = True
             try:
                 self.generation = self.storage.write_json(self.name, self.value, self.generation)

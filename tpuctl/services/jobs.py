@@ -1,12 +1,15 @@
-"""Jobs as the bucket records them: list, read logs, cancel. No local state."""
+"""Jobs as the bucket records them: list, read logs, cancel. No local state. Where the
+objects are, what the states mean and how a status is changed are the job protocol's
+(tpuctl/agent/protocol.py), which the agents on the workers follow too."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.agent.protocol import FINAL
+from tpuctl.agent import protocol
+from tpuctl.agent.protocol import FINAL, overall
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
 from tpuctl.services import staging
 from tpuctl.services.run.spec import worker_label
@@ -14,13 +17,6 @@ from tpuctl.services.run.spec import worker_label
 if TYPE_CHECKING:
     from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.storage import Bucket
-
-# The worst state first: what a job whose workers ended differently shows.
-WORST_FIRST = ("FAILED", "LOST", "PREEMPTED", "CANCELLED")
-
-
-def status_name(job_id: str, worker: int) -> str:
-    return f"{staging.job_prefix(job_id)}status/worker-{worker}.json"
 
 
 def mark_final(
@@ -30,39 +26,22 @@ def mark_final(
     ending a job its agents cannot: never started, lost). Also asks an agent that is only
     slow to stop (`cancel`)."""
 
-    def change(worker: int) -> Any:
-        def final(value: dict[str, Any] | None) -> dict[str, Any]:
-            value = value or {}
-            if value.get("attempt") == attempt and value.get("state") in FINAL:
-                return value
-            return {**value, "worker": worker, "attempt": attempt, "state": state,
-                    "message": message, "cancel": True, "ended": round(time.time(), 3)}  # fmt: skip
-
-        return final
+    def change(worker: int) -> Callable[[Any], dict[str, Any]]:
+        return lambda value: protocol.ended(value, worker, attempt, state, message)
 
     for worker in workers:
-        bucket.update_json(status_name(job_id, worker), change(worker))
+        bucket.update_json(protocol.status_path(job_id, worker), change(worker))
 
 
 def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
     found: dict[int, dict[str, Any]] = {}
-    for name in sorted(bucket.names(f"{staging.job_prefix(job_id)}status/")):
+    for name in sorted(bucket.names(protocol.status_prefix(job_id))):
         try:
             value, _ = bucket.read_json(name)
         except NotFoundError:
             continue
         found[int(value.get("worker", 0))] = value
     return found
-
-
-def overall(states: list[str], expected: int) -> str:
-    """One state for the job: the worst final one, else RUNNING/PENDING."""
-    if len(states) >= expected and states and all(s in FINAL for s in states):
-        for s in WORST_FIRST:
-            if s in states:
-                return s
-        return "SUCCEEDED"
-    return "RUNNING" if states else "PENDING"
 
 
 def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = None,
@@ -122,8 +101,6 @@ class JobStates:
         self.workers: dict[str, int] = {}
 
     def __call__(self, job_ids: Iterable[str]) -> dict[str, str]:
-        from concurrent.futures import ThreadPoolExecutor
-
         wanted = sorted(set(job_ids))
         todo = [j for j in wanted if j not in self.final]
         found: dict[str, str] = {}
@@ -142,7 +119,7 @@ class JobStates:
             states = []
             for k in range(workers):
                 try:
-                    value, _ = self.bucket.read_json(status_name(job_id, k))
+                    value, _ = self.bucket.read_json(protocol.status_path(job_id, k))
                 except NotFoundError:
                     continue
                 states.append(str(value.get("state")))
@@ -191,7 +168,7 @@ def read_logs(
 def resolve(bucket: Bucket, job: str) -> str:
     """The id of the job called `job`: an id as it is, or the newest job with that
     `--name`; NotFoundError (with the way to list jobs) when there is none."""
-    if staging.JOB_ID_RE.match(job):
+    if protocol.JOB_ID_RE.match(job):
         return job
     for job_id in reversed(staging.list_job_ids(bucket)):
         try:
@@ -219,10 +196,10 @@ def cancel(bucket: Bucket, job_id: str) -> tuple[str, int]:
     state = overall([str(s.get("state")) for s in found.values()], int(record.get("workers", 1)))
     count = 0
     for worker, status in sorted(found.items()):
-        if status.get("state") in FINAL:
+        if protocol.is_final(status):
             continue
         try:
-            bucket.update_json(status_name(job_id, worker), lambda v: {**v, "cancel": True})
+            bucket.update_json(protocol.status_path(job_id, worker), protocol.with_cancel)
             count += 1
         except TpuctlError:
             continue

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tpuctl.agent import bundle
+from tpuctl.agent import bundle, protocol
 from tpuctl.errors import (
     CloudError,
     ConnectionDropped,
@@ -87,9 +87,9 @@ def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
     attempt on a preemption notice (they synced the outputs first)."""
     offsets = dict.fromkeys(range(workers), 0)
     final, lost = asyncio.run(_watch(job, workers, offsets))
-    if not lost and any(s.get("state") == "PREEMPTED" for s in final.values()):
+    if not lost and any(s.get("state") == protocol.PREEMPTED for s in final.values()):
         _print_rest_from_bucket(job, final, offsets)
-        lost = "PREEMPTED"
+        lost = protocol.PREEMPTED
     if lost:
         raise Preempted(lost)
     _print_rest_from_bucket(job, final, offsets)
