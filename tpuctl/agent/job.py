@@ -262,8 +262,8 @@ class Job:
         for k in lost:
             self.storage.update_json(
                 status_path(self.args.job_id, k),
-                lambda v, k=k: dict(v, worker=k, attempt=self.args.attempt, state=protocol.LOST,
-                                    message=f"no heartbeat for {silent}s", ended=time.time()),
+                lambda v, k=k: protocol.ended(v, k, self.args.attempt, protocol.LOST,
+                                              f"no heartbeat for {silent}s"),
             )  # fmt: skip
         for k in set(range(1, self.total)) - set(lost):
             self.storage.update_json(status_path(self.args.job_id, k), protocol.with_cancel)
