@@ -4,9 +4,9 @@ objects are, what the states mean and how a status is changed are the job protoc
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl.agent import protocol
 from tpuctl.agent.protocol import FINAL, overall
@@ -17,6 +17,43 @@ from tpuctl.services.run.spec import worker_label
 if TYPE_CHECKING:
     from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.storage import Bucket
+
+T = TypeVar("T")
+R = TypeVar("R")
+READERS = 8  # objects read at once (the storage client's connection pool holds 10)
+
+
+def _each(fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """`fn` of every item, READERS at a time, in the items' order; the first error is
+    raised once all are done. Daemon threads, not a ThreadPoolExecutor (whose threads
+    the interpreter waits for when it exits): `run`'s watch reads the statuses in a
+    thread a Ctrl-C leaves behind, and must not wait for a read being retried."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    results: list[Any] = [None] * len(items)
+    errors: list[BaseException] = []
+    todo = iter(list(enumerate(items)))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not errors:
+            with lock:
+                i, item = next(todo, (-1, None))
+            if i < 0:
+                return
+            try:
+                results[i] = fn(item)  # type: ignore[arg-type]
+            except BaseException as e:  # noqa: BLE001 - raised by the caller
+                errors.append(e)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(READERS, len(items)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 def mark_final(
@@ -33,15 +70,23 @@ def mark_final(
         bucket.update_json(protocol.status_path(job_id, worker), change(worker))
 
 
+def _read_status(bucket: Bucket, name: str) -> dict[str, Any] | None:
+    try:
+        value, _ = bucket.read_json(name)
+    except NotFoundError:
+        return None
+    return dict(value)
+
+
 def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
+    """Every status object of the job (one listing, then the objects read concurrently),
+    by worker."""
+    names = sorted(bucket.names(protocol.status_prefix(job_id)))
     found: dict[int, dict[str, Any]] = {}
-    for name in sorted(bucket.names(protocol.status_prefix(job_id))):
-        try:
-            value, _ = bucket.read_json(name)
-        except NotFoundError:
-            continue
-        found[int(value.get("worker", 0))] = value
-    return found
+    for value in _each(lambda name: _read_status(bucket, name), names):
+        if value is not None:
+            found[int(value.get("worker", 0))] = value
+    return dict(sorted(found.items()))
 
 
 def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = None,
@@ -90,10 +135,10 @@ def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = N
 
 
 class JobStates:
-    """Jobs' states as `tpuctl jobs` tells them ("?" when unreadable), many jobs read
-    concurrently, for `top` refreshing: what never changes is read once (a job's worker
-    count; a final state), and a job's workers' status objects are read by name, with no
-    listing: one request per worker and refresh for a running job."""
+    """Jobs' states as `tpuctl jobs` tells them ("?" when unreadable), for `top`
+    refreshing: what never changes is read once (a job's worker count; a final state),
+    and the workers' status objects of every job still running are read by name (no
+    listing), READERS at a time: one request per worker and refresh."""
 
     def __init__(self, bucket: Bucket) -> None:
         self.bucket = bucket
@@ -103,29 +148,35 @@ class JobStates:
     def __call__(self, job_ids: Iterable[str]) -> dict[str, str]:
         wanted = sorted(set(job_ids))
         todo = [j for j in wanted if j not in self.final]
-        found: dict[str, str] = {}
-        if todo:
-            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
-                found = dict(zip(todo, pool.map(self._one, todo), strict=True))
+        unknown = [j for j in todo if j not in self.workers]
+        for job_id, count in zip(unknown, _each(self._worker_count, unknown), strict=True):
+            if count is not None:
+                self.workers[job_id] = count
+        readable = [j for j in todo if j in self.workers]
+        names = [(j, k) for j in readable for k in range(self.workers[j])]
+        read = _each(lambda jk: self._status(*jk), names)
+        states: dict[str, list[str]] = {j: [] for j in readable}
+        unreadable = set(todo) - set(readable)
+        for (job_id, _), value in zip(names, read, strict=True):
+            if isinstance(value, TpuctlError):
+                unreadable.add(job_id)
+            elif value is not None:
+                states[job_id].append(str(value.get("state")))
+        found = {j: "?" if j in unreadable else overall(states[j], self.workers[j]) for j in todo}
         self.final.update((j, s) for j, s in found.items() if s in FINAL)
         return {j: self.final.get(j) or found[j] for j in wanted}
 
-    def _one(self, job_id: str) -> str:
+    def _worker_count(self, job_id: str) -> int | None:
         try:
-            if job_id not in self.workers:
-                record = staging.read_job_record(self.bucket, job_id)
-                self.workers[job_id] = int(record.get("workers", 1))
-            workers = self.workers[job_id]
-            states = []
-            for k in range(workers):
-                try:
-                    value, _ = self.bucket.read_json(protocol.status_path(job_id, k))
-                except NotFoundError:
-                    continue
-                states.append(str(value.get("state")))
+            return int(staging.read_job_record(self.bucket, job_id).get("workers", 1))
         except TpuctlError:
-            return "?"
-        return overall(states, workers)
+            return None
+
+    def _status(self, job_id: str, worker: int) -> dict[str, Any] | TpuctlError | None:
+        try:
+            return _read_status(self.bucket, protocol.status_path(job_id, worker))
+        except TpuctlError as e:
+            return e
 
 
 def worker_names(bucket: Bucket, job_id: str) -> Callable[[int], str]:
