@@ -29,3 +29,24 @@ def test_job_states_read_every_running_jobs_workers(bucket: Bucket) -> None:
                                             strict=True))  # fmt: skip
     bucket.write_json(protocol.status_path(ids[0], 0), {"worker": 0, "state": "FAILED"})
     assert states(ids[:1]) == {ids[0]: "SUCCEEDED"}  # a final state is read once
+
+
+def test_read_logs_reads_each_log_from_where_it_stopped(bucket: Bucket) -> None:
+    job = staging.new_job_id()
+    bucket.write_json(protocol.job_record_path(job), {"id": job, "workers": 2})
+    logs = {w: protocol.log_path(job, 1, w) for w in (0, 1)}
+    for w, log in logs.items():
+        status = {"worker": w, "attempt": 1, "state": "RUNNING", "log": log}
+        bucket.write_json(protocol.status_path(job, w), status)
+    bucket.upload_bytes(logs[0], b"zero\n")
+    offsets: dict[str, int] = {}
+    assert jobs.read_logs(bucket, job, offsets) == ("RUNNING", [(0, b"zero\n")])
+    assert jobs.read_logs(bucket, job, offsets) == ("RUNNING", [])  # nothing new
+    bucket.upload_bytes(logs[0], b"zero\nmore\n")
+    bucket.upload_bytes(logs[1], b"one\n")
+    before = bucket.received
+    assert jobs.read_logs(bucket, job, offsets)[1] == [(0, b"more\n"), (1, b"one\n")]
+    assert offsets == {logs[0]: 10, logs[1]: 4}
+    assert bucket.received - before < 1000  # the new bytes and the small JSON objects
+    offsets[logs[1]] = 50  # printed from the VM already, ahead of the bucket's copy
+    assert jobs.read_logs(bucket, job, offsets, worker=1)[1] == []

@@ -196,24 +196,37 @@ def read_logs(
     st = statuses(bucket, job_id)
     if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
         raise UsageError(f"job {job_id} has no worker {worker}")
+    logs = [(w, str(s["log"]), offsets.get(str(s["log"]), 0)) for w, s in st.items()
+            if (worker is None or w == worker) and s.get("log")]  # fmt: skip
     chunks = []
-    for w, status in sorted(st.items()):
-        if worker is not None and w != worker:
-            continue
-        log = status.get("log")
-        if not log:
-            continue
-        try:
-            data, _ = bucket.read_bytes(log)
-        except NotFoundError:
-            continue
-        start = offsets.get(log, 0)
-        if len(data) > start:
-            chunks.append((w, data[start:]))
-            offsets[log] = len(data)
+    for w, log, data in log_tails(bucket, job_id, logs):
+        chunks.append((w, data))
+        offsets[log] = offsets.get(log, 0) + len(data)
     return overall(
         [str(s.get("state")) for s in st.values()], int(record.get("workers", 1))
     ), chunks
+
+
+def log_tails(
+    bucket: Bucket, job_id: str, logs: list[tuple[int, str, int]]
+) -> list[tuple[int, str, bytes]]:
+    """What each (worker, log object, offset) has past its offset, for those that have
+    anything, in order: the job's logs listed once (their sizes), then only those that
+    grew read, from the offset on (ranged reads, concurrently). A log only grows (one
+    object per attempt and worker), so a poll costs about the bytes that are new."""
+    if not logs:
+        return []
+    sizes = {o.name: o.size for o in bucket.objects(protocol.logs_prefix(job_id))}
+    grown = [(w, log, offset) for w, log, offset in logs if sizes.get(log, 0) > offset]
+
+    def tail(item: tuple[int, str, int]) -> bytes:
+        try:
+            return bucket.read_range(item[1], item[2])
+        except NotFoundError:
+            return b""
+
+    read = _each(tail, grown)
+    return [(w, log, data) for (w, log, _), data in zip(grown, read, strict=True) if data]
 
 
 def resolve(bucket: Bucket, job: str) -> str:
