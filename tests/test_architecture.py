@@ -129,6 +129,19 @@ def test_the_agent_imports_only_the_standard_library_and_itself() -> None:
     assert _violations(wrong) == []
 
 
+def test_outside_the_agent_only_its_protocol_bundle_and_labels_are_imported() -> None:
+    """The laptop shares the job protocol with the agent, ships its bundle and takes its
+    label names; the rest of the agent (HTTP, token, Storage client) is the VM's. The
+    emulator, which hosts emulated workers, is a wing of its own."""
+    shared = {"tpuctl.agent.protocol", "tpuctl.agent.bundle", "tpuctl.agent.labels"}
+
+    def wrong(src: str, dst: str) -> bool:
+        outside = not _in(src, "tpuctl.agent") and not _in(src, "tpuctl.emulator")
+        return outside and _in(dst, "tpuctl.agent") and dst not in shared
+
+    assert _violations(wrong) == []
+
+
 def test_the_rules_see_a_violation() -> None:
     """The graph is real: known edges are in it (a parser that saw nothing would pass)."""
     assert "tpuctl.services.nodes" in GRAPH["tpuctl.services.run.provision"]
