@@ -43,14 +43,15 @@ AGENT = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from tpuctl_agent import common, transfer
+from tpuctl_agent import metadata, transfer
+from tpuctl_agent.storage import Storage
 
-class AnyToken(common.Token):
+class AnyToken(metadata.Token):
     def headers(self, **extra):
         return dict(extra)
 
 mode, url, bucket, local, prefix = sys.argv[2:7]
-sync = transfer.OutputSync(common.Storage(AnyToken(), bucket, url=url), Path(local), prefix)
+sync = transfer.OutputSync(Storage(AnyToken(), bucket, url=url), Path(local), prefix)
 count = sync.sync() if mode == "sync" else sync.restore()
 print(count)
 """

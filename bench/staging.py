@@ -106,11 +106,13 @@ def agent_fetch(server: EmulatorServer, control: EmulatorControl, job_id: str, d
     os.environ["TPUCTL_STORAGE_URL"] = str(control.status()["storage_endpoint"])
     import importlib
 
-    import tpuctl.agent.common as common
+    import tpuctl.agent.metadata as metadata
+    import tpuctl.agent.storage as agent_storage
     import tpuctl.agent.transfer as agent
 
-    common = importlib.reload(common)  # it reads the endpoints when imported
-    storage = common.Storage(common.Token(), "bench-tpuctl")
+    metadata = importlib.reload(metadata)  # they read the endpoints when imported
+    agent_storage = importlib.reload(agent_storage)
+    storage = agent_storage.Storage(metadata.Token(), "bench-tpuctl")
     t0 = time.perf_counter()
     agent.fetch_code(storage, job_id, dest)
     elapsed = time.perf_counter() - t0

@@ -148,12 +148,25 @@ def test_no_import_breaks_the_rule(rule: Callable[[str, str], bool]) -> None:
     assert _violations(rule) == []
 
 
+def test_outside_the_agent_only_its_protocol_bundle_and_labels_are_imported() -> None:
+    """The laptop shares the job protocol with the agent, ships its bundle and takes its
+    label names; the rest of the agent (HTTP, token, Storage client) is the VM's. The
+    emulator, which hosts emulated workers, is a wing of its own."""
+    shared = {"tpuctl.agent.protocol", "tpuctl.agent.bundle", "tpuctl.agent.labels"}
+
+    def wrong(src: str, dst: str) -> bool:
+        outside = not _in(src, "tpuctl.agent") and not _in(src, "tpuctl.emulator")
+        return outside and _in(dst, "tpuctl.agent") and dst not in shared
+
+    assert _violations(wrong) == []
+
+
 def test_the_rules_see_a_violation() -> None:
     """The graph is real: known edges are in it (a parser that saw nothing would pass)."""
     assert "tpuctl.services.nodes" in GRAPH["tpuctl.services.run.provision"]
     assert "tpuctl.cloud.tpu" in GRAPH["tpuctl.cloud.clients"]  # a lazy import counts
     assert "tpuctl.cloud.backend" in GRAPH["tpuctl.services.nodes"]  # so does TYPE_CHECKING
-    assert "tpuctl.agent.common" in GRAPH["tpuctl.agent.transfer"]  # and a relative one
+    assert "tpuctl.agent.protocol" in GRAPH["tpuctl.agent.transfer"]  # and a relative one
 
 
 # A module written to break each rule with a relative import, as the rules must see it.

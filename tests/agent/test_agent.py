@@ -8,9 +8,8 @@ import signal
 from pathlib import Path
 
 import tpuctl.agent.streams as streams
-import tpuctl.agent.transfer as transfer
 from tests.agent.conftest import Cluster, wait_for
-from tpuctl.agent.common import FINAL
+from tpuctl.agent.protocol import FINAL
 from tpuctl.services import staging
 
 TRAIN = """\
@@ -28,11 +27,6 @@ print("helper", open("pkg/helper.txt").read().strip())
 sys.exit(int(os.environ.get("EXIT", "0")))
 """
 FILES = {"train.py": TRAIN, "pkg/helper.txt": "from the work dir\n", "run.sh": "#!/bin/sh\n"}
-
-
-def test_layout_agrees_with_staging() -> None:
-    assert (transfer.BLOBS, transfer.JOBS) == (staging.BLOBS, staging.JOBS)
-    assert transfer.job_path("j", "job.json") == staging.job_record_path("j")
 
 
 def test_a_run_fetches_runs_reports_and_tears_down(cluster: Cluster) -> None:

@@ -50,7 +50,7 @@ def test_stop_only_stops_a_holder(worker: Worker) -> None:  # noqa: F811
 
 def test_storages_refusal_is_said_in_its_own_words() -> None:
     from tpuctl.agent.checkup import _said
-    from tpuctl.agent.common import HttpError
+    from tpuctl.agent.net import HttpError
 
     said = "sa@p.iam.gserviceaccount.com does not have storage.objects.list access to the bucket."
     body = json.dumps({"error": {"code": 403, "message": said}})

@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from tests.agent.conftest import AGENT_PYTHON, Cluster, install_bundle
-from tpuctl.agent import common, streams, transfer
+from tpuctl.agent import metadata, net, streams, transfer
+from tpuctl.agent.storage import Storage
 
 KIB = 1024
 
 
-class AnyToken(common.Token):
+class AnyToken(metadata.Token):
     """The emulator's Cloud Storage takes any token (or none)."""
 
     def headers(self, **extra: str) -> dict[str, str]:
@@ -31,23 +32,23 @@ class AnyToken(common.Token):
 
 
 class Wire:
-    """The HTTP seam (`common.send`) with a record of every request; `hook`, when set,
+    """The HTTP seam (`net.send`) with a record of every request; `hook`, when set,
     answers in place of the network and may call `forward` (the real send)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, str]]] = []
         self.lock = threading.Lock()
-        self.hook: Callable[..., common.Reply] | None = None
+        self.hook: Callable[..., net.Reply] | None = None
 
     def __call__(
         self, method: str, url: str, data: Any = None, headers: Any = None, timeout: float = 60
-    ) -> common.Reply:
+    ) -> net.Reply:
         headers = dict(headers or {})
         with self.lock:
             self.calls.append((method, url, headers))
         if self.hook is not None:
             return self.hook(method, url, data, headers, timeout)
-        return common.send(method, url, data, headers, timeout)
+        return net.send(method, url, data, headers, timeout)
 
     def ranges(self, method: str = "GET") -> list[str]:
         return [h.get("Range", "") for m, _, h in self.calls if m == method]
@@ -79,8 +80,8 @@ def wire() -> Wire:
 
 
 @pytest.fixture
-def storage(cluster: Cluster, wire: Wire) -> common.Storage:
-    return common.Storage(AnyToken(), cluster.bucket.name, wire, url=cluster.storage_url)
+def storage(cluster: Cluster, wire: Wire) -> Storage:
+    return Storage(AnyToken(), cluster.bucket.name, wire, url=cluster.storage_url)
 
 
 @pytest.fixture(autouse=True)
@@ -101,7 +102,7 @@ SLICE = 64 * KIB
 
 
 def test_a_sliced_download_reassembles_exactly(
-    cluster: Cluster, storage: common.Storage, wire: Wire, tmp_path: Path
+    cluster: Cluster, storage: Storage, wire: Wire, tmp_path: Path
 ) -> None:
     data = random_bytes(5 * SLICE + 12345)
     generation = cluster.bucket.upload_bytes("ckpt/big.bin", data)
@@ -118,7 +119,7 @@ def test_a_sliced_download_reassembles_exactly(
 
 
 def test_a_small_object_is_one_get_checked_as_it_streams(
-    cluster: Cluster, storage: common.Storage, wire: Wire, tmp_path: Path
+    cluster: Cluster, storage: Storage, wire: Wire, tmp_path: Path
 ) -> None:
     data = random_bytes(SLICE)
     cluster.bucket.upload_bytes("small.bin", data)
@@ -133,7 +134,7 @@ def test_a_small_object_is_one_get_checked_as_it_streams(
 
 
 def test_a_broken_slice_is_asked_again_from_where_it_broke(
-    cluster: Cluster, storage: common.Storage, wire: Wire, tmp_path: Path
+    cluster: Cluster, storage: Storage, wire: Wire, tmp_path: Path
 ) -> None:
     data = random_bytes(4 * SLICE + 999, seed=2)
     cluster.bucket.upload_bytes("ckpt/w.bin", data)
@@ -141,14 +142,14 @@ def test_a_broken_slice_is_asked_again_from_where_it_broke(
     faults = {"reset": 1, "503": 1}
 
     def hook(method: str, url: str, data: Any, headers: dict[str, str], timeout: float) -> Any:
-        reply = common.send(method, url, data, headers, timeout)
+        reply = net.send(method, url, data, headers, timeout)
         if headers.get("Range") == broken and faults["reset"]:
             faults["reset"] -= 1
             reply.stream = BreaksAfter(reply.stream, 1000)  # the slice breaks at byte 1000
         elif headers.get("Range", "").startswith(f"bytes={3 * SLICE}-") and faults["503"]:
             faults["503"] -= 1
             reply.close()
-            return common.Reply(503, {}, io.BytesIO(b"injected: busy"))
+            return net.Reply(503, {}, io.BytesIO(b"injected: busy"))
         return reply
 
     wire.hook = hook
@@ -164,7 +165,7 @@ def test_a_broken_slice_is_asked_again_from_where_it_broke(
 
 
 def test_a_download_that_does_not_match_its_md5_is_not_kept(
-    cluster: Cluster, storage: common.Storage, wire: Wire, tmp_path: Path
+    cluster: Cluster, storage: Storage, wire: Wire, tmp_path: Path
 ) -> None:
     data = random_bytes(3 * SLICE, seed=3)
     cluster.bucket.upload_bytes("bad.bin", data)
@@ -175,7 +176,7 @@ def test_a_download_that_does_not_match_its_md5_is_not_kept(
             return bytes([chunk[0] ^ 1]) + chunk[1:] if chunk else b""
 
     def hook(method: str, url: str, data: Any, headers: dict[str, str], timeout: float) -> Any:
-        reply = common.send(method, url, data, headers, timeout)
+        reply = net.send(method, url, data, headers, timeout)
         if headers.get("Range", "").startswith(f"bytes={SLICE}-"):
             reply.stream = Flipped(reply.stream, 0)
         return reply
@@ -183,7 +184,7 @@ def test_a_download_that_does_not_match_its_md5_is_not_kept(
     wire.hook = hook
     target = tmp_path / "dl" / "bad.bin"
     with (
-        pytest.raises(common.HttpError, match="MD5"),
+        pytest.raises(net.HttpError, match="MD5"),
         streams.Transfers(storage, slice_size=SLICE) as t,
     ):
         t.download("bad.bin", target)
@@ -193,12 +194,12 @@ def test_a_download_that_does_not_match_its_md5_is_not_kept(
 CHUNK = 256 * KIB  # the smallest chunk the API takes
 
 
-def resumable(storage: common.Storage) -> streams.Transfers:
+def resumable(storage: Storage) -> streams.Transfers:
     return streams.Transfers(storage, threads=2, chunk_size=CHUNK, multipart_limit=0)
 
 
 def test_a_resumable_upload_goes_on_from_the_persisted_offset(
-    cluster: Cluster, storage: common.Storage, wire: Wire, tmp_path: Path
+    cluster: Cluster, storage: Storage, wire: Wire, tmp_path: Path
 ) -> None:
     """The third chunk reaches the server but its reply is lost: the session is asked
     what it holds and the upload goes on after the third chunk, sending nothing twice."""
@@ -212,8 +213,8 @@ def test_a_resumable_upload_goes_on_from_the_persisted_offset(
             # a status query, answered as Cloud Storage answers it (fake-gcs-server would
             # finish the upload instead: see streams.py)
             assert body == b""
-            return common.Reply(308, {"Range": f"bytes=0-{held['end']}"}, io.BytesIO())
-        reply = common.send(method, url, body, headers, timeout)
+            return net.Reply(308, {"Range": f"bytes=0-{held['end']}"}, io.BytesIO())
+        reply = net.send(method, url, body, headers, timeout)
         if method == "PUT" and reply.status == 308:
             held["end"] = int(reply.headers["range"].rsplit("-", 1)[1])
             if headers["Content-Range"].startswith(f"bytes {2 * CHUNK}-"):
@@ -234,7 +235,7 @@ def test_a_resumable_upload_goes_on_from_the_persisted_offset(
 
 
 def test_an_upload_finished_early_by_the_emulator_starts_a_new_session(
-    cluster: Cluster, storage: common.Storage, wire: Wire, tmp_path: Path
+    cluster: Cluster, storage: Storage, wire: Wire, tmp_path: Path
 ) -> None:
     """fake-gcs-server finishes an upload when asked for its status: the object's size
     tells, and the upload starts over in a new session."""
@@ -244,7 +245,7 @@ def test_an_upload_finished_early_by_the_emulator_starts_a_new_session(
     lost = {"count": 1}
 
     def hook(method: str, url: str, body: Any, headers: dict[str, str], timeout: float) -> Any:
-        reply = common.send(method, url, body, headers, timeout)
+        reply = net.send(method, url, body, headers, timeout)
         if headers.get("Content-Range", "").startswith(f"bytes {CHUNK}-") and lost["count"]:
             lost["count"] -= 1
             reply.close()
@@ -258,7 +259,7 @@ def test_an_upload_finished_early_by_the_emulator_starts_a_new_session(
 
 
 def test_many_small_files_upload_concurrently(
-    cluster: Cluster, storage: common.Storage, wire: Wire, tmp_path: Path
+    cluster: Cluster, storage: Storage, wire: Wire, tmp_path: Path
 ) -> None:
     out = tmp_path / "outputs"
     for k in range(300):
@@ -275,7 +276,7 @@ def test_many_small_files_upload_concurrently(
                 first = seen["posts"] <= 8
             if first:
                 together.wait()
-        return common.send(method, url, body, headers, timeout)
+        return net.send(method, url, body, headers, timeout)
 
     wire.hook = hook
     sync = transfer.OutputSync(storage, out, "jobs/j/outputs/", threads=8)
@@ -289,7 +290,7 @@ def test_many_small_files_upload_concurrently(
 
 
 def test_restore_brings_back_every_file_and_refuses_unsafe_names(
-    cluster: Cluster, storage: common.Storage, tmp_path: Path
+    cluster: Cluster, storage: Storage, tmp_path: Path
 ) -> None:
     big = random_bytes(3 * SLICE + 1, seed=6)
     cluster.bucket.upload_bytes("jobs/j/outputs/ckpt/big.bin", big)
@@ -310,7 +311,7 @@ def test_restore_brings_back_every_file_and_refuses_unsafe_names(
 
 
 def test_restore_fetches_the_newer_object_when_another_worker_replaced_it(
-    cluster: Cluster, storage: common.Storage, tmp_path: Path
+    cluster: Cluster, storage: Storage, tmp_path: Path
 ) -> None:
     """Workers of a slice share its outputs: one may replace an object between another's
     listing (which pins the generation) and its download (404 for that generation)."""
@@ -335,19 +336,20 @@ MEMORY_PROBE = """
 import json, os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])  # the agent's bundle, as on a VM: no tpuctl here
-from tpuctl_agent import common, transfer
+from tpuctl_agent import metadata, transfer
+from tpuctl_agent.storage import Storage
 
 def hwm():
     for line in open("/proc/self/status"):
         if line.startswith(("VmHWM", "VmRSS")):
             yield line.split()[0], int(line.split()[1]) * 1024
 
-class AnyToken(common.Token):
+class AnyToken(metadata.Token):
     def headers(self, **extra):
         return dict(extra)
 
 url, bucket, work, size = sys.argv[2], sys.argv[3], Path(sys.argv[4]), int(sys.argv[5])
-storage = common.Storage(AnyToken(), bucket, url=url)
+storage = Storage(AnyToken(), bucket, url=url)
 out = work / "out"
 out.mkdir()
 with open(out / "ckpt.bin", "wb") as f:  # sparse-ish: data every 16 MiB, holes between

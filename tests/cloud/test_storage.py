@@ -142,6 +142,18 @@ def test_update_json_retries_when_another_writer_gets_in(bucket) -> None:
     assert calls == 2
 
 
+def test_a_range_read_reads_from_its_start_and_past_the_end_reads_nothing(bucket) -> None:
+    bucket.upload_bytes("tpuctl/x.log", b"0123456789")
+    before = bucket.received
+    assert bucket.read_range("tpuctl/x.log", 0) == b"0123456789"
+    assert bucket.read_range("tpuctl/x.log", 4) == b"456789"
+    assert bucket.read_range("tpuctl/x.log", 10) == b""  # a 416: nothing new
+    assert bucket.read_range("tpuctl/x.log", 3) == b"3456789"  # and the next read is served
+    assert bucket.received - before == 10 + 6 + 7
+    with pytest.raises(NotFoundError):
+        bucket.read_range("tpuctl/none.log", 0)
+
+
 def test_prefixes_and_download(bucket, tmp_path: Path) -> None:
     for job in ("20260101-000000-aaaaaa", "20260102-000000-bbbbbb"):
         bucket.upload_bytes(f"tpuctl/jobs/{job}/job.json", b"{}")

@@ -8,18 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.storage import Bucket
 from tpuctl.errors import AlreadyExistsError, NotFoundError, UsageError
 from tpuctl.services import staging
 from tpuctl.services.staging import JobSpec, stage_job
-
-
-@pytest.fixture
-def bucket(emulator) -> Bucket:
-    b = ClientFactory().bucket(staging.default_bucket_name("tpuctl-demo"), "tpuctl-demo")
-    b.ensure("us-central1")
-    return b
 
 
 def spec(bucket: Bucket, **kw: object) -> JobSpec:

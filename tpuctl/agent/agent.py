@@ -1,8 +1,9 @@
 """tpuctl's agent on a TPU VM worker: fetch the code, run the job, report, tear down.
 
 Standard library only, Python 3.8+: TPU VM images have only the system Python. It never
-imports tpuctl; HTTP, the token, identity and Cloud Storage come from its sibling
-common.py. The runner ships it inside the agent bundle (bundle.py) and starts it over SSH:
+imports tpuctl; HTTP, the token, identity and Cloud Storage come from its siblings
+net.py, metadata.py and storage.py, the job protocol from protocol.py. The runner ships
+it inside the agent bundle (bundle.py) and starts it over SSH:
 
     python3 BUNDLE agent start --job-id J --bucket B [--worker K] < env.json   # detaches
     python3 BUNDLE agent run   --job-id J --bucket B [--worker K] < env.json   # foreground
@@ -30,10 +31,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from . import preflight
-from .common import HttpError, Storage, Token, alive, identity
+from . import preflight, protocol
 from .job import VERSION, Job
-from .transfer import log_path, status_path
+from .metadata import Token, identity
+from .net import HttpError
+from .processes import alive
+from .protocol import log_path, status_path
+from .storage import Storage
 
 
 def _read_env(stream: Any) -> dict[str, str]:
@@ -75,11 +79,11 @@ def supervised(args: argparse.Namespace, user_env: dict[str, str], agent_log: Pa
     _, status = os.waitpid(child, 0)
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
-        state, error, code = "LOST", f"the agent was killed by {name}", 1
+        state, error, code = protocol.LOST, f"the agent was killed by {name}", 1
     else:
         code = os.WEXITSTATUS(status)
         lines = [ln for ln in agent_log.read_text(errors="replace").splitlines() if ln.strip()]
-        state, error = "FAILED", f"the agent failed: {lines[-1].strip() if lines else code}"
+        state, error = protocol.FAILED, f"the agent failed: {lines[-1].strip() if lines else code}"
     Job(args, {}).after_death(state, error[:500])
     return code
 
@@ -151,8 +155,8 @@ def _preflight(args: argparse.Namespace, log: Path) -> Any:
     say(f"error: {problem.message}; fix: {problem.fix}")
     with contextlib.suppress(HttpError, OSError):
         storage.write_json(status_path(args.job_id, worker), {
-            "worker": worker, "attempt": args.attempt, "state": "FAILED", "exit_status": None,
-            "started": round(time.time(), 3), "ended": round(time.time(), 3),
+            "worker": worker, "attempt": args.attempt, "state": protocol.FAILED,
+            "exit_status": None, "started": round(time.time(), 3), "ended": round(time.time(), 3),
             "message": f"{problem.message}; fix: {problem.fix}"[:500],
             "log": log_path(args.job_id, args.attempt, worker), "agent_version": VERSION,
         })  # fmt: skip

@@ -24,10 +24,11 @@ import shlex
 import zipfile
 from pathlib import Path
 
-from .common import BUNDLE_PREFIX, BUNDLE_SUFFIX
+from .processes import BUNDLE_PREFIX, BUNDLE_SUFFIX
 
 PACKAGE = "tpuctl_agent"
-MODULES = ("__init__.py", "__main__.py", "common.py", "labels.py", "downloads.py", "streams.py",
+MODULES = ("__init__.py", "__main__.py", "net.py", "metadata.py", "storage.py", "tpu_api.py",
+           "processes.py", "protocol.py", "labels.py", "downloads.py", "streams.py",
            "transfer.py", "preflight.py", "job.py", "agent.py", "idle.py", "follow.py",
            "guard.py", "checkup.py")  # fmt: skip
 REMOTE_ROOT = "~/.tpuctl"  # a shell word: `~` is left to the remote shell to expand

@@ -37,8 +37,10 @@ import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .common import STORAGE_URL, HttpError, Json, Token, http
 from .idle import _in_scope, _owner, _read, device_paths, tensorcore_idle
+from .metadata import Token
+from .net import HttpError, Json, http
+from .storage import STORAGE_URL
 
 LOCKFILE = "/tmp/libtpu_lockfile"
 PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "torch",

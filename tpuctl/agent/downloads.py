@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .common import BLOCK, RETRIED, HttpError, Reply, backoff
+from .net import BLOCK, RETRIED, HttpError, Reply, backoff
 
 TMP_SUFFIX = ".tpuctl-tmp"
 # what a broken connection raises: OSError (resets, timeouts) or http.client's own

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import BinaryIO
 
-from .common import alive
+from .processes import alive
 
 POLL = 0.2  # seconds between looks at a quiet log
 

@@ -31,9 +31,12 @@ import argparse
 import json
 import time
 
-from .common import HttpError, Json, Storage, Token, identity, metadata, number, tpu
-from .labels import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, CREATED, JOB, KEEP, START_DEADLINE
-from .transfer import status_path
+from .labels import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, CREATED, JOB, KEEP, START_DEADLINE, number
+from .metadata import Token, identity, metadata
+from .net import HttpError, Json
+from .protocol import status_path
+from .storage import Storage
+from .tpu_api import tpu
 
 
 def say(text: str) -> None:

@@ -1,7 +1,7 @@
 """Is this TPU VM worker idle? And, as a watchdog, delete (or stop) the node once it is.
 
 Standard library only, Python 3.8+; it never imports tpuctl (HTTP, the token and
-identity come from its sibling common.py). It runs from the agent bundle (bundle.py):
+identity come from its siblings net.py and metadata.py). It runs from the agent bundle (bundle.py):
 
     python3 BUNDLE idle check          # one JSON line: {"busy", "reasons", "checked"}
     python3 BUNDLE idle watch [--interval 60] [--action delete|stop]
@@ -32,7 +32,7 @@ holders it overruled, it names them (pid, command line, user) in its log and in
 plus "holders"; docs/gc.md). Labels are read from the TPU API on every tick: the cloud is
 the source of truth. The TPU API and the metadata server are reached at TPUCTL_TPU_URL
 and TPUCTL_METADATA_URL, Google's by default, with the token of the VM's service account
-(common.py, as for agent.py).
+(metadata.py, as for agent.py).
 """
 
 from __future__ import annotations
@@ -46,20 +46,16 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-from .common import (
-    BUNDLE_PREFIX,
-    BUNDLE_SUFFIX,
-    MONITORING_URL,
-    HttpError,
-    Json,
-    Token,
-    http,
-    identity,
-    metadata,
-)
-from .common import number as _number
-from .common import tpu as _tpu
 from .labels import CREATED, IDLE_TIMEOUT, KEEP, LAST_ACTIVE
+from .labels import number as _number
+from .metadata import Token, identity, metadata
+from .net import HttpError, Json, http
+from .processes import BUNDLE_PREFIX, BUNDLE_SUFFIX
+from .tpu_api import tpu as _tpu
+
+MONITORING_URL = os.environ.get(
+    "TPUCTL_MONITORING_URL", "https://monitoring.googleapis.com"
+).rstrip("/")  # Cloud Monitoring's REST API: idle_duration is read there
 
 DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/*")
 IDLE_METRIC = "tpu.googleapis.com/tpu/tensorcore/idle_duration"

@@ -20,28 +20,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .common import (
-    FINAL,
-    METADATA_URL,
-    Beats,
-    HttpError,
-    Json,
-    Storage,
-    Token,
-    http,
-    identity,
-    tpu,
-)
-from .transfer import (
-    LogUploader,
-    OutputSync,
-    StatusWriter,
-    delete_node,
-    fetch_code,
-    job_path,
-    log_path,
-    status_path,
-)
+from . import protocol
+from .metadata import METADATA_URL, Token, identity
+from .net import HttpError, Json, http
+from .protocol import Beats, job_path, log_path, status_path
+from .storage import Storage
+from .tpu_api import delete_node, delete_request
+from .transfer import LogUploader, OutputSync, StatusWriter, fetch_code
 
 VERSION = 1
 
@@ -63,7 +48,7 @@ class Job:
         self.status = StatusWriter(self.storage, status_path(args.job_id, self.worker), {
             "worker": self.worker, "attempt": args.attempt,
             "pid": getattr(args, "supervisor", None) or os.getpid(), "agent_pid": os.getpid(),
-            "started": round(time.time(), 3), "state": "STARTING", "exit_status": None,
+            "started": round(time.time(), 3), "state": protocol.STARTING, "exit_status": None,
             "log": log_path(args.job_id, args.attempt, self.worker), "agent_version": VERSION,
         })  # fmt: skip
         self.log = LogUploader(
@@ -180,7 +165,8 @@ class Job:
             proc = subprocess.Popen(command, cwd=str(self.code), env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)  # fmt: skip
-        self.quietly(lambda: self.status.write(state="RUNNING", phase=phase, child_pid=proc.pid))
+        running = {"state": protocol.RUNNING, "phase": phase, "child_pid": proc.pid}
+        self.quietly(lambda: self.status.write(**running))
         beat = synced = refreshed = time.monotonic()
         term_at: float | None = None
         while True:
@@ -276,20 +262,18 @@ class Job:
         for k in lost:
             self.storage.update_json(
                 status_path(self.args.job_id, k),
-                lambda v, k=k: dict(v, worker=k, attempt=self.args.attempt, state="LOST",
-                                    message=f"no heartbeat for {silent}s", ended=time.time()),
+                lambda v, k=k: protocol.ended(v, k, self.args.attempt, protocol.LOST,
+                                              f"no heartbeat for {silent}s"),
             )  # fmt: skip
         for k in set(range(1, self.total)) - set(lost):
-            self.storage.update_json(
-                status_path(self.args.job_id, k), lambda v: dict(v, cancel=True)
-            )
+            self.storage.update_json(status_path(self.args.job_id, k), protocol.with_cancel)
         self.status.value["message"] = why
         self.stop_reason = why
 
     def run(self) -> int:
         self.outputs.mkdir(parents=True, exist_ok=True)
         self.code.mkdir(parents=True, exist_ok=True)
-        self.quietly(lambda: self.status.write(state="FETCHING"))
+        self.quietly(lambda: self.status.write(state=protocol.FETCHING))
         stop = threading.Event()
         for work in (self.heartbeat, self.watch_preemption):
             threading.Thread(target=work, args=(stop,), daemon=True).start()
@@ -299,7 +283,7 @@ class Job:
             stop.set()
 
     def _run(self) -> int:
-        code, state, record = 1, "FAILED", {}
+        code, state, record = 1, protocol.FAILED, {}
         try:
             record = fetch_code(self.storage, self.args.job_id, self.code)
             self.record_copy.write_text(json.dumps(record))
@@ -318,9 +302,11 @@ class Job:
                 code = self.supervise(command + list(record.get("args") or []), env, "script")
             if self.signalled:
                 self.check_signal()
-            state = "CANCELLED" if self.cancelled else ("SUCCEEDED" if code == 0 else "FAILED")
+            state = protocol.SUCCEEDED if code == 0 else protocol.FAILED
+            if self.cancelled:
+                state = protocol.CANCELLED
             if self.noticed_at is not None:
-                state = "PREEMPTED"
+                state = protocol.PREEMPTED
             self.say(f"{state.lower()} with exit status {code}")
         except Exception as e:  # noqa: BLE001 - reported in the log and the status
             self.say(f"error: {e!r}")
@@ -329,7 +315,7 @@ class Job:
         self.quietly(lambda: self.log.upload(force=True))
         self.quietly(lambda: self.status.write(state=state, exit_status=code, ended=time.time()))
         if self.worker == 0 and record.get("teardown"):
-            if state == "PREEMPTED":  # the runner recreates it, or gc deletes it
+            if state == protocol.PREEMPTED:  # the runner recreates it, or gc deletes it
                 self.say("teardown left to the runner: the node is being preempted")
             else:
                 self.teardown()
@@ -342,14 +328,14 @@ class Job:
         record = self.record()[0]  # the VM's copy when a lifecycle rule took it
         owes_teardown = self.worker == 0 and (record or {}).get("teardown")
         current = current or {}
-        if current.get("attempt") == self.args.attempt and current.get("state") in FINAL:
+        if protocol.is_final(current, self.args.attempt):
             if not owes_teardown or "teardown" in current:
                 return
             self.status.value = dict(current)
         else:
             self.say(f"error: {error}")
             self.status.value.update(state=state, message=error, ended=time.time(),
-                                     exit_status=None if state == "LOST" else 1)  # fmt: skip
+                                     exit_status=None if state == protocol.LOST else 1)  # fmt: skip
             self.quietly(self.status.write)
             self.quietly(lambda: self.log.upload(force=True))
         if owes_teardown:
@@ -363,7 +349,7 @@ class Job:
             return False
         if not st or st.get("attempt") != self.args.attempt:
             return time.time() - since > self.args.stale  # its agent never started
-        return st.get("state") in FINAL or time.time() - st.get("heartbeat", 0) > self.args.stale
+        return protocol.is_final(st) or time.time() - st.get("heartbeat", 0) > self.args.stale
 
     def teardown(self) -> None:
         """On worker 0: once every worker has ended, delete the node (this VM included);
@@ -387,18 +373,6 @@ class Job:
             self.say(f"teardown {outcome}")
         self.quietly(lambda: self.status.write(teardown=outcome))
         self.quietly(lambda: self.log.upload(force=True))
-
-
-def delete_request(token: Token, project: str, zone: str, request: str) -> Json | None:
-    """Ask the TPU API to delete a queued resource with force (its nodes go with it): its
-    operation, or None when it is gone."""
-    path = f"projects/{project}/locations/{zone}/queuedResources/{request}?force=true"
-    try:
-        return dict(json.loads(tpu(token, "DELETE", path) or b"{}"))
-    except HttpError as e:
-        if e.status == 404:
-            return None
-        raise
 
 
 def _kill(pid: int, sig: int) -> None:

@@ -22,8 +22,11 @@ import json
 import os
 from typing import Any, Callable
 
-from .common import HttpError, Storage, http, metadata, tpu
-from .transfer import job_path
+from .metadata import metadata
+from .net import HttpError, http
+from .protocol import job_path
+from .storage import Storage
+from .tpu_api import tpu
 
 CRM_URL = os.environ.get("TPUCTL_CRM_URL", "https://cloudresourcemanager.googleapis.com").rstrip(
     "/"

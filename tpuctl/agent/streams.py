@@ -17,7 +17,7 @@ of memory. Standard library only, Python 3.8+, like every module of the agent.
   there; a session that is gone (404, 410) is started anew.
 - Many files share one pool of `threads` threads (the slices of a large file and the
   small files alike), so 5,000 small files are `threads` requests at a time.
-- Memory: a thread holds at most common.BLOCK (1 MiB) of a body at a time, so a pool of
+- Memory: a thread holds at most net.BLOCK (1 MiB) of a body at a time, so a pool of
   8 threads stays within ~10 MB whatever the file sizes (tests/agent/test_streams.py
   measures the peak RSS).
 
@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlencode
 
-from .common import RETRIED, Body, HttpError, Json, Storage, backoff
 from .downloads import BROKEN, Download
+from .net import RETRIED, Body, HttpError, Json, backoff
+from .storage import Storage
 
 SLICE = 32 << 20  # a ranged GET of a large object
 # A resumable upload's request: a multiple of 256 KiB (the API). Few and large, as Google

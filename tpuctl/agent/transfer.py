@@ -1,6 +1,6 @@
 """What the agent moves between the VM and the job's folder in the bucket: the code in,
-the log, the outputs and the status out; and the one TPU API call it makes (deleting its
-own node). Standard library only, Python 3.8+, like every module of the agent."""
+the log, the outputs and the status out. Standard library only, Python 3.8+, like every
+module of the agent."""
 
 from __future__ import annotations
 
@@ -14,23 +14,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .common import TPU_URL, HttpError, Json, Storage, Token, http
 from .downloads import TMP_SUFFIX
+from .net import HttpError, Json
+from .protocol import BLOBS, cancel_asked, job_path
+from .storage import Storage
 from .streams import Transfers
-
-BLOBS, JOBS = "tpuctl/blobs/", "tpuctl/jobs/"  # the layout of tpuctl.services.staging
-
-
-def job_path(job_id: str, *parts: str) -> str:
-    return "/".join((JOBS + job_id, *parts))
-
-
-def status_path(job_id: str, worker: int) -> str:
-    return job_path(job_id, "status", f"worker-{worker}.json")
-
-
-def log_path(job_id: str, attempt: int, worker: int) -> str:
-    return job_path(job_id, "logs", f"attempt-{attempt}", f"worker-{worker}.log")
 
 
 def _safe_parts(relative: str) -> list[str]:
@@ -183,18 +171,6 @@ class OutputSync:
         return len(uploaded)
 
 
-# -- the Cloud TPU API --------------------------------------------------------------------
-def delete_node(token: Token, project: str, zone: str, node: str) -> Json | None:
-    """Ask the TPU API to delete a node: its operation, or None when the node is gone."""
-    url = f"{TPU_URL}/v2/projects/{project}/locations/{zone}/nodes/{node}"
-    try:
-        return dict(json.loads(http("DELETE", url, headers=token.headers())[2] or b"{}"))
-    except HttpError as e:
-        if e.status == 404:
-            return None
-        raise
-
-
 # -- the job ---------------------------------------------------------------------------------
 class StatusWriter:
     """This worker's status object. The runner may write it too (`"cancel": true` to stop
@@ -216,8 +192,7 @@ class StatusWriter:
         for _ in range(5):
             if self.generation is None:
                 current, self.generation = self.storage.read_json(self.name)
-                ours = current and current.get("attempt") == self.value["attempt"]
-                if ours and current and current.get("cancel"):
+                if cancel_asked(current, self.value["attempt"]):
                     self.cancel_requested = self.value["cancel"] = True
             try:
                 self.generation = self.storage.write_json(self.name, self.value, self.generation)

@@ -8,6 +8,7 @@ into tpuctl's. Objects are named by their full path in the bucket (`tpuctl/jobs/
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -80,6 +81,8 @@ class Bucket:
         self._where = where
         self._hint = unreachable_hint
         self.location: str | None = None  # where it is (e.g. US-CENTRAL1), once looked up
+        self.received = 0  # bytes of object content read so far (read_bytes, read_range)
+        self._count = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -314,7 +317,29 @@ class Bucket:
             data = blob.download_as_bytes(timeout=TIMEOUT, retry=None)
             return data, int(blob.generation or 0)
 
-        return self._call(self._subject(path), download)
+        data, generation = self._call(self._subject(path), download)
+        self._received(data)
+        return data, generation
+
+    def read_range(self, path: str, start: int) -> bytes:
+        """An object's content from byte `start` on (one ranged GET): b"" when it has no
+        byte there (a 416: `start` is its size, or past it); NotFoundError when absent.
+        How a log that only grows is followed without reading it whole at every look."""
+
+        def download() -> bytes:
+            blob = self._bucket.blob(path)
+            try:
+                return bytes(blob.download_as_bytes(start=start, timeout=TIMEOUT, retry=None))
+            except gx.RequestRangeNotSatisfiable:
+                return b""
+
+        data = self._call(self._subject(path), download)
+        self._received(data)
+        return data
+
+    def _received(self, data: bytes) -> None:
+        with self._count:
+            self.received += len(data)
 
     # -- JSON objects (job records, status) --------------------------------------
     def read_json(self, path: str) -> tuple[Any, int]:

@@ -1,12 +1,15 @@
-"""Jobs as the bucket records them: list, read logs, cancel. No local state."""
+"""Jobs as the bucket records them: list, read logs, cancel. No local state. Where the
+objects are, what the states mean and how a status is changed are the job protocol's
+(tpuctl/agent/protocol.py), which the agents on the workers follow too."""
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from tpuctl.agent.common import FINAL
+from tpuctl.agent import protocol
+from tpuctl.agent.protocol import FINAL, overall
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
 from tpuctl.services import staging
 from tpuctl.services.run.spec import worker_label
@@ -15,12 +18,42 @@ if TYPE_CHECKING:
     from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.storage import Bucket
 
-# The worst state first: what a job whose workers ended differently shows.
-WORST_FIRST = ("FAILED", "LOST", "PREEMPTED", "CANCELLED")
+T = TypeVar("T")
+R = TypeVar("R")
+READERS = 8  # objects read at once (the storage client's connection pool holds 10)
 
 
-def status_name(job_id: str, worker: int) -> str:
-    return f"{staging.job_prefix(job_id)}status/worker-{worker}.json"
+def _each(fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """`fn` of every item, READERS at a time, in the items' order; the first error is
+    raised once all are done. Daemon threads, not a ThreadPoolExecutor (whose threads
+    the interpreter waits for when it exits): `run`'s watch reads the statuses in a
+    thread a Ctrl-C leaves behind, and must not wait for a read being retried."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    results: list[Any] = [None] * len(items)
+    errors: list[BaseException] = []
+    todo = iter(list(enumerate(items)))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not errors:
+            with lock:
+                i, item = next(todo, (-1, None))
+            if i < 0:
+                return
+            try:
+                results[i] = fn(item)  # type: ignore[arg-type]
+            except BaseException as e:  # noqa: BLE001 - raised by the caller
+                errors.append(e)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(READERS, len(items)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 def mark_final(
@@ -30,39 +63,30 @@ def mark_final(
     ending a job its agents cannot: never started, lost). Also asks an agent that is only
     slow to stop (`cancel`)."""
 
-    def change(worker: int) -> Any:
-        def final(value: dict[str, Any] | None) -> dict[str, Any]:
-            value = value or {}
-            if value.get("attempt") == attempt and value.get("state") in FINAL:
-                return value
-            return {**value, "worker": worker, "attempt": attempt, "state": state,
-                    "message": message, "cancel": True, "ended": round(time.time(), 3)}  # fmt: skip
-
-        return final
+    def change(worker: int) -> Callable[[Any], dict[str, Any]]:
+        return lambda value: protocol.ended(value, worker, attempt, state, message)
 
     for worker in workers:
-        bucket.update_json(status_name(job_id, worker), change(worker))
+        bucket.update_json(protocol.status_path(job_id, worker), change(worker))
+
+
+def _read_status(bucket: Bucket, name: str) -> dict[str, Any] | None:
+    try:
+        value, _ = bucket.read_json(name)
+    except NotFoundError:
+        return None
+    return dict(value)
 
 
 def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
+    """Every status object of the job (one listing, then the objects read concurrently),
+    by worker."""
+    names = sorted(bucket.names(protocol.status_prefix(job_id)))
     found: dict[int, dict[str, Any]] = {}
-    for name in sorted(bucket.names(f"{staging.job_prefix(job_id)}status/")):
-        try:
-            value, _ = bucket.read_json(name)
-        except NotFoundError:
-            continue
-        found[int(value.get("worker", 0))] = value
-    return found
-
-
-def overall(states: list[str], expected: int) -> str:
-    """One state for the job: the worst final one, else RUNNING/PENDING."""
-    if len(states) >= expected and states and all(s in FINAL for s in states):
-        for s in WORST_FIRST:
-            if s in states:
-                return s
-        return "SUCCEEDED"
-    return "RUNNING" if states else "PENDING"
+    for value in _each(lambda name: _read_status(bucket, name), names):
+        if value is not None:
+            found[int(value.get("worker", 0))] = value
+    return dict(sorted(found.items()))
 
 
 def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = None,
@@ -111,10 +135,10 @@ def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = N
 
 
 class JobStates:
-    """Jobs' states as `tpuctl jobs` tells them ("?" when unreadable), many jobs read
-    concurrently, for `top` refreshing: what never changes is read once (a job's worker
-    count; a final state), and a job's workers' status objects are read by name, with no
-    listing: one request per worker and refresh for a running job."""
+    """Jobs' states as `tpuctl jobs` tells them ("?" when unreadable), for `top`
+    refreshing: what never changes is read once (a job's worker count; a final state),
+    and the workers' status objects of every job still running are read by name (no
+    listing), READERS at a time: one request per worker and refresh."""
 
     def __init__(self, bucket: Bucket) -> None:
         self.bucket = bucket
@@ -122,33 +146,37 @@ class JobStates:
         self.workers: dict[str, int] = {}
 
     def __call__(self, job_ids: Iterable[str]) -> dict[str, str]:
-        from concurrent.futures import ThreadPoolExecutor
-
         wanted = sorted(set(job_ids))
         todo = [j for j in wanted if j not in self.final]
-        found: dict[str, str] = {}
-        if todo:
-            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
-                found = dict(zip(todo, pool.map(self._one, todo), strict=True))
+        unknown = [j for j in todo if j not in self.workers]
+        for job_id, count in zip(unknown, _each(self._worker_count, unknown), strict=True):
+            if count is not None:
+                self.workers[job_id] = count
+        readable = [j for j in todo if j in self.workers]
+        names = [(j, k) for j in readable for k in range(self.workers[j])]
+        read = _each(lambda jk: self._status(*jk), names)
+        states: dict[str, list[str]] = {j: [] for j in readable}
+        unreadable = set(todo) - set(readable)
+        for (job_id, _), value in zip(names, read, strict=True):
+            if isinstance(value, TpuctlError):
+                unreadable.add(job_id)
+            elif value is not None:
+                states[job_id].append(str(value.get("state")))
+        found = {j: "?" if j in unreadable else overall(states[j], self.workers[j]) for j in todo}
         self.final.update((j, s) for j, s in found.items() if s in FINAL)
         return {j: self.final.get(j) or found[j] for j in wanted}
 
-    def _one(self, job_id: str) -> str:
+    def _worker_count(self, job_id: str) -> int | None:
         try:
-            if job_id not in self.workers:
-                record = staging.read_job_record(self.bucket, job_id)
-                self.workers[job_id] = int(record.get("workers", 1))
-            workers = self.workers[job_id]
-            states = []
-            for k in range(workers):
-                try:
-                    value, _ = self.bucket.read_json(status_name(job_id, k))
-                except NotFoundError:
-                    continue
-                states.append(str(value.get("state")))
+            return int(staging.read_job_record(self.bucket, job_id).get("workers", 1))
         except TpuctlError:
-            return "?"
-        return overall(states, workers)
+            return None
+
+    def _status(self, job_id: str, worker: int) -> dict[str, Any] | TpuctlError | None:
+        try:
+            return _read_status(self.bucket, protocol.status_path(job_id, worker))
+        except TpuctlError as e:
+            return e
 
 
 def worker_names(bucket: Bucket, job_id: str) -> Callable[[int], str]:
@@ -168,30 +196,43 @@ def read_logs(
     st = statuses(bucket, job_id)
     if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
         raise UsageError(f"job {job_id} has no worker {worker}")
+    logs = [(w, str(s["log"]), offsets.get(str(s["log"]), 0)) for w, s in st.items()
+            if (worker is None or w == worker) and s.get("log")]  # fmt: skip
     chunks = []
-    for w, status in sorted(st.items()):
-        if worker is not None and w != worker:
-            continue
-        log = status.get("log")
-        if not log:
-            continue
-        try:
-            data, _ = bucket.read_bytes(log)
-        except NotFoundError:
-            continue
-        start = offsets.get(log, 0)
-        if len(data) > start:
-            chunks.append((w, data[start:]))
-            offsets[log] = len(data)
+    for w, log, data in log_tails(bucket, job_id, logs):
+        chunks.append((w, data))
+        offsets[log] = offsets.get(log, 0) + len(data)
     return overall(
         [str(s.get("state")) for s in st.values()], int(record.get("workers", 1))
     ), chunks
 
 
+def log_tails(
+    bucket: Bucket, job_id: str, logs: list[tuple[int, str, int]]
+) -> list[tuple[int, str, bytes]]:
+    """What each (worker, log object, offset) has past its offset, for those that have
+    anything, in order: the job's logs listed once (their sizes), then only those that
+    grew read, from the offset on (ranged reads, concurrently). A log only grows (one
+    object per attempt and worker), so a poll costs about the bytes that are new."""
+    if not logs:
+        return []
+    sizes = {o.name: o.size for o in bucket.objects(protocol.logs_prefix(job_id))}
+    grown = [(w, log, offset) for w, log, offset in logs if sizes.get(log, 0) > offset]
+
+    def tail(item: tuple[int, str, int]) -> bytes:
+        try:
+            return bucket.read_range(item[1], item[2])
+        except NotFoundError:
+            return b""
+
+    read = _each(tail, grown)
+    return [(w, log, data) for (w, log, _), data in zip(grown, read, strict=True) if data]
+
+
 def resolve(bucket: Bucket, job: str) -> str:
     """The id of the job called `job`: an id as it is, or the newest job with that
     `--name`; NotFoundError (with the way to list jobs) when there is none."""
-    if staging.JOB_ID_RE.match(job):
+    if protocol.JOB_ID_RE.match(job):
         return job
     for job_id in reversed(staging.list_job_ids(bucket)):
         try:
@@ -219,10 +260,10 @@ def cancel(bucket: Bucket, job_id: str) -> tuple[str, int]:
     state = overall([str(s.get("state")) for s in found.values()], int(record.get("workers", 1)))
     count = 0
     for worker, status in sorted(found.items()):
-        if status.get("state") in FINAL:
+        if protocol.is_final(status):
             continue
         try:
-            bucket.update_json(status_name(job_id, worker), lambda v: {**v, "cancel": True})
+            bucket.update_json(protocol.status_path(job_id, worker), protocol.with_cancel)
             count += 1
         except TpuctlError:
             continue

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.agent import bundle
+from tpuctl.agent import bundle, protocol
 from tpuctl.errors import TpuctlError
 from tpuctl.services import jobs, remote, staging
 from tpuctl.services import ssh as ssh_service
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 Write = Callable[[int, bytes], None]
 BUCKET_POLL = 2.0  # seconds between looks at the bucket's copy
 NO_LOG = 3  # the follower's exit status when the log is not on this VM (another account)
-LIVE = ("STARTING", "FETCHING", "RUNNING")
 
 
 def follow(
@@ -51,7 +50,7 @@ def follow(
         state, chunks = jobs.read_logs(bucket, job_id, offsets, worker)
         for w, data in chunks:
             write(w, data)
-        if state in jobs.FINAL:
+        if state in protocol.FINAL:
             return state
         running = _running(bucket, job_id, worker, followed) if live else {}
         if running:
@@ -72,8 +71,7 @@ def _ended(bucket: Bucket, job_id: str, running: dict[int, dict[str, Any]]) -> b
     """Have these workers' agents ended the attempt they were followed in?"""
     now = jobs.statuses(bucket, job_id)
     return all(
-        now.get(w, {}).get("attempt") != s.get("attempt")
-        or now.get(w, {}).get("state") in jobs.FINAL
+        now.get(w, {}).get("attempt") != s.get("attempt") or protocol.is_final(now.get(w))
         for w, s in running.items()
     )
 
@@ -91,7 +89,7 @@ def _running(
         w: s
         for w, s in jobs.statuses(bucket, job_id).items()
         if (worker is None or w == worker)
-        and s.get("state") in LIVE
+        and s.get("state") in protocol.WORKING
         and s.get("pid")
         and s.get("log")
         and _key(w, s) not in followed

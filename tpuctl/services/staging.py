@@ -1,12 +1,8 @@
-"""Stage a job's code in Cloud Storage: content-addressed blobs plus a job record.
-
-Layout (the agent on the VM reads the same paths; docs/runner-internals.md):
+"""Stage a job's code in Cloud Storage: content-addressed blobs plus a job record, where
+the job protocol (tpuctl/agent/protocol.py, the agent's too) puts them:
 
     tpuctl/blobs/<sha256>                         one object per distinct file content
     tpuctl/jobs/<job-id>/job.json                 the job record, with the code manifest
-    tpuctl/jobs/<job-id>/status/worker-<k>.json   written by the agents
-    tpuctl/jobs/<job-id>/logs/attempt-<a>/worker-<k>.log
-    tpuctl/jobs/<job-id>/outputs/...
 
 Files whose content is already in the bucket are not uploaded again, so a second run of
 an unchanged work dir writes nothing but its job record. Environment values never reach
@@ -28,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tpuctl.agent.protocol import BLOBS, JOB_ID_RE, JOBS, blob_path, job_record_path
 from tpuctl.config import login_name
 from tpuctl.errors import AlreadyExistsError, PreconditionFailedError, UsageError
 from tpuctl.services.workdir import FileEntry, build_manifest, walk
@@ -35,31 +32,15 @@ from tpuctl.services.workdir import FileEntry, build_manifest, walk
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
 
-ROOT = "tpuctl/"
-BLOBS = ROOT + "blobs/"
-JOBS = ROOT + "jobs/"
 JOB_RECORD_VERSION = 1
 UPLOAD_WORKERS = 8
 INLINE_LIMIT = 32 << 20  # files up to this size are read once, checked and sent from memory
-JOB_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
 
 
 def new_job_id(now: float | None = None) -> str:
     """Sortable and unique: `20261129-153012-ab12cd` (UTC time, then 24 random bits)."""
     stamp = datetime.fromtimestamp(time.time() if now is None else now, timezone.utc)
     return f"{stamp:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
-
-
-def job_prefix(job_id: str) -> str:
-    return f"{JOBS}{job_id}/"
-
-
-def job_record_path(job_id: str) -> str:
-    return f"{JOBS}{job_id}/job.json"
-
-
-def blob_path(sha256: str) -> str:
-    return BLOBS + sha256
 
 
 def default_bucket_name(project: str) -> str:

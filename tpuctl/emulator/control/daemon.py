@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# whether a pid exists: the agent's stdlib-only common module has it already
-from tpuctl.agent.common import alive as exists
+# whether a pid exists: the agent's stdlib-only processes module has it already
+from tpuctl.agent.processes import alive as exists
 from tpuctl.emulator.control.client import ControlError, EmulatorControl
 from tpuctl.emulator.core.ports import port_free
 from tpuctl.emulator.storage.server import StorageError, binary_path

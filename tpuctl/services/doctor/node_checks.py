@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from tpuctl import frameworks
+from tpuctl.agent import protocol
 from tpuctl.models import Node
 
 Status = Literal["pass", "warn", "fail", "skip"]
@@ -233,7 +234,7 @@ def last_job(job_id: str | None, state: str | None, tail: list[str], error: str 
     if error:
         return Check("last-job", "warn", f"job {job_id}: {error}", [], "")
     evidence = [f"log tail: {line}" for line in tail]
-    if state in ("FAILED", "LOST", "PREEMPTED", "CANCELLED"):
+    if state in protocol.FINAL and state != protocol.SUCCEEDED:
         return Check("last-job", "warn", f"the last job, {job_id}, ended {state}", evidence,
                      f"`tpuctl logs {job_id}` shows the whole log")  # fmt: skip
     return Check("last-job", "pass", f"the last job, {job_id}, is {state}", evidence)

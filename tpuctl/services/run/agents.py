@@ -8,8 +8,8 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.agent import bundle
-from tpuctl.agent.common import Beats
+from tpuctl.agent import bundle, protocol
+from tpuctl.agent.protocol import Beats
 from tpuctl.errors import CloudError, PermissionDeniedError, SshError, TpuctlError, WaitTimedOut
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from tpuctl.cloud.ssh import Endpoint
 
 REMOTE_ROOT = "~/.tpuctl"
-FINAL_STATES = frozenset(jobs.FINAL)
 STATUS_POLL = 1.0
 HEARTBEAT = 2  # seconds between the agents' status writes
 START_TIMEOUT = 60.0  # an agent start with no answer by then is a lost one: retried
@@ -168,7 +167,7 @@ def reported(job: Job) -> dict[int, dict[str, Any]]:
 
 
 def all_final(current: dict[int, dict[str, Any]], workers: int) -> bool:
-    return len(current) >= workers and all(s.get("state") in FINAL_STATES for s in current.values())
+    return len(current) >= workers and all(protocol.is_final(s) for s in current.values())
 
 
 def cancel(job: Job) -> None:
@@ -193,7 +192,7 @@ def mark_lost(job: Job) -> None:
     assert job.bucket is not None
     silent = int(max(job.lost.values(), default=0))
     message = f"no heartbeat for {silent}s (--heartbeat-deadline)"
-    jobs.mark_final(job.bucket, job.job_id, sorted(job.lost), job.attempt, "LOST", message)
+    jobs.mark_final(job.bucket, job.job_id, sorted(job.lost), job.attempt, protocol.LOST, message)
     cancel(job)
 
 
@@ -206,13 +205,12 @@ def wait_final(
     def check() -> tuple[dict[int, dict[str, Any]] | None, str]:
         current = statuses(job)
         if all_final(current, workers):
-            return current, "RUNNING"
+            return current, protocol.RUNNING
         if silence is not None:
             find_lost(job, current, workers, silence)
-            if all(current.get(w, {}).get("state") in FINAL_STATES or w in job.lost
-                   for w in range(workers)):  # fmt: skip
-                return current, "RUNNING"
-        return None, "RUNNING"
+            if all(protocol.is_final(current.get(w)) or w in job.lost for w in range(workers)):
+                return current, protocol.RUNNING
+        return None, protocol.RUNNING
 
     try:
         return poll_until(

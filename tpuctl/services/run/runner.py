@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl import catalog, wording
+from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
 from tpuctl.services import staging
@@ -149,7 +150,7 @@ class Runner:
         job.ui.info(
             f"job {job.job_id}: {wording.count(record.files, 'file')}, {record.uploaded} uploaded "
             f"({record.uploaded_bytes} bytes) to gs://{bucket.name}/"
-            f"{staging.job_prefix(job.job_id)}"
+            f"{protocol.job_prefix(job.job_id)}"
         )
         return node
 
@@ -252,15 +253,15 @@ class Runner:
         states = {w: str(s.get("state")) for w, s in final.items()}
         codes = [int(s.get("exit_status") or 0) for _, s in sorted(final.items())]
         code = next((c for c in codes if c), 0)
-        if code == 0 and any(state != "SUCCEEDED" for state in states.values()):
+        if code == 0 and any(state != protocol.SUCCEEDED for state in states.values()):
             code = 1  # a job that did not succeed never exits 0 (docs/run.md)
         outcome = job.outcome(code, states)
         said = [f"{job.label(w)} {s['state']}: {s['message']}" for w, s in sorted(final.items())
-                if s.get("message") and s.get("state") != "SUCCEEDED"]  # fmt: skip
+                if s.get("message") and s.get("state") != protocol.SUCCEEDED]  # fmt: skip
         if said:
             outcome.message = "; ".join(said)
         if job.spec.outputs is not None and job.bucket is not None:
-            prefix = f"{staging.job_prefix(job.job_id)}outputs/"
+            prefix = protocol.outputs_prefix(job.job_id)
             outcome.outputs = job.bucket.download_prefix(prefix, job.spec.outputs)
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)

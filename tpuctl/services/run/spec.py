@@ -13,7 +13,7 @@ from tpuctl.catalog import SliceShape
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
-    from tpuctl.agent.common import Beats
+    from tpuctl.agent.protocol import Beats
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.ssh import SshApi

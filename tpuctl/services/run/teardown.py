@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from tpuctl.agent import protocol
 from tpuctl.errors import CloudError, NotFoundError, TpuctlError, WaitTimedOut
 from tpuctl.models import Node
 from tpuctl.services import jobs, nodes, queued
@@ -40,7 +41,7 @@ def guard(job: Job) -> Iterator[None]:
         if job.created and job.spec.teardown and not job.torn_down and not left_to_stop:
             _teardown_after_failure(job)
         if not job.agents_started:
-            _end_record(job, "CANCELLED" if interrupted else "FAILED", e)
+            _end_record(job, protocol.CANCELLED if interrupted else protocol.FAILED, e)
         raise
 
 
@@ -49,7 +50,7 @@ def _end_record(job: Job, state: str, error: BaseException) -> None:
     client: nobody else would write one, and `tpuctl jobs` would show it PENDING forever."""
     if job.bucket is None or not job.staging:
         return  # no record of it in the bucket
-    why = "interrupted before its agents started" if state == "CANCELLED" else str(error)
+    why = "interrupted before its agents started" if state == protocol.CANCELLED else str(error)
     with contextlib.suppress(TpuctlError):
         jobs.mark_final(
             job.bucket, job.job_id, list(range(job.workers)), job.attempt, state, why[:500]

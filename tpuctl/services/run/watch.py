@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tpuctl.agent import bundle
+from tpuctl.agent import bundle, protocol
 from tpuctl.errors import (
     CloudError,
     ConnectionDropped,
@@ -26,6 +26,7 @@ from tpuctl.errors import (
     TpuctlError,
 )
 from tpuctl.models import DEAD_STATES
+from tpuctl.services import jobs
 from tpuctl.services.run import agents
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import aretrying
@@ -87,9 +88,9 @@ def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
     attempt on a preemption notice (they synced the outputs first)."""
     offsets = dict.fromkeys(range(workers), 0)
     final, lost = asyncio.run(_watch(job, workers, offsets))
-    if not lost and any(s.get("state") == "PREEMPTED" for s in final.values()):
+    if not lost and any(s.get("state") == protocol.PREEMPTED for s in final.values()):
         _print_rest_from_bucket(job, final, offsets)
-        lost = "PREEMPTED"
+        lost = protocol.PREEMPTED
     if lost:
         raise Preempted(lost)
     _print_rest_from_bucket(job, final, offsets)
@@ -190,15 +191,10 @@ async def _follow(job: Job, ep: Endpoint, offsets: dict[int, int], streaming: se
 def _print_rest_from_bucket(
     job: Job, final: dict[int, dict[str, Any]], offsets: dict[int, int]
 ) -> None:
+    """What the followers did not print of each worker's log, from the bucket's copy (read
+    from where they stopped)."""
     assert job.bucket is not None
-    for worker, status in sorted(final.items()):
-        log = status.get("log")
-        if not log:
-            continue
-        try:
-            data, _ = job.bucket.read_bytes(log)
-        except NotFoundError:
-            continue
-        if len(data) > offsets.get(worker, 0):
-            job.ui.log(worker, data[offsets.get(worker, 0) :])
-            offsets[worker] = len(data)
+    logs = [(w, str(s["log"]), offsets.get(w, 0)) for w, s in sorted(final.items()) if s.get("log")]
+    for worker, _, data in jobs.log_tails(job.bucket, job.job_id, logs):
+        job.ui.log(worker, data)
+        offsets[worker] = offsets.get(worker, 0) + len(data)

@@ -1,0 +1,61 @@
+"""The job protocol (tpuctl/agent/protocol.py): one module, the laptop's and the agent's."""
+
+from __future__ import annotations
+
+from tpuctl.agent import protocol
+from tpuctl.services import staging
+
+
+def test_layout_agrees_with_staging() -> None:
+    assert (protocol.BLOBS, protocol.JOBS) == (staging.BLOBS, staging.JOBS)
+    assert protocol.job_path("j", "job.json") == staging.job_record_path("j")
+
+
+def test_the_layout() -> None:
+    j = "20261129-153012-ab12cd"
+    assert protocol.JOB_ID_RE.match(j) and not protocol.JOB_ID_RE.match("nightly")
+    assert protocol.status_path(j, 3) == f"tpuctl/jobs/{j}/status/worker-3.json"
+    assert protocol.status_path(j, 3).startswith(protocol.status_prefix(j))
+    assert protocol.log_path(j, 2, 1) == f"tpuctl/jobs/{j}/logs/attempt-2/worker-1.log"
+    assert protocol.log_path(j, 2, 1).startswith(protocol.logs_prefix(j))
+    assert protocol.outputs_prefix(j) == f"tpuctl/jobs/{j}/outputs/"
+    assert protocol.outputs_prefix(j, 1) == f"tpuctl/jobs/{j}/outputs/slice-1/"
+    assert protocol.blob_path("ab") == "tpuctl/blobs/ab"
+
+
+def test_a_job_shows_its_worst_final_state_once_every_worker_has_one() -> None:
+    p = protocol
+    assert p.overall([], 2) == p.PENDING
+    assert p.overall([p.SUCCEEDED], 2) == p.RUNNING  # one worker has not reported
+    assert p.overall([p.SUCCEEDED, p.RUNNING], 2) == p.RUNNING
+    assert p.overall([p.SUCCEEDED, p.SUCCEEDED], 2) == p.SUCCEEDED
+    assert p.overall([p.CANCELLED, p.LOST, p.SUCCEEDED], 3) == p.LOST
+    assert p.overall([p.CANCELLED, p.LOST, p.FAILED], 3) == p.FAILED
+    assert set(p.WORST_FIRST) == set(p.FINAL) - {p.SUCCEEDED}
+    assert not set(p.WORKING) & set(p.FINAL)
+
+
+def test_a_final_status_of_the_attempt_is_never_overwritten() -> None:
+    done = {"worker": 1, "attempt": 2, "state": "SUCCEEDED", "exit_status": 0}
+    assert protocol.ended(done, 1, 2, "LOST", "silent", now=5.0) == done
+    # a final status of an earlier attempt, or one still running, is ended, with a cancel
+    for current in ({**done, "attempt": 1}, {**done, "state": "RUNNING"}, None):
+        new = protocol.ended(current, 1, 2, "LOST", "silent", now=5.0)
+        assert new == {**(current or {}), "worker": 1, "attempt": 2, "state": "LOST",
+                       "message": "silent", "cancel": True, "ended": 5.0}  # fmt: skip
+
+
+def test_a_cancel_is_asked_for_one_attempt_and_kept() -> None:
+    running = {"worker": 0, "attempt": 2, "state": "RUNNING", "pid": 7}
+    asked = protocol.with_cancel(running)
+    assert asked == {**running, "cancel": True} and protocol.with_cancel(None) == {"cancel": True}
+    assert protocol.cancel_asked(asked, 2)
+    assert not protocol.cancel_asked(asked, 3)  # a new attempt starts uncancelled
+    assert not protocol.cancel_asked(running, 2) and not protocol.cancel_asked(None, 2)
+
+
+def test_is_final() -> None:
+    assert protocol.is_final({"state": "PREEMPTED", "attempt": 1})
+    assert protocol.is_final({"state": "FAILED", "attempt": 1}, 1)
+    assert not protocol.is_final({"state": "FAILED", "attempt": 1}, 2)
+    assert not protocol.is_final({"state": "FETCHING"}) and not protocol.is_final(None)

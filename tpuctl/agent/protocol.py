@@ -1,0 +1,173 @@
+"""The job protocol between the laptop (tpuctl.services) and the agent on every worker:
+where a job lives in the bucket, the states a worker's status goes through and what a
+job's state is made of, heartbeats, and the rules by which a status object is changed
+(docs/runner-internals.md). Both sides import this one module. It does no I/O: each side
+reads and writes the objects with a Storage client of its own, and asks this module what
+to write.
+
+Standard library only, Python 3.8+: it travels in the agent bundle (bundle.py).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Dict, Iterable
+
+Json = Dict[str, Any]
+
+# -- the bucket's layout ------------------------------------------------------------------
+#   tpuctl/blobs/<sha256>                                  file contents, shared by all jobs
+#   tpuctl/jobs/<job-id>/job.json                          the job record (the manifest)
+#   tpuctl/jobs/<job-id>/status/worker-<k>.json            worker k's status
+#   tpuctl/jobs/<job-id>/logs/attempt-<a>/worker-<k>.log   worker k's log of attempt a
+#   tpuctl/jobs/<job-id>/outputs/[slice-<s>/]...           TPUCTL_OUTPUT_DIR, merged
+ROOT = "tpuctl/"
+BLOBS = ROOT + "blobs/"
+JOBS = ROOT + "jobs/"
+# Sortable and unique: `20261129-153012-ab12cd` (UTC time, then 24 random bits).
+JOB_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
+
+
+def blob_path(sha256: str) -> str:
+    return BLOBS + sha256
+
+
+def job_prefix(job_id: str) -> str:
+    return f"{JOBS}{job_id}/"
+
+
+def job_path(job_id: str, *parts: str) -> str:
+    return "/".join((JOBS + job_id, *parts))
+
+
+def job_record_path(job_id: str) -> str:
+    return job_path(job_id, "job.json")
+
+
+def status_prefix(job_id: str) -> str:
+    return job_prefix(job_id) + "status/"
+
+
+def status_path(job_id: str, worker: int) -> str:
+    return job_path(job_id, "status", f"worker-{worker}.json")
+
+
+def logs_prefix(job_id: str) -> str:
+    return job_prefix(job_id) + "logs/"
+
+
+def log_path(job_id: str, attempt: int, worker: int) -> str:
+    return job_path(job_id, "logs", f"attempt-{attempt}", f"worker-{worker}.log")
+
+
+def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:
+    """Where the workers' outputs go: one namespace for the job, or, on a multislice
+    job, one per slice."""
+    return job_prefix(job_id) + "outputs/" + ("" if slice_id is None else f"slice-{slice_id}/")
+
+
+# -- states ---------------------------------------------------------------------------------
+# A worker's status (`state`), in the order an attempt goes through them:
+STARTING = "STARTING"  # the agent has started
+FETCHING = "FETCHING"  # it downloads the code and the outputs of earlier attempts
+RUNNING = "RUNNING"  # the setup, then the script (`phase`)
+SUCCEEDED = "SUCCEEDED"  # the script exited 0
+FAILED = "FAILED"  # the setup or the script failed, or the agent did
+CANCELLED = "CANCELLED"  # stopped on request (`cancel`, a signal)
+LOST = "LOST"  # the agent died, or stopped beating for the deadline
+PREEMPTED = "PREEMPTED"  # the VM was preempted; the outputs were synced first
+WORKING = (STARTING, FETCHING, RUNNING)  # an agent works on the attempt
+FINAL = (SUCCEEDED, FAILED, CANCELLED, LOST, PREEMPTED)  # the attempt has ended
+# A job's state (`overall`) is a worker state, or, before any worker reported, PENDING.
+PENDING = "PENDING"
+# The worst state first: what a job whose workers ended differently shows.
+WORST_FIRST = (FAILED, LOST, PREEMPTED, CANCELLED)
+
+
+def overall(states: Iterable[str], expected: int) -> str:
+    """One state for a job from its workers' states: the worst final one once every
+    worker's is final, else RUNNING (some reported) or PENDING (none did)."""
+    states = list(states)
+    if len(states) >= expected and states and all(s in FINAL for s in states):
+        for s in WORST_FIRST:
+            if s in states:
+                return s
+        return SUCCEEDED
+    return RUNNING if states else PENDING
+
+
+# -- changing a status ------------------------------------------------------------------------
+# Worker k's agent writes its status at each phase and every heartbeat, each write
+# conditional on the generation it last saw. Others write it too: the client (a cancel,
+# the end of a job whose agents never started or were lost) and worker 0's agent (a peer
+# lost), always by read-modify-write under the generation precondition, with what these
+# functions return for the value read (None: no status yet).
+def is_final(status: Json | None, attempt: int | None = None) -> bool:
+    """Has this status ended its attempt (`attempt`'s, when given)?"""
+    if not status or status.get("state") not in FINAL:
+        return False
+    return attempt is None or status.get("attempt") == attempt
+
+
+def cancel_asked(status: Json | None, attempt: int) -> bool:
+    """Was the agent of `attempt` asked to stop (`"cancel": true` in its status)? The
+    agent keeps the request in what it writes next."""
+    return bool(status and status.get("attempt") == attempt and status.get("cancel"))
+
+
+def with_cancel(status: Json | None) -> Json:
+    """The status with the request to stop."""
+    return dict(status or {}, cancel=True)
+
+
+def ended(
+    status: Json | None,
+    worker: int,
+    attempt: int,
+    state: str,
+    message: str,
+    now: float | None = None,
+) -> Json:
+    """A final `state` written for a worker by someone else than its agent (which could
+    not: never started, dead, silent): never over a final status of the same attempt,
+    which stays as it is; with `cancel`, so that an agent that was only slow stops."""
+    if is_final(status, attempt):
+        return dict(status or {})
+    when = round(time.time() if now is None else now, 3)
+    return dict(status or {}, worker=worker, attempt=attempt, state=state, message=message,
+                cancel=True, ended=when)  # fmt: skip
+
+
+# -- heartbeats -----------------------------------------------------------------------------
+class Beats:
+    """Which workers stopped beating: a worker whose status is not final and whose
+    `heartbeat` has not changed for `deadline` seconds (a worker with no status counts
+    from the first look). Measured on this machine's monotonic clock, from when a change
+    was *seen*: the clocks of two machines are never compared. The client (the runner's
+    watch) and worker 0's agent (watching its peers) both use it."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.seen: dict[int, Any] = {}  # worker -> (heartbeat, monotonic time first seen)
+
+    def lost(
+        self, statuses: dict[int, Json], workers: Any, deadline: float | None = None
+    ) -> list[int]:
+        now, limit = time.monotonic(), self.deadline if deadline is None else deadline
+        lost: list[int] = []
+        for worker in workers:
+            status = statuses.get(worker) or {}
+            if is_final(status):
+                continue
+            beat = status.get("heartbeat")
+            last = self.seen.get(worker)
+            if last is None or last[0] != beat:
+                self.seen[worker] = (beat, now)
+            elif now - last[1] > limit:
+                lost.append(worker)
+        return lost
+
+    def silent_for(self, worker: int) -> float:
+        last = self.seen.get(worker)
+        return time.monotonic() - last[1] if last else 0.0

@@ -1,0 +1,48 @@
+"""The Cloud TPU API, as the agent calls it about its own node: one call (`tpu`), and
+the deletes of a teardown (the node, or a multislice job's queued resource). Reached at
+TPUCTL_TPU_URL (read once, at import), Google's by default (docs/runner-internals.md,
+"Endpoints").
+
+Standard library only, Python 3.8+, like every module of the agent (bundle.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .metadata import Token
+from .net import HttpError, Json, http
+
+TPU_URL = os.environ.get("TPUCTL_TPU_URL", "https://tpu.googleapis.com").rstrip("/")
+
+
+def tpu(token: Token, method: str, path: str, body: bytes | None = None) -> bytes:
+    """One call about this node (`path` after /v2/); fewer and shorter tries than the
+    agent's uploads, so that a watchdog's or guard's tick under faults ends soon and
+    tries again on the next one."""
+    headers = token.headers(**({"Content-Type": "application/json"} if body else {}))
+    return http(method, f"{TPU_URL}/v2/{path}", body, headers, attempts=5, timeout=30)[2]
+
+
+def delete_node(token: Token, project: str, zone: str, node: str) -> Json | None:
+    """Ask the TPU API to delete a node: its operation, or None when the node is gone."""
+    url = f"{TPU_URL}/v2/projects/{project}/locations/{zone}/nodes/{node}"
+    try:
+        return dict(json.loads(http("DELETE", url, headers=token.headers())[2] or b"{}"))
+    except HttpError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def delete_request(token: Token, project: str, zone: str, request: str) -> Json | None:
+    """Ask the TPU API to delete a queued resource with force (its nodes go with it): its
+    operation, or None when it is gone."""
+    path = f"projects/{project}/locations/{zone}/queuedResources/{request}?force=true"
+    try:
+        return dict(json.loads(tpu(token, "DELETE", path) or b"{}"))
+    except HttpError as e:
+        if e.status == 404:
+            return None
+        raise
