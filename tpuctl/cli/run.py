@@ -195,12 +195,15 @@ def _run(
     app, json_out = app_of(ctx), o.json_out
     target = request.place(app.target(o.project, o.zone, many_zones=True))
     # --bucket, else the config file's `bucket`, else the default: as `jobs` finds it.
-    spec.bucket = staging.bucket_name(o.bucket, load_config_file(), target.project)
+    config = load_config_file()
+    spec.bucket = staging.bucket_name(o.bucket, config, target.project)
+    spec.bucket_named_by = staging.bucket_source(o.bucket, config)
     factory = app.factory
     adapters = Adapters(
         tpu=factory.tpu(),
         ssh=factory.ssh(),
         bucket=lambda b: factory.bucket(b, target.project),
+        project_number=factory.iam().project_number,
         quotas=factory.quotas(),
     )
     if job_file is not None:

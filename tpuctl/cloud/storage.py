@@ -80,6 +80,7 @@ class Bucket:
             raise UsageError(f"invalid bucket name gs://{name}: {e}", hint=_BUCKET_HINT) from None
         self._where = where
         self._hint = unreachable_hint
+        self._owner: str | None = None  # the owning project's number, once looked up
         self.location: str | None = None  # where it is (e.g. US-CENTRAL1), once looked up
         self.received = 0  # bytes of object content read so far (read_bytes, read_range)
         self._count = threading.Lock()
@@ -95,6 +96,16 @@ class Bucket:
         return f"gs://{self.name}/{path}"
 
     # -- the bucket itself ---------------------------------------------------
+    def owner(self) -> str | None:
+        """The number of the project that owns the bucket (its `projectNumber`); None when
+        the bucket does not exist."""
+
+        def read() -> str | None:
+            self._lookup()
+            return self._owner
+
+        return self._call(f"bucket {self.url}", read)
+
     def _lookup(self) -> bool:
         try:
             found = self._client.lookup_bucket(self.name, timeout=TIMEOUT, retry=None)
@@ -107,6 +118,8 @@ class Bucket:
             ) from None
         if found is not None:
             self.location = found.location
+            number = found.project_number
+            self._owner = str(number) if number else None
         return found is not None
 
     def _refused(self, exc: gx.Forbidden, message: str, hint: str) -> TpuctlError:

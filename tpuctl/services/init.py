@@ -23,7 +23,7 @@ from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import quota as quota_svc
 from tpuctl.services.init_access import check_permissions, check_service_account
 from tpuctl.services.init_step import Step, failed
-from tpuctl.services.staging import BLOBS, JOBS, bucket_name
+from tpuctl.services.staging import BLOBS, JOBS, bucket_name, bucket_source, check_owner
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
@@ -218,7 +218,10 @@ def check_bucket(a: InitAdapters, spec: InitSpec) -> tuple[Step, str]:
     try:
         bucket = a.bucket(name)
         if bucket.bucket_exists():
-            return Step("bucket", "ok", f"gs://{name} exists"), name
+            said: list[str] = []
+            named_by = bucket_source(None, spec.config)
+            check_owner(bucket, t.project, a.iam.project_number, named_by, said.append)
+            return Step("bucket", "ok", "; ".join(said) or f"gs://{name} exists"), name
         if not spec.consent(f"create the bucket gs://{name} in {region}"):
             todo = (
                 f"`gcloud storage buckets create gs://{name} --location {region} "

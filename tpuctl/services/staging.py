@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent.protocol import BLOBS, JOB_ID_RE, JOBS, blob_path, job_record_path
 from tpuctl.config import login_name
-from tpuctl.errors import AlreadyExistsError, PreconditionFailedError, UsageError
+from tpuctl.errors import (
+    AlreadyExistsError,
+    ConfigError,
+    PreconditionFailedError,
+    TpuctlError,
+    UsageError,
+)
 from tpuctl.services.workdir import FileEntry, build_manifest, walk
 
 if TYPE_CHECKING:
@@ -60,6 +66,58 @@ def bucket_name(flag: str | None, config: Mapping[str, Any], project: str) -> st
             hint="tpuctl keeps everything under gs://BUCKET/tpuctl/; sub-folders are not supported",
         )
     return name
+
+
+def bucket_source(flag: str | None, config: Mapping[str, Any]) -> str:
+    """Who named the bucket: "--bucket", "the config file", or "" (the default name)."""
+    return "--bucket" if flag else "the config file" if config.get("bucket") else ""
+
+
+def check_owner(
+    bucket: Bucket,
+    project: str,
+    project_number: Callable[[str], str],
+    named_by: str,
+    say: Callable[[str], None],
+) -> None:
+    """Before anything is uploaded: the bucket must belong to the job's project.
+
+    The default name (`<project>-tpuctl`) is predictable and bucket names are global, so
+    anyone may create it first in a project of their own and let this account in: the
+    job's code and records would then be theirs to read and rewrite. Such a bucket is
+    refused, naming its owner and the way out. A bucket the user named (`named_by`:
+    --bucket or the config file) is trusted as given, and said so when another project
+    owns it. A bucket that does not exist yet is created in the job's project.
+    """
+    owner = bucket.owner()
+    if owner is None:
+        return
+    try:
+        mine = project_number(project)
+    except TpuctlError as e:
+        if named_by:
+            return  # trusted as given; nothing to compare it with
+        raise ConfigError(
+            f"cannot tell whether the bucket gs://{bucket.name} belongs to project {project}: "
+            f"its number is not readable ({e.message})",
+            hint="grant resourcemanager.projects.get (roles/browser), or name a bucket of "
+            "yours with --bucket (or `bucket =` in the config file), which tpuctl then trusts",
+        ) from None
+    if owner == mine:
+        return
+    if named_by:
+        say(
+            f"using gs://{bucket.name} as given ({named_by}): it belongs to project number "
+            f"{owner}, not to {project} ({mine})"
+        )
+        return
+    raise ConfigError(
+        f"the bucket gs://{bucket.name} belongs to another project (number {owner}), not to "
+        f"{project} ({mine}): tpuctl will not put this project's code and job records there, "
+        "where that project could read and rewrite them",
+        hint="name a bucket of this project with --bucket gs://NAME (or `bucket =` in the "
+        "config file); to use this one anyway, name it so",
+    )
 
 
 def _who() -> tuple[str, str]:

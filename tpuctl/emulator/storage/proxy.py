@@ -8,7 +8,11 @@ fake-gcs-server does not:
   emulator minted) against the permissions the config denies it (iam/access.py);
 - it keeps each bucket's lifecycle configuration, which fake-gcs-server drops
   (lifecycle.py): checked and kept on a bucket's insert, patch or update, added
-  back to every bucket resource returned, dropped with the bucket.
+  back to every bucket resource returned, dropped with the bucket;
+- it keeps the project that owns each bucket: the `project` a bucket's insert names
+  (Cloud Storage's buckets.insert takes it as a query parameter), shown as the bucket's
+  `projectNumber` as Cloud Storage shows it (fake-gcs-server has no projects), so a
+  bucket name taken by another project is seen as such.
 Everything else passes on unchanged.
 
 Bodies stream both ways in blocks of BLOCK bytes (a checkpoint of gigabytes is never
@@ -31,6 +35,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from tpuctl import apis
 from tpuctl.emulator.iam import accounts as iam
 from tpuctl.emulator.storage import lifecycle as bucket_lifecycle
+from tpuctl.emulator.tpu.models import project_number
 
 BLOCK = 1 << 20
 _HOP = {
@@ -117,6 +122,8 @@ def _precondition_holds(query: dict[str, list[str]], metageneration: int) -> boo
 
 def _show(item: dict[str, Any], meta: dict[str, Any]) -> None:
     """A bucket resource as Cloud Storage shows it: with what the emulator keeps."""
+    if meta.get("projectNumber"):
+        item["projectNumber"] = str(meta["projectNumber"])
     if meta.get("lifecycle"):
         item["lifecycle"] = meta["lifecycle"]
     else:
@@ -252,7 +259,15 @@ class _Handler(BaseHTTPRequestHandler):
                 resource = {}
             bucket = unquote(name) if name else str(resource.get("name", "")) or None
             if bucket and self.command in ("POST", "DELETE"):  # a new bucket, or none
-                meta = {"lifecycle": lifecycle} if self.command == "POST" else {}
+                owner = query.get("project", [""])[-1]
+                meta = (
+                    {
+                        "lifecycle": lifecycle,
+                        "projectNumber": project_number(owner) if owner else "",
+                    }
+                    if self.command == "POST"
+                    else {}
+                )
                 backend.set_bucket_meta(bucket, meta)
             elif bucket and self.command in ("PATCH", "PUT"):
                 if given or self.command == "PUT":  # an update replaces every field

@@ -95,6 +95,11 @@ class Runner:
                 hint=f"chmod +x {spec.workdir / spec.script}",
             )
         job.bucket = job.adapters.bucket(staging.bucket_name(spec.bucket, {}, job.target.project))
+        # before anything is created or uploaded: the bucket is this project's
+        staging.check_owner(
+            job.bucket, job.target.project, job.adapters.project_number,
+            spec.bucket_named_by, job.ui.info,
+        )  # fmt: skip
         with teardown.guard(job):
             node = self._provision_and_stage()
             agents.start(job)

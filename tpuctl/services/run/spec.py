@@ -68,6 +68,7 @@ class RunSpec:
     scopes: list[str] = field(default_factory=list)  # a new node's (empty: cloud-platform)
     excludes: list[str] = field(default_factory=list)
     bucket: str | None = None
+    bucket_named_by: str = ""  # "--bucket" or "the config file": trusted as given
     env: dict[str, str] = field(default_factory=dict)
     setup: str | None = None
     outputs: Path | None = None
@@ -118,6 +119,7 @@ class Adapters:
     tpu: TpuBackend
     ssh: SshApi
     bucket: Callable[[str], Bucket]
+    project_number: Callable[[str], str]  # Resource Manager's projects.get
     quotas: QuotaApi | None = None
 
 

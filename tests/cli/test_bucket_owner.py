@@ -1,0 +1,64 @@
+"""The default bucket's name is predictable: one taken by another project is never used
+unless the user names it, and then it is said whose it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import one_line_error
+
+DEFAULT = "tpuctl-demo-tpuctl"  # the default bucket of the emulator's project
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "job" / "hello.py"
+    path.parent.mkdir()
+    path.write_text("print('hello from the job')\n")
+    return path
+
+
+def _squat(emulator) -> None:  # noqa: ANN001
+    """Another project creates the victim's default bucket first (names are global)."""
+    emulator.storage_client(project="squatter-project").create_bucket(DEFAULT)
+
+
+def _objects(emulator) -> list[str]:  # noqa: ANN001
+    return [b.name for b in emulator.storage_client().list_blobs(DEFAULT)]
+
+
+def test_the_bucket_reports_the_project_that_made_it(emulator) -> None:
+    _squat(emulator)
+    mine = emulator.storage_client().create_bucket("tpuctl-demo-own")
+    theirs = emulator.storage_client().get_bucket(DEFAULT)
+    assert theirs.project_number and mine.project_number
+    assert theirs.project_number != mine.project_number
+
+
+def test_run_refuses_a_default_bucket_another_project_owns(cli, emulator, script) -> None:
+    _squat(emulator)
+    r = cli("run", str(script))
+    assert r.code == 3, r.err
+    line = one_line_error(r)
+    assert f"the bucket gs://{DEFAULT} belongs to another project (number " in line
+    assert "not to tpuctl-demo" in line
+    assert "--bucket gs://NAME" in r.err  # the way out
+    assert emulator.nodes() == [] and _objects(emulator) == []  # nothing made, nothing sent
+
+
+def test_a_bucket_named_by_the_user_is_trusted_and_said_so(cli, emulator, script) -> None:
+    _squat(emulator)
+    r = cli("run", str(script), "--bucket", f"gs://{DEFAULT}")
+    assert r.code == 0, r.err
+    assert f"using gs://{DEFAULT} as given (--bucket): it belongs to project number" in r.err
+    assert "hello from the job" in r.out
+    assert emulator.nodes() == []
+
+
+def test_init_fails_its_bucket_step_on_a_squatted_default(cli, emulator) -> None:
+    _squat(emulator)
+    r = cli("init", "--yes")
+    assert f"gs://{DEFAULT} belongs to another project" in r.err + r.out
+    assert r.code != 0
