@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, JobRef, Json, Project, app_of
+from tpuctl.cli.options import AppEnv, JobRef, Json, Project, Wide, app_of
 
 Bucket = Annotated[
     str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
@@ -33,12 +33,30 @@ def usage_notes(rows: list[dict[str, Any]]) -> None:
         render.info(f"no TensorCore figures: {unavailable[0]}")
 
 
+JOB_COLUMNS = [
+    render.Col("JOB", ident=True),
+    render.Col("NAME", drop=5),
+    render.Col("NODE", ident=True),
+    render.Col("STATE"),
+    render.Col("EXIT", drop=1),
+    render.Col("STARTED", drop=4),
+    render.Col("DURATION", drop=2),
+    render.Col("RESTARTS", drop=6),
+    render.Col("UTIL", drop=3),
+    render.Col("IDLE", drop=7),
+]
+
+
 def jobs(
-    ctx: typer.Context, project: Project = None, bucket: Bucket = None, json_out: Json = False
+    ctx: typer.Context,
+    project: Project = None,
+    bucket: Bucket = None,
+    json_out: Json = False,
+    wide: Wide = False,
 ) -> None:
-    """List tpuctl jobs from the bucket: id, node, state, exit status, started, duration,
-    and the mean TensorCore utilisation and idle share over each job's life (Cloud
-    Monitoring; `input-bound?` below 50%).
+    """List tpuctl jobs from the bucket, newest first: id, node, state, exit status,
+    started, duration, and the mean TensorCore utilisation and idle share over each job's
+    life (Cloud Monitoring; `input-bound?` below 50%).
 
     Example: tpuctl jobs --json
     """
@@ -47,7 +65,8 @@ def jobs(
     app = app_of(ctx)
     b = _bucket(app, project, bucket)
     target = app.target(project, None, need_zone=False)
-    rows = jobs_service.list_jobs(b, app.factory.monitoring, target.project)
+    # newest first: ids sort by their start time
+    rows = jobs_service.list_jobs(b, app.factory.monitoring, target.project)[::-1]
     usage_notes(rows)
     if json_out:
         render.print_json(rows)
@@ -55,20 +74,14 @@ def jobs(
     if not rows:
         render.info("no jobs yet")
         return
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    cols = ("JOB", "NAME", "NODE", "STATE", "EXIT", "STARTED", "DURATION", "RESTARTS", "UTIL",
-            "IDLE")  # fmt: skip
-    for col in cols:
-        table.add_column(col, no_wrap=True)
+    table = []
     for r in rows:
         util = "-" if r["utilization"] is None else f"{r['utilization']:.0f}%"
         if r["inputBound"]:
             util += " input-bound?"
         elif r["metricsNote"] == "no metrics yet":
             util = "no metrics yet"
-        table.add_row(
+        table.append([
             r["id"],
             r["name"] if r["name"] != r["id"] else "-",
             r["node"],
@@ -79,8 +92,8 @@ def jobs(
             str(r["restarts"]),
             util,
             "-" if r["idleShare"] is None else f"{r['idleShare']:.0%}",
-        )
-    render.show(table)
+        ])  # fmt: skip
+    render.show_fitted(JOB_COLUMNS, table, wide)
 
 
 def logs(

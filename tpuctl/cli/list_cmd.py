@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.cli.options import Json, Project, Wide, Zone, app_of
 from tpuctl.errors import TpuctlError
 
 
@@ -19,6 +19,7 @@ def list_nodes(
         bool, typer.Option("--all-zones", help="Every zone, in one call.")
     ] = False,
     json_out: Json = False,
+    wide: Wide = False,
 ) -> None:
     """List TPU VMs in a zone (or every zone), and queued requests for them.
 
@@ -69,11 +70,11 @@ def list_nodes(
             name: ("-" if r.util is None else f"{r.util:.0f}%", r.idle_seconds)
             for name, r in rows.items()
         }
-        render.show(render.node_table(nodes, measured))
+        render.show_fitted(render.NODE_COLUMNS, render.node_rows(nodes, measured), wide)
     if queued:
         if nodes:
             render.out().print()
-        render.show(render.queued_table(queued))
+        render.show_fitted(render.QUEUED_COLUMNS, render.queued_rows(queued), wide)
     from tpuctl.services import cost
 
     if nodes:

@@ -104,3 +104,10 @@ class AppEnv:
 def app_of(ctx: typer.Context) -> AppEnv:
     """The invocation's AppEnv, which the root callback put in the click context."""
     return ctx.ensure_object(AppEnv)
+
+
+# A list's table without dropping columns to fit the terminal (identifiers are never cut)
+Wide = Annotated[
+    bool,
+    typer.Option("--wide", help="Every column, even where the terminal is narrow."),
+]

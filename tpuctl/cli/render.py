@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import typer
@@ -175,42 +176,113 @@ def idle_column(node: Node, now: float | None = None, measured: float | None = N
 Measured = dict[str, tuple[str, float | None]]
 
 
-def node_table(nodes: list[Node], measured: Measured | None = None) -> Table:
-    """`measured`: by node name, the UTIL text and the idle seconds from Cloud Monitoring."""
+@dataclass(frozen=True)
+class Col:
+    """A column of a list: `drop` orders what goes first when the terminal is narrow (0:
+    never dropped); an identifier (`ident`) is never cut, since it is what users paste
+    into the next command."""
+
+    header: str
+    drop: int = 0
+    ident: bool = False
+    right: bool = False
+    fold: bool = False  # free text that may wrap instead of being dropped
+
+
+GAP = 2  # columns between two cells of a table without a box (padding 1 each side)
+
+
+def fitted(cols: list[Col], rows: list[list[str]], width: int | None, wide: bool = False) -> Table:
+    """A table of `rows` (plain text, escaped here) in `width` columns: with every column
+    when it fits or `wide`, else without the lowest-value columns, dropped one at a time
+    (highest `drop` first) until it fits. Identifiers keep their full width whatever
+    happens; a line longer than the terminal wraps rather than cut one."""
+    from rich.cells import cell_len
+
+    def natural(i: int) -> int:
+        return max([cell_len(cols[i].header), *(cell_len(r[i]) for r in rows)])
+
+    shown = list(range(len(cols)))
+    needed = {i: natural(i) for i in shown}
+
+    def total() -> int:
+        return sum(needed[i] for i in shown if not cols[i].fold) + GAP * (len(shown) - 1)
+
+    if not wide and width:
+        droppable = sorted((i for i in shown if cols[i].drop), key=lambda i: -cols[i].drop)
+        for i in droppable:
+            if total() <= width:
+                break
+            shown.remove(i)
+    # Still too wide (long names): the other columns fold onto more lines, never cut.
+    squeezed = bool(width) and not wide and total() > (width or 0)
     table = _table(box=None, header_style="bold", pad_edge=False)
-    for col in (
-        "NAME",
-        "ZONE",
-        "ACCELERATOR",
-        "STATE",
-        "HEALTH",
-        "WORKERS",
-        "AGE",
-        "$/H",
-        "COST",
-        "OWNER",
-        "UTIL",
-        "IDLE",
-    ):
-        right = col in ("$/H", "COST", "UTIL")
-        table.add_column(col, no_wrap=True, justify="right" if right else "left")
+    for i in shown:
+        col = cols[i]
+        table.add_column(
+            col.header,
+            no_wrap=col.ident or not (col.fold or squeezed),
+            overflow="fold",
+            justify="right" if col.right else "left",
+            min_width=needed[i] if col.ident else None,
+        )
+    for row in rows:
+        table.add_row(*(escape(row[i]) for i in shown))
+    return table
+
+
+def table_width(console: Console, wide: bool) -> int | None:
+    """The columns a table may take: the terminal's (None when piped: never cut)."""
+    return None if wide or not console.is_terminal else console.width
+
+
+def show_fitted(cols: list[Col], rows: list[list[str]], wide: bool = False) -> None:
+    """Print a list fitted to the terminal (everything with `wide`, lines wrapping)."""
+    console = out()
+    table = fitted(cols, rows, table_width(console, wide), wide)
+    if wide and console.is_terminal:
+        console.width = max(console.width, 400)  # nothing cut: the terminal wraps the lines
+    show(table, console)
+
+
+NODE_COLUMNS = [
+    Col("NAME", ident=True),
+    Col("ZONE", ident=True),
+    Col("ACCELERATOR"),
+    Col("STATE"),
+    Col("HEALTH", drop=9),
+    Col("WORKERS", drop=4),
+    Col("AGE", drop=3),
+    Col("$/H", drop=1, right=True),
+    Col("COST", drop=5, right=True),
+    Col("OWNER", drop=8),
+    Col("UTIL", drop=6, right=True),
+    Col("IDLE", drop=7),
+]
+
+
+def node_rows(nodes: list[Node], measured: Measured | None = None) -> list[list[str]]:
+    """`measured`: by node name, the UTIL text and the idle seconds from Cloud Monitoring."""
+    rows = []
     for n in nodes:
         util, idle = (measured or {}).get(n.full_name, ("-", None))
-        table.add_row(
-            escape(n.name),
-            n.zone,
-            n.accelerator_type,
-            n.state,
-            n.health or "-",
-            str(len(n.workers)),
-            human_age(n.age_seconds()),
-            cost.money(cost.node_hourly(n)),
-            "~" + cost.money(cost.so_far(n)),
-            escape(n.owner) if n.owner else ("-" if n.managed else "(unmanaged)"),
-            util,
-            idle_column(n, measured=idle),
+        rows.append(
+            [
+                n.name,
+                n.zone,
+                n.accelerator_type,
+                n.state,
+                n.health or "-",
+                str(len(n.workers)),
+                human_age(n.age_seconds()),
+                cost.money(cost.node_hourly(n)),
+                "~" + cost.money(cost.so_far(n)),
+                n.owner if n.owner else ("-" if n.managed else "(unmanaged)"),
+                util,
+                idle_column(n, measured=idle),
+            ]
         )
-    return table
+    return rows
 
 
 def until_text(q: QueuedResource) -> str:
@@ -219,27 +291,38 @@ def until_text(q: QueuedResource) -> str:
     return when.strftime("%Y-%m-%d %H:%M UTC") if when else "-"
 
 
-def queued_table(items: list[QueuedResource]) -> Table:
+QUEUED_COLUMNS = [
+    Col("QUEUED", ident=True),
+    Col("ZONE", ident=True),
+    Col("ACCELERATOR"),
+    Col("SCHEDULING", drop=3),
+    Col("STATE"),
+    Col("WAITED", drop=2),
+    Col("VALID UNTIL", drop=4),
+    Col("NOTE", fold=True),
+]
+
+
+def queued_rows(items: list[QueuedResource]) -> list[list[str]]:
     """Queued resources: what each waits for, how long it has waited, and its state."""
-    table = _table(box=None, header_style="bold", pad_edge=False)
-    for col in ("QUEUED", "ZONE", "ACCELERATOR", "SCHEDULING", "STATE", "WAITED", "VALID UNTIL"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("NOTE")
+    rows = []
     for q in items:
         note = q.error if q.state == "FAILED" else ""
         if q.state == "ACTIVE":
             note = "node " + ", ".join(q.node_ids)
-        table.add_row(
-            escape(q.name),
-            q.zone,
-            q.accelerator_type,
-            q.scheduling,
-            q.state,
-            human_age(q.waited_seconds()),
-            until_text(q),
-            escape(note),
+        rows.append(
+            [
+                q.name,
+                q.zone,
+                q.accelerator_type,
+                q.scheduling,
+                q.state,
+                human_age(q.waited_seconds()),
+                until_text(q),
+                note,
+            ]
         )
-    return table
+    return rows
 
 
 def describe_node(node: Node) -> Table:

@@ -73,7 +73,8 @@ def top(
         return
     if not (sys.stdout.isatty() and sys.stdin.isatty() and app.stdin_isatty):
         shot = take()
-        render.show(table(shot, BY_NAME[sort]))
+        console = render.out()
+        render.show(table(shot, BY_NAME[sort], render.table_width(console, False)), console)
         if shot.metrics_error:
             render.info(f"no metrics: {shot.metrics_error}")
         return
@@ -102,30 +103,41 @@ def ordered(rows: list[Row], key: str) -> list[Row]:
     return sorted(rows, key=by, reverse=reverse)
 
 
-def table(shot: Snapshot, key: str) -> Table:
-    from rich.table import Table
+TOP_COLUMNS = [
+    render.Col("NAME", ident=True),
+    render.Col("ZONE", ident=True),
+    render.Col("ACCELERATOR"),
+    render.Col("STATE"),
+    render.Col("AGE", drop=6),
+    render.Col("$/H", drop=1, right=True),
+    render.Col("COST", drop=7, right=True),
+    render.Col("UTIL", right=True),
+    render.Col("LAST 10M", drop=3),
+    render.Col("IDLE", drop=2),
+    render.Col("JOB", drop=5),
+    render.Col("JOB STATE", drop=4),
+    render.Col("TTL", drop=8),
+    render.Col("OWNER", drop=9),
+]
 
+
+def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
+    """The snapshot's nodes, ordered by `key`, fitted to `width` columns (None: all)."""
     from tpuctl.services import cost
 
-    t = Table(box=None, header_style="bold", pad_edge=False)
-    cols = ("NAME", "ZONE", "ACCELERATOR", "STATE", "AGE", "$/H", "COST", "UTIL", "LAST 10M",
-            "IDLE", "JOB", "JOB STATE", "TTL", "OWNER")  # fmt: skip
-    for col in cols:
-        right = col in ("$/H", "COST", "UTIL")
-        t.add_column(col, no_wrap=True, justify="right" if right else "left")
+    rows = []
     for r in ordered(shot.rows, key):
         j = r.to_json()
         ttl = j["ttlLeftSeconds"]
-        t.add_row(
-            render.escape(r.node.name), r.node.zone, r.node.accelerator_type, r.node.state,
+        rows.append([
+            r.node.name, r.node.zone, r.node.accelerator_type, r.node.state,
             render.human_age(j["ageSeconds"]), cost.money(j["hourlyUsd"]),
             "~" + cost.money(j["costSoFarUsd"]), percent(r.util), sparkline(j["history"]),
-            render.human_age(r.idle_seconds), render.escape(j["job"] or "-"),
-            render.escape(j["jobState"] or "-"),
+            render.human_age(r.idle_seconds), j["job"] or "-", j["jobState"] or "-",
             "-" if ttl is None else ("expired" if ttl <= 0 else render.human_age(ttl)),
-            render.escape(j["owner"] or "-"),
-        )  # fmt: skip
-    return t
+            j["owner"] or "-",
+        ])  # fmt: skip
+    return render.fitted(TOP_COLUMNS, rows, width)
 
 
 def _live(take: Any, key: str, interval: float) -> None:
@@ -154,7 +166,8 @@ def _live(take: Any, key: str, interval: float) -> None:
                     f"{took:.1f}s; keys: c u i a n z sort, q quits"
                     + (f"; no metrics: {shot.metrics_error}" if shot.metrics_error else "")
                 )
-                live.update(Group(help_line, table(shot, key)), refresh=True)
+                width = live.console.width
+                live.update(Group(help_line, table(shot, key, width)), refresh=True)
                 ready, _, _ = select.select([fd], [], [], interval)
                 if ready:
                     pressed = sys.stdin.read(1).lower()

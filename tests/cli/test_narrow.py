@@ -1,0 +1,53 @@
+"""At 80 columns, tables drop their lower-value columns and never cut an identifier."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pexpect
+
+from tpuctl.cli import render
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+NAME = "experiment-v3-8-with-a-long-descriptive-name-0042"  # 49 characters
+
+
+def _on_an_80_column_terminal(*args: str) -> list[str]:
+    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}
+    env.pop("COLUMNS", None)  # the terminal's own width, as a user has it
+    child = pexpect.spawn(
+        sys.executable, ["-m", "tpuctl", *args], env=env, encoding="utf-8", timeout=60,
+        dimensions=(40, 80),
+    )  # fmt: skip
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    return [ANSI.sub("", line) for line in str(child.before).splitlines()]
+
+
+def test_list_at_80_columns_keeps_names_and_zones_whole(cli, emulator) -> None:
+    assert cli("create", NAME, "-a", "v3-8").code == 0
+    lines = _on_an_80_column_terminal("list")
+    (header,) = [ln for ln in lines if ln.startswith("NAME")]
+    (row,) = [ln for ln in lines if ln.startswith(NAME)]
+    assert all(len(ln) <= 80 for ln in lines), [len(ln) for ln in lines]
+    assert row.split()[:3] == [NAME, "us-central1-a", "v3-8"]  # whole, to paste
+    assert not any("…" in ln for ln in lines)  # nothing cut: what does not fit folds
+    assert "HEALTH" not in header and "OWNER" not in header  # dropped first
+    wide = _on_an_80_column_terminal("list", "--wide")
+    assert any("OWNER" in ln and "HEALTH" in ln for ln in wide)  # every column
+    assert not any("…" in ln for ln in wide)
+    assert cli("delete", NAME, "--yes").code == 0
+
+
+def test_fitted_drops_the_highest_drop_first_and_keeps_identifiers() -> None:
+    cols = [render.Col("ID", ident=True), render.Col("STATE"), render.Col("A", drop=1),
+            render.Col("B", drop=2)]  # fmt: skip
+    rows = [["20261201-084923-ab12cd", "RUNNING", "a" * 20, "b" * 20]]
+    headers = lambda width: [c.header for c in render.fitted(cols, rows, width).columns]  # noqa: E731
+    assert headers(200) == ["ID", "STATE", "A", "B"]
+    assert headers(60) == ["ID", "STATE", "A"]  # B goes first
+    assert headers(30) == ["ID", "STATE"]  # never the identifier or an undroppable column
+    assert headers(None) == ["ID", "STATE", "A", "B"]  # piped: everything
