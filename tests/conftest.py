@@ -89,7 +89,8 @@ def emulator_server() -> Iterator[EmulatorServer]:
 
 @pytest.fixture
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HOME, config and state dirs, gcloud's config: all under a fresh tmp dir."""
+    """HOME, config and state dirs, gcloud's config, and the working directory: all under a
+    fresh tmp dir."""
     root = tmp_path / "env"
     for sub in ("home", "config", "state", "gcloud"):
         (root / sub).mkdir(parents=True)
@@ -102,6 +103,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
+    (root / "work").mkdir()
+    monkeypatch.chdir(root / "work")  # what a command writes where it runs (outputs/) stays here
     return root
 
 

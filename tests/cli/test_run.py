@@ -139,6 +139,26 @@ def test_with_json_a_failure_of_tpuctl_is_told_from_the_scripts(cli, emulator, p
     assert (r.code, json.loads(r.out)["error"]["exitCode"]) == (2, 2)  # a usage error too
 
 
+def test_outputs_come_home_by_default_and_later_on_request(cli, emulator, project) -> None:
+    r = cli("run", str(project / "job.py"), "--json")
+    assert r.code == 0, r.err
+    job = json.loads(r.out)["job"]
+    home = Path("outputs") / job  # under the directory tpuctl ran in
+    assert (home / "result-0.txt").read_text() == "done by 0"
+    assert f"downloaded 1 output file(s) to {home}" in r.err
+    r = cli("run", str(project / "job.py"), "--no-outputs", "--json")
+    assert r.code == 0, r.err
+    kept = json.loads(r.out)["job"]
+    assert not (Path("outputs") / kept).exists()
+    assert f"`tpuctl outputs {kept}` fetches them" in r.err
+    fetched = cli("outputs", kept, "later")  # from the bucket, any time after
+    assert fetched.code == 0, fetched.err
+    assert (Path("later") / "result-0.txt").read_text() == "done by 0"
+    bad = cli("run", str(project / "job.py"), "--outputs", "x", "--no-outputs")
+    assert bad.code == 2 and "--outputs and --no-outputs are exclusive" in bad.err
+    assert emulator.nodes() == []
+
+
 def test_detach_then_logs_follow_then_jobs(cli, emulator, project) -> None:
     r = cli("run", str(project / "job.py"), "--detach", "--json", "--env", "NAP=1")
     assert r.code == 0, r.err

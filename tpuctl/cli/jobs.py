@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -180,3 +181,31 @@ def cancel(
         render.info(f"job {job} is {state}: no agent has started it yet, nothing to stop")
     else:
         render.info(f"asked {count} worker(s) to stop job {job} ({state})")
+
+
+def outputs(
+    ctx: typer.Context,
+    job: JobRef,
+    dest: Annotated[
+        Path | None,
+        typer.Argument(help="Folder to download into (default outputs/JOB).", show_default=False),
+    ] = None,
+    project: Project = None,
+    bucket: Bucket = None,
+) -> None:
+    """Download a job's outputs from the bucket: a job that ended, was detached, or ran
+    from another laptop.
+
+    Example: tpuctl outputs 20261129-153012-ab12cd runs/first
+    """
+    from tpuctl.services import jobs as jobs_service
+    from tpuctl.services.run.request import DEFAULT_OUTPUTS
+
+    b = _bucket(app_of(ctx), project, bucket)
+    job = jobs_service.resolve(b, job)
+    target = dest if dest is not None else Path(DEFAULT_OUTPUTS) / job
+    written = jobs_service.download_outputs(b, job, target)
+    if written:
+        render.info(f"downloaded {len(written)} output file(s) of job {job} to {target}")
+    else:
+        render.info(f"job {job} has no outputs in gs://{b.name}/ (yet)")

@@ -66,8 +66,12 @@ def run(
         str | None, typer.Option("--setup", help="Shell command run once per worker first.")
     ] = None,
     outputs: Annotated[
-        Path | None, typer.Option("--outputs", help="Download outputs here at the end.")
+        Path | None,
+        typer.Option("--outputs", help="Download outputs here at the end (default outputs/JOB)."),
     ] = None,
+    no_outputs: Annotated[
+        bool, typer.Option("--no-outputs", help="Leave the outputs in the bucket only.")
+    ] = False,
     teardown: Annotated[
         bool | None,
         typer.Option(

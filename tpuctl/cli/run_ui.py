@@ -98,6 +98,7 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
             left = run_request.left(runner, runner.zone)
             render.info(f"job {outcome.job_id} started on {outcome.node}; {left}")
             render.info(f"follow it: tpuctl logs {outcome.job_id} -f")
+            render.info(f"its outputs, once it ends: tpuctl outputs {outcome.job_id}")
         return 0
     workers = runner.job.workers
     summary = states_summary(outcome.states, workers, spec.slices)
@@ -108,7 +109,9 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
         render.info(f"job {outcome.job_id}: {used.describe()}")
     render.info(f"logs and outputs: {where}")
     if outcome.outputs:
-        render.info(f"downloaded {len(outcome.outputs)} output file(s) to {spec.outputs}")
+        render.info(f"downloaded {len(outcome.outputs)} output file(s) to {runner.job.outputs_dir}")
+    elif runner.job.outputs_dir is None:
+        render.info(f"outputs stay in the bucket: `tpuctl outputs {outcome.job_id}` fetches them")
     if outcome.torn_down:
         render.info(f"deleted {runner.job.what}")
     elif not spec.teardown and not runner.job.node_deleted:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl.agent import protocol
@@ -268,3 +269,9 @@ def cancel(bucket: Bucket, job_id: str) -> tuple[str, int]:
         except TpuctlError:
             continue
     return state, count
+
+
+def download_outputs(bucket: Bucket, job_id: str, dest: Path) -> list[Path]:
+    """The job's outputs (what its script wrote under TPUCTL_OUTPUT_DIR, every slice's)
+    from the bucket into `dest`, keeping their paths; the files written."""
+    return bucket.download_prefix(protocol.outputs_prefix(job_id), dest)

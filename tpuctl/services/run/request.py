@@ -31,6 +31,7 @@ def no_blame(key: str) -> AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
+DEFAULT_OUTPUTS = "outputs"  # where a job's outputs come home: ./outputs/<job id>
 SPOT_RESTARTS = 3  # a spot job's --restarts when none is given: preemption is expected
 
 
@@ -53,6 +54,7 @@ class RunRequest:
     env_file: list[Path] = field(default_factory=list)
     setup: str | None = None
     outputs: Path | None = None
+    no_outputs: bool = False
     teardown: bool | None = None
     detach: bool = False
     name: str | None = None
@@ -102,6 +104,8 @@ class RunRequest:
             raise UsageError("--valid-until needs --queued")
         if self.queued_flag and self.node:
             raise UsageError("--queued asks for a new node: it does not go with --node")
+        if self.outputs is not None and self.no_outputs:
+            raise UsageError("--outputs and --no-outputs are exclusive: choose one")
 
     def located(
         self, blame: Blame = no_blame, from_file: set[str] | None = None
@@ -133,7 +137,9 @@ class RunRequest:
             bucket=self.bucket,
             env=parse_env(self.env_pairs, self.env_file),
             setup=self.setup,
-            outputs=self.outputs,
+            # home by default, into ./outputs/<job id> (the VM's disk goes with the node)
+            outputs=None if self.no_outputs else self.outputs or Path(DEFAULT_OUTPUTS),
+            outputs_per_job=not self.no_outputs and self.outputs is None,
             # an existing node is kept unless asked; a node the job makes goes with it
             teardown=None if self.teardown is None and self.node else self.teardown is not False,
             detach=self.detach,

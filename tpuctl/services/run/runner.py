@@ -27,7 +27,7 @@ from tpuctl import catalog, wording
 from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
-from tpuctl.services import staging
+from tpuctl.services import jobs, staging
 from tpuctl.services.run import agents, provision, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
@@ -265,9 +265,8 @@ class Runner:
                 if s.get("message") and s.get("state") != protocol.SUCCEEDED]  # fmt: skip
         if said:
             outcome.message = "; ".join(said)
-        if job.spec.outputs is not None and job.bucket is not None:
-            prefix = protocol.outputs_prefix(job.job_id)
-            outcome.outputs = job.bucket.download_prefix(prefix, job.spec.outputs)
+        if job.outputs_dir is not None and job.bucket is not None:
+            outcome.outputs = jobs.download_outputs(job.bucket, job.job_id, job.outputs_dir)
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)
         return outcome

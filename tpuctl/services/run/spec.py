@@ -71,7 +71,8 @@ class RunSpec:
     bucket_named_by: str = ""  # "--bucket" or "the config file": trusted as given
     env: dict[str, str] = field(default_factory=dict)
     setup: str | None = None
-    outputs: Path | None = None
+    outputs: Path | None = None  # where the outputs are downloaded at the end (None: not)
+    outputs_per_job: bool = False  # into `outputs`/<job id>
     teardown: bool | None = True  # None: only a node the job creates (decided when it starts)
     detach: bool = False
     name: str | None = None
@@ -230,6 +231,14 @@ class Job:
 
     def label(self, worker: int) -> str:
         return worker_label(worker, self.workers, self.spec.slices)
+
+    @property
+    def outputs_dir(self) -> Path | None:
+        """Where the job's outputs come home (None: they stay in the bucket)."""
+        out = self.spec.outputs
+        if out is None:
+            return None
+        return out / self.job_id if self.spec.outputs_per_job else out
 
     def outcome(self, exit_status: int, states: dict[int, str]) -> JobOutcome:
         return JobOutcome(
