@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tpuctl.cli import complete, render
 from tpuctl.cli.options import Json, NoWait, Project, Zone, app_of
-from tpuctl.errors import DeleteFailed, NotFoundError, UsageError
+from tpuctl.errors import DeleteFailed, Interrupted, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from tpuctl.services.deletion import Doomed
@@ -50,13 +51,18 @@ def delete(
 
     if (doomed.nodes or doomed.requests) and not yes:
         _confirm(doomed, app.stdin_isatty)
-    with render.progress("deleting:") as update:
-        results = deletion.delete(
-            api,
-            doomed,
-            wait=not no_wait,
-            progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
-        )
+    asked: list[str] = []  # what the cloud has a delete of: it goes on there regardless
+    try:
+        with render.progress("deleting:") as update:
+            results = deletion.delete(
+                api,
+                doomed,
+                wait=not no_wait,
+                progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
+                asked=asked.append,
+            )
+    except KeyboardInterrupt:
+        raise _interrupted(doomed, asked, target.zone) from None
     if json_out:
         render.print_json(
             [{"name": r.name, "deleted": r.ok, "message": r.message} for r in results]
@@ -77,6 +83,37 @@ def delete(
             hint="`tpuctl list --all-zones` shows your nodes; --missing-ok ignores names "
             "that do not exist",
         )
+
+
+GRACE = 5.0  # seconds a first signal waits for the delete calls not yet made
+
+
+def _interrupted(doomed: Doomed, asked: list[str], zone: str) -> Interrupted:
+    """A signal while deleting: leave at once, saying the cloud goes on with what it was
+    asked; the delete calls not yet made get GRACE seconds (a second signal: none)."""
+    left = [n for n in doomed.names if n not in asked]
+    if left:
+        render.info(
+            f"interrupted: waiting up to {GRACE:.0f} s for the delete of {', '.join(left)} "
+            "to reach the cloud (Ctrl-C again to leave now)"
+        )
+        try:
+            deadline = time.monotonic() + GRACE
+            while time.monotonic() < deadline and any(n not in asked for n in left):
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            pass
+        left = [n for n in doomed.names if n not in asked]
+    check = f"`tpuctl list --zone {zone}` shows what is left"
+    going = [n for n in doomed.names if n in asked]
+    message = "interrupted"
+    if going:
+        message += f"; the cloud goes on deleting {', '.join(going)}"
+    if left:
+        message += f"; {', '.join(left)} may not have been asked to go and may still be billing"
+    hint = check + (f"; delete the rest with `tpuctl delete {' '.join(left)} --zone {zone} --yes`"
+                    if left else "")  # fmt: skip
+    return Interrupted(message, hint=hint)
 
 
 def _confirm(doomed: Doomed, tty: bool) -> None:

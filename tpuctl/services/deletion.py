@@ -77,13 +77,19 @@ def delete(
     *,
     wait: bool = True,
     progress: Callable[[str, str, float], None] | None = None,
+    asked: Callable[[str], None] = lambda name: None,
 ) -> list[DeleteResult]:
-    """Delete the requests (with their nodes), then the nodes; one result each, in that order."""
+    """Delete the requests (with their nodes), then the nodes; one result each, in that
+    order. `asked(name)` once the cloud has a node's or a request's delete."""
 
     def report(name: str) -> Callable[[str, float], None]:
         return lambda state, elapsed: progress(name, state, elapsed) if progress else None
 
-    results = [
-        queued.delete_queued(api, q, wait=wait, progress=report(q.name)) for q in doomed.requests
-    ]
-    return results + delete_nodes(api, doomed.nodes, wait=wait, progress=progress)
+    results = []
+    for q in doomed.requests:
+        results.append(queued.delete_queued(api, q, wait=wait, progress=report(q.name)))
+        asked(q.name)
+    nodes = delete_nodes(
+        api, doomed.nodes, wait=wait, progress=progress, asked=lambda node: asked(node.name)
+    )
+    return results + nodes

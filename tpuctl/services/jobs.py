@@ -4,13 +4,13 @@ objects are, what the states mean and how a status is changed are the job protoc
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl.agent import protocol
 from tpuctl.agent.protocol import FINAL, overall
+from tpuctl.concurrency import each
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
 from tpuctl.services import staging
 from tpuctl.services.run.spec import worker_label
@@ -25,36 +25,10 @@ READERS = 8  # objects read at once (the storage client's connection pool holds 
 
 
 def _each(fn: Callable[[T], R], items: list[T]) -> list[R]:
-    """`fn` of every item, READERS at a time, in the items' order; the first error is
-    raised once all are done. Daemon threads, not a ThreadPoolExecutor (whose threads
-    the interpreter waits for when it exits): `run`'s watch reads the statuses in a
-    thread a Ctrl-C leaves behind, and must not wait for a read being retried."""
-    if len(items) <= 1:
-        return [fn(item) for item in items]
-    results: list[Any] = [None] * len(items)
-    errors: list[BaseException] = []
-    todo = iter(list(enumerate(items)))
-    lock = threading.Lock()
-
-    def work() -> None:
-        while not errors:
-            with lock:
-                i, item = next(todo, (-1, None))
-            if i < 0:
-                return
-            try:
-                results[i] = fn(item)  # type: ignore[arg-type]
-            except BaseException as e:  # noqa: BLE001 - raised by the caller
-                errors.append(e)
-
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(READERS, len(items)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
+    """`fn` of every item, READERS at a time, in order (tpuctl/concurrency.py: `run`'s
+    watch reads the statuses in a thread a Ctrl-C leaves behind, and must not wait for a
+    read being retried)."""
+    return each(fn, items, READERS)
 
 
 def mark_final(

@@ -9,11 +9,11 @@ from __future__ import annotations
 import difflib
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tpuctl import catalog, interrupts
+from tpuctl.concurrency import each
 from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
@@ -298,8 +298,11 @@ def delete_nodes(
     wait: bool = True,
     progress: Callable[[str, str, float], None] | None = None,
     max_parallel: int = 16,
+    asked: Callable[[Node], None] = lambda node: None,
 ) -> list[DeleteResult]:
-    """Delete nodes concurrently; one result per node, in the order given.
+    """Delete nodes concurrently; one result per node, in the order given. `asked` is
+    told of each node once the cloud has its delete (from then on it goes on there,
+    whatever becomes of this process).
 
     A node already gone or already being deleted counts as deleted.
     """
@@ -315,6 +318,7 @@ def delete_nodes(
                     api.delete_node(node.full_name)
                 except NotFoundError:
                     return DeleteResult(node.name, True, "already gone", node)
+            asked(node)
             if wait:
                 wait_gone(api, node.full_name, progress=report)
                 return DeleteResult(node.name, True, "deleted", node)
@@ -322,7 +326,4 @@ def delete_nodes(
         except TpuctlError as e:
             return DeleteResult(node.name, False, str(e), node, e)
 
-    if not nodes:
-        return []
-    with ThreadPoolExecutor(max_workers=min(max_parallel, len(nodes))) as pool:
-        return list(pool.map(one, nodes))
+    return each(one, nodes, max_parallel)  # a Ctrl-C is never held until the deletes end
