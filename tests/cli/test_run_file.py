@@ -130,7 +130,8 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "exclude": ["*.ckpt"], "slices": 2,
     }.items():  # fmt: skip
         assert spec[key] == value, key
-    assert set(jobfile.KEYS) - set(spec) == {"node", "zone"}  # all but what was not given
+    # all but what was not given (the job file gives outputs, so not --no-outputs)
+    assert set(jobfile.KEYS) - set(spec) == {"node", "zone", "no_outputs"}
 
 
 def test_every_option_of_run_has_a_key() -> None:

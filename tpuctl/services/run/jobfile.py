@@ -64,6 +64,7 @@ KEYS: dict[str, str] = {
     "setup": "string",
     "env_file": "paths",
     "outputs": "path",
+    "no_outputs": "bool",
     "bucket": "string",
     "restarts": "count",
     "retry_on_failure": "bool",
