@@ -87,7 +87,10 @@ class Renderer:
                 "autoDelete": bool(disk.get("autoDelete", False)),
                 "interface": "NVME", "diskSizeGb": str(params.get("diskSizeGb", "10")),
             })  # fmt: skip
-        metadata: dict[str, Any] = {"kind": "compute#metadata", "fingerprint": fingerprint(body["metadata"])}
+        metadata: dict[str, Any] = {
+            "kind": "compute#metadata",
+            "fingerprint": fingerprint(body["metadata"]),
+        }
         if body["metadata"]["items"]:
             metadata["items"] = body["metadata"]["items"]
         vm: dict[str, Any] = {
