@@ -15,6 +15,7 @@ from tpuctl.emulator.compute import catalog, errors, rules
 from tpuctl.emulator.compute.catalog import MachineType
 from tpuctl.emulator.compute.models import ALLOWED_FROM, Instance, ZoneOperation
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.tpu.models import project_number
 from tpuctl.emulator.tpu.rules import page
 
 MAX_DONE_OPERATIONS = 500
@@ -125,6 +126,10 @@ def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneO
         raise errors.already_exists(path)
     kept = copy.deepcopy(body)
     kept.update(scheduling=scheduling, metadata=metadata)
+    for account in kept.get("serviceAccounts") or []:
+        if isinstance(account, dict) and account.get("email") == "default":
+            # Compute answers the default account by its email
+            account["email"] = f"{project_number(project)}-compute@developer.gserviceaccount.com"
     (address,) = state.allocator.allocate(1)
     instance = Instance(project, zone, name, mtype.name, mtype.generation, mtype.chips, kept,
                         state.now(), address, labels=labels)  # fmt: skip

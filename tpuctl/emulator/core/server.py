@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tpuctl.emulator.compute import batch
 from tpuctl.emulator.control import urls as control_urls
 from tpuctl.emulator.control.client import CONTROL_PREFIX
-from tpuctl.emulator.compute import batch
 from tpuctl.emulator.core import api_call, errors
 from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
