@@ -227,3 +227,21 @@ def test_beta_paths_are_served(emulator) -> None:
     op = beta.wait(beta.ok("POST", f"{Z}/instances", body()))
     assert "/compute/beta/" in op["targetLink"]
     beta.wait(beta.ok("DELETE", f"{Z}/instances/vm1"))
+
+
+def test_instances_and_operations_outlive_a_restart(tmp_path) -> None:
+    from tpuctl.emulator.compute.front import ComputeFront
+    from tpuctl.emulator.core.backend import Backend
+
+    first = Backend(tmp_path)
+    first.update_config({"durations": {"create": None}, "capacity": {ZONE: {"v6e": 0}}})
+    op = ComputeFront(first).insert("v1", "p", ZONE, body())
+    first.close()
+    again = Backend(tmp_path)
+    compute = ComputeFront(again)
+    assert compute.get("v1", "p", ZONE, "vm1")["status"] == "PROVISIONING"
+    again.advance()  # no capacity: the kept operation fails as it would have
+    done = compute.get_operation("v1", "p", ZONE, op["name"])
+    assert done["error"]["errors"][0]["code"] == "ZONE_RESOURCE_POOL_EXHAUSTED"
+    assert again.all_instances() == []
+    again.close()

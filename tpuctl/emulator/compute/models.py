@@ -18,7 +18,7 @@ import base64
 import hashlib
 import json
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # verb -> (status while it runs (first half, second half), status after; None: gone)
@@ -160,3 +160,17 @@ class ComputeState:
 
     instances: dict[str, Instance] = field(default_factory=dict)
     operations: dict[str, ZoneOperation] = field(default_factory=dict)
+
+    def to_state(self) -> dict[str, Any]:
+        """What the state file keeps (core/persistence.py)."""
+        return {
+            "instances": [asdict(i) for i in self.instances.values()],
+            "operations": [asdict(op) for op in self.operations.values()],
+        }
+
+    def load(self, data: dict[str, Any]) -> None:
+        self.instances = {i.path: i for i in (Instance(**d) for d in data.get("instances", []))}
+        ops = [ZoneOperation(**d) for d in data.get("operations", [])]
+        for op in ops:
+            op.http_error = tuple(op.http_error) if op.http_error else None  # type: ignore[assignment]
+        self.operations = {op.path: op for op in ops}
