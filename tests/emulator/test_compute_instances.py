@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from google.api_core.exceptions import GoogleAPICallError
 
 from tests.emulator.compute_helpers import ZONE, Compute, body
 from tpuctl.emulator.compute.models import Instance
@@ -245,3 +246,22 @@ def test_instances_and_operations_outlive_a_restart(tmp_path) -> None:
     assert done["error"]["errors"][0]["code"] == "ZONE_RESOURCE_POOL_EXHAUSTED"
     assert again.all_instances() == []
     again.close()
+
+
+def test_instances_and_tpu_nodes_share_the_zones_capacity(compute: Compute, emulator) -> None:
+    emulator.capacity({ZONE: {"v6e": 8}})
+    compute.wait(compute.ok("POST", f"{Z}/instances", body()))  # 4 chips
+    tpu = emulator.tpu_client()
+    parent = f"projects/p/locations/{ZONE}"
+    node = {"accelerator_type": "v6e-8", "runtime_version": "v2-alpha-tpuv6e"}
+    op = tpu.create_node(parent=parent, node_id="n8", node=node)
+    with pytest.raises(GoogleAPICallError, match="There is no more capacity"):
+        op.result(timeout=10)  # 4 + 8 > 8
+    tpu.create_node(parent=parent, node_id="n4", node={**node, "accelerator_type": "v6e-4"}).result(
+        timeout=10
+    )
+    # and the other way round: the node's 4 chips leave none for a second instance
+    done = compute.wait(compute.ok("POST", f"{Z}/instances", body(name="vm2")))
+    assert done["error"]["errors"][0]["code"] == "ZONE_RESOURCE_POOL_EXHAUSTED"
+    tpu.delete_node(name=f"{parent}/nodes/n4").result(timeout=10)
+    compute.wait(compute.ok("DELETE", f"{Z}/instances/vm1"))

@@ -105,11 +105,7 @@ def _capacity_error(state: State, instance: Instance) -> str | None:
         n.accelerator.chips for n in state.nodes.values()
         if n.zone == instance.zone and n.accelerator.generation == instance.generation
         and n.state != "STOPPED" and not n.capacity_error
-    ) + sum(
-        i.chips for i in state.compute.instances.values()
-        if i is not instance and i.zone == instance.zone and i.generation == instance.generation
-        and i.status != "TERMINATED" and i.transition != "stop" and not i.capacity_error
-    )  # fmt: skip
+    ) + state.compute.chips_in_use(instance.zone, instance.generation, but=instance)  # fmt: skip
     return _stockout(instance.project, instance.zone) if used + instance.chips > cap else None
 
 

@@ -161,6 +161,15 @@ class ComputeState:
     instances: dict[str, Instance] = field(default_factory=dict)
     operations: dict[str, ZoneOperation] = field(default_factory=dict)
 
+    def chips_in_use(self, zone: str, generation: str, but: Instance | None = None) -> int:
+        """The chips of `generation` the instances in `zone` hold (but `but`): a stopped
+        instance, or one whose create or start will fail, holds none."""
+        return sum(
+            i.chips for i in self.instances.values()
+            if i is not but and i.zone == zone and i.generation == generation
+            and i.status != "TERMINATED" and i.transition != "stop" and not i.capacity_error
+        )  # fmt: skip
+
     def to_state(self) -> dict[str, Any]:
         """What the state file keeps (core/persistence.py)."""
         return {
