@@ -134,12 +134,17 @@ def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneO
     return _begin(state, instance, "create", "insert")
 
 
-def get(state: State, project: str, zone: str, name: str) -> Instance:
+def _find(store: dict[str, Any], zone: str, path: str) -> Any:
+    """The instance or operation at `path`, in a zone that must exist."""
     rules.check_zone(zone)
-    path = f"projects/{project}/zones/{zone}/instances/{name}"
-    instance = state.compute.instances.get(path)
-    if instance is None:
+    if path not in store:
         raise errors.not_found(path)
+    return store[path]
+
+
+def get(state: State, project: str, zone: str, name: str) -> Instance:
+    path = f"projects/{project}/zones/{zone}/instances/{name}"
+    instance: Instance = _find(state.compute.instances, zone, path)
     return instance
 
 
@@ -242,11 +247,8 @@ def guest_attributes(
 
 # -- operations -----------------------------------------------------------------------
 def get_operation(state: State, project: str, zone: str, name: str) -> ZoneOperation:
-    rules.check_zone(zone)
     path = f"projects/{project}/zones/{zone}/operations/{name}"
-    op = state.compute.operations.get(path)
-    if op is None:
-        raise errors.not_found(path)
+    op: ZoneOperation = _find(state.compute.operations, zone, path)
     return op
 
 

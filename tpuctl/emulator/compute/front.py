@@ -250,13 +250,21 @@ class ComputeFront:
             r, instance = self._run(version, api.get, project, zone, name)
             return r.instance(instance)
 
+    def _paged(
+        self, version: str, fn: Any, project: str, zone: str, query: dict, what: str
+    ) -> tuple[Renderer, list[Any], str | None, str]:
+        """One page of a zonal list (`filter`, `maxResults`, `pageToken`), and its link."""
+        r, (found, token) = self._run(
+            version, fn, project, zone, query.get("filter", ""), query.get("maxResults", ""),
+            query.get("pageToken", ""),
+        )  # fmt: skip
+        return r, found, token, r.link(f"projects/{project}/zones/{zone}/{what}")
+
     def list(self, version: str, project: str, zone: str, query: dict) -> dict:
         with self.backend.lock:
-            r, (found, token) = self._run(
-                version, api.list_page, project, zone, query.get("filter", ""),
-                query.get("maxResults", ""), query.get("pageToken", ""),
-            )  # fmt: skip
-            link = r.link(f"projects/{project}/zones/{zone}/instances")
+            r, found, token, link = self._paged(
+                version, api.list_page, project, zone, query, "instances"
+            )
             return _list("compute#instanceList", [r.instance(i) for i in found], token, link)
 
     def aggregated(self, version: str, project: str, query: dict) -> dict:
@@ -297,11 +305,9 @@ class ComputeFront:
 
     def list_machine_types(self, version: str, project: str, zone: str, query: dict) -> dict:
         with self.backend.lock:
-            r, (found, token) = self._run(
-                version, api.list_machine_types, project, zone, query.get("filter", ""),
-                query.get("maxResults", ""), query.get("pageToken", ""),
-            )  # fmt: skip
-            link = r.link(f"projects/{project}/zones/{zone}/machineTypes")
+            r, found, token, link = self._paged(
+                version, api.list_machine_types, project, zone, query, "machineTypes"
+            )
             items = [r.machine_type(m, project, zone) for m in found]
             return _list("compute#machineTypeList", items, token, link)
 
