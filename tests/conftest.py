@@ -112,7 +112,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def emulator(
     emulator_server: EmulatorServer, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Emulator]:
-    """The session's emulator, reset, with instant transitions; fails a test leaking nodes."""
+    """The session's emulator, reset, with instant transitions; fails a test leaking nodes,
+    queued resources or Compute Engine instances."""
     control = Emulator(emulator_server.address)
     control.reset()
     control.durations(create=0, stop=0, start=0, delete=0)
@@ -123,6 +124,7 @@ def emulator(
     yield control
     leaked = control.nodes()
     leaked_queued = control.queued()
+    leaked_instances = control.instances()
     control.reset()
     if leaked:
         names = ", ".join(f"{n['name']} ({n['state']})" for n in leaked)
@@ -130,3 +132,6 @@ def emulator(
     if leaked_queued:
         names = ", ".join(f"{q['name']} ({q['state']['state']})" for q in leaked_queued)
         pytest.fail(f"test leaked emulated queued resources: {names}")
+    if leaked_instances:
+        names = ", ".join(f"{i['name']} ({i['status']})" for i in leaked_instances)
+        pytest.fail(f"test leaked emulated Compute Engine instances: {names}")

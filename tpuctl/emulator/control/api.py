@@ -11,6 +11,7 @@ import re
 from dataclasses import asdict
 from typing import Any
 
+from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
 from tpuctl.emulator.core.state import DEFAULT_DURATIONS, State
@@ -78,7 +79,10 @@ def set_faults(state: State, body: dict[str, Any]) -> dict:
 
 
 def advance(state: State, node: str | None = None) -> dict:
-    """Complete pending transitions now: of one node, or of all (queued steps too)."""
+    """Complete pending transitions now: of one node or Compute instance (by path), or of
+    all (queued steps and instances too)."""
+    if node and node in state.compute.instances:
+        return {"completed": compute_api.advance(state, node)}
     targets = [state.node_by_name(node)] if node else list(state.nodes.values())
     now = state.now()
     done = []
@@ -88,6 +92,7 @@ def advance(state: State, node: str | None = None) -> dict:
             state.complete(target, now)
     if not node:
         done += queued.advance(state, now)
+        done += compute_api.advance(state, None)
     return {"completed": done}
 
 

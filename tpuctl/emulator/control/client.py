@@ -65,6 +65,10 @@ class EmulatorControl:
     def nodes(self) -> list[dict[str, Any]]:
         return list(self.call("GET", "nodes"))
 
+    def instances(self) -> list[dict[str, Any]]:
+        """Every Compute Engine instance (path, status, machine type, address)."""
+        return list(self.call("GET", "instances"))
+
     def requests(self) -> dict[str, int]:
         return dict(self.call("GET", "requests"))
 

@@ -36,6 +36,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("POST", "faults"): ("set_faults", ("body",), None),
     ("POST", "advance"): ("advance", ("node?",), None),
     ("GET", "nodes"): ("all_nodes", (), _nodes),
+    ("GET", "instances"): ("all_instances", (), None),
     ("GET", "requests"): ("requests.counts", (), None),
     ("GET", "requests/bodies"): ("requests.bodies", ("method?",), None),
     ("POST", "guest-attributes"): ("set_guest_attributes", ("node", "worker", "items"), None),

@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.control import api as control_api
 from tpuctl.emulator.core import errors, persistence
 from tpuctl.emulator.core.requests import RequestLog
@@ -106,6 +107,7 @@ class Backend:
         self.state.tick_nodes(now)
         queued.tick(self.state, now)
         service_usage.tick(self.state, now)
+        compute_api.tick(self.state, now)
 
     @_locked
     def tick(self) -> None:
@@ -386,6 +388,11 @@ class Backend:
     def advance(self, node: str | None = None) -> dict:
         """Complete pending transitions now: of one node, or of all."""
         return control_api.advance(self.state, node)
+
+    @_locked
+    def all_instances(self) -> list[dict]:
+        """Every Compute Engine instance of every project (control plane)."""
+        return compute_api.all_instances(self.state)
 
     @_locked
     def all_nodes(self) -> list[Node]:

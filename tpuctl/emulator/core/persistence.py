@@ -2,8 +2,9 @@
 
 Invariants: a reader never sees a half-written file (write to a temporary file, then
 `os.replace`); the file holds what outlives a restart (nodes, operations, queued
-resources, config, the tokens minted for the VMs, the allocator's place) and nothing
-else: faults and request counts start afresh, as after a reset.
+resources, Compute Engine instances and operations, config, the tokens minted for the
+VMs, the allocator's place) and nothing else: faults and request counts start afresh,
+as after a reset.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def save(state: State, state_dir: Path | None) -> None:
         "nodes": [n.to_state() for n in state.nodes.values()],
         "operations": [op.to_state() for op in state.operations.values()],
         "queued_resources": [q.to_state() for q in state.queued.values()],
+        "compute": state.compute.to_state(),  # Compute Engine's instances (compute/)
         "config": state.config(),
         "quota_preferences": list(state.quota_prefs.values()),
         "oslogin": oslogin.to_state(state),
@@ -56,6 +58,7 @@ def load(state: State, state_dir: Path | None) -> None:
     state.operations = {op.name: op for op in ops}
     items = map(QueuedResource.from_state, data.get("queued_resources", []))
     state.queued = {q.name: q for q in items}
+    state.compute.load(data.get("compute", {}))
     config = data.get("config", {})
     state.durations.update(config.get("durations", {}))
     state.defaults.update(config.get("defaults", {}))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tpuctl.emulator.compute import batch
 from tpuctl.emulator.control import urls as control_urls
 from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core import api_call, errors
@@ -51,7 +52,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if self.server.verbose:
             sys.stderr.write(f"{self.address_string()} {format % args}\n")
 
-    def _body(self) -> dict[str, Any]:
+    def _raw(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             raw = b""
             while True:
@@ -62,6 +63,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 raw += chunk
         else:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        return raw
+
+    def _body(self) -> dict[str, Any]:
+        raw = self._raw()
         if not raw.strip():
             return {}
         try:
@@ -73,10 +78,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         return body
 
     def _send(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
+        self._send_bytes(status, "application/json; charset=UTF-8", json.dumps(payload).encode())
+
+    def _send_bytes(self, status: int, content_type: str, data: bytes) -> None:
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -112,6 +119,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_metadata(url.path, query)
             return
         try:
+            if url.path.startswith(batch.PREFIX):  # Compute's batch: gcloud's many at once
+                content_type, data = batch.respond(
+                    backend, self.headers.get("Content-Type", ""), self._raw(),
+                    self.headers.get("Authorization"),
+                )  # fmt: skip
+                self._send_bytes(200, content_type, data)
+                return
             body = self._body()
             if url.path.startswith(CONTROL_PREFIX):
                 name, spec, render = control_urls.control_route(self.command, url.path)

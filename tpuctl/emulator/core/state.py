@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tpuctl.emulator.compute.models import ComputeState
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
 from tpuctl.emulator.iam.access import Access
@@ -65,6 +66,7 @@ class State:
         self.nodes: dict[str, Node] = {}
         self.operations: dict[str, Operation] = {}
         self.queued: dict[str, QueuedResource] = {}
+        self.compute = ComputeState()  # Compute Engine's TPU VM instances (compute/)
         self.durations: dict[str, float | None] = dict(DEFAULT_DURATIONS)
         self.defaults = {"project": DEFAULT_PROJECT, "zone": DEFAULT_ZONE}
         self.faults = Faults()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+from tpuctl.emulator.compute import urls as compute_urls
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.routes import Route, Target
 from tpuctl.emulator.iam import urls as iam_urls
@@ -22,6 +23,7 @@ API_ROUTES: list[Route] = [
     *quotas_urls.ROUTES,
     *iam_urls.ROUTES,
     *monitoring_urls.ROUTES,
+    *compute_urls.ROUTES,
 ]
 
 _COMPILED = [(m, re.compile(path + "$"), verb, fn, spec) for m, path, verb, fn, spec in API_ROUTES]

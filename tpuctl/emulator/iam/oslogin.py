@@ -125,6 +125,8 @@ def get_project(state: Any, project: str) -> dict[str, Any]:
             "items": [{"key": k, "value": v} for k, v in sorted(items.items())],
         },
         "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}",
+        # Compute Engine's default service account, which gcloud gives a new instance
+        "defaultServiceAccount": f"{project_number(project)}-compute@developer.gserviceaccount.com",
     }
 
 

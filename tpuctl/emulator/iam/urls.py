@@ -18,7 +18,7 @@ ROUTES: list[Route] = [
     ("DELETE", _U + "/sshPublicKeys/(?P<fp>[^/:]+)", "users.sshPublicKeys.delete",
      OnState(oslogin.delete_ssh_public_key), ("user", "fp")),
     # Compute Engine (compute.googleapis.com): a project's metadata
-    ("GET", r"/compute/v1/projects/(?P<project>[^/]+)", "compute.projects.get",
+    ("GET", r"/compute/(?:v1|beta|alpha)/projects/(?P<project>[^/]+)", "compute.projects.get",
      OnState(oslogin.get_project), ("project",)),
     # Cloud Resource Manager: what the caller (or a VM's account) may do in a project
     ("POST", r"/v1/projects/(?P<project>[^/:]+):testIamPermissions",

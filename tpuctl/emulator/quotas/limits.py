@@ -130,9 +130,11 @@ class QuotaConfig:
         return per_location.get(location, per_location.get("*", 0))
 
     # -- enforcement -------------------------------------------------------------
-    def admit(self, node: Node, nodes: Iterable[Node]) -> str | None:
+    def admit(self, node: Node, nodes: Iterable[Node], held: int = 0) -> str | None:
         """Refuse a create over quota (429, as the cloud answers before creating anything);
-        return the capacity error its operation will end with, or None."""
+        return the capacity error its operation will end with, or None. `held`: the
+        zone's chips of the node's generation that Compute Engine instances hold (the
+        zone's capacity is one pool for both APIs)."""
         acc, others = node.accelerator, [n for n in nodes if _holds(n)]
         violations = []
         # Every quota the node counts against, zone and region alike; the cloud names
@@ -156,7 +158,7 @@ class QuotaConfig:
         if cap is not None:
             # A stopped node has given its chips back (it keeps its quota): starting it
             # again needs capacity like a create.
-            used = sum(
+            used = held + sum(
                 n.accelerator.chips
                 for n in others
                 if n.zone == node.zone

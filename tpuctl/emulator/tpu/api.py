@@ -15,6 +15,11 @@ from tpuctl.emulator.tpu import rules
 from tpuctl.emulator.tpu.models import TRANSITIONS, Node, Operation, Page
 
 
+def _held(state: State, node: Node) -> int:
+    """The chips Compute Engine instances hold in the node's zone and generation."""
+    return state.compute.chips_in_use(node.zone, node.accelerator.generation)
+
+
 def create_node(
     state: State, project: str, zone: str, node_id: str, body: dict[str, Any]
 ) -> Operation:
@@ -25,7 +30,7 @@ def create_node(
     if node_id and name in state.nodes:
         raise errors.already_exists(name)
     node = rules.new_node(project, zone, node_id, body, state.now(), state.allocator)
-    node.capacity_error = state.quota.admit(node, state.nodes.values())
+    node.capacity_error = state.quota.admit(node, state.nodes.values(), _held(state, node))
     state.nodes[name] = node
     return state.begin(node, "create")
 
@@ -67,7 +72,7 @@ def power(
         )
     if verb == "start":
         others = [n for n in state.nodes.values() if n is not node]
-        node.capacity_error = state.quota.admit(node, others)
+        node.capacity_error = state.quota.admit(node, others, _held(state, node))
     return state.begin(node, verb)
 
 

@@ -299,7 +299,8 @@ def _try_provision(state: State, qr: QueuedResource, now: float, force: bool) ->
     for node in nodes:
         node.create_time = now
         try:
-            shortage = state.quota.admit(node, [*state.nodes.values(), *admitted])
+            held = state.compute.chips_in_use(node.zone, node.accelerator.generation)
+            shortage = state.quota.admit(node, [*state.nodes.values(), *admitted], held)
         except ApiError as exc:
             _fail(qr, errors.CODES.get(exc.status, 2), exc.message)
             return

@@ -1,0 +1,185 @@
+"""Compute Engine's TPU VM instances and zone operations as state, and their transitions
+as data.
+
+Invariants:
+- An instance's status follows its transition and the clock alone: while `create` or
+  `start` runs it is PROVISIONING for the first half of the duration and STAGING for
+  the second, then RUNNING; `stop` shows STOPPING, then TERMINATED; `delete` shows
+  STOPPING, then the instance is gone. The durations are the TPU nodes' (`create`,
+  `start`, `stop`, `delete` of the emulator's config), so a test's instant transitions
+  hold for both.
+- An operation is RUNNING until its instance's transition completes, then DONE (with
+  `error` when it failed); the state of a DONE operation never changes again.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# verb -> (status while it runs (first half, second half), status after; None: gone)
+TRANSITIONS: dict[str, tuple[tuple[str, str], str | None]] = {
+    "create": (("PROVISIONING", "STAGING"), "RUNNING"),
+    "start": (("PROVISIONING", "STAGING"), "RUNNING"),
+    "stop": (("STOPPING", "STOPPING"), "TERMINATED"),
+    "delete": (("STOPPING", "STOPPING"), None),
+}
+# what each verb may start from (Compute refuses start of a RUNNING instance, ...)
+ALLOWED_FROM = {
+    "stop": {"RUNNING", "PROVISIONING", "STAGING"},
+    "start": {"TERMINATED"},
+}
+
+
+def fingerprint(value: Any) -> str:
+    """A Compute fingerprint: 8 bytes, base64 (`42WmSpB8rSM=`), of the value it guards."""
+    digest = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).digest()
+    return base64.b64encode(digest[:8]).decode()
+
+
+def _uid() -> str:
+    return str(secrets.randbits(63))  # Compute's ids are uint64, written as strings
+
+
+@dataclass
+class Instance:
+    project: str
+    zone: str
+    name: str
+    machine_type: str
+    generation: str
+    chips: int
+    body: dict[str, Any]  # what was asked for (disks, networkInterfaces, ...), normalised
+    created: float
+    address: str
+    labels: dict[str, str] = field(default_factory=dict)
+    status: str = "PROVISIONING"
+    transition: str | None = "create"
+    started: float | None = None  # when the transition began
+    deadline: float | None = None  # when it completes
+    capacity_error: str | None = None  # a create or start that will fail: no capacity
+    hostkeys_at: float | None = None  # when the guest publishes its SSH host keys
+    host_key: str = field(default_factory=lambda: _ed25519_blob())
+    uid: str = field(default_factory=_uid)
+    last_start: float | None = None
+    last_stop: float | None = None
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/zones/{self.zone}/instances/{self.name}"
+
+    @property
+    def label_fingerprint(self) -> str:
+        return fingerprint(self.labels)
+
+    def metadata_value(self, key: str) -> str | None:
+        for item in self.body.get("metadata", {}).get("items", []):
+            if item.get("key") == key:
+                return str(item.get("value", ""))
+        return None
+
+    def shown_status(self, now: float) -> str:
+        """The status as of `now` (a transition under way shows its phase)."""
+        if self.transition is None or self.started is None:
+            return self.status
+        first, second = TRANSITIONS[self.transition][0]
+        if self.deadline is None:  # held: it stays in its first phase
+            return first
+        halfway = self.started + (self.deadline - self.started) / 2
+        return first if now < halfway else second
+
+    def begin(self, verb: str, now: float, duration: float | None) -> None:
+        self.transition, self.started = verb, now
+        self.deadline = None if duration is None else now + duration
+
+    def due(self, now: float) -> bool:
+        return self.transition is not None and self.deadline is not None and now >= self.deadline
+
+    def finish(self) -> bool:
+        """Complete the transition; True when the instance is gone."""
+        after = TRANSITIONS[self.transition or "create"][1]
+        self.transition = self.started = self.deadline = None
+        if after is None:
+            return True
+        self.status = after
+        return False
+
+
+def _ed25519_blob() -> str:
+    """A well-formed ssh-ed25519 public key blob (base64), as a guest publishes one."""
+    kind = b"ssh-ed25519"
+    raw = len(kind).to_bytes(4, "big") + kind + (32).to_bytes(4, "big") + secrets.token_bytes(32)
+    return base64.b64encode(raw).decode()
+
+
+@dataclass
+class ZoneOperation:
+    project: str
+    zone: str
+    name: str
+    operation_type: str  # insert, delete, start, stop, setLabels
+    target: str  # the instance's path
+    target_id: str
+    inserted: float
+    status: str = "RUNNING"
+    started: float | None = None
+    ended: float | None = None
+    errors: list[dict[str, str]] = field(default_factory=list)
+    http_error: tuple[int, str] | None = None
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/zones/{self.zone}/operations/{self.name}"
+
+    @property
+    def done(self) -> bool:
+        return self.status == "DONE"
+
+    def succeed(self, now: float) -> None:
+        self.status, self.ended = "DONE", now
+
+    def fail(self, now: float, code: str, message: str, http: tuple[int, str]) -> None:
+        self.errors = [{"code": code, "message": message}]
+        self.http_error = http
+        self.succeed(now)
+
+    @classmethod
+    def new(cls, instance: Instance, operation_type: str, now: float) -> ZoneOperation:
+        name = f"operation-{int(now * 1000)}-{secrets.token_hex(6)}-{secrets.token_hex(4)}"
+        return cls(instance.project, instance.zone, name, operation_type, instance.path,
+                   instance.uid, now, started=now)  # fmt: skip
+
+
+@dataclass
+class ComputeState:
+    """Every instance and zone operation, by path."""
+
+    instances: dict[str, Instance] = field(default_factory=dict)
+    operations: dict[str, ZoneOperation] = field(default_factory=dict)
+
+    def chips_in_use(self, zone: str, generation: str, but: Instance | None = None) -> int:
+        """The chips of `generation` the instances in `zone` hold (but `but`): a stopped
+        instance, or one whose create or start will fail, holds none."""
+        return sum(
+            i.chips for i in self.instances.values()
+            if i is not but and i.zone == zone and i.generation == generation
+            and i.status != "TERMINATED" and i.transition != "stop" and not i.capacity_error
+        )  # fmt: skip
+
+    def to_state(self) -> dict[str, Any]:
+        """What the state file keeps (core/persistence.py)."""
+        return {
+            "instances": [asdict(i) for i in self.instances.values()],
+            "operations": [asdict(op) for op in self.operations.values()],
+        }
+
+    def load(self, data: dict[str, Any]) -> None:
+        self.instances = {i.path: i for i in (Instance(**d) for d in data.get("instances", []))}
+        ops = [ZoneOperation(**d) for d in data.get("operations", [])]
+        for op in ops:
+            op.http_error = tuple(op.http_error) if op.http_error else None  # type: ignore[assignment]
+        self.operations = {op.path: op for op in ops}

@@ -1,0 +1,142 @@
+"""What Compute Engine refuses in an `instances.insert` body, and the list filters it
+takes: pure functions. Each wording cites where it was seen (compute/errors.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tpuctl.emulator.compute import catalog, errors
+from tpuctl.emulator.compute.catalog import MachineType
+
+NAME = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
+NAME_WHY = "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"
+LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+PROVISIONING = ("STANDARD", "SPOT", "FLEX_START", "RESERVATION_BOUND")
+TERMINATION_ACTIONS = ("STOP", "DELETE")
+MAINTENANCE = ("MIGRATE", "TERMINATE")
+
+
+def check_zone(zone: str) -> None:
+    if zone not in catalog.zones():
+        raise errors.unknown_zone(zone)
+
+
+def check_name(name: Any, field: str = "resource.name") -> str:
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise errors.invalid_value(field, name, NAME_WHY)
+    return name
+
+
+def machine_type(zone: str, value: Any) -> MachineType:
+    """The machine type a body's `machineType` names: a full or partial URL
+    (`zones/Z/machineTypes/X`, `projects/P/zones/Z/machineTypes/X`, `https://.../X`)."""
+    text = str(value or "")
+    match = re.search(r"(?:^|/)zones/([^/]+)/machineTypes/([^/]+)$", text)
+    name = match.group(2) if match else text.rsplit("/", 1)[-1]
+    found = catalog.machine_type(zone, name) if match and match.group(1) == zone else None
+    if found is None:
+        # gcloud matches this sentence and adds a `machine-types list --zones` hint
+        # (lib/surface/compute/instances/create.py)
+        raise errors.invalid_value(
+            "resource.machineType", text,
+            f"Machine type with name '{name}' does not exist in zone '{zone}'.",
+        )  # fmt: skip
+    if not found.instances_allowed:
+        # a migration guide's quote of the refusal (docs/emulator.md; reason guessed)
+        raise errors.bad_request(f"This user agent is not allowed to use the machine type [{name}]")
+    return found
+
+
+def check_scheduling(scheduling: Any) -> dict[str, Any]:
+    """The scheduling a TPU VM must have: TERMINATE on host maintenance (TPU instances
+    cannot live-migrate), and no automatic restart for Spot."""
+    if not isinstance(scheduling, dict):
+        scheduling = {}
+    model = scheduling.get("provisioningModel", "STANDARD")
+    if model not in PROVISIONING:
+        raise errors.invalid_value("resource.scheduling.provisioningModel", model, "")
+    if model == "FLEX_START":
+        raise errors.bad_request("FLEX_START is not served by this emulator yet.")
+    host = scheduling.get("onHostMaintenance", "MIGRATE")  # the API's default
+    if host not in MAINTENANCE:
+        raise errors.invalid_value("resource.scheduling.onHostMaintenance", host, "")
+    if host != "TERMINATE":
+        raise errors.bad_request("Instances with guest accelerators do not support live migration.")
+    spot = model == "SPOT" or scheduling.get("preemptible") is True
+    restart = scheduling.get("automaticRestart")
+    if spot and restart is True:
+        # as Compute words it for preemptible (elasticluster/elasticluster#568)
+        field = "preemptible" if scheduling.get("preemptible") else "provisioningModel"
+        value = "true" if field == "preemptible" else model
+        raise errors.invalid_value(
+            f"resource.scheduling.{field}", value,
+            "Scheduling must have preemptible be false when AutomaticRestart is true.",
+        )  # fmt: skip
+    action = scheduling.get("instanceTerminationAction")
+    if action is not None and action not in TERMINATION_ACTIONS:
+        raise errors.invalid_value("resource.scheduling.instanceTerminationAction", action, "")
+    out = dict(scheduling)
+    out.setdefault("onHostMaintenance", host)
+    out.setdefault("provisioningModel", model)
+    out.setdefault("automaticRestart", not spot)
+    out.setdefault("preemptible", False)
+    if spot:
+        out.setdefault("instanceTerminationAction", "STOP")  # the default, for Spot only
+    return out
+
+
+def check_labels(labels: Any, field: str = "resource.labels") -> dict[str, str]:
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict):
+        raise errors.invalid_value(field, labels, "Labels must be a map.")
+    for key, value in labels.items():
+        if not LABEL_KEY.fullmatch(str(key)) or not LABEL_VALUE.fullmatch(str(value)):
+            why = "Label keys and values must match the label format."
+            raise errors.invalid_value(field, f"{key}={value}", why)
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def check_metadata(metadata: Any) -> dict[str, Any]:
+    items = (metadata or {}).get("items", []) if isinstance(metadata, dict) else []
+    keys = [item.get("key") for item in items if isinstance(item, dict)]
+    for key in keys:
+        if not isinstance(key, str) or not re.fullmatch(r"[a-zA-Z0-9_-]{1,128}", key):
+            why = "Must be a match of regex '[a-zA-Z0-9-_]{1,128}'"
+            raise errors.invalid_value("resource.metadata.items.key", key, why)
+    if len(set(keys)) != len(keys):
+        raise errors.invalid_value("resource.metadata", "", "Duplicate keys are not allowed.")
+    return {"items": [dict(item) for item in items]}
+
+
+# -- list filters: `labels.team=ml`, `name = "a"`, `status != RUNNING`, joined by AND or
+# spaces, in parentheses or not; gcloud sends `(labels.team = "ml")` forms
+_TERM = re.compile(r'\s*\(?\s*([A-Za-z][\w.-]*)\s*(=|!=|eq|ne)\s*"?([^"()\s]*)"?\s*\)?\s*')
+
+
+def parse_filter(text: str) -> list[tuple[str, str, str]]:
+    terms: list[tuple[str, str, str]] = []
+    rest = text.strip()
+    while rest:
+        match = _TERM.match(rest)
+        if not match:
+            raise errors.invalid_value("filter", text, "Invalid list filter expression.")
+        terms.append((match.group(1), match.group(2), match.group(3)))
+        rest = rest[match.end() :]
+        rest = re.sub(r"^(?:AND\s+)", "", rest)
+    return terms
+
+
+def matches(fields: dict[str, Any], terms: list[tuple[str, str, str]]) -> bool:
+    for key, op, value in terms:
+        have = fields
+        for part in key.split("."):
+            have = have.get(part) if isinstance(have, dict) else None  # type: ignore[assignment]
+        text = "" if have is None else str(have)
+        # eq/ne: the old regex form, a full match
+        ok = re.fullmatch(value, text) is not None if op in ("eq", "ne") else text == value
+        if ok != (op in ("=", "eq")):
+            return False
+    return True
