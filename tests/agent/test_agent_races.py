@@ -1,0 +1,49 @@
+"""The agent where two things happen at once: two starts of one attempt, a teardown
+with the bucket gone unreadable, a cancel before the script started."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.agent.conftest import Cluster, wait_for
+from tests.agent.test_agent import _reap
+from tests.agent.test_preflight import DEFAULT_SA
+
+
+def test_two_starts_during_the_preflight_run_one_agent(cluster: Cluster) -> None:
+    """A start retried while the first is still in its preflight (held there by a slow
+    Resource Manager) answers the first one's agent and starts none of its own."""
+    node = cluster.create_node("twice")
+    job = cluster.stage({"train.py": "print('the script ran', flush=True)\n"}, node,
+                        teardown=True)  # fmt: skip
+    worker = cluster.worker(node, 0)
+    cluster.emulator.faults(delay=2.0)  # every API call; the preflight makes one
+    replies, pids = [], []
+    try:
+        starts = [worker.popen("start", job, cluster.bucket.name) for _ in range(2)]
+        for proc in starts:  # both at once: a start reads its stdin to the end first
+            proc.stdin.write("{}")
+            proc.stdin.close()
+        for proc in starts:
+            out, err = proc.stdout.read(), proc.stderr.read()
+            assert proc.wait(timeout=60) == 0, err
+            replies.append(json.loads(out.strip().splitlines()[-1]))
+        pids = sorted({r["pid"] for r in replies})
+        assert len(pids) == 1 and pids[0] > 0, replies
+        assert sum(1 for r in replies if r.get("already_started")) == 1
+        cluster.emulator.faults()
+        wait_for(lambda: cluster.node_names() == [], "the node's deletion")
+        status = cluster.status(job)
+        assert status["state"] == "SUCCEEDED" and status["pid"] == pids[0]
+        assert Path(replies[0]["log"]).read_text().count("the script ran\n") == 1
+    finally:
+        cluster.emulator.faults()
+        for pid in {r["pid"] for r in replies if r["pid"]}:
+            _reap(pid, cluster.status(job))
+
+
+def _deny(cluster: Cluster, *permissions: str) -> None:
+    cluster.emulator.config(
+        service_accounts={DEFAULT_SA: {"denied_permissions": list(permissions)}}
+    )
