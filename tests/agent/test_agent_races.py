@@ -47,3 +47,41 @@ def _deny(cluster: Cluster, *permissions: str) -> None:
     cluster.emulator.config(
         service_accounts={DEFAULT_SA: {"denied_permissions": list(permissions)}}
     )
+
+
+def test_a_teardown_blind_to_the_bucket_deletes_the_node_after_the_deadline(
+    cluster: Cluster,
+) -> None:
+    """Worker 0's teardown waits for every worker's final status; with the bucket
+    unreadable it cannot see one, and deletes the node anyway once the heartbeat
+    deadline (--stale) has passed, saying so in the VM's log."""
+    node = cluster.create_node("blind")
+    flag = cluster.tmp / "go"
+    script = (
+        "import pathlib, sys, time\n"
+        "print('waiting', flush=True)\n"
+        "while not pathlib.Path(sys.argv[1]).exists():\n"
+        "    time.sleep(0.05)\n"
+    )
+    job = cluster.stage({"train.py": script}, node, teardown=True, args=[str(flag)])
+    worker = cluster.worker(node, 0)
+    proc = worker.popen("run", job, cluster.bucket.name, "--stale", "2")
+    proc.stdin.write("{}")
+    proc.stdin.close()
+    try:
+        wait_for(lambda: (s := cluster.status(job)) and s.get("phase") == "script", "RUNNING")
+        _deny(cluster, "storage.objects.get")  # the VM can no longer read the statuses
+        flag.touch()
+        assert proc.wait(timeout=30) == 0  # (without a deadline: never)
+        assert cluster.node_names() == []
+        log = (worker.root / "jobs" / job / "attempt-1.log").read_text()
+        assert (
+            "teardown: worker 0's status could not be read for 2s (the heartbeat deadline, "
+            "--stale)" in log
+        )
+        assert "tearing down regardless" in log and "teardown: deleting node blind" in log
+    finally:
+        cluster.emulator.config(service_accounts={DEFAULT_SA: {"denied_permissions": []}})
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -324,8 +324,13 @@ class Job:
     def after_death(self, state: str, error: str) -> None:
         """The supervisor's part once the agent died: a final status with the error
         (unless the agent wrote one), then, on worker 0, the teardown it still owed."""
-        current, _ = self.storage.read_json(self.status.name)
-        record = self.record()[0]  # the VM's copy when a lifecycle rule took it
+        try:
+            current, _ = self.storage.read_json(self.status.name)
+            record = self.record()[0]  # the VM's copy when a lifecycle rule took it
+        except HttpError as e:  # the bucket unreadable: the teardown is still owed
+            self.say(f"the bucket could not be read: {e}")
+            copy = self.record_copy
+            current, record = None, json.loads(copy.read_text()) if copy.is_file() else None
         owes_teardown = self.worker == 0 and (record or {}).get("teardown")
         current = current or {}
         if protocol.is_final(current, self.args.attempt):
@@ -341,21 +346,37 @@ class Job:
         if owes_teardown:
             self.teardown()
 
-    def ended(self, worker: int, since: float) -> bool:
-        """Has `worker` ended this attempt, or stopped answering for --stale seconds?"""
+    def ended(self, worker: int, since: float, unread: dict[int, float]) -> bool:
+        """Has `worker` ended this attempt, or stopped answering for --stale seconds? A
+        status that cannot be read (`unread`: since when, by worker) is no sign of life:
+        once it has been unreadable for --stale seconds, the worker counts as ended."""
         try:
             st = self.storage.read_json(status_path(self.args.job_id, worker))[0]
-        except HttpError:
-            return False
+        except HttpError as e:
+            first = unread.setdefault(worker, time.monotonic())
+            if time.monotonic() - first <= self.args.stale:
+                return False
+            self.say(f"teardown: worker {worker}'s status could not be read for "
+                     f"{self.args.stale:g}s (the heartbeat deadline, --stale): {e}; "
+                     "tearing down regardless")  # fmt: skip
+            return True
+        unread.pop(worker, None)
         if not st or st.get("attempt") != self.args.attempt:
             return time.time() - since > self.args.stale  # its agent never started
         return protocol.is_final(st) or time.time() - st.get("heartbeat", 0) > self.args.stale
 
     def teardown(self) -> None:
         """On worker 0: once every worker has ended, delete the node (this VM included);
-        on a multislice job, its queued resource, which takes every slice with it."""
-        since = time.time()
-        while not all(self.ended(k, since) for k in range(self.total)):
+        on a multislice job, its queued resource, which takes every slice with it. The
+        wait has a deadline: a worker that cannot be seen (the bucket unreadable) counts
+        as ended after --stale seconds, so the node never bills on for a bucket it cannot
+        read."""
+        since, waiting = time.time(), list(range(self.total))
+        unread: dict[int, float] = {}  # worker -> since when its status could not be read
+        while True:  # every worker looked at each round: their deadlines run together
+            waiting = [k for k in waiting if not self.ended(k, since, unread)]
+            if not waiting:
+                break
             time.sleep(self.args.heartbeat)
         project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
         request = self.args.request if self.args.slices > 1 else None
