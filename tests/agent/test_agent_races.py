@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.agent.conftest import Cluster, wait_for
 from tests.agent.test_agent import _reap
 from tests.agent.test_preflight import DEFAULT_SA
+from tpuctl.errors import TpuctlError
+from tpuctl.services import jobs
 
 
 def test_two_starts_during_the_preflight_run_one_agent(cluster: Cluster) -> None:
@@ -85,3 +89,36 @@ def test_a_teardown_blind_to_the_bucket_deletes_the_node_after_the_deadline(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_job_cancelled_before_its_agent_started_never_runs_its_script(
+    cluster: Cluster,
+) -> None:
+    """`tpuctl cancel` of a job no agent has started (PENDING) leaves the job's cancel
+    marker: the agent that starts later runs neither the setup nor the script, ends
+    CANCELLED, and worker 0 deletes the node made for the job."""
+    node = cluster.create_node("early")
+    job = cluster.stage({"train.py": "print('the script ran', flush=True)\n"}, node,
+                        teardown=True, setup="echo the setup ran")  # fmt: skip
+    done = jobs.cancel(cluster.bucket, job)
+    assert (done.state, done.asked, done.marked, done.teardown) == ("PENDING", 0, True, True)
+    worker = cluster.worker(node, 0)
+    result = worker.run(job, cluster.bucket.name)
+    assert result.returncode == 1, result.stderr
+    status = cluster.status(job)
+    assert (status["state"], status["exit_status"]) == ("CANCELLED", None)
+    assert status["message"] == "the job was cancelled before its setup started"
+    log = (worker.root / "jobs" / job / "attempt-1.log").read_text()
+    assert "ran" not in log.replace("nothing ran", "")
+    assert "tpuctl-agent: teardown: deleting node early" in log
+    assert cluster.node_names() == []
+    again = jobs.cancel(cluster.bucket, job)  # the job has ended now: nothing to do
+    assert (again.state, again.asked, again.marked) == ("CANCELLED", 0, False)
+
+
+def test_a_cancel_whose_write_fails_is_an_error_naming_the_job(cluster: Cluster) -> None:
+    node = cluster.create_node("denied")
+    job = cluster.stage({"train.py": "print('hi')\n"}, node)
+    cluster.emulator.config(denied_permissions=["storage.objects.create"])
+    with pytest.raises(TpuctlError, match=f"could not cancel job {job}: writing its cancel marker"):
+        jobs.cancel(cluster.bucket, job)

@@ -61,6 +61,7 @@ class Job:
         self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
+        self.ran = False  # has the setup or the script started?
 
     @property
     def cancelled(self) -> bool:
@@ -159,8 +160,23 @@ class Job:
             "MEGASCALE_SLICE_ID": str(self.args.slice),
         }
 
+    def may_start(self, phase: str) -> bool:
+        """Before the setup or the script: False when the job was cancelled, also by its
+        cancel marker, which a cancel of a job whose agents had not started yet leaves.
+        The status says the phase first, then the marker is read (protocol.py: a client
+        that saw the job before RUNNING knows that it never starts)."""
+        if self.cancelled:
+            return False
+        self.quietly(lambda: self.status.write(state=protocol.RUNNING, phase=phase))
+        marker, _ = self.storage.read_json(protocol.cancel_path(self.args.job_id))
+        if protocol.cancel_marked(marker) and not self.cancelled:
+            self.stop_reason = f"the job was cancelled before its {phase} started"
+            self.status.value["message"] = self.stop_reason
+        return not self.cancelled
+
     def supervise(self, command: list[str], env: dict[str, str], phase: str) -> int:
         """Run one command to its end, heartbeating; on a cancel SIGTERM, then SIGKILL."""
+        self.ran = True
         with open(str(self.local_log), "ab") as log:
             proc = subprocess.Popen(command, cwd=str(self.code), env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -284,6 +300,7 @@ class Job:
 
     def _run(self) -> int:
         code, state, record = 1, protocol.FAILED, {}
+        exit_status: int | None = code
         try:
             record = fetch_code(self.storage, self.args.job_id, self.code)
             self.record_copy.write_text(json.dumps(record))
@@ -292,13 +309,13 @@ class Job:
             script = record["script"]
             command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
             code = 0
-            if record.get("setup") and not self.cancelled:
+            if record.get("setup") and self.may_start("setup"):
                 self.say(f"setup: {record['setup']}")
                 shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
                 code = self.supervise([shell, "-c", record["setup"]], env, "setup")
                 if code:
                     self.say(f"the setup failed with exit status {code}")
-            if code == 0 and not self.cancelled:
+            if code == 0 and self.may_start("script"):
                 code = self.supervise(command + list(record.get("args") or []), env, "script")
             if self.signalled:
                 self.check_signal()
@@ -307,13 +324,20 @@ class Job:
                 state = protocol.CANCELLED
             if self.noticed_at is not None:
                 state = protocol.PREEMPTED
-            self.say(f"{state.lower()} with exit status {code}")
+            if state == protocol.CANCELLED and not self.ran:  # no exit status to tell
+                exit_status, code = None, 1
+                self.say(f"cancelled ({self.stop_reason or 'on request'}): nothing ran")
+            else:
+                exit_status = code
+                self.say(f"{state.lower()} with exit status {code}")
         except Exception as e:  # noqa: BLE001 - reported in the log and the status
             self.say(f"error: {e!r}")
             self.status.value["message"] = repr(e)[:500]
+            exit_status = code
         self.quietly(self.sync.sync)  # first: what a preempted job resumes from
         self.quietly(lambda: self.log.upload(force=True))
-        self.quietly(lambda: self.status.write(state=state, exit_status=code, ended=time.time()))
+        self.quietly(lambda: self.status.write(state=state, exit_status=exit_status,
+                                                      ended=time.time()))  # fmt: skip
         if self.worker == 0 and record.get("teardown"):
             if state == protocol.PREEMPTED:  # the runner recreates it, or gc deletes it
                 self.say("teardown left to the runner: the node is being preempted")
