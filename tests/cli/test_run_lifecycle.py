@@ -209,6 +209,31 @@ def test_a_run_interrupted_while_its_node_is_created_ends_its_job(cli, emulator,
     assert "already CANCELLED: nothing to stop" in cli("cancel", job).err
 
 
+def test_a_job_cancelled_while_its_node_is_created_never_runs(cli, emulator, project):
+    """`tpuctl cancel` while the run still waits for its node (the job PENDING): the
+    agents that start once the node is READY run nothing, the run ends CANCELLED, and
+    the node made for the job is deleted."""
+    emulator.durations(create=None)  # the node stays CREATING until advanced
+    with _running(project / "job.py") as proc:
+        wait_for(lambda: any(k.endswith("/job.json") for k in bucket_objects(emulator)))
+        (job,) = {k.split("/")[2] for k in bucket_objects(emulator) if k.endswith("/job.json")}
+        r = cli("cancel", job)
+        assert r.code == 0, r.err
+        assert (
+            f"job {job} is PENDING: cancelled before it started, its script will not run; "
+            "the node made for it is deleted" in r.err
+        )
+        emulator.advance()
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "CANCELLED" in err and "the job was cancelled before its script started" in err
+    assert "worker 0 of 1 job" not in err  # the script's first line
+    assert emulator.nodes() == []
+    (row,) = json.loads(cli("jobs", "--json").out)
+    assert row["state"] == "CANCELLED"
+    assert "already CANCELLED: nothing to stop" in cli("cancel", job).err
+
+
 def test_cancel_says_what_it_found(cli, emulator, project) -> None:
     r = cli("run", str(project / "job.py"), "--json")
     job = json.loads(r.out)["job"]

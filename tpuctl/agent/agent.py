@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -35,7 +36,6 @@ from . import preflight, protocol
 from .job import VERSION, Job
 from .metadata import Token, identity
 from .net import HttpError
-from .processes import alive
 from .protocol import log_path, status_path
 from .storage import Storage
 
@@ -89,19 +89,29 @@ def supervised(args: argparse.Namespace, user_env: dict[str, str], agent_log: Pa
 
 
 def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
-    """Detach from the SSH session (double fork, own session), print the agent's pid."""
+    """Detach from the SSH session (double fork, own session), print the agent's pid.
+
+    Idempotent for one job and attempt, also while a first start is still in its
+    preflight (the runner tries a start again when its answer does not come): every
+    start first takes the attempt's start lock (`agent-A.start.lock`), so starts of one
+    attempt go one at a time, and the supervisor holds the attempt's agent lock
+    (`agent-A.lock`) for its life. A start that finds the agent lock held answers the
+    running agent's pid (from `agent-A.pid`, written before the start lock is let go)."""
     job_dir = Path(args.root).expanduser() / "jobs" / args.job_id
     job_dir.mkdir(parents=True, exist_ok=True)
     agent_log = job_dir / f"agent-{args.attempt}.log"
     log = str(job_dir / f"attempt-{args.attempt}.log")
     pid_file = job_dir / f"agent-{args.attempt}.pid"
-    try:  # idempotent: a second start of the same attempt reports the running agent
-        running = int(pid_file.read_text().strip() or 0)
-    except (OSError, ValueError):
-        running = 0
-    if running and alive(running):
-        print(json.dumps({"pid": running, "log": log, "agent_log": str(agent_log)}), flush=True)
-        return 0
+    starting = _lock(job_dir / f"agent-{args.attempt}.start.lock", wait=True)
+    running = _lock(job_dir / f"agent-{args.attempt}.lock", wait=False)
+    if running is None:  # an agent of this attempt runs: report it
+        try:
+            pid = int(pid_file.read_text().strip() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        print(json.dumps({"pid": pid, "log": log, "agent_log": str(agent_log),
+                          "already_started": True}), flush=True)  # fmt: skip
+        return 0 if pid else 1
     problem = _preflight(args, Path(log))
     if problem is not None:  # the job ends here: the runner says why and tears down
         print(json.dumps({"pid": 0, "log": log, "agent_log": str(agent_log),
@@ -111,12 +121,15 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
     read_end, write_end = os.pipe()
     if os.fork():
         os.close(write_end)
+        os.close(running)  # the supervisor holds it now
         pid = int(os.read(read_end, 64) or b"0")
         if pid:
             pid_file.write_text(str(pid))
         print(json.dumps({"pid": pid, "log": log, "agent_log": str(agent_log)}), flush=True)
-        return 0 if pid else 1
+        return 0 if pid else 1  # (the start lock goes with this process)
     os.close(read_end)
+    if starting is not None:  # (it is: the start waited for it)
+        os.close(starting)  # held by the start until it has answered, not by the agent
     os.setsid()
     child = os.fork()
     if child:
@@ -129,9 +142,23 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
             os.dup2(null.fileno(), 0)
             os.dup2(log_file.fileno(), 1)
             os.dup2(log_file.fileno(), 2)
-        return supervised(args, user_env, agent_log)
+        return supervised(args, user_env, agent_log)  # `running` stays open: the lock
 
     _exit_with(detached)
+
+
+def _lock(path: Path, wait: bool) -> int | None:
+    """An exclusive lock on `path` (flock: let go when every descriptor of it is closed,
+    so also when its holder dies): its descriptor, or None when another holds it and
+    `wait` is False. The descriptor is not inherited across exec (the script never holds
+    it), but it is across fork."""
+    fd = os.open(str(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _preflight(args: argparse.Namespace, log: Path) -> Any:

@@ -61,6 +61,7 @@ class Job:
         self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
+        self.ran = False  # has the setup or the script started?
 
     @property
     def cancelled(self) -> bool:
@@ -159,8 +160,23 @@ class Job:
             "MEGASCALE_SLICE_ID": str(self.args.slice),
         }
 
+    def may_start(self, phase: str) -> bool:
+        """Before the setup or the script: False when the job was cancelled, also by its
+        cancel marker, which a cancel of a job whose agents had not started yet leaves.
+        The status says the phase first, then the marker is read (protocol.py: a client
+        that saw the job before RUNNING knows that it never starts)."""
+        if self.cancelled:
+            return False
+        self.quietly(lambda: self.status.write(state=protocol.RUNNING, phase=phase))
+        marker, _ = self.storage.read_json(protocol.cancel_path(self.args.job_id))
+        if protocol.cancel_marked(marker) and not self.cancelled:
+            self.stop_reason = f"the job was cancelled before its {phase} started"
+            self.status.value["message"] = self.stop_reason
+        return not self.cancelled
+
     def supervise(self, command: list[str], env: dict[str, str], phase: str) -> int:
         """Run one command to its end, heartbeating; on a cancel SIGTERM, then SIGKILL."""
+        self.ran = True
         with open(str(self.local_log), "ab") as log:
             proc = subprocess.Popen(command, cwd=str(self.code), env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -284,6 +300,7 @@ class Job:
 
     def _run(self) -> int:
         code, state, record = 1, protocol.FAILED, {}
+        exit_status: int | None = code
         try:
             record = fetch_code(self.storage, self.args.job_id, self.code)
             self.record_copy.write_text(json.dumps(record))
@@ -292,13 +309,13 @@ class Job:
             script = record["script"]
             command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
             code = 0
-            if record.get("setup") and not self.cancelled:
+            if record.get("setup") and self.may_start("setup"):
                 self.say(f"setup: {record['setup']}")
                 shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
                 code = self.supervise([shell, "-c", record["setup"]], env, "setup")
                 if code:
                     self.say(f"the setup failed with exit status {code}")
-            if code == 0 and not self.cancelled:
+            if code == 0 and self.may_start("script"):
                 code = self.supervise(command + list(record.get("args") or []), env, "script")
             if self.signalled:
                 self.check_signal()
@@ -307,13 +324,20 @@ class Job:
                 state = protocol.CANCELLED
             if self.noticed_at is not None:
                 state = protocol.PREEMPTED
-            self.say(f"{state.lower()} with exit status {code}")
+            if state == protocol.CANCELLED and not self.ran:  # no exit status to tell
+                exit_status, code = None, 1
+                self.say(f"cancelled ({self.stop_reason or 'on request'}): nothing ran")
+            else:
+                exit_status = code
+                self.say(f"{state.lower()} with exit status {code}")
         except Exception as e:  # noqa: BLE001 - reported in the log and the status
             self.say(f"error: {e!r}")
             self.status.value["message"] = repr(e)[:500]
+            exit_status = code
         self.quietly(self.sync.sync)  # first: what a preempted job resumes from
         self.quietly(lambda: self.log.upload(force=True))
-        self.quietly(lambda: self.status.write(state=state, exit_status=code, ended=time.time()))
+        self.quietly(lambda: self.status.write(state=state, exit_status=exit_status,
+                                                      ended=time.time()))  # fmt: skip
         if self.worker == 0 and record.get("teardown"):
             if state == protocol.PREEMPTED:  # the runner recreates it, or gc deletes it
                 self.say("teardown left to the runner: the node is being preempted")
@@ -324,8 +348,13 @@ class Job:
     def after_death(self, state: str, error: str) -> None:
         """The supervisor's part once the agent died: a final status with the error
         (unless the agent wrote one), then, on worker 0, the teardown it still owed."""
-        current, _ = self.storage.read_json(self.status.name)
-        record = self.record()[0]  # the VM's copy when a lifecycle rule took it
+        try:
+            current, _ = self.storage.read_json(self.status.name)
+            record = self.record()[0]  # the VM's copy when a lifecycle rule took it
+        except HttpError as e:  # the bucket unreadable: the teardown is still owed
+            self.say(f"the bucket could not be read: {e}")
+            copy = self.record_copy
+            current, record = None, json.loads(copy.read_text()) if copy.is_file() else None
         owes_teardown = self.worker == 0 and (record or {}).get("teardown")
         current = current or {}
         if protocol.is_final(current, self.args.attempt):
@@ -341,21 +370,37 @@ class Job:
         if owes_teardown:
             self.teardown()
 
-    def ended(self, worker: int, since: float) -> bool:
-        """Has `worker` ended this attempt, or stopped answering for --stale seconds?"""
+    def ended(self, worker: int, since: float, unread: dict[int, float]) -> bool:
+        """Has `worker` ended this attempt, or stopped answering for --stale seconds? A
+        status that cannot be read (`unread`: since when, by worker) is no sign of life:
+        once it has been unreadable for --stale seconds, the worker counts as ended."""
         try:
             st = self.storage.read_json(status_path(self.args.job_id, worker))[0]
-        except HttpError:
-            return False
+        except HttpError as e:
+            first = unread.setdefault(worker, time.monotonic())
+            if time.monotonic() - first <= self.args.stale:
+                return False
+            self.say(f"teardown: worker {worker}'s status could not be read for "
+                     f"{self.args.stale:g}s (the heartbeat deadline, --stale): {e}; "
+                     "tearing down regardless")  # fmt: skip
+            return True
+        unread.pop(worker, None)
         if not st or st.get("attempt") != self.args.attempt:
             return time.time() - since > self.args.stale  # its agent never started
         return protocol.is_final(st) or time.time() - st.get("heartbeat", 0) > self.args.stale
 
     def teardown(self) -> None:
         """On worker 0: once every worker has ended, delete the node (this VM included);
-        on a multislice job, its queued resource, which takes every slice with it."""
-        since = time.time()
-        while not all(self.ended(k, since) for k in range(self.total)):
+        on a multislice job, its queued resource, which takes every slice with it. The
+        wait has a deadline: a worker that cannot be seen (the bucket unreadable) counts
+        as ended after --stale seconds, so the node never bills on for a bucket it cannot
+        read."""
+        since, waiting = time.time(), list(range(self.total))
+        unread: dict[int, float] = {}  # worker -> since when its status could not be read
+        while True:  # every worker looked at each round: their deadlines run together
+            waiting = [k for k in waiting if not self.ended(k, since, unread)]
+            if not waiting:
+                break
             time.sleep(self.args.heartbeat)
         project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
         request = self.args.request if self.args.slices > 1 else None

@@ -19,6 +19,7 @@ Json = Dict[str, Any]
 # -- the bucket's layout ------------------------------------------------------------------
 #   tpuctl/blobs/<sha256>                                  file contents, shared by all jobs
 #   tpuctl/jobs/<job-id>/job.json                          the job record (the manifest)
+#   tpuctl/jobs/<job-id>/cancel.json                       the job cancelled (`cancel_marker`)
 #   tpuctl/jobs/<job-id>/status/worker-<k>.json            worker k's status
 #   tpuctl/jobs/<job-id>/logs/attempt-<a>/worker-<k>.log   worker k's log of attempt a
 #   tpuctl/jobs/<job-id>/outputs/[slice-<s>/]...           TPUCTL_OUTPUT_DIR, merged
@@ -43,6 +44,10 @@ def job_path(job_id: str, *parts: str) -> str:
 
 def job_record_path(job_id: str) -> str:
     return job_path(job_id, "job.json")
+
+
+def cancel_path(job_id: str) -> str:
+    return job_path(job_id, "cancel.json")
 
 
 def status_prefix(job_id: str) -> str:
@@ -119,6 +124,22 @@ def cancel_asked(status: Json | None, attempt: int) -> bool:
 def with_cancel(status: Json | None) -> Json:
     """The status with the request to stop."""
     return dict(status or {}, cancel=True)
+
+
+# A job is cancelled as a whole by its cancel marker (`cancel_path`), which reaches agents
+# that have written no status yet: the client writes it before it asks the running agents
+# to stop, and every agent reads it after its status says the phase it is about to start
+# (the setup, the script) and before it starts it. So a job that a client, after writing
+# the marker, saw PENDING, STARTING or FETCHING never runs its setup or script: an agent
+# that read no marker had already written RUNNING, which the client would have seen.
+def cancel_marker(now: float | None = None) -> Json:
+    """What the client writes at `cancel_path` to cancel the job."""
+    return {"cancel": True, "asked": round(time.time() if now is None else now, 3)}
+
+
+def cancel_marked(marker: Json | None) -> bool:
+    """Was the job cancelled (the object at `cancel_path`, None when there is none)?"""
+    return bool(marker and marker.get("cancel"))
 
 
 def ended(

@@ -174,13 +174,16 @@ def cancel(
 
     b = _bucket(app_of(ctx), project, bucket)
     job = jobs_service.resolve(b, job)
-    state, count = jobs_service.cancel(b, job)
-    if state in jobs_service.FINAL:
-        render.info(f"job {job} is already {state}: nothing to stop")
-    elif count == 0:
-        render.info(f"job {job} is {state}: no agent has started it yet, nothing to stop")
+    done = jobs_service.cancel(b, job)
+    if done.state in jobs_service.FINAL:
+        later = "; a restart of it will not start" if done.marked else ""
+        render.info(f"job {job} is already {done.state}: nothing to stop{later}")
+    elif done.asked == 0:
+        node = "the node made for it is deleted" if done.teardown else "its node is kept"
+        render.info(f"job {job} is {done.state}: cancelled before it started, its script "
+                    f"will not run; {node}")  # fmt: skip
     else:
-        render.info(f"asked {count} worker(s) to stop job {job} ({state})")
+        render.info(f"asked {done.asked} worker(s) to stop job {job} ({done.state})")
 
 
 def outputs(

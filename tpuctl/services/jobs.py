@@ -4,6 +4,7 @@ objects are, what the states mean and how a status is changed are the job protoc
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tpuctl.agent import protocol
 from tpuctl.agent.protocol import FINAL, overall
 from tpuctl.concurrency import each
-from tpuctl.errors import NotFoundError, TpuctlError, UsageError
+from tpuctl.errors import NotFoundError, PreconditionFailedError, TpuctlError, UsageError
 from tpuctl.services import staging
 from tpuctl.services.run.spec import worker_label
 
@@ -221,10 +222,28 @@ def resolve(bucket: Bucket, job: str) -> str:
     )
 
 
-def cancel(bucket: Bucket, job_id: str) -> tuple[str, int]:
-    """Ask every worker's agent that has not ended to stop (a flag in its status object).
-    Returns the job's state as found and how many workers were asked; NotFoundError for
-    an id with no job record."""
+# After these a runner may start another attempt (--restarts, --retry-on-failure): a
+# cancel leaves the marker, so that attempt never starts.
+RESTARTABLE = (protocol.PREEMPTED, protocol.FAILED)
+
+
+@dataclasses.dataclass
+class Cancelled:
+    """What a cancel did: the job's state as found, how many running workers it asked to
+    stop, and whether it left the cancel marker (so no agent of the job starts its
+    script from now on)."""
+
+    state: str
+    asked: int
+    marked: bool
+    teardown: bool  # the job deletes its node at its end
+
+
+def cancel(bucket: Bucket, job_id: str) -> Cancelled:
+    """Cancel a job: unless it has ended, write its cancel marker (protocol.py: an agent
+    that has not started the script yet never starts it), then ask every worker's agent
+    that has not ended to stop (a flag in its status object). NotFoundError for an id
+    with no job record; a write that fails is an error naming the job."""
     try:
         record = staging.read_job_record(bucket, job_id)
     except NotFoundError:
@@ -233,16 +252,35 @@ def cancel(bucket: Bucket, job_id: str) -> tuple[str, int]:
         ) from None
     found = statuses(bucket, job_id)
     state = overall([str(s.get("state")) for s in found.values()], int(record.get("workers", 1)))
+    marked = state not in FINAL or state in RESTARTABLE
+    if marked:  # first: an agent that starts meanwhile sees it (protocol.py)
+        try:
+            bucket.write_json(
+                protocol.cancel_path(job_id), protocol.cancel_marker(), if_generation_match=0
+            )
+        except PreconditionFailedError:
+            pass  # cancelled before
+        except TpuctlError as e:
+            raise _not_cancelled(job_id, e) from e
+        found = statuses(bucket, job_id)  # as they are now that the marker is there
     count = 0
     for worker, status in sorted(found.items()):
         if protocol.is_final(status):
             continue
         try:
             bucket.update_json(protocol.status_path(job_id, worker), protocol.with_cancel)
-            count += 1
-        except TpuctlError:
-            continue
-    return state, count
+        except TpuctlError as e:
+            raise _not_cancelled(job_id, e, worker) from e
+        count += 1
+    return Cancelled(state, count, marked, bool(record.get("teardown")))
+
+
+def _not_cancelled(job_id: str, error: TpuctlError, worker: int | None = None) -> TpuctlError:
+    what = "its cancel marker" if worker is None else f"worker {worker}'s status"
+    failed = TpuctlError(f"could not cancel job {job_id}: writing {what} failed: {error}",
+                         hint=error.hint)  # fmt: skip
+    failed.exit_code = error.exit_code
+    return failed
 
 
 def download_outputs(bucket: Bucket, job_id: str, dest: Path) -> list[Path]:

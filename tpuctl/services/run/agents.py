@@ -171,9 +171,14 @@ def all_final(current: dict[int, dict[str, Any]], workers: int) -> bool:
 
 
 def cancel(job: Job) -> None:
-    """Ask every worker's agent to stop the job (it then tears down as usual)."""
+    """Ask every worker's agent to stop the job (it then tears down as usual). A write
+    that fails is said and the stop goes on: the watch that follows ends the job all the
+    same (a silent agent is lost, the node torn down)."""
     assert job.bucket is not None
-    jobs.cancel(job.bucket, job.job_id)
+    try:
+        jobs.cancel(job.bucket, job.job_id)
+    except TpuctlError as e:
+        job.ui.info(f"warning: {e}")
 
 
 def find_lost(job: Job, current: dict[int, dict[str, Any]], workers: int, silence: float) -> bool:
