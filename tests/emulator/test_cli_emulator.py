@@ -101,6 +101,54 @@ def test_detached_start_status_stop(
     assert "not running" in twice.stdout
 
 
+def _node_in(address: str) -> None:
+    """A node made straight through the emulator's TPU API (state a user would leave)."""
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import tpu_v2
+
+    client = tpu_v2.TpuClient(
+        credentials=AnonymousCredentials(),
+        transport="rest",
+        client_options=ClientOptions(api_endpoint=f"http://{address}"),
+    )
+    node = tpu_v2.Node(accelerator_type="v3-8", runtime_version="tpu-ubuntu2204-base")
+    parent = "projects/tpuctl-demo/locations/us-central1-a"
+    client.create_node(parent=parent, node_id="left-over", node=node).result(timeout=60)
+
+
+def test_state_is_kept_across_a_restart_and_forgotten_by_reset_or_fresh(
+    isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port, state = free_port(), tmp_path / "emu"
+    address, flags = f"127.0.0.1:{port}", ["--port", str(port), "--state-dir", str(state)]
+
+    def nodes() -> int:
+        return int(EmulatorControl(address).status()["nodes"])
+
+    try:
+        assert tpuctl("start", "--detach", *flags).returncode == 0
+        _node_in(address)
+        status = tpuctl("status", "--state-dir", str(state))
+        assert "kept across a restart; `tpuctl emulator reset` forgets them" in status.stdout
+        assert tpuctl("stop", "--state-dir", str(state)).returncode == 0
+        assert tpuctl("start", "--detach", *flags).returncode == 0
+        assert nodes() == 1  # kept: a second example would meet the first one's node
+        reset = tpuctl("reset", "--state-dir", str(state))
+        assert reset.returncode == 0, reset.stderr
+        assert f"reset the emulator at {address}" in reset.stderr
+        assert nodes() == 0
+        _node_in(address)
+        assert tpuctl("stop", "--state-dir", str(state)).returncode == 0
+        fresh = tpuctl("start", "--detach", "--fresh", *flags)
+        assert fresh.returncode == 0, fresh.stderr
+        assert nodes() == 0  # a known state, whatever ran before
+    finally:
+        tpuctl("stop", "--state-dir", str(state))
+    none = tpuctl("reset", "--state-dir", str(state))
+    assert none.returncode == 2 and "no emulator to reset" in none.stderr
+
+
 def test_default_state_dir_follows_xdg_state_home(isolated_env: Path) -> None:
     status = tpuctl("status", "--json")
     assert status.returncode == 1

@@ -74,11 +74,17 @@ def start(
             "(default: refuse them; also TPUCTL_EMULATOR_UNCONFINED=1).",
         ),
     ] = False,
+    fresh: Annotated[
+        bool,
+        typer.Option("--fresh", help="Start from nothing: forget the state kept from before."),
+    ] = False,
 ) -> None:
     """Start the emulator and print the line that points tpuctl at it.
 
     In the foreground it serves until Ctrl-C. With --detach it runs on in the background
-    (its log is STATE_DIR/emulator.log) until `tpuctl emulator stop`.
+    (its log is STATE_DIR/emulator.log) until `tpuctl emulator stop`. Its state (nodes,
+    queued requests, instances, buckets, quota and capacity settings) is kept in the state
+    dir across a stop and a start; --fresh, or `tpuctl emulator reset`, forgets it.
     """
     from tpuctl.emulator.control import daemon
 
@@ -86,8 +92,12 @@ def start(
     record = daemon.running(directory)
     if record is not None:
         daemon.wait_until_answering(record, directory / daemon.LOG)
+        if fresh:
+            _reset(record.address)
         typer.echo(_export_line(record.address))
         return
+    if fresh:
+        daemon.forget_state(directory)
     daemon.prepare_start(directory, host, port)
     warning = daemon.sandbox_warning(unconfined)
     if warning:
@@ -103,6 +113,45 @@ def start(
 
     daemon.serve(directory, host, port, ssh_port, ready, unconfined)
     typer.echo("emulator stopped", err=True)
+
+
+def _reset(address: str) -> None:
+    from tpuctl.emulator.control.client import EmulatorControl
+
+    try:
+        EmulatorControl(address).reset()
+    except OSError as exc:
+        raise TpuctlError(
+            f"cannot reach the emulator at {address}: {exc}",
+            hint="start it with `tpuctl emulator start --detach`",
+        ) from None
+    typer.echo(
+        f"reset the emulator at {address}: no nodes, queued requests, instances or buckets; "
+        "quotas, capacity and settings as at a first start",
+        err=True,
+    )
+
+
+@app.command()
+def reset(state_dir: StateDir = None) -> None:
+    """Forget everything the emulator holds (nodes, queued requests, instances, buckets,
+    quota, capacity and fault settings): a known state, as at its first start.
+
+    Example: tpuctl emulator reset
+    """
+    from tpuctl.emulator.control import daemon
+
+    directory = _state_dir(state_dir)
+    record = daemon.running(directory)
+    in_use = os.environ.get("TPUCTL_EMULATOR_HOST", "").strip()
+    address = in_use if in_use and state_dir is None else record.address if record else None
+    if address is None:
+        raise UsageError(
+            f"no emulator to reset: none runs on the state dir {directory} and "
+            "TPUCTL_EMULATOR_HOST is not set",
+            hint="start one with `tpuctl emulator start --detach --fresh`",
+        )
+    _reset(address)
 
 
 @app.command()
@@ -154,6 +203,10 @@ def status(
             f"Cloud Storage at {info.get('storage_endpoint') or 'none'}, "
             f"TPU API over gRPC at {info.get('tpu_grpc_endpoint') or 'none'}"
             + (f", state in {directory}" if record else "")
+        )
+        typer.echo(
+            "its nodes, requests, instances, buckets and settings are kept across a restart; "
+            "`tpuctl emulator reset` forgets them"
         )
     elif record:
         typer.echo(f"not answering: pid {record.pid} should serve {address}")

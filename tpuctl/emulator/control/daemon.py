@@ -107,6 +107,18 @@ def status(address: str) -> dict[str, Any] | None:
         return None
 
 
+def forget_state(directory: Path) -> None:
+    """Before a start: drop what a previous emulator kept in `directory` (its nodes,
+    requests, instances and settings in state.json, its buckets under storage/), so the
+    next one starts as at its first start. Its log and the ports it had are kept."""
+    import shutil
+
+    from tpuctl.emulator.core.persistence import STATE_FILE
+
+    (directory / STATE_FILE).unlink(missing_ok=True)
+    shutil.rmtree(directory / "storage", ignore_errors=True)
+
+
 def prepare_start(directory: Path, host: str, port: int) -> None:
     """Raise what stops a new emulator on host:port (its Cloud Storage server, the
     `emulator` extra, is not installed: ConfigError; the port is taken: UsageError),
