@@ -67,6 +67,25 @@ def load_config_file(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         ) from e
 
 
+PER_PROJECT = ("zone", "zones", "bucket")  # keys a `[projects."ID"]` table may set
+
+
+def for_project(config: Mapping[str, Any], project: str) -> dict[str, Any]:
+    """The config file's values for `project`: its `[projects."ID"]` table's zone, zones
+    and bucket over the top-level ones (a zone set there replaces a top-level zones list,
+    and the other way round), so one project's jobs never go to another's bucket."""
+    projects = config.get("projects")
+    own = projects.get(project) if isinstance(projects, Mapping) else None
+    if not isinstance(own, Mapping):
+        return dict(config)
+    merged = {k: v for k, v in config.items() if k != "projects"}
+    if "zone" in own or "zones" in own:
+        merged.pop("zone", None)
+        merged.pop("zones", None)
+    merged.update({k: v for k, v in own.items() if k in PER_PROJECT})
+    return merged
+
+
 def configured_service_account(env: Mapping[str, str] | None = None) -> str | None:
     """The config file's `service_account`: what new TPU VMs run as when no
     --service-account is given (None: the project's default compute account)."""
@@ -291,7 +310,7 @@ def resolve_target(
             hint="pass --project P, or run `gcloud config set project P`",
         )
     zs, z_src, z_looked = _lookup(
-        "zone", zone, env, file_cfg, gcloud, endpoint_defaults, many=many_zones
+        "zone", zone, env, for_project(file_cfg, ps[0]), gcloud, endpoint_defaults, many=many_zones
     )
     if not zs:
         if need_zone:
@@ -319,28 +338,57 @@ def _toml_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def write_config_values(values: Mapping[str, str], env: Mapping[str, str] | None = None) -> Path:
-    """Set top-level string keys of tpuctl's config file, keeping every other line (other
-    keys, tables, comments) as it is; written atomically. Returns the file's path."""
+def project_table(project: str) -> str:
+    """The header of a project's table in the config file: `[projects."my-project"]`."""
+    return f"[projects.{_toml_string(project)}]"
+
+
+def write_config_values(
+    values: Mapping[str, str],
+    env: Mapping[str, str] | None = None,
+    project: str | None = None,
+) -> Path:
+    """Set string keys of tpuctl's config file, top-level or (with `project`) in that
+    project's table, keeping every other line (other keys, tables, comments) as it is;
+    written atomically. Returns the file's path."""
     path = config_file_path(env)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         lines = []
-    table = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), len(lines))
-    head, tail = lines[:table], lines[table:]
+    header = project_table(project) if project else None
+    if header is None:
+        start = 0
+    else:
+        found = [i for i, ln in enumerate(lines) if _same_header(ln, project or "")]
+        if not found:
+            lines += ([""] if lines and lines[-1].strip() else []) + [header]
+            found = [len(lines) - 1]
+        start = found[0] + 1
+    end = next(
+        (i for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines)
+    )
+    head, body, tail = lines[:start], lines[start:end], lines[end:]
     for key, value in values.items():
         line = f"{key} = {_toml_string(value)}"
         pattern = re.compile(rf"\s*{re.escape(key)}\s*=")
-        at = next((i for i, ln in enumerate(head) if pattern.match(ln)), None)
+        at = next((i for i, ln in enumerate(body) if pattern.match(ln)), None)
         if at is None:
-            head.append(line)
+            while body and not body[-1].strip():  # before the blank line ending the table
+                tail.insert(0, body.pop())
+            body.append(line)
         else:
-            head[at] = line
-    if tail and head and head[-1].strip():
-        head.append("")
+            body[at] = line
+    if tail and body and body[-1].strip() and tail[0].strip():
+        body.append("")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("\n".join(head + tail) + "\n", encoding="utf-8")
+    tmp.write_text("\n".join(head + body + tail) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def _same_header(line: str, project: str) -> bool:
+    """Whether `line` opens the table of `project` (quoted or bare)."""
+    text = line.strip()
+    return text in (project_table(project), f"[projects.{project}]", f"[projects.'{project}']")

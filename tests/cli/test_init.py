@@ -111,11 +111,16 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
         (SERVING, {"zone": "us-west4-a"}, 8)
     ]
     assert prefs[0].contact_email == "you@example.com" and prefs[0].reconciling
+    # the zone and bucket are the project's own: another project's commands never take them
     assert load_config_file() == {
         "project": "tpuctl-demo",
-        "zone": "us-west4-a",
-        "bucket": "tpuctl-demo-tpuctl",
+        "projects": {"tpuctl-demo": {"zone": "us-west4-a", "bucket": "tpuctl-demo-tpuctl"}},
     }
+    # said as it is done, --yes or not
+    assert (
+        'Write project = tpuctl-demo; [projects."tpuctl-demo"] zone = us-west4-a, '
+        "bucket = tpuctl-demo-tpuctl to tpuctl's config file (--yes)"
+    ) in r.err
     made = changes(emulator)
 
     again = cli(*INIT, "--yes")
@@ -234,3 +239,26 @@ def test_the_config_file_keeps_its_other_keys(isolated_env: Path) -> None:
         "prices": {"v6e": 2.7},
     }
     assert path.read_text().startswith("# mine\n")
+
+
+def test_each_project_has_its_own_zone_and_bucket(isolated_env: Path) -> None:
+    from tpuctl.config import resolve_target
+    from tpuctl.services.staging import bucket_name
+
+    write_config_values({"project": "alpha-proj", "zone": "us-central1-a"})
+    write_config_values({"zone": "us-west4-a", "bucket": "alpha-jobs"}, project="alpha-proj")
+    path = Path(os.environ["TPUCTL_CONFIG"])
+    path.write_text(
+        path.read_text() + '\n[projects.beta-proj]\nzones = ["us-east5-a", "us-east5-b"]\n'
+    )
+    config = load_config_file()
+    assert resolve_target("alpha-proj").zone == "us-west4-a"
+    assert resolve_target("beta-proj", many_zones=True).zones == ("us-east5-a", "us-east5-b")
+    assert resolve_target("gamma-proj").zone == "us-central1-a"  # no table: the top-level zone
+    assert bucket_name(None, config, "alpha-proj") == "alpha-jobs"
+    assert bucket_name(None, config, "beta-proj") == "beta-proj-tpuctl"  # never alpha's bucket
+    write_config_values({"bucket": "alpha-other"}, project="alpha-proj")  # rewritten in place
+    assert load_config_file()["projects"]["alpha-proj"] == {
+        "zone": "us-west4-a",
+        "bucket": "alpha-other",
+    }

@@ -103,7 +103,8 @@ def init(
     factory = app.factory
 
     def consent(action: str) -> bool:
-        if yes:
+        if yes:  # said before it is done, so the config file never changes unannounced
+            render.info(f"{action[0].upper()}{action[1:]} (--yes)")
             return True
         if not app.stdin_isatty or json_out:
             return False
@@ -114,7 +115,7 @@ def init(
         tpu=app.tpu(),
         quotas=factory.quotas(),
         bucket=lambda name: factory.bucket(name, target.project),
-        write_config=lambda values: str(write_config_values(values)),
+        write_config=lambda values, project: str(write_config_values(values, project=project)),
         iam=factory.iam(),
     )
     with render.progress("enable operation") as progress:

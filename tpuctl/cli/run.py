@@ -201,7 +201,7 @@ def _run(
     # --bucket, else the config file's `bucket`, else the default: as `jobs` finds it.
     config = load_config_file()
     spec.bucket = staging.bucket_name(o.bucket, config, target.project)
-    spec.bucket_named_by = staging.bucket_source(o.bucket, config)
+    spec.bucket_named_by = staging.bucket_source(o.bucket, config, target.project)
     factory = app.factory
     adapters = Adapters(
         tpu=factory.tpu(),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import apis, catalog
+from tpuctl.config import for_project, project_table
 from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import quota as quota_svc
 from tpuctl.services.init_access import check_permissions, check_service_account
@@ -73,7 +74,8 @@ class InitAdapters:
     tpu: TpuBackend
     quotas: QuotaApi
     bucket: Callable[[str], Bucket]
-    write_config: Callable[[Mapping[str, str]], str]  # returns the file's path
+    # (values, project): top-level keys, or that project's table; returns the file's path
+    write_config: Callable[[Mapping[str, str], str | None], str]
     iam: IamApi
 
 
@@ -219,7 +221,7 @@ def check_bucket(a: InitAdapters, spec: InitSpec) -> tuple[Step, str]:
         bucket = a.bucket(name)
         if bucket.bucket_exists():
             said: list[str] = []
-            named_by = bucket_source(None, spec.config)
+            named_by = bucket_source(None, spec.config, t.project)
             check_owner(bucket, t.project, a.iam.project_number, named_by, said.append)
             return Step("bucket", "ok", "; ".join(said) or f"gs://{name} exists"), name
         if not spec.consent(f"create the bucket gs://{name} in {region}"):
@@ -300,16 +302,27 @@ def check_retention(a: InitAdapters, spec: InitSpec, bucket: Step, name: str) ->
 
 
 def check_config(a: InitAdapters, spec: InitSpec, bucket: str) -> Step:
+    """The default project at the top of the config file; the zone and the bucket in that
+    project's own table (`[projects."ID"]`), so that another project's commands never
+    take this one's zone or send their jobs to this one's bucket."""
     t = spec.target
-    wanted = {"project": t.project, "zone": t.zone, "bucket": bucket}
-    differ = {k: v for k, v in wanted.items() if spec.config.get(k) != v}
-    shown = ", ".join(f"{k} = {v}" for k, v in wanted.items())
-    if not differ:
+    mine = for_project(spec.config, t.project)
+    top = {} if spec.config.get("project") == t.project else {"project": t.project}
+    wanted = {"zone": t.zone, "bucket": bucket}
+    own = {k: v for k, v in wanted.items() if mine.get(k) != v}
+    table = project_table(t.project)
+    shown = f"project = {t.project}; {table} zone = {t.zone}, bucket = {bucket}"
+    if not top and not own:
         return Step("config", "ok", f"tpuctl's config file has {shown}")
-    changes = ", ".join(f"{k} = {v}" for k, v in differ.items())
+    parts = [f"project = {t.project}"] if top else []
+    if own:
+        parts.append(f"{table} " + ", ".join(f"{k} = {v}" for k, v in own.items()))
+    changes = "; ".join(parts)
     if not spec.consent(f"write {changes} to tpuctl's config file"):
         return Step("config", "todo", f"tpuctl's config file lacks {changes}", todo="run again")
-    path = a.write_config(differ)
+    path = a.write_config(top, None) if top else ""
+    if own:
+        path = a.write_config(own, t.project)
     return Step("config", "done", f"tpuctl's config file lacked {changes}", did=f"wrote {path}")
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent.protocol import BLOBS, JOB_ID_RE, JOBS, blob_path, job_record_path
-from tpuctl.config import login_name
+from tpuctl.config import for_project, login_name
 from tpuctl.errors import (
     AlreadyExistsError,
     ConfigError,
@@ -57,7 +57,7 @@ def default_bucket_name(project: str) -> str:
 def bucket_name(flag: str | None, config: Mapping[str, Any], project: str) -> str:
     """The bucket to use: --bucket, else the config file's `bucket`, else the default.
     Accepts `gs://name`, `gs://name/` or `name`."""
-    chosen = flag or config.get("bucket") or default_bucket_name(project)
+    chosen = flag or for_project(config, project).get("bucket") or default_bucket_name(project)
     name = str(chosen).strip()
     name = name.removeprefix("gs://").rstrip("/")
     if not name or "/" in name:
@@ -68,9 +68,11 @@ def bucket_name(flag: str | None, config: Mapping[str, Any], project: str) -> st
     return name
 
 
-def bucket_source(flag: str | None, config: Mapping[str, Any]) -> str:
+def bucket_source(flag: str | None, config: Mapping[str, Any], project: str) -> str:
     """Who named the bucket: "--bucket", "the config file", or "" (the default name)."""
-    return "--bucket" if flag else "the config file" if config.get("bucket") else ""
+    if flag:
+        return "--bucket"
+    return "the config file" if for_project(config, project).get("bucket") else ""
 
 
 def check_owner(
