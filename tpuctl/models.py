@@ -90,6 +90,7 @@ class Node:
     reserved: bool = False
     description: str = ""
     health_description: str = ""
+    api: str = "tpu"  # the API that holds it: "tpu" (the Cloud TPU API) or "compute"
     queued_resource: str = ""  # the full name of the queued resource that made it, if any
     symptoms: list[Symptom] = field(default_factory=list)
     upcoming_maintenance: str = ""  # as the API describes it, "" when none
@@ -145,6 +146,7 @@ class Node:
             "project": self.project,
             "zone": self.zone,
             "acceleratorType": self.accelerator_type,
+            "api": self.api,
             "state": self.state,
             "health": self.health,
             "runtimeVersion": self.runtime_version,

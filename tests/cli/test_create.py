@@ -53,11 +53,15 @@ def test_create_json_multi_host(cli, emulator) -> None:
         (["create", "ok", "-a", "v3-8", "--zone", "mars-north1-a"], 6, "locations/mars-north1-a"),
         (["create", "ok", "--bogus-flag"], 2, "No such option"),
         (
-            ["create", "ok", "-a", "tpu7x-16"],
+            ["create", "ok", "-a", "tpu7x-16", "--api", "tpu"],
             2,
             "'tpu7x-16' is offered only through Compute Engine",
         ),
-        (["create", "ok", "-a", "v7x-8"], 2, "'tpu7x-8' is offered only through Compute Engine"),
+        (
+            ["create", "ok", "-a", "v7x-8", "--api", "tpu"],
+            2,
+            "'tpu7x-8' is offered only through Compute Engine",
+        ),
     ],
 )
 def test_bad_input_is_one_line(cli, emulator, args, code, needle) -> None:

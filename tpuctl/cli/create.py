@@ -9,7 +9,7 @@ import typer
 from tpuctl import catalog
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import render
-from tpuctl.cli.options import Accelerator, Json, NoWait, Project, Zones, app_of
+from tpuctl.cli.options import Accelerator, Api, Json, NoWait, Project, Zones, app_of
 
 if TYPE_CHECKING:
     from tpuctl.services.create import CreateOutcome, CreateRequest
@@ -107,6 +107,7 @@ def create(
             "--timeout", help="With --queued: stop waiting after this long (default 24h)."
         ),
     ] = None,
+    api: Api = None,
     slices: Annotated[
         int,
         typer.Option(
@@ -125,7 +126,7 @@ def create(
     With --slices N (N > 1) the queued resource NAME asks for N slices, nodes NAME-0 to
     NAME-(N-1); `tpuctl delete NAME` deletes them all (docs/multislice.md).
     """
-    from tpuctl.config import configured_service_account
+    from tpuctl.config import configured_service_account, load_config_file
     from tpuctl.durations import parse_duration
     from tpuctl.models import CreateSpec
     from tpuctl.services import create as create_service
@@ -175,7 +176,10 @@ def create(
     )
     from tpuctl.cli.ssh import report
 
-    adapters = create_service.Adapters(app.tpu(), app.factory.quotas(), app.factory.ssh, report)
+    chosen = create_service.choose_api(spec.shape, api, load_config_file())
+    quotas = app.factory.quotas() if chosen == "tpu" else None
+    backend = app.factory.backend(chosen)
+    adapters = create_service.Adapters(backend, quotas, app.factory.ssh, report)
     made = create_service.create(adapters, target, request, render.StderrUi())
     _show_outcome(made, request, json_out)
 

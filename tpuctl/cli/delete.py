@@ -44,7 +44,8 @@ def delete(
     app = app_of(ctx)
     target = app.target(project, zone)
     api = app.tpu()
-    doomed = deletion.resolve(api, target, names)
+    others = [app.factory.compute_tpu()]  # a name the TPU API has not: a Compute Engine TPU VM
+    doomed = deletion.resolve(api, target, names, others)
     if missing_ok:
         for name in doomed.missing:
             render.info(f"{name}: not found in zone {target.zone} (--missing-ok)")
@@ -60,6 +61,7 @@ def delete(
                 wait=not no_wait,
                 progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
                 asked=asked.append,
+                others=others,
             )
     except KeyboardInterrupt:
         raise _interrupted(doomed, asked, target.zone) from None

@@ -24,7 +24,10 @@ def describe(
     validate_name(name)
     app = app_of(ctx)
     target = app.target(project, zone)
-    node = app.tpu().get_node(f"{target.parent}/nodes/{name}")
+    from tpuctl.services.nodes import find_node
+
+    # the Cloud TPU API, then Compute Engine
+    _, node = find_node((app.tpu(), app.factory.compute_tpu()), f"{target.parent}/nodes/{name}")
     if json_out:
         render.print_json({**node.to_json(), "raw": node.raw})
         return

@@ -34,7 +34,12 @@ def list_nodes(
     from tpuctl.services import metrics
 
     # the node list and Cloud Monitoring's UTIL and IDLE, read concurrently
-    shot = metrics.snapshot(app.tpu(), app.factory.monitoring, target.project, zone_part)
+    shot = metrics.snapshot(
+        app.tpu(), app.factory.monitoring, target.project, zone_part,
+        others=[app.factory.compute_tpu()],  # TPU VMs on Compute Engine, listed meanwhile
+    )  # fmt: skip
+    for line in shot.skipped:
+        render.info(line)
     rows = {r.node.full_name: r for r in shot.rows}
     nodes = sorted((r.node for r in shot.rows), key=lambda n: (n.zone, n.name))
     try:
@@ -70,7 +75,8 @@ def list_nodes(
             name: ("-" if r.util is None else f"{r.util:.0f}%", r.idle_seconds)
             for name, r in rows.items()
         }
-        render.show_fitted(render.NODE_COLUMNS, render.node_rows(nodes, measured), wide)
+        both = any(n.api != "tpu" for n in nodes)  # an API column once there are two
+        render.show_fitted(render.node_columns(both), render.node_rows(nodes, measured, both), wide)
     if queued:
         if nodes:
             render.out().print()

@@ -14,6 +14,7 @@ import typer
 
 from tpuctl.catalog import canonical_accelerator
 from tpuctl.cli import complete
+from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
     from tpuctl.cloud.clients import ClientFactory
@@ -110,4 +111,24 @@ def app_of(ctx: typer.Context) -> AppEnv:
 Wide = Annotated[
     bool,
     typer.Option("--wide", help="Every column, even where the terminal is narrow."),
+]
+
+
+def _api(value: str | None) -> str | None:
+    if value is not None and value not in ("tpu", "compute"):
+        raise UsageError(f"invalid --api {value!r}: tpu (the Cloud TPU API) or compute")
+    return value
+
+
+# Which TPU API: the Cloud TPU API or Compute Engine (docs/compute-engine.md)
+Api = Annotated[
+    str | None,
+    typer.Option(
+        "--api",
+        metavar="tpu|compute",
+        help="The API: tpu or compute (default: the one that offers the type; v6e and v5p: "
+        "the config file's `api`, else tpu).",
+        callback=_api,
+        show_default=False,
+    ),
 ]

@@ -261,7 +261,18 @@ NODE_COLUMNS = [
 ]
 
 
-def node_rows(nodes: list[Node], measured: Measured | None = None) -> list[list[str]]:
+API_COLUMN = Col("API", drop=2)  # tpu (the Cloud TPU API) or compute (Compute Engine)
+
+
+def node_columns(with_api: bool = False) -> list[Col]:
+    """The list's columns; with an API column after the accelerator when nodes of both
+    APIs are listed."""
+    return NODE_COLUMNS[:3] + [API_COLUMN] + NODE_COLUMNS[3:] if with_api else NODE_COLUMNS
+
+
+def node_rows(
+    nodes: list[Node], measured: Measured | None = None, with_api: bool = False
+) -> list[list[str]]:
     """`measured`: by node name, the UTIL text and the idle seconds from Cloud Monitoring."""
     rows = []
     for n in nodes:
@@ -271,6 +282,7 @@ def node_rows(nodes: list[Node], measured: Measured | None = None) -> list[list[
                 n.name,
                 n.zone,
                 n.accelerator_type,
+                *([n.api] if with_api else []),
                 n.state,
                 n.health or "-",
                 str(len(n.workers)),

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from google.cloud.storage import Client as StorageClient
     from google.cloud.tpu_v2 import TpuClient
 
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.compute import ComputeApi
+    from tpuctl.cloud.compute_tpu import ComputeTpuApi
     from tpuctl.cloud.iam import IamApi
     from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.oslogin import OsLoginApi
@@ -339,20 +341,36 @@ class ClientFactory:
             )
         return account
 
+    def _authorized_session(self) -> Any:
+        """google-auth's AuthorizedSession with this factory's credentials (made on use)."""
+        from google.auth.transport.requests import AuthorizedSession
+
+        return AuthorizedSession(self.credentials)
+
     def compute(self) -> ComputeApi:
         from tpuctl.cloud.compute import ComputeApi
 
-        def session() -> Any:
-            from google.auth.transport.requests import AuthorizedSession
-
-            return AuthorizedSession(self.credentials)
-
         return ComputeApi(
-            session,
+            self._authorized_session,
             self.compute_endpoint,
             where=f"the Compute Engine API ({self.describe_endpoint()})",
             unreachable_hint=self.unreachable_hint(),
         )
+
+    def compute_tpu(self) -> ComputeTpuApi:
+        """TPU VMs on Compute Engine, behind the same protocol as the TPU API's adapter."""
+        from tpuctl.cloud.compute_tpu import ComputeTpuApi
+
+        return ComputeTpuApi(
+            self._authorized_session,
+            self.compute_endpoint,
+            where=f"Compute Engine ({self.describe_endpoint()})",
+            hint=self.unreachable_hint(),
+        )
+
+    def backend(self, api: str) -> TpuBackend:
+        """The adapter of one TPU API: "tpu" (the Cloud TPU API) or "compute"."""
+        return self.compute_tpu() if api == "compute" else self.tpu()
 
     def iam(self) -> IamApi:
         """Resource Manager (the caller's permissions, the project's number) and IAM (the

@@ -10,7 +10,7 @@ after it names the node and how to delete it, and deletes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,6 +22,7 @@ from tpuctl.services import cost, names, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
 
 if TYPE_CHECKING:
+    from tpuctl.catalog import SliceShape
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.cloud.ssh import SshApi
@@ -79,6 +80,20 @@ class CreateOutcome:
     nodes: list[Node] = field(default_factory=list)
     operation: str | None = None  # not waited for, created directly
     started: bool = False  # not waited for
+
+
+def choose_api(shape: SliceShape, asked: str | None, config: Mapping[str, Any]) -> str:
+    """The TPU API a create goes to: the one asked for (--api); else the only one that
+    offers the shape (TPU7x and later: Compute Engine; v5e and older: the TPU API); else,
+    for a shape both offer (v6e, v5p), the config file's `api`, by default the Cloud TPU
+    API, which existing projects have quota for. A shape the chosen API does not offer is
+    refused by the create's own check, naming the API that does."""
+    if asked:
+        return asked
+    if shape.known and len(shape.apis) == 1:
+        return shape.apis[0]
+    configured = config.get("api")
+    return configured if configured in ("tpu", "compute") else "tpu"
 
 
 def price_line(spec: CreateSpec, slices: int = 1) -> str | None:

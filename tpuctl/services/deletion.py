@@ -9,14 +9,14 @@ request's name says so (docs/multislice.md).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl.errors import NotFoundError, UsageError
 from tpuctl.models import DeleteResult
 from tpuctl.services import queued
-from tpuctl.services.nodes import delete_nodes
+from tpuctl.services.nodes import delete_nodes, find_node
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
@@ -38,8 +38,11 @@ class Doomed:
         return list(dict.fromkeys([n.name for n in self.nodes] + [q.name for q in self.requests]))
 
 
-def resolve(api: TpuBackend, target: Target, names: list[str]) -> Doomed:
-    """Look each name up as a node and as a queued request (a node's own, or of that name)."""
+def resolve(
+    api: TpuBackend, target: Target, names: list[str], others: Sequence[TpuBackend] | None = None
+) -> Doomed:
+    """Look each name up as a node and as a queued request (a node's own, or of that name);
+    a name neither is there is looked up as a node on the `others` APIs."""
     found: list[Node] = []
     missing: list[str] = []
     requests: dict[str, QueuedResource] = {}
@@ -58,6 +61,10 @@ def resolve(api: TpuBackend, target: Target, names: list[str]) -> Doomed:
                 slices_named[name] = request
         if node is not None and (request is None or node.name not in request.node_ids):
             found.append(node)
+        if node is None and request is None and others:
+            with contextlib.suppress(NotFoundError):
+                node = find_node(others, f"{target.parent}/nodes/{name}")[1]
+                found.append(node)
         if node is None and request is None:
             missing.append(name)
     for name, request in slices_named.items():
@@ -78,6 +85,7 @@ def delete(
     wait: bool = True,
     progress: Callable[[str, str, float], None] | None = None,
     asked: Callable[[str], None] = lambda name: None,
+    others: Sequence[TpuBackend] | None = None,
 ) -> list[DeleteResult]:
     """Delete the requests (with their nodes), then the nodes; one result each, in that
     order. `asked(name)` once the cloud has a node's or a request's delete."""
@@ -89,7 +97,12 @@ def delete(
     for q in doomed.requests:
         results.append(queued.delete_queued(api, q, wait=wait, progress=report(q.name)))
         asked(q.name)
-    nodes = delete_nodes(
-        api, doomed.nodes, wait=wait, progress=progress, asked=lambda node: asked(node.name)
-    )
-    return results + nodes
+    by_api = {b.api: b for b in [api, *(others or [])]}
+    done: dict[str, DeleteResult] = {}
+    for kind, backend in by_api.items():
+        mine = [n for n in doomed.nodes if n.api == kind]
+        made = delete_nodes(
+            backend, mine, wait=wait, progress=progress, asked=lambda node: asked(node.name)
+        )
+        done.update({n.full_name + n.api: r for n, r in zip(mine, made, strict=True)})
+    return results + [done[n.full_name + n.api] for n in doomed.nodes]

@@ -11,12 +11,13 @@ than `STALE` seconds, or that has none, has no fresh evidence (`idle_seconds` No
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.durations import format_duration
+from tpuctl.errors import ServiceDisabledError, TpuctlError
 from tpuctl.models import Node
 
 if TYPE_CHECKING:
@@ -211,6 +212,7 @@ class Row:
 class Snapshot:
     rows: list[Row]
     metrics_error: str | None = None  # why there are no metrics, if there are none
+    skipped: list[str] = field(default_factory=list)  # an API that could not be listed
 
 
 def snapshot(
@@ -219,23 +221,39 @@ def snapshot(
     project: str,
     zone: str | None,
     job_states: Callable[[list[str]], dict[str, str]] | None = None,
+    others: Sequence[TpuBackend] = (),
 ) -> Snapshot:
     """Every node of `project` (or of one zone) with its metrics: the node list and the
     metrics read concurrently, so the metrics add at most one round trip of latency. With
     `job_states`, the states of the nodes' jobs (`tpuctl-job` label) are read once the
-    list is in, while the metrics are still coming."""
+    list is in, while the metrics are still coming. The `others` APIs' nodes are listed
+    at the same time; one that is off in the project lists none (only the first API's
+    error is the command's), another failure is said in `skipped`."""
     from tpuctl.models import JOB
 
     parent = f"projects/{project}/locations/{zone or '-'}"
     zones = [zone] if zone and zone != "-" else None
     states: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    skipped: list[str] = []
+
+    def other(api: TpuBackend) -> list[Node]:
+        try:
+            return api.list_nodes(parent)
+        except ServiceDisabledError:
+            return []  # a project that uses one API only
+        except TpuctlError as e:
+            skipped.append(f"could not list the TPU VMs of {api.api}: {e}")
+            return []
+
+    with ThreadPoolExecutor(max_workers=2 + len(others)) as pool:
         nodes = pool.submit(tpu.list_nodes, parent)
+        more = [pool.submit(other, api) for api in others]
         found = pool.submit(lambda: safe_read(monitoring, project, zones))
         listed = nodes.result()  # its error, if any, is the one to tell
+        listed += [n for f in more for n in f.result()]
         jobs = [n.labels[JOB] for n in listed if n.labels.get(JOB)]
         if job_states is not None and jobs:
             states = job_states(jobs)
         seen, why_not = found.result()
     rows = [Row(n, seen.get((n.zone, n.name)), states.get(n.labels.get(JOB, ""))) for n in listed]
-    return Snapshot(rows, why_not)
+    return Snapshot(rows, why_not, skipped)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -55,24 +55,31 @@ def _suggest(wanted: str, offered: list[str]) -> str:
 def check_accelerator(api: TpuBackend, target: Target, shape: SliceShape) -> None:
     """Refuse a slice the API does not offer in the target zone (a type only another API
     offers is refused before any call, naming that API)."""
-    if shape.tpu_type is None:
+    if shape.known and api.api not in shape.apis:
         others = " or ".join(catalog.API_NAMES[a] for a in shape.apis)
+        flag = " (--api compute)" if "compute" in shape.apis else " (--api tpu)"
         raise UsageError(
-            f"accelerator type {shape.name!r} is offered only through {others}, not the "
-            "Cloud TPU API, which is the only API this version of tpuctl manages",
-            hint="on the Cloud TPU API: v2 to v6e (e.g. v6e-16, v5p-32); "
-            'see docs/architecture.md, "Two TPU APIs"',
+            f"accelerator type {shape.name!r} is offered only through {others}{flag}, not "
+            f"{catalog.API_NAMES[api.api]}",
+            hint="see docs/compute-engine.md for which API offers which TPU",
+        )
+    if api.api == "compute" and shape.multi_host:
+        raise UsageError(
+            f"{shape.name} has {shape.hosts} hosts: multi-host slices on Compute Engine are "
+            "not supported by this version of tpuctl",
+            hint="a single-host type (tpu7x-8, v6e-8, v5p-8), or --api tpu for v6e and v5p",
         )
     offered = api.accelerator_types(target.parent)
-    if shape.tpu_type in offered:
+    wanted = shape.tpu_type if api.api == "tpu" else shape.name
+    if wanted in offered:
         return
-    hints = [_suggest(shape.tpu_type, offered)]
+    hints = [_suggest(wanted or shape.name, offered)]
     if shape.known:
         elsewhere = catalog.zones_offering(shape.generation)
         if elsewhere:
             hints.append(f"{shape.name} is offered in {', '.join(elsewhere[:4])} (--zone).")
     raise UsageError(
-        f"accelerator type {shape.tpu_type!r} is not offered in zone {target.zone}",
+        f"accelerator type {wanted!r} is not offered in zone {target.zone}",
         hint=" ".join(h for h in hints if h)
         or f"see the types with `gcloud compute tpus accelerator-types list --zone {target.zone}`",
     )
@@ -163,9 +170,15 @@ def validate_create(
     validate_name(spec.name)
     validate_labels(spec.labels)
     check_accelerator(api, target, spec.shape)
-    if not spec.version:
+    if api.api == "compute" and (spec.idle_timeout or spec.start_deadline):
+        raise UsageError(
+            "--idle-timeout and a job's boot guard are not supported on Compute Engine by this "
+            "version of tpuctl"
+        )
+    if not spec.version and api.api == "tpu":
         spec.version = catalog.default_runtime(spec.shape.generation)
-    check_version(api, target, spec.version)
+    if spec.version:  # on Compute Engine: the TPU OS image family (default: the generation's)
+        check_version(api, target, spec.version)
     prepared = prepare(spec)
     try:
         existing = api.get_node(f"{target.parent}/nodes/{spec.name}")
@@ -177,7 +190,7 @@ def validate_create(
             f"({existing.accelerator_type}, {existing.state})",
             hint=f"use another name, or see it: `tpuctl describe {spec.name} --zone {target.zone}`",
         )
-    if quotas is not None:
+    if quotas is not None and api.api == "tpu":  # the TPU API's quotas (Compute's: its own)
         quota_check.check_create(api, quotas, target, spec.shape, spec.scheduling)
     return prepared
 
@@ -258,6 +271,23 @@ def wait_gone(
     poll_until(
         check, what=f"{name.rsplit('/', 1)[-1]} to be deleted", progress=progress, timeout=timeout
     )
+
+
+def find_node(backends: Sequence[TpuBackend], name: str) -> tuple[TpuBackend, Node]:
+    """The node called `name` (a full name) on the first API that has it, with that
+    API's adapter; NotFoundError (the first API's) when none has. An API that cannot be
+    asked (off in the project, no permission) counts as not having it."""
+    first: NotFoundError | None = None
+    for i, api in enumerate(backends):
+        try:
+            return api, api.get_node(name)
+        except NotFoundError as e:
+            first = first or e
+        except TpuctlError:
+            if i == 0:
+                raise
+    assert first is not None
+    raise first
 
 
 def set_labels(api: TpuBackend, name: str, changes: dict[str, str | None]) -> Node:

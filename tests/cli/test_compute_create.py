@@ -1,0 +1,56 @@
+"""Single-host TPU VMs on Compute Engine with the same commands: create, describe, list's
+JSON, delete; the Cloud TPU API's and Compute Engine's types each where they are offered."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.conftest import one_line_error
+
+ZONE = "us-central1-c"  # where the emulated Compute Engine offers TPU7x
+
+
+def test_a_tpu7x_vm_goes_to_compute_engine_and_back(cli, emulator) -> None:
+    r = cli("create", "iron", "-a", "tpu7x-8", "--zone", ZONE, "--json")
+    assert r.code == 0, r.err
+    made = json.loads(r.out)
+    assert (made["api"], made["acceleratorType"], made["state"]) == ("compute", "tpu7x-8", "READY")
+    assert len(made["workers"]) == 1 and made["workers"][0]["internalIp"].startswith("127.")
+    assert made["managed"] is True and made["owner"]
+    (instance,) = emulator.instances()
+    assert instance["machineType"] == "tpu7x-standard-4t"
+    assert emulator.nodes() == []  # nothing on the Cloud TPU API
+
+    shown = json.loads(cli("describe", "iron", "--zone", ZONE, "--json").out)
+    assert (shown["api"], shown["name"]) == ("compute", "iron")
+    assert shown["raw"]["scheduling"]["onHostMaintenance"] == "TERMINATE"  # cannot migrate
+
+    assert cli("create", "old", "-a", "v3-8", "--zone", "us-central1-a").code == 0
+    listed = cli("list", "--all-zones")
+    header, *rows = listed.out.strip().splitlines()
+    assert header.split()[:5] == ["NAME", "ZONE", "ACCELERATOR", "API", "STATE"]
+    assert sorted(row.split()[:5] for row in rows) == [
+        ["iron", ZONE, "tpu7x-8", "compute", "READY"],
+        ["old", "us-central1-a", "v3-8", "tpu", "READY"],
+    ]
+    data = json.loads(cli("list", "--all-zones", "--json").out)
+    assert sorted((d["name"], d.get("api")) for d in data) == [("iron", "compute"), ("old", "tpu")]
+    assert cli("delete", "old", "--zone", "us-central1-a", "--yes").code == 0
+
+    gone = cli("delete", "iron", "--zone", ZONE, "--yes")
+    assert gone.code == 0, gone.err
+    assert "iron: deleted" in gone.out
+    assert emulator.instances() == []
+
+
+def test_what_compute_engine_cannot_do_here_is_refused_before_any_call(cli, emulator) -> None:
+    r = cli("create", "big", "-a", "tpu7x-16", "--zone", ZONE)
+    assert r.code == 2
+    assert "multi-host slices on Compute Engine are not supported" in one_line_error(r)
+    r = cli("create", "old", "-a", "v4-8", "--api", "compute", "--zone", "us-central2-b")
+    assert r.code == 2
+    assert "'v4-8' is offered only through the Cloud TPU API (--api tpu)" in one_line_error(r)
+    r = cli("create", "x", "-a", "tpu7x-8", "--api", "tpu", "--zone", ZONE)
+    assert r.code == 2
+    assert "'tpu7x-8' is offered only through Compute Engine (--api compute)" in r.err
+    assert emulator.instances() == [] and emulator.nodes() == []

@@ -1,0 +1,87 @@
+"""The same intent sent by gcloud and by tpuctl to Compute Engine: a single-host TPU VM's
+`instances.insert` bodies agree on every field that matters.
+
+gcloud is given what tpuctl states unasked (the TPU OS image, the maintenance policy a
+TPU VM needs, a 100 GB boot disk, gVNIC, the cloud-platform scope, guest attributes for
+the host keys); tpuctl's own labels are taken out. Names, ids and times are not compared.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.emulator.test_gcloud import gcloud
+
+ZONE = "us-central1-c"
+PROJECT = "tpuctl-demo"
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+
+
+@pytest.fixture
+def gcloud_on_compute(emulator):
+    for key, value in (
+        ("api_endpoint_overrides/compute", f"http://{emulator.address}/"),
+        ("auth/disable_credentials", "true"),
+        ("project", PROJECT),
+    ):
+        assert gcloud("config", "set", key, value).returncode == 0
+    yield
+    for name in ("g1", "t1"):
+        gcloud("compute", "instances", "delete", name, "--zone", ZONE, "--quiet")
+
+
+def _insert(emulator, name: str) -> dict[str, Any]:  # noqa: ANN001
+    for entry in reversed(emulator.bodies("compute.instances.insert")):
+        if entry["body"].get("name") == name:
+            return dict(entry["body"])
+    raise AssertionError(f"no insert of {name}: {emulator.bodies()}")
+
+
+def _intent(body: dict[str, Any]) -> dict[str, Any]:
+    """What a body asks for, in one form: defaults and tpuctl's own labels left out."""
+    disk = body["disks"][0]
+    params = disk.get("initializeParams") or {}
+    nic = body["networkInterfaces"][0]
+    items = (body.get("metadata") or {}).get("items") or []
+    # gcloud names the family through its zonal view (.../zones/-/imageFamilyViews/F)
+    image = str(params.get("sourceImage", "")).split("/projects/", 1)[-1].removeprefix("projects/")
+    project, family = image.split("/", 1)[0], image.rsplit("/", 1)[-1]
+    return {
+        "machineType": body["machineType"].rsplit("/", 1)[-1],
+        "boot": (disk.get("boot"), disk.get("autoDelete"), project, family,
+                 str(params.get("diskSizeGb"))),
+        "nic": (nic.get("nicType"), [a.get("type") for a in nic.get("accessConfigs") or []]),
+        "scheduling": {k: v for k, v in (body.get("scheduling") or {}).items()
+                       if v not in (None, False, "")},
+        "accounts": [(a.get("email"), sorted(a.get("scopes") or []))
+                     for a in body.get("serviceAccounts") or []],
+        "metadata": sorted((i["key"], i["value"]) for i in items),
+        "labels": {k: v for k, v in (body.get("labels") or {}).items()
+                   if k != "managed-by" and not k.startswith("tpuctl-")},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("gcloud_flags", "tpuctl_flags"),
+    [([], []),
+     (["--provisioning-model", "SPOT", "--instance-termination-action", "DELETE",
+       "--no-restart-on-failure"], ["--spot"])],
+    ids=["standard", "spot"],
+)  # fmt: skip
+def test_create_a_tpu7x_vm(cli, emulator, gcloud_on_compute, gcloud_flags, tpuctl_flags) -> None:
+    theirs = gcloud(
+        "compute", "instances", "create", "g1", "--zone", ZONE,
+        "--machine-type", "tpu7x-standard-4t", "--maintenance-policy", "TERMINATE",
+        "--image-family", "ubuntu-accel-2404-amd64-tpu-tpu7x",
+        "--image-project", "ubuntu-os-accelerator-images", "--boot-disk-size", "100GB",
+        "--network-interface", "nic-type=GVNIC", "--scopes", "cloud-platform",
+        "--labels", "team=ml", "--metadata", "k=v,enable-guest-attributes=TRUE",
+        *gcloud_flags,
+    )  # fmt: skip
+    assert theirs.returncode == 0, theirs.stderr
+    r = cli("create", "t1", "-a", "tpu7x-8", "--zone", ZONE, "--labels", "team=ml",
+            "--metadata", "k=v", *tpuctl_flags)  # fmt: skip
+    assert r.code == 0, r.err
+    assert _intent(_insert(emulator, "t1")) == _intent(_insert(emulator, "g1"))

@@ -1,0 +1,153 @@
+"""Compute Engine's wire format for a single-host TPU VM: the instance body from tpuctl's
+`CreateSpec`, a `Node` from the instance's JSON, and a zone operation's error as
+tpuctl's error.
+
+Only `cloud/compute_tpu.py` uses this. The body is what `gcloud compute instances create
+NAME --machine-type M --maintenance-policy TERMINATE --image-family F --image-project
+ubuntu-os-accelerator-images` sends (Compute Engine's TPU machine types,
+https://cloud.google.com/compute/docs/accelerator-optimized-machines): the machine type
+brings the TPUs (no guestAccelerators), and a TPU VM cannot live-migrate, so
+`onHostMaintenance` is TERMINATE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpuctl import catalog
+from tpuctl.errors import CloudError, NoCapacityError, QuotaError, TpuctlError
+from tpuctl.models import CreateSpec, Node, Worker
+from tpuctl.timestamps import parse_rfc3339
+
+IMAGE_PROJECT = "ubuntu-os-accelerator-images"
+# The TPU OS image family of each generation on Compute Engine (the TPU VM images guide,
+# https://cloud.google.com/tpu/docs/tpu-vm-on-compute-engine)
+IMAGE_FAMILIES = {
+    "v5p": "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
+    "v6e": "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
+    "tpu7x": "ubuntu-accel-2404-amd64-tpu-tpu7x",
+}
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+BOOT_DISK_GB = 100  # the images' default (10 GB) fills up with a framework's wheels
+GUEST_ATTRIBUTES = "enable-guest-attributes"  # host keys published there, for SSH
+# Compute Engine's status -> the TPU API's state names tpuctl's rules speak
+STATES = {
+    "PROVISIONING": "CREATING",
+    "STAGING": "CREATING",
+    "RUNNING": "READY",
+    "STOPPING": "STOPPING",
+    "TERMINATED": "STOPPED",
+    "SUSPENDING": "STOPPING",
+    "SUSPENDED": "STOPPED",
+    "REPAIRING": "REPAIRING",
+}
+
+
+def default_image(shape: catalog.SliceShape) -> str:
+    """The TPU OS image family for a shape's generation."""
+    return IMAGE_FAMILIES.get(shape.generation, IMAGE_FAMILIES["v6e"])
+
+
+def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
+    """The Instance JSON of `instances.insert` for a single-host TPU VM."""
+    family = spec.version or default_image(spec.shape)
+    interface: dict[str, Any] = {"network": spec.network or "global/networks/default",
+                                 "nicType": "GVNIC"}  # fmt: skip
+    if spec.subnetwork:
+        interface["subnetwork"] = spec.subnetwork
+    if not spec.internal_ip_only:
+        interface["accessConfigs"] = [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]
+    # as gcloud states them: automaticRestart spelled out (the API's default for a standard
+    # VM), and a spot VM `preemptible` beside its provisioning model
+    scheduling: dict[str, Any] = {"onHostMaintenance": "TERMINATE", "automaticRestart": True}
+    if spec.spot:
+        # a stopped spot TPU would keep its disk billing: a preempted one is deleted
+        scheduling.update(
+            provisioningModel="SPOT",
+            instanceTerminationAction="DELETE",
+            automaticRestart=False,
+            preemptible=True,
+        )
+    metadata = {GUEST_ATTRIBUTES: "TRUE", **spec.metadata}
+    body: dict[str, Any] = {
+        "name": spec.name,
+        "machineType": f"zones/{zone}/machineTypes/{spec.shape.machine_type}",
+        "disks": [
+            {
+                "boot": True,
+                "autoDelete": True,
+                "initializeParams": {
+                    "sourceImage": f"projects/{IMAGE_PROJECT}/global/images/family/{family}",
+                    "diskSizeGb": str(BOOT_DISK_GB),
+                },
+            }
+        ],
+        "networkInterfaces": [interface],
+        "scheduling": scheduling,
+        "serviceAccounts": [
+            {"email": spec.service_account or "default", "scopes": spec.scopes or [CLOUD_PLATFORM]}
+        ],
+        "metadata": {"items": [{"key": k, "value": v} for k, v in metadata.items()]},
+        "labels": dict(spec.labels),
+    }
+    if spec.description:
+        body["description"] = spec.description
+    if spec.tags:
+        body["tags"] = {"items": list(spec.tags)}
+    return body
+
+
+def shape_of(machine_type: str) -> catalog.SliceShape | None:
+    """The single-host shape a TPU machine type brings (`ct6e-standard-4t` -> v6e-4)."""
+    name = machine_type.rsplit("/", 1)[-1]
+    return next(
+        (s for s in catalog.SHAPES.values() if s.machine_type == name and not s.multi_host),
+        None,
+    )
+
+
+def node_from_instance(data: dict[str, Any], project: str) -> Node:
+    """A Node (one worker) from Compute Engine's Instance JSON."""
+    zone = str(data.get("zone", "")).rsplit("/", 1)[-1]
+    shape = shape_of(str(data.get("machineType", "")))
+    nics = data.get("networkInterfaces") or [{}]
+    nat = [a.get("natIP") for a in nics[0].get("accessConfigs") or [] if a.get("natIP")]
+    scheduling = data.get("scheduling") or {}
+    items = (data.get("metadata") or {}).get("items") or []
+    created = data.get("creationTimestamp")
+    return Node(
+        name=str(data.get("name", "")),
+        project=project,
+        zone=zone,
+        accelerator_type=shape.name if shape else str(data.get("machineType", "")),
+        state=STATES.get(str(data.get("status", "")), str(data.get("status", "UNKNOWN"))),
+        runtime_version="",
+        labels=dict(data.get("labels") or {}),
+        metadata={str(i.get("key")): str(i.get("value") or "") for i in items},
+        workers=[Worker(0, str(nics[0].get("networkIP", "")), nat[0] if nat else None)],
+        create_time=parse_rfc3339(str(created)) if created else None,
+        spot=scheduling.get("provisioningModel") == "SPOT",
+        preemptible=bool(scheduling.get("preemptible")),
+        description=str(data.get("description", "")),
+        api="compute",
+        shape=shape,
+        raw=data,
+    )
+
+
+def operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
+    """A finished zone operation's error as tpuctl's: no capacity
+    (ZONE_RESOURCE_POOL_EXHAUSTED), quota (QUOTA_EXCEEDED), else a CloudError."""
+    errors = ((op.get("error") or {}).get("errors")) or []
+    if not errors:
+        return None
+    code, message = str(errors[0].get("code", "")), str(errors[0].get("message", ""))
+    if code.startswith("ZONE_RESOURCE_POOL_EXHAUSTED"):
+        return NoCapacityError(
+            f"no capacity for {subject}: {message}",
+            hint="try another zone that offers it, or again later; spot capacity (--spot) is "
+            "often easier to find",
+        )
+    if code == "QUOTA_EXCEEDED":
+        return QuotaError(f"quota exceeded for {subject}: {message}")
+    return CloudError(f"{subject} failed: {message} ({code})")
