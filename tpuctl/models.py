@@ -51,10 +51,6 @@ QUEUED_ENDED = frozenset({"FAILED", "SUSPENDING", "SUSPENDED"})  # will make no 
 # A request in these states has made no node (a FAILED one never did).
 QUEUED_MADE_NO_NODE = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "FAILED"})
 
-# The names the rest of tpuctl has always used.
-PENDING_STATES, RUNNING_STATES, STOPPED_STATES = NODE_BOOTING, NODE_READY, NODE_STOPPED
-DEAD_STATES, GONE_STATES = NODE_DEAD, NODE_GOING
-
 
 @dataclass(frozen=True)
 class Worker:

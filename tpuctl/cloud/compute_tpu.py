@@ -55,28 +55,29 @@ class ComputeTpuApi:
         data = self._call("GET", path, f"instance '{node}' in zone {zone}", project)
         return compute_wire.node_from_instance(data, project)
 
+    def _pages(self, path: str, subject: str, project: str) -> list[dict[str, Any]]:
+        """Every page of a list call, followed through its nextPageToken."""
+        pages, token = [], ""
+        while True:
+            page = self._call("GET", path, subject, project,
+                              params={"pageToken": token} if token else {})  # fmt: skip
+            pages.append(page)
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return pages
+
     def list_nodes(self, parent: str) -> list[Node]:
         project, zone = parent.split("/")[1], parent.split("/")[3]
         found: list[dict[str, Any]] = []
         if zone == "-":
-            path, token = f"projects/{project}/aggregated/instances", ""
-            while True:
-                page = self._call("GET", path, f"instances of project {project}", project,
-                                  params={"pageToken": token} if token else {})  # fmt: skip
+            path = f"projects/{project}/aggregated/instances"
+            for page in self._pages(path, f"instances of project {project}", project):
                 for scoped in (page.get("items") or {}).values():
                     found += scoped.get("instances") or []
-                token = page.get("nextPageToken") or ""
-                if not token:
-                    break
         else:
-            path, token = f"projects/{project}/zones/{zone}/instances", ""
-            while True:
-                page = self._call("GET", path, f"instances in zone {zone}", project,
-                                  params={"pageToken": token} if token else {})  # fmt: skip
+            path = f"projects/{project}/zones/{zone}/instances"
+            for page in self._pages(path, f"instances in zone {zone}", project):
                 found += page.get("items") or []
-                token = page.get("nextPageToken") or ""
-                if not token:
-                    break
         nodes = [compute_wire.node_from_instance(d, project) for d in found]
         return [n for n in nodes if n.slice.known]  # TPU VMs only, not every VM
 

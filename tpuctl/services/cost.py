@@ -13,7 +13,7 @@ from typing import Any
 
 from tpuctl import catalog
 from tpuctl.errors import ConfigError
-from tpuctl.models import STOPPED_STATES, Node
+from tpuctl.models import NODE_STOPPED, Node
 
 PriceTable = Mapping[str, tuple[float, float]]
 KINDS = ("on_demand", "spot")
@@ -98,7 +98,7 @@ def node_hourly(
     node: Node, prices: Mapping[str, tuple[float, float]] | None = None
 ) -> float | None:
     """What the node costs per hour now (0 while stopped: its chips are released)."""
-    if node.state in STOPPED_STATES - {"STOPPING"}:
+    if node.state in NODE_STOPPED - {"STOPPING"}:
         return 0.0
     return hourly(node.slice, node.spot or node.preemptible, prices)
 

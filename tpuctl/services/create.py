@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl import interrupts
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
-from tpuctl.models import CreateSpec, Node
+from tpuctl.models import NODE_CREATE_FAILED, CreateSpec, Node
 from tpuctl.services import cost, names, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
 
@@ -192,7 +192,7 @@ def _create_in(
                 f"{target.parent}/nodes/{name}",
                 {"READY"},
                 operation=operation,
-                fail_states=nodes.FAILED_CREATE_STATES,
+                fail_states=NODE_CREATE_FAILED,
                 progress=update,
             )
         _wait_all_ssh(a, request, [node], ui)

@@ -25,13 +25,13 @@ from tpuctl.durations import format_duration
 from tpuctl.errors import NotFoundError, TpuctlError
 from tpuctl.models import (
     CREATED,
-    DEAD_STATES,
     EXPIRES,
     IDLE_TIMEOUT,
     KEEP,
     LAST_ACTIVE,
     MANAGED_BY,
     MANAGED_BY_VALUE,
+    NODE_DEAD,
     OWNER,
     DeleteResult,
     Node,
@@ -96,7 +96,7 @@ def decide(
         return Decision(node, "kept (tpuctl-keep=true)", False)
     if node.state == "DELETING":
         return Decision(node, "already being deleted", False)
-    if node.state in DEAD_STATES:
+    if node.state in NODE_DEAD:
         return Decision(node, f"{node.state.lower()}: holds quota until deleted", True)
     expires = node.label_time(EXPIRES)
     if expires is not None and now >= expires:

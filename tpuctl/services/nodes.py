@@ -28,7 +28,6 @@ from tpuctl.models import (
     IDLE_TIMEOUT,
     MANAGED_BY,
     MANAGED_BY_VALUE,
-    NODE_CREATE_FAILED,
     OWNER,
     START_DEADLINE,
     CreateSpec,
@@ -43,8 +42,6 @@ if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.config import Target
-
-FAILED_CREATE_STATES = NODE_CREATE_FAILED  # the name callers have used
 
 
 def _suggest(wanted: str, offered: list[str]) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl.errors import Interrupted, UsageError
-from tpuctl.models import Node
+from tpuctl.models import NODE_CREATE_FAILED, Node
 from tpuctl.services import names, nodes
 from tpuctl.waiting import Progress, noop
 
@@ -59,7 +59,7 @@ def change(
             {want},
             operation=op,
             progress=progress,
-            fail_states=nodes.FAILED_CREATE_STATES,
+            fail_states=NODE_CREATE_FAILED,
         )
     except KeyboardInterrupt:
         raise Interrupted(f"stopped waiting; {name} is still {doing} in {target.zone}") from None

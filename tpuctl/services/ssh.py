@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tpuctl import wording
 from tpuctl.config import login_name, state_dir
 from tpuctl.errors import UsageError
-from tpuctl.models import DEAD_STATES, Node
+from tpuctl.models import NODE_DEAD, Node
 from tpuctl.services import oslogin
 from tpuctl.services.hostkeys import published_host_keys, write_known_hosts
 
@@ -86,7 +86,7 @@ def check_connectable(node: Node) -> None:
     hint = f"wait until it is READY: `tpuctl describe {node.name}` shows its state"
     if node.state in {"STOPPED", "STOPPING"}:
         hint = f"start it with `tpuctl start {node.name}`"
-    elif node.state in DEAD_STATES:
+    elif node.state in NODE_DEAD:
         raise UsageError(
             f"TPU {node.name} has terminal state {node.state}, so it cannot be used anymore",
             hint=f"delete it (`tpuctl delete {node.name}`) and create it again",

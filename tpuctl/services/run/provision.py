@@ -13,7 +13,14 @@ from collections.abc import Callable, Sequence
 from tpuctl import catalog
 from tpuctl.config import shape_rule
 from tpuctl.errors import NoCapacityError, NotFoundError, UsageError
-from tpuctl.models import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, JOB, CreateSpec, Node
+from tpuctl.models import (
+    ATTEMPT_ATTRIBUTE,
+    BUCKET_ATTRIBUTE,
+    JOB,
+    NODE_CREATE_FAILED,
+    CreateSpec,
+    Node,
+)
 from tpuctl.services import cost, nodes, queued, staging, zones
 from tpuctl.services.create import ask
 from tpuctl.services.run import teardown
@@ -101,7 +108,7 @@ def wait_ready(job: Job, operation: str | None) -> Node:
             job.full_name,
             {"READY"},
             operation=operation,
-            fail_states=nodes.FAILED_CREATE_STATES,
+            fail_states=NODE_CREATE_FAILED,
             progress=update,
         )
 

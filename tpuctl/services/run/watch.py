@@ -25,7 +25,7 @@ from tpuctl.errors import (
     SshError,
     TpuctlError,
 )
-from tpuctl.models import DEAD_STATES
+from tpuctl.models import NODE_DEAD
 from tpuctl.services import jobs
 from tpuctl.services.run import agents
 from tpuctl.services.run.spec import Job
@@ -49,7 +49,7 @@ def node_lost(job: Job) -> str | None:
             state = "DELETED"
         except TpuctlError:
             continue
-        if state in DEAD_STATES or state == "DELETED":
+        if state in NODE_DEAD or state == "DELETED":
             return f"{state} (slice {i})" if job.multislice else state
     return None
 
