@@ -134,4 +134,4 @@ def emulator(
         pytest.fail(f"test leaked emulated queued resources: {names}")
     if leaked_instances:
         names = ", ".join(f"{i['name']} ({i['status']})" for i in leaked_instances)
-        pytest.fail(f"test leaked emulated Compute Engine instances: {names}")
+        pytest.fail(f"test leaked emulated Compute Engine resources: {names}")

@@ -126,12 +126,10 @@ class Renderer:
         return vm
 
     def operation(self, op: ZoneOperation) -> dict[str, Any]:
-        zone_path = f"projects/{op.project}/zones/{op.zone}"
         out: dict[str, Any] = {
             "kind": "compute#operation",
             "id": str(abs(hash(op.name)) % (1 << 63)),
             "name": op.name,
-            "zone": self.link(zone_path),
             "operationType": op.operation_type,
             "targetLink": self.link(op.target),
             "targetId": op.target_id,
@@ -141,6 +139,8 @@ class Renderer:
             "insertTime": timestamp(op.inserted),
             "selfLink": self.link(op.path),
         }
+        if op.kind != "global":  # `zone` or `region`: the scope's link
+            out[op.kind[:-1]] = self.link(f"projects/{op.project}/{op.scope}")
         if op.started is not None:
             out["startTime"] = timestamp(op.started)
         if op.ended is not None:

@@ -21,6 +21,8 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tpuctl.emulator.compute.group_models import Group, Policy, Template
+
 # verb -> (status while it runs (first half, second half), status after; None: gone)
 TRANSITIONS: dict[str, tuple[tuple[str, str], str | None]] = {
     "create": (("PROVISIONING", "STAGING"), "RUNNING"),
@@ -67,6 +69,7 @@ class Instance:
     uid: str = field(default_factory=_uid)
     last_start: float | None = None
     last_stop: float | None = None
+    group: str | None = None  # the managed instance group that made it (its path)
 
     @property
     def path(self) -> str:
@@ -118,11 +121,15 @@ def _ed25519_blob() -> str:
 
 @dataclass
 class ZoneOperation:
+    """An operation of a zone (instances, groups), of a region (`kind` "regions", `zone`
+    the region: workload policies, regional templates) or global (`kind` "global", `zone`
+    empty: global templates)."""
+
     project: str
     zone: str
     name: str
     operation_type: str  # insert, delete, start, stop, setLabels
-    target: str  # the instance's path
+    target: str  # the resource's path
     target_id: str
     inserted: float
     status: str = "RUNNING"
@@ -130,10 +137,16 @@ class ZoneOperation:
     ended: float | None = None
     errors: list[dict[str, str]] = field(default_factory=list)
     http_error: tuple[int, str] | None = None
+    kind: str = "zones"
+
+    @property
+    def scope(self) -> str:
+        """`zones/Z`, `regions/R` or `global`."""
+        return "global" if self.kind == "global" else f"{self.kind}/{self.zone}"
 
     @property
     def path(self) -> str:
-        return f"projects/{self.project}/zones/{self.zone}/operations/{self.name}"
+        return f"projects/{self.project}/{self.scope}/operations/{self.name}"
 
     @property
     def done(self) -> bool:
@@ -149,17 +162,30 @@ class ZoneOperation:
 
     @classmethod
     def new(cls, instance: Instance, operation_type: str, now: float) -> ZoneOperation:
+        return cls.on(instance.project, "zones", instance.zone, operation_type, instance.path,
+                      instance.uid, now)  # fmt: skip
+
+    @classmethod
+    def on(
+        cls, project: str, kind: str, where: str, operation_type: str, target: str,
+        target_id: str, now: float,
+    ) -> ZoneOperation:  # fmt: skip
+        """An operation in scope `kind`/`where` (`where` "" for global) on `target`."""
         name = f"operation-{int(now * 1000)}-{secrets.token_hex(6)}-{secrets.token_hex(4)}"
-        return cls(instance.project, instance.zone, name, operation_type, instance.path,
-                   instance.uid, now, started=now)  # fmt: skip
+        return cls(project, where, name, operation_type, target, target_id, now, started=now,
+                   kind=kind)  # fmt: skip
 
 
 @dataclass
 class ComputeState:
-    """Every instance and zone operation, by path."""
+    """Every instance, operation, workload policy, instance template and managed instance
+    group, by path."""
 
     instances: dict[str, Instance] = field(default_factory=dict)
     operations: dict[str, ZoneOperation] = field(default_factory=dict)
+    policies: dict[str, Policy] = field(default_factory=dict)
+    templates: dict[str, Template] = field(default_factory=dict)
+    groups: dict[str, Group] = field(default_factory=dict)
 
     def chips_in_use(self, zone: str, generation: str, but: Instance | None = None) -> int:
         """The chips of `generation` the instances in `zone` hold (but `but`): a stopped
@@ -175,6 +201,9 @@ class ComputeState:
         return {
             "instances": [asdict(i) for i in self.instances.values()],
             "operations": [asdict(op) for op in self.operations.values()],
+            "policies": [asdict(p) for p in self.policies.values()],
+            "templates": [asdict(t) for t in self.templates.values()],
+            "groups": [asdict(g) for g in self.groups.values()],
         }
 
     def load(self, data: dict[str, Any]) -> None:
@@ -183,3 +212,6 @@ class ComputeState:
         for op in ops:
             op.http_error = tuple(op.http_error) if op.http_error else None  # type: ignore[assignment]
         self.operations = {op.path: op for op in ops}
+        self.policies = {p.path: p for p in (Policy(**d) for d in data.get("policies", []))}
+        self.templates = {t.path: t for t in (Template(**d) for d in data.get("templates", []))}
+        self.groups = {g.path: g for g in (Group(**d) for d in data.get("groups", []))}

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tpuctl.emulator.compute import api as compute_api
+from tpuctl.emulator.compute import group_api as compute_groups
 from tpuctl.emulator.control import api as control_api
 from tpuctl.emulator.core import errors, persistence
 from tpuctl.emulator.core.requests import RequestLog
@@ -108,6 +109,7 @@ class Backend:
         queued.tick(self.state, now)
         service_usage.tick(self.state, now)
         compute_api.tick(self.state, now)
+        compute_groups.tick(self.state, now)
 
     @_locked
     def tick(self) -> None:
@@ -391,8 +393,9 @@ class Backend:
 
     @_locked
     def all_instances(self) -> list[dict]:
-        """Every Compute Engine instance of every project (control plane)."""
-        return compute_api.all_instances(self.state)
+        """Every Compute Engine instance of every project, then every group, template and
+        policy (control plane: a test that leaves one behind fails)."""
+        return compute_api.all_instances(self.state) + compute_groups.all_resources(self.state)
 
     @_locked
     def all_nodes(self) -> list[Node]:

@@ -1,0 +1,437 @@
+"""Compute Engine's `resourcePolicies` (workload policies), `instanceTemplates` (global
+and regional), `instanceGroupManagers` (zonal MIGs) and the region and global operations,
+as functions over the emulator's `State` (`state.compute`). See group_models.py for the
+invariants, api.py for how a method is called.
+
+Wordings: a resource another one uses cannot be deleted, `The instance_template resource
+'projects/P/global/instanceTemplates/T' is already being used by
+'projects/P/zones/Z/instanceGroupManagers/M'` (400 resourceInUseByAnotherResource, as
+gcloud prints it, e.g. hashicorp/terraform-provider-google#1476). What Compute answers
+for a workload policy whose topology does not fit the group is not documented: the
+wording here is the emulator's own (docs/emulator.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import secrets
+from typing import Any
+
+from tpuctl.emulator.compute import api, catalog, errors, rules
+from tpuctl.emulator.compute.errors import ComputeError
+from tpuctl.emulator.compute.group_models import Group, Policy, Template
+from tpuctl.emulator.compute.models import Instance, ZoneOperation
+from tpuctl.emulator.core.state import State
+from tpuctl.emulator.tpu.models import project_number
+from tpuctl.emulator.tpu.rules import page
+
+WORKLOAD_TYPES = ("HIGH_AVAILABILITY", "HIGH_THROUGHPUT")
+TOPOLOGY_MODES = ("AUTO_CONNECT", "PROVISION_ONLY")
+ON_FAILURE = ("REPAIR", "DO_NOTHING")
+TOPOLOGY = re.compile(r"[1-9]\d*(x[1-9]\d*){1,2}")
+
+
+def regions() -> list[str]:
+    return sorted({z.rsplit("-", 1)[0] for z in catalog.zones()})
+
+
+def check_region(region: str) -> None:
+    if region not in regions():
+        raise errors.invalid_value("region", region, "Unknown region.")
+
+
+def in_use(kind: str, path: str, by: str) -> ComputeError:
+    return ComputeError(
+        400,
+        "resourceInUseByAnotherResource",
+        f"The {kind} resource '{path}' is already being used by '{by}'",
+    )
+
+
+def _done(
+    state: State, project: str, kind: str, where: str, op_type: str, target: str, target_id: str
+) -> ZoneOperation:
+    """A policy's or template's operation: metadata only, DONE at once."""
+    op = ZoneOperation.on(project, kind, where, op_type, target, target_id, state.now())
+    op.succeed(state.now())
+    api._keep(state, op)
+    return op
+
+
+def _found(store: dict[str, Any], path: str) -> Any:
+    if path not in store:
+        raise errors.not_found(path)
+    return store[path]
+
+
+# -- workload policies ---------------------------------------------------------------
+def insert_policy(state: State, project: str, region: str, body: dict[str, Any]) -> ZoneOperation:
+    check_region(region)
+    name = rules.check_name(body.get("name"))
+    workload = body.get("workloadPolicy")
+    if not isinstance(workload, dict):
+        raise errors.bad_request("This emulator serves workload policies only (workloadPolicy).")
+    kind = workload.get("type")
+    if kind not in WORKLOAD_TYPES:
+        raise errors.invalid_value("resource.workloadPolicy.type", kind, "")
+    topology = workload.get("acceleratorTopology")
+    if topology is not None and not TOPOLOGY.fullmatch(str(topology)):
+        raise errors.invalid_value("resource.workloadPolicy.acceleratorTopology", topology, "")
+    mode = workload.get("acceleratorTopologyMode")
+    if mode is not None and mode not in TOPOLOGY_MODES:
+        raise errors.invalid_value("resource.workloadPolicy.acceleratorTopologyMode", mode, "")
+    if topology is not None:
+        workload = {"acceleratorTopologyMode": "AUTO_CONNECT", **workload}  # the default
+    policy = Policy(
+        project, region, name, dict(workload), str(body.get("description") or ""), state.now()
+    )
+    if policy.path in state.compute.policies:
+        raise errors.already_exists(policy.path)
+    state.compute.policies[policy.path] = policy
+    return _done(state, project, "regions", region, "insert", policy.path, policy.uid)
+
+
+def get_policy(state: State, project: str, region: str, name: str) -> Policy:
+    check_region(region)
+    policy: Policy = _found(
+        state.compute.policies, f"projects/{project}/regions/{region}/resourcePolicies/{name}"
+    )
+    return policy
+
+
+def delete_policy(state: State, project: str, region: str, name: str) -> ZoneOperation:
+    policy = get_policy(state, project, region, name)
+    user = next((g for g in state.compute.groups.values() if g.policy == policy.path), None)
+    if user is not None:
+        raise in_use("resource_policy", policy.path, user.path)
+    del state.compute.policies[policy.path]
+    return _done(state, project, "regions", region, "delete", policy.path, policy.uid)
+
+
+def policies(state: State, project: str, region: str | None) -> list[Policy]:
+    return sorted(
+        (
+            p
+            for p in state.compute.policies.values()
+            if p.project == project and (region is None or p.region == region)
+        ),
+        key=lambda p: p.path,
+    )
+
+
+# -- instance templates ---------------------------------------------------------------
+def insert_template(state: State, project: str, region: str, body: dict[str, Any]) -> ZoneOperation:
+    """`region` "" for a global template."""
+    if region:
+        check_region(region)
+    name = rules.check_name(body.get("name"))
+    props = body.get("properties")
+    if not isinstance(props, dict) or not props.get("machineType"):
+        raise errors.invalid_value("resource.properties.machineType", "", "Required.")
+    if "/" in str(props["machineType"]):
+        # a template names its machine type bare: it is not in any zone yet
+        why = "Must be a machine type name, not a URL."
+        raise errors.invalid_value("resource.properties.machineType", props["machineType"], why)
+    kept = copy.deepcopy(props)
+    kept["scheduling"] = rules.check_scheduling(props.get("scheduling"))
+    kept["metadata"] = rules.check_metadata(props.get("metadata"))
+    kept["labels"] = rules.check_labels(props.get("labels"), "resource.properties.labels")
+    for account in kept.get("serviceAccounts") or []:
+        if isinstance(account, dict) and account.get("email") == "default":
+            account["email"] = f"{project_number(project)}-compute@developer.gserviceaccount.com"
+    template = Template(
+        project, region, name, kept, str(body.get("description") or ""), state.now()
+    )
+    if template.path in state.compute.templates:
+        raise errors.already_exists(template.path)
+    state.compute.templates[template.path] = template
+    kind = "regions" if region else "global"
+    return _done(state, project, kind, region, "insert", template.path, template.uid)
+
+
+def get_template(state: State, project: str, region: str, name: str) -> Template:
+    if region:
+        check_region(region)
+    scope = f"regions/{region}" if region else "global"
+    template: Template = _found(
+        state.compute.templates, f"projects/{project}/{scope}/instanceTemplates/{name}"
+    )
+    return template
+
+
+def delete_template(state: State, project: str, region: str, name: str) -> ZoneOperation:
+    template = get_template(state, project, region, name)
+    user = next((g for g in state.compute.groups.values() if g.template == template.path), None)
+    if user is not None:
+        raise in_use("instance_template", template.path, user.path)
+    del state.compute.templates[template.path]
+    kind = "regions" if region else "global"
+    return _done(state, project, kind, region, "delete", template.path, template.uid)
+
+
+def templates(state: State, project: str, region: str | None) -> list[Template]:
+    """`region` None: every template (global and regional); "" the global ones."""
+    return sorted(
+        (
+            t
+            for t in state.compute.templates.values()
+            if t.project == project and (region is None or t.region == region)
+        ),
+        key=lambda t: t.path,
+    )
+
+
+# -- managed instance groups ------------------------------------------------------------
+def _resource_path(project: str, value: Any, field_name: str, kind: str) -> str:
+    """`projects/P/.../KIND/NAME` from a full or partial URL of a resource of `project`."""
+    text = str(value or "")
+    match = re.search(rf"(?:^|/)((?:regions/[^/]+|global)/{kind}/[^/]+)$", text)
+    if not match:
+        raise errors.invalid_value(field_name, text, f"Must be a URL of a {kind} resource.")
+    return f"projects/{project}/{match.group(1)}"
+
+
+def insert_group(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneOperation:
+    rules.check_zone(zone)
+    name = rules.check_name(body.get("name"))
+    path = f"projects/{project}/zones/{zone}/instanceGroupManagers/{name}"
+    if path in state.compute.groups:
+        raise errors.already_exists(path)
+    template_path = _resource_path(
+        project, body.get("instanceTemplate"), "resource.instanceTemplate", "instanceTemplates"
+    )
+    template: Template = _found(state.compute.templates, template_path)
+    mtype = rules.machine_type(
+        zone, f"zones/{zone}/machineTypes/{template.properties['machineType']}"
+    )
+    size = body.get("targetSize", 0)
+    try:
+        size = int(size)
+    except (TypeError, ValueError):
+        raise errors.invalid_value("resource.targetSize", size, "Must be a number.") from None
+    if not 0 <= size <= 1000:
+        raise errors.invalid_value("resource.targetSize", size, "Must be between 0 and 1000.")
+    base = body.get("baseInstanceName") or name
+    if not isinstance(base, str) or len(base) > 58 or not rules.NAME.fullmatch(base):
+        raise errors.invalid_value("resource.baseInstanceName", base, rules.NAME_WHY)
+    policy_path = ""
+    wanted = (body.get("resourcePolicies") or {}).get("workloadPolicy")
+    if wanted:
+        policy_path = _resource_path(
+            project, wanted, "resource.resourcePolicies.workloadPolicy", "resourcePolicies"
+        )
+        policy: Policy = _found(state.compute.policies, policy_path)
+        if policy.region != zone.rsplit("-", 1)[0]:
+            raise errors.bad_request(
+                f"The workload policy '{policy_path}' is not in the region of zone '{zone}'."
+            )
+        _check_topology(policy, mtype.chips, mtype.generation, size)
+    on_failure = (body.get("instanceLifecyclePolicy") or {}).get("defaultActionOnFailure", "REPAIR")
+    if on_failure not in ON_FAILURE:
+        raise errors.invalid_value(
+            "resource.instanceLifecyclePolicy.defaultActionOnFailure", on_failure, ""
+        )
+    group = Group(
+        project,
+        zone,
+        name,
+        base,
+        template_path,
+        size,
+        policy_path,
+        on_failure,
+        copy.deepcopy(body),
+        state.now(),
+    )
+    state.compute.groups[path] = group
+    op = ZoneOperation.on(project, "zones", zone, "insert", path, group.uid, state.now())
+    op.succeed(state.now())  # DONE before any VM exists: they come at the next tick
+    api._keep(state, op)
+    return op
+
+
+def _check_topology(policy: Policy, chips_per_vm: int, generation: str, size: int) -> None:
+    topology = policy.workload.get("acceleratorTopology")
+    if not topology:
+        return
+    chips = 1
+    for part in topology.split("x"):
+        chips *= int(part)
+    wanted_vms = chips // chips_per_vm if chips_per_vm else 0
+    if size != wanted_vms or chips % max(chips_per_vm, 1):
+        raise errors.bad_request(
+            f"Accelerator topology {topology} of workload policy '{policy.path}' needs "
+            f"{wanted_vms} VMs of {chips_per_vm} {generation} chips; the group's target size "
+            f"is {size}."
+        )
+
+
+def get_group(state: State, project: str, zone: str, name: str) -> Group:
+    rules.check_zone(zone)
+    group: Group = _found(
+        state.compute.groups, f"projects/{project}/zones/{zone}/instanceGroupManagers/{name}"
+    )
+    return group
+
+
+def delete_group(state: State, project: str, zone: str, name: str) -> ZoneOperation:
+    group = get_group(state, project, zone, name)
+    group.deleting = True
+    op = ZoneOperation.on(project, "zones", zone, "delete", group.path, group.uid, state.now())
+    api._keep(state, op)
+    for slot in group.slots:
+        instance = state.compute.instances.get(group.instance_path(slot))
+        if instance is not None and instance.transition != "delete":
+            instance.capacity_error = None
+            instance.begin("delete", state.now(), state.durations.get("delete"))
+    tick(state, state.now())
+    return op
+
+
+def groups(state: State, project: str, zone: str | None) -> list[Group]:
+    return sorted(
+        (
+            g
+            for g in state.compute.groups.values()
+            if g.project == project and (zone is None or g.zone == zone)
+        ),
+        key=lambda g: g.path,
+    )
+
+
+def members(state: State, group: Group) -> list[tuple[dict[str, Any], Instance | None]]:
+    """Each slot with its VM (None: not made, or gone)."""
+    return [(s, state.compute.instances.get(group.instance_path(s))) for s in group.slots]
+
+
+# -- transitions ---------------------------------------------------------------------
+def tick(state: State, now: float) -> None:
+    """Make the VMs groups are due, end the groups whose delete is done."""
+    for group in list(state.compute.groups.values()):
+        if group.deleting:
+            if all(i is None for _s, i in members(state, group)):
+                del state.compute.groups[group.path]
+                for op in state.compute.operations.values():
+                    if not op.done and op.target == group.path:
+                        op.succeed(now)
+                state.changed()
+            continue
+        if not group.spawned:
+            group.spawned = True
+            group.slots = [
+                {"name": _member_name(state, group), "worker": w, "error": None, "lost": False}
+                for w in range(group.target_size)
+            ]
+            state.changed()
+            continue  # the insert's answer saw no VM; they are made from the next tick on
+        for slot, instance in members(state, group):
+            if instance is None and not slot["lost"]:
+                if slot.get("made") and group.on_failure == "DO_NOTHING":
+                    slot["lost"] = True  # its VM went away; the group does not repair
+                    state.changed()
+                else:
+                    _make(state, group, slot)
+
+
+def _member_name(state: State, group: Group) -> str:
+    taken = {s["name"] for s in group.slots}
+    while True:
+        name = f"{group.base}-{''.join(secrets.choice('abcdefghijklmnopqrstuvwxyz0123456789') for _ in range(4))}"  # noqa: E501
+        path = f"projects/{group.project}/zones/{group.zone}/instances/{name}"
+        if name not in taken and path not in state.compute.instances:
+            return name
+
+
+def _make(state: State, group: Group, slot: dict[str, Any]) -> None:
+    """Try to make a slot's VM from the group's template: no capacity leaves the slot with
+    its last attempt's error, tried again at the next tick."""
+    template = state.compute.templates.get(group.template)
+    if template is None:
+        return
+    props = copy.deepcopy(template.properties)
+    mtype = catalog.machine_type(group.zone, str(props["machineType"]))
+    if mtype is None:
+        return
+    extra = (group.body.get("allInstancesConfig") or {}).get("properties") or {}
+    items = [
+        i for i in props["metadata"]["items"] if i.get("key") not in ("created-by", "worker-id")
+    ]
+    for key, value in (extra.get("metadata") or {}).items():
+        items = [i for i in items if i.get("key") != key] + [{"key": key, "value": str(value)}]
+    number = project_number(group.project)
+    items += [
+        {
+            "key": "created-by",
+            "value": f"projects/{number}/zones/{group.zone}/instanceGroupManagers/{group.name}",
+        },  # noqa: E501
+        # the worker's number, as a TPU7x slice made by a MIG shows it (docs/emulator.md)
+        {"key": "worker-id", "value": str(slot["worker"])},
+    ]
+    props["metadata"] = {"items": items}
+    labels = {**props.pop("labels", {}), **(extra.get("labels") or {})}
+    props["name"] = slot["name"]
+    (address,) = state.allocator.allocate(1)
+    instance = Instance(
+        group.project,
+        group.zone,
+        slot["name"],
+        mtype.name,
+        mtype.generation,
+        mtype.chips,
+        props,
+        state.now(),
+        address,
+        labels=labels,
+        group=group.path,
+    )
+    error = api._capacity_error(state, instance)
+    if error is not None:
+        slot["error"] = {"code": api.STOCKOUT, "message": error}
+        return
+    slot["error"], slot["made"] = None, True
+    state.compute.instances[instance.path] = instance
+    instance.begin("create", state.now(), state.durations.get("create"))
+    if instance.due(state.now()):
+        api._complete(state, instance, state.now())
+    state.changed()
+
+
+def topology_state(state: State, group: Group) -> str | None:
+    """The state of the group's accelerator topology (ACTIVATING, ACTIVE, INCOMPLETE,
+    DEACTIVATING), or None without a workload policy topology."""
+    policy = state.compute.policies.get(group.policy)
+    if policy is None or not policy.workload.get("acceleratorTopology"):
+        return None
+    if group.deleting:
+        return "DEACTIVATING"
+    now = state.now()
+    statuses = [i.shown_status(now) if i else None for _s, i in members(state, group)]
+    if group.spawned and statuses and all(s == "RUNNING" for s in statuses):
+        return "ACTIVE"
+    lost = any(s["lost"] for s in group.slots)
+    return "INCOMPLETE" if lost else "ACTIVATING"
+
+
+# -- operations outside zones ------------------------------------------------------------
+def get_operation(state: State, project: str, kind: str, where: str, name: str) -> ZoneOperation:
+    if kind == "regions":
+        check_region(where)
+    scope = "global" if kind == "global" else f"{kind}/{where}"
+    op: ZoneOperation = _found(
+        state.compute.operations, f"projects/{project}/{scope}/operations/{name}"
+    )
+    return op
+
+
+def paged(items: list[Any], max_results: str, token: str) -> tuple[list[Any], str | None]:
+    return page(items, api._max(max_results), token)
+
+
+def all_resources(state: State) -> list[dict[str, str]]:
+    """Every group, template and policy, as the control plane lists them beside the
+    instances: path and what it is."""
+    kinds = (("INSTANCE_GROUP_MANAGER", state.compute.groups),
+             ("INSTANCE_TEMPLATE", state.compute.templates),
+             ("WORKLOAD_POLICY", state.compute.policies))  # fmt: skip
+    return [{"name": path, "status": kind} for kind, store in kinds for path in sorted(store)]
