@@ -44,9 +44,6 @@ def test_a_tpu7x_vm_goes_to_compute_engine_and_back(cli, emulator) -> None:
 
 
 def test_what_compute_engine_cannot_do_here_is_refused_before_any_call(cli, emulator) -> None:
-    r = cli("create", "big", "-a", "tpu7x-16", "--zone", ZONE)
-    assert r.code == 2
-    assert "multi-host slices on Compute Engine are not supported" in one_line_error(r)
     r = cli("create", "old", "-a", "v4-8", "--api", "compute", "--zone", "us-central2-b")
     assert r.code == 2
     assert "'v4-8' is offered only through the Cloud TPU API (--api tpu)" in one_line_error(r)

@@ -85,3 +85,69 @@ def test_create_a_tpu7x_vm(cli, emulator, gcloud_on_compute, gcloud_flags, tpuct
             "--metadata", "k=v", *tpuctl_flags)  # fmt: skip
     assert r.code == 0, r.err
     assert _intent(_insert(emulator, "t1")) == _intent(_insert(emulator, "g1"))
+
+
+SLICE_ZONE = "us-east1-d"
+REGION = "us-east1"
+
+
+def _body(emulator, verb: str, name: str) -> dict[str, Any]:  # noqa: ANN001
+    for entry in reversed(emulator.bodies(verb)):
+        if entry["body"].get("name") == name:
+            return dict(entry["body"])
+    raise AssertionError(f"no {verb} of {name}")
+
+
+def _path(value: str) -> str:
+    """A resource's path, from its full or partial URL (names left out)."""
+    return "/".join(value.split("projects/", 1)[-1].split("/")[1:-1])
+
+
+def test_create_a_v6e_16_slice(cli, emulator, gcloud_on_compute) -> None:
+    """A workload policy, a regional template and a MIG: what gcloud sends for
+    Google's multi-host guide and what tpuctl sends for `-a v6e-16 --api compute`."""
+    steps = [
+        ("compute", "resource-policies", "create", "workload-policy", "gp", "--region", REGION,
+         "--type", "HIGH_THROUGHPUT", "--accelerator-topology", "4x4"),
+        ("compute", "instance-templates", "create", "gt", "--instance-template-region", REGION,
+         "--machine-type", "ct6e-standard-4t", "--maintenance-policy", "TERMINATE",
+         "--image-family", "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
+         "--image-project", "ubuntu-os-accelerator-images", "--boot-disk-size", "100GB",
+         "--network-interface", "nic-type=GVNIC", "--scopes", "cloud-platform",
+         "--labels", "team=ml", "--metadata", "enable-guest-attributes=TRUE"),
+        ("compute", "instance-groups", "managed", "create", "gm", "--zone", SLICE_ZONE,
+         "--template", f"projects/{PROJECT}/regions/{REGION}/instanceTemplates/gt", "--size", "4",
+         "--workload-policy", f"projects/{PROJECT}/regions/{REGION}/resourcePolicies/gp",
+         "--default-action-on-vm-failure", "do-nothing"),
+    ]  # fmt: skip
+    try:
+        for step in steps:
+            done = gcloud(*step)
+            assert done.returncode == 0, done.stderr
+        r = cli("create", "tm", "-a", "v6e-16", "--api", "compute", "--zone", SLICE_ZONE,
+                "--labels", "team=ml")  # fmt: skip
+        assert r.code == 0, r.err
+        ours = _body(emulator, "compute.resourcePolicies.insert", "tm-d-wp")
+        theirs = _body(emulator, "compute.resourcePolicies.insert", "gp")
+        assert ours["workloadPolicy"] == theirs["workloadPolicy"]
+        assert ours["region"] == theirs["region"]
+        ours = _body(emulator, "compute.regionInstanceTemplates.insert", "tm-d-it")
+        theirs = _body(emulator, "compute.regionInstanceTemplates.insert", "gt")
+        # a template's machine type is a bare name; the rest is an instance's body
+        mine, gclouds = ours["properties"], theirs["properties"]
+        assert mine["machineType"] == gclouds["machineType"] == "ct6e-standard-4t"
+        assert _intent({**mine, "machineType": "x"}) == _intent({**gclouds, "machineType": "x"})
+        ours = _body(emulator, "compute.instanceGroupManagers.insert", "tm")
+        theirs = _body(emulator, "compute.instanceGroupManagers.insert", "gm")
+        for key in ("targetSize", "instanceLifecyclePolicy", "zone"):
+            assert ours[key] == theirs[key], key
+        assert _path(ours["instanceTemplate"]) == _path(theirs["instanceTemplate"])
+        assert _path(ours["resourcePolicies"]["workloadPolicy"]) == _path(
+            theirs["resourcePolicies"]["workloadPolicy"]
+        )
+    finally:
+        gcloud("compute", "instance-groups", "managed", "delete", "gm", "--zone", SLICE_ZONE,
+               "--quiet")  # fmt: skip
+        gcloud("compute", "instance-templates", "delete", "gt", "--region", REGION, "--quiet")
+        gcloud("compute", "resource-policies", "delete", "gp", "--region", REGION, "--quiet")
+        cli("delete", "tm", "--zone", SLICE_ZONE, "--yes")

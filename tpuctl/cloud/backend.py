@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
+from tpuctl.shapes import SliceShape
 
 
 class TpuBackend(Protocol):
@@ -61,6 +62,12 @@ class TpuBackend(Protocol):
         ...
 
     def operation_status(self, name: str, subject: str) -> OperationStatus: ...
+
+    def whole_at_once(self, shape: SliceShape) -> bool:
+        """Whether a create of `shape` makes one resource that becomes the node on its own
+        (True), or several that are no node until all are up (False: a create of those that
+        does not finish is undone, as a queued request is)."""
+        ...
 
     # -- what a zone offers ------------------------------------------------------
     def accelerator_types(self, parent: str) -> list[str]: ...

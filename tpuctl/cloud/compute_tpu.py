@@ -1,8 +1,8 @@
 """ComputeTpuApi: TPU VMs on Compute Engine behind the backend protocol (`cloud/backend.py`).
 
-This first slice manages single-host TPU VMs, one VM instance each (TPU7x, v6e and v5p
-machine types); multi-host slices (a workload policy, an instance template and a managed
-instance group) are refused as not yet supported. REST through google-auth's authorised
+A single-host TPU VM is one VM instance (TPU7x, v6e and v5p machine types); a multi-host
+slice is a workload policy, an instance template and a managed instance group
+(`cloud/compute_slice.py`), read and deleted as one node. REST through google-auth's authorised
 session (`cloud/rest.py`): google-cloud-compute costs 1.7 s to import and its operations
 poll Google's endpoint whatever the client's is. Services name a node as on the TPU API,
 `projects/P/locations/ZONE/nodes/NAME`; here that is the instance NAME in ZONE.
@@ -10,12 +10,17 @@ poll Google's endpoint whatever the client's is. Services name a node as on the 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from tpuctl.cloud import compute_wire
+from tpuctl import catalog
+from tpuctl.cloud import compute_slice, compute_wire
 from tpuctl.errors import CloudError, NotFoundError, UsageError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
+from tpuctl.shapes import SliceShape
+
+SLICE_OP = "~slice~"  # an operation name's tail: the create of a slice, waited until its VMs run
 
 
 def _parts(name: str) -> tuple[str, str, str]:
@@ -52,43 +57,114 @@ class ComputeTpuApi:
     # -- nodes --------------------------------------------------------------
     def get_node(self, name: str) -> Node:
         project, zone, node, path = self._instance(name)
-        data = self._call("GET", path, f"instance '{node}' in zone {zone}", project)
+        try:
+            data = self._call("GET", path, f"instance '{node}' in zone {zone}", project)
+        except NotFoundError as e:
+            return self._slice(project, zone, node, e)
+        group = compute_slice.group_of(data)
+        if group is not None:
+            number = compute_slice.worker_number(data)
+            raise UsageError(
+                f"instance {node} is worker {number} of the slice {group}, not a node of its own",
+                hint=f"name the slice: {group}",
+            )
         return compute_wire.node_from_instance(data, project)
 
-    def _pages(self, path: str, subject: str, project: str) -> list[dict[str, Any]]:
+    def _slice(self, project: str, zone: str, name: str, missing: NotFoundError) -> Node:
+        """The multi-host slice `name` (its MIG and VMs), or what a create or delete that did
+        not finish left of it; `missing` when tpuctl has nothing of that name there."""
+        mig, template, policy = compute_slice.paths(project, zone, name)
+        group = self._ours(mig, "managed instance group", name, zone, project)
+        if group is None:
+            parts = [self._ours(template, "instance template", name, zone, project),
+                     self._ours(policy, "workload policy", name, zone, project)]  # fmt: skip
+            if parts == [None, None]:
+                raise missing
+            return compute_slice.leftovers(project, zone, name, *parts)
+        managed = self._managed(mig, project)
+        return compute_slice.node(group, managed, self._members(project, zone, name), project)
+
+    def _ours(self, path: str, what: str, name: str, zone: str, project: str) -> dict | None:
+        try:
+            found = self._call("GET", path, f"{what} {path.rsplit('/', 1)[-1]}", project)
+        except NotFoundError:
+            return None
+        return found if compute_slice.ours(found, what, name, zone) else None
+
+    def _managed(self, mig: str, project: str) -> list[dict[str, Any]]:
+        page = self._call("POST", f"{mig}/listManagedInstances",
+                          f"managed instance group {mig.rsplit('/', 1)[-1]}", project)  # fmt: skip
+        return list(page.get("managedInstances") or [])
+
+    def _members(self, project: str, zone: str, name: str) -> list[dict[str, Any]]:
+        """The VMs the MIG `name` made, from one filtered list of the zone."""
+        path = f"projects/{project}/zones/{zone}/instances"
+        found: list[dict[str, Any]] = []
+        for page in self._pages(path, f"instances in zone {zone}", project,
+                                {"filter": f'name eq "{name}-.*"'}):  # fmt: skip
+            found += page.get("items") or []
+        return [i for i in found if compute_slice.group_of(i) == name]
+
+    def _pages(
+        self, path: str, subject: str, project: str, params: dict[str, str] | None = None
+    ) -> list[dict[str, Any]]:
         """Every page of a list call, followed through its nextPageToken."""
         pages, token = [], ""
         while True:
-            page = self._call("GET", path, subject, project,
-                              params={"pageToken": token} if token else {})  # fmt: skip
+            asked = {**(params or {}), **({"pageToken": token} if token else {})}
+            page = self._call("GET", path, subject, project, params=asked)
             pages.append(page)
             token = page.get("nextPageToken") or ""
             if not token:
                 return pages
 
     def list_nodes(self, parent: str) -> list[Node]:
+        """The TPU VMs: single-host instances, and each slice (its MIG) as one node. The
+        instances and the groups are listed concurrently."""
+        from tpuctl.concurrency import each
+
         project, zone = parent.split("/")[1], parent.split("/")[3]
-        found: list[dict[str, Any]] = []
-        if zone == "-":
-            path = f"projects/{project}/aggregated/instances"
-            for page in self._pages(path, f"instances of project {project}", project):
-                for scoped in (page.get("items") or {}).values():
-                    found += scoped.get("instances") or []
-        else:
-            path = f"projects/{project}/zones/{zone}/instances"
-            for page in self._pages(path, f"instances in zone {zone}", project):
-                found += page.get("items") or []
-        nodes = [compute_wire.node_from_instance(d, project) for d in found]
-        return [n for n in nodes if n.slice.known]  # TPU VMs only, not every VM
+        scope = (
+            f"projects/{project}/aggregated" if zone == "-" else f"projects/{project}/zones/{zone}"
+        )
+        where = f"project {project}" if zone == "-" else f"zone {zone}"
+
+        def read(kind: str) -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = []
+            for page in self._pages(f"{scope}/{kind}", f"{kind} of {where}", project):
+                items = page.get("items") or []
+                if isinstance(items, dict):  # aggregated: by scope
+                    for scoped in items.values():
+                        found += scoped.get(kind) or []
+                else:
+                    found += items
+            return found
+
+        instances, groups = each(read, ["instances", "instanceGroupManagers"], 2)
+        members: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        nodes = []
+        for data in instances:
+            group = compute_slice.group_of(data)
+            if group is None:
+                nodes.append(compute_wire.node_from_instance(data, project))
+            else:
+                key = (str(data.get("zone", "")).rsplit("/", 1)[-1], group)
+                members.setdefault(key, []).append(data)
+        nodes = [n for n in nodes if n.slice.known]  # TPU VMs only, not every VM
+        for mig in groups:
+            gzone = str(mig.get("zone", "")).rsplit("/", 1)[-1]
+            name = str(mig.get("name", ""))
+            if compute_slice.ours(mig, "managed instance group", name, gzone):
+                vms = members.get((gzone, name), [])
+                nodes.append(compute_slice.node(mig, None, vms, project))
+        return sorted(nodes, key=lambda n: (n.zone, n.name))
 
     def create_node(self, parent: str, spec: CreateSpec) -> str | None:
         project, zone = parent.split("/")[1], parent.split("/")[3]
         if spec.shape.multi_host:
-            raise UsageError(
-                f"{spec.shape.name} has {spec.shape.hosts} hosts: multi-host slices on Compute "
-                "Engine are not supported by this version of tpuctl",
-                hint="a single-host type (e.g. tpu7x-8, v6e-8, v5p-8), or --api tpu for v6e/v5p",
-            )
+            made = compute_slice.create(self._call, self._wait, project, spec, zone)
+            op_name = f"{made['name']}{SLICE_OP}{spec.name}"
+            return f"projects/{project}/locations/{zone}/operations/{op_name}"
         op = self._call(
             "POST", f"projects/{project}/zones/{zone}/instances",
             f"instance '{spec.name}' in zone {zone}", project,
@@ -99,19 +175,59 @@ class ComputeTpuApi:
     def _action(self, name: str, verb: str) -> str | None:
         project, zone, node, path = self._instance(name)
         subject = f"instance '{node}' in zone {zone}"
-        try:
-            if verb == "delete":
-                op = self._call("DELETE", path, subject, project)
-            else:
+        if verb == "delete":
+            op = self._call("DELETE", path, subject, project)
+        else:
+            try:
                 op = self._call("POST", f"{path}/{verb}", subject, project)
-        except NotFoundError:
-            if verb == "delete":
-                return None  # gone already
-            raise
+            except NotFoundError as e:
+                if self._slice(project, zone, node, e):
+                    raise UsageError(
+                        f"{node} is a multi-host slice on Compute Engine, which cannot be "
+                        f"{verb}ped: its managed instance group would not keep the slice whole",
+                        hint=f"delete it (`tpuctl delete {node}`) and create it again",
+                    ) from None
+                raise
         return f"projects/{project}/locations/{zone}/operations/{op['name']}"
 
     def delete_node(self, name: str) -> str | None:
-        return self._action(name, "delete")
+        """A single-host instance: its delete's operation. A slice: its MIG (with its VMs),
+        then its template, then its policy, each waited for (a template or policy still
+        in use cannot be deleted); None, as it is gone when this returns."""
+        project, zone, node, _path = self._instance(name)
+        try:
+            return self._action(name, "delete")
+        except NotFoundError as e:
+            missing = e
+        mig, template, policy = compute_slice.paths(project, zone, node)
+        gone = True
+        for path, what in ((mig, "managed instance group"), (template, "instance template"),
+                           (policy, "workload policy")):  # fmt: skip
+            if self._ours(path, what, node, zone, project) is None:
+                continue
+            gone = False
+            with contextlib.suppress(NotFoundError):  # gone meanwhile
+                subject = f"{what} {path.rsplit('/', 1)[-1]}"
+                self._wait(self._call("DELETE", path, subject, project), f"the delete of {subject}")
+        if gone:
+            raise missing
+        return None
+
+    def _wait(self, op: dict[str, Any], subject: str, timeout: float = 1800.0) -> None:
+        """Wait for a zone, region or global operation to be DONE (Compute's `wait`, which
+        answers within about 2 minutes, DONE or not); raise its error."""
+        import time
+
+        path = str(op.get("selfLink", "")).split("/compute/", 1)[-1].split("/", 1)[-1]
+        project = path.split("/")[1] if path.startswith("projects/") else ""
+        deadline = time.monotonic() + timeout
+        while op.get("status") != "DONE":
+            if time.monotonic() > deadline:
+                raise CloudError(f"{subject} did not finish in {timeout:.0f} s")
+            op = self._call("POST", f"{path}/wait", subject, project)
+        error = compute_wire.operation_error(op, subject)
+        if error is not None:
+            raise error
 
     def stop_node(self, name: str) -> str | None:
         return self._action(name, "stop")
@@ -147,19 +263,44 @@ class ComputeTpuApi:
 
     def operation_status(self, name: str, subject: str) -> OperationStatus:
         project, zone, op_name = _parts(name)
+        if SLICE_OP in op_name:
+            mig_op, slice_name = op_name.split(SLICE_OP)
+            return self._slice_status(project, zone, mig_op, slice_name, subject)
         op = self._call("GET", f"projects/{project}/zones/{zone}/operations/{op_name}",
                         f"operation {op_name}", project)  # fmt: skip
         return OperationStatus(
             op.get("status") == "DONE", compute_wire.operation_error(op, subject)
         )
 
+    def _slice_status(
+        self, project: str, zone: str, op_name: str, name: str, subject: str
+    ) -> OperationStatus:
+        """A slice's create: done once the MIG exists and all its VMs run; the first VM
+        the group could not make (no capacity, no quota) fails it."""
+        op = self._call("GET", f"projects/{project}/zones/{zone}/operations/{op_name}",
+                        f"operation {op_name}", project)  # fmt: skip
+        error = compute_wire.operation_error(op, subject)
+        if op.get("status") != "DONE" or error is not None:
+            return OperationStatus(op.get("status") == "DONE", error)
+        mig = compute_slice.paths(project, zone, name)[0]
+        managed = self._managed(mig, project)
+        error = compute_slice.capacity_error(managed, subject)
+        group = self._call("GET", mig, f"managed instance group {name}", project)
+        running = [m for m in managed if m.get("instanceStatus") == "RUNNING"]
+        return OperationStatus(error is not None or len(running) == group.get("targetSize"), error)
+
+    def whole_at_once(self, shape: SliceShape) -> bool:
+        """A single-host instance becomes the node on its own; a slice's three resources
+        are no node until all its VMs run (an unfinished create is undone)."""
+        return not shape.multi_host
+
     # -- what a zone offers ------------------------------------------------------
     def accelerator_types(self, parent: str) -> list[str]:
         project, zone = parent.split("/")[1], parent.split("/")[3]
         page = self._call("GET", f"projects/{project}/zones/{zone}/machineTypes",
                           f"zone {zone}", project)  # fmt: skip
-        shapes = [compute_wire.shape_of(str(m.get("name", ""))) for m in page.get("items") or []]
-        return [s.name for s in shapes if s is not None]
+        offered = {str(m.get("name", "")) for m in page.get("items") or []}
+        return [s.name for s in catalog.SHAPES.values() if s.machine_type in offered]
 
     def runtime_versions(self, parent: str) -> list[str]:
         return sorted(set(compute_wire.IMAGE_FAMILIES.values()))

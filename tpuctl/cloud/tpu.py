@@ -22,6 +22,7 @@ from tpuctl.cloud.errors import translate
 from tpuctl.cloud.retry import call
 from tpuctl.errors import CloudError, NotFoundError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
+from tpuctl.shapes import SliceShape
 from tpuctl.waiting import poll_until
 
 T = TypeVar("T")
@@ -300,6 +301,10 @@ class TpuApi:
         return self._call(_subject(name), delete)
 
     # -- operations ---------------------------------------------------------
+    def whole_at_once(self, shape: SliceShape) -> bool:
+        """A node, single- or multi-host, is one resource of the TPU API."""
+        return True
+
     def operation_status(self, name: str, subject: str) -> OperationStatus:
         """Whether the operation is done, and the error it ended with (no capacity, quota
         and the rest told apart, `subject` naming what it was for)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl import interrupts
-from tpuctl.errors import Interrupted, TpuctlError, UsageError
+from tpuctl.errors import Interrupted, NotFoundError, TpuctlError, UsageError
 from tpuctl.models import NODE_CREATE_FAILED, CreateSpec, Node
 from tpuctl.services import cost, names, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
@@ -200,18 +200,48 @@ def _create_in(
     except KeyboardInterrupt:
         if not made:
             raise
+        if not a.tpu.whole_at_once(spec.shape):
+            _undo(a, target, name, ui, "interrupted")
+            raise Interrupted(f"interrupted; deleted what the create of {name} had made") from None
         # The node is the user's (they asked for it): say where it is, delete nothing.
         raise Interrupted(
             f"interrupted; node {name} exists in {zone} and may be billing",
             hint=f"delete it with `tpuctl delete {name} --zone {zone} --yes`",
         ) from None
     except TpuctlError as e:
+        if made and not a.tpu.whole_at_once(spec.shape):
+            _undo(a, target, name, ui, "failed")
+            raise
         # A node that exists but never became ready may still bill: name it.
         if not e.hint:
             e.hint = (
                 f"if {name} still exists, delete it with `tpuctl delete {name} --zone {zone} --yes`"
             )
         raise
+
+
+def _undo(a: Adapters, target: Target, name: str, ui: Ui, why: str) -> None:
+    """Delete what an unfinished create of a slice made of several resources (a Compute
+    Engine MIG, its template and policy): they are no node, and the VMs bill. A second
+    interrupt leaves at once, naming what may be left."""
+    zone = target.zone
+    try:
+        with ui.progress(f"the create {why}: deleting what it made of {name} in {zone}:"):
+            try:
+                node = a.tpu.get_node(f"{target.parent}/nodes/{name}")
+            except NotFoundError:
+                return
+            (result,) = nodes.delete_nodes(a.tpu, [node])
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted again; parts of {name} may be left in {zone}, and its VMs billing",
+            hint=f"delete them with `tpuctl delete {name} --zone {zone} --yes`",
+        ) from None
+    if result.ok:
+        ui.info(f"deleted {name} in {zone} (its VMs, instance template and workload policy)")
+    else:
+        ui.info(f"could not delete {name} in {zone}: {result.message}; "
+                f"delete it with `tpuctl delete {name} --zone {zone} --yes`")  # fmt: skip
 
 
 def _wait_all_ssh(a: Adapters, request: CreateRequest, made: list[Node], ui: Ui) -> None:

@@ -60,12 +60,6 @@ def check_accelerator(api: TpuBackend, target: Target, shape: SliceShape) -> Non
             f"{catalog.API_NAMES[api.api]}",
             hint="see docs/compute-engine.md for which API offers which TPU",
         )
-    if api.api == "compute" and shape.multi_host:
-        raise UsageError(
-            f"{shape.name} has {shape.hosts} hosts: multi-host slices on Compute Engine are "
-            "not supported by this version of tpuctl",
-            hint="a single-host type (tpu7x-8, v6e-8, v5p-8), or --api tpu for v6e and v5p",
-        )
     offered = api.accelerator_types(target.parent)
     wanted = shape.tpu_type if api.api == "tpu" else shape.name
     if wanted in offered:

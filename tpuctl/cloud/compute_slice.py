@@ -1,0 +1,261 @@
+"""A multi-host TPU slice on Compute Engine: a regional workload policy (the slice's
+topology), a regional instance template and a zonal managed instance group (MIG) of one
+VM per host. Their names and bodies, how the three are made, read as one `Node`, and
+deleted (the MIG, then the template, then the policy, as Google's TPU operator does).
+
+Only `cloud/compute_tpu.py` uses this. The bodies are what gcloud sends for
+`compute resource-policies create workload-policy --type HIGH_THROUGHPUT
+--accelerator-topology T`, `compute instance-templates create --instance-template-region`
+and `compute instance-groups managed create --workload-policy
+--default-action-on-vm-failure do-nothing` (tests/cli/test_gcloud_compute_compat.py).
+
+Labels exist on instances only (the template carries them to every VM): the MIG, the
+template and the policy are tpuctl's by their names and a description that says so
+(`MARKER`), and tpuctl acts on no group, template or policy without both. The MIG keeps
+the slice's name; the others are named after it and the zone's letter, so two slices of
+one name in two zones of a region never share a policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from tpuctl import catalog
+from tpuctl.cloud import compute_wire
+from tpuctl.errors import NotFoundError, TpuctlError, UsageError
+from tpuctl.models import CreateSpec, Node, Worker
+
+MARKER = "tpuctl: {what} of TPU slice {name} in {zone}"
+MAX_NAME = 58  # a MIG's baseInstanceName, which is the slice's name
+Call = Callable[..., Any]  # ComputeTpuApi._call(method, path, subject, project, **kw)
+
+
+def region(zone: str) -> str:
+    return catalog.region_of(zone)
+
+
+def names(name: str, zone: str) -> tuple[str, str]:
+    """The workload policy's and the template's names for slice `name` in `zone`."""
+    letter = zone.rsplit("-", 1)[-1]
+    return f"{name}-{letter}-wp", f"{name}-{letter}-it"
+
+
+def marker(what: str, name: str, zone: str) -> str:
+    return MARKER.format(what=what, name=name, zone=zone)
+
+
+def paths(project: str, zone: str, name: str) -> tuple[str, str, str]:
+    """The MIG's, the template's and the policy's paths."""
+    policy, template = names(name, zone)
+    r = region(zone)
+    return (
+        f"projects/{project}/zones/{zone}/instanceGroupManagers/{name}",
+        f"projects/{project}/regions/{r}/instanceTemplates/{template}",
+        f"projects/{project}/regions/{r}/resourcePolicies/{policy}",
+    )
+
+
+def check_name(spec: CreateSpec, zone: str) -> None:
+    longest = 63 - len(names("", zone)[1])
+    if len(spec.name) > min(MAX_NAME, longest):
+        raise UsageError(
+            f"node name {spec.name!r} is too long for a multi-host slice on Compute Engine",
+            hint=f"at most {min(MAX_NAME, longest)} characters: its VMs, instance template "
+            "and workload policy are named after it",
+        )
+
+
+# -- bodies ------------------------------------------------------------------------
+def policy_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
+    return {
+        "name": names(spec.name, zone)[0],
+        "region": region(zone),
+        "description": marker("workload policy", spec.name, zone),
+        "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": spec.shape.topology},
+    }
+
+
+def template_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
+    properties = compute_wire.instance_body(spec, zone)
+    del properties["name"]
+    properties.pop("description", None)
+    properties["machineType"] = spec.shape.machine_type  # a template's is a bare name
+    return {
+        "name": names(spec.name, zone)[1],
+        "region": region(zone),
+        "description": marker("instance template", spec.name, zone),
+        "properties": properties,
+    }
+
+
+def group_body(spec: CreateSpec, project: str, zone: str) -> dict[str, Any]:
+    _mig, template, policy = paths(project, zone, spec.name)
+    return {
+        "name": spec.name,
+        "zone": zone,
+        "description": marker("managed instance group", spec.name, zone),
+        "instanceTemplate": template,
+        "targetSize": spec.shape.hosts,
+        "resourcePolicies": {"workloadPolicy": policy},
+        # one lost worker breaks the slice's interconnect: never recreate one under a job
+        "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
+    }
+
+
+# -- making it ----------------------------------------------------------------------
+def create(call: Call, wait: Callable[[dict[str, Any], str], None], project: str,
+           spec: CreateSpec, zone: str) -> dict[str, Any]:  # fmt: skip
+    """Make the policy and the template (waiting for each), then ask for the MIG: its
+    zone operation. A failure on the way deletes what this call made, then raises."""
+    check_name(spec, zone)
+    r = region(zone)
+    steps = (
+        (f"projects/{project}/regions/{r}/resourcePolicies", policy_body(spec, zone),
+         "workload policy"),
+        (f"projects/{project}/regions/{r}/instanceTemplates", template_body(spec, zone),
+         "instance template"),
+    )  # fmt: skip
+    made: list[str] = []
+    try:
+        for path, body, what in steps:
+            subject = f"{what} {body['name']}"
+            wait(call("POST", path, subject, project, json=body), subject)
+            made.append(f"{path}/{body['name']}")
+        return dict(call("POST", f"projects/{project}/zones/{zone}/instanceGroupManagers",
+                         f"managed instance group {spec.name}", project,
+                         json=group_body(spec, project, zone)))  # fmt: skip
+    except BaseException:
+        for path in reversed(made):
+            _delete_quietly(call, wait, project, path)
+        raise
+
+
+def _delete_quietly(call: Call, wait: Callable[[dict[str, Any], str], None], project: str,
+                    path: str) -> None:  # fmt: skip
+    with contextlib.suppress(NotFoundError):
+        wait(call("DELETE", path, path.rsplit("/", 1)[-1], project), path)
+
+
+# -- reading it ---------------------------------------------------------------------
+def ours(resource: dict[str, Any], what: str, name: str, zone: str) -> bool:
+    return resource.get("description") == marker(what, name, zone)
+
+
+def worker_number(instance: dict[str, Any]) -> int | None:
+    """A slice VM's worker number, from its metadata (`worker-id`, or the TPU API's
+    `agent-worker-number`), not its name, which the MIG suffixes at random."""
+    items = (instance.get("metadata") or {}).get("items") or []
+    found = {str(i.get("key")): str(i.get("value")) for i in items}
+    for key in ("agent-worker-number", "worker-id"):
+        if found.get(key, "").isdigit():
+            return int(found[key])
+    return None
+
+
+def group_of(instance: dict[str, Any]) -> str | None:
+    """The name of the MIG that made `instance` (its `created-by` metadata), or None."""
+    items = (instance.get("metadata") or {}).get("items") or []
+    for item in items:
+        if item.get("key") == "created-by":
+            match = re.search(r"/instanceGroupManagers/([^/]+)$", str(item.get("value")))
+            return match.group(1) if match else None
+    return None
+
+
+def in_order(instances: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """VMs in worker order (by name where a VM shows no number)."""
+
+    def key(instance: dict[str, Any]) -> tuple[int, str]:
+        number = worker_number(instance)
+        return (1 << 30 if number is None else number, str(instance.get("name")))
+
+    return sorted(instances, key=key)
+
+
+def node(group: dict[str, Any], managed: list[dict[str, Any]] | None,
+         instances: list[dict[str, Any]], project: str) -> Node:  # fmt: skip
+    """The slice as one Node: workers in worker order, state from the VMs, the MIG's
+    actions and its accelerator topology. `managed` (listManagedInstances) may be None
+    in a list, which reads groups and instances only."""
+    zone = str(group.get("zone", "")).rsplit("/", 1)[-1]
+    vms = in_order(instances)
+    size = int(group.get("targetSize") or 0)
+    first = compute_wire.node_from_instance(vms[0], project) if vms else None
+    shape = _shape(vms, size)
+    status = group.get("status") or {}
+    topology: dict[str, Any] = next(iter(status.get("appliedAcceleratorTopologies") or []), {})
+    actions = group.get("currentActions") or {}
+    state, health = _state(vms, size, topology.get("state"), actions, first)
+    workers = []
+    for n, vm in enumerate(vms):
+        nics = vm.get("networkInterfaces") or [{}]
+        nat = [a.get("natIP") for a in nics[0].get("accessConfigs") or [] if a.get("natIP")]
+        workers.append(Worker(n, str(nics[0].get("networkIP", "")), nat[0] if nat else None))
+    created = group.get("creationTimestamp")
+    from tpuctl.timestamps import parse_rfc3339
+
+    return Node(
+        name=str(group.get("name", "")),
+        project=project,
+        zone=zone,
+        accelerator_type=shape.name if shape else f"{size} VMs",
+        state=state,
+        runtime_version="",
+        labels=dict(first.labels) if first else {},
+        metadata=dict(first.metadata) if first else {},
+        workers=workers,
+        create_time=parse_rfc3339(str(created)) if created else None,
+        spot=first.spot if first else False,
+        preemptible=first.preemptible if first else False,
+        description=str(group.get("description", "")),
+        health_description=health,
+        api="compute",
+        shape=shape,
+        raw={"group": group, "managed": managed, "instances": vms},
+    )
+
+
+def _shape(vms: list[dict[str, Any]], hosts: int) -> catalog.SliceShape | None:
+    machine = str(vms[0].get("machineType", "")).rsplit("/", 1)[-1] if vms else ""
+    return next((s for s in catalog.SHAPES.values()
+                 if s.machine_type == machine and s.hosts == hosts), None)  # fmt: skip
+
+
+def _state(vms: list[dict[str, Any]], size: int, topology: str | None,
+           actions: dict[str, Any], first: Node | None) -> tuple[str, str]:  # fmt: skip
+    statuses = [str(v.get("status", "")) for v in vms]
+    if int(actions.get("deleting") or 0) or topology == "DEACTIVATING":
+        return "DELETING", ""
+    if len(vms) == size and all(s == "RUNNING" for s in statuses) and topology in (None, "ACTIVE"):
+        return "READY", ""
+    creating = int(actions.get("creating") or 0)
+    if topology == "INCOMPLETE" or (len(vms) < size and not creating):
+        why = f"{size - len(vms)} of {size} VMs lost; the group does not recreate them"
+        return ("PREEMPTED" if first and first.spot else "TERMINATED"), why
+    return "CREATING", f"{statuses.count('RUNNING')} of {size} VMs running"
+
+
+def leftovers(project: str, zone: str, name: str, template: dict | None,
+              policy: dict | None) -> Node:  # fmt: skip
+    """A slice whose MIG is gone but whose template or policy is left (a create or a
+    delete that did not finish): no node, to be deleted."""
+    left = [what for what, r in (("instance template", template), ("workload policy", policy))
+            if r is not None]  # fmt: skip
+    return Node(
+        name=name, project=project, zone=zone, accelerator_type="", state="TERMINATED",
+        runtime_version="", health_description=f"no VMs: only its {' and '.join(left)} left",
+        api="compute", raw={"template": template, "policy": policy},
+    )  # fmt: skip
+
+
+def capacity_error(managed: list[dict[str, Any]], subject: str) -> TpuctlError | None:
+    """The first creation error a managed VM reports (no capacity, no quota), as tpuctl's:
+    the group would retry for ever; tpuctl stops at the first, to try elsewhere."""
+    for vm in managed:
+        errors = (((vm.get("lastAttempt") or {}).get("errors") or {}).get("errors")) or []
+        if errors:
+            return compute_wire.operation_error({"error": {"errors": errors}}, subject)
+    return None
