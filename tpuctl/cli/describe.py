@@ -24,7 +24,7 @@ def describe(
     validate_name(name)
     app = app_of(ctx)
     target = app.target(project, zone)
-    from tpuctl.services.nodes import find_node
+    from tpuctl.services.lookup import find_node
 
     # the Cloud TPU API, then Compute Engine
     _, node = find_node((app.tpu(), app.factory.compute_tpu()), f"{target.parent}/nodes/{name}")

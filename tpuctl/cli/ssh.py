@@ -116,10 +116,9 @@ def make_plan(
 
     names.validate_name(name)
     target = app.target(project, zone)
-    api = app.tpu()
     ssh_api = app.factory.ssh()
     plan = ssh_service.plan(
-        api,
+        (app.tpu(), app.factory.compute_tpu()),  # the Cloud TPU API, then Compute Engine
         ssh_api,
         f"{target.parent}/nodes/{name}",
         workers,

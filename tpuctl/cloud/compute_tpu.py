@@ -16,7 +16,7 @@ from typing import Any
 
 from tpuctl import catalog
 from tpuctl.cloud import compute_slice, compute_wire
-from tpuctl.errors import CloudError, NotFoundError, UsageError
+from tpuctl.errors import CloudError, NotFoundError, PreconditionFailedError, UsageError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
 from tpuctl.shapes import SliceShape
 
@@ -244,22 +244,61 @@ class ComputeTpuApi:
         })  # fmt: skip
         return f"projects/{project}/locations/{zone}/operations/{op['name']}"
 
+    def _vms(self, name: str) -> list[dict[str, Any]]:
+        """The node's VMs in worker order: the instance, or the slice's MIG's VMs."""
+        project, zone, node, path = self._instance(name)
+        try:
+            return [self._call("GET", path, f"instance '{node}' in zone {zone}", project)]
+        except NotFoundError as e:
+            vms = compute_slice.in_order(self._members(project, zone, node))
+            if not vms:
+                raise e
+            return vms
+
     def patch_metadata(
         self, name: str, change: Callable[[dict[str, str]], dict[str, str] | None]
     ) -> Node:
-        raise CloudError(
-            "changing a Compute Engine TPU VM's metadata is not supported by this version of tpuctl"
-        )
+        """Read-modify-write each VM's metadata (`setMetadata`, guarded by its fingerprint:
+        a change made meanwhile is read again, not overwritten)."""
+        project = _parts(name)[0]
+        for vm in self._vms(name):
+            path = str(vm.get("selfLink", "")).split("/compute/", 1)[-1].split("/", 1)[-1]
+            subject = f"instance '{vm.get('name')}'"
+            for _attempt in range(5):
+                md = vm.get("metadata") or {}
+                items = {str(i.get("key")): str(i.get("value", "")) for i in md.get("items") or []}
+                wanted = change(items)
+                if wanted is None:
+                    break
+                body = {"fingerprint": md.get("fingerprint", ""),
+                        "items": [{"key": k, "value": v} for k, v in wanted.items()]}  # fmt: skip
+                try:
+                    self._wait(self._call("POST", f"{path}/setMetadata", subject, project,
+                                          json=body), f"the metadata of {subject}")  # fmt: skip
+                    break
+                except PreconditionFailedError:
+                    vm = self._call("GET", path, subject, project)  # changed meanwhile
+            else:
+                raise CloudError(f"the metadata of {subject} kept changing; try again")
+        return self.get_node(name)
 
     def get_guest_attributes(self, name: str, query_path: str = "") -> list[dict[str, str]]:
-        project, zone, node, path = self._instance(name)
-        try:
-            data = self._call("GET", f"{path}/getGuestAttributes", f"instance '{node}'",
-                              project, params={"queryPath": query_path})  # fmt: skip
-        except NotFoundError:
-            return [{}]  # nothing published yet
-        items = (data.get("queryValue") or {}).get("items") or []
-        return [{f"{i.get('namespace', '')}/{i.get('key', '')}": i.get("value", "") for i in items}]
+        """Per VM, in worker order; {} for a VM that has published nothing yet."""
+        project = _parts(name)[0]
+        out: list[dict[str, str]] = []
+        for vm in self._vms(name):
+            path = str(vm.get("selfLink", "")).split("/compute/", 1)[-1].split("/", 1)[-1]
+            try:
+                data = self._call("GET", f"{path}/getGuestAttributes",
+                                  f"instance '{vm.get('name')}'", project,
+                                  params={"queryPath": query_path})  # fmt: skip
+            except NotFoundError:
+                out.append({})  # nothing published yet
+                continue
+            items = (data.get("queryValue") or {}).get("items") or []
+            out.append({f"{i.get('namespace', '')}/{i.get('key', '')}": i.get("value", "")
+                        for i in items})  # fmt: skip
+        return out
 
     def operation_status(self, name: str, subject: str) -> OperationStatus:
         project, zone, op_name = _parts(name)

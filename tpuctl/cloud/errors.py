@@ -28,6 +28,7 @@ from tpuctl.errors import (
     NotFoundError,
     PermissionDeniedError,
     PolicyRefusedError,
+    PreconditionFailedError,
     QuotaError,
     ServiceAgentError,
     ServiceDisabledError,
@@ -225,6 +226,8 @@ def translate(
         )
     if isinstance(exc, gx.Conflict):
         return AlreadyExistsError(f"{subject} already exists", hint=msg)
+    if isinstance(exc, gx.PreconditionFailed):  # a stale fingerprint (Compute's 412)
+        return PreconditionFailedError(f"{subject} changed meanwhile: {msg}")
     if isinstance(exc, gx.Forbidden):
         if "may not exist" in msg and "locations/" in msg:
             return AccessDeniedError(

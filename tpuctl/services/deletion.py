@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from tpuctl.errors import NotFoundError, UsageError
 from tpuctl.models import DeleteResult
 from tpuctl.services import queued
-from tpuctl.services.nodes import delete_nodes, find_node
+from tpuctl.services.lookup import find_node
+from tpuctl.services.nodes import delete_nodes
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend

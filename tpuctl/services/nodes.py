@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -262,23 +262,6 @@ def wait_gone(
     poll_until(
         check, what=f"{name.rsplit('/', 1)[-1]} to be deleted", progress=progress, timeout=timeout
     )
-
-
-def find_node(backends: Sequence[TpuBackend], name: str) -> tuple[TpuBackend, Node]:
-    """The node called `name` (a full name) on the first API that has it, with that
-    API's adapter; NotFoundError (the first API's) when none has. An API that cannot be
-    asked (off in the project, no permission) counts as not having it."""
-    first: NotFoundError | None = None
-    for i, api in enumerate(backends):
-        try:
-            return api, api.get_node(name)
-        except NotFoundError as e:
-            first = first or e
-        except TpuctlError:
-            if i == 0:
-                raise
-    assert first is not None
-    raise first
 
 
 def set_labels(api: TpuBackend, name: str, changes: dict[str, str | None]) -> Node:

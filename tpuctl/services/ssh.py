@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -159,7 +160,7 @@ class Plan:
 
 
 def plan(
-    api: TpuBackend,
+    api: TpuBackend | Sequence[TpuBackend],
     ssh: SshApi,
     full_name: str,
     workers: str = "0",
@@ -171,10 +172,12 @@ def plan(
     take tpuctl's key (the node's `ssh-keys` metadata, or with OS Login the account's
     profile: services/oslogin.py), and put the workers' host keys in tpuctl's
     known-hosts file. Every connection tpuctl makes starts here. `interactive`: for an
-    OpenSSH shell, which can answer what OS Login 2-step verification asks."""
+    OpenSSH shell, which can answer what OS Login 2-step verification asks. `api`: the
+    node's API, or several (the Cloud TPU API, then Compute Engine) to look it up on."""
     from tpuctl.cloud.ssh import ensure_key_pair
+    from tpuctl.services.lookup import find_node
 
-    node = api.get_node(full_name)
+    api, node = find_node(api if isinstance(api, Sequence) else (api,), full_name)
     check_connectable(node)
     chosen = parse_workers(workers, len(node.workers), f"node {node.name}")
     endpoints = [ssh.endpoint(w, worker_address(node, w, internal_ip)) for w in chosen]

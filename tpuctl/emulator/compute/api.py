@@ -222,6 +222,22 @@ def set_labels(
     return _noop(state, instance, "setLabels")
 
 
+def set_metadata(
+    state: State, project: str, zone: str, name: str, body: dict[str, Any]
+) -> ZoneOperation:
+    """`setMetadata`: the whole metadata, guarded by its fingerprint (412 when stale; the
+    wording is from memory of Compute's output, docs/emulator.md)."""
+    instance = get(state, project, zone, name)
+    if body.get("fingerprint") != instance.metadata_fingerprint:
+        raise errors.ComputeError(
+            412, "conditionNotMet",
+            "Supplied fingerprint does not match current metadata fingerprint.",
+            location="If-Match", locationType="header",
+        )  # fmt: skip
+    instance.body["metadata"] = rules.check_metadata({"items": body.get("items") or []})
+    return _noop(state, instance, "setMetadata")
+
+
 def guest_attributes(
     state: State, project: str, zone: str, name: str, query_path: str
 ) -> tuple[Instance, list[dict[str, str]]]:
@@ -234,7 +250,10 @@ def guest_attributes(
     if enabled is None:
         enabled = project_md.get("enable-guest-attributes")
     published = instance.hostkeys_at is not None and state.now() >= instance.hostkeys_at
-    items = [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": instance.host_key}]
+    # the keys its SSH server has (workers/ssh.py); a key of its own where none serves
+    items = [dict(i) for i in instance.published] or [
+        {"namespace": "hostkeys", "key": "ssh-ed25519", "value": instance.host_key}
+    ]
     if (
         str(enabled).upper() != "TRUE"
         or not published

@@ -89,7 +89,7 @@ class Renderer:
             })  # fmt: skip
         metadata: dict[str, Any] = {
             "kind": "compute#metadata",
-            "fingerprint": fingerprint(body["metadata"]),
+            "fingerprint": i.metadata_fingerprint,
         }
         if body["metadata"]["items"]:
             metadata["items"] = body["metadata"]["items"]
@@ -228,6 +228,9 @@ class ComputeFront:
 
     def set_labels(self, version: str, project: str, zone: str, name: str, body: dict) -> dict:
         return self._op(version, api.set_labels, project, zone, name, body)
+
+    def set_metadata(self, version: str, project: str, zone: str, name: str, body: dict) -> dict:
+        return self._op(version, api.set_metadata, project, zone, name, body)
 
     def get_operation(self, version: str, project: str, zone: str, name: str) -> dict:
         return self._op(version, api.get_operation, project, zone, name)

@@ -70,6 +70,7 @@ class Instance:
     last_start: float | None = None
     last_stop: float | None = None
     group: str | None = None  # the managed instance group that made it (its path)
+    published: list[dict[str, str]] = field(default_factory=list)  # guest attributes (hostkeys/)
 
     @property
     def path(self) -> str:
@@ -78,6 +79,10 @@ class Instance:
     @property
     def label_fingerprint(self) -> str:
         return fingerprint(self.labels)
+
+    @property
+    def metadata_fingerprint(self) -> str:
+        return fingerprint(self.body.get("metadata", {}))
 
     def metadata_value(self, key: str) -> str | None:
         for item in self.body.get("metadata", {}).get("items", []):

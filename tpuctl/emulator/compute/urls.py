@@ -41,6 +41,8 @@ ROUTES: list[Route] = [
     ("POST", _I + "/start", "compute.instances.start", _c("start"), (*_VPZ, "name")),
     ("POST", _I + "/setLabels", "compute.instances.setLabels", _c("set_labels"),
      (*_VPZ, "name", "body")),
+    ("POST", _I + "/setMetadata", "compute.instances.setMetadata", _c("set_metadata"),
+     (*_VPZ, "name", "body")),
     ("GET", _I + "/getGuestAttributes", "compute.instances.getGuestAttributes",
      _c("guest_attributes"), (*_VPZ, "name", "?queryPath")),
     ("GET", _O, "compute.zoneOperations.get", _c("get_operation"), (*_VPZ, "op")),

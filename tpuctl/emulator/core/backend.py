@@ -25,6 +25,8 @@ from typing import Any, TypeVar, cast
 
 from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.compute import group_api as compute_groups
+from tpuctl.emulator.compute import hosts as compute_hosts
+from tpuctl.emulator.compute.hosts import ComputeHost
 from tpuctl.emulator.control import api as control_api
 from tpuctl.emulator.core import errors, persistence
 from tpuctl.emulator.core.requests import RequestLog
@@ -123,6 +125,12 @@ class Backend:
         return self.state.nodes
 
     @property
+    def compute_hosts(self) -> list[ComputeHost]:
+        """Compute Engine's TPU VMs and slices as the workers see a node (compute/hosts.py);
+        read it with the lock held."""
+        return compute_hosts.hosts(self.state)
+
+    @property
     def operations(self) -> dict[str, Operation]:
         return self.state.operations
 
@@ -175,6 +183,13 @@ class Backend:
         notice has begun (it still looks READY then)."""
         node = self.state.node(project, zone, node_id, "tpu.nodes.get")
         return node, node.transition == "preempt" or node.state == "PREEMPTED"
+
+    @_locked
+    def compute_guest_view(self, project: str, zone: str, name: str) -> dict[str, Any] | None:
+        """What a Compute Engine VM's metadata server shows: its host (an instance, or the
+        slice its group makes) in the TPU node's JSON names, or None."""
+        found = compute_hosts.host(self.state, project, zone, name)
+        return found.render() if found is not None and found.instances else None
 
     @_locked
     def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> Page:

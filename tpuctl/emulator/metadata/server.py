@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.emulator.compute import hosts as compute_hosts
 from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.tpu.front import render_node
@@ -101,6 +102,9 @@ def attributes(node: dict[str, Any], project: str, zone: str, worker: int) -> di
         for k, ep in enumerate(node.get("networkEndpoints") or [])
     )
     out = dict(node.get("metadata") or {})
+    if node.get("api") == "compute":  # a Compute Engine VM (compute/hosts.py)
+        out.update(compute_hosts.attributes(node, worker))
+        return out
     out.update(
         {
             "accelerator-type": node["acceleratorType"],
@@ -202,7 +206,9 @@ def _answer(backend: Any, match: re.Match[str], query: Mapping[str, str]) -> Ans
             seen, preempted = backend.guest_view(project, zone, node_id)
             node = render_node(seen)
     except ApiError:
-        return 404, _TEXT, f"no node {project}/{zone}/{node_id}\n".encode()
+        node, preempted = backend.compute_guest_view(project, zone, node_id), False
+        if node is None:
+            return 404, _TEXT, f"no node {project}/{zone}/{node_id}\n".encode()
     if int(worker) >= len(node.get("networkEndpoints") or []):
         return 404, _TEXT, f"node {node_id} has no worker {worker}\n".encode()
     value: Any = _tree(node, project, zone, int(worker), preempted)

@@ -153,7 +153,9 @@ class SshWorkers:
 
     def _sync(self) -> None:
         backend = self.backend
-        nodes = list(backend.nodes.values())
+        # TPU API nodes, then Compute Engine's VMs and slices (compute/hosts.py)
+        nodes: list[Any] = [*backend.nodes.values(), *backend.compute_hosts]
+        by_name = {node.name: node for node in nodes}
         for node in nodes:
             if node.uid not in self._node_dirs:
                 self._prepare(node)
@@ -184,7 +186,7 @@ class SshWorkers:
         if gone or new:
             self._run(self._apply(new, gone))
         for worker in new:  # booted: the guest runs the node's startup script
-            backend.workers.run_startup_script(backend.nodes[worker.node], worker.index, worker.env)
+            backend.workers.run_startup_script(by_name[worker.node], worker.index, worker.env)
         for worker in gone:
             backend.workers.kill(worker.uid, worker.index)
         for node in nodes:  # a preemption's notice: the guest shuts down (ACPI -> SIGTERM)

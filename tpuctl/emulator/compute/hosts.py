@@ -1,0 +1,126 @@
+"""Compute Engine's TPU VMs as the emulator's workers see a TPU node: each single-host
+instance, and each managed instance group's VMs in worker order, become a `ComputeHost`
+that the SSH servers (workers/ssh.py), the worker files and the metadata server read as
+they read a TPU API node (`uid`, `name`, `node_id`, `addresses`, `state`, `metadata`,
+`accelerator`, guest attributes).
+
+A host is a view, made again at every sync from the instances; what it publishes (the
+SSH host keys) is kept on the instances, where `getGuestAttributes` answers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tpuctl import catalog
+from tpuctl.emulator.compute import group_api
+from tpuctl.emulator.compute.models import Instance
+from tpuctl.emulator.core.state import State
+
+
+@dataclass
+class ComputeHost:
+    uid: str
+    name: str  # the instance's or the group's path
+    node_id: str
+    project: str
+    zone: str
+    instances: list[Instance]  # in worker order
+    accelerator: catalog.SliceShape
+    size: int  # the VMs the slice has when whole
+    transition: str | None = None
+    runtime_version: str = ""
+
+    @property
+    def addresses(self) -> list[str]:
+        return [i.address for i in self.instances]
+
+    @property
+    def state(self) -> str:
+        whole = len(self.instances) == self.size
+        running = all(i.status == "RUNNING" and i.transition is None for i in self.instances)
+        return "READY" if whole and running else "CREATING"
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        first = self.instances[0] if self.instances else None
+        items = first.body.get("metadata", {}).get("items", []) if first else []
+        return {str(i.get("key")): str(i.get("value", "")) for i in items}
+
+    @property
+    def guest_attributes(self) -> list[list[dict[str, str]]]:
+        return [list(i.published) for i in self.instances]
+
+    def set_guest_attributes(self, worker: int, items: list[dict[str, str]]) -> None:
+        self.instances[worker].published = [dict(item) for item in items]
+
+    def render(self) -> dict[str, Any]:
+        """What the metadata server needs, in the TPU API node's JSON names."""
+        first = self.instances[0]
+        account = (first.body.get("serviceAccounts") or [{}])[0]
+        scheduling = first.body.get("scheduling") or {}
+        return {
+            "id": self.uid,
+            "name": self.name,
+            "acceleratorType": self.accelerator.name,
+            "networkEndpoints": [{"ipAddress": a} for a in self.addresses],
+            "metadata": self.metadata,
+            "serviceAccount": {
+                "email": account.get("email", "default"),
+                "scope": account.get("scopes") or [],
+            },  # fmt: skip
+            "schedulingConfig": {"spot": scheduling.get("provisioningModel") == "SPOT"},
+            "api": "compute",
+        }
+
+
+def _shape(machine_type: str, hosts: int) -> catalog.SliceShape | None:
+    return next((s for s in catalog.SHAPES.values()
+                 if s.machine_type == machine_type and s.hosts == hosts), None)  # fmt: skip
+
+
+def hosts(state: State) -> list[ComputeHost]:
+    """Every single-host TPU VM and every slice whose VMs all exist, as hosts."""
+    out = []
+    for instance in state.compute.instances.values():
+        if instance.group is None:
+            shape = _shape(instance.machine_type, 1)
+            if shape is not None:
+                out.append(ComputeHost(instance.uid, instance.path, instance.name, instance.project,
+                                       instance.zone, [instance], shape, 1))  # fmt: skip
+    for group in state.compute.groups.values():
+        vms = [i for _slot, i in group_api.members(state, group) if i is not None]
+        shape = _shape(vms[0].machine_type, group.target_size) if vms else None
+        # a slice is a host once all its VMs exist: each worker's keys are made at first sight
+        if shape is not None and len(vms) == group.target_size:
+            out.append(ComputeHost(group.uid, group.path, group.name, group.project, group.zone,
+                                   vms, shape, group.target_size))  # fmt: skip
+    return out
+
+
+def host(state: State, project: str, zone: str, name: str) -> ComputeHost | None:
+    """The host a worker's metadata server answers for (`name`: instance or group)."""
+    return next((h for h in hosts(state)
+                 if (h.project, h.zone, h.node_id) == (project, zone, name)), None)  # fmt: skip
+
+
+def attributes(view: dict[str, Any], worker: int) -> dict[str, str]:
+    """What a Compute Engine slice VM shows beside its own metadata: its worker number
+    (`worker-id`), the slice's endpoints and type, as a public walkthrough of a TPU7x
+    slice shows them (docs/emulator.md; Google's reference lists none of them)."""
+    shape = catalog.shape(view["acceleratorType"])
+    spelled = shape.name.replace("tpu7x-", "v7x-")  # the VMs spell TPU7x `v7x`
+    return {
+        "accelerator-type": spelled,
+        "worker-id": str(worker),
+        "worker-network-endpoints": ",".join(e["ipAddress"] for e in view["networkEndpoints"]),
+        "tpu-env": "".join(
+            f"{k}: '{v}'\n"
+            for k, v in {
+                "ACCELERATOR_TYPE": spelled,
+                "TOPOLOGY": shape.topology,
+                "WORKER_ID": str(worker),
+            }.items()
+        ),  # fmt: skip
+    }
