@@ -51,3 +51,37 @@ def test_what_compute_engine_cannot_do_here_is_refused_before_any_call(cli, emul
     assert r.code == 2
     assert "'tpu7x-8' is offered only through Compute Engine (--api compute)" in r.err
     assert emulator.instances() == [] and emulator.nodes() == []
+
+
+def test_the_ttl_is_compute_engines_to_enforce(cli, emulator) -> None:
+    """--ttl becomes the VM's maxRunDuration with DELETE: Compute Engine ends it with no
+    gc (the emulator's control plane ends the run now instead of in an hour)."""
+    r = cli("create", "brief", "-a", "tpu7x-8", "--zone", ZONE, "--ttl", "1h")
+    assert r.code == 0, r.err
+    (sent,) = emulator.bodies("compute.instances.insert")
+    scheduling = sent["body"]["scheduling"]
+    assert scheduling["maxRunDuration"] == {"seconds": "3600"}
+    assert scheduling["instanceTerminationAction"] == "DELETE"
+    (instance,) = emulator.instances()
+    assert emulator.advance(instance["name"]) == [instance["name"]]  # the hour is over
+    assert emulator.instances() == []  # deleted by "Compute Engine" itself
+    assert cli("describe", "brief", "--zone", ZONE).code == 4
+
+    r = cli("create", "blink", "-a", "tpu7x-8", "--zone", ZONE, "--ttl", "10s")
+    assert r.code == 2 and "maxRunDuration: 30 s to 120 days" in one_line_error(r)
+    assert emulator.instances() == []
+
+
+def test_stop_start_and_keep_a_compute_engine_vm(cli, emulator) -> None:
+    assert cli("create", "pause", "-a", "tpu7x-8", "--zone", ZONE).code == 0
+    stopped = cli("stop", "pause", "--zone", ZONE)
+    assert stopped.code == 0, stopped.err
+    assert stopped.out.split() == ["pause", ZONE, "STOPPED"]
+    assert [i["status"] for i in emulator.instances()] == ["TERMINATED"]
+    started = cli("start", "pause", "--zone", ZONE)
+    assert started.code == 0 and started.out.split() == ["pause", ZONE, "READY"], started.err
+    kept = cli("keep", "pause", "--zone", ZONE)
+    assert kept.code == 0, kept.err
+    shown = json.loads(cli("describe", "pause", "--zone", ZONE, "--json").out)
+    assert shown["raw"]["labels"]["tpuctl-keep"] == "true"
+    assert cli("delete", "pause", "--zone", ZONE, "--yes").code == 0

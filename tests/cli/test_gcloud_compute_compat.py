@@ -67,8 +67,9 @@ def _intent(body: dict[str, Any]) -> dict[str, Any]:
     ("gcloud_flags", "tpuctl_flags"),
     [([], []),
      (["--provisioning-model", "SPOT", "--instance-termination-action", "DELETE",
-       "--no-restart-on-failure"], ["--spot"])],
-    ids=["standard", "spot"],
+       "--no-restart-on-failure"], ["--spot"]),
+     (["--max-run-duration", "1h", "--instance-termination-action", "DELETE"], ["--ttl", "1h"])],
+    ids=["standard", "spot", "ttl"],
 )  # fmt: skip
 def test_create_a_tpu7x_vm(cli, emulator, gcloud_on_compute, gcloud_flags, tpuctl_flags) -> None:
     theirs = gcloud(

@@ -26,8 +26,7 @@ def describe(
     target = app.target(project, zone)
     from tpuctl.services.lookup import find_node
 
-    # the Cloud TPU API, then Compute Engine
-    _, node = find_node((app.tpu(), app.factory.compute_tpu()), f"{target.parent}/nodes/{name}")
+    _, node = find_node(app.backends(), f"{target.parent}/nodes/{name}")
     if json_out:
         render.print_json({**node.to_json(), "raw": node.raw})
         return

@@ -22,13 +22,16 @@ def keep(
     Example: tpuctl keep my-tpu      (undo: tpuctl keep my-tpu --off)
     """
     from tpuctl.models import KEEP
+    from tpuctl.services.lookup import find_node
     from tpuctl.services.names import validate_name
     from tpuctl.services.nodes import set_labels
 
     validate_name(name)
     app = app_of(ctx)
     target = app.target(project, zone)
-    set_labels(app.tpu(), f"{target.parent}/nodes/{name}", {KEEP: None if off else "true"})
+    full_name = f"{target.parent}/nodes/{name}"
+    api, _ = find_node(app.backends(), full_name)
+    set_labels(api, full_name, {KEEP: None if off else "true"})
     render.info(
         f"{name}: {'no longer kept; gc may collect it' if off else 'kept: gc will not touch it'}"
     )

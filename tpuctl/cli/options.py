@@ -17,6 +17,7 @@ from tpuctl.cli import complete
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.clients import ClientFactory
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
@@ -100,6 +101,11 @@ class AppEnv:
 
     def tpu(self) -> TpuApi:
         return self.factory.tpu()
+
+    def backends(self) -> tuple[TpuBackend, TpuBackend]:
+        """The APIs a node may be on, in the order a name is looked up: the Cloud TPU
+        API, then Compute Engine."""
+        return self.factory.tpu(), self.factory.compute_tpu()
 
 
 def app_of(ctx: typer.Context) -> AppEnv:

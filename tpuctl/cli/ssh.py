@@ -118,7 +118,7 @@ def make_plan(
     target = app.target(project, zone)
     ssh_api = app.factory.ssh()
     plan = ssh_service.plan(
-        (app.tpu(), app.factory.compute_tpu()),  # the Cloud TPU API, then Compute Engine
+        app.backends(),
         ssh_api,
         f"{target.parent}/nodes/{name}",
         workers,

@@ -20,6 +20,7 @@ from tpuctl.errors import CloudError, NotFoundError, PreconditionFailedError, Us
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
 from tpuctl.shapes import SliceShape
 
+MAX_RUN_SECONDS = 120 * 86400  # scheduling.maxRunDuration's limit
 SLICE_OP = "~slice~"  # an operation name's tail: the create of a slice, waited until its VMs run
 
 
@@ -161,6 +162,12 @@ class ComputeTpuApi:
 
     def create_node(self, parent: str, spec: CreateSpec) -> str | None:
         project, zone = parent.split("/")[1], parent.split("/")[3]
+        if spec.ttl is not None and not 30 <= spec.ttl <= MAX_RUN_SECONDS:
+            raise UsageError(
+                f"--ttl of {spec.ttl} s is outside what Compute Engine enforces on a VM "
+                "(its maxRunDuration: 30 s to 120 days)",
+                hint="a TTL from 30s to 120d (e.g. --ttl 8h)",
+            )
         if spec.shape.multi_host:
             made = compute_slice.create(self._call, self._wait, project, spec, zone)
             op_name = f"{made['name']}{SLICE_OP}{spec.name}"

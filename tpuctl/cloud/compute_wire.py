@@ -68,6 +68,11 @@ def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
             automaticRestart=False,
             preemptible=True,
         )
+    if spec.ttl:
+        # the lifetime is Compute Engine's to enforce: it deletes the VM at its end, with
+        # no gc and no laptop (https://cloud.google.com/compute/docs/instances/limit-vm-runtime)
+        scheduling.update(maxRunDuration={"seconds": str(spec.ttl)},
+                          instanceTerminationAction="DELETE")  # fmt: skip
     metadata = {GUEST_ATTRIBUTES: "TRUE", **spec.metadata}
     body: dict[str, Any] = {
         "name": spec.name,

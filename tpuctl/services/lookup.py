@@ -10,10 +10,12 @@ from tpuctl.errors import NotFoundError, TpuctlError
 from tpuctl.models import Node
 
 
-def find_node(backends: Sequence[TpuBackend], name: str) -> tuple[TpuBackend, Node]:
+def find_node(backends: TpuBackend | Sequence[TpuBackend], name: str) -> tuple[TpuBackend, Node]:
     """The node called `name` (a full name) on the first API that has it, with that
     API's adapter; NotFoundError (the first API's) when none has. An API that cannot be
     asked (off in the project, no permission) counts as not having it."""
+    if not isinstance(backends, Sequence):
+        backends = (backends,)
     first: NotFoundError | None = None
     for i, api in enumerate(backends):
         try:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl.errors import Interrupted, UsageError
 from tpuctl.models import NODE_CREATE_FAILED, Node
 from tpuctl.services import names, nodes
+from tpuctl.services.lookup import find_node
 from tpuctl.waiting import Progress, noop
 
 if TYPE_CHECKING:
@@ -28,7 +30,7 @@ class PowerChange:
 
 
 def change(
-    api: TpuBackend,
+    api: TpuBackend | Sequence[TpuBackend],
     target: Target,
     name: str,
     verb: str,
@@ -39,7 +41,7 @@ def change(
     """Stop or start `name`; with `wait`, until it is STOPPED or READY."""
     names.validate_name(name)
     full_name = f"{target.parent}/nodes/{name}"
-    node = api.get_node(full_name)
+    api, node = find_node(api, full_name)  # on the API that has it, of those given
     nodes.require_single_host(node, verb)
     want, allowed, doing = VERBS[verb]
     if node.state == want:

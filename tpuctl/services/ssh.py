@@ -177,7 +177,7 @@ def plan(
     from tpuctl.cloud.ssh import ensure_key_pair
     from tpuctl.services.lookup import find_node
 
-    api, node = find_node(api if isinstance(api, Sequence) else (api,), full_name)
+    api, node = find_node(api, full_name)
     check_connectable(node)
     chosen = parse_workers(workers, len(node.workers), f"node {node.name}")
     endpoints = [ssh.endpoint(w, worker_address(node, w, internal_ip)) for w in chosen]

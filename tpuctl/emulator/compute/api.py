@@ -34,10 +34,26 @@ def _stockout(project: str, zone: str) -> str:
 
 # -- transitions ---------------------------------------------------------------------
 def tick(state: State, now: float) -> None:
-    """Complete every instance transition that is due, as of when it was due."""
+    """Complete every instance transition that is due, as of when it was due; end the
+    instances whose run duration is over."""
     for instance in list(state.compute.instances.values()):
         if instance.due(now):
             _complete(state, instance, instance.deadline or now)
+        ends = instance.ends_at()
+        if ends is not None and now >= ends and instance.transition is None:
+            _end_run(state, instance, now)
+
+
+def _end_run(state: State, instance: Instance, now: float) -> None:
+    """`maxRunDuration` is over: Compute Engine itself stops or deletes the VM, as its
+    `instanceTerminationAction` says (STOP unless asked; the instance limits page,
+    https://cloud.google.com/compute/docs/instances/limit-vm-runtime)."""
+    action = instance.body["scheduling"].get("instanceTerminationAction", "STOP")
+    verb = "delete" if action == "DELETE" else "stop"
+    instance.begin(verb, now, state.durations.get(verb))
+    if instance.due(now):
+        _complete(state, instance, now)
+    state.changed()
 
 
 def advance(state: State, path: str | None) -> list[str]:
@@ -48,6 +64,9 @@ def advance(state: State, path: str | None) -> list[str]:
     for instance in targets:
         if instance.transition is not None:
             _complete(state, instance, now)
+        elif path and instance.ends_at() is not None:  # one instance: its run ends now
+            done.append(instance.path)
+            _end_run(state, instance, now)
     return done
 
 

@@ -90,6 +90,14 @@ class Instance:
                 return str(item.get("value", ""))
         return None
 
+    def ends_at(self) -> float | None:
+        """When `scheduling.maxRunDuration` ends the VM's run (counted from its last start;
+        a stopped VM's clock starts again when it starts), or None."""
+        limit = self.body.get("scheduling", {}).get("maxRunDuration")
+        if not limit or self.status != "RUNNING" or self.last_start is None:
+            return None
+        return self.last_start + int(limit.get("seconds", 0)) + int(limit.get("nanos", 0)) / 1e9
+
     def shown_status(self, now: float) -> str:
         """The status as of `now` (a transition under way shows its phase)."""
         if self.transition is None or self.started is None:

@@ -74,6 +74,15 @@ def check_scheduling(scheduling: Any) -> dict[str, Any]:
             f"resource.scheduling.{field}", value,
             "Scheduling must have preemptible be false when AutomaticRestart is true.",
         )  # fmt: skip
+    limit = scheduling.get("maxRunDuration")
+    if limit is not None:
+        # 30 s to 120 days (the instance limits page: limit-vm-runtime)
+        seconds = str(limit.get("seconds") or "") if isinstance(limit, dict) else ""
+        if not seconds.isdigit() or not 30 <= int(seconds) <= 120 * 86400:
+            raise errors.invalid_value(
+                "resource.scheduling.maxRunDuration.seconds", seconds,
+                "Must be between 30 seconds and 120 days.",
+            )  # fmt: skip
     action = scheduling.get("instanceTerminationAction")
     if action is not None and action not in TERMINATION_ACTIONS:
         raise errors.invalid_value("resource.scheduling.instanceTerminationAction", action, "")
