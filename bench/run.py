@@ -47,6 +47,9 @@ def post(addr: str, path: str, body: dict) -> None:
     urllib.request.urlopen(req, timeout=10).read()
 
 
+LIST = "tpuctl list (15 TPU API nodes + 4 on Compute Engine, both APIs read)"
+
+
 def main() -> None:
     server = EmulatorServer(host="127.0.0.1", port=0, state_dir=None)
     server.start()
@@ -69,12 +72,21 @@ def main() -> None:
                 node=tpu_v2.Node(accelerator_type="v3-8", runtime_version="tpu-ubuntu2204-base"),
             ).result()
         py = sys.executable
+        # and on Compute Engine, in the same zone: 3 single-host v5p VMs and a 2-host slice
+        # (its policy, template and MIG), so that `list` reads both APIs as a user's would
+        for name, acc in (("ce-0", "v5p-8"), ("ce-1", "v5p-8"), ("ce-2", "v5p-8"),
+                          ("ce-slice", "v5p-16")):  # fmt: skip
+            subprocess.run(
+                [py, "-m", "tpuctl", "create", name, "-a", acc, "--api", "compute",
+                 "-p", "tpuctl-bench", "-z", "us-central1-a"],
+                env=env, check=True, capture_output=True,
+            )  # fmt: skip
         cases = [
             ("python -c pass", [py, "-c", "pass"]),
             ("tpuctl --help", [py, "-m", "tpuctl", "--help"]),
             ("tpuctl --version", [py, "-m", "tpuctl", "--version"]),
             (
-                "tpuctl list (15 nodes, emulator)",
+                LIST,
                 [py, "-m", "tpuctl", "list", "-p", "tpuctl-bench", "-z", "us-central1-a"],
             ),
             (
@@ -126,8 +138,8 @@ def main() -> None:
         print(f"\n`tpuctl --help` / `python -c pass`: {medians['tpuctl --help'] / bare:.1f}x")
         gl = "gcloud compute tpus tpu-vm list (15 nodes)"
         if gl in medians:
-            ratio = medians["tpuctl list (15 nodes, emulator)"] / medians[gl]
-            print(f"`tpuctl list` / `gcloud compute tpus tpu-vm list`: {ratio:.2f}x")
+            ratio = medians[LIST] / medians[gl]
+            print(f"`tpuctl list` (both APIs) / `gcloud compute tpus tpu-vm list`: {ratio:.2f}x")
     finally:
         server.stop()
 
