@@ -116,3 +116,15 @@ def test_exec_answers_from_every_vm_of_a_slice_in_worker_order(cli, emulator) ->
         assert sorted(r.out.splitlines()) == [f"[w{k}] {k}" for k in range(4)]
     finally:
         assert cli("delete", "x", "--zone", ZONE, "--yes").code == 0
+
+
+def test_a_spot_slice_asks_spot_for_every_vm(cli, emulator) -> None:
+    r = cli("create", "cheap", *SLICE, "--spot", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["scheduling"] == "spot"
+    (template,) = emulator.bodies("compute.regionInstanceTemplates.insert")
+    scheduling = template["body"]["properties"]["scheduling"]
+    assert (scheduling["provisioningModel"], scheduling["instanceTerminationAction"]) == (
+        "SPOT", "DELETE")  # fmt: skip
+    assert scheduling["automaticRestart"] is False
+    assert cli("delete", "cheap", "--zone", ZONE, "--yes").code == 0
