@@ -86,6 +86,10 @@ def start(job: Job) -> None:
             str(job.spec.sync_every),
             "--stale",
             str(job.spec.heartbeat_deadline),
+            # what the user submitted, by SSH: the bucket cannot change it (protocol.py)
+            "--digest",
+            job.digest,
+            *(["--teardown"] if job.spec.teardown else []),
             *(multislice[ep.worker] if multislice else []),
             root=REMOTE_ROOT,
         )

@@ -193,6 +193,7 @@ class Job:
     attempt: int = 1
     workers: int = 1  # how many workers the job runs on
     staging: bool = False  # its record is (being) written to the bucket
+    digest: str = ""  # the sha256 of its request (staging.py), given to every agent start
     created: bool = False  # did this run create the node? (only then is it torn down)
     agents_started: bool = False  # do agents own the current attempt? (they tear down)
     torn_down: bool = False  # teardown was tried: the guard does not try it again
