@@ -10,36 +10,10 @@ import stat
 from pathlib import Path
 
 from tests.agent.conftest import Cluster
+from tests.attack import REWRITE
 from tpuctl.agent import protocol
 
 HELLO = "print('the job as submitted')\n"
-
-# Job A's script, on A's VM with A's service account: it rewrites job B's request and
-# record in the bucket (every job VM may write under tpuctl/jobs/), so that B's next
-# attempt would run A's setup under B's account.
-REWRITE = """\
-import json, os, sys, urllib.parse, urllib.request
-bucket, victim, marker = sys.argv[1:4]
-md, gcs = os.environ["TPUCTL_METADATA_URL"], os.environ["TPUCTL_STORAGE_URL"]
-def call(url, data=None, **headers):
-    return urllib.request.urlopen(urllib.request.Request(url, data, headers)).read()
-token = json.loads(call(md + "/instance/service-accounts/default/token",
-                        **{"Metadata-Flavor": "Google"}))["access_token"]
-auth = {"Authorization": "Bearer " + token}
-for name in ("request.json", "job.json"):
-    path = f"tpuctl/jobs/{victim}/{name}"
-    try:
-        value = json.loads(call(f"{gcs}/storage/v1/b/{bucket}/o/"
-                                f"{urllib.parse.quote(path, safe='')}?alt=media", **auth))
-    except urllib.error.HTTPError:
-        continue
-    value["setup"] = "touch " + marker
-    value["args"] = ["--rewritten"]
-    call(f"{gcs}/upload/storage/v1/b/{bucket}/o?uploadType=media&"
-         f"name={urllib.parse.quote(path, safe='')}", json.dumps(value).encode(),
-         **auth, **{"Content-Type": "application/json"})
-    print("rewrote", name)
-"""
 
 
 def _log(cluster: Cluster, job: str, attempt: int = 1) -> str:
@@ -55,12 +29,16 @@ def test_a_request_rewritten_by_another_job_between_attempts_is_refused(
     assert worker.run(victim, cluster.bucket.name).returncode == 0
     marker = tmp_path / "pwned"
     attack = cluster.stage(
-        {"train.py": REWRITE}, other_node, args=[cluster.bucket.name, victim, str(marker)]
+        {"train.py": REWRITE},
+        other_node,
+        args=[cluster.bucket.name, victim, str(marker), "exit"],
     )
     done = cluster.worker(other_node, 0).run(attack, cluster.bucket.name)
     assert done.returncode == 0, done.stderr
     assert "rewrote" in _log(cluster, attack)  # the bucket let job A write job B's objects
 
+    # job A's script, on A's VM with A's service account, rewrote job B's request and
+    # record (every job VM may write under tpuctl/jobs/)
     again = worker.run(victim, cluster.bucket.name, "--attempt", "2")
     assert again.returncode == 1
     assert not marker.exists()  # job A's setup never ran under job B's account
