@@ -30,7 +30,7 @@ def _files(root: Path) -> list[Path]:
     return [Path(d, f) for d, _, files in os.walk(root) for f in files]
 
 
-def test_env_values_reach_the_script_and_nothing_else(cluster: Cluster) -> None:
+def test_env_values_and_the_vm_token_reach_nothing_else(cluster: Cluster) -> None:
     node = cluster.create_node("secrets")
     job = cluster.stage({"train.py": LOOK}, node, env_names=["API_KEY"])
     value = "sk-" + secrets.token_hex(16)
@@ -40,10 +40,14 @@ def test_env_values_reach_the_script_and_nothing_else(cluster: Cluster) -> None:
     log = cluster.text(f"tpuctl/jobs/{job}/logs/attempt-1/worker-0.log")
     assert f"the script got a value of {len(value)} characters" in log
     assert "processes with the value in their argv: 0" in log  # `ps` never shows it
-    on_disk = [p for p in _files(worker.root.parent) if value.encode() in p.read_bytes()]
-    assert on_disk == []  # the VM's disk: not in the copies of the request, logs, status
-    in_bucket = [o.name for o in cluster.bucket.objects("tpuctl/")
-                 if value.encode() in cluster.bucket.read_bytes(o.name)[0]]  # fmt: skip
-    assert in_bucket == []
+    # the VM's disk (the copies of the request and record, logs, statuses) and the
+    # bucket hold neither the value nor any access token (Google's, as the emulator's
+    # metadata server mints them, start `ya29.`): the agent's token stays in its memory
+    assert "GET metadata.token" in cluster.emulator.requests()
+    for secret in (value.encode(), b"ya29."):
+        assert not [p for p in _files(worker.root.parent) if secret in p.read_bytes()]
+        in_bucket = [o.name for o in cluster.bucket.objects("tpuctl/")
+                     if secret in cluster.bucket.read_bytes(o.name)[0]]  # fmt: skip
+        assert in_bucket == []
     folder = worker.root / "jobs" / job
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # no other user of the VM reads it

@@ -5,6 +5,7 @@ attempt that may be retried (--retry-on-failure) keeps its node for the next one
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 from tests.attack import REWRITE
@@ -52,3 +53,29 @@ def test_retry_on_failure_keeps_the_node_for_the_next_attempt(cli, emulator, tmp
     assert "attempt 1 failed; restarting (--retry-on-failure)" in r.err
     assert "attempt 1\n" in r.out and "attempt 2\n" in r.out
     assert emulator.nodes() == []  # deleted at the job's end, not after attempt 1
+
+
+QUIET = """\
+import os
+print("the script got", len(os.environ["API_KEY"]) + len(os.environ["HF_TOKEN"]), "characters")
+"""
+
+
+def test_env_values_reach_no_state_file_and_no_debug_line(cli, emulator, tmp_path) -> None:
+    script = tmp_path / "job" / "quiet.py"
+    script.parent.mkdir()
+    script.write_text(QUIET)
+    flag, from_file = "sk-" + secrets.token_hex(12), "hf_" + secrets.token_hex(12)
+    env_file = tmp_path / "secrets.env"  # the user's own file, outside the dirs looked at
+    env_file.write_text(f"HF_TOKEN={from_file}\n")
+    r = cli("run", str(script), "--debug", "--env", f"API_KEY={flag}", "--env-file", str(env_file))
+    assert r.code == 0, r.err
+    assert f"the script got {len(flag) + len(from_file)} characters" in r.out
+    assert "GET " in r.err or "POST " in r.err  # the trace was on
+    isolated = tmp_path / "env"  # HOME, the config and state dirs, the work dir
+    assert isolated.is_dir()
+    for value in (flag, from_file):
+        assert value not in r.err and value not in r.out
+        assert not [
+            p for p in isolated.rglob("*") if p.is_file() and value in p.read_text("latin-1")
+        ]
