@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -27,11 +26,10 @@ from .protocol import (
     Beats,
     Refused,
     job_path,
-    job_record_path,
     log_path,
-    request_path,
     status_path,
 )
+from .retention import Kept
 from .storage import Storage
 from .tpu_api import delete_node, delete_request
 from .transfer import LogUploader, OutputSync, StatusWriter, fetch_code
@@ -46,10 +44,9 @@ class Job:
         self.args, self.user_env, self.stop_reason = args, user_env, ""
         self.dir = Path(args.root).expanduser() / "jobs" / args.job_id
         self.code, self.outputs = self.dir / "code", self.dir / "outputs"
-        # the request as verified and the record as fetched at the start (see `refresh`)
-        self.request_copy, self.record_copy = self.dir / "request.json", self.dir / "job.json"
         self.local_log = self.dir / f"attempt-{args.attempt}.log"
         self.storage = Storage(Token(), args.bucket)
+        self.kept = Kept(self.storage, args.job_id, self.dir, self.say)  # see `refresh`
         self.me = identity()
         self.worker = self.me["worker"] if args.worker is None else args.worker
         # Every slice has the workers of this one: the job's are all the slices' together.
@@ -221,48 +218,11 @@ class Job:
                 refreshed = now
                 self.quietly(self.refresh)
 
-    # -- the retention rule --------------------------------------------------------------
-    # `tpuctl init` offers a lifecycle rule deleting what is under tpuctl/jobs/ once N
-    # days old, and Cloud Storage counts an object's age from its creation
-    # (https://cloud.google.com/storage/docs/lifecycle#age): a job running longer than N
-    # days would lose what it wrote once. Its request, which a restart after a
-    # preemption runs, its record, which the laptop's commands read, and the outputs it
-    # never rewrote, which a restart restores. So every --refresh-every seconds (6 h; the
-    # shortest retention is a day) worker 0 writes the request and the record again (a
-    # new generation is a new object: its age starts over), from the copies kept at the
-    # start if a rule took them already, and every worker uploads again the outputs of
-    # its own that the bucket no longer has. The request is always written from the
-    # verified copy: one rewritten in the bucket meanwhile is put back as submitted.
-    def renew_record(self) -> None:
-        """Write the request and the record again: new generations, whose age starts now."""
-        for what, name, copy in (
-            ("request", request_path(self.args.job_id), self.request_copy),
-            ("record", job_record_path(self.args.job_id), self.record_copy),
-        ):
-            value, generation = self.storage.read_json(name)
-            if value is None or what == "request":
-                if not copy.is_file():  # neither in the bucket nor kept here
-                    self.say(f"the job {what} is gone from the bucket, and no copy is kept here")
-                    continue
-                if value is None:
-                    self.say(f"the job {what} was gone from the bucket (a lifecycle rule?): "
-                             "written again from the copy fetched at the start")  # fmt: skip
-                value = json.loads(copy.read_text())
-            try:
-                self.storage.write_json(name, value, if_generation_match=generation)
-            except HttpError as e:
-                if e.status != 412:  # 412: written meanwhile, so new already
-                    raise
-
-    def keep_record(self) -> None:
-        """A copy of the job's record, which `renew_record` writes back if a rule took it."""
-        described, _ = self.storage.read_json(job_record_path(self.args.job_id))
-        if described is not None:
-            self.record_copy.write_text(json.dumps(described))
-
     def refresh(self) -> None:
+        """Against the retention rule (retention.py): the request and record written
+        again (worker 0), the outputs the bucket lost uploaded again (every worker)."""
         if self.worker == 0:
-            self.renew_record()
+            self.kept.renew()
         gone = self.sync.recheck()
         if gone:
             self.say(f"{gone} output file(s) were gone from the bucket: uploading them again")
@@ -318,8 +278,7 @@ class Job:
         exit_status: int | None = code
         try:
             request = fetch_code(self.storage, self.args.job_id, self.code, self.args.digest)
-            self.request_copy.write_text(json.dumps(request))
-            self.quietly(self.keep_record)
+            self.kept.keep(request)
             self.sync.restore()
             env = self.env(request)
             script = request["script"]
