@@ -1,5 +1,6 @@
 """Where a job's `--env` values go on the VM: into the script's environment, and nowhere
-else (not the argv of any process, not the VM's disk, not the bucket); the job's folder
+else (not the argv of any process, not the agent's own environment, not the VM's disk,
+not the bucket); the job's folder
 on the VM is its user's alone. docs/security.md has the whole table."""
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ for proc in pathlib.Path("/proc").iterdir():
         except OSError:
             pass
 print("processes with the value in their argv:", shown)
+agent = (pathlib.Path("/proc") / str(os.getppid()) / "environ").read_bytes()
+print("the agent's own environment holds it:", value in agent)
 print("the script got a value of", len(value), "characters")
 """
 
@@ -40,6 +43,7 @@ def test_env_values_and_the_vm_token_reach_nothing_else(cluster: Cluster) -> Non
     log = cluster.text(f"tpuctl/jobs/{job}/logs/attempt-1/worker-0.log")
     assert f"the script got a value of {len(value)} characters" in log
     assert "processes with the value in their argv: 0" in log  # `ps` never shows it
+    assert "the agent's own environment holds it: False" in log  # only the script's has it
     # the VM's disk (the copies of the request and record, logs, statuses) and the
     # bucket hold neither the value nor any access token (Google's, as the emulator's
     # metadata server mints them, start `ya29.`): the agent's token stays in its memory
