@@ -1,6 +1,8 @@
-"""One attempt of a job on a TPU VM worker (`Job`): fetch the code, run the setup and
-the script under supervision, heartbeat, sync outputs, keep the job's record against the
-bucket's lifecycle rule, watch the peers and the preemption notice, report, tear down.
+"""One attempt of a job on a TPU VM worker (`Job`): fetch the code (refusing a request or
+a file that is not the one submitted, protocol.py), run the setup and the script under
+supervision, heartbeat, sync outputs, keep the job's request and record against the
+bucket's lifecycle rule (retention.py), watch the peers and the preemption notice,
+report, tear down.
 agent.py starts it (detached, under a supervisor) and is the protocol's description.
 
 Standard library only, Python 3.8+.
@@ -22,13 +24,7 @@ from typing import Any, Callable
 from . import protocol
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
-from .protocol import (
-    Beats,
-    Refused,
-    job_path,
-    log_path,
-    status_path,
-)
+from .protocol import Beats, Refused, job_path, log_path, status_path
 from .retention import Kept
 from .storage import Storage
 from .tpu_api import delete_node, delete_request
