@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import chaos_trust  # noqa: E402
+
 from tpuctl.emulator.control.client import EmulatorControl  # noqa: E402
 from tpuctl.emulator.core.ports import free_port  # noqa: E402
 
