@@ -22,6 +22,8 @@ docs/reliability.md:
 - hostkeys: guest attributes carrying malformed or injected host keys, then `tpuctl
             exec`: the known-hosts file may hold only single well-formed keys, each for
             its worker's own address.
+- rewritten, squatted: a job's request rewritten between attempts, and the default
+            bucket created first by another project (bench/chaos_trust.py).
 
 The fault and SIGKILL runs go a few at a time, each in a project of its own (so each
 run's nodes are told apart), which keeps the full harness near its 15-minute budget.
@@ -51,6 +53,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import chaos_trust  # noqa: E402
 
 from tpuctl.emulator.control.client import EmulatorControl  # noqa: E402
 from tpuctl.emulator.core.ports import free_port  # noqa: E402
@@ -609,6 +613,8 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "input": lambda h, quick: bad_input(h, 12 if quick else None),
     "underneath": lambda h, quick: underneath(h, 1, "15s") if quick else underneath(h, 2),
     "hostkeys": lambda h, quick: hostkeys(h, 3 if quick else None),
+    "rewritten": lambda h, quick: chaos_trust.rewritten(h, 1 if quick else 6),
+    "squatted": lambda h, quick: chaos_trust.squatted(h, 1 if quick else 6),
 }
 
 

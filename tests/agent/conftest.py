@@ -10,13 +10,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tpuctl.agent import bundle
+from tpuctl.agent import bundle, protocol
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.storage import Bucket
 from tpuctl.services import staging
@@ -58,12 +58,15 @@ class Worker:
     root: Path
     worker: int
     bundle: Path
+    # job id -> what the runner's SSH start gives its agents (--digest, --teardown)
+    starts: dict[str, list[str]] = field(default_factory=dict)
 
     def command(self, verb: str, job_id: str, bucket: str, *extra: str) -> list[str]:
         install_bundle(self.root.parent)  # again: a test may have wiped the worker
+        given = [] if "--digest" in extra else self.starts.get(job_id, [])
         return [AGENT_PYTHON, "-I", str(self.bundle), "agent", verb,
                 "--job-id", job_id, "--bucket", bucket, "--root", str(self.root),
-                *FAST, *extra]  # fmt: skip
+                *FAST, *given, *extra]  # fmt: skip
 
     def run(self, job_id: str, bucket: str, *extra: str, env_values: dict | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
@@ -96,6 +99,7 @@ class Cluster:
         self.bucket: Bucket = ClientFactory().bucket(staging.default_bucket_name(PROJECT), PROJECT)
         self.bucket.ensure("us-central1")
         self.storage_url = emulator.status()["storage_endpoint"]
+        self.starts: dict[str, list[str]] = {}  # job id -> the agents' start arguments
 
     def create_node(self, name: str, accelerator: str = "v3-8", zone: str = "us-central1-a") -> str:
         from google.cloud import tpu_v2
@@ -121,7 +125,7 @@ class Cluster:
             "TPUCTL_TPU_URL": base,
             "TPUCTL_CRM_URL": base,
         }
-        return Worker(env, home / ".tpuctl", k, installed)
+        return Worker(env, home / ".tpuctl", k, installed, self.starts)
 
     def stage(self, files: dict[str, str], node: str, **spec: Any) -> str:
         root = self.tmp / f"work-{len(list(self.tmp.glob('work-*')))}"
@@ -136,7 +140,21 @@ class Cluster:
                                   "bucket": self.bucket.name}  # fmt: skip
         fields.update(spec)
         staged = staging.stage_job(self.bucket, staging.JobSpec(**fields), root)
+        self.starts[staged.job_id] = ["--digest", staged.digest]
+        self.starts[staged.job_id] += ["--teardown"] if fields.get("teardown") else []
         return staged.job_id
+
+    def submit(self, request: dict[str, Any]) -> str:
+        """A request written as the client writes one (its agents started with its
+        digest), for a job of its own: returns the job's id."""
+        job = staging.new_job_id()
+        request = {**request, "id": job}
+        self.bucket.write_json(protocol.request_path(job), request, if_generation_match=0)
+        self.starts[job] = ["--digest", protocol.request_digest(request)]
+        return job
+
+    def request(self, job_id: str) -> dict[str, Any]:
+        return dict(self.bucket.read_json(protocol.request_path(job_id))[0])
 
     def status(self, job_id: str, worker: int = 0) -> dict[str, Any] | None:
         try:

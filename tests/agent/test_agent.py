@@ -10,7 +10,6 @@ from pathlib import Path
 import tpuctl.agent.streams as streams
 from tests.agent.conftest import Cluster, wait_for
 from tpuctl.agent.protocol import FINAL
-from tpuctl.services import staging
 
 TRAIN = """\
 import os, pathlib, sys
@@ -84,10 +83,9 @@ def test_executable_script_and_unsafe_manifest(cluster: Cluster) -> None:
     assert cluster.worker(node, 0).run(job, cluster.bucket.name).returncode == 0
     assert "from sh x y\n" in cluster.text(f"tpuctl/jobs/{job}/logs/attempt-1/worker-0.log")
 
-    record = staging.read_job_record(cluster.bucket, job)
-    record["manifest"] = {"../escape.py": next(iter(record["manifest"].values()))}
-    evil = staging.new_job_id()
-    cluster.bucket.write_json(staging.job_record_path(evil), {**record, "id": evil})
+    request = cluster.request(job)
+    request["manifest"] = {"../escape.py": next(iter(request["manifest"].values()))}
+    evil = cluster.submit(request)  # even as submitted, such a path is refused
     worker = cluster.worker(node, 0)
     assert worker.run(evil, cluster.bucket.name).returncode == 1
     status = cluster.status(evil)

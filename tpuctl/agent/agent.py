@@ -5,8 +5,12 @@ imports tpuctl; HTTP, the token, identity and Cloud Storage come from its siblin
 net.py, metadata.py and storage.py, the job protocol from protocol.py. The runner ships
 it inside the agent bundle (bundle.py) and starts it over SSH:
 
-    python3 BUNDLE agent start --job-id J --bucket B [--worker K] < env.json   # detaches
-    python3 BUNDLE agent run   --job-id J --bucket B [--worker K] < env.json   # foreground
+    python3 BUNDLE agent start --job-id J --bucket B --digest D [--worker K] < env.json
+    python3 BUNDLE agent run   --job-id J --bucket B --digest D [--worker K] < env.json
+
+(`start` detaches, `run` stays in the foreground.) D is the sha256 of the job's request
+(protocol.py): nothing runs unless the request in the bucket matches it; `--teardown`
+has worker 0 delete the node at the end.
 
 (BUNDLE: ~/.tpuctl/tpuctl-agent-<sha256[:12]>.pyz.)
 A multislice job (docs/multislice.md) adds `--slice S --slices N --coordinator HOST:PORT
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from . import preflight, protocol
-from .job import VERSION, Job
+from .job import VERSION, Job, private_dir
 from .metadata import Token, identity
 from .net import HttpError
 from .protocol import log_path, status_path
@@ -98,7 +102,7 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
     (`agent-A.lock`) for its life. A start that finds the agent lock held answers the
     running agent's pid (from `agent-A.pid`, written before the start lock is let go)."""
     job_dir = Path(args.root).expanduser() / "jobs" / args.job_id
-    job_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(job_dir)
     agent_log = job_dir / f"agent-{args.attempt}.log"
     log = str(job_dir / f"attempt-{args.attempt}.log")
     pid_file = job_dir / f"agent-{args.attempt}.pid"
@@ -173,7 +177,9 @@ def _preflight(args: argparse.Namespace, log: Path) -> Any:
             f.write(f"tpuctl-agent: {text}\n")
 
     try:
-        problem = preflight.check(storage, me, args.job_id, worker, args.slices > 1, say)
+        problem = preflight.check(
+            storage, me, args.job_id, worker, args.slices > 1, say, teardown=args.teardown
+        )
     except HttpError as e:  # not a refusal: the job meets it again, and reports it then
         say(f"preflight: could not finish ({e}); starting anyway")
         return None
@@ -212,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket", required=True)
     parser.add_argument("--worker", type=int, help="default: the metadata server's")
     parser.add_argument("--attempt", type=int, default=1)
+    # What the user submitted, by a path the bucket cannot change (protocol.py): the
+    # sha256 of the job's request, and whether worker 0 deletes the node at the end.
+    parser.add_argument("--digest", default="", help="the sha256 of the job's request")
+    parser.add_argument("--teardown", action="store_true", help="worker 0 deletes the node")
     parser.add_argument("--root", default="~/.tpuctl", help="where jobs live on the VM")
     parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between reports")
     parser.add_argument("--sync-every", type=float, default=30.0, help="seconds between syncs")

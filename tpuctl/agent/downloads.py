@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .net import BLOCK, RETRIED, HttpError, Reply, backoff
+from .net import BLOCK, RETRIED, HttpError, Mismatch, Reply, backoff
 
 TMP_SUFFIX = ".tpuctl-tmp"
 # what a broken connection raises: OSError (resets, timeouts) or http.client's own
@@ -233,9 +233,9 @@ class Download:
                 self._hash_from(self.hashed, None)
         where = f"gs://{self.storage.bucket}/{self.name}"
         if self.md5 and md5_base64(self.digests["md5"]) != self.md5:
-            raise HttpError(0, f"{where}: the download does not match the object's MD5")
+            raise Mismatch(self.name, f"{where}: the download does not match the object's MD5")
         if self.sha256 and self.digests["sha256"].hexdigest() != self.sha256:
-            raise HttpError(0, f"{where} does not match its sha256")
+            raise Mismatch(self.name, f"{where} does not match its sha256")
 
     def _discard(self) -> None:
         if self.fd >= 0:

@@ -1,6 +1,8 @@
-"""One attempt of a job on a TPU VM worker (`Job`): fetch the code, run the setup and
-the script under supervision, heartbeat, sync outputs, keep the job's record against the
-bucket's lifecycle rule, watch the peers and the preemption notice, report, tear down.
+"""One attempt of a job on a TPU VM worker (`Job`): fetch the code (refusing a request or
+a file that is not the one submitted, protocol.py), run the setup and the script under
+supervision, heartbeat, sync outputs, keep the job's request and record against the
+bucket's lifecycle rule (retention.py), watch the peers and the preemption notice,
+report, tear down.
 agent.py starts it (detached, under a supervisor) and is the protocol's description.
 
 Standard library only, Python 3.8+.
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +24,8 @@ from typing import Any, Callable
 from . import protocol
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
-from .protocol import Beats, job_path, log_path, status_path
+from .protocol import Beats, Refused, job_path, log_path, status_path
+from .retention import Kept
 from .storage import Storage
 from .tpu_api import delete_node, delete_request
 from .transfer import LogUploader, OutputSync, StatusWriter, fetch_code
@@ -38,9 +40,9 @@ class Job:
         self.args, self.user_env, self.stop_reason = args, user_env, ""
         self.dir = Path(args.root).expanduser() / "jobs" / args.job_id
         self.code, self.outputs = self.dir / "code", self.dir / "outputs"
-        self.record_copy = self.dir / "job.json"  # the record as fetched (see `refresh`)
         self.local_log = self.dir / f"attempt-{args.attempt}.log"
         self.storage = Storage(Token(), args.bucket)
+        self.kept = Kept(self.storage, args.job_id, self.dir, self.say)  # see `refresh`
         self.me = identity()
         self.worker = self.me["worker"] if args.worker is None else args.worker
         # Every slice has the workers of this one: the job's are all the slices' together.
@@ -127,10 +129,10 @@ class Job:
         except Exception as e:  # noqa: BLE001
             self.say(f"could not report: {e!r}")
 
-    def env(self, record: Json) -> dict[str, str]:
+    def env(self, request: Json) -> dict[str, str]:
         env = dict(os.environ, PYTHONUNBUFFERED="1")  # so the log follows the script live
         env.update(self.megascale())  # before the user's: an --env value wins
-        for name in record.get("env") or []:
+        for name in request.get("env") or []:
             if name in self.user_env:
                 env[name] = self.user_env[name]
             else:
@@ -212,43 +214,11 @@ class Job:
                 refreshed = now
                 self.quietly(self.refresh)
 
-    # -- the retention rule --------------------------------------------------------------
-    # `tpuctl init` offers a lifecycle rule deleting what is under tpuctl/jobs/ once N
-    # days old, and Cloud Storage counts an object's age from its creation
-    # (https://cloud.google.com/storage/docs/lifecycle#age): a job running longer than N
-    # days would lose what it wrote once. Its record, which the teardown and a restart
-    # after a preemption read, and the outputs it never rewrote, which a restart restores.
-    # So every --refresh-every seconds (6 h; the shortest retention is a day) worker 0
-    # writes the record again (a new generation is a new object: its age starts over),
-    # from the copy kept at the start if a rule took it already, and every worker uploads
-    # again the outputs of its own that the bucket no longer has.
-    def record(self) -> tuple[Json | None, int]:
-        """The job record and its generation in the bucket; once a lifecycle rule took
-        it, the copy kept on the VM (generation 0), if there is one."""
-        record, generation = self.storage.read_json(job_path(self.args.job_id, "job.json"))
-        if record is None and self.record_copy.is_file():
-            return json.loads(self.record_copy.read_text()), 0
-        return record, generation
-
-    def renew_record(self) -> None:
-        """Write the record again: a new generation, whose age starts now."""
-        record, generation = self.record()
-        if record is None:  # neither in the bucket nor kept here: nothing to renew
-            self.say("the job record is gone from the bucket, and no copy is kept here")
-            return
-        if not generation:
-            self.say("the job record was gone from the bucket (a lifecycle rule?): "
-                     "written again from the copy fetched at the start")  # fmt: skip
-        name = job_path(self.args.job_id, "job.json")
-        try:
-            self.storage.write_json(name, record, if_generation_match=generation)
-        except HttpError as e:
-            if e.status != 412:  # 412: written meanwhile, so new already
-                raise
-
     def refresh(self) -> None:
+        """Against the retention rule (retention.py): the request and record written
+        again (worker 0), the outputs the bucket lost uploaded again (every worker)."""
         if self.worker == 0:
-            self.renew_record()
+            self.kept.renew()
         gone = self.sync.recheck()
         if gone:
             self.say(f"{gone} output file(s) were gone from the bucket: uploading them again")
@@ -287,8 +257,9 @@ class Job:
         self.stop_reason = why
 
     def run(self) -> int:
-        self.outputs.mkdir(parents=True, exist_ok=True)
-        self.code.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir)
+        self.outputs.mkdir(exist_ok=True)
+        self.code.mkdir(exist_ok=True)
         self.quietly(lambda: self.status.write(state=protocol.FETCHING))
         stop = threading.Event()
         for work in (self.heartbeat, self.watch_preemption):
@@ -299,24 +270,24 @@ class Job:
             stop.set()
 
     def _run(self) -> int:
-        code, state, record = 1, protocol.FAILED, {}
+        code, state = 1, protocol.FAILED
         exit_status: int | None = code
         try:
-            record = fetch_code(self.storage, self.args.job_id, self.code)
-            self.record_copy.write_text(json.dumps(record))
+            request = fetch_code(self.storage, self.args.job_id, self.code, self.args.digest)
+            self.kept.keep(request)
             self.sync.restore()
-            env = self.env(record)
-            script = record["script"]
+            env = self.env(request)
+            script = request["script"]
             command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
             code = 0
-            if record.get("setup") and self.may_start("setup"):
-                self.say(f"setup: {record['setup']}")
+            if request.get("setup") and self.may_start("setup"):
+                self.say(f"setup: {request['setup']}")
                 shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-                code = self.supervise([shell, "-c", record["setup"]], env, "setup")
+                code = self.supervise([shell, "-c", request["setup"]], env, "setup")
                 if code:
                     self.say(f"the setup failed with exit status {code}")
             if code == 0 and self.may_start("script"):
-                code = self.supervise(command + list(record.get("args") or []), env, "script")
+                code = self.supervise(command + list(request.get("args") or []), env, "script")
             if self.signalled:
                 self.check_signal()
             state = protocol.SUCCEEDED if code == 0 else protocol.FAILED
@@ -330,6 +301,10 @@ class Job:
             else:
                 exit_status = code
                 self.say(f"{state.lower()} with exit status {code}")
+        except Refused as e:  # not what the user submitted: nothing of it runs
+            self.say(f"refused: {e}")
+            self.status.value["message"] = f"refused: {e}"[:500]
+            exit_status = None
         except Exception as e:  # noqa: BLE001 - reported in the log and the status
             self.say(f"error: {e!r}")
             self.status.value["message"] = repr(e)[:500]
@@ -338,7 +313,7 @@ class Job:
         self.quietly(lambda: self.log.upload(force=True))
         self.quietly(lambda: self.status.write(state=state, exit_status=exit_status,
                                                       ended=time.time()))  # fmt: skip
-        if self.worker == 0 and record.get("teardown"):
+        if self.worker == 0 and self.args.teardown:
             if state == protocol.PREEMPTED:  # the runner recreates it, or gc deletes it
                 self.say("teardown left to the runner: the node is being preempted")
             else:
@@ -350,12 +325,10 @@ class Job:
         (unless the agent wrote one), then, on worker 0, the teardown it still owed."""
         try:
             current, _ = self.storage.read_json(self.status.name)
-            record = self.record()[0]  # the VM's copy when a lifecycle rule took it
         except HttpError as e:  # the bucket unreadable: the teardown is still owed
             self.say(f"the bucket could not be read: {e}")
-            copy = self.record_copy
-            current, record = None, json.loads(copy.read_text()) if copy.is_file() else None
-        owes_teardown = self.worker == 0 and (record or {}).get("teardown")
+            current = None
+        owes_teardown = self.worker == 0 and self.args.teardown
         current = current or {}
         if protocol.is_final(current, self.args.attempt):
             if not owes_teardown or "teardown" in current:
@@ -418,6 +391,13 @@ class Job:
             self.say(f"teardown {outcome}")
         self.quietly(lambda: self.status.write(teardown=outcome))
         self.quietly(lambda: self.log.upload(force=True))
+
+
+def private_dir(path: Path) -> None:
+    """The job's folder on the VM, readable by its user alone (0o700): the script's log,
+    its outputs and the copies of the request and record are no other VM user's."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(str(path), 0o700)
 
 
 def _kill(pid: int, sig: int) -> None:

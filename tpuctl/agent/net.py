@@ -25,6 +25,15 @@ class HttpError(Exception):
         self.status = status
 
 
+class Mismatch(HttpError):
+    """A download whose content is not what was expected of object `name` (its MD5 or
+    sha256): never retried, and, for code, a sign the bucket was tampered with."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(0, message)
+        self.name = name
+
+
 class Body:
     """A request body sent from memory and from parts of files, never read whole: `pieces`
     are bytes or (path, offset, length). Each `reader()` starts from the beginning again

@@ -157,13 +157,14 @@ def _check_node_get(token: Any, me: Any, account: str) -> None:
 
 def check(
     storage: Storage, me: Any, job_id: str, worker: int, multislice: bool,
-    say: Callable[[str], None],
+    say: Callable[[str], None], teardown: bool = False,
 ) -> Problem | None:  # fmt: skip
-    """None when the job can go on, else the first Problem found."""
+    """None when the job can go on, else the first Problem found (`teardown`: worker 0
+    deletes the node at the end, so its account must be allowed to)."""
     account = metadata("instance/service-accounts/default/email").strip()
     try:
-        record = check_storage(storage, job_id, worker, account) or {}
-        if worker == 0 and record.get("teardown"):
+        check_storage(storage, job_id, worker, account)
+        if worker == 0 and teardown:
             check_teardown(storage.token, me, account, multislice, say)
     except Problem as p:
         return p

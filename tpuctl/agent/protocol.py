@@ -10,6 +10,8 @@ Standard library only, Python 3.8+: it travels in the agent bundle (bundle.py).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
 from typing import Any, Dict, Iterable
@@ -18,7 +20,8 @@ Json = Dict[str, Any]
 
 # -- the bucket's layout ------------------------------------------------------------------
 #   tpuctl/blobs/<sha256>                                  file contents, shared by all jobs
-#   tpuctl/jobs/<job-id>/job.json                          the job record (the manifest)
+#   tpuctl/jobs/<job-id>/request.json                      what runs: the request (immutable)
+#   tpuctl/jobs/<job-id>/job.json                          the job record (a description)
 #   tpuctl/jobs/<job-id>/cancel.json                       the job cancelled (`cancel_marker`)
 #   tpuctl/jobs/<job-id>/status/worker-<k>.json            worker k's status
 #   tpuctl/jobs/<job-id>/logs/attempt-<a>/worker-<k>.log   worker k's log of attempt a
@@ -46,6 +49,10 @@ def job_record_path(job_id: str) -> str:
     return job_path(job_id, "job.json")
 
 
+def request_path(job_id: str) -> str:
+    return job_path(job_id, "request.json")
+
+
 def cancel_path(job_id: str) -> str:
     return job_path(job_id, "cancel.json")
 
@@ -70,6 +77,67 @@ def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:
     """Where the workers' outputs go: one namespace for the job, or, on a multislice
     job, one per slice."""
     return job_prefix(job_id) + "outputs/" + ("" if slice_id is None else f"slice-{slice_id}/")
+
+
+# -- the request ------------------------------------------------------------------------
+# What a VM runs is exactly what the user submitted. The request (`request_path`) holds
+# all of it: the script, its args, the setup command, the names of the env variables and
+# the code manifest (each file's sha256 and mode). The client writes it once (generation
+# 0) and keeps its digest, the sha256 of its canonical JSON (`request_digest`), which it
+# gives each agent on the SSH start (`--digest`), a path that nothing in the bucket can
+# change. The agent runs nothing before the request it reads matches that digest and each
+# code file its sha256 in the manifest (`verified_request`, transfer.fetch_code); a
+# mismatch is refused (`Refused`), saying why: the attempt ends FAILED and is torn down
+# as usual. Every VM of a job may write under tpuctl/jobs/ (its status, logs, outputs),
+# so any object there may have been rewritten by another job's script; the record
+# (job.json) only describes the job for the laptop's commands, and the mutable state
+# (statuses, cancel marker) lives in objects of its own.
+REQUEST_VERSION = 2
+REQUEST_KEYS = ("version", "id", "script", "args", "setup", "env", "manifest")
+FILE_MODES = (0o755, 0o644)  # the only modes a code file gets on the VM
+
+
+class Refused(Exception):
+    """What the agent will not run, and why (said in the job's log and status)."""
+
+
+def canonical(value: Any) -> bytes:
+    """The one byte form of a JSON value that its digest is taken of."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def request_digest(request: Json) -> str:
+    return hashlib.sha256(canonical(request)).hexdigest()
+
+
+def file_mode(entry: Json) -> int:
+    """A manifest entry's mode, masked: 0o755 when the owner may execute it, else 0o644
+    (no setuid, setgid, sticky or group/other write bit ever reaches the VM)."""
+    return FILE_MODES[0] if int(entry.get("mode", 0o644)) & 0o100 else FILE_MODES[1]
+
+
+def verified_request(value: Json | None, job_id: str, digest: str) -> Json:
+    """The request read from the bucket, once it is the one submitted (`digest`, as the
+    SSH start gave it); `Refused` otherwise."""
+    where = request_path(job_id)
+    if not digest:
+        raise Refused("no request digest was given to the agent (--digest): nothing runs")
+    if value is None:
+        raise Refused(
+            f"job {job_id} has no request ({where}): it was deleted, or the job was "
+            "submitted by an older tpuctl; submit it again"
+        )
+    found = request_digest(value)
+    if found != digest:
+        raise Refused(
+            f"the request in the bucket ({where}) is not the one submitted: its sha256 is "
+            f"{found[:16]}..., the client submitted {digest[:16]}...; it was changed after "
+            "submission (by a script of another job?), so nothing of it runs"
+        )
+    if value.get("version") != REQUEST_VERSION or value.get("id") != job_id:
+        raise Refused(f"the request {where} is not a version {REQUEST_VERSION} request of "
+                      f"job {job_id}")  # fmt: skip
+    return value
 
 
 # -- states ---------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
+import re
 import threading
 import time
 from functools import partial
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .downloads import TMP_SUFFIX
-from .net import HttpError, Json
-from .protocol import BLOBS, cancel_asked, job_path
+from .net import HttpError, Json, Mismatch
+from .protocol import BLOBS, Refused, cancel_asked, file_mode, request_path, verified_request
 from .storage import Storage
 from .streams import Transfers
 
@@ -28,24 +28,38 @@ def _safe_parts(relative: str) -> list[str]:
     return parts
 
 
-def fetch_code(storage: Storage, job_id: str, dest: Path, workers: int = 8) -> Json:
-    """Download the job's code (its manifest) into `dest`; returns the job record.
-    Files already there with the right content are kept (a restart fetches nothing)."""
-    record = json.loads(storage.read(job_path(job_id, "job.json"))[0])
-    items = [(dest.joinpath(*_safe_parts(rel)), e) for rel, e in sorted(record["manifest"].items())]
+def fetch_code(storage: Storage, job_id: str, dest: Path, digest: str, workers: int = 8) -> Json:
+    """Download the job's code into `dest` and return its request, once the request is
+    the one submitted (`digest`) and every file matches its sha256 in the manifest
+    (protocol.Refused otherwise). Files already there with the right content are kept
+    (a restart fetches nothing). Modes are masked to 0o755 or 0o644."""
+    request = verified_request(storage.read_json(request_path(job_id))[0], job_id, digest)
+    manifest = request["manifest"]
+    items = [(dest.joinpath(*_safe_parts(rel)), e) for rel, e in sorted(manifest.items())]
+    for rel, entry in request["manifest"].items():
+        if not re.match(r"^[0-9a-f]{64}$", str(entry.get("sha256", ""))):
+            raise Refused(f"the request names no sha256 for the code file {rel}")
 
     def one(transfers: Transfers, target: Path, entry: Json) -> None:
-        mode = int(entry.get("mode", 0o644))
+        mode = file_mode(entry)
         if target.is_file() and _digest(target, "sha256") == entry["sha256"]:
             os.chmod(str(target), mode)
         else:
             then = partial(os.chmod, str(target), mode)
             transfers.download(BLOBS + entry["sha256"], target, entry["sha256"], then=then)
 
-    with Transfers(storage, threads=workers) as transfers:
-        for target, entry in items:
-            transfers.submit(one, transfers, target, entry)
-    return dict(record)
+    try:
+        with Transfers(storage, threads=workers) as transfers:
+            for target, entry in items:
+                transfers.submit(one, transfers, target, entry)
+    except Mismatch as e:  # a blob rewritten in the bucket: this is not the code submitted
+        files = sorted(rel for rel, entry in request["manifest"].items()
+                       if e.name.endswith(entry["sha256"]))  # fmt: skip
+        raise Refused(
+            f"the code file {', '.join(files) or e.name} is not the one submitted: "
+            f"{e.name} does not match its sha256, so nothing of the job runs"
+        ) from None
+    return dict(request)
 
 
 def _digest(path: Path, algorithm: str) -> str:

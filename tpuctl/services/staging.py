@@ -2,11 +2,14 @@
 the job protocol (tpuctl/agent/protocol.py, the agent's too) puts them:
 
     tpuctl/blobs/<sha256>                         one object per distinct file content
-    tpuctl/jobs/<job-id>/job.json                 the job record, with the code manifest
+    tpuctl/jobs/<job-id>/request.json             what runs: script, args, setup, env names,
+                                                  the code manifest (immutable; its digest
+                                                  goes to the agents over SSH)
+    tpuctl/jobs/<job-id>/job.json                 the job record: who, when, where, what
 
 Files whose content is already in the bucket are not uploaded again, so a second run of
-an unchanged work dir writes nothing but its job record. Environment values never reach
-the bucket: the record keeps only their names.
+an unchanged work dir writes nothing but its request and record. Environment values
+never reach the bucket: the request and the record keep only their names.
 """
 
 from __future__ import annotations
@@ -24,7 +27,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.agent.protocol import BLOBS, JOB_ID_RE, JOBS, blob_path, job_record_path
+from tpuctl.agent.protocol import (
+    BLOBS,
+    JOB_ID_RE,
+    JOBS,
+    REQUEST_VERSION,
+    blob_path,
+    job_record_path,
+    request_digest,
+    request_path,
+)
 from tpuctl.config import for_project, login_name
 from tpuctl.errors import (
     AlreadyExistsError,
@@ -150,12 +162,27 @@ class JobSpec:
 class StagedJob:
     job_id: str
     record: dict[str, Any]
+    digest: str  # the request's sha256: what the agents are started with
     files: int  # in the manifest
     uploaded: int  # blobs written now
     uploaded_bytes: int
 
 
-def job_record(spec: JobSpec, manifest: Mapping[str, FileEntry], workdir: Path) -> dict[str, Any]:
+def job_request(spec: JobSpec, manifest: Mapping[str, FileEntry]) -> dict[str, Any]:
+    """What the job runs, exactly (protocol.REQUEST_KEYS): bound to its digest."""
+    return {
+        "version": REQUEST_VERSION,
+        "id": spec.job_id,
+        "script": spec.script,
+        "args": list(spec.args),
+        "setup": spec.setup,
+        "env": sorted(spec.env_names),  # names only: values travel over SSH, never stored
+        "manifest": {path: entry.to_json() for path, entry in sorted(manifest.items())},
+    }
+
+
+def job_record(spec: JobSpec, digest: str, workdir: Path) -> dict[str, Any]:
+    """The job as the laptop's commands show it; the agents never run from it."""
     user, host = _who()
     now = time.time()
     return {
@@ -179,7 +206,7 @@ def job_record(spec: JobSpec, manifest: Mapping[str, FileEntry], workdir: Path) 
         "teardown": spec.teardown,
         "bucket": spec.bucket,
         "workdir": str(workdir),
-        "manifest": {path: entry.to_json() for path, entry in sorted(manifest.items())},
+        "request": digest,  # the sha256 of request.json
     }
 
 
@@ -237,15 +264,18 @@ def stage_job(
     if todo:
         with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
             sizes = list(pool.map(one, todo))
-    record = job_record(spec, manifest, root)
-    try:
+    request = job_request(spec, manifest)
+    digest = request_digest(request)
+    record = job_record(spec, digest, root)
+    try:  # the request first: a record always names a request that exists
+        bucket.write_json(request_path(spec.job_id), request, if_generation_match=0)
         bucket.write_json(job_record_path(spec.job_id), record, if_generation_match=0)
     except PreconditionFailedError:
         raise AlreadyExistsError(
             f"job {spec.job_id} already exists in gs://{bucket.name}", hint="pick another --name"
         ) from None
     uploaded = [s for s in sizes if s >= 0]
-    return StagedJob(spec.job_id, record, len(manifest), len(uploaded), sum(uploaded))
+    return StagedJob(spec.job_id, record, digest, len(manifest), len(uploaded), sum(uploaded))
 
 
 def read_job_record(bucket: Bucket, job_id: str) -> dict[str, Any]:

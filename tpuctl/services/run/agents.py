@@ -60,6 +60,7 @@ def start(job: Job) -> None:
     job.plan, multislice = slice_plan(job)
     agent = bundle.build()
     env_json = json.dumps(job.spec.env).encode()
+    job.agent_teardown = tears_down(job)
     started: dict[int, dict[str, Any]] = {}
 
     async def install_and_start(session: Any, ep: Endpoint) -> int:
@@ -86,6 +87,10 @@ def start(job: Job) -> None:
             str(job.spec.sync_every),
             "--stale",
             str(job.spec.heartbeat_deadline),
+            # what the user submitted, by SSH: the bucket cannot change it (protocol.py)
+            "--digest",
+            job.digest,
+            *(["--teardown"] if job.agent_teardown else []),
             *(multislice[ep.worker] if multislice else []),
             root=REMOTE_ROOT,
         )
@@ -133,6 +138,15 @@ def start(job: Job) -> None:
     job.pids = {w: int(info["pid"]) for w, info in started.items()}
     job.logs = {w: str(info["log"]) for w, info in started.items()}
     job.agents_started = True
+
+
+def tears_down(job: Job) -> bool:
+    """Does worker 0's agent delete the node when this attempt ends? Not when a failure
+    may still be retried (--retry-on-failure, restarts left): the next attempt needs the
+    node, and the client deletes it at the job's end. A detached run has no next attempt."""
+    spec = job.spec
+    retried = spec.retry_on_failure and not spec.detach and job.attempt <= spec.restarts
+    return bool(spec.teardown) and not retried
 
 
 def start_reply(host: str, out: bytes) -> dict[str, Any]:

@@ -150,6 +150,7 @@ class Runner:
             raise
         start_staging()
         record = staged[0].result()
+        job.digest = record.digest
         provision.record_zone(job)
         provision.warn_cross_region(job)
         job.ui.info(

@@ -193,8 +193,10 @@ class Job:
     attempt: int = 1
     workers: int = 1  # how many workers the job runs on
     staging: bool = False  # its record is (being) written to the bucket
+    digest: str = ""  # the sha256 of its request (staging.py), given to every agent start
     created: bool = False  # did this run create the node? (only then is it torn down)
     agents_started: bool = False  # do agents own the current attempt? (they tear down)
+    agent_teardown: bool = False  # ...and did their start ask worker 0 to delete the node?
     torn_down: bool = False  # teardown was tried: the guard does not try it again
     node_deleted: bool = False  # ...and it made sure the node is gone
     pids: dict[int, int] = field(default_factory=dict)  # worker -> agent pid

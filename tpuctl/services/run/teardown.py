@@ -81,7 +81,12 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
         queued.delete_request(a.tpu, queued.qr_name(job.target, job.node_name))
         if job.multislice:
             return True
-    if not job.agents_started or 0 in job.lost or agents.agent_teardown_failed(job):
+    if (
+        not job.agents_started
+        or not job.agent_teardown
+        or 0 in job.lost
+        or agents.agent_teardown_failed(job)
+    ):
         wait_for_agent = 0  # nobody else will delete it: do it now
     with job.ui.progress(f"tearing down {job.node_name}:") as update:
         node = _node_left(job, wait_for_agent, update)
