@@ -45,7 +45,10 @@ _CALL_PREFIX = re.compile(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ")
 _NO_QUOTA_PROJECT = re.compile(r"The (?P<service>[a-z0-9.-]+) API requires a quota project")
 _DISABLED = re.compile(r"has not been used in project (?P<number>\S+) before or it is disabled")
 _SERVICE_URL = re.compile(r"/apis/api/(?P<service>[a-z0-9.-]+)/")
-_PERMISSION = re.compile(r"Permission '(?P<permission>[A-Za-z0-9_.]+)' denied")
+_PERMISSION = re.compile(
+    r"Permission '(?P<permission>[A-Za-z0-9_.]+)' denied"
+    r"|Required '(?P<compute>compute\.[A-Za-z0-9_.]+)' permission for"  # Compute Engine's words
+)
 _CONSTRAINT = re.compile(r"constraints/(?P<name>[A-Za-z0-9_.]+)")
 _LOCATION = re.compile(r"in \[(?P<location>[a-z0-9-]+)\]")
 _SERVICE_AGENT = re.compile(
@@ -133,7 +136,9 @@ def setup_error(
     if msg.startswith("Permission denied on 'locations/"):
         return None  # an unknown zone looks like this too: `translate` tells it apart
     denied = _PERMISSION.search(msg)
-    permission = metadata.get("permission") or (denied["permission"] if denied else "")
+    permission = metadata.get("permission") or (
+        (denied["permission"] or denied["compute"]) if denied else ""
+    )
     if permission and (reason == "IAM_PERMISSION_DENIED" or denied):
         where = _project(project, subject, exc, metadata)
         role = apis.role_for(permission)

@@ -11,6 +11,7 @@ from tpuctl.emulator.core.errors import ApiError
 
 _STATUS = {
     400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
     404: "NOT_FOUND",
     409: "ALREADY_EXISTS",
     412: "FAILED_PRECONDITION",

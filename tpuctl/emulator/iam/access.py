@@ -98,6 +98,23 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+COMPUTE = "compute.googleapis.com"
+# Compute Engine's permission for a method, where it is not `compute.<resource>.<method>`
+# (https://cloud.google.com/compute/docs/reference/rest/v1 names each method's permission)
+_COMPUTE_METHODS = {"insert": "create", "aggregatedList": "list", "wait": "get",
+                    "listManagedInstances": "get"}  # fmt: skip
+
+
+def compute_permission(verb: str) -> str | None:
+    """The permission a Compute Engine call needs (`compute.instances.insert` ->
+    `compute.instances.create`); None for what the gate leaves alone (public images)."""
+    parts = verb.split(".")
+    if len(parts) != 3 or parts[0] != "compute" or parts[1] == "images":
+        return None
+    resource = {"regionInstanceTemplates": "instanceTemplates"}.get(parts[1], parts[1])
+    return f"compute.{resource}.{_COMPUTE_METHODS.get(parts[2], parts[2])}"
+
+
 def _preset(name: str) -> dict[str, bool]:
     on = {
         "all": set(SERVICES),
@@ -225,9 +242,14 @@ class Access:
         """Refuse a call as Google's front end would; verbs it does not know pass. A
         call with a VM's token (`principal`) is checked for its scopes first, then for
         its account's permissions instead of the caller's."""
-        if verb not in VERBS or not project:
+        if not project:
             return
-        service, permission = VERBS[verb]
+        if verb in VERBS:
+            service, permission = VERBS[verb]
+        elif compute_permission(verb) is not None:
+            service, permission = COMPUTE, str(compute_permission(verb))
+        else:
+            return
         if principal is not None and not scope_allows(principal.scopes, service, write):
             raise scope_insufficient(service, verb)
         on = self.enabled(project, service) and not (
@@ -238,6 +260,8 @@ class Access:
         if service in PAID and not self.billed(project):
             raise billing_disabled(project, service)
         if permission and permission in self.denied_to(principal):
+            if service == COMPUTE:
+                raise compute_permission_denied(permission, _resource(path))
             raise permission_denied(service, permission, _resource(path))
 
 
@@ -270,3 +294,12 @@ def permission_denied(service: str, permission: str, resource: str) -> errors.Ap
     }
     message = f"Permission '{permission}' denied on '{resource}'"
     return errors.ApiError(403, "PERMISSION_DENIED", message, [info])
+
+
+def compute_permission_denied(permission: str, resource: str) -> errors.ApiError:
+    """403 as Compute Engine words it: `Required 'compute.instances.create' permission for
+    'projects/P/zones/Z/instances/N'` (reason `forbidden`; the wording as gcloud prints
+    Compute's refusals, from memory of public output: docs/emulator.md)."""
+    from tpuctl.emulator.compute.errors import ComputeError
+
+    return ComputeError(403, "forbidden", f"Required '{permission}' permission for '{resource}'")
