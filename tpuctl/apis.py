@@ -19,6 +19,7 @@ RESOURCE_MANAGER = "cloudresourcemanager.googleapis.com"
 IAM = "iam.googleapis.com"
 OS_LOGIN = "oslogin.googleapis.com"
 POLICY_TROUBLESHOOTER = "policytroubleshooter.googleapis.com"
+COMPUTE = "compute.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,18 @@ APIS: tuple[Api, ...] = (
         "`tpuctl init`'s check of what the TPU VMs' service account holds",
     ),
     Api(MONITORING, "Cloud Monitoring API", "`tpuctl top`", required=False),
+    Api(
+        COMPUTE,
+        "Compute Engine API",
+        'TPUs on Compute Engine (TPU7x; v6e and v5p with `api = "compute"`)',
+        required=False,  # required where the project's TPUs are on Compute Engine (init)
+    ),
     Api(OS_LOGIN, "Cloud OS Login API", "SSH with OS Login", required=False),
 )
 APIS_BY_NAME = {api.name: api for api in APIS}
 TITLES = {
     **{api.name: api.title for api in APIS},
     SERVICE_USAGE: "Service Usage API",
-    "compute.googleapis.com": "Compute Engine API",
 }
 
 # permission -> the predefined role tpuctl suggests for it
@@ -118,6 +124,23 @@ CALLER_PERMISSIONS: tuple[str, ...] = (
     "storage.buckets.create",
     "storage.objects.create",
     "storage.objects.get",
+)
+
+
+# and of Compute Engine, where the project's TPUs are there: a VM, or a slice's workload
+# policy, instance template and managed instance group
+COMPUTE_CALLER_PERMISSIONS: tuple[str, ...] = (
+    "compute.instances.create",
+    "compute.instances.delete",
+    "compute.instances.get",
+    "compute.instances.list",
+    "compute.instances.setMetadata",
+    "compute.instanceTemplates.create",
+    "compute.instanceTemplates.delete",
+    "compute.instanceGroupManagers.create",
+    "compute.instanceGroupManagers.delete",
+    "compute.resourcePolicies.create",
+    "compute.resourcePolicies.delete",
 )
 
 

@@ -262,3 +262,19 @@ def test_each_project_has_its_own_zone_and_bucket(isolated_env: Path) -> None:
         "zone": "us-west4-a",
         "bucket": "alpha-other",
     }
+
+
+def test_a_project_for_tpu7x_gets_compute_engine_and_its_permissions_checked(cli, emulator) -> None:
+    new_project(emulator)
+    emulator.config(denied_permissions=["compute.instanceGroupManagers.create"])
+    r = cli("init", "--accelerator", "tpu7x-8", "--zone", "us-central1-c", "--yes")
+    assert f"  did: enabled {', '.join([*REQUIRED, 'compute.googleapis.com'])}" in r.out, r.out
+    services = emulator.config()["project_services"]["tpuctl-demo"]
+    assert services["compute.googleapis.com"] is True
+    assert "compute.instanceGroupManagers.create denied in project tpuctl-demo" in r.out
+    assert "roles/compute.instanceAdmin.v1" in r.out
+    # a project whose TPUs stay on the Cloud TPU API is not asked to turn Compute Engine on
+    new_project(emulator)
+    r = cli("init", "--accelerator", "v3-8", "--zone", "us-central1-a", "--yes")
+    assert "compute.googleapis.com (for TPUs on Compute Engine" in r.out
+    assert "compute.googleapis.com" not in emulator.config()["project_services"]["tpuctl-demo"]

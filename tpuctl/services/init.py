@@ -92,6 +92,14 @@ class InitSpec:
     service_account: str | None = None  # the nodes' (None: the default compute account)
     job_retention: int = JOB_RETENTION_DAYS  # days; 0: offer no lifecycle rule
 
+    @property
+    def uses_compute(self) -> bool:
+        """Whether the project's TPUs will be on Compute Engine: the type is offered only
+        there, or the config file says `api = "compute"`."""
+        if self.shape is not None and self.shape.known and "tpu" not in self.shape.apis:
+            return True
+        return str(for_project(self.config, self.target.project).get("api", "")) == "compute"
+
 
 # -- 1. project and credentials ----------------------------------------------------------
 def check_project(spec: InitSpec) -> Step:
@@ -121,8 +129,12 @@ def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
         states = {api.name: a.service_usage.enabled(project, api.name) for api in apis.APIS}
     except TpuctlError as e:
         return failed("apis", "cannot read the project's APIs", e)
-    off = [api for api in apis.APIS if not states[api.name] and api.required]
-    optional = [api for api in apis.APIS if not states[api.name] and not api.required]
+
+    def needed(api: apis.Api) -> bool:
+        return api.required or (api.name == apis.COMPUTE and spec.uses_compute)
+
+    off = [api for api in apis.APIS if not states[api.name] and needed(api)]
+    optional = [api for api in apis.APIS if not states[api.name] and not needed(api)]
     on = [api.name for api in apis.APIS if states[api.name]]
     found = f"enabled: {', '.join(on) or 'none'}"
     if off:
@@ -153,7 +165,12 @@ def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
     if acc is None:
         return Step("quota", "ok", "no --accelerator given: quota not checked")
     qspec = catalog.quota_for(acc, "on-demand")
-    assert qspec is not None  # validate() checked it
+    if qspec is None:  # validate() let only Compute Engine's types through
+        return Step(
+            "quota", "ok",
+            f"{acc.name} is on Compute Engine, whose TPU quota this version of tpuctl does not "
+            "read: see `gcloud compute regions describe` or the console's Quotas page",
+        )  # fmt: skip
     location = qspec.location(t.zone)
     where = f"{qspec.dimension} {location}"
     need = qspec.amount(acc)
@@ -330,11 +347,12 @@ def validate(acc: catalog.SliceShape | None, zone: str) -> None:
     """Refuse an accelerator tpuctl does not know, or one the zone does not offer."""
     if acc is None:
         return
-    if not acc.known or catalog.quota_for(acc, "on-demand") is None:
+    on_compute = acc.known and "tpu" not in acc.apis  # TPU7x: Compute Engine's quota
+    if not acc.known or (catalog.quota_for(acc, "on-demand") is None and not on_compute):
         raise UsageError(
             f"invalid --accelerator {acc.name!r}: a TPU type like v5litepod-8, v4-8 or v6e-4"
         )
-    if zone in catalog.ZONES and acc not in catalog.accelerator_types(zone):
+    if not on_compute and zone in catalog.ZONES and acc not in catalog.accelerator_types(zone):
         zones = ", ".join(catalog.zones_offering(acc.generation)[:4])
         raise UsageError(
             f"invalid --accelerator {acc.name!r}: zone {zone} does not offer it "
@@ -355,7 +373,8 @@ def run(a: InitAdapters, spec: InitSpec, on_step: Callable[[Step], None]) -> Ini
 
     told(check_project(spec))
     told(check_apis(a, spec))
-    told(check_permissions(a.iam, a.tpu, spec.target, spec.account))
+    compute = apis.COMPUTE_CALLER_PERMISSIONS if spec.uses_compute else ()
+    told(check_permissions(a.iam, a.tpu, spec.target, spec.account, compute))
     told(check_quota(a, spec))
     step, bucket = check_bucket(a, spec)
     told(step)

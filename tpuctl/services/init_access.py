@@ -43,9 +43,14 @@ def _grants(project: str, roles: list[str], account: str) -> str:
 
 
 # -- 3. the caller's permissions ----------------------------------------------------------
-def check_permissions(iam: IamApi, tpu: TpuBackend, target: Target, account: str | None) -> Step:
+def check_permissions(
+    iam: IamApi, tpu: TpuBackend, target: Target, account: str | None,
+    extra: tuple[str, ...] = (),
+) -> Step:  # fmt: skip
+    """Test what tpuctl needs of the caller (and `extra`: Compute Engine's, where the
+    project's TPUs are there)."""
     project = target.project
-    wanted = list(apis.CALLER_PERMISSIONS)
+    wanted = [*apis.CALLER_PERMISSIONS, *extra]
     try:
         held = iam.test_permissions(project, wanted)
     except ServiceDisabledError:
@@ -56,7 +61,7 @@ def check_permissions(iam: IamApi, tpu: TpuBackend, target: Target, account: str
     missing = [p for p in wanted if p not in held]
     if not missing:
         return Step("permissions", "ok", f"{found}: you hold them all")
-    roles = sorted({apis.ROLES[p] for p in missing if p in apis.ROLES})
+    roles = sorted({role for p in missing if (role := apis.role_for(p))})
     what = "permission" if len(missing) == 1 else "permissions"
     todo = f"{what} {', '.join(missing)} denied in project {project}; grant: " + _grants(
         project, roles, account or YOU
