@@ -273,6 +273,12 @@ def test_a_project_for_tpu7x_gets_compute_engine_and_its_permissions_checked(cli
     assert services["compute.googleapis.com"] is True
     assert "compute.instanceGroupManagers.create denied in project tpuctl-demo" in r.out
     assert "roles/compute.instanceAdmin.v1" in r.out
+    # a new project has no on-demand TPU quota on Compute Engine: init says where to ask
+    assert (
+        "Compute Engine's TPUS-PER-TPU-FAMILY-per-project-region (TPU7X) allows 0 chips in "
+        "region us-central1, 0 in use; tpu7x-8 needs 4"
+    ) in r.out
+    assert "service=compute.googleapis.com" in r.out
     # a project whose TPUs stay on the Cloud TPU API is not asked to turn Compute Engine on
     new_project(emulator)
     r = cli("init", "--accelerator", "v3-8", "--zone", "us-central1-a", "--yes")

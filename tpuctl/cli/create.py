@@ -177,7 +177,7 @@ def create(
     from tpuctl.cli.ssh import report
 
     chosen = create_service.choose_api(spec.shape, api, load_config_file())
-    quotas = app.factory.quotas() if chosen == "tpu" else None
+    quotas = app.factory.quotas()  # each API's own pool (services/compute_quota.py)
     backend = app.factory.backend(chosen)
     adapters = create_service.Adapters(backend, quotas, app.factory.ssh, report)
     made = create_service.create(adapters, target, request, render.StderrUi())

@@ -13,7 +13,9 @@ from tpuctl.errors import UsageError
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from tpuctl.cli.options import AppEnv
     from tpuctl.cloud.quota import QuotaRequest
+    from tpuctl.services.compute_quota import ComputeQuotaRow
     from tpuctl.services.quota import QuotaReport, QuotaRow
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=False)
@@ -57,11 +59,13 @@ def quota(
     elif not all_regions and target.zone != "-":
         scope = {"region": target.region}
     report = quota_svc.report(app.tpu(), app.factory.quotas(), target.project, **scope)
+    compute = _compute_rows(app, target.project, scope)
     if json_out:
-        render.print_json(report.to_json())
+        render.print_json({**report.to_json(), "compute": [r.to_json() for r in compute]})
     else:
         _print(report, explicit=bool(scope))
         _print_requests(report.requests)
+        _print_compute(compute)
     if report.missing and not json_out:
         render.info(
             "note: the Cloud Quotas API returned nothing for "
@@ -102,6 +106,50 @@ def _print(report: QuotaReport, explicit: bool) -> None:
             console.print(f"no quota: {', '.join(zeros)}", highlight=False)
     if not printed:
         render.info(f"no TPU quota or nodes in any region of project {report.project}")
+
+
+def _compute_rows(app: AppEnv, project: str, scope: dict[str, str]) -> list[ComputeQuotaRow]:
+    """Compute Engine's TPU quota in the regions asked about (all that offer its TPUs when
+    none is): [] when it cannot be read (the Compute Engine API off, no permission)."""
+    from tpuctl import catalog
+    from tpuctl.errors import TpuctlError
+    from tpuctl.services import compute_quota
+
+    where = scope.get("region") or (catalog.region_of(scope["zone"]) if "zone" in scope else "")
+    regions = [where] if where else compute_quota.regions()
+    try:
+        return compute_quota.rows(app.factory.quotas(), app.factory.compute_tpu(), project, regions)
+    except TpuctlError as e:
+        render.info(f"note: Compute Engine's TPU quota unknown: {e.message}")
+        return []
+
+
+def _print_compute(rows: list[ComputeQuotaRow]) -> None:
+    """Compute Engine's pool, apart from the Cloud TPU API's: the quotas with a limit or
+    a use, per region."""
+    from rich.table import Table
+
+    shown = [r for r in rows if r.limit or r.used]
+    console = render.out()
+    console.print()
+    console.print(
+        "[bold]Compute Engine[/] TPU quota (a pool apart from the Cloud TPU API's; chips). "
+        "TPU7x is only there; v6e and v5p go to the Cloud TPU API unless --api compute or "
+        'api = "compute" in the config.',
+        highlight=False,
+    )
+    if not shown:
+        console.print("none in these regions", highlight=False)
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("REGION", "QUOTA", "FAMILY"):
+        table.add_column(col, no_wrap=True)
+    for col in ("LIMIT", "IN USE"):
+        table.add_column(col, no_wrap=True, justify="right")
+    for r in shown:
+        limit = "?" if r.limit is None else str(r.limit)
+        table.add_row(r.region, r.quota.quota_id, r.quota.tpu_family or "-", limit, str(r.used))
+    render.show(table, console)
 
 
 def _print_requests(requests: list[QuotaRequest]) -> None:

@@ -154,5 +154,9 @@ def operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:
             "often easier to find",
         )
     if code == "QUOTA_EXCEEDED":
-        return QuotaError(f"quota exceeded for {subject}: {message}")
+        return QuotaError(
+            f"quota exceeded for {subject}: {message}",
+            hint="Compute Engine's TPU quota is a pool apart from the Cloud TPU API's: "
+            "`tpuctl quota` shows both",
+        )
     return CloudError(f"{subject} failed: {message} ({code})")

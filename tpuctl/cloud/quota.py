@@ -178,6 +178,29 @@ class QuotaApi:
 
         return self._call(project, fetch)
 
+    def compute_limits(self, project: str) -> dict[tuple[str, str, str], int]:
+        """Compute Engine's TPU quotas (a pool apart from the Cloud TPU API's, listed under
+        compute.googleapis.com): (quota id, tpu_family or "", region) -> the limit."""
+        from tpuctl import compute_quotas
+
+        ids = {q.quota_id for q in compute_quotas.QUOTAS}
+
+        def fetch() -> dict[tuple[str, str, str], int]:
+            parent = f"projects/{project}/locations/global/services/{compute_quotas.SERVICE}"
+            pager = self._client.list_quota_infos(request={"parent": parent}, timeout=TIMEOUT)
+            out: dict[tuple[str, str, str], int] = {}
+            for info in (_to_dict(i) for i in pager):
+                if info.get("quotaId") not in ids:
+                    continue
+                for entry in info.get("dimensionsInfos") or []:
+                    dims = entry.get("dimensions") or {}
+                    if dims.get("region"):
+                        key = (info["quotaId"], dims.get("tpu_family", ""), dims["region"])
+                        out.setdefault(key, int((entry.get("details") or {}).get("value") or 0))
+            return out
+
+        return self._call(project, fetch)
+
     def requests(self, project: str) -> list[QuotaRequest]:
         """The project's quota preferences for TPU quotas (increase requests and their state)."""
 

@@ -77,6 +77,7 @@ class InitAdapters:
     # (values, project): top-level keys, or that project's table; returns the file's path
     write_config: Callable[[Mapping[str, str], str | None], str]
     iam: IamApi
+    compute: TpuBackend | None = None  # Compute Engine's TPU VMs (its quota's usage)
 
 
 @dataclass
@@ -166,11 +167,7 @@ def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
         return Step("quota", "ok", "no --accelerator given: quota not checked")
     qspec = catalog.quota_for(acc, "on-demand")
     if qspec is None:  # validate() let only Compute Engine's types through
-        return Step(
-            "quota", "ok",
-            f"{acc.name} is on Compute Engine, whose TPU quota this version of tpuctl does not "
-            "read: see `gcloud compute regions describe` or the console's Quotas page",
-        )  # fmt: skip
+        return _compute_quota(a, spec, acc)
     location = qspec.location(t.zone)
     where = f"{qspec.dimension} {location}"
     need = qspec.amount(acc)
@@ -220,6 +217,32 @@ def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
         did=f"requested {value} {qspec.unit} ({made.name})",
         todo=_pending(made) if made.pending else "",
     )
+
+
+def _compute_quota(a: InitAdapters, spec: InitSpec, acc: catalog.SliceShape) -> Step:
+    """Compute Engine's on-demand TPU quota for `acc` in the zone's region (its own pool)."""
+    from tpuctl import compute_quotas
+    from tpuctl.services import compute_quota
+
+    t = spec.target
+    region = catalog.region_of(t.zone)
+    quota = compute_quotas.quota_for(acc.generation, False)
+    if a.compute is None:
+        return Step("quota", "ok", "Compute Engine's TPU quota not checked")
+    try:
+        found = [r for r in compute_quota.rows(a.quotas, a.compute, t.project, [region])
+                 if r.quota == quota]  # fmt: skip
+    except TpuctlError as e:
+        return failed("quota", f"cannot read Compute Engine's TPU quota in region {region}", e)
+    row = found[0] if found else None
+    if row is None or row.limit is None:
+        return Step("quota", "ok", f"Compute Engine lists no {acc.generation} quota in {region}")
+    family = f" ({row.quota.tpu_family})" if row.quota.tpu_family else ""
+    seen = (f"Compute Engine's {row.quota.quota_id}{family} allows {row.limit} chips in region "
+            f"{region}, {row.used} in use; {acc.name} needs {acc.chips}")  # fmt: skip
+    if row.used + acc.chips <= row.limit:
+        return Step("quota", "ok", seen)
+    return Step("quota", "todo", seen, todo=f"ask for more: {compute_quota.request_url(t.project)}")
 
 
 def _pending(request: QuotaRequest) -> str:

@@ -183,6 +183,11 @@ def validate_create(
         )
     if quotas is not None and api.api == "tpu":  # the TPU API's quotas (Compute's: its own)
         quota_check.check_create(api, quotas, target, spec.shape, spec.scheduling)
+    elif quotas is not None:
+        from tpuctl.services import compute_quota
+
+        compute_quota.check_create(quotas, api, target.project, target.zone, spec.shape,
+                                   spec.spot or spec.preemptible)  # fmt: skip
     return prepared
 
 

@@ -64,7 +64,9 @@ def survey(
         views.append(view)
     usable = [v.zone for v in views if not v.dropped]
     scheduling = catalog.scheduling_name(spot)
-    rooms = quota_check.headroom(tpu, quotas, target.project, shape, scheduling, usable)
+    # the Cloud TPU API's quota; Compute Engine's is checked at each zone's create
+    tpu_quotas = quotas if tpu.api == "tpu" else None
+    rooms = quota_check.headroom(tpu, tpu_quotas, target.project, shape, scheduling, usable)
     for view in views:
         if not view.dropped:
             view.price = cost.hourly(shape, spot)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tpuctl import compute_quotas
 from tpuctl.emulator.compute import catalog, errors, rules
 from tpuctl.emulator.compute.catalog import MachineType
 from tpuctl.emulator.compute.models import ALLOWED_FROM, Instance, ZoneOperation
@@ -23,6 +24,15 @@ MAX_DONE_OPERATIONS = 500
 # availability troubleshooting page), and the HTTP status gcloud prints (UNCONFIRMED)
 STOCKOUT = "ZONE_RESOURCE_POOL_EXHAUSTED"
 STOCKOUT_HTTP = (503, "SERVICE UNAVAILABLE")
+QUOTA_HTTP = (403, "FORBIDDEN")  # as gcloud reports a quota refusal (UNCONFIRMED)
+
+
+def quota_error(state: State, instance: Instance) -> dict[str, Any] | None:
+    """The QUOTA_EXCEEDED a VM's create ends with, or None (quotas/compute.py)."""
+    quota = compute_quotas.quota_for(instance.generation, instance.preemptible)
+    region = instance.zone.rsplit("-", 1)[0]
+    used = state.compute.quota_in_use(instance)
+    return state.quota.compute.exceeded(quota, region, used, instance.chips)
 
 
 def _stockout(project: str, zone: str) -> str:
@@ -74,6 +84,14 @@ def _complete(state: State, instance: Instance, now: float) -> None:
     verb = instance.transition
     pending = [op for op in state.compute.operations.values()
                if not op.done and op.target == instance.path]  # fmt: skip
+    if verb == "create" and instance.quota_error:
+        error = dict(instance.quota_error)
+        for op in pending:
+            op.fail(now, error.pop("code"), error.pop("message"), QUOTA_HTTP, **error)
+            error = dict(instance.quota_error)
+        del state.compute.instances[instance.path]
+        state.changed()
+        return
     if verb in ("create", "start") and instance.capacity_error:
         for op in pending:
             op.fail(now, STOCKOUT, instance.capacity_error, STOCKOUT_HTTP)
@@ -148,7 +166,8 @@ def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneO
     (address,) = state.allocator.allocate(1)
     instance = Instance(project, zone, name, mtype.name, mtype.generation, mtype.chips, kept,
                         state.now(), address, labels=labels)  # fmt: skip
-    instance.capacity_error = _capacity_error(state, instance)
+    instance.quota_error = quota_error(state, instance)
+    instance.capacity_error = None if instance.quota_error else _capacity_error(state, instance)
     state.compute.instances[path] = instance
     return _begin(state, instance, "create", "insert")
 

@@ -385,9 +385,10 @@ def _make(state: State, group: Group, slot: dict[str, Any]) -> None:
         labels=labels,
         group=group.path,
     )
-    error = api._capacity_error(state, instance)
-    if error is not None:
-        slot["error"] = {"code": api.STOCKOUT, "message": error}
+    quota = api.quota_error(state, instance)
+    error = None if quota else api._capacity_error(state, instance)
+    if quota is not None or error is not None:
+        slot["error"] = quota or {"code": api.STOCKOUT, "message": error}
         return
     slot["error"], slot["made"] = None, True
     state.compute.instances[instance.path] = instance

@@ -64,6 +64,7 @@ class Instance:
     started: float | None = None  # when the transition began
     deadline: float | None = None  # when it completes
     capacity_error: str | None = None  # a create or start that will fail: no capacity
+    quota_error: dict[str, Any] | None = None  # ... or over quota (its operation's error)
     hostkeys_at: float | None = None  # when the guest publishes its SSH host keys
     host_key: str = field(default_factory=lambda: _ed25519_blob())
     uid: str = field(default_factory=_uid)
@@ -79,6 +80,14 @@ class Instance:
     @property
     def label_fingerprint(self) -> str:
         return fingerprint(self.labels)
+
+    @property
+    def preemptible(self) -> bool:
+        """Whether it counts against preemptible quota: spot, flex-start, preemptible."""
+        sched = self.body.get("scheduling") or {}
+        return sched.get("provisioningModel") in ("SPOT", "FLEX_START") or bool(
+            sched.get("preemptible")
+        )
 
     @property
     def metadata_fingerprint(self) -> str:
@@ -168,8 +177,10 @@ class ZoneOperation:
     def succeed(self, now: float) -> None:
         self.status, self.ended = "DONE", now
 
-    def fail(self, now: float, code: str, message: str, http: tuple[int, str]) -> None:
-        self.errors = [{"code": code, "message": message}]
+    def fail(
+        self, now: float, code: str, message: str, http: tuple[int, str], **detail: Any
+    ) -> None:
+        self.errors = [{"code": code, "message": message, **detail}]
         self.http_error = http
         self.succeed(now)
 
@@ -207,6 +218,19 @@ class ComputeState:
             i.chips for i in self.instances.values()
             if i is not but and i.zone == zone and i.generation == generation
             and i.status != "TERMINATED" and i.transition != "stop" and not i.capacity_error
+            and not i.quota_error
+        )  # fmt: skip
+
+    def quota_in_use(self, instance: Instance) -> int:
+        """The chips of the instance's quota that the project's other VMs in its region hold
+        (a stopped VM keeps its quota, as on the Cloud TPU API; a failing one holds none)."""
+        region = instance.zone.rsplit("-", 1)[0]
+        return sum(
+            i.chips for i in self.instances.values()
+            if i is not instance and i.project == instance.project
+            and i.zone.rsplit("-", 1)[0] == region and i.generation == instance.generation
+            and i.preemptible == instance.preemptible and i.transition != "delete"
+            and not i.capacity_error and not i.quota_error
         )  # fmt: skip
 
     def to_state(self) -> dict[str, Any]:

@@ -20,14 +20,15 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from tpuctl import catalog
+from tpuctl import catalog, compute_quotas
 from tpuctl.emulator.core import errors
+from tpuctl.emulator.quotas.compute import ComputeQuotaConfig
 from tpuctl.emulator.tpu.models import Node, project_number
 from tpuctl.emulator.tpu.rules import listing
 
 PRESETS = ("granted", "new-project")
 API_MODES = ("enabled", "disabled", "denied")
-CONFIG_KEYS = {"quotas", "capacity", "quotas_api", "quotas_unlisted"}
+CONFIG_KEYS = {"quotas", "capacity", "quotas_api", "quotas_unlisted", "compute_quotas"}
 _SERVICE = catalog.QUOTA_SERVICE
 
 
@@ -67,6 +68,7 @@ class QuotaConfig:
         self.capacity: dict[str, dict[str, int]] = {}
         self.api = "enabled"
         self.unlisted: list[str] = []
+        self.compute = ComputeQuotaConfig()  # Compute Engine's TPU quotas (quotas/compute.py)
 
     # -- config ----------------------------------------------------------------
     def to_config(self) -> dict[str, Any]:
@@ -75,6 +77,7 @@ class QuotaConfig:
             "capacity": copy.deepcopy(self.capacity),
             "quotas_api": self.api,
             "quotas_unlisted": list(self.unlisted),
+            "compute_quotas": self.compute.to_config(),
         }
 
     def load(self, config: dict[str, Any]) -> None:
@@ -82,6 +85,7 @@ class QuotaConfig:
         self.capacity.update(config.get("capacity") or {})
         self.api = config.get("quotas_api") or self.api
         self.unlisted = list(config.get("quotas_unlisted") or self.unlisted)
+        self.compute.load(config.get("compute_quotas"))
 
     def update(self, body: dict[str, Any]) -> None:
         """Apply the quota keys of a config update, all checked before any is applied."""
@@ -123,7 +127,11 @@ class QuotaConfig:
         unlisted = self.unlisted
         if "quotas_unlisted" in body:
             unlisted = _quota_ids(body["quotas_unlisted"])
+        compute = self.compute.checked(
+            body.get("compute_quotas"), quotas if isinstance(quotas, str) else None
+        )
         self.limits, self.capacity, self.api, self.unlisted = limits, capacity, api, unlisted
+        self.compute.limits = compute
 
     def limit(self, quota_id: str, location: str) -> int:
         per_location = self.limits[quota_id]
@@ -217,6 +225,9 @@ class QuotaConfig:
         self, project: str, service: str, page_size: int = 0, page_token: str = ""
     ) -> dict[str, Any]:
         self._check_api(project, f"projects/{project}/locations/global/services/{service}")
+        if service == compute_quotas.SERVICE:
+            infos = self.compute.infos(project_number(project), catalog.regions())
+            return listing("quotaInfos", infos, page_size, page_token, lambda i: i)
         specs = [q for q in catalog.QUOTAS if q.quota_id not in self.unlisted]
         specs = specs if service == _SERVICE else []
         return listing("quotaInfos", specs, page_size, page_token, lambda s: self._info(project, s))
@@ -224,6 +235,12 @@ class QuotaConfig:
     def get_info(self, project: str, service: str, quota_id: str) -> dict[str, Any]:
         name = f"projects/{project}/locations/global/services/{service}/quotaInfos/{quota_id}"
         self._check_api(project, name)
+        if service == compute_quotas.SERVICE:
+            infos = self.compute.infos(project_number(project), catalog.regions())
+            found = next((i for i in infos if i["quotaId"] == quota_id), None)
+            if found is None:
+                raise errors.not_found(name)
+            return found
         spec = catalog.QUOTAS_BY_ID.get(quota_id)
         if spec is None or service != _SERVICE or quota_id in self.unlisted:
             raise errors.not_found(name)
