@@ -24,10 +24,10 @@ def describe(
     validate_name(name)
     app = app_of(ctx)
     target = app.target(project, zone)
-    from tpuctl.services.nodes import find_node
+    from tpuctl.services.locate import locate
 
-    # the Cloud TPU API, then Compute Engine
-    _, node = find_node((app.tpu(), app.factory.compute_tpu()), f"{target.parent}/nodes/{name}")
+    # the Cloud TPU API, then Compute Engine; then the other zones
+    _, node = locate((app.tpu(), app.factory.compute_tpu()), target, name, render.info)
     if json_out:
         render.print_json({**node.to_json(), "raw": node.raw})
         return

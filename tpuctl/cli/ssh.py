@@ -113,19 +113,22 @@ def make_plan(
 ) -> tuple[SshApi, Plan]:
     from tpuctl.services import names
     from tpuctl.services import ssh as ssh_service
+    from tpuctl.services.locate import locate
 
     names.validate_name(name)
     target = app.target(project, zone)
     api = app.tpu()
+    node = locate((api,), target, name, render.info)[1]  # another zone's, said so
     ssh_api = app.factory.ssh()
     plan = ssh_service.plan(
         api,
         ssh_api,
-        f"{target.parent}/nodes/{name}",
+        node.full_name,
         workers,
         internal_ip,
         connect_timeout,
         interactive=interactive,
+        node=node,
     )
     return ssh_api, plan
 

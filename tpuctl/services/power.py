@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl.errors import Interrupted, UsageError
 from tpuctl.models import NODE_CREATE_FAILED, Node
-from tpuctl.services import names, nodes
+from tpuctl.services import locate, names, nodes
 from tpuctl.waiting import Progress, noop
 
 if TYPE_CHECKING:
@@ -35,11 +36,13 @@ def change(
     *,
     wait: bool = True,
     progress: Progress = noop,
+    say: Callable[[str], None] = lambda line: None,
 ) -> PowerChange:
-    """Stop or start `name`; with `wait`, until it is STOPPED or READY."""
+    """Stop or start `name`; with `wait`, until it is STOPPED or READY. A name not in the
+    target's zone is looked for in the others (services/locate.py, `say`ing so)."""
     names.validate_name(name)
-    full_name = f"{target.parent}/nodes/{name}"
-    node = api.get_node(full_name)
+    node = locate.locate((api,), target, name, say)[1]
+    target, full_name = target.in_zone(node.zone), node.full_name
     nodes.require_single_host(node, verb)
     want, allowed, doing = VERBS[verb]
     if node.state == want:

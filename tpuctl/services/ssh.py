@@ -166,15 +166,17 @@ def plan(
     internal_ip: bool = False,
     wait: float = 60.0,
     interactive: bool = False,
+    node: Node | None = None,
 ) -> Plan:
     """Check the node, choose workers and addresses, pick the user and make sure the VMs
     take tpuctl's key (the node's `ssh-keys` metadata, or with OS Login the account's
     profile: services/oslogin.py), and put the workers' host keys in tpuctl's
     known-hosts file. Every connection tpuctl makes starts here. `interactive`: for an
-    OpenSSH shell, which can answer what OS Login 2-step verification asks."""
+    OpenSSH shell, which can answer what OS Login 2-step verification asks. `node`: the
+    node as just read, when the caller has it."""
     from tpuctl.cloud.ssh import ensure_key_pair
 
-    node = api.get_node(full_name)
+    node = node or api.get_node(full_name)
     check_connectable(node)
     chosen = parse_workers(workers, len(node.workers), f"node {node.name}")
     endpoints = [ssh.endpoint(w, worker_address(node, w, internal_ip)) for w in chosen]
