@@ -79,13 +79,40 @@ def test_bad_input_gets_one_line_naming_it(
     assert says.format(**names) in one_line_error(r)
 
 
-def test_an_unknown_zone_of_the_right_shape_is_the_apis_error(cli) -> None:
-    for args in (["list"], ["quota"]):
-        r = cli(*args, "--zone", "mars-north1-a")
-        assert r.code == 6, r.err
+@pytest.mark.parametrize(
+    ("zone", "nearest", "hint"),
+    [
+        ("us-central1-z", "us-central1-a",
+         "the zones of us-central1: us-central1-a, us-central1-b, us-central1-c, us-central1-f"),
+        ("mars-north1-a", "us-south1-a", "`gcloud compute tpus locations list` lists the zones"),
+    ],
+)  # fmt: skip
+def test_an_unknown_zone_of_the_right_shape_is_named_with_the_nearest(
+    cli, emulator, zone: str, nearest: str, hint: str
+) -> None:
+    for args in (["list"], ["quota"], ["describe", "n1"], ["create", "n1", "-a", "v3-8"]):
+        r = cli(*args, "--zone", zone)
+        assert r.code == 2, r.err
         assert one_line_error(r) == (
-            "error: Permission denied on 'locations/mars-north1-a' (or it may not exist)"
+            f"error: unknown zone {zone!r}: no Cloud TPU zone has that name; "
+            f"did you mean {nearest}?"
         )
+        assert f"hint: {hint}" in r.err
+    assert emulator.requests() == {"GET locations.list": 4}  # once a command, nothing else
+
+
+def test_a_zone_from_the_environment_is_checked_too(cli, monkeypatch) -> None:
+    monkeypatch.setenv("TPUCTL_ZONE", "us-central1-z")
+    r = cli("list")
+    assert r.code == 3, r.err
+    assert one_line_error(r).startswith(
+        "error: unknown zone 'us-central1-z' (from $TPUCTL_ZONE): no Cloud TPU zone has that name"
+    )
+
+
+def test_a_catalogue_zone_costs_no_locations_call(cli, emulator) -> None:
+    assert cli("list", "--zone", "us-east5-a").code == 0
+    assert "GET locations.list" not in emulator.requests()
 
 
 def test_emulator_addresses_of_every_form_are_taken() -> None:

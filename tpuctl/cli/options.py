@@ -89,14 +89,17 @@ class AppEnv:
         many_zones: bool = False,
     ) -> Target:
         from tpuctl.config import resolve_target
+        from tpuctl.services.zones import check_known
 
-        return resolve_target(
+        target = resolve_target(
             project,
             zone,
             endpoint_defaults=self.factory.defaults,
             need_zone=need_zone,
             many_zones=many_zones,
         )
+        check_known(target, lambda: self.tpu().locations(target.project))  # us-central1-z
+        return target
 
     def tpu(self) -> TpuApi:
         return self.factory.tpu()
