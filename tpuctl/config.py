@@ -263,6 +263,11 @@ def _lookup(
         (f"gcloud config {gcloud_key}", lambda: gcloud.get(gcloud_key)),
         ("the endpoint's defaults", lambda: fallback().get(key)),
     ]
+    if flag is not None and not flag.strip():  # `--zone ""`: never a silent default
+        raise UsageError(
+            f"invalid --{key} {flag!r}: empty; give {_EXAMPLE[key]}, or leave --{key} out "
+            "for the default"
+        )
     looked: list[str] = []
     for source, get in chain:
         value = get()

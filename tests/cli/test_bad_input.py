@@ -57,10 +57,26 @@ NINES = "9" * 400
          "invalid --zone 'us central1-a': a zone looks like us-central1-a"),
         (["list"], {"CLOUDSDK_COMPUTE_ZONE": "a"}, None, 3,
          "invalid zone 'a' (from $CLOUDSDK_COMPUTE_ZONE): a zone looks like us-central1-a"),
+        (["create", "-abc", "-a", "v3-8"], {}, None, 2,
+         "no such option '-abc': a short option is one dash and one letter, its value apart"),
+        (["create", "-accelerator", "v3-8"], {}, None, 2,
+         "no such option '-accelerator': a long option takes two dashes: did you mean "
+         "--accelerator?"),
+        (["quota", "request", "-value", "8"], {}, None, 2,
+         "no such option '-value': a long option takes two dashes: did you mean --value?"),
+        (["create", "x", "-a", "v3-8", "--zone", ""], {}, None, 2,
+         "invalid --zone '': empty; give a zone like us-central1-a, or leave --zone out"),
+        (["list", "--project", ""], {}, None, 2,
+         "invalid --project '': empty; give a project id like my-project"),
+        (["gc", "--zone", ""], {}, None, 2, "invalid --zone '': empty"),
+        (["run", "{script}", "--bucket", "gs://UPPER_bucket"], {}, None, 2,
+         "invalid bucket name gs://UPPER_bucket (--bucket): only lowercase letters"),
+        (["run", "{script}", "--outputs", "{bin}/sub"], {}, None, 2,
+         "invalid --outputs {bin}/sub: {bin} is not a folder"),
     ],
 )  # fmt: skip
 def test_bad_input_gets_one_line_naming_it(
-    cli, monkeypatch, tmp_path: Path, args: list[str], env: dict, config: bytes | None,
+    cli, emulator, monkeypatch, tmp_path: Path, args: list[str], env: dict, config: bytes | None,
     code: int, says: str,
 ) -> None:  # fmt: skip
     names = {"bin": str(tmp_path / "bin.env"), "script": str(tmp_path / "job.sh"),
@@ -77,6 +93,7 @@ def test_bad_input_gets_one_line_naming_it(
     assert r.code == code, r.err
     assert "unexpected" not in r.err
     assert says.format(**names) in one_line_error(r)
+    assert emulator.nodes() == []  # refused before anything was created
 
 
 @pytest.mark.parametrize(
@@ -121,3 +138,34 @@ def test_emulator_addresses_of_every_form_are_taken() -> None:
     for address in ("127.0.0.1:8470", "localhost:1", "[::1]:65535", "emu.example.com:8470"):
         factory = ClientFactory({"TPUCTL_EMULATOR_HOST": f" {address} "})
         assert factory.tpu_endpoint == f"http://{address}"
+
+
+@pytest.mark.parametrize(
+    ("typed", "hint"),
+    [
+        ("--accelerater", "hint: did you mean --accelerator? see `tpuctl run --help`"),
+        ("--epochs", "hint: arguments for your script go after `--`: "
+                     "`tpuctl run SCRIPT -- --epochs ...`"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_run_flag_is_told_apart_from_a_scripts(cli, tmp_path: Path, typed, hint):
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    r = cli("run", str(script), typed, "v3-8")
+    assert r.code == 2
+    assert f"No such option: {typed}" in one_line_error(r)
+    assert hint in r.err
+
+
+def test_a_closed_local_emulator_port_fails_at_once_saying_so(cli, monkeypatch) -> None:
+    from tpuctl.emulator.core.ports import free_port
+
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("TPUCTL_EMULATOR_HOST", f"127.0.0.1:{port}")
+    r = cli("create", "n1", "-a", "v3-8", "--project", "my-project", "--zone", "us-central1-a")
+    assert r.code == 6, r.err
+    assert one_line_error(r) == (
+        f"error: cannot reach the local emulator at 127.0.0.1:{port}: nothing listens on "
+        f"port {port}"
+    )
+    assert "hint: start it with `tpuctl emulator start --detach`" in r.err

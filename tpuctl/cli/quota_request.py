@@ -51,6 +51,8 @@ def request(
             f"invalid QUOTA_ID {quota_id!r}: not a TPU quota tpuctl knows",
             hint="`tpuctl quota --json` lists the quota ids (quotaId)",
         )
+    if zone is not None and not zone.strip():
+        raise UsageError(f"invalid --zone {zone!r}: empty; give a zone like us-central1-a")
     if region and zone:
         raise UsageError("--region and --zone are exclusive: choose one")
     if zone:
