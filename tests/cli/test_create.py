@@ -97,11 +97,27 @@ def test_duplicate_name(cli) -> None:
     assert cli("delete", "dup", "--zone", ZONE, "--yes").code == 0
 
 
-def test_missing_project_without_emulator(cli, monkeypatch) -> None:
+def test_with_no_setup_at_all_everything_missing_is_said_at_once(cli, monkeypatch) -> None:
     monkeypatch.delenv("TPUCTL_EMULATOR_HOST")
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("NO_GCE_CHECK", "true")  # no metadata server to ask, even on a VM
     r = cli("create", "x", "-a", "v3-8")
     assert r.code == 3
-    assert "no project set; looked at --project" in one_line_error(r)
+    assert one_line_error(r) == (
+        "error: tpuctl is not set up: no project, no zone and no Google Cloud credentials"
+    )
+    assert (
+        "hint: for Google Cloud: `gcloud auth application-default login`, then `gcloud config "
+        "set project P`, then `gcloud config set compute/zone Z` (or --project P --zone Z); "
+        "or try it locally with no account: `tpuctl emulator start --detach`" in r.err
+    )
+    r = cli("list")  # needs no zone: the project and the credentials are what it lacks
+    assert one_line_error(r) == (
+        "error: tpuctl is not set up: no project and no Google Cloud credentials"
+    )
+    r = cli("create", "x", "-a", "v3-8", "--project", "my-project", "--zone", "us-central1-a")
+    assert r.code == 3  # the one thing missing, as it is found
+    assert one_line_error(r, after_call=True) == "error: no Google Cloud credentials found"
 
 
 def test_no_wait_returns_while_creating(cli, emulator) -> None:

@@ -10,7 +10,6 @@ it is. Words after `--`, and the value of an option that takes one, are left alo
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from tpuctl.errors import UsageError
@@ -59,6 +58,8 @@ def check(command: Any, args: list[str]) -> None:
 
 
 def _refusal(word: str, longs: list[str], path: str) -> UsageError:
+    import difflib
+
     body = "--" + word[1:].split("=", 1)[0]
     like = [body] if body in longs else difflib.get_close_matches(body, longs, cutoff=0.75)
     if like:

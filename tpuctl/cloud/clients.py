@@ -178,6 +178,14 @@ class ClientFactory:
             raise ConfigError("no Google Cloud credentials found", hint=_ADC_HINT) from e
         return creds
 
+    def has_credentials(self) -> bool:
+        """Whether calls have credentials to go with (the emulator's anonymous ones count)."""
+        try:
+            self.credentials  # noqa: B018 - made (and kept) to see if they can be
+        except ConfigError:
+            return False
+        return True
+
     def account(self) -> str | None:
         """Who the calls are made as, when it can be told without a call: the emulator's
         caller, else gcloud's account, else the service account of the credentials."""
