@@ -6,8 +6,10 @@ zone with one aggregated list per API (`projects/P/locations/-` on the Cloud TPU
 nothing more than before. One node of that name elsewhere is used, and the caller says
 which zone; several are named, with the `--zone` that picks each.
 
-The TPU API's `locations/-` wildcard is what gcloud sends for `tpu-vm list --zone=-`;
-its ListNodesResponse carries `unreachable` for zones it could not read.
+The TPU API's `locations/-` wildcard (`tpuctl list --all-zones` uses it too) is not in
+the API's reference, but public code lists with it and ListNodesResponse has
+`unreachable` for the zones it could not read. Should a project's list of every zone be
+refused, the miss is reported as it was.
 """
 
 from __future__ import annotations
