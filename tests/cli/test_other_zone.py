@@ -78,3 +78,14 @@ def test_delete_stop_start_and_ssh_act_on_the_one_match(cli, emulator) -> None:
     assert r.code == 0, r.err
     assert note in r.err and r.out.strip() == "far: deleted"
     assert emulator.nodes() == []
+
+
+def test_delete_missing_ok_is_a_cleanup_of_its_zone_alone(cli, emulator) -> None:
+    assert cli("create", "far", "-a", "v3-8", "--zone", THERE).code == 0
+    try:
+        r = cli("delete", "far", "--zone", HERE, "--yes", "--missing-ok")
+        assert r.code == 0, r.err
+        assert f"far: not found in zone {HERE} (--missing-ok)" in r.err
+        assert [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()] == ["far"]
+    finally:
+        assert cli("delete", "far", "--zone", THERE, "--yes").code == 0

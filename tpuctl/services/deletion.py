@@ -44,11 +44,12 @@ def resolve(
     names: list[str],
     others: Sequence[TpuBackend] | None = None,
     say: Callable[[str], None] = lambda line: None,
+    elsewhere: bool = True,
 ) -> Doomed:
     """Look each name up as a node and as a queued request (a node's own, or of that name);
     a name neither is there is looked up as a node on the `others` APIs, then in the
-    other zones (services/locate.py: one node of that name there is deleted, `say`ing so;
-    several are refused, naming their zones)."""
+    other zones unless not `elsewhere` (services/locate.py: one node of that name there is
+    deleted, `say`ing so; several are refused, naming their zones)."""
     found: list[Node] = []
     missing: list[str] = []
     requests: dict[str, QueuedResource] = {}
@@ -73,7 +74,7 @@ def resolve(
                 found.append(node)
         if node is None and request is None:
             missing.append(name)
-    if missing:  # looked for in the other zones: one list per API, only on a miss
+    if missing and elsewhere:  # looked for in the other zones: one list per API, on a miss
         matches = locate.elsewhere([api, *(others or [])], target, missing)
         for name in [m for m in missing if matches[m]]:
             node = locate.one_of(name, target, matches[name], NotFoundError(name))[1]
