@@ -179,6 +179,14 @@ def split_zones(value: str, source: str = "--zone") -> list[str]:
     return list(dict.fromkeys(check_shape("zone", z, source) for z in items))
 
 
+class NotSetUp(ConfigError):
+    """No project (or no zone) anywhere tpuctl looks; `missing` names each absent one."""
+
+    def __init__(self, message: str, hint: str, missing: tuple[str, ...]) -> None:
+        super().__init__(message, hint)
+        self.missing = missing
+
+
 @dataclass(frozen=True)
 class Target:
     """The project and zone a command works on, and where each came from.
@@ -263,6 +271,11 @@ def _lookup(
         (f"gcloud config {gcloud_key}", lambda: gcloud.get(gcloud_key)),
         ("the endpoint's defaults", lambda: fallback().get(key)),
     ]
+    if flag is not None and not flag.strip():  # `--zone ""`: never a silent default
+        raise UsageError(
+            f"invalid --{key} {flag!r}: empty; give {_EXAMPLE[key]}, or leave --{key} out "
+            "for the default"
+        )
     looked: list[str] = []
     for source, get in chain:
         value = get()
@@ -305,19 +318,25 @@ def resolve_target(
     gcloud = gcloud_properties(env)
     ps, p_src, p_looked = _lookup("project", project, env, file_cfg, gcloud, endpoint_defaults)
     if not ps:
-        raise ConfigError(
+        try:  # is the zone missing too? (said in the same message: NotSetUp.missing)
+            has_zone = bool(_lookup("zone", zone, env, file_cfg, gcloud, endpoint_defaults)[0])
+        except (ConfigError, UsageError):
+            has_zone = True  # there is one, if a bad one: its own error comes in turn
+        raise NotSetUp(
             "no project set; looked at " + ", ".join(p_looked),
             hint="pass --project P, or run `gcloud config set project P`",
+            missing=("project",) if has_zone or not need_zone else ("project", "zone"),
         )
     zs, z_src, z_looked = _lookup(
         "zone", zone, env, for_project(file_cfg, ps[0]), gcloud, endpoint_defaults, many=many_zones
     )
     if not zs:
         if need_zone:
-            raise ConfigError(
+            raise NotSetUp(
                 "no zone set; looked at " + ", ".join(z_looked),
                 hint="pass --zone Z (e.g. us-central1-a), "
                 "or run `gcloud config set compute/zone Z`",
+                missing=("zone",),
             )
         zs, z_src = ["-"], "all zones"
     zones = tuple(zs) if len(zs) > 1 else ()

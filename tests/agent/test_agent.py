@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 import tpuctl.agent.streams as streams
-from tests.agent.conftest import Cluster, wait_for
+from tests.agent.conftest import PROJECT, Cluster, wait_for
 from tpuctl.agent.protocol import FINAL
 
 TRAIN = """\
@@ -304,3 +304,26 @@ def test_the_supervisor_tears_down_from_its_copy_of_a_deleted_record(cluster: Cl
         wait_for(lambda: cluster.node_names() == [], "the node's deletion")
     finally:
         _reap(pid, status)
+
+
+def test_after_a_preemption_the_log_says_once_who_deletes_the_node(cluster: Cluster) -> None:
+    from google.cloud import tpu_v2
+
+    parent = f"projects/{PROJECT}/locations/us-central1-a"
+    spot = tpu_v2.Node(accelerator_type="v3-8", runtime_version="tpu-ubuntu2204-base",
+                       scheduling_config=tpu_v2.SchedulingConfig(spot=True))  # fmt: skip
+    cluster.emulator.tpu_client().create_node(parent=parent, node_id="spot", node=spot).result(10)
+    node = f"{parent}/nodes/spot"
+    sleeper = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
+    job, info = _start_detached(cluster, node, sleeper)
+    try:
+        wait_for(lambda: (s := cluster.status(job)) and s.get("phase") == "script", "RUNNING")
+        cluster.emulator.preempt(node, notice=5)
+        wait_for(lambda: cluster.node_names() == [], "the node's deletion")
+        log = Path(info["log"]).read_text()
+        assert "preemption notice" in log
+        assert "left to the runner" not in log  # the agent's supervisor deletes it
+        said = log.index("preempted: the node is deleted once this agent has ended")
+        assert log.index("teardown: deleting node spot in us-central1-a") > said
+    finally:
+        _reap(info["pid"], cluster.status(job))

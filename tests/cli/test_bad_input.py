@@ -57,10 +57,26 @@ NINES = "9" * 400
          "invalid --zone 'us central1-a': a zone looks like us-central1-a"),
         (["list"], {"CLOUDSDK_COMPUTE_ZONE": "a"}, None, 3,
          "invalid zone 'a' (from $CLOUDSDK_COMPUTE_ZONE): a zone looks like us-central1-a"),
+        (["create", "-abc", "-a", "v3-8"], {}, None, 2,
+         "no such option '-abc': a short option is one dash and one letter, its value apart"),
+        (["create", "-accelerator", "v3-8"], {}, None, 2,
+         "no such option '-accelerator': a long option takes two dashes: did you mean "
+         "--accelerator?"),
+        (["quota", "request", "-value", "8"], {}, None, 2,
+         "no such option '-value': a long option takes two dashes: did you mean --value?"),
+        (["create", "x", "-a", "v3-8", "--zone", ""], {}, None, 2,
+         "invalid --zone '': empty; give a zone like us-central1-a, or leave --zone out"),
+        (["list", "--project", ""], {}, None, 2,
+         "invalid --project '': empty; give a project id like my-project"),
+        (["gc", "--zone", ""], {}, None, 2, "invalid --zone '': empty"),
+        (["run", "{script}", "--bucket", "gs://UPPER_bucket"], {}, None, 2,
+         "invalid bucket name gs://UPPER_bucket (--bucket): only lowercase letters"),
+        (["run", "{script}", "--outputs", "{bin}/sub"], {}, None, 2,
+         "invalid --outputs {bin}/sub: {bin} is not a folder"),
     ],
 )  # fmt: skip
 def test_bad_input_gets_one_line_naming_it(
-    cli, monkeypatch, tmp_path: Path, args: list[str], env: dict, config: bytes | None,
+    cli, emulator, monkeypatch, tmp_path: Path, args: list[str], env: dict, config: bytes | None,
     code: int, says: str,
 ) -> None:  # fmt: skip
     names = {"bin": str(tmp_path / "bin.env"), "script": str(tmp_path / "job.sh"),
@@ -77,15 +93,43 @@ def test_bad_input_gets_one_line_naming_it(
     assert r.code == code, r.err
     assert "unexpected" not in r.err
     assert says.format(**names) in one_line_error(r)
+    assert emulator.nodes() == []  # refused before anything was created
 
 
-def test_an_unknown_zone_of_the_right_shape_is_the_apis_error(cli) -> None:
-    for args in (["list"], ["quota"]):
-        r = cli(*args, "--zone", "mars-north1-a")
-        assert r.code == 6, r.err
+@pytest.mark.parametrize(
+    ("zone", "nearest", "hint"),
+    [
+        ("us-central1-z", "us-central1-a",
+         "the zones of us-central1: us-central1-a, us-central1-b, us-central1-c, us-central1-f"),
+        ("mars-north1-a", "us-south1-a", "`gcloud compute tpus locations list` lists the zones"),
+    ],
+)  # fmt: skip
+def test_an_unknown_zone_of_the_right_shape_is_named_with_the_nearest(
+    cli, emulator, zone: str, nearest: str, hint: str
+) -> None:
+    for args in (["list"], ["quota"], ["describe", "n1"], ["create", "n1", "-a", "v3-8"]):
+        r = cli(*args, "--zone", zone)
+        assert r.code == 2, r.err
         assert one_line_error(r) == (
-            "error: Permission denied on 'locations/mars-north1-a' (or it may not exist)"
+            f"error: unknown zone {zone!r}: no Cloud TPU zone has that name; "
+            f"did you mean {nearest}?"
         )
+        assert f"hint: {hint}" in r.err
+    assert emulator.requests() == {"GET locations.list": 4}  # once a command, nothing else
+
+
+def test_a_zone_from_the_environment_is_checked_too(cli, monkeypatch) -> None:
+    monkeypatch.setenv("TPUCTL_ZONE", "us-central1-z")
+    r = cli("list")
+    assert r.code == 3, r.err
+    assert one_line_error(r).startswith(
+        "error: unknown zone 'us-central1-z' (from $TPUCTL_ZONE): no Cloud TPU zone has that name"
+    )
+
+
+def test_a_catalogue_zone_costs_no_locations_call(cli, emulator) -> None:
+    assert cli("list", "--zone", "us-east5-a").code == 0
+    assert "GET locations.list" not in emulator.requests()
 
 
 def test_emulator_addresses_of_every_form_are_taken() -> None:
@@ -94,3 +138,34 @@ def test_emulator_addresses_of_every_form_are_taken() -> None:
     for address in ("127.0.0.1:8470", "localhost:1", "[::1]:65535", "emu.example.com:8470"):
         factory = ClientFactory({"TPUCTL_EMULATOR_HOST": f" {address} "})
         assert factory.tpu_endpoint == f"http://{address}"
+
+
+@pytest.mark.parametrize(
+    ("typed", "hint"),
+    [
+        ("--accelerater", "hint: did you mean --accelerator? see `tpuctl run --help`"),
+        ("--epochs", "hint: arguments for your script go after `--`: "
+                     "`tpuctl run SCRIPT -- --epochs ...`"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_run_flag_is_told_apart_from_a_scripts(cli, tmp_path: Path, typed, hint):
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    r = cli("run", str(script), typed, "v3-8")
+    assert r.code == 2
+    assert f"No such option: {typed}" in one_line_error(r)
+    assert hint in r.err
+
+
+def test_a_closed_local_emulator_port_fails_at_once_saying_so(cli, monkeypatch) -> None:
+    from tpuctl.emulator.core.ports import free_port
+
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("TPUCTL_EMULATOR_HOST", f"127.0.0.1:{port}")
+    r = cli("create", "n1", "-a", "v3-8", "--project", "my-project", "--zone", "us-central1-a")
+    assert r.code == 6, r.err
+    assert one_line_error(r) == (
+        f"error: cannot reach the local emulator at 127.0.0.1:{port}: nothing listens on "
+        f"port {port}"
+    )
+    assert "hint: start it with `tpuctl emulator start --detach`" in r.err

@@ -45,12 +45,16 @@ def test_create_json_multi_host(cli, emulator) -> None:
     ("args", "code", "needle"),
     [
         (["create", "Bad_Name", "-a", "v3-8"], 2, "invalid node name 'Bad_Name'"),
-        (["create", "ok", "-a", "v3-9"], 2, "accelerator type 'v3-9' is not offered"),
+        (["create", "ok", "-a", "v3-9"], 2, "unknown accelerator type 'v3-9': did you mean v3-8?"),
         (["create", "ok", "-a", "v3-8", "--labels", "Team=x"], 2, "invalid label Team=x"),
         (["create", "ok", "-a", "v3-8", "--labels", "novalue"], 2, "expected KEY=VALUE"),
         (["create", "ok", "-a", "v3-8", "--spot", "--preemptible"], 2, "exclusive"),
         (["create", "ok", "-a", "v3-8", "--version", "tpu-vm-tf-9.9"], 2, "runtime version"),
-        (["create", "ok", "-a", "v3-8", "--zone", "mars-north1-a"], 6, "locations/mars-north1-a"),
+        (
+            ["create", "ok", "-a", "v3-8", "--zone", "mars-north1-a"],
+            2,
+            "unknown zone 'mars-north1-a': no Cloud TPU zone has that name",
+        ),
         (["create", "ok", "--bogus-flag"], 2, "No such option"),
         (
             ["create", "ok", "-a", "tpu7x-16", "--api", "tpu"],
@@ -76,6 +80,10 @@ def test_bad_input_is_one_line(cli, emulator, args, code, needle) -> None:
 def test_unknown_accelerator_suggests(cli) -> None:
     r = cli("create", "ok", "-a", "v3-9", "--zone", ZONE)
     assert "did you mean v3-8" in r.err
+    r = cli("create", "ok", "-a", "v4-8x", "--zone", ZONE)
+    assert r.code == 2
+    assert one_line_error(r) == "error: unknown accelerator type 'v4-8x': did you mean v4-8?"
+    assert "hint: v4-8 is offered in us-central2-b (--zone)" in r.err
     r = cli("create", "ok", "-a", "v4-8", "--zone", ZONE)
     assert r.code == 2
     assert "us-central2-b" in r.err  # where v4 is offered
@@ -89,11 +97,27 @@ def test_duplicate_name(cli) -> None:
     assert cli("delete", "dup", "--zone", ZONE, "--yes").code == 0
 
 
-def test_missing_project_without_emulator(cli, monkeypatch) -> None:
+def test_with_no_setup_at_all_everything_missing_is_said_at_once(cli, monkeypatch) -> None:
     monkeypatch.delenv("TPUCTL_EMULATOR_HOST")
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("NO_GCE_CHECK", "true")  # no metadata server to ask, even on a VM
     r = cli("create", "x", "-a", "v3-8")
     assert r.code == 3
-    assert "no project set; looked at --project" in one_line_error(r)
+    assert one_line_error(r) == (
+        "error: tpuctl is not set up: no project, no zone and no Google Cloud credentials"
+    )
+    assert (
+        "hint: for Google Cloud: `gcloud auth application-default login`, then `gcloud config "
+        "set project P`, then `gcloud config set compute/zone Z` (or --project P --zone Z); "
+        "or try it locally with no account: `tpuctl emulator start --detach`" in r.err
+    )
+    r = cli("list")  # needs no zone: the project and the credentials are what it lacks
+    assert one_line_error(r) == (
+        "error: tpuctl is not set up: no project and no Google Cloud credentials"
+    )
+    r = cli("create", "x", "-a", "v3-8", "--project", "my-project", "--zone", "us-central1-a")
+    assert r.code == 3  # the one thing missing, as it is found
+    assert one_line_error(r, after_call=True) == "error: no Google Cloud credentials found"
 
 
 def test_no_wait_returns_while_creating(cli, emulator) -> None:

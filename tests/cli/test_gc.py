@@ -266,3 +266,21 @@ def test_gc_never_deletes_a_new_node_that_took_the_name(cli, emulator) -> None:
     assert "skipped reborn (us-central1-a): a new node of that name was created" in out
     assert names(emulator) == ["reborn"]
     assert cli("delete", "reborn", "--zone", Z, "--yes").code == 0
+
+
+def test_a_node_not_yet_idle_for_the_limit_is_told_as_the_metrics_know_it(cli, emulator) -> None:
+    """A node that never ran anything: its TensorCores have been idle for less than --idle;
+    gc says for how long at the last sample and how old that is, never that they were
+    active (the metric cannot tell)."""
+    assert cli("create", "fresh", "-a", "v3-8", "--zone", Z).code == 0
+    try:
+        emulator.sample()
+        r = cli("gc", "--dry-run", "--idle", "1h")
+        assert r.code == 0, r.err
+        line = next(ln for ln in r.err.splitlines() if ln.startswith("keep fresh"))
+        assert line.startswith("keep fresh (us-central1-a): TensorCores idle for ")
+        assert " at the last sample (" in line
+        assert line.endswith("under the limit of 1h (evidence: metrics)")
+        assert "active" not in line
+    finally:
+        assert cli("delete", "fresh", "--zone", Z, "--yes").code == 0

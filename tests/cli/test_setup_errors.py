@@ -75,7 +75,7 @@ def test_a_missing_permission_names_it_and_a_role_that_grants_it(cli, emulator) 
 
 def test_an_unknown_zone_is_still_told_as_a_zone(cli, emulator) -> None:
     r = cli("list", "--zone", "mars-north1-a")
-    assert "check --zone" in r.err and "permission tpu" not in r.err
+    assert "unknown zone 'mars-north1-a'" in r.err and "permission" not in r.err
 
 
 LOCATIONS_HINT = (

@@ -73,7 +73,7 @@ def test_idle_holder_is_idle_everywhere_without_ssh_and_collected(
         "deleted forgotten (us-central1-a, v3-8): idle (limit 30m): TensorCores idle for 1h "
         "on its 1 worker(s) (evidence: metrics)" in r.out
     )
-    assert "keep busy (us-central1-a): TensorCores active 0s ago (evidence: metrics)" in r.err
+    assert "keep busy (us-central1-a): TensorCores idle for 0s at the last sample (" in r.err
     assert [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()] == ["busy"]
     assert ssh_workers.CONNECTIONS[0] == ssh_before  # no SSH connection at all
     assert "POST getGuestAttributes" not in emulator.requests()  # nor any step toward one
@@ -124,7 +124,7 @@ def test_done_when_a_finished_jobs_idle_holder_is_idle_everywhere_without_ssh(
     assert r.code == 0, r.err
     assert f"deleted {node} (us-central1-a, v3-8): idle (limit 30m): TensorCores idle" in r.out
     assert "(evidence: metrics)" in r.out
-    assert "keep busy (us-central1-a): TensorCores active 0s ago (evidence: metrics)" in r.err
+    assert "keep busy (us-central1-a): TensorCores idle for 0s at the last sample (" in r.err
     assert [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()] == ["busy"]
     assert ssh_workers.CONNECTIONS[0] == ssh_before  # not one SSH connection since the job
     assert cli("delete", "busy", "--zone", Z, "--yes").code == 0

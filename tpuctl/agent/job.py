@@ -314,8 +314,12 @@ class Job:
         self.quietly(lambda: self.status.write(state=state, exit_status=exit_status,
                                                       ended=time.time()))  # fmt: skip
         if self.worker == 0 and self.args.teardown:
-            if state == protocol.PREEMPTED:  # the runner recreates it, or gc deletes it
-                self.say("teardown left to the runner: the node is being preempted")
+            if state == protocol.PREEMPTED and getattr(self.args, "supervisor", None):
+                # the supervisor's after_death deletes it once this agent has ended
+                self.say("preempted: the node is deleted once this agent has ended; a "
+                         "restart runs on a new one")  # fmt: skip
+            elif state == protocol.PREEMPTED:  # `agent run`: no supervisor to do it
+                self.say("preempted: the node is left to the runner (or gc) to delete")
             else:
                 self.teardown()
         return code

@@ -19,11 +19,11 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from tpuctl import __version__, interrupts
+from tpuctl.cli import argcheck, emulator_cmd, gc, keep, list_cmd, power
 from tpuctl.cli import create as create_mod
 from tpuctl.cli import delete as delete_mod
 from tpuctl.cli import describe as describe_mod
 from tpuctl.cli import doctor as doctor_mod
-from tpuctl.cli import emulator_cmd, gc, keep, list_cmd, power
 from tpuctl.cli import exec_cmd as exec_mod
 from tpuctl.cli import help as help_mod
 from tpuctl.cli import init as init_mod
@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     try:
         with _noting_ctrl_c() as ctrl_c:
             command = help_mod.name_values(typer.main.get_command(app))
+            argcheck.check(command, args)  # `-abc`, `-accelerator`: refused, not misread
             result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
         if result == ExitCode.INTERRUPTED and (ctrl_c or interrupts.received):
             _fail("interrupted")  # typer's word for a Ctrl-C that escaped the command: nothing
@@ -186,7 +187,10 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
             else "tpuctl"
         )
         hint = f"see `{where} --help`"
-        if where == "tpuctl run" and type(e).__name__ == "NoSuchOption":
+        like = help_mod.misspelt(e, strict=where == "tpuctl run")  # run: or a script's flag
+        if like:
+            hint = f"did you mean {like}? see `{where} --help`"
+        elif where == "tpuctl run" and type(e).__name__ == "NoSuchOption":
             option = getattr(e, "option_name", "") or "--flag"
             hint = f"arguments for your script go after `--`: `tpuctl run SCRIPT -- {option} ...`"
         _fail(e.format_message(), hint)

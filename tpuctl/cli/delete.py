@@ -45,7 +45,8 @@ def delete(
     target = app.target(project, zone)
     api = app.tpu()
     others = [app.factory.compute_tpu()]  # a name the TPU API has not: a Compute Engine TPU VM
-    doomed = deletion.resolve(api, target, names, others)
+    # --missing-ok: a cleanup of that zone, which never reaches for a node elsewhere
+    doomed = deletion.resolve(api, target, names, others, render.info, elsewhere=not missing_ok)
     if missing_ok:
         for name in doomed.missing:
             render.info(f"{name}: not found in zone {target.zone} (--missing-ok)")

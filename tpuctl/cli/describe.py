@@ -24,9 +24,10 @@ def describe(
     validate_name(name)
     app = app_of(ctx)
     target = app.target(project, zone)
-    from tpuctl.services.lookup import find_node
+    from tpuctl.services.locate import locate
 
-    _, node = find_node(app.backends(), f"{target.parent}/nodes/{name}")
+    # the Cloud TPU API, then Compute Engine; then the other zones
+    _, node = locate(app.backends(), target, name, render.info)
     if json_out:
         render.print_json({**node.to_json(), "raw": node.raw})
         return

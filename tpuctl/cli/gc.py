@@ -55,7 +55,8 @@ def gc(
     app = app_of(ctx)
     # gc looks everywhere unless told a zone: a forgotten node in another zone is the
     # expensive case. Only --zone narrows it (config defaults do not).
-    target = app.target(project, None, need_zone=False)
+    # A --zone given is checked like any other (its shape, a known zone, not empty).
+    target = app.target(project, zone, need_zone=False)
     api = app.tpu()
 
     def load_metrics() -> dict[tuple[str, str], metrics_service.NodeMetrics]:

@@ -79,3 +79,17 @@ def plain_arguments(argument_class: Any) -> None:
 
     argument_class._usage_display_name = usage_name
     argument_class.display_type_rich = lambda self, ctx: None
+
+
+def misspelt(error: Any, strict: bool = False) -> str | None:
+    """The option a click NoSuchOption `error` most likely meant (`--accelerater`:
+    `--accelerator`), None when it offers none; `strict`: only a near-exact one, where the
+    word may as well be meant for someone else (a script's flag before `--`)."""
+    import difflib
+
+    if type(error).__name__ != "NoSuchOption" or not getattr(error, "possibilities", None):
+        return None
+    typed = str(getattr(error, "option_name", "") or "")
+    cutoff = 0.8 if strict else 0.75
+    like = difflib.get_close_matches(typed, sorted(error.possibilities), n=1, cutoff=cutoff)
+    return like[0] if like else None

@@ -89,15 +89,25 @@ class AppEnv:
         need_zone: bool = True,
         many_zones: bool = False,
     ) -> Target:
-        from tpuctl.config import resolve_target
+        from tpuctl.cli.first_run import not_set_up
+        from tpuctl.config import NotSetUp, resolve_target
+        from tpuctl.services.zones import check_known
 
-        return resolve_target(
-            project,
-            zone,
-            endpoint_defaults=self.factory.defaults,
-            need_zone=need_zone,
-            many_zones=many_zones,
-        )
+        try:
+            target = resolve_target(
+                project,
+                zone,
+                endpoint_defaults=self.factory.defaults,
+                need_zone=need_zone,
+                many_zones=many_zones,
+            )
+        except NotSetUp as e:  # a first run: everything missing in one message
+            missing = [*e.missing] + ([] if self.factory.has_credentials() else ["credentials"])
+            if len(missing) > 1:
+                raise not_set_up(missing) from None
+            raise
+        check_known(target, lambda: self.tpu().locations(target.project))  # us-central1-z
+        return target
 
     def tpu(self) -> TpuApi:
         return self.factory.tpu()

@@ -22,7 +22,9 @@ def _change(
     target = app.target(project, zone)
     _, _, doing = power.VERBS[verb]
     with render.progress(f"{doing} {name}:") as update:
-        result = power.change(app.backends(), target, name, verb, wait=not no_wait, progress=update)
+        result = power.change(
+            app.backends(), target, name, verb, wait=not no_wait, progress=update, say=render.info
+        )
     node = result.node
     if result.already:
         render.info(f"{name} is already {node.state}")

@@ -28,14 +28,19 @@ def request(
         str | None,
         typer.Option("--email", help="Who Google may contact about it (default: you)."),
     ] = None,
+    allow_decrease: Annotated[
+        bool,
+        typer.Option("--allow-decrease", help="Let --value lower a limit that is higher now."),
+    ] = False,
     project: Project = None,
     json_out: Json = False,
 ) -> None:
     """File a TPU quota increase request (a Cloud Quotas quota preference).
 
     A regional quota takes --region (or --zone, for its region), a zonal one --zone.
+    A value below the current limit is refused unless --allow-decrease.
     `tpuctl quota` shows the request and its state.
-    Example: tpuctl quota request TPUV6EPerProjectPerRegionForTPUAPI --value 16 --region us-east5
+    Example: tpuctl quota request TPUV6EPerProjectPerRegionForTPUAPI --value 512 --region us-east5
     """
     from tpuctl import catalog
     from tpuctl.config import check_shape
@@ -46,6 +51,8 @@ def request(
             f"invalid QUOTA_ID {quota_id!r}: not a TPU quota tpuctl knows",
             hint="`tpuctl quota --json` lists the quota ids (quotaId)",
         )
+    if zone is not None and not zone.strip():
+        raise UsageError(f"invalid --zone {zone!r}: empty; give a zone like us-central1-a")
     if region and zone:
         raise UsageError("--region and --zone are exclusive: choose one")
     if zone:
@@ -55,19 +62,23 @@ def request(
     else:
         raise UsageError(f"{quota_id} is per {spec.dimension}: pass --{spec.dimension}")
     app = app_of(ctx)
-    target = app.target(project, None, need_zone=False)
+    target = app.target(project, zone, need_zone=False)  # an unknown zone: named
     contact = email or app.factory.account()
     if not contact:
         raise UsageError("a quota increase request needs a contact: pass --email ADDRESS")
-    made = app.factory.quotas().request_increase(
-        target.project, quota_id, value, spec.dimension, location, justification, contact
-    )
+    from tpuctl.services import quota
+
+    filed = quota.file_request(
+        app.factory.quotas(), target.project, spec, location, value,
+        justification=justification, email=contact, allow_decrease=allow_decrease,
+    )  # fmt: skip
+    made, now = filed.request, "unknown" if filed.current is None else filed.current
     if json_out:
-        render.print_json(made.to_json())
+        render.print_json({**made.to_json(), "currentLimit": filed.current})
         return
     render.out().print(
-        f"requested {value} {spec.unit} of {quota_id} in {spec.dimension} {location} "
-        f"({made.name.rsplit('/', 1)[-1]}): {made.state}",
+        f"requested {value} {spec.unit} of {quota_id} in {spec.dimension} {location}, "
+        f"now {now} ({made.name.rsplit('/', 1)[-1]}): {made.state}",
         highlight=False,
     )
     if made.pending:

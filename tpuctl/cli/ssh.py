@@ -113,18 +113,21 @@ def make_plan(
 ) -> tuple[SshApi, Plan]:
     from tpuctl.services import names
     from tpuctl.services import ssh as ssh_service
+    from tpuctl.services.locate import locate
 
     names.validate_name(name)
     target = app.target(project, zone)
+    api, node = locate(app.backends(), target, name, render.info)  # another zone's, said so
     ssh_api = app.factory.ssh()
     plan = ssh_service.plan(
-        app.backends(),
+        api,
         ssh_api,
-        f"{target.parent}/nodes/{name}",
+        node.full_name,
         workers,
         internal_ip,
         connect_timeout,
         interactive=interactive,
+        node=node,
     )
     return ssh_api, plan
 

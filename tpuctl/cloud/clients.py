@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import urllib.request
 from collections.abc import Mapping
 from functools import cached_property
@@ -134,11 +135,33 @@ class ClientFactory:
             return {}
         return dict(self._emulator_config.get("defaults") or {})
 
+    def _check_listening(self) -> None:
+        """A local emulator's port that refuses connections: nothing listens there, and
+        retrying for seconds would not change it (a remote address is left to the retries:
+        it may be restarting)."""
+        assert self._emulator
+        host, _, port = self._emulator.rpartition(":")
+        host = host.strip("[]")
+        if host != "localhost" and not host.startswith("127.") and host != "::1":
+            return
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+        except ConnectionRefusedError:
+            raise CloudError(
+                f"cannot reach the local emulator at {self._emulator}: nothing listens on "
+                f"port {port}",
+                hint=self.unreachable_hint(),
+            ) from None
+        except OSError:
+            return  # a timeout, no route: left to the calls and their retries
+
     # -- credentials --------------------------------------------------------
     @cached_property
     def credentials(self) -> Credentials:
         if self._emulator:
             from google.auth.credentials import AnonymousCredentials
+
+            self._check_listening()  # every client starts here: fail in a moment, not 15 s
 
             return AnonymousCredentials()
         if not _on_google_hardware():
@@ -154,6 +177,14 @@ class ClientFactory:
         except DefaultCredentialsError as e:
             raise ConfigError("no Google Cloud credentials found", hint=_ADC_HINT) from e
         return creds
+
+    def has_credentials(self) -> bool:
+        """Whether calls have credentials to go with (the emulator's anonymous ones count)."""
+        try:
+            self.credentials  # noqa: B018 - made (and kept) to see if they can be
+        except ConfigError:
+            return False
+        return True
 
     def account(self) -> str | None:
         """Who the calls are made as, when it can be told without a call: the emulator's

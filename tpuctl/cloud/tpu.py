@@ -334,6 +334,25 @@ class TpuApi:
 
         return self._call(f"zone {parent.rsplit('/', 1)[-1]}", fetch)
 
+    def locations(self, project: str) -> list[str]:
+        """The zones the Cloud TPU API serves for `project` (its Locations list)."""
+        from google.cloud.location import locations_pb2
+
+        def fetch() -> list[str]:
+            zones: list[str] = []
+            token = ""
+            while True:
+                asked = locations_pb2.ListLocationsRequest(
+                    name=f"projects/{project}", page_token=token
+                )
+                answer = self._client.list_locations(request=asked, timeout=TIMEOUT)
+                zones += [loc.location_id for loc in answer.locations]
+                token = answer.next_page_token
+                if not token:
+                    return zones
+
+        return self._call(f"the TPU locations of project {project}", fetch)
+
 
 def _subject(name: str) -> str:
     """`projects/p/locations/z/nodes/n` -> "node 'n' in zone z"."""

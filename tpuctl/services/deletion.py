@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tpuctl.errors import NotFoundError, UsageError
 from tpuctl.models import DeleteResult
-from tpuctl.services import queued
+from tpuctl.services import locate, queued
 from tpuctl.services.lookup import find_node
 from tpuctl.services.nodes import delete_nodes
 
@@ -40,10 +40,17 @@ class Doomed:
 
 
 def resolve(
-    api: TpuBackend, target: Target, names: list[str], others: Sequence[TpuBackend] | None = None
+    api: TpuBackend,
+    target: Target,
+    names: list[str],
+    others: Sequence[TpuBackend] | None = None,
+    say: Callable[[str], None] = lambda line: None,
+    elsewhere: bool = True,
 ) -> Doomed:
     """Look each name up as a node and as a queued request (a node's own, or of that name);
-    a name neither is there is looked up as a node on the `others` APIs."""
+    a name neither is there is looked up as a node on the `others` APIs, then in the
+    other zones unless not `elsewhere` (services/locate.py: one node of that name there is
+    deleted, `say`ing so; several are refused, naming their zones)."""
     found: list[Node] = []
     missing: list[str] = []
     requests: dict[str, QueuedResource] = {}
@@ -68,15 +75,38 @@ def resolve(
                 found.append(node)
         if node is None and request is None:
             missing.append(name)
+    if missing and elsewhere:  # looked for in the other zones: one list per API, on a miss
+        matches = locate.elsewhere([api, *(others or [])], target, missing)
+        for name in [m for m in missing if matches[m]]:
+            node = locate.one_of(name, target, matches[name], NotFoundError(name))[1]
+            say(locate.moved_note(node, target))
+            missing.remove(name)
+            request = _request_of(api, node)
+            if request is None:
+                found.append(node)
+                continue
+            requests[request.full_name] = request
+            if name != request.name and len(request.node_ids) > 1:
+                slices_named[name] = request
     for name, request in slices_named.items():
         if request.name not in names:
             index = request.node_ids.index(name) if name in request.node_ids else "?"
             raise UsageError(
                 f"{name} is slice {index} of the multislice queued resource {request.name} "
                 f"({', '.join(request.node_ids)}): a slice is not deleted on its own",
-                hint=f"delete every slice with `tpuctl delete {request.name} --zone {target.zone}`",
+                hint=f"delete every slice with "
+                f"`tpuctl delete {request.name} --zone {request.zone}`",
             )
     return Doomed(found, list(requests.values()), missing)
+
+
+def _request_of(api: TpuBackend, node: Node) -> QueuedResource | None:
+    """The queued request that made `node` (None: it was made on its own)."""
+    if not node.queued_resource:
+        return None
+    with contextlib.suppress(NotFoundError):
+        return api.get_queued_resource(node.queued_resource)
+    return None
 
 
 def delete(

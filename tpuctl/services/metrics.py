@@ -59,6 +59,12 @@ class NodeMetrics:
         width = min(len(r) for r in rows)
         return [sum(r[len(r) - width + i] for r in rows) / len(rows) for i in range(width)]
 
+    @property
+    def sampled_at(self) -> float | None:
+        """When the oldest of the workers' newest idle points was sampled."""
+        times = [w.idle_at for w in self.workers.values() if w.idle_at is not None]
+        return min(times) if times else None
+
     def idle_seconds(self, workers: int | None = None, now: float | None = None) -> float | None:
         """How long every TensorCore of every worker has been idle, from fresh points only;
         None when a worker (of `workers`, if known) has no fresh point."""
@@ -158,12 +164,26 @@ def idle_check(
         idle = m.idle_seconds(len(node.workers) or None, now) if m else None
         if idle is None:
             return None
+        assert m is not None
         if idle >= limit:
-            n = len(m.workers) if m else 0
+            n = len(m.workers)
             return "idle", f"TensorCores idle for {format_duration(idle)} on its {n} worker(s)"
-        return "busy", f"TensorCores active {format_duration(idle)} ago"
+        return "busy", _not_idle_long_enough(m, idle, limit, now)
 
     return check
+
+
+def _not_idle_long_enough(m: NodeMetrics, idle: float, limit: float, now: float | None) -> str:
+    """What is known of a node idle for less than the limit: how long its TensorCores had
+    been idle when last sampled, and how long ago that was (the value moves
+    only with a new sample, every minute or so). Nothing more: the idle duration does not
+    say whether, or when, they were ever busy before it."""
+    at = time.time() if now is None else now
+    ago = format_duration(max(0.0, at - (m.sampled_at or at)))
+    return (
+        f"TensorCores idle for {format_duration(idle)} at the last sample ({ago} ago), "
+        f"under the limit of {format_duration(limit)}"
+    )
 
 
 @dataclass

@@ -64,6 +64,8 @@ def check_accelerator(api: TpuBackend, target: Target, shape: SliceShape) -> Non
     wanted = shape.tpu_type if api.api == "tpu" else shape.name
     if wanted in offered:
         return
+    if not shape.known:
+        _unknown_type(shape.name, target.zone)
     hints = [_suggest(wanted or shape.name, offered)]
     if shape.known:
         elsewhere = catalog.zones_offering(shape.generation)
@@ -73,6 +75,24 @@ def check_accelerator(api: TpuBackend, target: Target, shape: SliceShape) -> Non
         f"accelerator type {wanted!r} is not offered in zone {target.zone}",
         hint=" ".join(h for h in hints if h)
         or f"see the types with `gcloud compute tpus accelerator-types list --zone {target.zone}`",
+    )
+
+
+def _unknown_type(name: str, zone: str) -> None:
+    """A type neither the zone nor the catalogue has, like a known one of the same
+    generation (`v4-8x`): refused naming that one and where it is offered."""
+    family = name.split("-", 1)[0] + "-"  # of the generation typed: v4-8x, not v9-8
+    same = [known for known in catalog.SHAPES if known.startswith(family)]
+    like = difflib.get_close_matches(name, same, n=1, cutoff=0.6)
+    if not like:
+        return
+    near = catalog.shape(like[0])
+    zones = catalog.zones_offering(near.generation)
+    where = [zone] if zone in zones else zones[:4]
+    raise UsageError(
+        f"unknown accelerator type {name!r}: did you mean {near.name}?",
+        hint=f"{near.name} is offered in {', '.join(where)}"
+        + ("" if zone in zones else " (--zone)"),
     )
 
 

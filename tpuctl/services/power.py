@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl.errors import Interrupted, UsageError
 from tpuctl.models import NODE_CREATE_FAILED, Node
-from tpuctl.services import names, nodes
-from tpuctl.services.lookup import find_node
+from tpuctl.services import locate, names, nodes
 from tpuctl.waiting import Progress, noop
 
 if TYPE_CHECKING:
@@ -37,11 +36,14 @@ def change(
     *,
     wait: bool = True,
     progress: Progress = noop,
+    say: Callable[[str], None] = lambda line: None,
 ) -> PowerChange:
-    """Stop or start `name`; with `wait`, until it is STOPPED or READY."""
+    """Stop or start `name`; with `wait`, until it is STOPPED or READY. A name not in the
+    target's zone is looked for in the others (services/locate.py, `say`ing so)."""
     names.validate_name(name)
-    full_name = f"{target.parent}/nodes/{name}"
-    api, node = find_node(api, full_name)  # on the API that has it, of those given
+    backends = api if isinstance(api, Sequence) else (api,)
+    api, node = locate.locate(backends, target, name, say)  # on the API and zone that have it
+    target, full_name = target.in_zone(node.zone), node.full_name
     nodes.require_single_host(node, verb)
     want, allowed, doing = VERBS[verb]
     if node.state == want:

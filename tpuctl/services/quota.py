@@ -259,3 +259,48 @@ def _locations(
         u.location for u in usages if u.spec == spec and catalog.region_of(u.node.zone) == region
     }
     return sorted(set(catalog.zones_in(region)) | used)
+
+
+@dataclass(frozen=True)
+class Filed:
+    """A quota request as filed, with the limit it was filed against."""
+
+    request: QuotaRequest
+    current: int | None  # the limit before the request (None: the quota named none)
+
+
+def file_request(
+    quotas: QuotaApi,
+    project: str,
+    spec: catalog.QuotaSpec,
+    location: str,
+    value: int,
+    *,
+    justification: str,
+    email: str,
+    allow_decrease: bool = False,
+) -> Filed:
+    """File a quota preference of `value`, read against the current limit first.
+
+    A preference sets the limit, whatever it was: one below the current limit lowers the
+    quota. Increases are reviewed; a decrease needs no review (Cloud Quotas' own safety
+    checks, QuotaSafetyCheck, refuse only one below usage or by more than 10 percent:
+    https://cloud.google.com/docs/quotas/reference/rest/v1beta/QuotaSafetyCheck). So a
+    decrease is refused here (a UsageError showing both values) unless `allow_decrease`."""
+    from tpuctl.errors import NotFoundError, UsageError
+
+    try:
+        current = quotas.quota_info(project, spec.quota_id).limit(location)
+    except NotFoundError:
+        current = None
+    where = f"{spec.dimension} {location}"
+    if current is not None and value < current and not allow_decrease:
+        raise UsageError(
+            f"--value {value} is below the current limit of {spec.quota_id} in {where} "
+            f"({current} {spec.unit}): the request would lower the quota to {value}",
+            hint=f"ask for more than {current}, or pass --allow-decrease to lower it",
+        )
+    made = quotas.request_increase(
+        project, spec.quota_id, value, spec.dimension, location, justification, email
+    )
+    return Filed(made, current)

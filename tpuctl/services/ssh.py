@@ -167,17 +167,22 @@ def plan(
     internal_ip: bool = False,
     wait: float = 60.0,
     interactive: bool = False,
+    node: Node | None = None,
 ) -> Plan:
     """Check the node, choose workers and addresses, pick the user and make sure the VMs
     take tpuctl's key (the node's `ssh-keys` metadata, or with OS Login the account's
     profile: services/oslogin.py), and put the workers' host keys in tpuctl's
     known-hosts file. Every connection tpuctl makes starts here. `interactive`: for an
     OpenSSH shell, which can answer what OS Login 2-step verification asks. `api`: the
-    node's API, or several (the Cloud TPU API, then Compute Engine) to look it up on."""
+    node's API, or several (the Cloud TPU API, then Compute Engine) to look it up on.
+    `node`: the node as just read, when the caller has it."""
     from tpuctl.cloud.ssh import ensure_key_pair
     from tpuctl.services.lookup import find_node
 
-    api, node = find_node(api, full_name)
+    if node is None:
+        api, node = find_node(api, full_name)
+    elif isinstance(api, Sequence):  # the node's own API, of those given
+        api = next((b for b in api if b.api == node.api), api[0])
     check_connectable(node)
     chosen = parse_workers(workers, len(node.workers), f"node {node.name}")
     endpoints = [ssh.endpoint(w, worker_address(node, w, internal_ip)) for w in chosen]

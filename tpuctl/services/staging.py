@@ -77,7 +77,39 @@ def bucket_name(flag: str | None, config: Mapping[str, Any], project: str) -> st
             f"bad bucket {chosen!r}: give a bucket name, e.g. gs://my-bucket",
             hint="tpuctl keeps everything under gs://BUCKET/tpuctl/; sub-folders are not supported",
         )
+    rule = bucket_name_rule(name)
+    if rule:  # refused here, before anything is created or billed, not by the create
+        source = bucket_source(flag, config, project) or "the default bucket name"
+        message = f"invalid bucket name gs://{name} (from {source}): {rule}"
+        hint = "bucket names: https://cloud.google.com/storage/docs/buckets#naming"
+        if source == "--bucket":
+            raise UsageError(message.replace(" (from --bucket)", " (--bucket)"), hint=hint)
+        raise ConfigError(message, hint=hint)
     return name
+
+
+_BUCKET_CHARS = re.compile(r"[a-z0-9][a-z0-9._-]*[a-z0-9]")
+
+
+def bucket_name_rule(name: str) -> str | None:
+    """The Cloud Storage naming rule `name` breaks, None when it keeps them all
+    (https://cloud.google.com/storage/docs/buckets#naming): lowercase letters, digits,
+    `-`, `_` and `.`, starting and ending with a letter or digit; 3 to 63 characters
+    (up to 222 with dots, each dot-separated part at most 63); not an IP address; not
+    starting with "goog" nor containing "google"."""
+    if not _BUCKET_CHARS.fullmatch(name):
+        return (
+            "only lowercase letters, digits, -, _ and ., starting and ending with a letter or digit"
+        )
+    if len(name) < 3 or len(name) > (222 if "." in name else 63):
+        return "3 to 63 characters (222 with dots)"
+    if any(len(part) > 63 or not part for part in name.split(".")):
+        return "each dot-separated part is 1 to 63 characters"
+    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
+        return "not an IP address"
+    if name.startswith("goog") or "google" in name:
+        return 'not starting with "goog" nor containing "google"'
+    return None
 
 
 def bucket_source(flag: str | None, config: Mapping[str, Any], project: str) -> str:

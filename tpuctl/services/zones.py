@@ -10,6 +10,7 @@ it is, so a single-zone command behaves as it always did.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tpuctl import catalog
 from tpuctl.errors import (
     CloudError,
+    ConfigError,
     NoCapacityError,
     NotFoundError,
     QuotaError,
@@ -32,6 +34,49 @@ if TYPE_CHECKING:
     from tpuctl.config import Target
 
 T = TypeVar("T")
+
+
+def check_known(target: Target, offered: Callable[[], list[str]]) -> None:
+    """Refuse a zone of `target` that no Cloud TPU location has, naming it and the
+    nearest zone that does: a UsageError (exit 2) when --zone gave it, else a
+    ConfigError naming where it came from.
+
+    The catalogue's zones pass without a call; any other is looked up in the TPU API's
+    Locations list (`offered`, called once), which has the zones the catalogue may lack.
+    When that list cannot be read, the zone is left to the calls that use it: their
+    error says what was wrong (a 403 "Permission denied on 'locations/Z' (or it may not
+    exist)" is what the TPU API answers for an unknown zone)."""
+    unknown = [z for z in target.candidates if z != "-" and z not in catalog.ZONES]
+    if not unknown:
+        return
+    try:
+        known = set(offered()) | set(catalog.ZONES)
+    except TpuctlError:
+        return
+    for zone in unknown:
+        if zone not in known:
+            raise _unknown_zone(zone, sorted(known), target.zone_source.split(" (", 1)[0])
+
+
+def _unknown_zone(zone: str, known: list[str], source: str) -> TpuctlError:
+    region = catalog.region_of(zone)
+    same_region = [z for z in known if catalog.region_of(z) == region]
+    if same_region:  # the region's zone most like it; of equals, the first
+        nearest = [max(same_region, key=lambda z: difflib.SequenceMatcher(None, zone, z).ratio())]
+    else:
+        nearest = difflib.get_close_matches(zone, known, n=1, cutoff=0.6)
+    message = f"unknown zone {zone!r}" + (f" (from {source})" if source != "--zone" else "")
+    message += ": no Cloud TPU zone has that name" + (
+        f"; did you mean {nearest[0]}?" if nearest else ""
+    )
+    hint = (
+        f"the zones of {region}: {', '.join(same_region)}"
+        if same_region
+        else "`gcloud compute tpus locations list` lists the zones"
+    )
+    if source == "--zone":
+        return UsageError(message, hint=hint)
+    return ConfigError(message, hint=hint)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -106,6 +107,9 @@ class RunRequest:
             raise UsageError("--queued asks for a new node: it does not go with --node")
         if self.outputs is not None and self.no_outputs:
             raise UsageError("--outputs and --no-outputs are exclusive: choose one")
+        if not self.no_outputs:  # found now, not after the job has run (and billed)
+            with blame("outputs") if "outputs" in from_file else contextlib.nullcontext():
+                _check_outputs(self.outputs)
 
     def located(
         self, blame: Blame = no_blame, from_file: set[str] | None = None
@@ -162,6 +166,28 @@ class RunRequest:
                 raise UsageError("--node names a node in one zone: give one --zone with it")
             return dataclasses.replace(target, zones=())
         return target
+
+
+def _check_outputs(flag: Path | None) -> None:
+    """Refuse a folder the outputs could not be downloaded to: one that is a file, or
+    below a file, or (to be made) in a folder not writable."""
+    path = (flag or Path(DEFAULT_OUTPUTS)).expanduser()
+    problem = ""
+    if path.exists():
+        problem = "" if path.is_dir() else f"{path} is not a folder"
+    else:
+        above = next(p for p in path.absolute().parents if p.exists())
+        if not above.is_dir():
+            problem = f"{above} is not a folder"
+        elif not os.access(above, os.W_OK | os.X_OK):
+            problem = f"{above} is not writable"
+    if problem and flag is not None:
+        raise UsageError(f"invalid --outputs {flag}: {problem}", hint="give a folder you can write")
+    if problem:
+        raise UsageError(
+            f"cannot bring the outputs home to ./{DEFAULT_OUTPUTS}: {problem}",
+            hint="pass --outputs DIR, or --no-outputs to leave them in the bucket",
+        )
 
 
 def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
