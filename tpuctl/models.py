@@ -90,6 +90,7 @@ class Node:
     queued_resource: str = ""  # the full name of the queued resource that made it, if any
     symptoms: list[Symptom] = field(default_factory=list)
     upcoming_maintenance: str = ""  # as the API describes it, "" when none
+    topology: str = ""  # a Compute Engine slice's interconnect: "4x4 ACTIVE" ("" elsewhere)
     shape: SliceShape | None = None  # what the adapter resolved; else from the type's name
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the API's answer, shown by
     # `describe --json` and never read by services
@@ -155,6 +156,7 @@ class Node:
                 {"index": w.index, "internalIp": w.internal_ip, "externalIp": w.external_ip}
                 for w in self.workers
             ],
+            **({"topology": self.topology} if self.topology else {}),
         }
 
 

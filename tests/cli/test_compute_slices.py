@@ -37,7 +37,10 @@ def test_a_v6e_16_slice_is_made_listed_described_and_deleted_whole(cli, emulator
     assert group["body"]["targetSize"] == 4
     assert group["body"]["instanceLifecyclePolicy"] == {"defaultActionOnFailure": "DO_NOTHING"}
 
+    text = cli("describe", "b", "--zone", ZONE).out
+    assert "topology" in text and "4x4 ACTIVE" in text and "Compute Engine" in text
     shown = json.loads(cli("describe", "b", "--zone", ZONE, "--json").out)
+    assert shown["topology"] == "4x4 ACTIVE"
     vms = shown["raw"]["instances"]
     numbers = [{i["key"]: i["value"] for i in vm["metadata"]["items"]}["worker-id"] for vm in vms]
     assert numbers == ["0", "1", "2", "3"]  # worker order, not the names' random order

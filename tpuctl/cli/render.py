@@ -352,21 +352,26 @@ def describe_node(node: Node) -> Table:
         ("created", node.create_time.isoformat() if node.create_time else "-"),
         ("age", human_age(node.age_seconds())),
         ("managed", "yes (tpuctl)" if node.managed else "no"),
+        ("api", "Compute Engine" if node.api == "compute" else "Cloud TPU API"),
         (
             "cost",
             f"{cost.money(cost.node_hourly(node), per_hour=True)} now, "
             f"~{cost.money(cost.so_far(node))} since creation ({cost.note()})",
         ),
     ]
+    if node.topology:
+        rows.append(("topology", f"{node.topology} (the slice's interconnect)"))
     expires = node.label_time(EXPIRES)
     if expires is not None:
         left = expires - time.time()
+        enforcer = "Compute Engine deletes it" if node.api == "compute" else "gc will delete it"
         rows.append(
             (
                 "expires",
                 f"in {format_duration(left)}"
+                + (" (Compute Engine deletes it then)" if node.api == "compute" else "")
                 if left > 0
-                else f"{format_duration(-left)} ago (gc will delete it)",
+                else f"{format_duration(-left)} ago ({enforcer})",
             )
         )
     limit = node.label_time(IDLE_TIMEOUT)

@@ -214,6 +214,9 @@ def node(group: dict[str, Any], managed: list[dict[str, Any]] | None,
         health_description=health,
         api="compute",
         shape=shape,
+        topology=" ".join(
+            filter(None, (topology.get("acceleratorTopology"), topology.get("state")))
+        ),  # fmt: skip
         raw={"group": group, "managed": managed, "instances": vms},
     )
 
