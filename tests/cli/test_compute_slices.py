@@ -12,6 +12,7 @@ import signal
 import pytest
 
 from tests.cli.conftest import Result, one_line_error, spawned
+from tests.emulator.ssh_helpers import wait_until
 
 ZONE = "us-east1-d"  # v6e here
 SLICE = ("-a", "v6e-16", "--api", "compute", "--zone", ZONE)
@@ -131,3 +132,30 @@ def test_a_spot_slice_asks_spot_for_every_vm(cli, emulator) -> None:
         "SPOT", "DELETE")  # fmt: skip
     assert scheduling["automaticRestart"] is False
     assert cli("delete", "cheap", "--zone", ZONE, "--yes").code == 0
+
+
+@pytest.mark.parametrize(
+    ("verb", "left"),
+    [("compute.resourcePolicies.insert", {"WORKLOAD_POLICY"}),
+     ("compute.regionInstanceTemplates.insert", {"WORKLOAD_POLICY", "INSTANCE_TEMPLATE"}),
+     ("compute.instanceGroupManagers.insert",
+      {"WORKLOAD_POLICY", "INSTANCE_TEMPLATE", "INSTANCE_GROUP_MANAGER"})],
+    ids=["policy", "template", "group"],
+)  # fmt: skip
+def test_a_create_killed_at_each_step_is_cleaned_by_delete(cli, emulator, verb, left) -> None:
+    """SIGKILL cannot be caught: what the create had asked for stays. `tpuctl delete NAME`
+    finds it by the slice's name (a policy or template alone shows as a TERMINATED node
+    with no VMs) and removes all of it."""
+    emulator.faults(delay=1.0)
+    try:
+        with spawned("create", "killed", *SLICE) as p:
+            wait_until(lambda: emulator.requests().get(f"POST {verb}", 0) > 0, verb, timeout=60)
+            p.proc.kill()
+    finally:
+        emulator.faults()
+    wait_until(lambda: left <= {r["status"] for r in emulator.instances()}, "the call to land")
+    shown = json.loads(cli("describe", "killed", "--zone", ZONE, "--json").out)
+    assert shown["state"] in ("TERMINATED", "CREATING", "READY")
+    gone = cli("delete", "killed", "--zone", ZONE, "--yes")
+    assert gone.code == 0, gone.err
+    assert emulator.instances() == []
