@@ -181,11 +181,17 @@ def validate_create(
     validate_name(spec.name)
     validate_labels(spec.labels)
     check_accelerator(api, target, spec.shape)
-    if api.api == "compute" and (spec.idle_timeout or spec.start_deadline):
-        raise UsageError(
-            "--idle-timeout and a job's boot guard are not supported on Compute Engine by this "
-            "version of tpuctl"
-        )
+    if api.api == "compute":
+        for asked, what, instead in (
+            (spec.idle_timeout, "--idle-timeout", "--ttl, which Compute Engine enforces itself"),
+            (spec.start_deadline, "tpuctl run", "--api tpu for v6e and v5p"),
+            (spec.reserved, "--reserved", "--api tpu for v6e and v5p"),
+        ):
+            if asked:
+                raise UsageError(
+                    f"{what} on Compute Engine is not supported by this version of tpuctl",
+                    hint=f"use {instead} (docs/compute-engine.md)",
+                )
     if not spec.version and api.api == "tpu":
         spec.version = catalog.default_runtime(spec.shape.generation)
     if spec.version:  # on Compute Engine: the TPU OS image family (default: the generation's)
