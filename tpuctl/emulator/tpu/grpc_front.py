@@ -107,7 +107,7 @@ LOCATION_RPCS = (
 _FIELD = re.compile(r"\{([\w.]+)=([^}]+)\}")
 
 
-def _pattern(template: str) -> re.Pattern[str]:
+def template_pattern(template: str) -> re.Pattern[str]:
     parts = (
         "[^/]+" if s == "*" else ".+" if s == "**" else re.escape(s) for s in template.split("/")
     )
@@ -133,7 +133,7 @@ def transcode(rpc: Rpc, data: dict[str, Any]) -> tuple[str, dict[str, str], dict
     def expand(match: re.Match[str]) -> str:
         field, template = match[1], match[2]
         value = _pop(data, field)
-        if not _pattern(template).fullmatch(value):
+        if not template_pattern(template).fullmatch(value):
             # The REST clients refuse such a request before sending it; over gRPC the
             # server does. The wording is the emulator's.
             raise invalid_field(field, value, template)

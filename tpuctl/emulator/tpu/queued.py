@@ -66,7 +66,11 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
     if name in state.queued:
         raise errors.already_exists(name)
     now = state.now()
-    if "reservationName" in body:
+    if not body.get("reservationName"):
+        # proto3 JSON: a string at its default is unset; google-cloud-tpu's REST client
+        # sends `reservationName: ""` for a request that names no reservation.
+        body.pop("reservationName", None)
+    else:
         _check_reservation(body["reservationName"], zone)
     nodes = _nodes(state, project, zone, qr_id, body, now)
     qr = QueuedResource(project, zone, qr_id, now, [n.to_state() for n in nodes], {})
