@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.test_gcloud import gcloud
+from tests.emulator.test_gcloud import gcloud, point_at
 
 Z = "us-central1-a"
 PROJECT = "tpuctl-demo"
@@ -35,12 +35,7 @@ NODE_FIELDS = (
 @pytest.fixture
 def gcloud_on_emulator(emulator):
     """gcloud's scratch configuration pointed at the emulator, without credentials."""
-    for key, value in (
-        ("api_endpoint_overrides/tpu", f"http://{emulator.address}/"),
-        ("auth/disable_credentials", "true"),
-        ("project", PROJECT),
-    ):
-        assert gcloud("config", "set", key, value).returncode == 0
+    point_at(emulator, PROJECT)
     yield
     client = emulator.tpu_client()
     emulator.durations(delete=0)
