@@ -179,6 +179,25 @@ def test_queued_create(cli, emulator, gcloud_on_emulator, gcloud_flags, tpuctl_f
         assert ours["spot"] == {} and ours["queueingPolicy"] == {"validUntilDuration": "21600s"}
 
 
+def test_flex_start_queued_create_is_gcloud_alphas(cli, emulator, gcloud_on_emulator) -> None:
+    """gcloud alpha's flex-start request (v2alpha1 over REST) and tpuctl's are one body."""
+    _ok(gcloud(
+        "alpha", "compute", "tpus", "queued-resources", "create", "gq", "--node-id", "gq",
+        "--zone", Z, "--accelerator-type", "v3-8", "--runtime-version", "tpu-vm-base",
+        "--provisioning-model=flex-start", "--max-run-duration=4h", "--scopes", CLOUD_PLATFORM,
+    ))  # fmt: skip
+    _ok(cli("create", "tq", "-a", "v3-8", "--zone", Z, "--version", "tpu-vm-base",
+            "--flex-start", "--max-run-duration", "4h"))  # fmt: skip
+    theirs = _last(emulator, "queuedResources.create", "gq")
+    ours = _last(emulator, "queuedResources.create", "tq")
+    alpha_path = f"/v2alpha1/projects/{PROJECT}/locations/{Z}/queuedResources"
+    assert ours["path"] == theirs["path"] == alpha_path
+    flex = ("provisioningModel", "runDuration")
+    assert {k: ours["body"].get(k) for k in flex} == {k: theirs["body"].get(k) for k in flex}
+    assert ours["body"]["runDuration"] == {"maxRunDuration": "14400s"}
+    assert _queued(ours["body"]) == _queued(theirs["body"])
+
+
 def test_guaranteed_is_gclouds_alone(emulator, gcloud_on_emulator) -> None:
     """gcloud GA offers --guaranteed (an empty `guaranteed` message); tpuctl does not: the
     emulator takes gcloud's request as the API does."""
