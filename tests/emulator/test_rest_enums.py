@@ -103,3 +103,9 @@ def _raw_post(emulator, path: str, qr_id: str, body: Any) -> Any:
     request.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(request, timeout=10) as answer:
         return json.loads(answer.read())
+
+
+def test_the_accelerator_types_a_request_may_number_are_the_protos() -> None:
+    from tpuctl.emulator.tpu import rules
+
+    assert {t.value: t.name for t in tpu_v2.AcceleratorConfig.Type} == rules.CONFIG_TYPES
