@@ -57,6 +57,28 @@ def nodes_scenario(client: Any, node_id: str) -> None:
     raise AssertionError(f"{made.name} still there")
 
 
+def v5e_scenario(client: Any, address: str) -> None:
+    """Google's `tpu/test_tpu.py` node, v5litepod-1 with tpu-vm-tf-2.17.0-pjrt in
+    us-south1-a, read over REST: with `$alt=json;enum-encoding=int` the emulator answers
+    `acceleratorConfig.type` as 9, which a client without `V5LITE_POD` (1.19.1) keeps as a
+    number. The create's operation is not polled through the client: google-api-core's
+    operations client asks for no enum encoding, so its answer names the type."""
+    parent = "projects/tpuctl-demo/locations/us-south1-a"
+    node = tpu_v2.Node(accelerator_type="v5litepod-1", runtime_version="tpu-vm-tf-2.17.0-pjrt")
+    client.create_node(parent=parent, node_id="old-v5e", node=node)
+    name = f"{parent}/nodes/old-v5e"
+    deadline = time.monotonic() + 30
+    while client.get_node(name=name).state != tpu_v2.Node.State.READY:
+        assert time.monotonic() < deadline, "the v5e node never became READY"
+        time.sleep(0.1)
+    assert int(client.get_node(name=name).accelerator_config.type_) == 9  # V5LITE_POD
+    assert name in [n.name for n in client.list_nodes(parent=parent)]
+    client.delete_node(name=name)
+    while control(address, "GET", "nodes"):
+        assert time.monotonic() < deadline, "the v5e node was not deleted"
+        time.sleep(0.1)
+
+
 def queued_scenario(alpha: Any, address: str) -> None:
     node = tpu_v2alpha1.Node(accelerator_type="v5litepod-4", runtime_version="v2-tpuv5-litepod")
     spec = tpu_v2alpha1.QueuedResource.Tpu.NodeSpec(parent=PARENT, node_id="old-q", node=node)
@@ -98,6 +120,8 @@ def main(address: str) -> None:
     print(f"google-cloud-tpu {version('google-cloud-tpu')} against {address} (gRPC {endpoint})")
     nodes_scenario(rest, "old-rest")
     print("REST: create, get, list, stop, start, delete: ok")
+    v5e_scenario(rest, address)
+    print("REST: a v5e node's enums as numbers (get, list): ok")
     nodes_scenario(v2_grpc, "old-grpc")
     print("gRPC: create, get, list, stop, start, delete: ok")
     queued_scenario(alpha, address)

@@ -71,7 +71,13 @@ def zones_offering(generation: str) -> list[str]:
 # (`v2-tpuv5-litepod` is the default of python-docs-samples' v5e node and queued-resource
 # samples); which older images run on which generation is not confirmed by a local source
 # (docs/emulator.md says so). The emulator refuses a version on another generation.
+# TensorFlow's PJRT images from 2.15 on boot every generation: "TPU v6e, v5e, and v5p
+# support TensorFlow 2.15.0 and newer. You specify the TPU software version in the form
+# tpu-vm-tf-x.y.z-{pod}-pjrt" (cloud.google.com/tpu/docs/runtimes), and
+# python-docs-samples' tpu/ tests create `v5litepod-1` nodes with `tpu-vm-tf-2.17.0-pjrt`
+# in us-south1-a (tpu/test_tpu.py).
 _V23, _V234 = ("v2", "v3"), ("v2", "v3", "v4")
+_PJRT = ("v2", "v3", "v4", "v5e", "v5p", "v6e")
 RUNTIME_GENERATIONS: dict[str, tuple[str, ...]] = {
     "tpu-ubuntu2204-base": _V234,
     "tpu-vm-base": _V23,
@@ -82,18 +88,18 @@ RUNTIME_GENERATIONS: dict[str, tuple[str, ...]] = {
     "tpu-vm-tf-2.10.0-pod-v4": ("v4",),
     "tpu-vm-tf-2.14.0": _V23,
     "tpu-vm-tf-2.14.0-pod": _V23,
-    "tpu-vm-tf-2.15.0-pjrt": _V234,
-    "tpu-vm-tf-2.15.0-pod-pjrt": _V234,
+    "tpu-vm-tf-2.15.0-pjrt": _PJRT,
+    "tpu-vm-tf-2.15.0-pod-pjrt": _PJRT,
     "tpu-vm-tf-2.15.0-se": _V23,
     "tpu-vm-tf-2.15.0-pod-se": _V23,
-    "tpu-vm-tf-2.16.0-pjrt": _V234,
-    "tpu-vm-tf-2.16.0-pod-pjrt": _V234,
+    "tpu-vm-tf-2.16.0-pjrt": _PJRT,
+    "tpu-vm-tf-2.16.0-pod-pjrt": _PJRT,
     "tpu-vm-tf-2.16.0-se": _V23,
     "tpu-vm-tf-2.16.0-pod-se": _V23,
-    "tpu-vm-tf-2.17.0-pjrt": _V234,
-    "tpu-vm-tf-2.17.0-pod-pjrt": _V234,
-    "tpu-vm-tf-2.18.0-pjrt": _V234,
-    "tpu-vm-tf-2.18.0-pod-pjrt": _V234,
+    "tpu-vm-tf-2.17.0-pjrt": _PJRT,
+    "tpu-vm-tf-2.17.0-pod-pjrt": _PJRT,
+    "tpu-vm-tf-2.18.0-pjrt": _PJRT,
+    "tpu-vm-tf-2.18.0-pod-pjrt": _PJRT,
     "v2-alpha": _V23,
     "v2-alpha-pod": _V23,
     "v2-alpha-tpuv4": ("v4",),

@@ -277,6 +277,8 @@ class QueueSpec:
     slices: int = 1  # > 1: a multislice request for that many nodes
     valid_until: int | None = None  # seconds it may wait before it FAILS
     valid_until_time: str | None = None  # or until this time (RFC 3339, UTC)
+    flex_start: bool = False  # flex-start capacity: runs `max_run_duration` seconds, then goes
+    max_run_duration: int | None = None
 
 
 @dataclass(frozen=True)

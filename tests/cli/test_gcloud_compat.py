@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.test_gcloud import gcloud
+from tests.emulator.test_gcloud import gcloud, point_at
 
 Z = "us-central1-a"
 PROJECT = "tpuctl-demo"
@@ -35,12 +35,7 @@ NODE_FIELDS = (
 @pytest.fixture
 def gcloud_on_emulator(emulator):
     """gcloud's scratch configuration pointed at the emulator, without credentials."""
-    for key, value in (
-        ("api_endpoint_overrides/tpu", f"http://{emulator.address}/"),
-        ("auth/disable_credentials", "true"),
-        ("project", PROJECT),
-    ):
-        assert gcloud("config", "set", key, value).returncode == 0
+    point_at(emulator, PROJECT)
     yield
     client = emulator.tpu_client()
     emulator.durations(delete=0)
@@ -182,6 +177,25 @@ def test_queued_create(cli, emulator, gcloud_on_emulator, gcloud_flags, tpuctl_f
         assert "schedulingConfig" not in ours["node"]  # not the node's reserved flag
     else:
         assert ours["spot"] == {} and ours["queueingPolicy"] == {"validUntilDuration": "21600s"}
+
+
+def test_flex_start_queued_create_is_gcloud_alphas(cli, emulator, gcloud_on_emulator) -> None:
+    """gcloud alpha's flex-start request (v2alpha1 over REST) and tpuctl's are one body."""
+    _ok(gcloud(
+        "alpha", "compute", "tpus", "queued-resources", "create", "gq", "--node-id", "gq",
+        "--zone", Z, "--accelerator-type", "v3-8", "--runtime-version", "tpu-vm-base",
+        "--provisioning-model=flex-start", "--max-run-duration=4h", "--scopes", CLOUD_PLATFORM,
+    ))  # fmt: skip
+    _ok(cli("create", "tq", "-a", "v3-8", "--zone", Z, "--version", "tpu-vm-base",
+            "--flex-start", "--max-run-duration", "4h"))  # fmt: skip
+    theirs = _last(emulator, "queuedResources.create", "gq")
+    ours = _last(emulator, "queuedResources.create", "tq")
+    alpha_path = f"/v2alpha1/projects/{PROJECT}/locations/{Z}/queuedResources"
+    assert ours["path"] == theirs["path"] == alpha_path
+    flex = ("provisioningModel", "runDuration")
+    assert {k: ours["body"].get(k) for k in flex} == {k: theirs["body"].get(k) for k in flex}
+    assert ours["body"]["runDuration"] == {"maxRunDuration": "14400s"}
+    assert _queued(ours["body"]) == _queued(theirs["body"])
 
 
 def test_guaranteed_is_gclouds_alone(emulator, gcloud_on_emulator) -> None:

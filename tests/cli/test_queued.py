@@ -252,3 +252,47 @@ def test_gc_collects_a_filled_request_with_its_node_and_failed_requests(cli, emu
     assert "deleted forgot (us-central1-a, v3-8): expired" in r.out
     assert "deleted queued resource doomed (us-central1-a): failed: no capacity" in r.out
     assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_flex_start_waits_as_a_queued_request_and_ctrl_c_deletes_it(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v3": 0}})
+    with spawned("create", "flex", "-a", "v3-8", "--zone", ZONE, "--flex-start",
+                 "--max-run-duration", "4h") as p:  # fmt: skip
+        p.wait_for(f"queued flex (v3-8) in {ZONE}: WAITING_FOR_RESOURCES")
+        (sent,) = emulator.bodies("queuedResources.create")
+        assert sent["path"] == f"/v2alpha1/{PARENT}/queuedResources"
+        assert sent["body"]["provisioningModel"] == "FLEX_START"
+        assert sent["body"]["runDuration"] == {"maxRunDuration": "14400s"}
+        p.proc.send_signal(signal.SIGINT)
+    assert p.proc.returncode == 130, p.err
+    assert "stopped waiting; deleted queued resource flex" in p.err
+    assert emulator.queued() == [] and emulator.nodes() == []
+
+
+def test_flex_start_gives_a_ready_node(cli, emulator) -> None:
+    r = cli("create", "fx", "-a", "v3-8", "--zone", ZONE, "--flex-start",
+            "--max-run-duration", "30m")  # fmt: skip
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[0].split() == ["fx", ZONE, "v3-8", "READY"]
+    (qr,) = emulator.queued()
+    assert qr["state"]["state"] == "ACTIVE"
+    assert cli("delete", "fx", "--zone", ZONE, "--yes").code == 0
+    assert emulator.queued() == [] and emulator.nodes() == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--flex-start"], "--flex-start needs --max-run-duration"),
+        (["--max-run-duration", "4h"], "--max-run-duration goes with --flex-start"),
+        (["--flex-start", "--max-run-duration", "8d"], "at most 7d"),
+        (["--flex-start", "--max-run-duration", "4h", "--spot"], "--flex-start and --spot"),
+        (["--flex-start", "--max-run-duration", "soon"], "--max-run-duration"),
+    ],
+    ids=["no-duration", "no-flex", "too-long", "spot", "bad-duration"],
+)
+def test_flex_start_flags_refused_before_any_call(cli, emulator, flags, words) -> None:
+    r = cli("create", "fx", "-a", "v3-8", "--zone", ZONE, *flags)
+    assert r.code == 2
+    assert words in one_line_error(r)
+    assert emulator.bodies("queuedResources.create") == []

@@ -26,14 +26,19 @@ def gcloud(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_gcloud_create_list_describe_delete(emulator) -> None:
-    # CLOUDSDK_CONFIG already points at a scratch dir (see the isolated_env fixture)
+def point_at(emulator, project: str = "p") -> None:
+    """gcloud's TPU API at the emulator, without credentials, in `project`. CLOUDSDK_CONFIG
+    already points at a scratch dir (see the isolated_env fixture)."""
     for key, value in (
         ("api_endpoint_overrides/tpu", f"http://{emulator.address}/"),
         ("auth/disable_credentials", "true"),
-        ("project", "p"),
+        ("project", project),
     ):
         assert gcloud("config", "set", key, value).returncode == 0
+
+
+def test_gcloud_create_list_describe_delete(emulator) -> None:
+    point_at(emulator)
 
     made = gcloud(
         "compute", "tpus", "tpu-vm", "create", "g1", "--zone", "us-central1-a",

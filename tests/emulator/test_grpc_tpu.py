@@ -287,6 +287,7 @@ def test_the_script_that_checks_other_client_versions_passes(emulator) -> None:
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[1:] == [
         "REST: create, get, list, stop, start, delete: ok",
+        "REST: a v5e node's enums as numbers (get, list): ok",
         "gRPC: create, get, list, stop, start, delete: ok",
         "gRPC v2alpha1: queued create, ACTIVE, list, delete: ok",
     ]

@@ -107,6 +107,20 @@ def create(
             "--timeout", help="With --queued: stop waiting after this long (default 24h)."
         ),
     ] = None,
+    flex_start: Annotated[
+        bool,
+        typer.Option(
+            "--flex-start",
+            help="Flex-start capacity: wait for it, run --max-run-duration, then be deleted "
+            "(implies --queued on the TPU API).",
+        ),
+    ] = False,
+    max_run_duration: Annotated[
+        str | None,
+        typer.Option(
+            "--max-run-duration", help="With --flex-start: how long the TPUs run (4h; 7d max)."
+        ),
+    ] = None,
     api: Api = None,
     slices: Annotated[
         int,
@@ -169,6 +183,10 @@ def create(
             if timeout
             else queued_service.DEFAULT_TIMEOUT,
             slices=slices,
+            flex_start=flex_start,
+            max_run_duration=parse_duration(max_run_duration, "--max-run-duration")
+            if max_run_duration
+            else None,
         ),
         wait=not no_wait,
         wait_ssh=wait_ssh,

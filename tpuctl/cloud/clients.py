@@ -214,6 +214,8 @@ class ClientFactory:
             self.tpu_client(),
             where=self.describe_endpoint(),
             unreachable_hint=self.unreachable_hint(),
+            session=self._authorized_session,
+            endpoint=self.tpu_endpoint,
         )
 
     def quotas_client(self) -> CloudQuotasClient:

@@ -39,11 +39,19 @@ class TpuApi:
     api = "tpu"
 
     def __init__(
-        self, client: tpu_v2.TpuClient, where: str = "the TPU API", unreachable_hint: str = ""
+        self,
+        client: tpu_v2.TpuClient,
+        where: str = "the TPU API",
+        unreachable_hint: str = "",
+        session: Callable[[], Any] | None = None,
+        endpoint: str = "https://tpu.googleapis.com",
     ) -> None:
         self._client = client
         self._where = where
         self._hint = unreachable_hint
+        # v2alpha1 over REST, for the fields google-cloud-tpu's messages lack (flex-start)
+        self._session = session
+        self._endpoint = endpoint.rstrip("/")
 
     def _call(self, subject: str, fn: Callable[[], T]) -> T:
         return call(fn, lambda e: translate(e, subject, self._where, self._hint))
@@ -252,16 +260,22 @@ class TpuApi:
         request = tpu_v2.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=True)
         attempts = 0
 
-        def create() -> str | None:
-            nonlocal attempts
-            attempts += 1
-            try:
+        def send() -> str:
+            if not queue.flex_start:
                 op = self._client.create_queued_resource(
                     parent=parent,
                     queued_resource_id=qr_id,
                     queued_resource=request,
                     timeout=TIMEOUT,
                 )
+                return str(op.operation.name)
+            return self._create_alpha(parent, qr_id, body)
+
+        def create() -> str | None:
+            nonlocal attempts
+            attempts += 1
+            try:
+                return send()
             except gx.Conflict:
                 existing = f"{parent}/queuedResources/{qr_id}"
                 if attempts > 1 and tpu_wire.same_queued(
@@ -269,9 +283,23 @@ class TpuApi:
                 ):
                     return None  # the request our lost first attempt made
                 raise
-            return str(op.operation.name)
 
         return self._call(_subject(f"{parent}/queuedResources/{qr_id}"), create)
+
+    def _create_alpha(self, parent: str, qr_id: str, body: dict[str, Any]) -> str:
+        """`queuedResources.create` in v2alpha1 over REST, as gcloud alpha sends it: the
+        flex-start fields exist only there, and google-cloud-tpu's v2alpha1 messages
+        (gRPC only) do not have them. Its operation is read back through v2 as any
+        other: operations are one store for both versions."""
+        if self._session is None:
+            raise CloudError("flex-start needs the TPU API's REST endpoint; none was given")
+        url = f"{self._endpoint}/v2alpha1/{parent}/queuedResources"
+        response = self._session().post(
+            url, params={"queuedResourceId": qr_id}, json=body, timeout=TIMEOUT
+        )
+        if response.status_code >= 400:
+            raise gx.from_http_response(response)
+        return str(response.json().get("name", ""))
 
     def get_queued_resource(self, name: str) -> QueuedResource:
         qr = self._call(

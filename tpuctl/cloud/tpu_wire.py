@@ -78,6 +78,12 @@ def queued_body(parent: str, name: str, spec: CreateSpec, queue: QueueSpec) -> d
         request["reservationName"] = f"{parent}/reservations/-"
     if sched.get("spot"):
         request["spot"] = {}
+    if queue.flex_start:
+        # As gcloud alpha's `queued-resources create --provisioning-model=flex-start
+        # --max-run-duration=4h` sends it (captured against the emulator): fields of
+        # v2alpha1's QueuedResource, which v2 lacks.
+        request["provisioningModel"] = "FLEX_START"
+        request["runDuration"] = {"maxRunDuration": f"{int(queue.max_run_duration or 0)}s"}
     if queue.valid_until:
         request["queueingPolicy"] = {"validUntilDuration": f"{int(queue.valid_until)}s"}
     elif queue.valid_until_time:

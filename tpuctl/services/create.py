@@ -55,11 +55,17 @@ class CreateRequest:
         """The request's own rules; a UsageError naming the flag when one is broken."""
         if self.queue.slices < 1:
             raise UsageError(f"--slices must be 1 or more, not {self.queue.slices}")
-        self.queued = self.queued or self.queue.slices > 1  # a multislice request is queued
+        if self.queue.max_run_duration and not self.queue.flex_start:
+            raise UsageError("--max-run-duration goes with --flex-start")
+        # a multislice request is queued; so is flex-start on the TPU API, which offers it
+        # through queued resources only (cloud.google.com/tpu/docs/request-using-flex-start)
+        self.queued = self.queued or self.queue.slices > 1 or self.queue.flex_start
         if self.queue_flags and not self.queued:
             raise UsageError(
                 "--valid-until, --valid-until-time, --keep-request and --timeout go with --queued"
             )
+        if self.queue.flex_start:  # its flags refused before any call
+            queued.queue_spec(self.spec, self.queue)
         if self.queue.slices > 1:  # every slice's name must be a node name too
             names.validate_name(queued.slice_ids(self.spec.name, self.queue.slices)[-1])
 

@@ -52,6 +52,8 @@ class QueueOptions:
     keep_request: bool = False  # on Ctrl-C or timeout, leave the request queued
     timeout: float = DEFAULT_TIMEOUT  # how long tpuctl waits for the node
     slices: int = 1  # > 1: a multislice request for that many nodes (slices)
+    flex_start: bool = False  # flex-start capacity, for `max_run_duration` seconds
+    max_run_duration: int | None = None
 
 
 def qr_name(target: Target, name: str) -> str:
@@ -86,7 +88,35 @@ def queue_spec(spec: CreateSpec, options: QueueOptions) -> QueueSpec:
     if options.valid_until and options.valid_until_time:
         raise UsageError("--valid-until and --valid-until-time are exclusive: choose one")
     until_time = rfc3339(options.valid_until_time) if options.valid_until_time else None
-    return QueueSpec(options.slices, options.valid_until, until_time)
+    if options.flex_start:
+        _check_flex(spec, options)
+    return QueueSpec(
+        options.slices, options.valid_until, until_time, options.flex_start,
+        options.max_run_duration,
+    )  # fmt: skip
+
+
+# "Flex-start resources can be requested for a maximum of 7 days"
+# (cloud.google.com/tpu/docs/request-using-flex-start)
+MAX_RUN_DURATION = 7 * 24 * 3600
+
+
+def _check_flex(spec: CreateSpec, options: QueueOptions) -> None:
+    """Flex-start is a provisioning model of its own: not spot capacity nor a
+    reservation's, and it needs the time its TPUs run (up to 7 days)."""
+    if spec.spot or spec.reserved:
+        flag = "--spot" if spec.spot else "--reserved"
+        raise UsageError(f"--flex-start and {flag} are exclusive: choose one provisioning model")
+    if not options.max_run_duration:
+        raise UsageError(
+            "--flex-start needs --max-run-duration: how long its TPUs run before they are "
+            "deleted (e.g. 4h, at most 7d)"
+        )
+    if options.max_run_duration > MAX_RUN_DURATION:
+        raise UsageError(
+            f"--max-run-duration must be at most 7d (604800s) for flex-start, "
+            f"not {options.max_run_duration}s"
+        )
 
 
 def check_free(api: TpuBackend, target: Target, name: str) -> None:

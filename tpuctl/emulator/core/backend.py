@@ -236,9 +236,14 @@ class Backend:
     # -- queued resources (tpu/queued.py) --------------------------------------------------
     @_locked
     def create_queued_resource(
-        self, project: str, zone: str, qr_id: str, body: dict[str, Any]
+        self,
+        project: str,
+        zone: str,
+        qr_id: str,
+        body: dict[str, Any],
+        alpha: dict[str, Any] | None = None,
     ) -> Operation:
-        return queued.create(self.state, project, zone, qr_id, body)
+        return queued.create(self.state, project, zone, qr_id, body, alpha)
 
     @_locked
     def get_queued_resource(self, project: str, zone: str, qr_id: str) -> QueuedResource:

@@ -27,6 +27,7 @@ from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.ports import port_free
 from tpuctl.emulator.metadata import server as metadata
 from tpuctl.emulator.storage.server import StorageServer
+from tpuctl.emulator.tpu import enums
 from tpuctl.emulator.workers.sandbox import Sandbox
 
 TICK_SECONDS = 0.1  # how often due transitions are applied between requests
@@ -147,6 +148,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.path,
                 self.headers.get("Authorization"),
             )
+            if enums.wants_numbers(query):  # what Google's REST clients ask for
+                result = enums.as_numbers(self.command, url.path, result)
             self._send(200, result)
         except ApiError as exc:
             self._send(exc.http, exc.to_dict())

@@ -14,8 +14,9 @@ from typing import Any
 
 from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.timestamps import proto_timestamp
-from tpuctl.emulator.tpu import schema
+from tpuctl.emulator.tpu import flex, schema
 from tpuctl.emulator.tpu.models import WORKER_PORT, Node, Operation, Page, QueuedResource
+from tpuctl.emulator.tpu.versions import from_alpha, to_alpha
 
 NODE_TYPE = "type.googleapis.com/google.cloud.tpu.v2.Node"
 QR_TYPE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
@@ -25,8 +26,9 @@ METADATA_TYPE = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
 timestamp = proto_timestamp  # the TPU API's Timestamp fields: 9 fractional digits
 
 
-def render_node(node: Node) -> dict[str, Any]:
-    """The Node as the v2 REST API shows it."""
+def render_node(node: Node, alpha: bool = False) -> dict[str, Any]:
+    """The Node as the v2 REST API shows it (`alpha`: with v2alpha1's own fields, in v2's
+    names: `versions.to_alpha` renames)."""
     acc = node.accelerator
     endpoints = []
     for address in node.addresses:
@@ -52,7 +54,7 @@ def render_node(node: Node) -> dict[str, Any]:
         "cidrBlock": node.cidr_block,
         "serviceAccount": dict(node.service_account),
         "createTime": timestamp(node.create_time),
-        "schedulingConfig": dict(node.scheduling),
+        "schedulingConfig": dict(node.scheduling),  # v2alpha1 adds the end, if any
         "networkEndpoints": endpoints,
         "labels": dict(node.labels),
         "metadata": dict(node.metadata),
@@ -67,15 +69,20 @@ def render_node(node: Node) -> dict[str, Any]:
         "queuedResource": node.queued_resource,
         "multisliceNode": node.multislice_node,
     }
+    if alpha and node.terminate_at is not None:
+        out["schedulingConfig"]["terminationTimestamp"] = flex.termination_timestamp(
+            node.terminate_at
+        )
     # proto3 JSON, as the real API answers: default values are left out
     return schema.render("Node", out)
 
 
-def render_queued_resource(qr: QueuedResource) -> dict[str, Any]:
+def render_queued_resource(qr: QueuedResource, alpha: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": qr.name,
         "createTime": timestamp(qr.create_time),
         **qr.request,
+        **(qr.alpha if alpha else {}),
         "state": {"state": qr.state, "stateInitiator": qr.initiator},
     }
     if qr.state == "FAILED" and qr.error:
@@ -83,19 +90,19 @@ def render_queued_resource(qr: QueuedResource) -> dict[str, Any]:
     return schema.render("QueuedResource", out)
 
 
-def _response(response: dict[str, Any]) -> dict[str, Any]:
+def _response(response: dict[str, Any], alpha: bool) -> dict[str, Any]:
     """A done operation's `response`, an Any, from the resource it keeps."""
     if "node" in response:
-        return {"@type": NODE_TYPE, **render_node(Node.from_state(response["node"]))}
+        return {"@type": NODE_TYPE, **render_node(Node.from_state(response["node"]), alpha)}
     if "queued_resource" in response:
         qr = QueuedResource.from_state(response["queued_resource"])
-        return {"@type": QR_TYPE, **render_queued_resource(qr)}
+        return {"@type": QR_TYPE, **render_queued_resource(qr, alpha)}
     if "@type" in response:  # a state file an emulator wrote with the JSON itself
         return dict(response)
     return {"@type": EMPTY_TYPE}
 
 
-def render_operation(op: Operation) -> dict[str, Any]:
+def render_operation(op: Operation, alpha: bool = False) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "@type": METADATA_TYPE,
         "createTime": timestamp(op.create_time),
@@ -111,7 +118,7 @@ def render_operation(op: Operation) -> dict[str, Any]:
     if op.error is not None:
         out["error"] = dict(op.error)
     elif op.response is not None:
-        out["response"] = _response(op.response)
+        out["response"] = _response(op.response, alpha)
     return out
 
 
@@ -128,29 +135,34 @@ def render_page(
     return out
 
 
-def render_guest_attributes(answer: tuple[str, list[list[dict[str, str]]]]) -> dict[str, Any]:
+def render_guest_attributes(
+    answer: tuple[str, list[list[dict[str, str]]]], alpha: bool = False
+) -> dict[str, Any]:
     query_path, per_worker = answer
     entries = [{"queryPath": query_path, "queryValue": {"items": items}} for items in per_worker]
     return {"guestAttributes": entries}
 
 
-def _nodes_page(page: Page) -> dict[str, Any]:
-    return render_page("nodes", page, render_node, unreachable=True)
+def _nodes_page(page: Page, alpha: bool) -> dict[str, Any]:
+    return render_page("nodes", page, lambda n: render_node(n, alpha), unreachable=True)
 
 
-def _operations_page(page: Page) -> dict[str, Any]:
-    return render_page("operations", page, render_operation)
+def _operations_page(page: Page, alpha: bool) -> dict[str, Any]:
+    return render_page("operations", page, lambda o: render_operation(o, alpha))
 
 
-def _queued_page(page: Page) -> dict[str, Any]:
-    return render_page("queuedResources", page, render_queued_resource, unreachable=True)
+def _queued_page(page: Page, alpha: bool) -> dict[str, Any]:
+    render = lambda q: render_queued_resource(q, alpha)  # noqa: E731
+    return render_page("queuedResources", page, render, unreachable=True)
 
 
 class _Rendered:
     """A front method: the backend's method of the same name (or `name`), called with the
-    request's parts, its answer rendered by `render` while the backend's lock is held."""
+    request's parts, its answer rendered by `render` while the backend's lock is held.
+    On the v2alpha1 front, the request's body is read and the answer written in
+    v2alpha1's names (`versions`)."""
 
-    def __init__(self, render: Callable[[Any], Any], name: str = "") -> None:
+    def __init__(self, render: Callable[[Any, bool], Any], name: str = "") -> None:
         self.render = render
         self.name = name
 
@@ -159,14 +171,21 @@ class _Rendered:
 
     def __get__(self, front: TpuFront, owner: type | None = None) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
+            if front.alpha:
+                args = tuple(from_alpha(a) if isinstance(a, dict) else a for a in args)
             with front.backend.lock:  # rendered as the call left the state
-                return self.render(getattr(front.backend, self.name)(*args, **kwargs))
+                answer = self.render(
+                    getattr(front.backend, self.name)(*args, **kwargs), front.alpha
+                )
+            return to_alpha(answer) if front.alpha else answer
 
         return call
 
 
 class TpuFront:
     """The TPU API's REST methods over a backend: the request's parts in, JSON out."""
+
+    alpha = False  # v2alpha1's names and fields (TpuAlphaFront)
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
@@ -197,3 +216,21 @@ class TpuFront:
 
     def cancel_operation(self, project: str, zone: str, op_id: str) -> dict:
         return self.delete_operation(project, zone, op_id)
+
+
+class TpuAlphaFront(TpuFront):
+    """The same methods as v2alpha1 serves them over REST (gcloud alpha's `compute tpus`):
+    v2alpha1's names, and the queued-resource fields v2 lacks (`flex`)."""
+
+    alpha = True
+
+    def create_queued_resource(
+        self, project: str, zone: str, qr_id: str, body: dict[str, Any]
+    ) -> dict:
+        v2_body, extra = flex.split(body)
+        answer: dict = super().create_queued_resource(project, zone, qr_id, v2_body, extra)
+        return answer
+
+    def create_node(self, project: str, zone: str, node_id: str, body: dict[str, Any]) -> dict:
+        answer: dict = super().create_node(project, zone, node_id, flex.v2_node(body))
+        return answer

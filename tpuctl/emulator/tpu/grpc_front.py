@@ -33,12 +33,12 @@ from tpuctl.emulator.core import api_call
 from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.grpc_server import GrpcFront
+from tpuctl.emulator.tpu.versions import from_alpha, to_alpha
 
 V2 = "google.cloud.tpu.v2.Tpu"
 V2ALPHA1 = "google.cloud.tpu.v2alpha1.Tpu"
 OPERATIONS = "google.longrunning.Operations"
 LOCATIONS = "google.cloud.location.Locations"
-_V2_TYPES, _ALPHA_TYPES = "google.cloud.tpu.v2.", "google.cloud.tpu.v2alpha1."
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ LOCATION_RPCS = (
 _FIELD = re.compile(r"\{([\w.]+)=([^}]+)\}")
 
 
-def _pattern(template: str) -> re.Pattern[str]:
+def template_pattern(template: str) -> re.Pattern[str]:
     parts = (
         "[^/]+" if s == "*" else ".+" if s == "**" else re.escape(s) for s in template.split("/")
     )
@@ -133,7 +133,7 @@ def transcode(rpc: Rpc, data: dict[str, Any]) -> tuple[str, dict[str, str], dict
     def expand(match: re.Match[str]) -> str:
         field, template = match[1], match[2]
         value = _pop(data, field)
-        if not _pattern(template).fullmatch(value):
+        if not template_pattern(template).fullmatch(value):
             # The REST clients refuse such a request before sending it; over gRPC the
             # server does. The wording is the emulator's.
             raise invalid_field(field, value, template)
@@ -157,30 +157,6 @@ def invalid_field(field: str, value: str, template: str) -> ApiError:
         f"'{template}'.",
         field,
     )
-
-
-def _rename(data: Any, types: tuple[str, str], keys: tuple[str, str]) -> Any:
-    """`data` with type URLs of one package moved to another and a key renamed."""
-    if isinstance(data, list):
-        return [_rename(item, types, keys) for item in data]
-    if not isinstance(data, dict):
-        return data
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "@type" and isinstance(value, str):
-            value = value.replace(types[0], types[1])
-        out[keys[1] if key == keys[0] else key] = _rename(value, types, keys)
-    return out
-
-
-def to_alpha(answer: Any) -> Any:
-    """A v2 answer in v2alpha1's names."""
-    return _rename(answer, (_V2_TYPES, _ALPHA_TYPES), ("multisliceParams", "multiNodeParams"))
-
-
-def from_alpha(request: dict[str, Any]) -> Any:
-    """A v2alpha1 request in v2's names (its other fields are refused as v2 refuses them)."""
-    return _rename(request, (_ALPHA_TYPES, _V2_TYPES), ("multiNodeParams", "multisliceParams"))
 
 
 def abort(context: Any, exc: ApiError) -> None:

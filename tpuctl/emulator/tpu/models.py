@@ -93,6 +93,7 @@ class Node:
     symptoms: list[dict[str, str]] = field(default_factory=list)
     # when the guest's host keys become visible in guest attributes (None: not booted yet)
     hostkeys_at: float | None = None
+    terminate_at: float | None = None  # a flex-start node's end (its request's run duration)
 
     def __post_init__(self) -> None:
         workers = self.accelerator.workers
@@ -238,6 +239,10 @@ class QueuedResource:
     valid_until: float | None = None
     valid_after: float | None = None
     forced: bool = False  # a forced delete under way
+    # v2alpha1's fields v2 lacks (flex-start's provisioningModel, runDuration), and when
+    # the nodes' run ends by them (set when provisioned)
+    alpha: dict[str, Any] = field(default_factory=dict)
+    run_ends: float | None = None
 
     @property
     def name(self) -> str:

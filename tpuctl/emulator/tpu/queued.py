@@ -19,39 +19,27 @@ from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.state import State
 from tpuctl.emulator.core.timestamps import proto_timestamp
-from tpuctl.emulator.tpu import rules
+from tpuctl.emulator.tpu import flex, rules
 from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
-from tpuctl.timestamps import parse_rfc3339
 
 # Without force, a delete is refused unless the request is in one of these (or has no node).
 DELETABLE = frozenset({"ACCEPTED", "FAILED", "SUSPENDED"})
 WAITING = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)s$")
 # The discovery document's pattern for a multislice node id prefix (MultisliceParams).
 MULTISLICE_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.~+%-]+$")
-
-
-def parse_duration(value: Any, field_name: str) -> float:
-    match = _DURATION_RE.match(str(value))
-    if not match:
-        raise errors.invalid_argument(
-            f"Invalid value for field '{field_name}': '{value}' (a duration like '3600s')",
-            field_name,
-        )
-    return float(match.group(1))
-
-
-def parse_time(value: Any, field_name: str) -> float:
-    try:
-        return parse_rfc3339(str(value)).timestamp()  # 9 digits too, on Python 3.10
-    except ValueError:
-        raise errors.invalid_argument(
-            f"Invalid value for field '{field_name}': '{value}' (an RFC 3339 time)", field_name
-        ) from None
+parse_duration, parse_time = rules.parse_duration, rules.parse_time
 
 
 # -- the API -------------------------------------------------------------------
-def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, Any]) -> Operation:
+def create(
+    state: State,
+    project: str,
+    zone: str,
+    qr_id: str,
+    body: dict[str, Any],
+    alpha: dict[str, Any] | None = None,
+) -> Operation:
+    """`alpha`: the v2alpha1 fields v2 lacks (`flex.ALPHA_FIELDS`), when v2alpha1 asks."""
     rules.check_zone(project, zone, "tpu.queuedResources.create")
     if not qr_id or not rules.NODE_ID_RE.match(qr_id):
         raise errors.invalid_argument(
@@ -66,7 +54,11 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
     if name in state.queued:
         raise errors.already_exists(name)
     now = state.now()
-    if "reservationName" in body:
+    if not body.get("reservationName"):
+        # proto3 JSON: a string at its default is unset; google-cloud-tpu's REST client
+        # sends `reservationName: ""` for a request that names no reservation.
+        body.pop("reservationName", None)
+    else:
         _check_reservation(body["reservationName"], zone)
     nodes = _nodes(state, project, zone, qr_id, body, now)
     qr = QueuedResource(project, zone, qr_id, now, [n.to_state() for n in nodes], {})
@@ -77,6 +69,7 @@ def create(state: State, project: str, zone: str, qr_id: str, body: dict[str, An
     }
     if "queueingPolicy" in body:
         qr.request["queueingPolicy"] = _policy(qr, body["queueingPolicy"] or {}, now)
+    qr.alpha = flex.check(alpha or {})
     qr.deadline = _after(now, state.durations["queued_accept"])
     state.queued[name] = qr
     op = Operation.new(project, zone, name, "create", now)
@@ -267,6 +260,7 @@ def step(state: State, qr: QueuedResource, now: float, force: bool = False) -> N
         elif current in ("ACCEPTED", "WAITING_FOR_RESOURCES") and at is not None:
             _try_provision(state, qr, at, force)
         elif current in ("PROVISIONING", "ACTIVE"):
+            _end_run(state, qr, now)
             _follow_nodes(state, qr)
         elif current == "DELETING" and not any(n in state.nodes for n in qr.node_names()):
             del state.queued[qr.name]
@@ -309,10 +303,24 @@ def _try_provision(state: State, qr: QueuedResource, now: float, force: bool) ->
             return
         admitted.append(node)
     qr.state = "PROVISIONING"
+    qr.run_ends = flex.ends_at(qr.alpha, now)
     for node in admitted:
         node.queued_resource = qr.name
+        node.terminate_at = qr.run_ends
         state.nodes[node.name] = node
         state.begin(node, "create", at=now)
+
+
+def _end_run(state: State, qr: QueuedResource, now: float) -> None:
+    """At the end of its run duration a request's nodes are deleted (`flex`); with its
+    nodes gone, the request is SUSPENDED (`_follow_nodes`)."""
+    if qr.run_ends is None or qr.run_ends > now:
+        return
+    for name in qr.node_names():
+        node = state.nodes.get(name)
+        if node is not None and node.state != "DELETING":
+            state.begin(node, "delete", at=qr.run_ends)
+    qr.run_ends = None
 
 
 def _follow_nodes(state: State, qr: QueuedResource) -> None:

@@ -12,6 +12,7 @@ from tpuctl import catalog
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.tpu import schema
 from tpuctl.emulator.tpu.models import DEFAULT_SCOPES, AddressAllocator, Node, project_number
+from tpuctl.timestamps import parse_rfc3339
 
 NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -27,6 +28,29 @@ CONFIG_TYPES = {
     10: "V5P",
     11: "V6E",
 }
+
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)s$")
+
+
+def parse_duration(value: Any, field_name: str) -> float:
+    """A google.protobuf.Duration in JSON (`3600s`), in seconds."""
+    match = _DURATION_RE.match(str(value))
+    if not match:
+        raise errors.invalid_argument(
+            f"Invalid value for field '{field_name}': '{value}' (a duration like '3600s')",
+            field_name,
+        )
+    return float(match.group(1))
+
+
+def parse_time(value: Any, field_name: str) -> float:
+    """A google.protobuf.Timestamp in JSON (RFC 3339), in Unix seconds."""
+    try:
+        return parse_rfc3339(str(value)).timestamp()  # 9 digits too, on Python 3.10
+    except ValueError:
+        raise errors.invalid_argument(
+            f"Invalid value for field '{field_name}': '{value}' (an RFC 3339 time)", field_name
+        ) from None
 
 
 def check_zone(project: str, zone: str, permission: str, any_zone: bool = False) -> None:

@@ -1,11 +1,13 @@
 """The Cloud TPU v2 REST paths (nodes, operations, queued resources, the catalogue), each
-to the front method (`front.TpuFront`) or catalogue function that answers it."""
+to the front method (`front.TpuFront`) or catalogue function that answers it; and the
+same paths under `/v2alpha1`, which gcloud alpha's `compute tpus` calls, answered by the
+same methods in v2alpha1's names (`front.TpuAlphaFront`)."""
 
 from __future__ import annotations
 
 from tpuctl.emulator.core.routes import OnFront, Route
 from tpuctl.emulator.tpu import catalog_api
-from tpuctl.emulator.tpu.front import TpuFront
+from tpuctl.emulator.tpu.front import TpuAlphaFront, TpuFront
 
 _P = r"/v2/projects/(?P<project>[^/]+)/locations"
 _Z = _P + r"/(?P<zone>[^/:]+)"
@@ -54,3 +56,15 @@ ROUTES: list[Route] = [
     ("GET", _Z + "/runtimeVersions/(?P<version>[^/:]+)", "runtimeVersions.get",
      catalog_api.get_runtime_version, (*_PZ, "version")),
 ]  # fmt: skip
+
+
+def _alpha(route: Route) -> Route:
+    """A v2 route as v2alpha1 serves it: the same path under /v2alpha1, the same verb."""
+    method, path, verb, target, spec = route
+    path = path.replace("/v2/", "/v2alpha1/", 1).replace("/v[12]/", "/v2alpha1/", 1)
+    if isinstance(target, OnFront):
+        target = OnFront(TpuAlphaFront, target.method)
+    return method, path, verb, target, spec
+
+
+ROUTES += [_alpha(route) for route in ROUTES]
