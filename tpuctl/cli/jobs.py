@@ -55,9 +55,11 @@ def jobs(
     json_out: Json = False,
     wide: Wide = False,
 ) -> None:
-    """List tpuctl jobs from the bucket, newest first: id, node, state, exit status,
-    started, duration, and the mean TensorCore utilisation and idle share over each job's
-    life (Cloud Monitoring; `input-bound?` below 50%).
+    """List tpuctl jobs from the bucket, newest first.
+
+    Each job's id, node, state, exit status, start, duration, and the mean TensorCore
+    utilisation and idle share over its life (Cloud Monitoring; `input-bound?` below
+    50%).
 
     Example: tpuctl jobs --json
     """
@@ -112,8 +114,10 @@ def logs(
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
-    """Print a job's logs (all workers, prefixed on pods): the bucket's copy, and with -f
-    the live log on the VMs (over SSH) while the job runs.
+    """Print a job's logs; with -f, follow them live.
+
+    All workers, prefixed on pods: the bucket's copy, and with -f the live log on the
+    VMs (over SSH) while the job runs.
 
     Example: tpuctl logs 20261129-153012-ab12cd -f
     """
@@ -166,7 +170,9 @@ def cancel(
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
-    """Stop a job on every worker (its node is torn down if the job was started with teardown).
+    """Stop a job on every worker.
+
+    Its node is torn down if the job was started with teardown.
 
     Example: tpuctl cancel 20261129-153012-ab12cd
     """
@@ -196,8 +202,9 @@ def outputs(
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
-    """Download a job's outputs from the bucket: a job that ended, was detached, or ran
-    from another laptop.
+    """Download a job's outputs from the bucket.
+
+    For a job that ended, was detached, or ran from another laptop.
 
     Example: tpuctl outputs 20261129-153012-ab12cd runs/first
     """

@@ -21,7 +21,7 @@ def list_nodes(
     json_out: Json = False,
     wide: Wide = False,
 ) -> None:
-    """List TPU VMs in a zone (or every zone), and queued requests for them.
+    """List TPU VMs and queued requests, in a zone or every zone.
 
     Example: tpuctl list --all-zones --json
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -132,3 +132,16 @@ Api = Annotated[
         show_default=False,
     ),
 ]
+
+
+def seconds(flag: str, minimum: float = 0.0, maximum: float | None = None) -> Any:
+    """A callback for an option that takes a duration (`30s`, `5m`; a bare number is
+    seconds) and hands the command its seconds as a float (None stays None)."""
+    from tpuctl.durations import MAX_SECONDS, parse_seconds
+
+    def convert(value: str | float | None) -> float | None:
+        if value is None or isinstance(value, float):
+            return value
+        return parse_seconds(str(value), flag, minimum, MAX_SECONDS if maximum is None else maximum)
+
+    return convert

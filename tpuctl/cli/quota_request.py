@@ -31,7 +31,7 @@ def request(
     project: Project = None,
     json_out: Json = False,
 ) -> None:
-    """File a TPU quota increase request (a Cloud Quotas quota preference).
+    """File a TPU quota increase request (a quota preference).
 
     A regional quota takes --region (or --zone, for its region), a zonal one --zone.
     `tpuctl quota` shows the request and its state.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.cli.options import Json, Project, Zone, app_of, seconds
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -46,11 +46,17 @@ def top(
         str, typer.Option("--sort", help="cost, util, idle, age, name or zone (keys c u i a n z).")
     ] = "cost",
     interval: Annotated[
-        float, typer.Option("--interval", help="Seconds between refreshes.", min=0.5)
+        float,
+        typer.Option(
+            "--interval",
+            parser=seconds("--interval", 0.5),
+            show_default=False,
+            help="Time between refreshes, e.g. 10s (default 3s).",
+        ),
     ] = 3.0,
     json_out: Json = False,
 ) -> None:
-    """Every TPU node, its cost and what its TPUs do, refreshed live (q quits).
+    """Every TPU node, its cost and its TPUs' use, live (q quits).
 
     Example: tpuctl top --sort util      (without a terminal, or with --json: one snapshot)
     """
