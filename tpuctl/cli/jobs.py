@@ -10,7 +10,18 @@ from typing import Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, JobRef, Json, Project, Wide, app_of
+from tpuctl.cli.options import (
+    AppEnv,
+    Filter,
+    Format,
+    JobRef,
+    Json,
+    Limit,
+    Project,
+    SortBy,
+    Wide,
+    app_of,
+)  # fmt: skip
 
 Bucket = Annotated[
     str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
@@ -54,6 +65,10 @@ def jobs(
     bucket: Bucket = None,
     json_out: Json = False,
     wide: Wide = False,
+    fmt: Format = None,
+    filter_text: Filter = None,
+    sort_by: SortBy = None,
+    limit: Limit = None,
 ) -> None:
     """List tpuctl jobs from the bucket, newest first.
 
@@ -61,7 +76,7 @@ def jobs(
     utilisation and idle share over its life (Cloud Monitoring; `input-bound?` below
     50%).
 
-    Example: tpuctl jobs --json
+    Example: tpuctl jobs --filter state=FAILED --format 'value(id)'
     """
     from tpuctl.services import jobs as jobs_service
 
@@ -71,6 +86,12 @@ def jobs(
     # newest first: ids sort by their start time
     rows = jobs_service.list_jobs(b, app.factory.monitoring, target.project)[::-1]
     usage_notes(rows)
+    from tpuctl.cli.projection import chosen
+
+    rows = [rows[i] for i in chosen(rows, filter_text, sort_by, limit)]
+    if fmt:
+        render.print_format(rows, fmt)
+        return
     if json_out:
         render.print_json(rows)
         return

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, app_of, seconds
+from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Zone, app_of, seconds
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -55,6 +55,10 @@ def top(
         ),
     ] = 3.0,
     json_out: Json = False,
+    fmt: Format = None,
+    filter_text: Filter = None,
+    sort_by: SortBy = None,
+    limit: Limit = None,
 ) -> None:
     """Every TPU node, its cost and its TPUs' use, live (q quits).
 
@@ -73,9 +77,12 @@ def top(
     def take() -> Snapshot:
         return metrics.snapshot(api, app.factory.monitoring, target.project, zone, states)
 
-    if json_out:
-        shot = take()
-        render.print_json([r.to_json() for r in ordered(shot.rows, BY_NAME[sort])])
+    if json_out or fmt or filter_text or sort_by or limit:  # one snapshot, of those rows
+        from tpuctl.cli.projection import chosen
+
+        rows = [r.to_json() for r in ordered(take().rows, BY_NAME[sort])]
+        rows = [rows[i] for i in chosen(rows, filter_text, sort_by, limit)]
+        render.print_format(rows, fmt) if fmt else render.print_json(rows)
         return
     if not (sys.stdout.isatty() and sys.stdin.isatty() and app.stdin_isatty):
         shot = take()
