@@ -56,6 +56,7 @@ def test_runnable_examples_run_as_written(page: Path, isolated_env: Path, tmp_pa
     env = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["TPUCTL_STATE_DIR"] = str(tmp_path / "state")
+    env["TMPDIR"] = str(tmp_path)  # mktemp in an example writes here
     try:
         r = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
@@ -124,8 +125,7 @@ def test_every_shell_block_is_run_or_marked_as_not_run() -> None:
         f"{page.name}:{line}: ```{info}"
         for page in PAGES
         for line, info, _ in _fences(page)
-        if info.split(" ", 1)[0] in ("sh", "bash", "shell", "console")
-        and info not in SHELL_KINDS
+        if info.split(" ", 1)[0] in ("sh", "bash", "shell", "console") and info not in SHELL_KINDS
     ]
     assert not unmarked, "mark each as `sh runnable`, `sh cloud` or `sh machine`:\n" + "\n".join(
         unmarked
@@ -163,7 +163,7 @@ def test_internal_references_are_recognised() -> None:
         "(issue 15 §3)\nIssue 13 §4: two dirs\nin session 2\ngathered by an earlier session\n"
         "shared with other sessions' runs\n"
     )
-    flagged = {hit.split(':')[0] for hit in internal_references(bad)}
+    flagged = {hit.split(":")[0] for hit in internal_references(bad)}
     assert flagged == {str(n) for n in range(1, 9)}, internal_references(bad)  # every line
     fine = (
         "an SSH session\nthe upload session\nin a session of its own\ndetached (own session)\n"

@@ -47,8 +47,7 @@ def name_values(command: Any) -> Any:
         if param.metavar is not None:
             continue
         if param.param_type_name == "argument":
-            if hasattr(type(param), "_usage_display_name"):  # else click already does so
-                param.metavar = (param.name or "arg").upper()
+            param.metavar = (param.name or "arg").upper()
         elif param.param_type_name == "option" and not (param.is_flag or param.count):
             param.metavar = _TAKES.get(param.name or "", _number(param) or _upper(param))
     for sub in getattr(command, "commands", {}).values():
