@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tpuctl.cli.projection import lookup, missing
+from tpuctl.cli.keys import KEY, lookup, missing
 from tpuctl.errors import UsageError
 
 Predicate = Callable[[Any], bool]
@@ -113,7 +113,7 @@ class _Parser:
 
     def term(self) -> Predicate:
         key = self.take()[1]
-        if not re.fullmatch(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\d+\])*", key):
+        if not KEY.fullmatch(key):
             self.fail(f"{key!r} is not a resource key")
         kind, op = self.take()
         if kind != "op":

@@ -25,37 +25,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpuctl.cli.keys import KEY, lookup, missing
 from tpuctl.errors import UsageError
 
-_MISSING = object()
-_KEY = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\d+\])*")
 _TRANSFORMS = {
     "basename": lambda v: str(v).rstrip("/").rsplit("/", 1)[-1],
     "lower": lambda v: str(v).lower(),
     "upper": lambda v: str(v).upper(),
 }
 FORMATS = ("json", "yaml", "value", "table", "csv")
-
-
-def lookup(row: Any, key: str) -> Any:
-    """The value at a dotted key (`labels.env`, `networkEndpoints[0].ipAddress`), or
-    _MISSING."""
-    value = row
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
-        if part.startswith("["):
-            i = int(part[1:-1])
-            if not isinstance(value, list) or i >= len(value):
-                return _MISSING
-            value = value[i]
-        elif isinstance(value, dict) and part in value:
-            value = value[part]
-        else:
-            return _MISSING
-    return value
-
-
-def missing(value: Any) -> bool:
-    return value is _MISSING or value is None
 
 
 @dataclass(frozen=True)
@@ -118,7 +96,7 @@ def _column(text: str, bad: Any) -> Column:
         label = lm.group(1).strip().strip("'\"")
     transforms = re.findall(r"\.([a-z]+)\(\)", key_part)
     key = re.sub(r"\.[a-z]+\(\)", "", key_part).strip()
-    if not _KEY.fullmatch(key):
+    if not KEY.fullmatch(key):
         raise bad(f"{key_part.strip() or 'an empty key'!r} is not a resource key")
     for t in transforms:
         if t not in _TRANSFORMS:
@@ -133,7 +111,7 @@ def parse_sort_by(text: str) -> list[tuple[str, bool]]:
         p = part.strip()
         descending = p.startswith("~")
         key = p[1:].strip() if descending else p
-        if not _KEY.fullmatch(key):
+        if not KEY.fullmatch(key):
             raise UsageError(f"invalid --sort-by {text!r}: {p!r} is not a resource key")
         keys.append((key, descending))
     return keys
