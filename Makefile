@@ -5,8 +5,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SRC    := tpuctl tests bench examples scripts live
+# the lowest versions pyproject.toml allows (uv's lowest-direct resolution), for test-lowest
+LOW       := .venv-lowest
+LOW_STAMP := $(LOW)/.installed-stamp
+SMOKE     := tests/cli/test_help.py tests/cli/test_list_describe.py tests/cli/test_create.py \
+             tests/cli/test_quota.py tests/cli/test_top.py tests/cli/test_projection.py \
+             tests/cli/test_run.py::test_example_trains_downloads_outputs_and_tears_down \
+             tests/cli/test_ssh.py::test_a_command_on_every_worker_is_attributed_and_combined
 
-.PHONY: install test test-live lint demo bench chaos clean tools docs-images
+.PHONY: install test test-lowest test-live lint demo bench chaos clean tools docs-images
 
 $(STAMP): pyproject.toml
 	@echo "== installing tpuctl and its dependencies into $(VENV) (the first time takes about a minute)"
@@ -27,8 +34,21 @@ lint: $(STAMP)
 tools:
 	@bash scripts/ensure-tools
 
-test: tools lint
+test: tools lint test-lowest
 	$(BIN)/python -m pytest -q
+
+# every direct dependency at the lowest version pyproject.toml allows (pip has no such
+# resolution; uv, installed from PyPI into that venv, does), then a smoke part of the suite
+$(LOW_STAMP): pyproject.toml
+	@echo "== installing the lowest allowed versions into $(LOW) (the first time takes a few minutes)"
+	test -x $(LOW)/bin/python || $(PYTHON) -m venv $(LOW)
+	$(LOW)/bin/python -m pip install --disable-pip-version-check --progress-bar off -q 'uv>=0.4'
+	$(LOW)/bin/uv pip install --python $(LOW)/bin/python --resolution lowest-direct -q \
+	  -e '.[dev,emulator]'
+	touch $(LOW_STAMP)
+
+test-lowest: tools $(LOW_STAMP)
+	$(LOW)/bin/python -W ignore::FutureWarning -m pytest -q -p no:cacheprovider $(SMOKE)
 
 # the main scenarios against a real project, when TPUCTL_LIVE_PROJECT and TPUCTL_LIVE_ZONE
 # say which (docs/live-testing.md: what it costs, its guards); skipped without them
@@ -56,4 +76,4 @@ docs-images: $(STAMP)
 	$(BIN)/python scripts/docs_images.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
+	rm -rf $(VENV) $(LOW) .mypy_cache .ruff_cache .pytest_cache *.egg-info

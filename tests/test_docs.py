@@ -1,9 +1,17 @@
-"""The examples in the README and docs/ run as written against the emulator.
+"""The examples in the README and docs/ run as written against the emulator, and the pages
+speak of the product alone.
 
-A fenced block whose info string is `sh runnable` is run, with the other runnable blocks
-of the same page, in order, in one bash (`set -euo pipefail`). The one change made to
-the text: the emulator's default port 8470 becomes a free one, so the run never meets
-another emulator.
+Every fenced shell block says what it is by its info string:
+- `sh runnable`: run by this test, with the other runnable blocks of the same page, in
+  order, in one bash (`set -euo pipefail`), each page from a fresh emulator (the blocks
+  start it with `--fresh`). The one change made to the text: the emulator's default port
+  8470 becomes a free one, so the run never meets another emulator.
+- `sh cloud`: needs the real cloud (a project, credentials), or a second terminal, gcloud,
+  or a node made earlier on the page; not run here.
+- `sh machine`: installs or changes the machine it runs on (make, pip, systemctl); not
+  run here.
+A `cron` block's line is run as cron runs it: `env -i` with cron's few variables,
+through /bin/sh, with HOME in the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from tpuctl.emulator.core.ports import free_port
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```sh runnable\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
+SHELL_KINDS = {"sh runnable", "sh cloud", "sh machine"}
 
 
 def runnable(page: Path) -> str:
@@ -46,6 +56,7 @@ def test_runnable_examples_run_as_written(page: Path, isolated_env: Path, tmp_pa
     env = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["TPUCTL_STATE_DIR"] = str(tmp_path / "state")
+    env["TMPDIR"] = str(tmp_path)  # mktemp in an example writes here
     try:
         r = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
@@ -99,3 +110,102 @@ def test_metrics_md_names_every_metric_with_its_kind_type_and_unit() -> None:
                    "kHighlyInfeedBoundThresholdInPercent"):  # fmt: skip
         assert source in page, source
     assert f"below {usage.INPUT_BOUND:.0f}%" in page
+
+
+def _fences(page: Path) -> list[tuple[int, str, str]]:
+    text = page.read_text()
+    return [
+        (text[: m.start()].count("\n") + 1, m.group(1).strip(), m.group(2))
+        for m in FENCE.finditer(text)
+    ]
+
+
+def test_every_shell_block_is_run_or_marked_as_not_run() -> None:
+    unmarked = [
+        f"{page.name}:{line}: ```{info}"
+        for page in PAGES
+        for line, info, _ in _fences(page)
+        if info.split(" ", 1)[0] in ("sh", "bash", "shell", "console") and info not in SHELL_KINDS
+    ]
+    assert not unmarked, "mark each as `sh runnable`, `sh cloud` or `sh machine`:\n" + "\n".join(
+        unmarked
+    )
+
+
+# What a user doc must not say: files outside the repository, machine paths, the history
+# of how the code came to be. `issue N` of a public repository is a citation ("marin issue
+# 87" after its owner/name, "compute-image-packages issue 692"): the word before says so.
+INTERNAL = [
+    re.compile(r"(?<![\w.-])shared/"),
+    re.compile(r"(?<![\w.-])/work/"),
+    re.compile(r"\bsessions? \d+\b", re.I),
+    re.compile(r"\b(?:earlier|previous|later|next|other|this|last) sessions?\b", re.I),
+    re.compile(r"\bsessions'", re.I),
+]
+ISSUE = re.compile(r"\b[Ii]ssues? (?:\d+|N)\b")
+
+
+def internal_references(text: str) -> list[str]:
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        found += [f"{n}: {m.group(0)!r}" for p in INTERNAL for m in p.finditer(line)]
+        for m in ISSUE.finditer(line):
+            head = line[: m.start()]
+            before = head.split()[-1] if head[-1:].isspace() and head.split() else ""
+            if "/" not in before and "-" not in before:
+                found.append(f"{n}: {m.group(0)!r}")
+    return found
+
+
+def test_internal_references_are_recognised() -> None:
+    bad = (
+        "see ../shared/reference/tpu-facts.md\nfrom /work/main/x\nFrom issue 11, to do\n"
+        "(issue 15 §3)\nIssue 13 §4: two dirs\nin session 2\ngathered by an earlier session\n"
+        "shared with other sessions' runs\n"
+    )
+    flagged = {hit.split(":")[0] for hit in internal_references(bad)}
+    assert flagged == {str(n) for n in range(1, 9)}, internal_references(bad)  # every line
+    fine = (
+        "an SSH session\nthe upload session\nin a session of its own\ndetached (own session)\n"
+        "marin-community/marin issue 87\ncompute-image-packages issue 692\nshared_dir/\n"
+    )
+    assert internal_references(fine) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_pages_speak_of_the_product_alone(page: Path) -> None:
+    assert internal_references(page.read_text()) == []
+
+
+def test_the_cron_line_runs_as_cron_runs_it(isolated_env: Path, tmp_path: Path) -> None:
+    (cron,) = [body for page in PAGES for _, info, body in _fences(page) if info == "cron"]
+    command = cron.strip().split(None, 5)[5]  # after the five time fields
+    home = tmp_path / "home"
+    (home / "tpuctl" / ".venv" / "bin").mkdir(parents=True)
+    # the checkout of the README's install: its venv's tpuctl
+    (home / "tpuctl" / ".venv" / "bin" / "tpuctl").symlink_to(
+        Path(sys.executable).parent / "tpuctl"
+    )
+    port = free_port()
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
+    env["TPUCTL_STATE_DIR"] = str(state)
+    start = [sys.executable, "-m", "tpuctl", "emulator", "start", "--detach", "--fresh"]
+    started = subprocess.run([*start, "--port", str(port)], env=env, capture_output=True,
+                             text=True, timeout=120, check=False)  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stderr
+        cron_env = {
+            "HOME": str(home), "LOGNAME": "tpuctl", "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin",
+            # the emulator stands in for the cloud (and for the key, which it does not read)
+            "TPUCTL_EMULATOR_HOST": f"127.0.0.1:{port}", "TPUCTL_STATE_DIR": str(state),
+        }  # fmt: skip
+        r = subprocess.run(["env", "-i", *(f"{k}={v}" for k, v in cron_env.items()),
+                            "/bin/sh", "-c", command], capture_output=True, text=True,
+                           timeout=120, check=False)  # fmt: skip
+        log = (home / "tpuctl-gc.log").read_text()
+        assert r.returncode == 0, (command, r.stderr, log)
+        assert "error" not in log, log
+    finally:
+        subprocess.run([sys.executable, "-m", "tpuctl", "emulator", "stop"], env=env,
+                       capture_output=True, timeout=60, check=False)  # fmt: skip

@@ -3,7 +3,9 @@ and quotas.
 
 Pure data and small functions, no heavy imports: the CLI reads it for defaults and
 costs, and the emulator for the rules it enforces. Facts are from gcloud's TPU
-messages, the Cloud TPU docs and public catalogs (see shared/reference/tpu-facts.md).
+messages, the Cloud TPU docs (https://cloud.google.com/tpu/docs/regions-zones,
+https://cloud.google.com/tpu/docs/runtimes, https://cloud.google.com/tpu/pricing,
+https://cloud.google.com/tpu/docs/quota) and public catalogs.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def zones_offering(generation: str) -> list[str]:
 
 
 # Runtime version -> the generations it boots on. From the Cloud TPU software-versions
-# pages as recalled in shared/reference/tpu-facts.md and the defaults of Google's samples
+# page (https://cloud.google.com/tpu/docs/runtimes) and the defaults of Google's samples
 # (`v2-tpuv5-litepod` is the default of python-docs-samples' v5e node and queued-resource
 # samples); which older images run on which generation is not confirmed by a local source
 # (docs/emulator.md says so). The emulator refuses a version on another generation.

@@ -44,3 +44,26 @@ def format_duration(seconds: float) -> str:
         return f"{h}h{m:02d}m" if m else f"{h}h"
     d, h = divmod(s // 3600, 24)
     return f"{d}d{h}h" if h else f"{d}d"
+
+
+def parse_seconds(
+    text: str, flag: str, minimum: float = 0.0, maximum: float = MAX_SECONDS
+) -> float:
+    """Seconds in `text` for a flag that takes fractions or zero (`--interval 0.5`,
+    `--notice 0`): a bare number is seconds, else a duration as parse_duration reads it
+    (`90s`, `1m`, `1h30m`). UsageError when malformed or outside [minimum, maximum]."""
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(?:\.\d+)?", t):
+        seconds = float(t)
+    elif t and _PART.sub("", t) == "":
+        seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(t))
+    else:
+        raise UsageError(
+            f"invalid {flag} {text!r}: use e.g. 30s, 5m or 1h30m (a bare number is seconds)"
+        )
+    if seconds < minimum:
+        raise UsageError(f"invalid {flag} {text!r}: at least {minimum:g}s")
+    if seconds > maximum:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise UsageError(f"invalid {flag} {shown!r}: at most {format_duration(maximum)}")
+    return seconds

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from tpuctl.catalog import shape
-from tpuctl.durations import format_duration, parse_duration
+from tpuctl.durations import format_duration, parse_duration, parse_seconds
 from tpuctl.errors import ConfigError, UsageError
 from tpuctl.models import Node
 from tpuctl.services import cost
@@ -89,3 +89,19 @@ def test_format_duration() -> None:
         "1d1h",
         "1d",
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("0.5", 0.5), ("30", 30.0), ("0", 0.0), ("1m", 60.0), ("1m30s", 90.0)]
+)
+def test_parse_seconds_takes_fractions_zero_and_durations(text: str, seconds: float) -> None:
+    assert parse_seconds(text, "--interval") == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "minimum", "maximum", "says"),
+    [("0.1", 0.5, 60, "at least 0.5s"), ("2h", 0, 3600, "at most 1h"), ("soon", 0, 60, "e.g. 30s")],
+)
+def test_parse_seconds_rejects(text: str, minimum: float, maximum: float, says: str) -> None:
+    with pytest.raises(UsageError, match=f"--notice {text!r}.*{says}"):
+        parse_seconds(text, "--notice", minimum, maximum)

@@ -37,6 +37,7 @@ from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
 
 help_mod.plain_arguments(typer.core.TyperArgument)
+help_mod.unbroken_hyphens()
 
 app = typer.Typer(
     name="tpuctl",
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     interrupts.received.clear()
     try:
         with _noting_ctrl_c() as ctrl_c:
-            command = help_mod.name_values(typer.main.get_command(app))
+            command = help_mod.whole_summaries(help_mod.name_values(typer.main.get_command(app)))
             argcheck.check(command, args)  # `-abc`, `-accelerator`: refused, not misread
             result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
         if result == ExitCode.INTERRUPTED and (ctrl_c or interrupts.received):

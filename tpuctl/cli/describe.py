@@ -15,7 +15,7 @@ def describe(
     project: Project = None,
     json_out: Json = False,
 ) -> None:
-    """Show one TPU VM: state, accelerator, workers and their addresses, labels.
+    """Show one TPU VM: state, type, workers, addresses, labels.
 
     Example: tpuctl describe my-tpu --json
     """

@@ -89,10 +89,12 @@ def doctor(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Node: agree to every repair.")] = False,
     json_out: Json = False,
 ) -> None:
-    """Check a training script for the mistakes of moving from GPUs to TPUs before a node
-    bills (one line per finding and its fix), or walk the troubleshooting chain on a node:
-    state and health, SSH, TPU devices, libtpu lockfile, processes holding the TPU,
-    frameworks, Storage access, disk and memory, the last job.
+    """Check a script for GPU-to-TPU mistakes, or troubleshoot a node.
+
+    For a script: the mistakes of moving from GPUs to TPUs, before a node bills (one
+    line per finding and its fix). For a node: the troubleshooting chain, state and
+    health, SSH, TPU devices, libtpu lockfile, processes holding the TPU, frameworks,
+    Storage access, disk and memory, the last job.
 
     Exit status 1 when a finding is an error, or a check of the node fails.
     Examples: tpuctl doctor train.py -a v4-8 --version tpu-vm-tf-2.16.0-pjrt;

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from tpuctl.cli.options import app_of
+from tpuctl.cli.options import app_of, seconds
 from tpuctl.errors import TpuctlError, UsageError
 
 # tpuctl.emulator is imported in the commands: other commands never load it.
@@ -134,8 +134,10 @@ def _reset(address: str) -> None:
 
 @app.command()
 def reset(state_dir: StateDir = None) -> None:
-    """Forget everything the emulator holds (nodes, queued requests, instances, buckets,
-    quota, capacity and fault settings): a known state, as at its first start.
+    """Forget everything the emulator holds: a known state.
+
+    Nodes, queued requests, instances, buckets, quota, capacity and fault settings go:
+    the state is as at its first start.
 
     Example: tpuctl emulator reset
     """
@@ -156,7 +158,10 @@ def reset(state_dir: StateDir = None) -> None:
 
 @app.command()
 def stop(state_dir: StateDir = None) -> None:
-    """Stop the emulator started on this state dir (its nodes stay in the state dir)."""
+    """Stop the emulator started on this state dir.
+
+    Its nodes stay in the state dir.
+    """
     from tpuctl.emulator.control import daemon
 
     directory = _state_dir(state_dir)
@@ -172,7 +177,10 @@ def status(
     state_dir: StateDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
 ) -> None:
-    """Say whether the emulator runs, where, and how many nodes it holds (exit 1 if not)."""
+    """Say whether the emulator runs, where, and what it holds.
+
+    Exit 1 if it does not run.
+    """
     from tpuctl.emulator.control import daemon
 
     directory = _state_dir(state_dir)
@@ -228,15 +236,15 @@ def preempt(
         float | None,
         typer.Option(
             "--notice",
-            min=0,
-            max=3600,
-            help="Seconds of notice (instance/preempted TRUE, SIGTERM to the processes) "
-            "before the node is PREEMPTED; 0: none. Default: the emulator's (30).",
+            parser=seconds("--notice", 0, 3600),
+            help="Notice (instance/preempted TRUE, SIGTERM to the processes) before the "
+            "node is PREEMPTED, e.g. 5s; 0: none. Default: the emulator's (30s).",
         ),
     ] = None,
 ) -> None:
-    """Preempt an emulated spot/preemptible node, as the cloud may at any time: first the
-    notice (about 30 s on Google Cloud), then PREEMPTED.
+    """Preempt an emulated spot or preemptible node, as the cloud may.
+
+    First the notice (about 30 s on Google Cloud), then PREEMPTED.
 
     Example: tpuctl emulator preempt my-spot-tpu --notice 5
     """

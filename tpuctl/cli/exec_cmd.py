@@ -33,7 +33,9 @@ def exec_command(
     zone: Zone = None,
     project: Project = None,
 ) -> None:
-    """Run a program on the node's workers (all by default), output prefixed by worker.
+    """Run a program on a node's workers, output prefixed by worker.
+
+    All workers by default.
 
     Each argument reaches the VM exactly as given (quoted for the remote shell), so
     spaces, quotes, $() and ; are never interpreted there; for shell syntax such as

@@ -36,7 +36,9 @@ def gc(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking (cron).")] = False,
     json_out: Json = False,
 ) -> None:
-    """Delete nodes tpuctl manages that are expired, idle or preempted; never anything else.
+    """Delete expired, idle or preempted nodes that tpuctl made.
+
+    Nothing that tpuctl did not create is ever deleted.
 
     Example: tpuctl gc --dry-run      (cron: */10 * * * * tpuctl gc --yes --idle 1h)
     """

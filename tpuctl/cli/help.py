@@ -32,7 +32,10 @@ _TAKES = {
     "state_dir": "DIR",
     "exclude": "PATTERN",
     "accelerator": "TYPE",
-    "sync_every": "SECONDS",
+    "sync_every": "DURATION",
+    "connect_timeout": "DURATION",
+    "notice": "DURATION",
+    "timeout": "DURATION",
 }
 
 
@@ -93,3 +96,34 @@ def misspelt(error: Any, strict: bool = False) -> str | None:
     cutoff = 0.8 if strict else 0.75
     like = difflib.get_close_matches(typed, sorted(error.possibilities), n=1, cutoff=cutoff)
     return like[0] if like else None
+
+
+def whole_summaries(command: Any) -> Any:
+    """Each subcommand's line in its group's list is the first paragraph of its help, whole
+    (click cuts a summary that does not fit with "..."; the summaries are written to fit 80
+    columns, and at a narrower terminal they wrap instead)."""
+    for sub in getattr(command, "commands", {}).values():
+        if not sub.short_help and sub.help:
+            sub.short_help = " ".join(sub.help.split("\n\n", 1)[0].split())
+        whole_summaries(sub)
+    return command
+
+
+def unbroken_hyphens() -> None:
+    """Help never wraps inside a word at its hyphens (`us-` / `west4-a`, `--keep-` /
+    `request`), so what is shown can be copied: a line breaks at spaces only."""
+    try:  # typer >= 0.29 vendors click; older releases depend on it
+        from typer._click import _textwrap
+    except ImportError:  # pragma: no cover
+        from click import _textwrap  # type: ignore[no-redef]
+    if getattr(_textwrap.TextWrapper, "whole_words", False):
+        return
+
+    class WholeWords(_textwrap.TextWrapper):  # type: ignore[misc, name-defined]
+        whole_words = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["break_on_hyphens"] = False
+            super().__init__(*args, **kwargs)
+
+    _textwrap.TextWrapper = WholeWords  # type: ignore[misc]

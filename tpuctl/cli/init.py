@@ -85,8 +85,10 @@ def init(
     ] = False,
     json_out: Json = False,
 ) -> None:
-    """Check a project for tpuctl and prepare it: APIs, permissions, the VMs' service
-    account, quota, bucket (and a lifecycle rule for old job folders), config.
+    """Check a project and prepare it for tpuctl.
+
+    Steps: APIs, permissions, the VMs' service account, quota, bucket (and a lifecycle
+    rule for old job folders), config.
 
     Each step says what it found and what it did; nothing changes without your consent
     (--yes gives it). Running it again changes nothing. Exit 0 when nothing is left for

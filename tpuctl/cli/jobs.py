@@ -10,7 +10,18 @@ from typing import Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, JobRef, Json, Project, Wide, app_of
+from tpuctl.cli.options import (
+    AppEnv,
+    Filter,
+    Format,
+    JobRef,
+    Json,
+    Limit,
+    Project,
+    SortBy,
+    Wide,
+    app_of,
+)  # fmt: skip
 
 Bucket = Annotated[
     str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
@@ -54,12 +65,18 @@ def jobs(
     bucket: Bucket = None,
     json_out: Json = False,
     wide: Wide = False,
+    fmt: Format = None,
+    filter_text: Filter = None,
+    sort_by: SortBy = None,
+    limit: Limit = None,
 ) -> None:
-    """List tpuctl jobs from the bucket, newest first: id, node, state, exit status,
-    started, duration, and the mean TensorCore utilisation and idle share over each job's
-    life (Cloud Monitoring; `input-bound?` below 50%).
+    """List tpuctl jobs from the bucket, newest first.
 
-    Example: tpuctl jobs --json
+    Each job's id, node, state, exit status, start, duration, and the mean TensorCore
+    utilisation and idle share over its life (Cloud Monitoring; `input-bound?` below
+    50%).
+
+    Example: tpuctl jobs --filter state=FAILED --format 'value(id)'
     """
     from tpuctl.services import jobs as jobs_service
 
@@ -69,6 +86,12 @@ def jobs(
     # newest first: ids sort by their start time
     rows = jobs_service.list_jobs(b, app.factory.monitoring, target.project)[::-1]
     usage_notes(rows)
+    from tpuctl.cli.projection import chosen
+
+    rows = [rows[i] for i in chosen(rows, filter_text, sort_by, limit)]
+    if fmt:
+        render.print_format(rows, fmt)
+        return
     if json_out:
         render.print_json(rows)
         return
@@ -112,8 +135,10 @@ def logs(
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
-    """Print a job's logs (all workers, prefixed on pods): the bucket's copy, and with -f
-    the live log on the VMs (over SSH) while the job runs.
+    """Print a job's logs; with -f, follow them live.
+
+    All workers, prefixed on pods: the bucket's copy, and with -f the live log on the
+    VMs (over SSH) while the job runs.
 
     Example: tpuctl logs 20261129-153012-ab12cd -f
     """
@@ -166,7 +191,9 @@ def cancel(
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
-    """Stop a job on every worker (its node is torn down if the job was started with teardown).
+    """Stop a job on every worker.
+
+    Its node is torn down if the job was started with teardown.
 
     Example: tpuctl cancel 20261129-153012-ab12cd
     """
@@ -196,8 +223,9 @@ def outputs(
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
-    """Download a job's outputs from the bucket: a job that ended, was detached, or ran
-    from another laptop.
+    """Download a job's outputs from the bucket.
+
+    For a job that ended, was detached, or ran from another laptop.
 
     Example: tpuctl outputs 20261129-153012-ab12cd runs/first
     """

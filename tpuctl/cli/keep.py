@@ -17,7 +17,9 @@ def keep(
     zone: Zone = None,
     project: Project = None,
 ) -> None:
-    """Exempt a node from `tpuctl gc` and idle autodown (label tpuctl-keep=true).
+    """Exempt a node from `tpuctl gc` and idle autodown.
+
+    The node gets the label tpuctl-keep=true.
 
     Example: tpuctl keep my-tpu      (undo: tpuctl keep my-tpu --off)
     """

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Wide, Zone, app_of
+from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Wide, Zone, app_of
 from tpuctl.errors import TpuctlError
 
 
@@ -20,12 +20,17 @@ def list_nodes(
     ] = False,
     json_out: Json = False,
     wide: Wide = False,
+    fmt: Format = None,
+    filter_text: Filter = None,
+    sort_by: SortBy = None,
+    limit: Limit = None,
 ) -> None:
-    """List TPU VMs in a zone (or every zone), and queued requests for them.
+    """List TPU VMs and queued requests, in a zone or every zone.
 
-    Example: tpuctl list --all-zones --json
+    Example: tpuctl list --filter 'state=READY' --format 'value(name,zone)'
 
-    With --json: one array; each entry has "kind": "node" or "queuedResource".
+    With --json: one array; each entry has "kind": "node" or "queuedResource". --filter
+    and --sort-by take the keys of those entries.
     """
     app = app_of(ctx)
     target = app.target(project, None if all_zones else zone, need_zone=False)
@@ -47,28 +52,37 @@ def list_nodes(
     except TpuctlError as e:  # the nodes are still worth showing
         render.info(f"could not list queued resources: {e}")
         queued = []
-    if json_out:
-        from tpuctl.services import cost
+    from tpuctl.cli.projection import chosen
+    from tpuctl.services import cost
 
-        render.print_json(
-            [
-                {
-                    **n.to_json(),
-                    "kind": "node",
-                    "queuedResource": n.queued_resource or None,
-                    "hourlyUsd": cost.node_hourly(n),
-                    "costSoFarUsd": cost.so_far(n),
-                    "utilization": rows[n.full_name].util,
-                    "idleSeconds": rows[n.full_name].idle_seconds,
-                }
-                for n in nodes
-            ]
-            + [q.to_json() for q in queued]
+    entries: list[tuple[Any, dict[str, Any]]] = [
+        (
+            n,
+            {
+                **n.to_json(),
+                "kind": "node",
+                "queuedResource": n.queued_resource or None,
+                "hourlyUsd": cost.node_hourly(n),
+                "costSoFarUsd": cost.so_far(n),
+                "utilization": rows[n.full_name].util,
+                "idleSeconds": rows[n.full_name].idle_seconds,
+            },
         )
+        for n in nodes
+    ] + [(q, q.to_json()) for q in queued]
+    picked = [entries[i] for i in chosen([e for _, e in entries], filter_text, sort_by, limit)]
+    if fmt:
+        render.print_format([e for _, e in picked], fmt)
         return
+    if json_out:
+        render.print_json([e for _, e in picked])
+        return
+    nodes = [x for x, e in picked if e["kind"] == "node"]
+    queued = [x for x, e in picked if e["kind"] != "node"]
     if not nodes and not queued:
         where = "any zone" if zone_part == "-" else f"zone {zone_part}"
-        render.info(f"no TPU nodes in {where} of project {target.project}")
+        matching = " that --filter matches" if entries and filter_text else ""
+        render.info(f"no TPU nodes{matching} in {where} of project {target.project}")
         return
     if nodes:
         measured = {
@@ -81,7 +95,5 @@ def list_nodes(
         if nodes:
             render.out().print()
         render.show_fitted(render.QUEUED_COLUMNS, render.queued_rows(queued), wide)
-    from tpuctl.services import cost
-
     if nodes:
         render.info(f"costs are {cost.note()}")

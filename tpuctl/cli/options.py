@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -147,4 +147,71 @@ Api = Annotated[
         callback=_api,
         show_default=False,
     ),
+]
+
+
+def seconds(flag: str, minimum: float = 0.0, maximum: float | None = None) -> Any:
+    """A callback for an option that takes a duration (`30s`, `5m`; a bare number is
+    seconds) and hands the command its seconds as a float (None stays None)."""
+    from tpuctl.durations import MAX_SECONDS, parse_seconds
+
+    def convert(value: str | float | None) -> float | None:
+        if value is None or isinstance(value, float):
+            return value
+        return parse_seconds(str(value), flag, minimum, MAX_SECONDS if maximum is None else maximum)
+
+    return convert
+
+
+def _checked(module: str, parser: str) -> Any:
+    """A callback that parses an expression at once (a usage error before any call) and
+    hands the command its text; the parser is imported only when the flag is given."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None:
+            import importlib
+
+            getattr(importlib.import_module(module), parser)(value)
+        return value
+
+    return check
+
+
+def _limit(value: int | None) -> int | None:
+    from tpuctl.cli.projection import parse_limit
+
+    return parse_limit(value)
+
+
+# gcloud's list flags (docs/commands.md, "Output, filters and sorting")
+Format = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        callback=_checked("tpuctl.cli.projection", "parse_format"),
+        help="As gcloud's: json, yaml, value(KEY,...), table(KEY,...), csv(KEY,...).",
+    ),
+]
+Filter = Annotated[
+    str | None,
+    typer.Option(
+        "--filter",
+        metavar="EXPRESSION",
+        callback=_checked("tpuctl.cli.filters", "parse_filter"),
+        help="Only the rows it matches, as gcloud's: 'state=READY AND name:train*'.",
+    ),
+]
+SortBy = Annotated[
+    str | None,
+    typer.Option(
+        "--sort-by",
+        metavar="KEY,~KEY",
+        callback=_checked("tpuctl.cli.projection", "parse_sort_by"),
+        help="Sort by these keys of the --json rows; ~ sorts a key descending.",
+    ),
+]
+Limit = Annotated[
+    int | None,
+    typer.Option("--limit", metavar="N", callback=_limit, help="At most N rows."),
 ]

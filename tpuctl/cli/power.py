@@ -44,7 +44,9 @@ def stop(
     no_wait: NoWait = False,
     json_out: Json = False,
 ) -> None:
-    """Stop a single-host TPU VM (it keeps its disk; multi-host slices cannot stop).
+    """Stop a single-host TPU VM; it keeps its disk.
+
+    Multi-host slices cannot stop.
 
     Example: tpuctl stop my-tpu
     """

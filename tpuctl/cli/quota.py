@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tpuctl.cli import quota_request, render
-from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Zone, app_of
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -34,6 +34,10 @@ def quota(
     ] = False,
     project: Project = None,
     json_out: Json = False,
+    fmt: Format = None,
+    filter_text: Filter = None,
+    sort_by: SortBy = None,
+    limit: Limit = None,
 ) -> None:
     """TPU quota limits, what uses them, and the headroom, per region.
 
@@ -59,6 +63,13 @@ def quota(
     elif not all_regions and target.zone != "-":
         scope = {"region": target.region}
     report = quota_svc.report(app.tpu(), app.factory.quotas(), target.project, **scope)
+    if fmt or filter_text or sort_by or limit:  # over the quota rows of --json's "quotas"
+        from tpuctl.cli.projection import chosen
+
+        rows = report.to_json()["quotas"]
+        rows = [rows[i] for i in chosen(rows, filter_text, sort_by, limit)]
+        render.print_format(rows, fmt) if fmt else render.print_json(rows)
+        return
     compute = _compute_rows(app, target.project, scope)
     if json_out:
         render.print_json({**report.to_json(), "compute": [r.to_json() for r in compute]})

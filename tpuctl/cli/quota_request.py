@@ -35,7 +35,7 @@ def request(
     project: Project = None,
     json_out: Json = False,
 ) -> None:
-    """File a TPU quota increase request (a Cloud Quotas quota preference).
+    """File a TPU quota increase request (a quota preference).
 
     A regional quota takes --region (or --zone, for its region), a zonal one --zone.
     A value below the current limit is refused unless --allow-decrease.

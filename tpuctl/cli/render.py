@@ -453,3 +453,11 @@ def show_slices(name: str, target: Target, slices: list[Node], json_out: bool) -
     )
     for node in slices:
         show_node(node, json_out)
+
+
+def print_format(rows: list[Any], fmt: str) -> None:
+    """Rows in a gcloud --format (json, yaml, value(...), table(...), csv(...))."""
+    from tpuctl.cli import projection
+
+    sys.stdout.write(projection.render(rows, projection.parse_format(fmt)))
+    sys.stdout.flush()

@@ -11,7 +11,7 @@ import typer
 from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup
-from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of
+from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of, seconds
 from tpuctl.errors import TpuctlError
 from tpuctl.services.run.spec import MIN_SYNC_EVERY
 
@@ -121,7 +121,10 @@ def run(
     sync_every: Annotated[
         float,
         typer.Option(
-            "--sync-every", min=MIN_SYNC_EVERY, help="Seconds between output uploads (checkpoints)."
+            "--sync-every",
+            parser=seconds("--sync-every", MIN_SYNC_EVERY),
+            show_default=False,
+            help="Time between output uploads (checkpoints), e.g. 5m (default 30s).",
         ),
     ] = 30.0,
     force: Annotated[
@@ -149,7 +152,9 @@ def run(
         typer.Option("--print-spec", help="Print the job file for these flags and exit."),
     ] = False,
 ) -> None:
-    """Run a script on a TPU VM: stage it, run it on every worker, stream logs, tear down.
+    """Run a script on a TPU VM: stage, run, stream logs, tear down.
+
+    The script runs on every worker of the node.
 
     Example: tpuctl run examples/train.py --accelerator v3-8 --outputs out/ -- --steps 200
     """

@@ -39,7 +39,7 @@ def scp(
     zone: Zone = None,
     project: Project = None,
 ) -> None:
-    """Copy files to every chosen worker (all by default), or from them.
+    """Copy files to or from the chosen workers (all by default).
 
     Remote paths are relative to the worker's home. From several workers, DST is a
     folder and each worker's files land in DST/w<K>/.

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import AppEnv, NodeName, Project, Zone, app_of
+from tpuctl.cli.options import AppEnv, NodeName, Project, Zone, app_of, seconds
 from tpuctl.errors import ConfigError, TpuctlError
 
 if TYPE_CHECKING:
@@ -40,7 +40,12 @@ OutputDir = Annotated[
 ]
 ConnectTimeout = Annotated[
     float,
-    typer.Option("--connect-timeout", help="Seconds to keep retrying a worker that is booting."),
+    typer.Option(
+        "--connect-timeout",
+        parser=seconds("--connect-timeout"),
+        show_default=False,
+        help="How long to keep retrying a worker that is booting (default 60s).",
+    ),
 ]
 _COLOURS = (36, 33, 32, 35, 34, 31)
 
@@ -187,7 +192,9 @@ def ssh(
     zone: Zone = None,
     project: Project = None,
 ) -> None:
-    """Open a shell on a worker, or run a command on several (strict host-key checks).
+    """Open a shell on a worker, or run a command on several.
+
+    Host keys are checked strictly.
 
     Example: tpuctl ssh my-tpu --worker all --command "python3 train.py"
     """

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Zone, app_of, seconds
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -46,11 +46,21 @@ def top(
         str, typer.Option("--sort", help="cost, util, idle, age, name or zone (keys c u i a n z).")
     ] = "cost",
     interval: Annotated[
-        float, typer.Option("--interval", help="Seconds between refreshes.", min=0.5)
+        float,
+        typer.Option(
+            "--interval",
+            parser=seconds("--interval", 0.5),
+            show_default=False,
+            help="Time between refreshes, e.g. 10s (default 3s).",
+        ),
     ] = 3.0,
     json_out: Json = False,
+    fmt: Format = None,
+    filter_text: Filter = None,
+    sort_by: SortBy = None,
+    limit: Limit = None,
 ) -> None:
-    """Every TPU node, its cost and what its TPUs do, refreshed live (q quits).
+    """Every TPU node, its cost and its TPUs' use, live (q quits).
 
     Example: tpuctl top --sort util      (without a terminal, or with --json: one snapshot)
     """
@@ -67,9 +77,12 @@ def top(
     def take() -> Snapshot:
         return metrics.snapshot(api, app.factory.monitoring, target.project, zone, states)
 
-    if json_out:
-        shot = take()
-        render.print_json([r.to_json() for r in ordered(shot.rows, BY_NAME[sort])])
+    if json_out or fmt or filter_text or sort_by or limit:  # one snapshot, of those rows
+        from tpuctl.cli.projection import chosen
+
+        rows = [r.to_json() for r in ordered(take().rows, BY_NAME[sort])]
+        rows = [rows[i] for i in chosen(rows, filter_text, sort_by, limit)]
+        render.print_format(rows, fmt) if fmt else render.print_json(rows)
         return
     if not (sys.stdout.isatty() and sys.stdin.isatty() and app.stdin_isatty):
         shot = take()

@@ -6,9 +6,9 @@ invariants, api.py for how a method is called.
 Wordings: a resource another one uses cannot be deleted, `The instance_template resource
 'projects/P/global/instanceTemplates/T' is already being used by
 'projects/P/zones/Z/instanceGroupManagers/M'` (400 resourceInUseByAnotherResource, as
-gcloud prints it, e.g. hashicorp/terraform-provider-google#6277; pulumi/pulumi-gcp#680 shows the full paths). What Compute answers
-for a workload policy whose topology does not fit the group is not documented: the
-wording here is the emulator's own (docs/emulator.md).
+gcloud prints it, e.g. hashicorp/terraform-provider-google#6277; pulumi/pulumi-gcp#680
+shows the full paths). What Compute answers for a workload policy whose topology does not
+fit the group is not documented: the wording here is the emulator's own (docs/emulator.md).
 """
 
 from __future__ import annotations
