@@ -89,7 +89,15 @@ def run(
         typer.Option(
             "--start-deadline",
             help="A node made for the job deletes itself when its agents have not started "
-            "by then (default 10m).",
+            "by then and its client never renewed its lease (default 10m).",
+        ),
+    ] = None,
+    start_lease: Annotated[
+        str | None,
+        typer.Option(
+            "--start-lease",
+            help="Until the agents start, the client renews a lease this long; a node made "
+            "for the job whose client stopped renewing deletes itself (default 90s).",
         ),
     ] = None,
     queued_flag: Annotated[

@@ -71,6 +71,7 @@ KEYS: dict[str, str] = {
     "sync_every": "seconds",
     "ttl": "duration",
     "start_deadline": "duration",
+    "start_lease": "duration",
     "heartbeat_deadline": "duration",
     "teardown": "bool",
     "detach": "bool",

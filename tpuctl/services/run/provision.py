@@ -23,7 +23,7 @@ from tpuctl.models import (
 )
 from tpuctl.services import cost, nodes, queued, staging, zones
 from tpuctl.services.create import ask
-from tpuctl.services.run import teardown
+from tpuctl.services.run import lease, teardown
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import retrying
 
@@ -59,7 +59,8 @@ def _queue(job: Job) -> queued.QueueOptions:
 
 
 def existing_node(job: Job) -> Node | None:
-    """The READY node given with --node, or None when it is to be created."""
+    """The READY node given with --node, claimed for the job (a NodeBusyError when another
+    job holds it), or None when it is to be created."""
     if not job.spec.node:
         return None
     try:
@@ -71,6 +72,7 @@ def existing_node(job: Job) -> Node | None:
             f"node {node.name} is {node.state}, not READY",
             hint=f"start it (`tpuctl start {node.name}`) or pick another --node",
         )
+    lease.take(job, node)
     return node
 
 
@@ -146,7 +148,9 @@ def place(
         job.target = job.target.in_zone(zone)
         operation = create(job, announce=announce, attempt=attempt)
         on_created()
-        return wait_ready(job, operation)
+        node = wait_ready(job, operation)
+        lease.take(job, node)  # before any agent: `run --node` of another job is refused
+        return node
 
     def abandon(zone: str) -> None:
         if job.created:  # what the refused create may have left there goes first

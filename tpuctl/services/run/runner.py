@@ -28,7 +28,7 @@ from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
 from tpuctl.services import jobs, staging
-from tpuctl.services.run import agents, provision, teardown, watch
+from tpuctl.services.run import agents, lease, provision, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class Runner:
             job.bucket, job.target.project, job.adapters.project_number,
             spec.bucket_named_by, job.ui.info,
         )  # fmt: skip
-        with teardown.guard(job):
+        with lease.held(job), teardown.guard(job):
             node = self._provision_and_stage()
             agents.start(job)
             if spec.detach:
@@ -295,4 +295,5 @@ class Runner:
         outcome = job.outcome(130, {w: str(s.get("state")) for w, s in final.items()})
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)
+        lease.release(job)
         return outcome
