@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
+from tpuctl.agent.labels import expiry
 from tpuctl.durations import format_duration
-from tpuctl.models import CREATED, EXPIRES, IDLE_TIMEOUT, LAST_ACTIVE, Node, QueuedResource
+from tpuctl.models import CREATED, IDLE_TIMEOUT, LAST_ACTIVE, MAX_COST, Node, QueuedResource
 from tpuctl.services import cost
+from tpuctl.timestamps import utc_clock
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -114,6 +116,20 @@ def confirm(question: str, default: bool) -> bool:
 
 def human_age(seconds: float | None) -> str:
     return "-" if seconds is None else format_duration(seconds)
+
+
+def expiry_column(labels: dict[str, str], now: float | None = None) -> str:
+    """How long until the node deletes itself at its expiry: `12h30m`, `12h30m $50 cap`
+    when its --max-cost is what ends it first, `expired`, or `-`."""
+    at, why = expiry(labels)
+    if at is None:
+        return "-"
+    left = at - (time.time() if now is None else now)
+    text = format_duration(left) if left > 0 else "expired"
+    cents = labels.get(MAX_COST, "")
+    if why.startswith("its max cost") and cents.isdigit():
+        text += f" ${int(cents) / 100:g} cap"
+    return text
 
 
 HEARTBEAT = 30.0  # seconds between lines while a wait without a terminal shows no change
@@ -258,6 +274,7 @@ NODE_COLUMNS = [
     Col("OWNER", drop=8),
     Col("UTIL", drop=6, right=True),
     Col("IDLE", drop=7),
+    Col("EXPIRES", drop=10),
 ]
 
 
@@ -292,6 +309,7 @@ def node_rows(
                 n.owner if n.owner else ("-" if n.managed else "(unmanaged)"),
                 util,
                 idle_column(n, measured=idle),
+                expiry_column(n.labels),
             ]
         )
     return rows
@@ -358,15 +376,15 @@ def describe_node(node: Node) -> Table:
             f"~{cost.money(cost.so_far(node))} since creation ({cost.note()})",
         ),
     ]
-    expires = node.label_time(EXPIRES)
+    expires, why = expiry(node.labels)
     if expires is not None:
         left = expires - time.time()
         rows.append(
             (
                 "expires",
-                f"in {format_duration(left)}"
+                f"in {format_duration(left)}, at {utc_clock(expires)} ({why}): it deletes itself"
                 if left > 0
-                else f"{format_duration(-left)} ago (gc will delete it)",
+                else f"{format_duration(-left)} ago ({why}): its watchdog or gc deletes it",
             )
         )
     limit = node.label_time(IDLE_TIMEOUT)

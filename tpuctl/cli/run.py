@@ -82,7 +82,15 @@ def run(
     detach: Annotated[bool, typer.Option("--detach", help="Return once the job started.")] = False,
     name: Annotated[str | None, typer.Option("--name", help="A name for the job.")] = None,
     ttl: Annotated[
-        str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc` (default 7d).")
+        str | None,
+        typer.Option("--ttl", help="A new node deletes itself after this long (default 7d)."),
+    ] = None,
+    max_cost: Annotated[
+        str | None,
+        typer.Option(
+            "--max-cost",
+            help="A new node deletes itself once it has cost this many US dollars (e.g. 50).",
+        ),
     ] = None,
     start_deadline: Annotated[
         str | None,

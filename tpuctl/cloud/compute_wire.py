@@ -16,7 +16,7 @@ from typing import Any
 
 from tpuctl import catalog
 from tpuctl.errors import CloudError, NoCapacityError, QuotaError, TpuctlError
-from tpuctl.models import CreateSpec, Node, Worker
+from tpuctl.models import CREATED, EXPIRES, MAX_COST, CreateSpec, Node, Worker
 from tpuctl.timestamps import parse_rfc3339
 
 IMAGE_PROJECT = "ubuntu-os-accelerator-images"
@@ -68,6 +68,13 @@ def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
             automaticRestart=False,
             preemptible=True,
         )
+    limit = _run_limit(spec.labels)
+    if limit:
+        # --max-cost: the instance deletes itself when its run duration is up, with no
+        # watchdog and no gc (https://cloud.google.com/compute/docs/instances/limit-vm-runtime)
+        scheduling.update(
+            maxRunDuration={"seconds": str(limit)}, instanceTerminationAction="DELETE"
+        )
     metadata = {GUEST_ATTRIBUTES: "TRUE", **spec.metadata}
     body: dict[str, Any] = {
         "name": spec.name,
@@ -95,6 +102,17 @@ def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
     if spec.tags:
         body["tags"] = {"items": list(spec.tags)}
     return body
+
+
+def _run_limit(labels: dict[str, str]) -> int | None:
+    """Seconds from the create to the node's expiry when a --max-cost caps it (the
+    earlier of the cap and the --ttl), else None."""
+    if MAX_COST not in labels:
+        return None
+    try:
+        return max(30, int(labels[EXPIRES]) - int(labels[CREATED]))
+    except (KeyError, ValueError):
+        return None
 
 
 def shape_of(machine_type: str) -> catalog.SliceShape | None:

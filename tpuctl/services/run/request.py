@@ -65,6 +65,7 @@ class RunRequest:
     detach: bool = False
     name: str | None = None
     ttl: str | None = None
+    max_cost: str | None = None
     start_deadline: str | None = None
     start_lease: str | None = None
     queued_flag: bool = False
@@ -123,7 +124,7 @@ class RunRequest:
 
     def spec(self, root: Path, rel: str, service_account: str | None) -> RunSpec:
         """The job's spec (`service_account`: the config file's, when no flag gave one)."""
-        from tpuctl.services import nodes
+        from tpuctl.services import cost, nodes
 
         durations = {
             key: parse_duration(getattr(self, key), f"--{key.replace('_', '-')}")
@@ -152,6 +153,7 @@ class RunRequest:
             detach=self.detach,
             name=self.name,
             ttl=durations.get("ttl"),
+            max_cost=cost.parse_dollars(str(self.max_cost)) if self.max_cost else None,
             queued=self.queued,
             slices=self.slices,
             valid_until=durations.get("valid_until"),

@@ -186,6 +186,8 @@ class Runner:
             try:
                 final = watch.watch(job, workers)
             except Preempted as e:
+                if ended := provision.expired(job):  # its TTL or max cost: no restart
+                    return self._give_up(e.state, ended)
                 if job.attempt > spec.restarts:
                     return self._give_up(e.state)
                 if job.multislice:
@@ -220,12 +222,12 @@ class Runner:
         )
         agents.start(job)
 
-    def _give_up(self, state: str) -> JobOutcome:
+    def _give_up(self, state: str, ended: str = "") -> JobOutcome:
         job = self.job
         final = agents.statuses(job)
         states = {w: str(s.get("state")) for w, s in final.items()} or {0: state}
         outcome = job.outcome(1, states)
-        outcome.message = (
+        outcome.message = ended or (
             f"{job.what} was {state} during attempt {job.attempt} and the job has "
             f"used its {job.spec.restarts} restart(s) (--restarts)"
         )

@@ -209,6 +209,7 @@ class Job:
     beats: Beats | None = None  # the agents' heartbeats, as the watch saw them change
     lost: dict[int, float] = field(default_factory=dict)  # worker -> seconds it was silent
     claim: int | None = None  # the generation of this job's claim on its node (lease.py)
+    node_labels: dict[str, str] = field(default_factory=dict)  # its node's, once READY
 
     @property
     def full_name(self) -> str:
