@@ -21,7 +21,10 @@ docs/reliability.md:
             left a minute later;
 - hostkeys: guest attributes carrying malformed or injected host keys, then `tpuctl
             exec`: the known-hosts file may hold only single well-formed keys, each for
-            its worker's own address.
+            its worker's own address;
+- claims, lease, keep: races between two actors (bench/chaos_races.py): two `run --node`
+            at once, a client killed between READY and its agents' start, a `keep` while
+            gc waits for its confirmation.
 
 The fault and SIGKILL runs go a few at a time, each in a project of its own (so each
 run's nodes are told apart), which keeps the full harness near its 15-minute budget.
@@ -51,6 +54,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import chaos_races  # noqa: E402  (bench/, beside this file)
 
 from tpuctl.emulator.control.client import EmulatorControl  # noqa: E402
 from tpuctl.emulator.core.ports import free_port  # noqa: E402
@@ -609,6 +614,9 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "input": lambda h, quick: bad_input(h, 12 if quick else None),
     "underneath": lambda h, quick: underneath(h, 1, "15s") if quick else underneath(h, 2),
     "hostkeys": lambda h, quick: hostkeys(h, 3 if quick else None),
+    "claims": lambda h, quick: chaos_races.claims(h, Outcome, 1 if quick else 10),
+    "lease": lambda h, quick: chaos_races.lease(h, Outcome, 2 if quick else 6, 5 if quick else 90),
+    "keep": lambda h, quick: chaos_races.keep_during_gc(h, Outcome, 1 if quick else 5),
 }
 
 

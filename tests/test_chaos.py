@@ -32,6 +32,9 @@ def test_the_quick_chaos_run_keeps_every_promise(isolated_env: Path) -> None:
         "malformed input",
         "agent, script, node or emulator gone mid-job",
         "injected host keys",
+        "two `run --node` on one node at once",
+        "client killed between READY and the agents' start",
+        "gc confirming after a keep",
     ], r.stderr
     for o in results:
         assert o["runs"] > 0

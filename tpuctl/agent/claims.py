@@ -19,6 +19,7 @@ claim" would both write theirs, and the last would win without either knowing.
 from __future__ import annotations
 
 import calendar
+import json
 import time
 from typing import Any, Dict
 
@@ -90,3 +91,23 @@ def release(storage: Any, me: Json, job_id: str) -> bool:
     if not value or value.get("job") != job_id:
         return False
     return bool(storage.delete(name, generation))
+
+
+def taken_by(storage: Any, me: Json, job_id: str, say: Any) -> str:
+    """The other job holding this worker's node ('' when none, or this job). A claim that
+    cannot be read counts as none: a teardown never leaves a node billing on a guess
+    about the bucket (`say` tells the job's log so)."""
+    from .net import HttpError
+    from .tpu_api import tpu
+
+    created = ""
+    try:
+        path = "projects/{project}/locations/{zone}/nodes/{node}".format(**me)
+        created = str(json.loads(tpu(storage.token, "GET", path)).get("createTime") or "")
+    except (HttpError, ValueError):
+        pass  # an unknown create time: the claim's job decides alone
+    try:
+        return other_holder(storage, me, job_id, created)
+    except (HttpError, ValueError) as e:
+        say(f"teardown: the node's claim could not be read ({e}): deleting it")
+        return ""

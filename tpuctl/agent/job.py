@@ -25,7 +25,7 @@ from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
 from .protocol import Beats, job_path, log_path, status_path
 from .storage import Storage
-from .tpu_api import delete_node, delete_request, tpu
+from .tpu_api import delete_node, delete_request
 from .transfer import LogUploader, OutputSync, StatusWriter, fetch_code
 
 VERSION = 1
@@ -407,7 +407,9 @@ class Job:
         project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
         request = self.args.request if self.args.slices > 1 else None
         what = f"queued resource {request} (every slice)" if request else f"node {node}"
-        other = "" if request else self.claimed_by_other()
+        other = (
+            "" if request else claims.taken_by(self.storage, self.me, self.args.job_id, self.say)
+        )
         if other:  # `run --node` took it over (this job's claim was stale): it is theirs
             self.say(f"teardown: {what} is claimed by job {other} now: not deleting it")
             self.quietly(lambda: self.status.write(teardown=f"left to job {other}"))
@@ -428,20 +430,6 @@ class Job:
             self.quietly(lambda: claims.release(self.storage, self.me, self.args.job_id))
         self.quietly(lambda: self.status.write(teardown=outcome))
         self.quietly(lambda: self.log.upload(force=True))
-
-    def claimed_by_other(self) -> str:
-        """The other job holding this node by its claim ('' when none; a claim that
-        cannot be read counts as none: a teardown never leaves a node billing on a guess
-        about the bucket)."""
-        created = ""
-        with contextlib.suppress(HttpError, ValueError):
-            path = "projects/{project}/locations/{zone}/nodes/{node}".format(**self.me)
-            created = str(json.loads(tpu(self.storage.token, "GET", path)).get("createTime") or "")
-        try:
-            return claims.other_holder(self.storage, self.me, self.args.job_id, created)
-        except (HttpError, ValueError) as e:
-            self.say(f"teardown: the node's claim could not be read ({e}): deleting it")
-            return ""
 
 
 def _kill(pid: int, sig: int) -> None:

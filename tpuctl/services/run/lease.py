@@ -60,17 +60,19 @@ def renew(job: Job, renewals: int = 0) -> None:
 @contextlib.contextmanager
 def renewing(job: Job) -> Iterator[None]:
     """Renew the job's lease in a daemon thread while the block runs (a SIGKILL ends it
-    with the process; any other exit stops it here)."""
+    with the process; any other exit stops it here). The first lease is written before
+    the block starts, the bucket made if need be: a client killed right after its create
+    call has a lease its node's guard can see go stale. A client that ends deletes it."""
     stop = threading.Event()
+    with contextlib.suppress(TpuctlError):  # no lease: the guard keeps to the deadline
+        _server_now(job)
 
     def work() -> None:
-        renewals = 0
-        while True:
-            with contextlib.suppress(TpuctlError):  # the bucket may not exist yet
+        renewals = 1
+        while not stop.wait(_seconds(job) / 3):
+            with contextlib.suppress(TpuctlError):  # tried again at the next renewal
                 renew(job, renewals)
                 renewals += 1
-            if stop.wait(_seconds(job) / 3):
-                return
 
     thread = threading.Thread(target=work, daemon=True, name="tpuctl-lease")
     thread.start()
@@ -78,15 +80,20 @@ def renewing(job: Job) -> Iterator[None]:
         yield
     finally:
         stop.set()
+        thread.join(timeout=5)  # no renewal after the lease is gone
+        assert job.bucket is not None
+        with contextlib.suppress(TpuctlError):  # the client has gone: no lease to see
+            job.bucket.delete(claims.lease_path(job.job_id))
 
 
 def _server_now(job: Job) -> float:
     """Cloud Storage's time now: when it says this job's lease was last written (written
-    here first, the bucket made if it does not exist yet)."""
+    here first, the bucket made if it does not exist yet: staging would make it a moment
+    later, and a concurrent make of the same bucket is harmless)."""
     assert job.bucket is not None
     try:
         renew(job)
-    except NotFoundError:  # the bucket: staging would make it a moment later
+    except NotFoundError:
         job.bucket.ensure(catalog.region_of(job.target.zone))
         renew(job)
     found = job.bucket.objects(claims.lease_path(job.job_id))
@@ -182,18 +189,26 @@ def claimed_by_other(job: Job) -> str:
 
 def release(job: Job) -> None:
     """Give the claim up, unless the agents go on with the job without this client (they
-    release it when it ends) or someone took it over (a generation of its own)."""
+    release it when it ends) or someone took it over (a generation of its own). Never
+    raises: a claim left behind goes stale with its job."""
     if job.bucket is None or not job.claim:
         return
-    if job.agents_started:
-        current = jobs.statuses(job.bucket, job.job_id) if not job.spec.detach else {}
-        if job.spec.detach or any(
-            not protocol.is_final(s) and s.get("attempt") == job.attempt for s in current.values()
-        ):
+    try:
+        if job.agents_started and (job.spec.detach or _working(job)):
             return
-    with contextlib.suppress(NotFoundError, PreconditionFailedError):
         job.bucket.delete(_claim_path(job), if_generation_match=job.claim)
+    except (NotFoundError, PreconditionFailedError):
+        pass
+    except TpuctlError:
+        return
     job.claim = None
+
+
+def _working(job: Job) -> bool:
+    """Does an agent still work on the current attempt?"""
+    assert job.bucket is not None
+    current = jobs.statuses(job.bucket, job.job_id).values()
+    return any(not protocol.is_final(s) and s.get("attempt") == job.attempt for s in current)
 
 
 @contextlib.contextmanager
@@ -203,5 +218,4 @@ def held(job: Job) -> Iterator[None]:
         try:
             yield
         finally:
-            with contextlib.suppress(TpuctlError):
-                release(job)
+            release(job)
