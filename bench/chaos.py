@@ -74,6 +74,16 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     worst: float = 0.0  # seconds (what it measures is said in the note)
 
+    def count_gone(self, gone: float | None, late: str) -> None:
+        """One run measured by how long its node took to go (None: it did not, `late`)."""
+        self.runs += 1
+        if gone is None:
+            self.leaked += 1
+            self.notes.append(late)
+        else:
+            self.good += 1
+            self.worst = max(self.worst, gone)
+
     def row(self) -> str:
         worst = f"{self.worst:.1f} s" if self.worst else "-"
         note = "; ".join(dict.fromkeys(self.notes))[:300] or "-"
@@ -236,13 +246,7 @@ def sigkill(h: Harness, runs: int, deadline: float, at_once: int = 8) -> Outcome
 
     with ThreadPoolExecutor(at_once) as pool:
         for gone in pool.map(one, range(runs)):
-            out.runs += 1
-            if gone is None:
-                out.leaked += 1
-                out.notes.append("a node outlived the start deadline by a minute")
-            else:
-                out.good += 1
-                out.worst = max(out.worst, gone)
+            out.count_gone(gone, "a node outlived the start deadline by a minute")
     h.clean()
     return out
 

@@ -85,13 +85,7 @@ def lease(h: Any, outcome: Any, runs: int, seconds: float) -> Any:
     try:
         with ThreadPoolExecutor(runs) as pool:
             for gone in pool.map(one, range(runs)):
-                out.runs += 1
-                if gone is None:
-                    out.leaked += 1
-                    out.notes.append("a node outlived its client's lease by a minute")
-                else:
-                    out.good += 1
-                    out.worst = max(out.worst, gone)
+                out.count_gone(gone, "a node outlived its client's lease by a minute")
     finally:
         h.control.faults()
     h.clean()

@@ -5,9 +5,10 @@ no teardown deletes a node another job holds."""
 from __future__ import annotations
 
 import json
+import signal
 
 from tests.cli.conftest import one_line_error
-from tests.cli.test_run import _running, bucket_objects, project, wait_for
+from tests.cli.test_run import _running, _wait_running, bucket_objects, project, wait_for
 from tpuctl.agent import claims
 
 __all__ = ["project"]  # the fixture, shared
@@ -94,4 +95,17 @@ def test_the_agents_teardown_leaves_a_node_another_job_holds(cli, emulator, proj
     assert any(b"claimed by job 20200101-000000-abcdef now: not deleting it" in v for v in logs)
     assert _names(emulator) == ["shared"]
     assert (_claim(emulator) or {}).get("job") == "20200101-000000-abcdef"  # theirs stays
+    assert cli("delete", "shared", "--yes").code == 0
+
+
+def test_ctrl_c_releases_the_claim(cli, emulator, project) -> None:
+    assert cli("create", "shared", "-a", "v3-8").code == 0
+    with _running(project / "job.py", "--node", "shared", "--env", "NAP=60") as proc:
+        _wait_running(emulator)
+        assert (_claim(emulator) or {}).get("job")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert _claim(emulator) is None
+    assert _names(emulator) == ["shared"]  # --node kept: the node stays, free
     assert cli("delete", "shared", "--yes").code == 0
