@@ -86,3 +86,12 @@ def test_a_job_ended_by_its_max_cost_says_so(cli, emulator, project) -> None:
     assert "reached its max cost ($0.05 at list price, after 22s) and deleted itself" in r.err
     assert "recreating" not in r.err
     wait_for(lambda: emulator.nodes() == [])
+
+
+def test_a_cap_is_set_when_a_node_is_made_not_on_an_existing_one(cli, emulator, project) -> None:
+    assert cli("create", "mine", "-a", "v3-8", "--zone", Z).code == 0
+    r = cli("run", str(project / "job.py"), "--node", "mine", "--max-cost", "5", "--zone", Z)
+    assert r.code == 2, r.err
+    assert "--max-cost caps a node the job creates, and node mine exists" in one_line_error(r)
+    assert "tpuctl create --max-cost" in r.err
+    assert cli("delete", "mine", "--zone", Z, "--yes").code == 0
