@@ -21,9 +21,12 @@ docs/reliability.md:
             left a minute later;
 - hostkeys: guest attributes carrying malformed or injected host keys, then `tpuctl
             exec`: the known-hosts file may hold only single well-formed keys, each for
-            its worker's own address.
+            its worker's own address;
 - rewritten, squatted: a job's request rewritten between attempts, and the default
-            bucket created first by another project (bench/chaos_trust.py).
+            bucket created first by another project (bench/chaos_trust.py);
+- claims, lease, keep: races between two actors (bench/chaos_races.py): two `run --node`
+            at once, a client killed between READY and its agents' start, a `keep` while
+            gc waits for its confirmation.
 
 The fault and SIGKILL runs go a few at a time, each in a project of its own (so each
 run's nodes are told apart), which keeps the full harness near its 15-minute budget.
@@ -54,6 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import chaos_races  # noqa: E402  (bench/, beside this file)
 import chaos_trust  # noqa: E402
 
 from tpuctl.emulator.control.client import EmulatorControl  # noqa: E402
@@ -72,6 +76,16 @@ class Outcome:
     tracebacks: int = 0
     notes: list[str] = field(default_factory=list)
     worst: float = 0.0  # seconds (what it measures is said in the note)
+
+    def count_gone(self, gone: float | None, late: str) -> None:
+        """One run measured by how long its node took to go (None: it did not, `late`)."""
+        self.runs += 1
+        if gone is None:
+            self.leaked += 1
+            self.notes.append(late)
+        else:
+            self.good += 1
+            self.worst = max(self.worst, gone)
 
     def row(self) -> str:
         worst = f"{self.worst:.1f} s" if self.worst else "-"
@@ -235,13 +249,7 @@ def sigkill(h: Harness, runs: int, deadline: float, at_once: int = 8) -> Outcome
 
     with ThreadPoolExecutor(at_once) as pool:
         for gone in pool.map(one, range(runs)):
-            out.runs += 1
-            if gone is None:
-                out.leaked += 1
-                out.notes.append("a node outlived the start deadline by a minute")
-            else:
-                out.good += 1
-                out.worst = max(out.worst, gone)
+            out.count_gone(gone, "a node outlived the start deadline by a minute")
     h.clean()
     return out
 
@@ -615,6 +623,9 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "hostkeys": lambda h, quick: hostkeys(h, 3 if quick else None),
     "rewritten": lambda h, quick: chaos_trust.rewritten(h, 1 if quick else 6),
     "squatted": lambda h, quick: chaos_trust.squatted(h, 1 if quick else 6),
+    "claims": lambda h, quick: chaos_races.claims(h, Outcome, 1 if quick else 10),
+    "lease": lambda h, quick: chaos_races.lease(h, Outcome, 2 if quick else 6, 5 if quick else 90),
+    "keep": lambda h, quick: chaos_races.keep_during_gc(h, Outcome, 1 if quick else 5),
 }
 
 

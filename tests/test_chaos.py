@@ -34,6 +34,9 @@ def test_the_quick_chaos_run_keeps_every_promise(isolated_env: Path) -> None:
         "injected host keys",
         "record rewritten between attempts",
         "bucket squatted before the first run",
+        "two `run --node` on one node at once",
+        "client killed between READY and the agents' start",
+        "gc confirming after a keep",
     ], r.stderr
     for o in results:
         assert o["runs"] > 0

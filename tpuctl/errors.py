@@ -69,6 +69,13 @@ class NoCapacityError(QuotaError):
     """The zone has none of this TPU type free right now: no quota would change that."""
 
 
+class NodeBusyError(TpuctlError):
+    """`run --node` on a node another job holds (its claim): not free now, as a zone
+    without capacity is not."""
+
+    exit_code = ExitCode.QUOTA
+
+
 class CloudError(TpuctlError):
     """The cloud refused or failed a call in a way no retry fixes."""
 

@@ -18,6 +18,7 @@ from tpuctl import catalog
 from tpuctl.agent.labels import (  # noqa: F401
     ATTEMPT_ATTRIBUTE,
     BUCKET_ATTRIBUTE,
+    COST_DEADLINE,
     CREATED,
     EXPIRES,
     IDLE_TIMEOUT,
@@ -26,6 +27,7 @@ from tpuctl.agent.labels import (  # noqa: F401
     LAST_ACTIVE,
     MANAGED_BY,
     MANAGED_BY_VALUE,
+    MAX_COST,
     OWNER,
     START_DEADLINE,
 )
@@ -262,6 +264,7 @@ class CreateSpec:
     idle_timeout: int | None = None  # seconds of idleness before it goes
     idle_action: str = "delete"  # what its watchdog does then: delete or stop
     start_deadline: int | None = None  # seconds for a job's agent to start (boot guard)
+    max_cost: float | None = None  # USD: deletes itself once it has cost this (--max-cost)
 
     @property
     def scheduling(self) -> str:

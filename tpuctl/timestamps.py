@@ -33,3 +33,13 @@ def parse_rfc3339(value: str) -> datetime:
     base = match["base"].replace("t", "T").replace(" ", "T")
     when = datetime.fromisoformat(f"{base}.{fraction}{zone}")
     return when.astimezone(timezone.utc)
+
+
+def utc_clock(seconds: float) -> str:
+    """A moment as a wall clock in UTC, `21:30 UTC` (with the date when not today)."""
+    import time
+
+    when, today = time.gmtime(seconds), time.gmtime()
+    if when[:3] == today[:3]:
+        return time.strftime("%H:%M UTC", when)
+    return time.strftime("%Y-%m-%d %H:%M UTC", when)

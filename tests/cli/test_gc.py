@@ -139,7 +139,7 @@ def quiet_node(cli, emulator, name: str) -> None:  # noqa: ANN001
 def test_an_idle_node_confirmed_idle_on_the_node_is_collected(cli, emulator) -> None:
     quiet_node(cli, emulator, "quiet")
     r = cli("list", "--zone", Z)
-    assert r.out.splitlines()[1].split()[-1] == "1h"  # IDLE
+    assert r.out.splitlines()[1].split()[-2:] == ["1h", "-"]  # IDLE, EXPIRES (none)
     r = cli("gc", "--yes", "--idle", "30m")
     assert r.code == 0, r.err
     assert "deleted quiet (us-central1-a, v3-8): idle for 1h (limit 30m): no job, session" in r.out

@@ -27,6 +27,7 @@ def test_list_zone_all_zones_and_json(cli) -> None:
         "OWNER",
         "UTIL",
         "IDLE",
+        "EXPIRES",
     ]
     assert [row.split()[:4] for row in rows] == [["a1", "us-central1-a", "v3-8", "READY"]]
     assert rows[0].split()[7] == "$8.00"  # v3-8: 4 chips at $2.00 on demand

@@ -64,8 +64,8 @@ def test_idle_holder_is_idle_everywhere_without_ssh_and_collected(
     r = cli("list", "--zone", Z)
     assert r.code == 0, r.err
     listed = {line.split()[0]: line.split() for line in r.out.strip().splitlines()[1:]}
-    assert listed["forgotten"][-2:] == ["0%", "1h"]  # UTIL, IDLE
-    assert listed["busy"][-2:] == ["40%", "0s"]
+    assert listed["forgotten"][-3:] == ["0%", "1h", "-"]  # UTIL, IDLE, EXPIRES
+    assert listed["busy"][-3:-1] == ["40%", "0s"]
 
     r = cli("gc", "--yes", "--idle", "30m")
     assert r.code == 0, r.err
@@ -118,7 +118,7 @@ def test_done_when_a_finished_jobs_idle_holder_is_idle_everywhere_without_ssh(
     at = cells.index(job)
     assert cells[at - 1 : at + 2] == ["1h", job, "SUCCEEDED"]  # IDLE, JOB, JOB STATE
     listed = {x.split()[0]: x.split() for x in cli("list", "--zone", Z).out.splitlines()[1:]}
-    assert listed[node][-2:] == ["0%", "1h"] and listed["busy"][-1] == "0s"
+    assert listed[node][-3:-1] == ["0%", "1h"] and listed["busy"][-2] == "0s"  # UTIL, IDLE
 
     r = cli("gc", "--yes", "--idle", "30m")
     assert r.code == 0, r.err

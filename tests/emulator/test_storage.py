@@ -37,6 +37,21 @@ def test_bucket_create_and_generation_preconditions(emulator) -> None:
         bucket.blob("missing").download_as_bytes()
 
 
+def test_a_delete_honours_if_generation_match(emulator) -> None:
+    """As Cloud Storage does (412 conditionNotMet); fake-gcs-server alone deletes any
+    generation. A claim released with its generation never deletes a newer one."""
+    bucket = emulator.storage_client().create_bucket("tpuctl-demo-tpuctl")
+    blob = bucket.blob("tpuctl/nodes/claim.json")
+    blob.upload_from_string(b"mine")
+    mine = blob.generation
+    blob.upload_from_string(b"theirs", if_generation_match=mine)
+    with pytest.raises(gx.PreconditionFailed):
+        bucket.blob("tpuctl/nodes/claim.json").delete(if_generation_match=mine)
+    assert bucket.blob("tpuctl/nodes/claim.json").download_as_bytes() == b"theirs"
+    bucket.blob("tpuctl/nodes/claim.json").delete(if_generation_match=blob.generation)
+    assert not bucket.blob("tpuctl/nodes/claim.json").exists()
+
+
 def test_listing_pages_and_prefixes(emulator) -> None:
     client = emulator.storage_client()
     bucket = client.create_bucket("pages")

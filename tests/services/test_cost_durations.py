@@ -105,3 +105,28 @@ def test_parse_seconds_takes_fractions_zero_and_durations(text: str, seconds: fl
 def test_parse_seconds_rejects(text: str, minimum: float, maximum: float, says: str) -> None:
     with pytest.raises(UsageError, match=f"--notice {text!r}.*{says}"):
         parse_seconds(text, "--notice", minimum, maximum)
+
+
+def test_a_max_cost_is_a_deadline_at_the_shapes_price() -> None:
+    from tpuctl.cloud.compute_wire import instance_body
+    from tpuctl.models import CreateSpec
+    from tpuctl.services.nodes import prepare
+
+    assert cost.parse_dollars("$12.50") == 12.5
+    assert cost.cap_seconds(shape("v3-8"), False, 50) == (22500, 8.0)  # 6h15m at $8.00/h
+    assert cost.cap_seconds(shape("v3-8"), True, 2.04) == (3600, 2.04)  # spot: $2.04/h
+    spec = prepare(CreateSpec(name="n", shape=shape("v3-8"), max_cost=50, ttl=3600), now=1000)
+    assert spec.labels["tpuctl-cost-deadline"] == str(1000 + 22500)
+    assert spec.labels["tpuctl-expires"] == str(1000 + 3600)  # the TTL comes first
+    assert "startup-script" in spec.metadata  # the watchdog enforces it on the node
+    # On Compute Engine the instance's own run duration does, with no watchdog.
+    compute = prepare(CreateSpec(name="n", shape=shape("v3-8"), max_cost=50), 1000, False)
+    assert "startup-script" not in compute.metadata
+    scheduling = instance_body(compute, "us-central1-a")["scheduling"]
+    assert scheduling["maxRunDuration"] == {"seconds": "22500"}
+    assert scheduling["instanceTerminationAction"] == "DELETE"
+
+
+def test_a_max_cost_needs_a_price() -> None:
+    with pytest.raises(UsageError, match="--max-cost needs a price for v99-8"):
+        cost.cap_seconds(shape("v99-8"), False, 50)

@@ -18,9 +18,16 @@ Only worker 0 guards (one delete per node); the others exit at once. What it rea
   on (it deletes it when the job ends). A node stopped and started again later finds
   that status too, and is left alone.
 
-The deadline is the later of the label and the boot plus the time the label allowed
-from the create call (`deadline - created`): a node that boots late (a slow create, a
-queued request that waited) still gives its agent the whole allowance. A status that
+The deadline is a lease the living client renews: `tpuctl run` rewrites
+`jobs/<job>/lease.json` (claims.py) every third of its length (`seconds`, 90 by default)
+until the agents start. Once the guard has seen a lease, the node goes when the guard has
+seen no new generation of it for `seconds` (on this VM's clock: the client's is never
+read) and no agent has started: a dead client's node goes within about a minute, and a
+slow boot with a living client is never cut short. With no lease (a client that died
+before it could write one), the label's deadline holds: the later of the label and the
+boot plus the time the label allowed from the create call (`deadline - created`), so a
+node that boots late (a slow create, a queued request that waited) still gives its agent
+the whole allowance. A status that
 cannot be read (any error but "not found") decides nothing: the guard tries again, and
 the node's `tpuctl-expires` label remains for `tpuctl gc`.
 """
@@ -31,6 +38,7 @@ import argparse
 import json
 import time
 
+from .claims import lease_path
 from .labels import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, CREATED, JOB, KEEP, START_DEADLINE, number
 from .metadata import Token, identity, metadata
 from .net import HttpError, Json
@@ -73,6 +81,19 @@ class Guard:
             return False
         return int(status.get("attempt") or 1) >= attempt
 
+    def lease(self, storage: Storage, job: str) -> tuple[int, float] | None:
+        """The client's lease (its generation, its length in seconds), or None when the
+        client has written none (or it cannot be read: the label's deadline holds)."""
+        try:
+            value, generation = storage.read_json(lease_path(job))
+        except (HttpError, ValueError) as e:
+            say(f"cannot read the client's lease, trying again: {e}")
+            return None
+        seconds = number((value or {}).get("seconds"))
+        if not value or not generation or not seconds or seconds <= 0:
+            return None
+        return generation, seconds
+
     def run(self) -> int:
         labels = dict(self.node().get("labels") or {})
         deadline = number(labels.get(START_DEADLINE))
@@ -86,22 +107,36 @@ class Guard:
         poll = self.poll or min(10.0, max(0.5, (deadline - self.booted) / 10))
         storage = Storage(self.token, bucket)
         say(f"job {job} attempt {attempt}: the node goes unless an agent starts by "
-            f"{time.strftime('%H:%M:%SZ', time.gmtime(deadline))}")  # fmt: skip
+            f"{time.strftime('%H:%M:%SZ', time.gmtime(deadline))}, or as soon as its "
+            "client stops renewing its lease")  # fmt: skip
+        seen: tuple[int, float] | None = None  # (the lease's generation, when seen here)
         while True:
             started = self.started(storage, job, attempt)
             if started:
                 say("an agent started: it owns the node now")
                 return 0
-            if started is False and time.time() >= deadline:
-                return self.delete()
-            time.sleep(poll)
+            # A lease renewed is a living client: the deadline is then its last renewal
+            # as seen on this VM's clock (the client's is never read), plus the lease.
+            lease, now = self.lease(storage, job), time.time()
+            limit, why = deadline, "no agent started by the deadline"
+            if lease is not None:
+                if seen is None or seen[0] != lease[0]:
+                    if seen is None:
+                        say(f"the client renews a lease of {lease[1]:g}s")
+                    seen = (lease[0], now)
+                limit = seen[1] + lease[1]
+                why = f"no agent started and the client's lease was not renewed for {lease[1]:g}s"
+            if started is False and now >= limit:
+                return self.delete(why)
+            wait = min(poll, lease[1] / 3) if lease is not None else poll
+            time.sleep(max(0.2, min(wait, limit - now)))
 
-    def delete(self) -> int:
+    def delete(self, why: str) -> int:
         node = self.node()
         if str((node.get("labels") or {}).get(KEEP, "")).lower() == "true":
-            say("no agent started by the deadline, but the node is kept (tpuctl-keep=true)")
+            say(f"{why}, but the node is kept (tpuctl-keep=true)")
             return 0
-        say(f"no agent started by the deadline: deleting {self.name}")
+        say(f"{why}: deleting {self.name}")
         tpu(self.token, "DELETE", self.name)
         return 0
 

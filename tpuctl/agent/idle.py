@@ -21,7 +21,10 @@ The watchdog checks every --interval seconds (TPUCTL_IDLE_INTERVAL, or the node'
 metadata attribute `tpuctl-idle-interval`, override it). While the worker is busy it
 keeps the node label `tpuctl-last-active` current; on worker 0, once the node has been
 idle longer than its `tpuctl-idle-timeout` label and this worker is idle, it deletes the
-node (or stops it), unless the node is labelled `tpuctl-keep=true`. A worker busy only
+node (or stops it), unless the node is labelled `tpuctl-keep=true`. At the node's
+`tpuctl-expires` label (the end of its --ttl, or its --max-cost deadline when earlier),
+worker 0 deletes it, busy or not (not if kept): a node's TTL and spending cap hold with
+no client and no gc. A worker busy only
 because processes hold the TPU is idle when Cloud Monitoring says its TensorCores have not
 worked for a while (the forgotten notebook): the watchdog reads this worker's
 `tpu/tensorcore/idle_duration` (REST, TPUCTL_MONITORING_URL, the same token) and counts
@@ -46,7 +49,7 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-from .labels import CREATED, IDLE_TIMEOUT, KEEP, LAST_ACTIVE
+from .labels import CREATED, IDLE_TIMEOUT, KEEP, LAST_ACTIVE, expiry
 from .labels import number as _number
 from .metadata import Token, identity, metadata
 from .net import HttpError, Json, http
@@ -238,6 +241,7 @@ class Watchdog:
         self.last_write = 0.0
         self.active_at = 0.0  # the last activity this watchdog saw
         self.said = ""
+        self.expires_at: float | None = None  # the node's expiry, as last read
 
     def note(self, text: str) -> None:
         """Say what the watchdog sees when it changes (not on every tick)."""
@@ -276,10 +280,28 @@ class Watchdog:
             times.append(created)
         return max(times)
 
+    def expired(self, node: Json, now: float) -> bool:
+        """Worker 0: delete the node at its expiry (`tpuctl-expires`: the end of its --ttl
+        or its --max-cost deadline, the earlier), busy or not; True once asked to."""
+        at, why = expiry(node.get("labels"))
+        self.expires_at = at
+        if self.worker != 0 or at is None or now < at or node.get("state") != "READY":
+            return False
+        if str((node.get("labels") or {}).get(KEEP, "")).lower() == "true":
+            self.note(f"past {why} since {_stamp(at)}, but kept (tpuctl-keep=true)")
+            return False
+        self.say(f"reached {why} at {_stamp(at)}: delete {self.name}")
+        self.audit(node, f"reached {why}", [], result="delete")
+        _tpu(self.token, "DELETE", self.name)
+        return True
+
     def tick(self) -> bool:
         """One look; True once the node was asked to go."""
-        state = check()
         node = self.node()
+        now = time.time()
+        if self.expired(node, now):
+            return True
+        state = check()
         now = time.time()
         holders: list[Json] = []
         if state["busy"]:
@@ -318,7 +340,7 @@ class Watchdog:
         """Seconds the TensorCores of this worker have been idle (Cloud Monitoring)."""
         return tensorcore_idle(self.token, self.name, self.worker, now)
 
-    def audit(self, node: Json, reason: str, holders: list[Json]) -> None:
+    def audit(self, node: Json, reason: str, holders: list[Json], result: str = "") -> None:
         """One JSON line (gc.log's keys, then the holders) before the node goes."""
         parts = self.name.split("/")
         try:
@@ -331,7 +353,7 @@ class Watchdog:
             "time": _stamp(time.time()), "user": user, "host": socket.gethostname(),
             "project": parts[1], "kind": "node", "zone": parts[3], "node": parts[5],
             "accelerator": node.get("acceleratorType", ""), "reason": reason,
-            "hourly_usd": None, "result": self.action, "evidence": "watchdog",
+            "hourly_usd": None, "result": result or self.action, "evidence": "watchdog",
             "holders": holders,
         }  # fmt: skip
         folder = os.path.join(os.path.expanduser("~"), ".tpuctl")
@@ -341,8 +363,12 @@ class Watchdog:
 
     def run(self) -> int:
         self.say(f"watching {self.name} worker {self.worker} every {self.interval:g}s")
+        wait = min(self.interval, 5.0)  # a first look soon after the boot: is expiry near?
         while True:
-            time.sleep(self.interval)
+            time.sleep(wait)
+            wait = self.interval
+            if self.expires_at is not None:  # wake at the expiry, not up to a tick after
+                wait = max(0.5, min(wait, self.expires_at - time.time()))
             try:
                 self.tick()
             except HttpError as e:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from . import protocol
+from . import claims, protocol
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
 from .protocol import Beats, Refused, job_path, log_path, status_path
@@ -322,6 +322,8 @@ class Job:
                 self.say("preempted: the node is left to the runner (or gc) to delete")
             else:
                 self.teardown()
+        elif self.worker == 0 and self.args.slices <= 1:  # the node stays: free it for others
+            self.quietly(lambda: claims.release(self.storage, self.me, self.args.job_id))
         return code
 
     def after_death(self, state: str, error: str) -> None:
@@ -382,6 +384,14 @@ class Job:
         project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
         request = self.args.request if self.args.slices > 1 else None
         what = f"queued resource {request} (every slice)" if request else f"node {node}"
+        other = (
+            "" if request else claims.taken_by(self.storage, self.me, self.args.job_id, self.say)
+        )
+        if other:  # `run --node` took it over (this job's claim was stale): it is theirs
+            self.say(f"teardown: {what} is claimed by job {other} now: not deleting it")
+            self.quietly(lambda: self.status.write(teardown=f"left to job {other}"))
+            self.quietly(lambda: self.log.upload(force=True))
+            return
         self.say(f"teardown: deleting {what} in {zone}")
         self.quietly(lambda: self.log.upload(force=True))  # before this VM goes away
         try:
@@ -393,6 +403,8 @@ class Job:
         except Exception as e:  # noqa: BLE001 - said in the log and the status
             outcome = f"failed: {e!r}"
             self.say(f"teardown {outcome}")
+        if not request:
+            self.quietly(lambda: claims.release(self.storage, self.me, self.args.job_id))
         self.quietly(lambda: self.status.write(teardown=outcome))
         self.quietly(lambda: self.log.upload(force=True))
 

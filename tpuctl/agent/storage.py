@@ -102,6 +102,20 @@ class Storage:
         data = json.dumps(value, indent=1, sort_keys=True).encode()
         return int(self.write(name, data, "application/json", if_generation_match)["generation"])
 
+    def delete(self, name: str, if_generation_match: int | None = None) -> bool:
+        """Delete an object (only that generation, when given): False when it was gone
+        or, with a generation, rewritten meanwhile."""
+        query = {"ifGenerationMatch": str(if_generation_match)} if if_generation_match else {}
+        url = f"{self.objects_url}/{quote(name, safe='')}"
+        url += f"?{urlencode(query)}" if query else ""
+        try:
+            self.http("DELETE", url)
+        except HttpError as e:
+            if e.status in (404, 412):
+                return False
+            raise
+        return True
+
     def objects(self, prefix: str) -> list[Json]:
         items: list[Json] = []
         query = {"prefix": prefix}

@@ -67,7 +67,16 @@ def create(
     ] = [],  # noqa: B006
     ttl: Annotated[
         str | None,
-        typer.Option("--ttl", help="Delete after this long (e.g. 8h); enforced by `tpuctl gc`."),
+        typer.Option(
+            "--ttl", help="Delete after this long (e.g. 8h); the node enforces it itself."
+        ),
+    ] = None,
+    max_cost: Annotated[
+        str | None,
+        typer.Option(
+            "--max-cost",
+            help="Delete once it has cost this many US dollars at list price (e.g. 50).",
+        ),
     ] = None,
     idle_timeout: Annotated[
         str | None, typer.Option("--idle-timeout", help="Delete after idling this long (e.g. 30m).")
@@ -146,6 +155,7 @@ def create(
     from tpuctl.services import create as create_service
     from tpuctl.services import names, nodes
     from tpuctl.services import queued as queued_service
+    from tpuctl.services.cost import parse_dollars
 
     app = app_of(ctx)
     target = app.target(project, zone, many_zones=True)
@@ -171,6 +181,7 @@ def create(
         ttl=parse_duration(ttl, "--ttl") if ttl else None,
         idle_timeout=parse_duration(idle_timeout, "--idle-timeout") if idle_timeout else None,
         idle_action=idle_action,
+        max_cost=parse_dollars(max_cost) if max_cost else None,
     )
     request = create_service.CreateRequest(
         spec,

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
+from tpuctl.agent.labels import expiry
 from tpuctl.durations import format_duration
-from tpuctl.models import CREATED, EXPIRES, IDLE_TIMEOUT, LAST_ACTIVE, Node, QueuedResource
+from tpuctl.models import CREATED, IDLE_TIMEOUT, LAST_ACTIVE, MAX_COST, Node, QueuedResource
 from tpuctl.services import cost
+from tpuctl.timestamps import utc_clock
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -114,6 +116,20 @@ def confirm(question: str, default: bool) -> bool:
 
 def human_age(seconds: float | None) -> str:
     return "-" if seconds is None else format_duration(seconds)
+
+
+def expiry_column(labels: dict[str, str], now: float | None = None) -> str:
+    """How long until the node deletes itself at its expiry: `12h30m`, `12h30m $50 cap`
+    when its --max-cost is what ends it first, `expired`, or `-`."""
+    at, why = expiry(labels)
+    if at is None:
+        return "-"
+    left = at - (time.time() if now is None else now)
+    text = format_duration(left) if left > 0 else "expired"
+    cents = labels.get(MAX_COST, "")
+    if why.startswith("its max cost") and cents.isdigit():
+        text += f" ${int(cents) / 100:g} cap"
+    return text
 
 
 HEARTBEAT = 30.0  # seconds between lines while a wait without a terminal shows no change
@@ -258,6 +274,7 @@ NODE_COLUMNS = [
     Col("OWNER", drop=8),
     Col("UTIL", drop=6, right=True),
     Col("IDLE", drop=7),
+    Col("EXPIRES", drop=10),
 ]
 
 
@@ -292,6 +309,7 @@ def node_rows(
                 n.owner if n.owner else ("-" if n.managed else "(unmanaged)"),
                 util,
                 idle_column(n, measured=idle),
+                expiry_column(n.labels),
             ]
         )
     return rows
@@ -361,17 +379,18 @@ def describe_node(node: Node) -> Table:
     ]
     if node.topology:
         rows.append(("topology", f"{node.topology} (the slice's interconnect)"))
-    expires = node.label_time(EXPIRES)
+    expires, why = expiry(node.labels)
     if expires is not None:
         left = expires - time.time()
-        enforcer = "Compute Engine deletes it" if node.api == "compute" else "gc will delete it"
+        compute = node.api == "compute"  # its maxRunDuration: Compute Engine ends it
+        who = "Compute Engine deletes it" if compute else "it deletes itself"
+        late = "Compute Engine deletes it" if compute else "its watchdog or gc deletes it"
         rows.append(
             (
                 "expires",
-                f"in {format_duration(left)}"
-                + (" (Compute Engine deletes it then)" if node.api == "compute" else "")
+                f"in {format_duration(left)}, at {utc_clock(expires)} ({why}): {who}"
                 if left > 0
-                else f"{format_duration(-left)} ago ({enforcer})",
+                else f"{format_duration(-left)} ago ({why}): {late}",
             )
         )
     limit = node.label_time(IDLE_TIMEOUT)

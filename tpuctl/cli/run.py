@@ -82,14 +82,30 @@ def run(
     detach: Annotated[bool, typer.Option("--detach", help="Return once the job started.")] = False,
     name: Annotated[str | None, typer.Option("--name", help="A name for the job.")] = None,
     ttl: Annotated[
-        str | None, typer.Option("--ttl", help="Node expiry for `tpuctl gc` (default 7d).")
+        str | None,
+        typer.Option("--ttl", help="A new node deletes itself after this long (default 7d)."),
+    ] = None,
+    max_cost: Annotated[
+        str | None,
+        typer.Option(
+            "--max-cost",
+            help="A new node deletes itself once it has cost this many US dollars (e.g. 50).",
+        ),
     ] = None,
     start_deadline: Annotated[
         str | None,
         typer.Option(
             "--start-deadline",
             help="A node made for the job deletes itself when its agents have not started "
-            "by then (default 10m).",
+            "by then and its client never renewed its lease (default 10m).",
+        ),
+    ] = None,
+    start_lease: Annotated[
+        str | None,
+        typer.Option(
+            "--start-lease",
+            help="Until the agents start, the client renews a lease this long; a node made "
+            "for the job whose client stopped renewing deletes itself (default 90s).",
         ),
     ] = None,
     queued_flag: Annotated[

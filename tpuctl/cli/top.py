@@ -129,7 +129,7 @@ TOP_COLUMNS = [
     render.Col("IDLE", drop=2),
     render.Col("JOB", drop=5),
     render.Col("JOB STATE", drop=4),
-    render.Col("TTL", drop=8),
+    render.Col("EXPIRES", drop=8),
     render.Col("OWNER", drop=9),
 ]
 
@@ -141,13 +141,12 @@ def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
     rows = []
     for r in ordered(shot.rows, key):
         j = r.to_json()
-        ttl = j["ttlLeftSeconds"]
         rows.append([
             r.node.name, r.node.zone, r.node.accelerator_type, r.node.state,
             render.human_age(j["ageSeconds"]), cost.money(j["hourlyUsd"]),
             "~" + cost.money(j["costSoFarUsd"]), percent(r.util), sparkline(j["history"]),
             render.human_age(r.idle_seconds), j["job"] or "-", j["jobState"] or "-",
-            "-" if ttl is None else ("expired" if ttl <= 0 else render.human_age(ttl)),
+            render.expiry_column(r.node.labels),
             j["owner"] or "-",
         ])  # fmt: skip
     return render.fitted(TOP_COLUMNS, rows, width)

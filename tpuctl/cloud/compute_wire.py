@@ -16,7 +16,7 @@ from typing import Any
 
 from tpuctl import catalog
 from tpuctl.errors import CloudError, NoCapacityError, QuotaError, TpuctlError
-from tpuctl.models import CreateSpec, Node, Worker
+from tpuctl.models import CREATED, EXPIRES, MAX_COST, CreateSpec, Node, Worker
 from tpuctl.timestamps import parse_rfc3339
 
 IMAGE_PROJECT = "ubuntu-os-accelerator-images"
@@ -68,11 +68,14 @@ def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
             automaticRestart=False,
             preemptible=True,
         )
-    if spec.ttl:
-        # the lifetime is Compute Engine's to enforce: it deletes the VM at its end, with
-        # no gc and no laptop (https://cloud.google.com/compute/docs/instances/limit-vm-runtime)
-        scheduling.update(maxRunDuration={"seconds": str(spec.ttl)},
-                          instanceTerminationAction="DELETE")  # fmt: skip
+    limit = _run_limit(spec.labels) or spec.ttl
+    if limit:
+        # the lifetime (--ttl, or the --max-cost deadline when it is earlier) is Compute
+        # Engine's to enforce: it deletes the VM at its end, with no watchdog, gc or laptop
+        # (https://cloud.google.com/compute/docs/instances/limit-vm-runtime)
+        scheduling.update(
+            maxRunDuration={"seconds": str(limit)}, instanceTerminationAction="DELETE"
+        )
     metadata = {GUEST_ATTRIBUTES: "TRUE", **spec.metadata}
     body: dict[str, Any] = {
         "name": spec.name,
@@ -100,6 +103,17 @@ def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
     if spec.tags:
         body["tags"] = {"items": list(spec.tags)}
     return body
+
+
+def _run_limit(labels: dict[str, str]) -> int | None:
+    """Seconds from the create to the node's expiry when a --max-cost caps it (the
+    earlier of the cap and the --ttl), else None."""
+    if MAX_COST not in labels:
+        return None
+    try:
+        return max(30, int(labels[EXPIRES]) - int(labels[CREATED]))
+    except (KeyError, ValueError):
+        return None
 
 
 def shape_of(machine_type: str) -> catalog.SliceShape | None:

@@ -43,6 +43,7 @@ class ObjectInfo:
     size: int
     generation: int
     md5: str  # base64, as Cloud Storage reports it
+    updated: float = 0.0  # unix seconds of its last write, by Cloud Storage's clock
 
 
 def translate(exc: BaseException, subject: str, where: str, hint: str) -> TpuctlError:
@@ -293,7 +294,13 @@ class Bucket:
                 self.name, prefix=prefix, timeout=TIMEOUT, retry=None, page_size=1000
             )
             return [
-                ObjectInfo(b.name, int(b.size or 0), int(b.generation or 0), b.md5_hash or "")
+                ObjectInfo(
+                    b.name,
+                    int(b.size or 0),
+                    int(b.generation or 0),
+                    b.md5_hash or "",
+                    b.updated.timestamp() if b.updated else 0.0,
+                )  # fmt: skip
                 for b in blobs
             ]
 
@@ -416,7 +423,11 @@ class Bucket:
         with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
             return list(pool.map(one, jobs))
 
-    def delete(self, path: str) -> None:
+    def delete(self, path: str, *, if_generation_match: int | None = None) -> None:
+        """Delete an object (with a generation: only that one, else PreconditionFailedError)."""
         self._call(
-            self._subject(path), lambda: self._bucket.blob(path).delete(timeout=TIMEOUT, retry=None)
+            self._subject(path),
+            lambda: self._bucket.blob(path).delete(
+                timeout=TIMEOUT, retry=None, if_generation_match=if_generation_match
+            ),
         )

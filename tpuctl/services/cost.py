@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tpuctl import catalog
-from tpuctl.errors import ConfigError
+from tpuctl.errors import ConfigError, UsageError
 from tpuctl.models import NODE_STOPPED, Node
 
 PriceTable = Mapping[str, tuple[float, float]]
@@ -119,3 +119,35 @@ def money(value: float | None, per_hour: bool = False) -> str:
         return "-"
     text = f"${value:,.2f}" if value >= 0.995 or value == 0 else f"${value:.3f}"
     return text + ("/h" if per_hour else "")
+
+
+MAX_DOLLARS = 1_000_000.0  # a cap past this is a typo
+
+
+def parse_dollars(text: str, flag: str = "--max-cost") -> float:
+    """US dollars as typed (`50`, `$12.50`); a UsageError naming `flag` when malformed,
+    not more than zero, or absurd."""
+    t = str(text).strip().removeprefix("$").replace(",", "")
+    try:
+        value = float(t)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_DOLLARS:  # NaN and inf fail too
+        raise UsageError(
+            f"invalid {flag} {text!r}: a number of US dollars more than 0 and at most "
+            f"{MAX_DOLLARS:,.0f}, e.g. 50 or 12.50"
+        )
+    return value
+
+
+def cap_seconds(shape: catalog.SliceShape, cheap: bool, dollars: float) -> tuple[int, float]:
+    """How long a node of `shape` runs before it has cost `dollars` at its list price,
+    and that price per hour; a UsageError for a shape with no price."""
+    rate = hourly(shape, cheap)
+    if not rate:
+        raise UsageError(
+            f"--max-cost needs a price for {shape.name}, and the price table has none",
+            hint=f"add one in tpuctl's config file: [prices.{shape.price_key or shape.generation}] "
+            'on_demand = ..., spot = ... (docs/gc.md, "Cost on screen")',
+        )
+    return max(1, int(dollars / rate * 3600)), rate

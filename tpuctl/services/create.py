@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl import interrupts
+from tpuctl.durations import format_duration
 from tpuctl.errors import Interrupted, NotFoundError, TpuctlError, UsageError
-from tpuctl.models import NODE_CREATE_FAILED, CreateSpec, Node
+from tpuctl.models import COST_DEADLINE, EXPIRES, NODE_CREATE_FAILED, CreateSpec, Node
 from tpuctl.services import cost, names, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
+from tpuctl.timestamps import utc_clock
 
 if TYPE_CHECKING:
     from tpuctl.catalog import SliceShape
@@ -113,6 +115,25 @@ def price_line(spec: CreateSpec, slices: int = 1) -> str | None:
     return f"{what} {kind}: about {price} ({cost.note()})"
 
 
+def cap_line(prepared: CreateSpec) -> str | None:
+    """`max cost $50.00 ≈ 12h30m at $4.00/h: the node deletes itself at 21:30 UTC`, for
+    a spec `nodes.prepare` labelled with a --max-cost (None without one)."""
+    labels = prepared.labels
+    if not prepared.max_cost or COST_DEADLINE not in labels:
+        return None
+    seconds, rate = cost.cap_seconds(
+        prepared.shape, prepared.spot or prepared.preemptible, prepared.max_cost
+    )
+    line = (
+        f"max cost {cost.money(prepared.max_cost)} ≈ {format_duration(seconds)} at "
+        f"{cost.money(rate, per_hour=True)}: the node deletes itself at "
+        f"{utc_clock(float(labels[EXPIRES]))}"
+    )
+    if int(labels[EXPIRES]) < int(labels[COST_DEADLINE]):
+        line += " (its --ttl ends before its max cost is reached)"
+    return line
+
+
 def ask(
     tpu: TpuBackend,
     quotas: QuotaApi | None,
@@ -128,8 +149,9 @@ def ask(
     the call, from when on the node may exist."""
     prepared = nodes.validate_create(tpu, target, spec, quotas)
     line = price_line(spec, queue.slices if queue else 1)
-    if say is not None and line is not None:
-        say(line)
+    for said in (line, cap_line(prepared)):
+        if say is not None and said is not None:
+            say(said)
     before_call()
     if queue is not None:
         queued.create_queued(tpu, target, spec.name, prepared, queue)
@@ -174,9 +196,9 @@ def _create_in(
         if request.queued:
             # The queue's own functions delete the request on a failure or an interruption.
             prepared = nodes.validate_create(a.tpu, target, spec, a.quotas)
-            line = price_line(spec, options.slices)
-            if announce and line:
-                ui.info(line)
+            for line in (price_line(spec, options.slices), cap_line(prepared)):
+                if announce and line:
+                    ui.info(line)
             if not request.wait:
                 queued.enqueue(a.tpu, target, name, prepared, options)
                 return CreateOutcome(target, started=True)

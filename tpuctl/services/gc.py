@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tpuctl.agent.labels import expiry
 from tpuctl.durations import format_duration
 from tpuctl.errors import NotFoundError, TpuctlError
 from tpuctl.models import (
     CREATED,
-    EXPIRES,
     IDLE_TIMEOUT,
     KEEP,
     LAST_ACTIVE,
@@ -98,9 +98,10 @@ def decide(
         return Decision(node, "already being deleted", False)
     if node.state in NODE_DEAD:
         return Decision(node, f"{node.state.lower()}: holds quota until deleted", True)
-    expires = node.label_time(EXPIRES)
+    expires, why = expiry(node.labels)
     if expires is not None and now >= expires:
-        return Decision(node, f"expired {format_duration(now - expires)} ago (--ttl)", True)
+        flag = "--max-cost" if why.startswith("its max cost") else "--ttl"
+        return Decision(node, f"expired {format_duration(now - expires)} ago ({flag})", True)
     limit = idle_limit if idle_limit is not None else node.label_time(IDLE_TIMEOUT)
     if limit is None or node.state != "READY":
         return Decision(node, "in use or within its limits", False)

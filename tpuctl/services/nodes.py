@@ -23,17 +23,20 @@ from tpuctl.errors import (
     UsageError,
 )
 from tpuctl.models import (
+    COST_DEADLINE,
     CREATED,
     EXPIRES,
     IDLE_TIMEOUT,
     MANAGED_BY,
     MANAGED_BY_VALUE,
+    MAX_COST,
     OWNER,
     START_DEADLINE,
     CreateSpec,
     DeleteResult,
     Node,
 )
+from tpuctl.services import cost
 from tpuctl.services.names import local_user, validate_labels, validate_name
 from tpuctl.waiting import Progress, noop, poll_until
 
@@ -105,7 +108,7 @@ def check_version(api: TpuBackend, target: Target, version: str) -> None:
         )
 
 
-def prepare(spec: CreateSpec, now: float | None = None) -> CreateSpec:
+def prepare(spec: CreateSpec, now: float | None = None, watchdog: bool = True) -> CreateSpec:
     """The spec as the API is to get it: tpuctl's labels added (managed-by, owner, created,
     and from --ttl, --idle-timeout and a job's start deadline), and the startup-script of
     the idle watchdog and the boot guard in its metadata."""
@@ -116,13 +119,23 @@ def prepare(spec: CreateSpec, now: float | None = None) -> CreateSpec:
     labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: local_user(), CREATED: str(created)})
     if spec.ttl:
         labels[EXPIRES] = str(created + spec.ttl)
+    if spec.max_cost:  # a deadline too: the earlier of the two is the node's expiry
+        seconds, _ = cost.cap_seconds(spec.shape, spec.spot or spec.preemptible, spec.max_cost)
+        labels[MAX_COST] = str(int(round(spec.max_cost * 100)))
+        labels[COST_DEADLINE] = str(created + seconds)
+        labels[EXPIRES] = str(min(int(labels.get(EXPIRES) or created + seconds), created + seconds))
     metadata = dict(spec.metadata)
     if spec.idle_timeout:
         labels[IDLE_TIMEOUT] = str(spec.idle_timeout)
     if spec.start_deadline:
         labels[START_DEADLINE] = str(created + spec.start_deadline)
-    if spec.idle_timeout or spec.start_deadline:
-        metadata[STARTUP_SCRIPT] = _startup_script(spec)
+    # The watchdog deletes the node at its expiry itself, with no gc (not on Compute
+    # Engine: its instance's own maxRunDuration does, compute_wire.py).
+    # A startup script of the user's own keeps a --ttl to gc alone; a cap cannot be.
+    own_script = STARTUP_SCRIPT in spec.metadata and not spec.max_cost
+    watched = spec.idle_timeout or (EXPIRES in labels and watchdog and not own_script)
+    if watched or spec.start_deadline:
+        metadata[STARTUP_SCRIPT] = _startup_script(spec, bool(watched))
     validate_labels(labels)
     if spec.service_account and "@" not in spec.service_account:
         raise UsageError(
@@ -145,7 +158,7 @@ def parse_scopes(values: list[str]) -> list[str]:
     return [s if s.startswith("https://") else _SCOPE_PREFIX + s for s in scopes]
 
 
-def _startup_script(spec: CreateSpec) -> str:
+def _startup_script(spec: CreateSpec, watched: bool) -> str:
     """The startup script that runs the node's idle watchdog and/or its boot guard
     (services/idle.py)."""
     from tpuctl.services.idle import startup_script
@@ -159,12 +172,13 @@ def _startup_script(spec: CreateSpec) -> str:
             hint="use --idle-action delete (the default) for a multi-host slice",
         )
     if STARTUP_SCRIPT in spec.metadata:
+        flag = "--idle-timeout" if spec.idle_timeout else "--max-cost" if spec.max_cost else "--ttl"
         raise UsageError(
-            "--idle-timeout installs its watchdog as the node's startup-script; "
+            f"{flag} installs its watchdog as the node's startup-script; "
             "it cannot be combined with --metadata startup-script=...",
             hint="run your own setup over SSH (`tpuctl exec`) or from `tpuctl run --setup`",
         )
-    idle_action = spec.idle_action if spec.idle_timeout else None
+    idle_action = spec.idle_action if spec.idle_timeout else "delete" if watched else None
     return startup_script(idle_action, start_guard=bool(spec.start_deadline))
 
 
@@ -196,7 +210,7 @@ def validate_create(
         spec.version = catalog.default_runtime(spec.shape.generation)
     if spec.version:  # on Compute Engine: the TPU OS image family (default: the generation's)
         check_version(api, target, spec.version)
-    prepared = prepare(spec)
+    prepared = prepare(spec, watchdog=api.api == "tpu")
     try:
         existing = api.get_node(f"{target.parent}/nodes/{spec.name}")
     except NotFoundError:

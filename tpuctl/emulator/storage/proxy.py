@@ -73,6 +73,7 @@ _RULES: list[tuple[str, re.Pattern[str], str]] = [
 
 # a bucket resource, or the collection of them: the calls whose bodies carry `lifecycle`
 _BUCKET = re.compile(r"^/storage/v1/b(?:/(?P<bucket>[^/]+))?$")
+_OBJECT = re.compile(r"^/storage/v1/b/[^/]+/o/[^/]+$")
 # (method, a bucket named) -> the JSON API's method, as the control plane counts calls
 _BUCKET_VERBS = {
     ("POST", False): "insert",
@@ -212,10 +213,31 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if bucket and (self.command, bucket.group("bucket") is not None) in _BUCKET_VERBS:
                 self._bucket_call(bucket.group("bucket"), parse_qs(url.query))
+            elif self.command == "DELETE" and _OBJECT.match(url.path):
+                self._object_delete(url.path, parse_qs(url.query))
             else:
                 self._forward()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _object_delete(self, path: str, query: dict[str, list[str]]) -> None:
+        """An object's delete, with its ifGenerationMatch checked here: fake-gcs-server
+        deletes whatever generation is there, where Cloud Storage answers 412
+        conditionNotMet (https://cloud.google.com/storage/docs/request-preconditions)."""
+        wanted = query.get("ifGenerationMatch", [""])[-1]
+        with self.server.bucket_lock:  # the check and the delete at once (for deletes)
+            if wanted:
+                conn = http.client.HTTPConnection(self.server.target, timeout=60)
+                try:
+                    conn.request("GET", path)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                if resp.status == 200 and str(json.loads(data).get("generation")) != wanted:
+                    self._refuse(PRECONDITION_FAILED)
+                    return
+            self._forward()
 
     def _bucket_call(self, name: str | None, query: dict[str, list[str]]) -> None:
         """A bucket's insert, get, patch, update or delete, or the list of buckets: passed

@@ -28,6 +28,7 @@ from tpuctl.config import shape_rule, split_zones
 from tpuctl.durations import parse_duration
 from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import nodes
+from tpuctl.services.cost import parse_dollars
 from tpuctl.services.run.spec import MIN_SYNC_EVERY, parse_env
 from tpuctl.services.run.toml_text import toml_key, toml_string, toml_value
 
@@ -70,7 +71,9 @@ KEYS: dict[str, str] = {
     "retry_on_failure": "bool",
     "sync_every": "seconds",
     "ttl": "duration",
+    "max_cost": "dollars",
     "start_deadline": "duration",
+    "start_lease": "duration",
     "heartbeat_deadline": "duration",
     "teardown": "bool",
     "detach": "bool",
@@ -92,6 +95,7 @@ _WANTED = {
     "count": "a whole number, 0 or more",
     "seconds": f"a number of seconds, at least {MIN_SYNC_EVERY:g}",
     "env": 'a table of names to strings, e.g. [env] then STEPS = "100"',
+    "dollars": "a number of US dollars, e.g. 50 or 12.5",
 }
 _KEY_LINE = re.compile(
     r"""\s*((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*="""
@@ -218,6 +222,11 @@ def _convert(key: str, kind: str, value: Any, base: Path) -> Any:
         if kind == "seconds" and not (number and value >= MIN_SYNC_EVERY):
             raise _wrong(kind, value)
         return value if kind == "count" else float(value)
+    if kind == "dollars":
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise _wrong(kind, value)
+        parse_dollars(str(value), "max_cost")  # the check --max-cost goes through
+        return str(value)
     if kind == "duration":
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise _wrong(kind, value)

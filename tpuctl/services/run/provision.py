@@ -8,9 +8,11 @@ and everything after (agents, watch, teardown, the job record) reads it."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 
 from tpuctl import catalog
+from tpuctl.agent.labels import expiry
 from tpuctl.config import shape_rule
 from tpuctl.errors import NoCapacityError, NotFoundError, UsageError
 from tpuctl.models import (
@@ -23,7 +25,7 @@ from tpuctl.models import (
 )
 from tpuctl.services import cost, nodes, queued, staging, zones
 from tpuctl.services.create import ask
-from tpuctl.services.run import teardown
+from tpuctl.services.run import lease, teardown
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import retrying
 
@@ -32,6 +34,9 @@ RECREATE_PAUSE = (5.0, 300.0)  # first and longest pause while no capacity is fr
 # enough for most training runs, short enough that a node nothing else deleted does not
 # bill for more than a week.
 JOB_NODE_TTL = 7 * 86400
+# A node gone this close to its expiry went for it (the VM's clock and this one may
+# differ by a little; its watchdog looks once a minute).
+EXPIRY_SLACK = 120.0
 
 
 def _node_spec(job: Job, attempt: int) -> CreateSpec:
@@ -49,6 +54,7 @@ def _node_spec(job: Job, attempt: int) -> CreateSpec:
         labels={JOB: job.job_id},
         metadata={BUCKET_ATTRIBUTE: job.bucket.name, ATTEMPT_ATTRIBUTE: str(attempt)},
         ttl=job.spec.ttl or JOB_NODE_TTL,
+        max_cost=job.spec.max_cost,
         idle_timeout=job.spec.idle_timeout,
         start_deadline=job.spec.start_deadline if guarded else None,
     )
@@ -59,7 +65,8 @@ def _queue(job: Job) -> queued.QueueOptions:
 
 
 def existing_node(job: Job) -> Node | None:
-    """The READY node given with --node, or None when it is to be created."""
+    """The READY node given with --node, claimed for the job (a NodeBusyError when another
+    job holds it), or None when it is to be created."""
     if not job.spec.node:
         return None
     try:
@@ -71,6 +78,13 @@ def existing_node(job: Job) -> Node | None:
             f"node {node.name} is {node.state}, not READY",
             hint=f"start it (`tpuctl start {node.name}`) or pick another --node",
         )
+    if job.spec.max_cost:
+        raise UsageError(
+            f"--max-cost caps a node the job creates, and node {node.name} exists",
+            hint="a node's cap is set when it is made: `tpuctl create --max-cost` (or drop --node)",
+        )
+    lease.take(job, node)
+    job.node_labels = dict(node.labels)
     return node
 
 
@@ -146,7 +160,10 @@ def place(
         job.target = job.target.in_zone(zone)
         operation = create(job, announce=announce, attempt=attempt)
         on_created()
-        return wait_ready(job, operation)
+        node = wait_ready(job, operation)
+        lease.take(job, node)  # before any agent: `run --node` of another job is refused
+        job.node_labels = dict(node.labels)
+        return node
 
     def abandon(zone: str) -> None:
         if job.created:  # what the refused create may have left there goes first
@@ -228,3 +245,13 @@ def recreate(job: Job) -> Node:
                 warn_cross_region(job)
             return node
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def expired(job: Job) -> str:
+    """What ended the job when its node went away at its expiry (its watchdog deleted it
+    at the end of its --ttl or at its --max-cost deadline), '' otherwise; a node gone at
+    its expiry is not recreated."""
+    at, why = expiry(job.node_labels)
+    if at is None or time.time() < at - EXPIRY_SLACK:
+        return ""
+    return f"{job.what} reached {why} and deleted itself"

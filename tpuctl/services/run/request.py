@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from tpuctl import catalog
 from tpuctl.durations import parse_duration
 from tpuctl.errors import Interrupted, UsageError
-from tpuctl.services.run.spec import HEARTBEAT_DEADLINE, START_DEADLINE, RunSpec, parse_env
+from tpuctl.services.run.spec import (
+    HEARTBEAT_DEADLINE,
+    START_DEADLINE,
+    START_LEASE,
+    RunSpec,
+    parse_env,
+)
 
 if TYPE_CHECKING:
     from tpuctl.config import Target
@@ -60,7 +66,9 @@ class RunRequest:
     detach: bool = False
     name: str | None = None
     ttl: str | None = None
+    max_cost: str | None = None
     start_deadline: str | None = None
+    start_lease: str | None = None
     queued_flag: bool = False
     slices: int = 1
     valid_until: str | None = None
@@ -120,11 +128,11 @@ class RunRequest:
 
     def spec(self, root: Path, rel: str, service_account: str | None) -> RunSpec:
         """The job's spec (`service_account`: the config file's, when no flag gave one)."""
-        from tpuctl.services import nodes
+        from tpuctl.services import cost, nodes
 
         durations = {
             key: parse_duration(getattr(self, key), f"--{key.replace('_', '-')}")
-            for key in ("ttl", "valid_until", "start_deadline", "heartbeat_deadline")
+            for key in ("ttl", "valid_until", "start_deadline", "start_lease", "heartbeat_deadline")
             if getattr(self, key)
         }
         return RunSpec(
@@ -149,6 +157,7 @@ class RunRequest:
             detach=self.detach,
             name=self.name,
             ttl=durations.get("ttl"),
+            max_cost=cost.parse_dollars(str(self.max_cost)) if self.max_cost else None,
             queued=self.queued,
             slices=self.slices,
             valid_until=durations.get("valid_until"),
@@ -156,6 +165,7 @@ class RunRequest:
             retry_on_failure=self.retry_on_failure,
             sync_every=self.sync_every,
             start_deadline=durations.get("start_deadline", START_DEADLINE),
+            start_lease=durations.get("start_lease", START_LEASE),
             heartbeat_deadline=durations.get("heartbeat_deadline", HEARTBEAT_DEADLINE),
         )
 

@@ -28,7 +28,7 @@ from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
 from tpuctl.services import jobs, staging
-from tpuctl.services.run import agents, provision, teardown, watch
+from tpuctl.services.run import agents, lease, provision, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class Runner:
             job.bucket, job.target.project, job.adapters.project_number,
             spec.bucket_named_by, job.ui.info,
         )  # fmt: skip
-        with teardown.guard(job):
+        with lease.held(job), teardown.guard(job):
             node = self._provision_and_stage()
             agents.start(job)
             if spec.detach:
@@ -187,6 +187,8 @@ class Runner:
             try:
                 final = watch.watch(job, workers)
             except Preempted as e:
+                if ended := provision.expired(job):  # its TTL or max cost: no restart
+                    return self._give_up(e.state, ended)
                 if job.attempt > spec.restarts:
                     return self._give_up(e.state)
                 if job.multislice:
@@ -221,12 +223,12 @@ class Runner:
         )
         agents.start(job)
 
-    def _give_up(self, state: str) -> JobOutcome:
+    def _give_up(self, state: str, ended: str = "") -> JobOutcome:
         job = self.job
         final = agents.statuses(job)
         states = {w: str(s.get("state")) for w, s in final.items()} or {0: state}
         outcome = job.outcome(1, states)
-        outcome.message = (
+        outcome.message = ended or (
             f"{job.what} was {state} during attempt {job.attempt} and the job has "
             f"used its {job.spec.restarts} restart(s) (--restarts)"
         )
@@ -296,4 +298,5 @@ class Runner:
         outcome = job.outcome(130, {w: str(s.get("state")) for w, s in final.items()})
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)
+        lease.release(job)
         return outcome

@@ -42,6 +42,11 @@ class RunUI(Protocol):
 # upload of the code that outlasted the create, with room to spare. A node whose client
 # died costs at most this much (docs/run.md, "The boot guard").
 START_DEADLINE = 10 * 60
+# Until its agents start, the client renews the job's lease every third of this; the boot
+# guard deletes the node when it has seen no renewal for this long: a dead client's node
+# goes within about a minute, a living client's slow boot has what time it needs
+# (services/run/lease.py). START_DEADLINE is left for a client that never wrote a lease.
+START_LEASE = 90.0
 # An agent whose status has not changed for this long is lost (its heartbeat comes every
 # 2 s; a bucket write that fails is retried with back-off for up to ~40 s): the client
 # ends the job, worker 0's agent too when a peer is lost (docs/run.md).
@@ -85,6 +90,8 @@ class RunSpec:
     retry_on_failure: bool = False  # a failed script counts as restartable too
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
     start_deadline: int | None = START_DEADLINE  # a created node's agents start by then
+    start_lease: float = START_LEASE  # ...unless a living client renews its lease
+    max_cost: float | None = None  # USD: a created node deletes itself once it cost this
     heartbeat_deadline: float = HEARTBEAT_DEADLINE  # an agent silent this long is lost
 
 
@@ -203,6 +210,8 @@ class Job:
     logs: dict[int, str] = field(default_factory=dict)  # worker -> log file on the VM
     beats: Beats | None = None  # the agents' heartbeats, as the watch saw them change
     lost: dict[int, float] = field(default_factory=dict)  # worker -> seconds it was silent
+    claim: int | None = None  # the generation of this job's claim on its node (lease.py)
+    node_labels: dict[str, str] = field(default_factory=dict)  # its node's, once READY
 
     @property
     def full_name(self) -> str:

@@ -21,7 +21,7 @@ from tpuctl.agent import protocol
 from tpuctl.errors import CloudError, NotFoundError, TpuctlError, WaitTimedOut
 from tpuctl.models import Node
 from tpuctl.services import jobs, nodes, queued
-from tpuctl.services.run import agents
+from tpuctl.services.run import agents, lease
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import Progress, poll_until
 
@@ -88,6 +88,9 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
         or agents.agent_teardown_failed(job)
     ):
         wait_for_agent = 0  # nobody else will delete it: do it now
+    if other := lease.claimed_by_other(job):  # it took over this job's stale claim
+        job.ui.info(f"{job.what} is claimed by job {other} now: not deleting it")
+        return False
     with job.ui.progress(f"tearing down {job.node_name}:") as update:
         node = _node_left(job, wait_for_agent, update)
         if node is None:

@@ -1,0 +1,111 @@
+"""One job a node: `run --node` claims the node; a node another job holds is refused
+naming that job; the claim goes at the end on every path; a stale claim is taken over;
+no teardown deletes a node another job holds."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+from tests.cli.conftest import one_line_error
+from tests.cli.test_run import _running, _wait_running, bucket_objects, project, wait_for
+from tpuctl.agent import claims
+
+__all__ = ["project"]  # the fixture, shared
+
+CLAIM = claims.claim_path("tpuctl-demo", "us-central1-a", "shared")
+
+
+def _claim(emulator) -> dict | None:  # noqa: ANN001
+    raw = bucket_objects(emulator).get(CLAIM)
+    return json.loads(raw) if raw else None
+
+
+def _names(emulator) -> list[str]:  # noqa: ANN001
+    return [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()]
+
+
+def test_a_busy_node_is_refused_naming_its_job(cli, emulator, project) -> None:
+    assert cli("create", "shared", "-a", "v3-8").code == 0
+    r = cli("run", str(project / "job.py"), "--node", "shared", "--detach", "--json",
+            "--env", "NAP=60")  # fmt: skip
+    assert r.code == 0, r.err
+    first = json.loads(r.out)["job"]
+    assert (_claim(emulator) or {}).get("job") == first
+
+    r = cli("run", str(project / "job.py"), "--node", "shared")
+    assert r.code == 5, r.err
+    said = one_line_error(r)
+    assert f"node shared is busy: job {first} of " in said
+    assert "its agents are running" in said or "its client is running" in said
+    assert f"tpuctl cancel {first}" in r.err  # the way out
+    assert (_claim(emulator) or {}).get("job") == first  # the refusal took nothing
+
+    assert cli("cancel", first).code == 0
+    wait_for(lambda: _claim(emulator) is None)  # the agent freed it at the end
+    assert _names(emulator) == ["shared"]
+    r = cli("run", str(project / "job.py"), "--node", "shared", "--json")
+    assert r.code == 0, r.err
+    assert _claim(emulator) is None  # released by the client at the end
+    assert cli("delete", "shared", "--yes").code == 0
+
+
+def test_a_stale_claim_is_taken_over_and_its_teardown_spares_the_new_job(
+    cli, emulator, project
+) -> None:
+    """A claim whose job has ended is taken over, and a claim of an earlier node of the
+    same name is not the current node's."""
+    assert cli("create", "shared", "-a", "v3-8").code == 0
+    client = emulator.storage_client().bucket("tpuctl-demo-tpuctl")
+    r = cli("run", str(project / "job.py"), "--node", "shared", "--keep")
+    assert r.code == 0, r.err
+    # A claim left behind by a job that ended (its client died after the job's end).
+    ended = json.loads(cli("jobs", "--json").out)[0]["id"]
+    stale = claims.claim(ended, "", "someone", "elsewhere")
+    client.blob(CLAIM).upload_from_string(json.dumps(stale))
+    r = cli("run", str(project / "job.py"), "--node", "shared", "--keep")
+    assert r.code == 0, r.err
+    assert f"the claim of job {ended} is stale" in r.err
+    assert _claim(emulator) is None
+    # An earlier node's claim (another create time), whatever its job does.
+    other = claims.claim("20200101-000000-abcdef", "12345", "someone", "elsewhere")
+    client.blob(CLAIM).upload_from_string(json.dumps(other))
+    r = cli("run", str(project / "job.py"), "--node", "shared", "--keep")
+    assert r.code == 0, r.err
+    assert _names(emulator) == ["shared"]
+    assert cli("delete", "shared", "--yes").code == 0
+
+
+def test_the_agents_teardown_leaves_a_node_another_job_holds(cli, emulator, project) -> None:
+    """Job A owns the node and tears down at its end; job B took A's claim over (as it
+    would a stale one) meanwhile: A's agent does not delete the node under B."""
+    assert cli("create", "shared", "-a", "v3-8").code == 0
+    with _running(project / "job.py", "--node", "shared", "--teardown", "--env", "NAP=4") as a:
+        wait_for(lambda: (_claim(emulator) or {}).get("job") not in (None, ""))
+        holder = (_claim(emulator) or {})["job"]
+        # B's claim, as `take` writes it over a stale one.
+        theirs = claims.claim("20200101-000000-abcdef", "", "b", "elsewhere")
+        emulator.storage_client().bucket("tpuctl-demo-tpuctl").blob(CLAIM).upload_from_string(
+            json.dumps(theirs)
+        )
+        out, err = a.communicate(timeout=120)
+    assert a.returncode == 0, err
+    assert "is claimed by job 20200101-000000-abcdef now: not deleting it" in err
+    logs = [v for k, v in bucket_objects(emulator).items() if f"{holder}/logs/" in k]
+    assert any(b"claimed by job 20200101-000000-abcdef now: not deleting it" in v for v in logs)
+    assert _names(emulator) == ["shared"]
+    assert (_claim(emulator) or {}).get("job") == "20200101-000000-abcdef"  # theirs stays
+    assert cli("delete", "shared", "--yes").code == 0
+
+
+def test_ctrl_c_releases_the_claim(cli, emulator, project) -> None:
+    assert cli("create", "shared", "-a", "v3-8").code == 0
+    with _running(project / "job.py", "--node", "shared", "--env", "NAP=60") as proc:
+        _wait_running(emulator)
+        assert (_claim(emulator) or {}).get("job")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert _claim(emulator) is None
+    assert _names(emulator) == ["shared"]  # --node kept: the node stays, free
+    assert cli("delete", "shared", "--yes").code == 0

@@ -1,0 +1,66 @@
+"""The start deadline is a lease the living client renews: a client killed between READY
+and the agents' start loses its node within the lease, with no gc; a slow start with a
+living client keeps its node past the start deadline."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.test_run import _running, bucket_objects, project, wait_for
+from tests.cli.test_run_lifecycle import _guard_log
+from tpuctl.agent import claims
+
+__all__ = ["project"]  # the fixture, shared
+
+
+def _renewals(emulator) -> int:  # noqa: ANN001
+    """How often the running job's client has renewed its lease (-1: no lease yet)."""
+    leases = [v for k, v in bucket_objects(emulator).items() if k.endswith("/lease.json")]
+    return max((int(json.loads(v)["renewals"]) for v in leases), default=-1)
+
+
+def test_a_client_killed_before_the_agents_start_loses_its_node_within_the_lease(
+    emulator_server, emulator, project
+) -> None:
+    # The client never learns the workers' host keys, so it holds before any agent starts.
+    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")
+    try:
+        with _running(project / "job.py", "--start-lease", "2s") as proc:
+            wait_for(lambda: "renews a lease of 2s" in _guard_log(emulator_server, emulator))
+            labels = emulator.nodes()[0]["labels"]  # the deadline is still 10 minutes away
+            assert int(labels["tpuctl-start-deadline"]) == int(labels["tpuctl-created"]) + 600
+            proc.kill()  # no cleanup of any kind on this side
+            proc.communicate(timeout=30)
+            logs: list[str] = []  # the guard's log as last read while its node was there
+
+            def gone() -> bool:
+                logs.append(_guard_log(emulator_server, emulator))
+                return emulator.nodes() == []
+
+            wait_for(gone, timeout=60)
+    finally:
+        emulator.faults(rate=0)
+    said = [log for log in logs if "deleting" in log]
+    assert not said or "the client's lease was not renewed for 2s: deleting" in said[-1]
+
+
+def test_a_slow_start_with_a_living_client_outlives_the_start_deadline(
+    emulator_server, emulator, project
+) -> None:
+    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")
+    try:
+        with _running(project / "job.py", "--start-lease", "2s", "--start-deadline", "3s") as proc:
+            wait_for(lambda: "renews a lease of 2s" in _guard_log(emulator_server, emulator))
+            seen = _renewals(emulator)
+            # Nine renewals (one every 2/3 s) outlast the deadline and the lease together.
+            wait_for(lambda: _renewals(emulator) >= seen + 9, timeout=60)
+            assert [n["state"] for n in emulator.nodes()] == ["READY"]
+            assert "deleting" not in _guard_log(emulator_server, emulator)
+            emulator.faults(rate=0)  # the workers answer: the agents start
+            out, err = proc.communicate(timeout=120)
+    finally:
+        emulator.faults(rate=0)
+    assert proc.returncode == 0, err
+    assert "w0 SUCCEEDED" in err
+    assert emulator.nodes() == []
+    assert not any(k.startswith(claims.NODES) for k in bucket_objects(emulator))  # released

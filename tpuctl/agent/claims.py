@@ -1,0 +1,113 @@
+"""Which job a node belongs to right now (its claim), and whether the client of a job is
+still alive (its start lease): two small objects in the job's bucket that the laptop and
+the agent both read. Standard library only, Python 3.8+: it travels in the agent bundle.
+
+    tpuctl/nodes/<project>/<zone>/<node>/claim.json   the job that holds the node
+    tpuctl/jobs/<job-id>/lease.json                   renewed by the living client
+
+A claim is taken by creating its object with `ifGenerationMatch=0` (only one writer can),
+taken over from a stale holder by rewriting it with `ifGenerationMatch=<its generation>`,
+and released by deleting it with the generation it was written with: a claim someone
+else took meanwhile is never released by mistake. It names the node's `createTime`: a
+node deleted and made again under the same name is not the node that was claimed.
+
+The TPU API's labels would be the other place for a claim, but its `nodes.patch` takes
+no fingerprint or etag (Compute Engine's `setLabels` does): two clients that read "no
+claim" would both write theirs, and the last would win without either knowing.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+from typing import Any, Dict
+
+from .protocol import ROOT, job_path
+
+Json = Dict[str, Any]
+
+NODES = ROOT + "nodes/"
+
+
+def claim_path(project: str, zone: str, node: str) -> str:
+    return f"{NODES}{project}/{zone}/{node}/claim.json"
+
+
+def lease_path(job_id: str) -> str:
+    return job_path(job_id, "lease.json")
+
+
+def claim(job_id: str, node_created: str, user: str, host: str, now: float | None = None) -> Json:
+    """What a job writes at `claim_path` to hold the node."""
+    at = round(time.time() if now is None else now, 3)
+    return {"job": job_id, "node_created": node_created, "user": user, "host": host,
+            "claimed": at}  # fmt: skip
+
+
+def created_seconds(value: Any) -> str:
+    """A node's create time as whole unix seconds ('' when unknown), from the TPU API's
+    `createTime` (RFC 3339, as the agent reads it) or from seconds (as the laptop has it)."""
+    text = str(value or "")
+    if text.isdigit() or not text:
+        return text
+    try:
+        return str(calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return ""
+
+
+def holder(value: Json | None, node_created: str) -> str:
+    """The job holding the node by this claim ('' when none: no claim, or a claim of an
+    earlier node of that name)."""
+    if not value or not value.get("job"):
+        return ""
+    mine, theirs = created_seconds(node_created), created_seconds(value.get("node_created"))
+    if mine and theirs and mine != theirs:
+        return ""
+    return str(value["job"])
+
+
+def lease(job_id: str, seconds: float, renewals: int, now: float | None = None) -> Json:
+    """What the living client writes at `lease_path` every third of `seconds`."""
+    at = round(time.time() if now is None else now, 3)
+    return {"job": job_id, "seconds": seconds, "renewals": renewals, "renewed": at}
+
+
+# -- on the VM: worker 0's agent at the end of a job ------------------------------------
+def other_holder(storage: Any, me: Json, job_id: str, node_created: str = "") -> str:
+    """The other job that holds this worker's node by its claim ('' when none, or this
+    job): the agent's teardown leaves such a node to it."""
+    value, _ = storage.read_json(claim_path(me["project"], me["zone"], me["node"]))
+    who = holder(value, node_created)
+    return "" if who == job_id else who
+
+
+def release(storage: Any, me: Json, job_id: str) -> bool:
+    """Delete this job's claim on the node, if it still holds it (the generation read is
+    the one deleted: a claim taken over meanwhile stays)."""
+    name = claim_path(me["project"], me["zone"], me["node"])
+    value, generation = storage.read_json(name)
+    if not value or value.get("job") != job_id:
+        return False
+    return bool(storage.delete(name, generation))
+
+
+def taken_by(storage: Any, me: Json, job_id: str, say: Any) -> str:
+    """The other job holding this worker's node ('' when none, or this job). A claim that
+    cannot be read counts as none: a teardown never leaves a node billing on a guess
+    about the bucket (`say` tells the job's log so)."""
+    from .net import HttpError
+    from .tpu_api import tpu
+
+    created = ""
+    try:
+        path = "projects/{project}/locations/{zone}/nodes/{node}".format(**me)
+        created = str(json.loads(tpu(storage.token, "GET", path)).get("createTime") or "")
+    except (HttpError, ValueError):
+        pass  # an unknown create time: the claim's job decides alone
+    try:
+        return other_holder(storage, me, job_id, created)
+    except (HttpError, ValueError) as e:
+        say(f"teardown: the node's claim could not be read ({e}): deleting it")
+        return ""
