@@ -281,6 +281,8 @@ def signals(h: Harness, runs: int) -> Outcome:
             out.notes.append(f"{kind} ignored {sig.name} for 150 s")
         out.runs += 1
         out.tracebacks += _traceback(err)
+        if _traceback(err):
+            out.notes.append(f"{kind} after {sig.name}: a traceback, ending {err[-300:]!r}")
         mute = proc.returncode < 0 or (
             proc.returncode == 130 and not any(ln.startswith("error:") for ln in err.splitlines())
         )
@@ -299,7 +301,9 @@ def signals(h: Harness, runs: int) -> Outcome:
             left = [] if (proc.returncode == 0 or name in err) else left
         if left:
             out.leaked += 1
-            out.notes.append(f"{kind} after {sig.name}: left {', '.join(left)}")
+            out.notes.append(
+                f"{kind} after {sig.name}: left {', '.join(left)}, said {err[-400:]!r}"
+            )
         elif not _traceback(err) and not mute:
             out.good += 1
         h.clean()

@@ -40,5 +40,6 @@ def test_the_quick_chaos_run_keeps_every_promise(isolated_env: Path) -> None:
     ], r.stderr
     for o in results:
         assert o["runs"] > 0
-        assert (o["good"], o["leaked"], o["tracebacks"]) == (o["runs"], 0, 0), o
+        # a string, so that pytest shows it whole (the notes say what went wrong)
+        assert (o["good"], o["leaked"], o["tracebacks"]) == (o["runs"], 0, 0), json.dumps(o)
     assert r.returncode == 0, r.stderr

@@ -6,7 +6,7 @@ import pytest
 from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 
-from tpuctl import catalog
+from tpuctl import catalog, compute_quotas
 from tpuctl.catalog import runtime_for
 from tpuctl.emulator.control.client import ControlError, EmulatorControl
 from tpuctl.emulator.core.server import EmulatorServer
@@ -39,8 +39,13 @@ def test_list_pages_through_every_tpu_quota(emulator) -> None:
     infos = list(pager)
     assert [i.quota_id for i in infos] == [q.quota_id for q in catalog.QUOTAS]
     assert emulator.requests() == {"GET quotaInfos.list": 6}  # 30 quotas, 5 a page
-    other = "projects/p/locations/global/services/compute.googleapis.com"
+    other = "projects/p/locations/global/services/storage.googleapis.com"
     assert list(client.list_quota_infos(parent=other)) == []
+    # Compute Engine's TPU quotas, a pool of their own (quotas/compute.py)
+    compute = "projects/p/locations/global/services/compute.googleapis.com"
+    assert sorted({i.quota_id for i in client.list_quota_infos(parent=compute)}) == sorted(
+        {q.quota_id for q in compute_quotas.QUOTAS}
+    )
 
 
 def test_get_quota_info_shape(emulator) -> None:
