@@ -30,10 +30,15 @@ __all__ = ["project"]  # the fixture, shared
 
 def _guard_log(emulator_server, emulator) -> str:  # noqa: ANN001
     """The boot guard's log on worker 0 of the job's node ('' until there is one)."""
+    from tpuctl.emulator.core.errors import ApiError
+
     nodes = emulator.nodes()
     if not nodes:
         return ""
-    home = Path(emulator_server.backend.worker_env(nodes[0]["name"], 0)["HOME"])
+    try:  # the node may go between the list and this read (its guard deletes it)
+        home = Path(emulator_server.backend.worker_env(nodes[0]["name"], 0)["HOME"])
+    except ApiError:
+        return ""
     try:
         return (home / ".tpuctl" / "start-guard.log").read_text()
     except OSError:
