@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from . import preflight, protocol
+from . import preflight, protocol, target
 from .job import VERSION, Job, private_dir
 from .metadata import Token, identity
 from .net import HttpError
@@ -177,9 +177,11 @@ def _preflight(args: argparse.Namespace, log: Path) -> Any:
             f.write(f"tpuctl-agent: {text}\n")
 
     try:
+        node = target.of(storage.token, me, args.api, args.node)
         problem = preflight.check(
-            storage, me, args.job_id, worker, args.slices > 1, say, teardown=args.teardown
-        )
+            storage, me, args.job_id, worker, args.slices > 1, say, teardown=args.teardown,
+            node=node,
+        )  # fmt: skip
     except HttpError as e:  # not a refusal: the job meets it again, and reports it then
         say(f"preflight: could not finish ({e}); starting anyway")
         return None
@@ -241,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slices", type=int, default=1)
     parser.add_argument("--coordinator", default="")
     parser.add_argument("--request", default="")
+    target.add_arguments(parser)  # on Compute Engine: --api compute --node NAME
     args = parser.parse_args(argv)
     user_env = _read_env(sys.stdin)
     return (start if args.command == "start" else serve)(args, user_env)

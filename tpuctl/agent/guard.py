@@ -8,8 +8,9 @@ bundle, started by the node's startup-script on every boot of every worker
     python3 BUNDLE guard [--poll SECONDS]
 
 Only worker 0 guards (one delete per node); the others exit at once. What it reads:
-- the node's labels, from the TPU API: `tpuctl-start-deadline` (unix seconds; no label,
-  no guard), `tpuctl-created`, `tpuctl-job`, `tpuctl-keep`;
+- the node's labels, from the TPU API (on Compute Engine: the VM's own instance's):
+  `tpuctl-start-deadline` (unix seconds; no label, no guard), `tpuctl-created`,
+  `tpuctl-job`, `tpuctl-keep`;
 - the node's metadata: `tpuctl-bucket` (the job's bucket) and `tpuctl-attempt` (the
   attempt the node was created for: a node recreated after a preemption waits for an
   agent of the next attempt, not for the status its predecessor left);
@@ -35,16 +36,16 @@ the node's `tpuctl-expires` label remains for `tpuctl gc`.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
+from . import target
 from .claims import lease_path
 from .labels import ATTEMPT_ATTRIBUTE, BUCKET_ATTRIBUTE, CREATED, JOB, KEEP, START_DEADLINE, number
-from .metadata import Token, identity, metadata
+from .metadata import Token, attribute, identity
 from .net import HttpError, Json
 from .protocol import status_path
 from .storage import Storage
-from .tpu_api import tpu
+from .target import Target
 
 
 def say(text: str) -> None:
@@ -53,20 +54,15 @@ def say(text: str) -> None:
 
 
 def _attribute(name: str) -> str:
-    try:
-        return metadata(f"instance/attributes/{name}").strip()
-    except HttpError as e:
-        if e.status == 404:
-            return ""
-        raise
+    return attribute(name).strip()
 
 
 class Guard:
-    def __init__(self, name: str, token: Token, booted: float, poll: float | None) -> None:
-        self.name, self.token, self.booted, self.poll = name, token, booted, poll
+    def __init__(self, target: Target, token: Token, booted: float, poll: float | None) -> None:
+        self.target, self.token, self.booted, self.poll = target, token, booted, poll
 
     def node(self) -> Json:
-        return dict(json.loads(tpu(self.token, "GET", self.name)))
+        return self.target.read()
 
     def started(self, storage: Storage, job: str, attempt: int) -> bool | None:
         """Has an agent of `attempt` (or later) reported on worker 0? None: unknown."""
@@ -136,21 +132,22 @@ class Guard:
         if str((node.get("labels") or {}).get(KEEP, "")).lower() == "true":
             say(f"{why}, but the node is kept (tpuctl-keep=true)")
             return 0
-        say(f"{why}: deleting {self.name}")
-        tpu(self.token, "DELETE", self.name)
+        say(f"{why}: deleting {self.target.what}")
+        self.target.delete()
         return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="guard", description=__doc__.split("\n")[0])
     parser.add_argument("--poll", type=float, help="seconds between looks at the bucket")
+    target.add_arguments(parser)
     args = parser.parse_args(argv)
     booted = time.time()
     me = identity()
     if int(me["worker"]) != 0:
         return 0
-    name = f"projects/{me['project']}/locations/{me['zone']}/nodes/{me['node']}"
-    guard = Guard(name, Token(), booted, args.poll)
+    token = Token()
+    guard = Guard(target.of(token, me, args.api, args.node), token, booted, args.poll)
     while True:
         try:
             return guard.run()
@@ -158,5 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             if e.status == 404:
                 say("the node is gone")
                 return 0
-            say(f"the TPU API failed, trying again: {e}")
+            say(
+                f"the {'Compute Engine' if args.api == 'compute' else 'TPU'} API failed, "
+                f"trying again: {e}"
+            )
         time.sleep(5.0)

@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from . import claims, protocol
+from . import claims, protocol, target
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
 from .protocol import Beats, Refused, job_path, log_path, status_path
 from .retention import Kept
 from .storage import Storage
-from .tpu_api import delete_node, delete_request
+from .tpu_api import delete_request
 from .transfer import LogUploader, OutputSync, StatusWriter, fetch_code
 
 VERSION = 1
@@ -44,6 +44,9 @@ class Job:
         self.storage = Storage(Token(), args.bucket)
         self.kept = Kept(self.storage, args.job_id, self.dir, self.say)  # see `refresh`
         self.me = identity()
+        if args.node:  # on Compute Engine the client names the VM or slice (target.py)
+            self.me["node"] = args.node
+        self.node = target.of(self.storage.token, self.me, args.api, args.node)
         self.worker = self.me["worker"] if args.worker is None else args.worker
         # Every slice has the workers of this one: the job's are all the slices' together.
         self.total = self.me["workers"] * args.slices
@@ -132,6 +135,7 @@ class Job:
     def env(self, request: Json) -> dict[str, str]:
         env = dict(os.environ, PYTHONUNBUFFERED="1")  # so the log follows the script live
         env.update(self.megascale())  # before the user's: an --env value wins
+        env.update(self.hosts_env(env))
         for name in request.get("env") or []:
             if name in self.user_env:
                 env[name] = self.user_env[name]
@@ -147,6 +151,19 @@ class Job:
             TPUCTL_SLICE_ID=str(self.args.slice), TPUCTL_NUM_SLICES=str(self.args.slices),
         )  # fmt: skip
         return env
+
+    def hosts_env(self, env: dict[str, str]) -> dict[str, str]:
+        """On Compute Engine, what JAX and libtpu need to find the slice's other hosts and
+        the VM does not give: a Compute Engine VM has no `agent-worker-number`, so
+        `jax.distributed.initialize()` takes its GKE path, which reads TPU_WORKER_ID and
+        TPU_WORKER_HOSTNAMES (jax/_src/clusters/cloud_tpu_cluster.py), as Google's guides
+        for TPU7x slices set them by hand. The worker order is the VMs' `worker-id`,
+        the list `worker-network-endpoints` in that order. What the VM already has wins."""
+        if self.args.api != "compute":
+            return {}
+        hosts = [e.split(":")[2] if e.count(":") == 2 else e for e in self.me["endpoints"]]
+        values = {"TPU_WORKER_ID": str(self.me["worker"]), "TPU_WORKER_HOSTNAMES": ",".join(hosts)}
+        return {k: v for k, v in values.items() if v and not env.get(k)}
 
     def megascale(self) -> dict[str, str]:
         """What JAX/libtpu read to join the slices of a multislice job over the data-
@@ -381,9 +398,9 @@ class Job:
             if not waiting:
                 break
             time.sleep(self.args.heartbeat)
-        project, zone, node = self.me["project"], self.me["zone"], self.me["node"]
+        project, zone = self.me["project"], self.me["zone"]
         request = self.args.request if self.args.slices > 1 else None
-        what = f"queued resource {request} (every slice)" if request else f"node {node}"
+        what = f"queued resource {request} (every slice)" if request else self.node.what
         other = (
             "" if request else claims.taken_by(self.storage, self.me, self.args.job_id, self.say)
         )
@@ -398,7 +415,7 @@ class Job:
             if request:
                 op = delete_request(self.storage.token, project, zone, request)
             else:
-                op = delete_node(self.storage.token, project, zone, node)
+                op = self.node.delete()
             outcome = (op or {}).get("name", "already gone")
         except Exception as e:  # noqa: BLE001 - said in the log and the status
             outcome = f"failed: {e!r}"

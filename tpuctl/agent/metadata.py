@@ -12,7 +12,7 @@ import os
 import threading
 import time
 
-from .net import Json, http
+from .net import HttpError, Json, http
 
 _GOOGLE_METADATA = "http://metadata.google.internal/computeMetadata/v1"
 METADATA_URL = os.environ.get("TPUCTL_METADATA_URL", _GOOGLE_METADATA).rstrip("/")
@@ -40,14 +40,32 @@ class Token:
 def identity() -> Json:
     """Who this VM is: project, zone, node id, worker number and worker count."""
     env = {}
-    for line in metadata("instance/attributes/tpu-env").splitlines():
+    for line in attribute("tpu-env").splitlines():
         key, _, value = line.partition(":")
         env[key.strip()] = value.strip().strip("'\"")
-    endpoints = metadata("instance/attributes/worker-network-endpoints").split(",")
+    endpoints = attribute("worker-network-endpoints").split(",")
     return {
         "project": metadata("project/project-id"),
         "zone": metadata("instance/zone").rsplit("/", 1)[-1],
-        "node": env.get("NODE_ID", ""),
-        "worker": int(metadata("instance/attributes/agent-worker-number")),
+        "node": env.get("NODE_ID", ""),  # the TPU API's; on Compute Engine, the client's
+        "worker": int(worker_number()),
         "workers": len([e for e in endpoints if e]) or 1,
+        "endpoints": [e for e in endpoints if e],
     }
+
+
+def worker_number() -> str:
+    """This VM's worker number: the TPU API's `agent-worker-number`, or on a Compute
+    Engine slice `worker-id` (docs/compute-engine.md, "On the VMs"); a VM with neither
+    is a single host, worker 0."""
+    return attribute("agent-worker-number") or attribute("worker-id") or "0"
+
+
+def attribute(name: str) -> str:
+    """An instance attribute, "" when the VM has none of that name."""
+    try:
+        return metadata(f"instance/attributes/{name}")
+    except HttpError as e:
+        if e.status != 404:
+            raise
+    return ""

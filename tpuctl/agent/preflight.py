@@ -26,7 +26,8 @@ from .metadata import metadata
 from .net import HttpError, http
 from .protocol import job_path
 from .storage import Storage
-from .tpu_api import tpu
+from .target import Target
+from .tpu_api import TpuNode
 
 CRM_URL = os.environ.get("TPUCTL_CRM_URL", "https://cloudresourcemanager.googleapis.com").rstrip(
     "/"
@@ -111,14 +112,16 @@ def _said(error: HttpError) -> str:
 
 
 def check_teardown(
-    token: Any, me: Any, account: str, multislice: bool, say: Callable[[str], None]
-) -> None:
-    """Whether the account may delete this node (or its queued resource)."""
+    token: Any, me: Any, account: str, multislice: bool, say: Callable[[str], None],
+    node: Target,
+) -> None:  # fmt: skip
+    """Whether the account may delete the job's node (`node`), or its queued resource."""
     project = me["project"]
-    wanted = ["tpu.nodes.delete"] + (["tpu.queuedresources.delete"] if multislice else [])
+    wanted = list(node.permissions) + (["tpu.queuedresources.delete"] if multislice else [])
     body = json.dumps({"permissions": wanted}).encode()
     url = f"{CRM_URL}/v1/projects/{project}:testIamPermissions"
     headers = token.headers(**{"Content-Type": "application/json"})
+    api = "Compute Engine" if node.api == "compute" else "the TPU API"
     try:
         reply = http("POST", url, body, headers, attempts=3, timeout=30)[2]
     except HttpError as e:
@@ -126,46 +129,50 @@ def check_teardown(
             raise _scope_problem("Google Cloud APIs", account) from None
         say(
             f"preflight: Resource Manager's testIamPermissions answered {_said(e)}; checking "
-            "that the TPU API answers instead (tpu.nodes.delete is not proven)"
+            f"that {api} answers instead ({wanted[0]} is not proven)"
         )
-        _check_node_get(token, me, account)
+        _check_node_get(me, account, node, api)
         return
     held = set(json.loads(reply or b"{}").get("permissions") or [])
     missing = [p for p in wanted if p not in held]
     if missing:
         raise Problem(
             f"the VM's service account {account} lacks {missing[0]} in project {project}: "
-            "it could not delete its node at the end of the job",
-            f"gcloud projects add-iam-policy-binding {project} "
-            f"--member=serviceAccount:{account} --role=roles/tpu.admin",
+            f"it could not delete its {node.what} at the end of the job",
+            _grant(project, account, node.role),
             missing[0],
         )
 
 
-def _check_node_get(token: Any, me: Any, account: str) -> None:
-    path = f"projects/{me['project']}/locations/{me['zone']}/nodes/{me['node']}"
+def _grant(project: str, account: str, role: str) -> str:
+    return (
+        f"gcloud projects add-iam-policy-binding {project} "
+        f"--member=serviceAccount:{account} --role={role}"
+    )
+
+
+def _check_node_get(me: Any, account: str, node: Target, api: str) -> None:
     try:
-        tpu(token, "GET", path)
+        node.read()
     except HttpError as e:
-        message = f"the VM's service account {account} may not read its node ({_said(e)})"
-        fix = (
-            f"gcloud projects add-iam-policy-binding {me['project']} "
-            f"--member=serviceAccount:{account} --role=roles/tpu.admin"
-        )
-        raise _refused(e, "the Cloud TPU API", account, message, fix, "tpu.nodes.get") from None
+        message = f"the VM's service account {account} may not read its {node.what} ({_said(e)})"
+        permission = "compute.instances.get" if node.api == "compute" else "tpu.nodes.get"
+        fix = _grant(me["project"], account, node.role)
+        raise _refused(e, api, account, message, fix, permission) from None
 
 
 def check(
     storage: Storage, me: Any, job_id: str, worker: int, multislice: bool,
-    say: Callable[[str], None], teardown: bool = False,
+    say: Callable[[str], None], teardown: bool = False, node: Target | None = None,
 ) -> Problem | None:  # fmt: skip
     """None when the job can go on, else the first Problem found (`teardown`: worker 0
     deletes the node at the end, so its account must be allowed to)."""
     account = metadata("instance/service-accounts/default/email").strip()
+    node = node or TpuNode(storage.token, me["project"], me["zone"], me["node"])
     try:
         check_storage(storage, job_id, worker, account)
         if worker == 0 and teardown:
-            check_teardown(storage.token, me, account, multislice, say)
+            check_teardown(storage.token, me, account, multislice, say, node)
     except Problem as p:
         return p
     return None

@@ -46,3 +46,23 @@ def delete_request(token: Token, project: str, zone: str, request: str) -> Json 
         if e.status == 404:
             return None
         raise
+
+
+class TpuNode:
+    """The job's node on the Cloud TPU API, as agent/compute_api.py's ComputeNode is a
+    Compute Engine VM or slice: read it (its labels), delete it."""
+
+    api = "tpu"
+    permissions = ["tpu.nodes.delete"]
+    role = "roles/tpu.admin"
+
+    def __init__(self, token: Token, project: str, zone: str, name: str) -> None:
+        self.token, self.project, self.zone, self.name = token, project, zone, name
+        self.path = f"projects/{project}/locations/{zone}/nodes/{name}"
+        self.what = f"node {name}"
+
+    def read(self) -> Json:
+        return dict(json.loads(tpu(self.token, "GET", self.path)))
+
+    def delete(self) -> Json | None:
+        return delete_node(self.token, self.project, self.zone, self.name)

@@ -11,7 +11,7 @@ import typer
 from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup
-from tpuctl.cli.options import Accelerator, Json, Project, Zones, app_of, seconds
+from tpuctl.cli.options import Accelerator, Api, Json, Project, Zones, app_of, seconds
 from tpuctl.errors import TpuctlError
 from tpuctl.services.run.spec import MIN_SYNC_EVERY
 
@@ -33,6 +33,7 @@ def run(
     ] = None,
     node: Annotated[str | None, typer.Option("--node", help="Use (or create) this node.")] = None,
     accelerator: Accelerator = DEFAULT_ACCELERATOR,
+    api: Api = None,
     version: Annotated[str | None, typer.Option("--version", help="Runtime version.")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Spot capacity.")] = False,
     service_account: Annotated[
@@ -225,7 +226,7 @@ def _run(
     spec.bucket_named_by = staging.bucket_source(o.bucket, config, target.project)
     factory = app.factory
     adapters = Adapters(
-        tpu=factory.tpu(),
+        tpu=_backend(factory, spec, config, target),
         ssh=factory.ssh(),
         bucket=lambda b: factory.bucket(b, target.project),
         project_number=factory.iam().project_number,
@@ -248,3 +249,19 @@ def _run(
         interrupts.restore(replaced)
     ui.flush()
     return report(app, runner, outcome, began, json_out)
+
+
+def _backend(factory: Any, spec: Any, config: Any, target: Any) -> Any:
+    """The API the job's node is on: --api (or the job file's `api`); else, for --node, the
+    API that has that node; else the one a create of the accelerator would choose."""
+    from tpuctl.errors import NotFoundError
+    from tpuctl.services import create as create_service
+    from tpuctl.services.lookup import find_node
+
+    if spec.node and not spec.api:
+        backends = (factory.tpu(), factory.compute_tpu())
+        try:
+            return find_node(backends, f"{target.parent}/nodes/{spec.node}")[0]
+        except NotFoundError:
+            pass  # to be created, as the accelerator chooses
+    return factory.backend(create_service.choose_api(spec.shape, spec.api, config))

@@ -106,22 +106,25 @@ def ssh_probe(api: TpuBackend, ssh: SshApi, timeout: float = PROBE_TIMEOUT) -> I
     return probe
 
 
-def startup_script(idle_action: str | None = None, start_guard: bool = False) -> str:
+def startup_script(
+    idle_action: str | None = None, start_guard: bool = False, target: tuple[str, ...] = ()
+) -> str:
     """The node's `startup-script`: install the agent bundle and start, detached, on every
     boot of every worker, the idle watchdog (`idle_action`: delete or stop the node once
     idle past its tpuctl-idle-timeout label) and/or the boot guard (delete a node made
     for a job when no agent has started by its tpuctl-start-deadline label; agent/guard.py).
     The guest runs it as root; it needs no client, no cron. The bundle travels in the
     script as base64, decoded by python3 (which both need anyway) into the bundle's
-    install command."""
+    install command. `target`: on Compute Engine, `--api compute --node NAME`, what the
+    programs run on (agent/target.py)."""
     encoded = base64.encodebytes(bundle.build()).decode()  # lines of 76: never the marker
     marker = "TPUCTL_AGENT_PYZ_EOF"
     root = '"$dir"'
     programs = []
     if start_guard:
-        programs.append(("start-guard.log", bundle.command("guard", root=root)))
+        programs.append(("start-guard.log", bundle.command("guard", *target, root=root)))
     if idle_action:
-        watch = bundle.command("idle", "watch", "--action", idle_action, root=root)
+        watch = bundle.command("idle", "watch", "--action", idle_action, *target, root=root)
         programs.append(("idle-watchdog.log", watch))
     return (
         "#!/bin/bash\n"

@@ -108,7 +108,7 @@ def check_version(api: TpuBackend, target: Target, version: str) -> None:
         )
 
 
-def prepare(spec: CreateSpec, now: float | None = None, watchdog: bool = True) -> CreateSpec:
+def prepare(spec: CreateSpec, now: float | None = None, api: str = "tpu") -> CreateSpec:
     """The spec as the API is to get it: tpuctl's labels added (managed-by, owner, created,
     and from --ttl, --idle-timeout and a job's start deadline), and the startup-script of
     the idle watchdog and the boot guard in its metadata."""
@@ -133,9 +133,10 @@ def prepare(spec: CreateSpec, now: float | None = None, watchdog: bool = True) -
     # Engine: its instance's own maxRunDuration does, compute_wire.py).
     # A startup script of the user's own keeps a --ttl to gc alone; a cap cannot be.
     own_script = STARTUP_SCRIPT in spec.metadata and not spec.max_cost
+    watchdog = api == "tpu"
     watched = spec.idle_timeout or (EXPIRES in labels and watchdog and not own_script)
     if watched or spec.start_deadline:
-        metadata[STARTUP_SCRIPT] = _startup_script(spec, bool(watched))
+        metadata[STARTUP_SCRIPT] = _startup_script(spec, bool(watched), api)
     validate_labels(labels)
     if spec.service_account and "@" not in spec.service_account:
         raise UsageError(
@@ -158,7 +159,7 @@ def parse_scopes(values: list[str]) -> list[str]:
     return [s if s.startswith("https://") else _SCOPE_PREFIX + s for s in scopes]
 
 
-def _startup_script(spec: CreateSpec, watched: bool) -> str:
+def _startup_script(spec: CreateSpec, watched: bool, api: str = "tpu") -> str:
     """The startup script that runs the node's idle watchdog and/or its boot guard
     (services/idle.py)."""
     from tpuctl.services.idle import startup_script
@@ -179,7 +180,9 @@ def _startup_script(spec: CreateSpec, watched: bool) -> str:
             hint="run your own setup over SSH (`tpuctl exec`) or from `tpuctl run --setup`",
         )
     idle_action = spec.idle_action if spec.idle_timeout else "delete" if watched else None
-    return startup_script(idle_action, start_guard=bool(spec.start_deadline))
+    # On Compute Engine the guard and the watchdog are told what they run on (agent/target.py)
+    on = ("--api", "compute", "--node", spec.name) if api == "compute" else ()
+    return startup_script(idle_action, start_guard=bool(spec.start_deadline), target=on)
 
 
 def validate_create(
@@ -198,7 +201,6 @@ def validate_create(
     if api.api == "compute":
         for asked, what, instead in (
             (spec.idle_timeout, "--idle-timeout", "--ttl, which Compute Engine enforces itself"),
-            (spec.start_deadline, "tpuctl run", "--api tpu for v6e and v5p"),
             (spec.reserved, "--reserved", "--api tpu for v6e and v5p"),
         ):
             if asked:
@@ -210,7 +212,7 @@ def validate_create(
         spec.version = catalog.default_runtime(spec.shape.generation)
     if spec.version:  # on Compute Engine: the TPU OS image family (default: the generation's)
         check_version(api, target, spec.version)
-    prepared = prepare(spec, watchdog=api.api == "tpu")
+    prepared = prepare(spec, api=api.api)
     try:
         existing = api.get_node(f"{target.parent}/nodes/{spec.name}")
     except NotFoundError:

@@ -21,6 +21,7 @@ from tpuctl.emulator.core.state import State
 
 @dataclass
 class ComputeHost:
+    api = "compute"  # the workers' files tell it from a TPU API node (no TPU_WORKER_* env)
     uid: str
     name: str  # the instance's or the group's path
     node_id: str
@@ -72,6 +73,7 @@ class ComputeHost:
             },  # fmt: skip
             "schedulingConfig": {"spot": scheduling.get("provisioningModel") == "SPOT"},
             "api": "compute",
+            "instanceNames": [i.name for i in self.instances],  # each VM's own name
         }
 
 

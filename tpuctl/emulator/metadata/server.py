@@ -125,6 +125,8 @@ def _tree(
     scopes = "\n".join((node.get("serviceAccount") or {}).get("scope") or []) + "\n"
     sa = {"email": account, "scopes": scopes, "aliases": "default\n", "token": None}
     hostname = _hostname(node, worker)
+    if node.get("api") == "compute":  # a Compute Engine VM is named by its instance's name
+        hostname = node["instanceNames"][worker]
     ip = node["networkEndpoints"][worker]["ipAddress"]
     return {
         "project": {"project-id": project, "numeric-project-id": project_number(project)},

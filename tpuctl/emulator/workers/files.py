@@ -83,8 +83,6 @@ class WorkerFiles:
     def env(self, node: Node, worker: int, endpoint: str, config: dict[str, Any]) -> dict[str, str]:
         """What every process on the worker gets in its environment."""
         env = {
-            "TPU_WORKER_ID": str(worker),
-            "TPU_WORKER_HOSTNAMES": ",".join(node.addresses),
             "TPU_ACCELERATOR_TYPE": node.accelerator.name,
             "TPU_NAME": node.node_id,
             "HOME": str(self.worker_dir(node, worker) / "home"),
@@ -93,11 +91,17 @@ class WorkerFiles:
             # One machine hosts every emulated worker: idle.py looks only at this one's.
             "TPUCTL_IDLE_SCOPE": f"{MARKER}={self.marker(node, worker)}",
             "TPUCTL_TPU_URL": f"http://{endpoint}",
+            "TPUCTL_COMPUTE_URL": f"http://{endpoint}",
             "TPUCTL_CRM_URL": f"http://{endpoint}",  # Resource Manager's testIamPermissions
             "TPUCTL_MONITORING_URL": f"http://{endpoint}",  # timeSeries.list over REST
             "TPUCTL_METADATA_URL": f"http://{endpoint}/_emulator/v1/metadata/"
             f"{node.project}/{node.zone}/{node.node_id}/{worker}/computeMetadata/v1",
         }
+        if getattr(node, "api", "tpu") != "compute":
+            # A TPU API VM's shell has these (a Compute Engine VM's has not: its users,
+            # and tpuctl's agent, set them; agent/job.py).
+            env["TPU_WORKER_ID"] = str(worker)
+            env["TPU_WORKER_HOSTNAMES"] = ",".join(node.addresses)
         if config.get("storage_endpoint"):
             env["TPUCTL_STORAGE_URL"] = str(config["storage_endpoint"])
         # The emulated VM's `python3` is the interpreter running the emulator (a TPU VM

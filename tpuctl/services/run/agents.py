@@ -92,6 +92,8 @@ def start(job: Job) -> None:
             job.digest,
             *(["--teardown"] if job.agent_teardown else []),
             *(multislice[ep.worker] if multislice else []),
+            # on Compute Engine: the VM or slice the job runs on (agent/target.py)
+            *(["--api", "compute", "--node", job.node_name] if a.tpu.api == "compute" else []),
             root=REMOTE_ROOT,
         )
         status = await session.run(

@@ -48,6 +48,7 @@ KEYS: dict[str, str] = {
     "script": "path",
     "args": "strings",
     "accelerator": "accelerator",
+    "api": "api",
     "zone": "zone",
     "zones": "zones",
     "project": "project",
@@ -87,6 +88,7 @@ _WANTED = {
     "string": "a string",
     "strings": "a list of strings",
     "accelerator": 'a string, an accelerator type like "v3-8"',
+    "api": '"tpu" (the Cloud TPU API) or "compute" (Compute Engine)',
     "zone": 'a string, a zone like "us-central1-a"',
     "zones": 'a list of zones, e.g. ["us-central2-b", "us-east5-a"]',
     "project": 'a string, a project id like "my-project"',
@@ -269,6 +271,8 @@ def _convert(key: str, kind: str, value: Any, base: Path) -> Any:
         return canonical_accelerator(value)  # the --accelerator flag's own callback
     if kind == "zone":
         return _zone(value)
+    if kind == "api" and value not in ("tpu", "compute"):
+        raise _wrong(kind, value)
     if kind == "project":
         rule = shape_rule("project", value)
         if rule:

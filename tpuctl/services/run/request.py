@@ -50,6 +50,7 @@ class RunRequest:
     script_args: list[str] | None = None
     node: str | None = None
     accelerator: str = catalog.DEFAULT_ACCELERATOR
+    api: str | None = None  # tpu or compute; None: as create chooses (create.choose_api)
     version: str | None = None
     spot: bool = False
     service_account: str | None = None
@@ -141,6 +142,7 @@ class RunRequest:
             args=list(self.script_args or []),
             node=self.node,
             shape=self.shape,
+            api=self.api,
             version=self.version,
             spot=self.spot,
             service_account=self.service_account or service_account,

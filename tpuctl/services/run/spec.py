@@ -67,6 +67,7 @@ class RunSpec:
     args: list[str] = field(default_factory=list)
     node: str | None = None
     shape: SliceShape = field(default_factory=lambda: catalog.shape(catalog.DEFAULT_ACCELERATOR))
+    api: str | None = None  # the API asked for (--api, the job file's `api`), else chosen
     version: str | None = None
     spot: bool = False
     service_account: str | None = None  # a new node's (None: the default compute account)

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from tpuctl.agent import protocol
 from tpuctl.errors import CloudError, NotFoundError, TpuctlError, WaitTimedOut
-from tpuctl.models import Node
+from tpuctl.models import NODE_DEAD, Node
 from tpuctl.services import jobs, nodes, queued
 from tpuctl.services.run import agents, lease
 from tpuctl.services.run.spec import Job
@@ -114,7 +114,9 @@ def _node_left(job: Job, wait_for_agent: float, update: Progress) -> Node | None
 
     def check() -> tuple[bool | None, str]:
         node = current()
-        if node is None or node.state == "DELETING":
+        # a node that cannot run (preempted; a slice whose group is gone with its VMs,
+        # its template and policy left: compute_slice.leftovers) has no agent to delete it
+        if node is None or node.state == "DELETING" or node.state in NODE_DEAD:
             return True, "DELETING"
         return None, node.state
 

@@ -1,0 +1,148 @@
+"""tpuctl run on Compute Engine: a TPU7x VM, and a v6e slice of four VMs (a workload
+policy, an instance template, a managed instance group), staged, run on every worker in
+worker order, outputs brought home, and nothing left on Compute Engine after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_run import EXAMPLE, _running, bucket_objects, project, wait_for
+from tests.cli.test_run_service_account import DEFAULT_SA, PROJECT, _statuses
+
+__all__ = ["project"]  # the fixture, shared
+
+ZONE = "us-central1-c"  # where the emulated Compute Engine offers TPU7x
+SLICE = ("-a", "v6e-16", "--api", "compute", "--zone", "us-east1-d")  # v6e there
+
+
+def test_a_tpu7x_job_runs_brings_its_outputs_home_and_deletes_its_vm(
+    cli, emulator, tmp_path
+) -> None:
+    out = tmp_path / "out"
+    r = cli("run", str(EXAMPLE), "-a", "tpu7x-8", "--zone", ZONE, "--outputs", str(out),
+            "--", "--steps", "20")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "step    20  loss" in r.out and "done: loss" in r.out
+    assert json.loads((out / "metrics-worker0.json").read_text())["steps"] == 20
+    assert emulator.instances() == []
+    # the VM deleted itself (its agent said so in the job's log first), and only once
+    (log,) = [v for k, v in bucket_objects(emulator).items() if k.endswith(".log")]
+    assert b"tpuctl-agent: teardown: deleting VM tpuctl-" in log and b"teardown failed" not in log
+    assert emulator.requests()["DELETE compute.instances.delete"] == 1
+
+
+# What jax.distributed.initialize() reads to find the hosts, as jax/_src/clusters/
+# cloud_tpu_cluster.py reads it: GceTpuCluster when `agent-worker-number` answers,
+# else GkeTpuCluster from TPU_WORKER_ID and TPU_WORKER_HOSTNAMES; the coordinator is the
+# first host, on port 8476. Each worker prints what JAX would conclude.
+JAX_VIEW = """\
+import json, os, urllib.error, urllib.request
+def attr(key):
+    url = os.environ["TPUCTL_METADATA_URL"] + "/instance/attributes/" + key
+    try:
+        return urllib.request.urlopen(urllib.request.Request(
+            url, headers={"Metadata-Flavor": "Google"})).read().decode()
+    except urllib.error.HTTPError:
+        return None
+if attr("agent-worker-number") is not None:
+    cluster = "gcetpu"
+    pid = int(attr("agent-worker-number"))
+    hosts = [w.split(":")[2] for w in attr("worker-network-endpoints").split(",")]
+elif os.environ.get("TPU_WORKER_HOSTNAMES") is not None:
+    cluster = "gketpu"
+    pid = int(os.environ["TPU_WORKER_ID"])
+    hosts = os.environ["TPU_WORKER_HOSTNAMES"].split(",")
+else:
+    cluster, pid, hosts = None, None, []
+print("jax " + json.dumps({"cluster": cluster, "process_id": pid, "num_processes": len(hosts),
+      "coordinator": hosts[0] + ":8476" if hosts else None,
+      "worker": attr("worker-id"), "tpuctl_worker": os.environ["TPUCTL_WORKER_ID"]}))
+"""
+
+
+@pytest.fixture
+def jax_view(tmp_path: Path) -> Path:
+    (tmp_path / "w").mkdir()
+    script = tmp_path / "w" / "jax_view.py"
+    script.write_text(JAX_VIEW)
+    return script
+
+
+def _views(out: str) -> dict[int, dict]:
+    views = {}
+    for line in out.splitlines():
+        if "] jax " in line:
+            view = json.loads(line.split("] jax ", 1)[1])
+            views[view["process_id"]] = view
+    return views
+
+
+def test_a_v6e_slice_job_runs_on_four_vms_that_find_each_other_and_leaves_nothing(
+    cli, emulator, jax_view
+) -> None:
+    r = cli("run", str(jax_view), *SLICE, "--no-outputs")
+    assert r.code == 0, r.err
+    views = _views(r.out)
+    assert sorted(views) == [0, 1, 2, 3]  # every worker, each its own process id
+    assert {v["cluster"] for v in views.values()} == {"gketpu"}
+    assert {v["num_processes"] for v in views.values()} == {4}
+    assert len({v["coordinator"] for v in views.values()}) == 1  # all agree on one
+    for pid, v in views.items():  # JAX's process id is the VM's worker number and tpuctl's
+        assert v["worker"] == v["tpuctl_worker"] == str(pid)
+    # worker 0's agent deleted the group (its VMs); the client the template and policy
+    assert emulator.instances() == []
+
+
+def test_a_vm_that_cannot_delete_itself_fails_the_job_naming_the_permission_and_role(
+    cli, emulator, project
+) -> None:
+    denied = {"denied_permissions": ["compute.instanceGroupManagers.delete"]}
+    emulator.config(service_accounts={DEFAULT_SA: denied})
+    r = cli("run", str(project / "job.py"), *SLICE)
+    assert r.code == 6, r.err
+    assert "worker 0 of 4" not in r.out  # the script never started
+    assert f"{DEFAULT_SA} lacks compute.instanceGroupManagers.delete" in r.err
+    grant = (
+        f"gcloud projects add-iam-policy-binding {PROJECT} "
+        f"--member=serviceAccount:{DEFAULT_SA} --role=roles/compute.instanceAdmin.v1"
+    )
+    assert grant in r.err
+    assert emulator.instances() == []  # the runner deleted the slice (the agent could not)
+    refused = [s for s in _statuses(emulator) if s["state"] == "FAILED"]
+    assert refused and "compute.instanceGroupManagers.delete" in refused[0]["message"]
+
+
+def test_a_slice_whose_client_died_before_its_agents_deletes_its_vms(
+    cli, emulator, project
+) -> None:
+    """SIGKILL of the client once the slice runs and before any agent: the boot guard on
+    worker 0 deletes the group, and with it every VM. The template and policy (which
+    bill nothing) are left, listed, for `tpuctl gc` or `delete`: the group refers to
+    them until it is gone, and it is gone only once the guard's VM is."""
+    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")  # no agent starts
+    try:
+        with _running(project / "job.py", *SLICE, "--start-deadline", "2s") as proc:
+            wait_for(lambda: any("getGuestAttributes" in k for k in emulator.requests()))
+            assert _kinds(emulator).count("instance") == 4
+            proc.kill()  # no cleanup of any kind on this side
+            proc.communicate(timeout=30)
+            wait_for(lambda: "instance" not in _kinds(emulator) and "group" not in
+                     _kinds(emulator), timeout=90)  # fmt: skip
+    finally:
+        emulator.faults(rate=0)
+    assert _kinds(emulator) == ["policy", "template"]
+    (template,) = [r["name"] for r in emulator.instances() if r["status"] == "INSTANCE_TEMPLATE"]
+    name = template.rsplit("/", 1)[-1].removesuffix("-d-it")  # the slice's (compute_slice.py)
+    r = cli("delete", name, "--zone", "us-east1-d", "--yes")
+    assert r.code == 0, r.err
+    assert emulator.instances() == []
+
+
+def _kinds(emulator) -> list[str]:  # noqa: ANN001
+    """What is on Compute Engine: instance, group, template, policy (sorted)."""
+    kinds = {"INSTANCE_GROUP_MANAGER": "group", "INSTANCE_TEMPLATE": "template",
+             "WORKLOAD_POLICY": "policy"}  # fmt: skip
+    return sorted(kinds.get(r["status"], "instance") for r in emulator.instances())
