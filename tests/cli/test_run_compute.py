@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import one_line_error
 from tests.cli.test_run import EXAMPLE, _running, bucket_objects, project, wait_for
 from tests.cli.test_run_service_account import DEFAULT_SA, PROJECT, _statuses
+from tpuctl.services.run.spec import job_node_name
 
 __all__ = ["project"]  # the fixture, shared
 
@@ -146,3 +148,74 @@ def _kinds(emulator) -> list[str]:  # noqa: ANN001
     kinds = {"INSTANCE_GROUP_MANAGER": "group", "INSTANCE_TEMPLATE": "template",
              "WORKLOAD_POLICY": "policy"}  # fmt: skip
     return sorted(kinds.get(r["status"], "instance") for r in emulator.instances())
+
+
+def test_a_detached_slice_job_is_followed_cancelled_and_torn_down_with_no_client(
+    cli, emulator, project
+) -> None:
+    """--detach on a slice: `logs -f`, `jobs` and `cancel` work as on the TPU API, and
+    worker 0's agent deletes the group (the VMs) with nobody watching."""
+    r = cli("run", str(project / "job.py"), *SLICE, "--detach", "--json", "--env", "NAP=60")
+    assert r.code == 0, r.err
+    job = json.loads(r.out)["job"]
+    wait_for(lambda: "RUNNING" in cli("jobs").out)
+    assert cli("cancel", job).code == 0
+    logs = cli("logs", job, "-f")
+    assert logs.code == 0, logs.err
+    assert "[w3] worker 3 of 4 job " + job in logs.out
+    wait_for(lambda: "instance" not in _kinds(emulator) and "group" not in _kinds(emulator))
+    (row,) = [x for x in json.loads(cli("jobs", "--json").out) if x["id"] == job]
+    assert row["state"] == "CANCELLED"
+    assert _kinds(emulator) == ["policy", "template"]  # no client left to delete them
+    name = job_node_name(job)
+    assert cli("delete", name, "--zone", "us-east1-d", "--yes").code == 0
+
+
+# -- capacity hunting: --api auto, zone by zone, each API in turn -----------------------
+V6E_TPU_QUOTA = "TPUV6EPerProjectPerRegionForTPUAPI"  # the Cloud TPU API's, per region
+CE_FAMILY_QUOTA = "TPUS-PER-TPU-FAMILY-per-project-region/CT6E"  # Compute Engine's
+HUNT = ("-a", "v6e-8", "--api", "auto", "--zone", "us-east5-a,us-east5-b")
+
+
+def test_auto_falls_back_to_compute_engine_in_the_same_zone_on_no_tpu_api_quota(
+    cli, emulator, project
+) -> None:
+    emulator.quotas({V6E_TPU_QUOTA: {"us-east5": 0}})
+    r = cli("run", str(project / "job.py"), *HUNT, "--no-outputs")
+    assert r.code == 0, r.err
+    assert "zone us-east5-a (Cloud TPU API) skipped: quota exceeded" in r.err
+    assert "is in us-east5-a on Compute Engine" in r.err
+    assert "[w0] worker 0 of 1" in r.out or "worker 0 of 1" in r.out
+    assert emulator.nodes() == [] and emulator.instances() == []
+
+
+def test_auto_moves_on_to_the_next_zone_when_neither_api_has_capacity(
+    cli, emulator, project
+) -> None:
+    emulator.capacity({"us-east5-a": {"v6e": 0}})  # one zone's chips, whichever API asks
+    r = cli("run", str(project / "job.py"), *HUNT, "--no-outputs")
+    assert r.code == 0, r.err
+    assert "zone us-east5-a (Cloud TPU API) skipped: no capacity" in r.err
+    assert "zone us-east5-a (Compute Engine) skipped: " in r.err
+    assert "is in us-east5-b on Cloud TPU API" in r.err
+    assert emulator.nodes() == [] and emulator.instances() == []
+
+
+def test_auto_with_nowhere_to_go_names_every_api_and_zone_tried(cli, emulator, project) -> None:
+    emulator.quotas({V6E_TPU_QUOTA: {"us-east5": 0}})
+    emulator.config(compute_quotas={CE_FAMILY_QUOTA: {"us-east5": 0}})
+    r = cli("run", str(project / "job.py"), *HUNT, "--no-outputs")
+    assert r.code == 5, r.err
+    line = one_line_error(r, after_call=True)
+    for place in ("us-east5-a (Cloud TPU API)", "us-east5-a (Compute Engine)",
+                  "us-east5-b (Cloud TPU API)", "us-east5-b (Compute Engine)"):  # fmt: skip
+        assert f"{place}: quota exceeded" in line, line
+    assert emulator.nodes() == [] and emulator.instances() == []
+
+
+def test_an_api_run_does_not_know_is_refused_in_one_line(cli, emulator, project) -> None:
+    r = cli("run", str(project / "job.py"), "--api", "gpu")
+    assert r.code == 2
+    assert one_line_error(r) == (
+        "error: invalid --api 'gpu': tpu (the Cloud TPU API), compute, or auto (either)"
+    )

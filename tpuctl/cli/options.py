@@ -136,6 +136,27 @@ def _api(value: str | None) -> str | None:
     return value
 
 
+def _run_api(value: str | None) -> str | None:
+    if value is not None and value not in ("tpu", "compute", "auto"):
+        raise UsageError(
+            f"invalid --api {value!r}: tpu (the Cloud TPU API), compute, or auto (either)"
+        )
+    return value
+
+
+# `run`'s: also auto, either API, zone by zone (docs/compute-engine.md, "Capacity hunting")
+RunApi = Annotated[
+    str | None,
+    typer.Option(
+        "--api",
+        metavar="tpu|compute|auto",
+        help="The API: tpu, compute, or auto (in each zone the default API, then the "
+        "other, on no capacity or quota).",
+        callback=_run_api,
+        show_default=False,
+    ),
+]
+
 # Which TPU API: the Cloud TPU API or Compute Engine (docs/compute-engine.md)
 Api = Annotated[
     str | None,

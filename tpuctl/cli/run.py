@@ -11,7 +11,7 @@ import typer
 from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup
-from tpuctl.cli.options import Accelerator, Api, Json, Project, Zones, app_of, seconds
+from tpuctl.cli.options import Accelerator, Json, Project, RunApi, Zones, app_of, seconds
 from tpuctl.errors import TpuctlError
 from tpuctl.services.run.spec import MIN_SYNC_EVERY
 
@@ -33,7 +33,7 @@ def run(
     ] = None,
     node: Annotated[str | None, typer.Option("--node", help="Use (or create) this node.")] = None,
     accelerator: Accelerator = DEFAULT_ACCELERATOR,
-    api: Api = None,
+    api: RunApi = None,
     version: Annotated[str | None, typer.Option("--version", help="Runtime version.")] = None,
     spot: Annotated[bool, typer.Option("--spot", help="Spot capacity.")] = False,
     service_account: Annotated[
@@ -225,8 +225,10 @@ def _run(
     spec.bucket = staging.bucket_name(o.bucket, config, target.project)
     spec.bucket_named_by = staging.bucket_source(o.bucket, config, target.project)
     factory = app.factory
+    backend = _backend(factory, spec, config, target)
     adapters = Adapters(
-        tpu=_backend(factory, spec, config, target),
+        tpu=backend,
+        other=_other(factory, spec, backend),
         ssh=factory.ssh(),
         bucket=lambda b: factory.bucket(b, target.project),
         project_number=factory.iam().project_number,
@@ -258,10 +260,19 @@ def _backend(factory: Any, spec: Any, config: Any, target: Any) -> Any:
     from tpuctl.services import create as create_service
     from tpuctl.services.lookup import find_node
 
-    if spec.node and not spec.api:
+    asked = None if spec.api == "auto" else spec.api
+    if spec.node and not asked:
         backends = (factory.tpu(), factory.compute_tpu())
         try:
             return find_node(backends, f"{target.parent}/nodes/{spec.node}")[0]
         except NotFoundError:
             pass  # to be created, as the accelerator chooses
-    return factory.backend(create_service.choose_api(spec.shape, spec.api, config))
+    return factory.backend(create_service.choose_api(spec.shape, asked, config))
+
+
+def _other(factory: Any, spec: Any, backend: Any) -> Any:
+    """With --api auto, the API tried after `backend` in each zone (None when the
+    accelerator is offered by one API only, or for an existing --node)."""
+    if spec.api != "auto" or spec.node or not spec.shape.known or len(spec.shape.apis) < 2:
+        return None
+    return factory.backend("compute" if backend.api == "tpu" else "tpu")

@@ -105,7 +105,8 @@ def check_create(
         return
     family = f" (tpu_family {quota.tpu_family})" if quota.tpu_family else ""
     raise QuotaError(
-        f"{shape.name} needs {shape.chips} chips of Compute Engine's {quota.quota_id}{family} "
+        f"quota exceeded: {shape.name} needs {shape.chips} chips of Compute Engine's "
+        f"{quota.quota_id}{family} "
         f"in region {region}: the limit is {row.limit}, {row.used} in use",
         hint=f"Compute Engine's TPU quota is apart from the Cloud TPU API's; ask for more at "
         f"{request_url(project)}"

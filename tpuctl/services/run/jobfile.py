@@ -88,7 +88,7 @@ _WANTED = {
     "string": "a string",
     "strings": "a list of strings",
     "accelerator": 'a string, an accelerator type like "v3-8"',
-    "api": '"tpu" (the Cloud TPU API) or "compute" (Compute Engine)',
+    "api": '"tpu" (the Cloud TPU API), "compute" (Compute Engine) or "auto" (either)',
     "zone": 'a string, a zone like "us-central1-a"',
     "zones": 'a list of zones, e.g. ["us-central2-b", "us-east5-a"]',
     "project": 'a string, a project id like "my-project"',
@@ -271,7 +271,7 @@ def _convert(key: str, kind: str, value: Any, base: Path) -> Any:
         return canonical_accelerator(value)  # the --accelerator flag's own callback
     if kind == "zone":
         return _zone(value)
-    if kind == "api" and value not in ("tpu", "compute"):
+    if kind == "api" and value not in ("tpu", "compute", "auto"):
         raise _wrong(kind, value)
     if kind == "project":
         rule = shape_rule("project", value)

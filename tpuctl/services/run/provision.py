@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from tpuctl import catalog
 from tpuctl.agent.labels import expiry
+from tpuctl.cloud.backend import TpuBackend
 from tpuctl.config import shape_rule
 from tpuctl.errors import NoCapacityError, NotFoundError, UsageError
 from tpuctl.models import (
@@ -130,17 +131,36 @@ def wait_ready(job: Job, operation: str | None) -> Node:
 def survey_zones(job: Job) -> None:
     """Before the first create, when several zones were given: each zone's price and
     quota headroom on stderr; zones that cannot make the accelerator are dropped, saying
-    why (none left: a UsageError)."""
+    why (none left: a UsageError). With --api auto, a zone either API offers it in stays
+    (`places` tries each API there)."""
     t, spec, a = job.target, job.spec, job.adapters
     if len(t.candidates) < 2:
         return
     views = zones.survey(a.tpu, a.quotas, t, spec.shape, spec.spot)
+    if a.other is not None:
+        others = {v.zone: v for v in zones.survey(a.other, a.quotas, t, spec.shape, spec.spot)}
+        views = [others[v.zone] if v.dropped and not others[v.zone].dropped else v for v in views]
     kind = "spot" if spec.spot else "on-demand"
     job.ui.info(f"zones for {spec.shape.name} ({kind}), tried in this order ({cost.note()}):")
     for view in sorted(views, key=lambda v: bool(v.dropped)):
         job.ui.info(view.line())
     left = zones.usable(views, spec.shape.name)
     job.target = dataclasses.replace(t, zone=left[0], zones=tuple(left))
+
+
+API_NAMES = {"tpu": "Cloud TPU API", "compute": "Compute Engine"}
+
+
+def places(job: Job, order: Sequence[str]) -> dict[str, tuple[TpuBackend, str]]:
+    """Where to try, in order, by the name failover says: each zone, and with --api auto
+    each API in it (the one chosen first, then the other: one zone's price and bucket
+    region are the same on both)."""
+    a = job.adapters
+    if a.other is None:
+        return {zone: (a.tpu, zone) for zone in order}
+    return {
+        f"{zone} ({API_NAMES[api.api]})": (api, zone) for zone in order for api in (a.tpu, a.other)
+    }
 
 
 def place(
@@ -153,10 +173,13 @@ def place(
     takes it, and wait until it is READY. A zone out of capacity or quota is cleaned up
     and skipped, saying why; `on_created` runs after each create call (the first starts
     staging). Every zone refused: a ZonesExhausted (one zone: its own error)."""
-    order = list(order or job.target.candidates)
-    announce = attempt is None and len(order) == 1
+    where = places(job, list(order or job.target.candidates))
+    announce = attempt is None and len(where) == 1
 
-    def one(zone: str) -> Node:
+    def one(place: str) -> Node:
+        backend, zone = where[place]
+        if backend is not job.adapters.tpu:  # --api auto: the other API's turn
+            job.adapters.other, job.adapters.tpu = job.adapters.tpu, backend
         job.target = job.target.in_zone(zone)
         operation = create(job, announce=announce, attempt=attempt)
         on_created()
@@ -165,15 +188,16 @@ def place(
         job.node_labels = dict(node.labels)
         return node
 
-    def abandon(zone: str) -> None:
+    def abandon(place: str) -> None:
         if job.created:  # what the refused create may have left there goes first
             teardown.teardown(job, wait_for_agent=0)
             job.created = job.torn_down = job.node_deleted = False
 
     what = f"{job.spec.shape.name} for job {job.job_id}"
-    node = zones.failover(order, one, abandon, job.ui.info, what)
-    if len(order) > 1:
-        job.ui.info(f"{job.what} is in {job.target.zone}")
+    node = zones.failover(list(where), one, abandon, job.ui.info, what)
+    if len(where) > 1:
+        on = f" on {API_NAMES[job.adapters.tpu.api]}" if job.adapters.other else ""
+        job.ui.info(f"{job.what} is in {job.target.zone}{on}")
     return node
 
 

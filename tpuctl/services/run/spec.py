@@ -130,6 +130,8 @@ class Adapters:
     bucket: Callable[[str], Bucket]
     project_number: Callable[[str], str]  # Resource Manager's projects.get
     quotas: QuotaApi | None = None
+    # --api auto: the other API, tried in each zone after `tpu` (provision.place)
+    other: TpuBackend | None = None
 
 
 @dataclass
