@@ -26,7 +26,9 @@ docs/reliability.md:
             bucket created first by another project (bench/chaos_trust.py);
 - claims, lease, keep: races between two actors (bench/chaos_races.py): two `run --node`
             at once, a client killed between READY and its agents' start, a `keep` while
-            gc waits for its confirmation.
+            gc waits for its confirmation;
+- sigkill-compute: SIGKILL of `run` on Compute Engine, a TPU7x VM and a v6e slice of
+            four VMs in turn (bench/chaos_compute.py).
 
 The fault and SIGKILL runs go a few at a time, each in a project of its own (so each
 run's nodes are told apart), which keeps the full harness near its 15-minute budget.
@@ -57,7 +59,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import chaos_races  # noqa: E402  (bench/, beside this file)
+import chaos_compute  # noqa: E402  (bench/, beside this file)
+import chaos_races  # noqa: E402
 import chaos_trust  # noqa: E402
 
 from tpuctl.emulator.control.client import EmulatorControl  # noqa: E402
@@ -630,6 +633,9 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "claims": lambda h, quick: chaos_races.claims(h, Outcome, 1 if quick else 10),
     "lease": lambda h, quick: chaos_races.lease(h, Outcome, 2 if quick else 6, 5 if quick else 90),
     "keep": lambda h, quick: chaos_races.keep_during_gc(h, Outcome, 1 if quick else 5),
+    "sigkill-compute": lambda h, quick: chaos_compute.sigkill(
+        h, Outcome, 2 if quick else 30, deadline=20.0 if quick else 60.0
+    ),
 }
 
 
