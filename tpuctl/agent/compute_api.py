@@ -17,6 +17,7 @@ import json
 import os
 from typing import Any
 
+from .labels import LAST_ACTIVE, number
 from .metadata import Token, metadata
 from .net import HttpError, Json, http
 
@@ -52,14 +53,55 @@ class ComputeNode:
     def read(self) -> Json:
         """This VM as Compute Engine shows it (its labels are the job's: the template gives
         every VM of a slice the same). A 404: the VM, or its slice, is gone."""
-        me = metadata("instance/name").strip() if self.slice else self.name
-        return dict(
-            json.loads(
-                compute(
-                    self.token, "GET", f"projects/{self.project}/zones/{self.zone}/instances/{me}"
-                )
-            )
-        )
+        return self._instance(self._me())
+
+    def _me(self) -> str:
+        return metadata("instance/name").strip() if self.slice else self.name
+
+    def _instance(self, name: str) -> Json:
+        path = f"projects/{self.project}/zones/{self.zone}/instances/{name}"
+        return dict(json.loads(compute(self.token, "GET", path)))
+
+    def view(self) -> Json:
+        """What the idle watchdog reads, in the TPU API's words: this VM's labels, `state`
+        READY while it runs, `createTime`; on a slice, `tpuctl-last-active` is the latest
+        any of its VMs has (each VM's watchdog labels its own VM: labels are per VM)."""
+        me = self.read()
+        labels = labels_of(me)
+        if self.slice:
+            stamps = [number(labels_of(vm).get(LAST_ACTIVE)) for vm in self._members()]
+            latest = max((s for s in stamps if s is not None), default=None)
+            if latest is not None:
+                labels[LAST_ACTIVE] = str(int(latest))
+        status = str(me.get("status", ""))
+        return {"labels": labels, "state": "READY" if status == "RUNNING" else status,
+                "createTime": me.get("creationTimestamp")}  # fmt: skip
+
+    def _members(self) -> list[Json]:
+        """The slice's VMs (`listManagedInstances`, then each VM)."""
+        listed = json.loads(compute(self.token, "POST", f"{self.path}/listManagedInstances",
+                                    b"{}") or b"{}")  # fmt: skip
+        found = []
+        for vm in listed.get("managedInstances") or []:
+            try:
+                found.append(self._instance(str(vm.get("name") or "").rsplit("/", 1)[-1]))
+            except HttpError as e:
+                if e.status != 404:
+                    raise
+        return found
+
+    def set_label(self, key: str, value: str, node: Json) -> None:
+        """Label this VM (`instances.setLabels`, with the fingerprint it was read with)."""
+        name = self._me()
+        current = self._instance(name)
+        body = json.dumps({"labels": dict(labels_of(current), **{key: value}),
+                           "labelFingerprint": current.get("labelFingerprint", "")})  # fmt: skip
+        path = f"projects/{self.project}/zones/{self.zone}/instances/{name}/setLabels"
+        compute(self.token, "POST", path, body.encode())
+
+    def stop(self) -> None:
+        """Stop the VM (a slice is refused before: its VMs do not stop as one)."""
+        compute(self.token, "POST", f"{self.path}/stop", b"{}")
 
     def delete(self) -> Json | None:
         """Ask Compute Engine to delete the instance or the group: its operation, or None

@@ -49,12 +49,13 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
+from . import target
 from .labels import CREATED, IDLE_TIMEOUT, KEEP, LAST_ACTIVE, expiry
 from .labels import number as _number
 from .metadata import Token, identity, metadata
 from .net import HttpError, Json, http
 from .processes import BUNDLE_PREFIX, BUNDLE_SUFFIX
-from .tpu_api import tpu as _tpu
+from .target import Target
 
 MONITORING_URL = os.environ.get(
     "TPUCTL_MONITORING_URL", "https://monitoring.googleapis.com"
@@ -234,9 +235,10 @@ def _who(holders: list[Json]) -> str:
 
 # -- the watchdog ---------------------------------------------------------------------------
 class Watchdog:
-    def __init__(self, name: str, worker: int, interval: float, action: str) -> None:
-        self.name, self.worker, self.interval, self.action = name, worker, interval, action
-        self.token = Token()
+    def __init__(self, node: Target, worker: int, interval: float, action: str) -> None:
+        self.target, self.worker, self.interval, self.action = node, worker, interval, action
+        self.name = node.path  # projects/P/locations/Z/nodes/N, or Compute Engine's path
+        self.token = node.token
         self.started = time.time()  # a boot counts as activity (a restarted node starts afresh)
         self.last_write = 0.0
         self.active_at = 0.0  # the last activity this watchdog saw
@@ -254,7 +256,7 @@ class Watchdog:
         print(f"{stamp} {text}", flush=True)
 
     def node(self) -> Json:
-        return dict(json.loads(_tpu(self.token, "GET", self.name)))
+        return self.target.view()
 
     def mark_active(self, node: Json, now: float, at: float | None = None) -> None:
         """The worker was last active `at` (now): keep the node's label current."""
@@ -264,9 +266,7 @@ class Watchdog:
         last = _number(labels.get(LAST_ACTIVE)) or 0.0
         if last >= int(at) or now - max(last, self.last_write) < self.interval:
             return  # at most once per interval (another worker may have just written it)
-        labels[LAST_ACTIVE] = str(int(at))
-        body = json.dumps({"labels": labels}).encode()
-        _tpu(self.token, "PATCH", f"{self.name}?updateMask=labels", body)
+        self.target.set_label(LAST_ACTIVE, str(int(at)), node)
         self.last_write = now
 
     def idle_since(self, node: Json) -> float:
@@ -292,7 +292,7 @@ class Watchdog:
             return False
         self.say(f"reached {why} at {_stamp(at)}: delete {self.name}")
         self.audit(node, f"reached {why}", [], result="delete")
-        _tpu(self.token, "DELETE", self.name)
+        self.target.delete()
         return True
 
     def tick(self) -> bool:
@@ -331,18 +331,20 @@ class Watchdog:
         if holders:
             self.audit(node, f"idle for {int(idle)}s (limit {int(limit)}s)", holders)
         if self.action == "stop":
-            _tpu(self.token, "POST", f"{self.name}:stop", b"{}")
+            self.target.stop()
         else:
-            _tpu(self.token, "DELETE", self.name)
+            self.target.delete()
         return True
 
     def unused(self, now: float) -> float | None:
-        """Seconds the TensorCores of this worker have been idle (Cloud Monitoring)."""
+        """Seconds the TensorCores of this worker have been idle (Cloud Monitoring; on
+        Compute Engine none is read: a holder of the TPU keeps the VM busy)."""
+        if self.target.api != "tpu":
+            return None
         return tensorcore_idle(self.token, self.name, self.worker, now)
 
     def audit(self, node: Json, reason: str, holders: list[Json], result: str = "") -> None:
         """One JSON line (gc.log's keys, then the holders) before the node goes."""
-        parts = self.name.split("/")
         try:
             import pwd
 
@@ -351,7 +353,8 @@ class Watchdog:
             user = "unknown"
         line = {
             "time": _stamp(time.time()), "user": user, "host": socket.gethostname(),
-            "project": parts[1], "kind": "node", "zone": parts[3], "node": parts[5],
+            "project": self.target.project, "kind": "node", "zone": self.target.zone,
+            "node": self.target.name,
             "accelerator": node.get("acceleratorType", ""), "reason": reason,
             "hourly_usd": None, "result": result or self.action, "evidence": "watchdog",
             "holders": holders,
@@ -398,11 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["check", "watch"])
     parser.add_argument("--interval", type=float, help="seconds between checks (default 60)")
     parser.add_argument("--action", choices=["delete", "stop"], default="delete")
+    target.add_arguments(parser)  # on Compute Engine: --api compute --node NAME
     args = parser.parse_args(argv)
     if args.command == "check":
         print(json.dumps(check()), flush=True)
         return 0
     me = identity()
-    name = f"projects/{me['project']}/locations/{me['zone']}/nodes/{me['node']}"
+    node = target.of(Token(), me, args.api, args.node)
     worker = int(me["worker"])
-    return Watchdog(name, worker, interval_setting(args.interval), args.action).run()
+    return Watchdog(node, worker, interval_setting(args.interval), args.action).run()

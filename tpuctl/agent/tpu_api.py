@@ -64,5 +64,17 @@ class TpuNode:
     def read(self) -> Json:
         return dict(json.loads(tpu(self.token, "GET", self.path)))
 
+    def view(self) -> Json:
+        """What the idle watchdog reads: the node (`labels`, `state`, `createTime`)."""
+        return self.read()
+
+    def set_label(self, key: str, value: str, node: Json) -> None:
+        labels = dict(node.get("labels") or {}, **{key: value})
+        body = json.dumps({"labels": labels}).encode()
+        tpu(self.token, "PATCH", f"{self.path}?updateMask=labels", body)
+
     def delete(self) -> Json | None:
         return delete_node(self.token, self.project, self.zone, self.name)
+
+    def stop(self) -> None:
+        tpu(self.token, "POST", f"{self.path}:stop", b"{}")

@@ -199,10 +199,7 @@ def validate_create(
     validate_labels(spec.labels)
     check_accelerator(api, target, spec.shape)
     if api.api == "compute":
-        for asked, what, instead in (
-            (spec.idle_timeout, "--idle-timeout", "--ttl, which Compute Engine enforces itself"),
-            (spec.reserved, "--reserved", "--api tpu for v6e and v5p"),
-        ):
+        for asked, what, instead in ((spec.reserved, "--reserved", "--api tpu for v6e and v5p"),):
             if asked:
                 raise UsageError(
                     f"{what} on Compute Engine is not supported by this version of tpuctl",

@@ -1,0 +1,70 @@
+"""The idle watchdog on Compute Engine: a TPU7x VM created with --idle-timeout deletes
+itself once idle, with no client and no cron; on a slice each VM's watchdog labels its
+own VM while busy, and worker 0 deletes the slice's group only when every VM has been
+idle past the limit. (The watchdogs check every half second: `tpuctl-idle-interval`.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.request
+
+from tests.cli.test_idle_watchdog import FAST, HOLD
+from tests.emulator.ssh_helpers import wait_until
+
+TPU7X = ("-a", "tpu7x-8", "--zone", "us-central1-c")
+SLICE = ("-a", "v6e-16", "--api", "compute", "--zone", "us-east1-d")
+
+
+def _kinds(emulator) -> list[str]:  # noqa: ANN001
+    kinds = {"INSTANCE_GROUP_MANAGER": "group", "INSTANCE_TEMPLATE": "template",
+             "WORKLOAD_POLICY": "policy"}  # fmt: skip
+    return sorted(kinds.get(r["status"], "instance") for r in emulator.instances())
+
+
+def _vms(emulator) -> list[dict]:  # noqa: ANN001
+    """The slice's VMs as Compute Engine lists them: worker number and labels."""
+    url = f"http://{emulator.address}/compute/v1/projects/tpuctl-demo/zones/us-east1-d/instances"
+    items = json.loads(urllib.request.urlopen(url).read()).get("items") or []
+    return [{"worker": {m["key"]: m.get("value") for m in vm["metadata"]["items"]}.get("worker-id"),
+             "labels": vm.get("labels") or {}} for vm in items]  # fmt: skip
+
+
+def test_a_tpu7x_vm_left_alone_deletes_itself(cli, emulator) -> None:
+    r = cli("create", "alone", *TPU7X, "--idle-timeout", "3s", *FAST)
+    assert r.code == 0, r.err
+    wait_until(lambda: emulator.instances() == [], "the VM to delete itself", timeout=60)
+
+
+def test_a_slice_stays_while_one_vm_is_busy_and_goes_once_all_are_idle(cli, emulator) -> None:
+    r = cli("create", "busy", *SLICE, "--idle-timeout", "3s", *FAST)
+    assert r.code == 0, r.err
+    r = cli("ssh", "busy", "--zone", "us-east1-d", "--worker", "2", "--command", HOLD)
+    assert r.code == 0, r.err
+    holder = int(r.out.split()[-1])
+
+    made = time.time()
+
+    # worker 2's watchdog labels its own VM (labels are per VM) past the slice's limit,
+    # and worker 0, itself idle, reads the newest of them all and keeps the slice
+    def marked_past_limit() -> bool:
+        stamps = [vm["labels"].get("tpuctl-last-active") for vm in _vms(emulator)]
+        return any(s and int(s) > made + 4 for s in stamps)
+
+    try:
+        wait_until(marked_past_limit, "worker 2 to mark the slice active", timeout=60)
+        marked = [vm["worker"] for vm in _vms(emulator) if "tpuctl-last-active" in vm["labels"]]
+        assert marked == ["2"]
+        log = cli("ssh", "busy", "--zone", "us-east1-d", "--worker", "2", "--command",
+                  "cat ~/.tpuctl/idle-watchdog.log")  # fmt: skip
+        assert f"busy: pid {holder} (sleep 600) holds " in log.out
+        assert _kinds(emulator).count("instance") == 4  # past its 3 s limit, kept by worker 2
+    finally:
+        os.kill(holder, signal.SIGKILL)  # let go of the TPU: now every VM is idle
+    wait_until(lambda: "instance" not in _kinds(emulator), "the slice to go", timeout=90)
+    assert "group" not in _kinds(emulator)
+    r = cli("delete", "busy", "--zone", "us-east1-d", "--yes")  # its template and policy
+    assert r.code == 0, r.err
+    assert emulator.instances() == []
