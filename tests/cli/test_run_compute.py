@@ -219,3 +219,24 @@ def test_an_api_run_does_not_know_is_refused_in_one_line(cli, emulator, project)
     assert one_line_error(r) == (
         "error: invalid --api 'gpu': tpu (the Cloud TPU API), compute, or auto (either)"
     )
+
+
+def test_worker_0_ends_a_slice_job_whose_peer_is_lost_with_no_client(
+    cli, emulator, project
+) -> None:
+    """A dead agent on a Compute Engine slice: worker 0 sees it silent past the heartbeat
+    deadline, ends the job and deletes the group, as on the Cloud TPU API."""
+    from tests.cli.test_run_lifecycle import _kill_agent
+    from tests.cli.test_run_lifecycle import _statuses as statuses
+
+    r = cli("run", str(project / "job.py"), *SLICE, "--detach", "--json",
+            "--heartbeat-deadline", "3s", "--env", "NAP=60")  # fmt: skip
+    assert r.code == 0, r.err
+    job = json.loads(r.out)["job"]
+    wait_for(lambda: [s.get("phase") for s in statuses(emulator).values()] == ["script"] * 4)
+    _kill_agent(emulator, job, 2)
+    wait_for(lambda: "instance" not in _kinds(emulator), timeout=90)
+    states = {s["worker"]: s["state"] for s in statuses(emulator).values()}
+    assert states[2] == "LOST" and states[0] == "CANCELLED", states
+    assert cli("delete", job_node_name(job), "--zone", "us-east1-d", "--yes").code == 0
+    assert emulator.instances() == []
