@@ -265,6 +265,12 @@ class CreateSpec:
     idle_action: str = "delete"  # what its watchdog does then: delete or stop
     start_deadline: int | None = None  # seconds for a job's agent to start (boot guard)
     max_cost: float | None = None  # USD: deletes itself once it has cost this (--max-cost)
+    # Compute Engine: a flex-start VM (it waits for capacity up to `request_valid_for`
+    # seconds, then runs `max_run_duration`), and the reservation it must consume
+    flex_start: bool = False
+    max_run_duration: int | None = None
+    request_valid_for: int | None = None
+    reservation: str | None = None
 
     @property
     def scheduling(self) -> str:

@@ -199,7 +199,6 @@ def validate_create(
         for asked, what, instead in (
             (spec.idle_timeout, "--idle-timeout", "--ttl, which Compute Engine enforces itself"),
             (spec.start_deadline, "tpuctl run", "--api tpu for v6e and v5p"),
-            (spec.reserved, "--reserved", "--api tpu for v6e and v5p"),
         ):
             if asked:
                 raise UsageError(
@@ -226,8 +225,10 @@ def validate_create(
     elif quotas is not None:
         from tpuctl.services import compute_quota
 
+        # flex-start takes preemptible quota, as spot does (Compute Engine's provisioning
+        # models page; "consume preemptible quota", the flex-start VMs announcement)
         compute_quota.check_create(quotas, api, target.project, target.zone, spec.shape,
-                                   spec.spot or spec.preemptible)  # fmt: skip
+                                   spec.spot or spec.preemptible or spec.flex_start)  # fmt: skip
     return prepared
 
 
