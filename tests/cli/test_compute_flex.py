@@ -198,6 +198,19 @@ def test_reserved_asks_for_any_reservation(cli, emulator) -> None:
     assert cli("delete", "any", "--zone", ZONE, "--yes").code == 0
 
 
-def test_reservation_is_compute_engines(cli, emulator) -> None:
+def test_reservation_is_compute_engines_and_not_for_spot(cli, emulator) -> None:
     r = cli("create", "x", "-a", "v3-8", "--zone", "us-central1-a", "--reservation", "r")
     assert r.code == 2 and "--reservation NAME is Compute Engine's" in one_line_error(r)
+    r = cli("create", "x", "-a", "tpu7x-8", "--zone", ZONE, "--spot", "--reservation", "r")
+    assert r.code == 2 and "cannot consume a reservation" in one_line_error(r)
+    assert emulator.instances() == []
+
+
+def test_flex_start_counts_against_the_preemptible_quota(cli, emulator) -> None:
+    """A new project has no on-demand TPU quota on Compute Engine but preemptible v6e
+    quota: a flex-start VM takes the preemptible one, as spot does."""
+    emulator.config(quotas="new-project")
+    r = cli("create", "q", "-a", "v6e-8", "--api", "compute", "--zone", "us-east1-d",
+            "--flex-start", "--max-run-duration", "1h")  # fmt: skip
+    assert r.code == 0, r.err
+    assert cli("delete", "q", "--zone", "us-east1-d", "--yes").code == 0

@@ -249,7 +249,9 @@ def _state(vms: list[dict[str, Any]], size: int, topology: str | None,
         count = size - len(vms) + waiting
         return "WAITING_FOR_RESOURCES", f"flex-start: {count} of {size} VMs waiting for capacity"
     if topology == "INCOMPLETE" or (len(vms) < size and not creating):
-        why = f"{size - len(vms)} of {size} VMs lost; the group does not recreate them"
+        stopped = statuses.count("TERMINATED")  # e.g. a spot VM preempted, STOP its action
+        why = f"{size - len(vms)} of {size} VMs lost" + (f", {stopped} stopped" if stopped else "")
+        why += "; the group does not recreate them"
         return ("PREEMPTED" if first and first.spot else "TERMINATED"), why
     return "CREATING", f"{statuses.count('RUNNING')} of {size} VMs running"
 

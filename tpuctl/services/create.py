@@ -65,6 +65,13 @@ class CreateRequest:
                 "--reservation NAME is Compute Engine's (--api compute); on the Cloud TPU API "
                 "use --reserved, which takes the project's reservation"
             )
+        spot = self.spec.spot or self.spec.preemptible
+        if api == "compute" and spot and (self.spec.reservation or self.spec.reserved):
+            # "You can't consume a reservation to create ... Spot VMs or preemptible
+            # instances" (cloud.google.com/compute/docs/instances/reservations-consume)
+            flag = "--reservation" if self.spec.reservation else "--reserved"
+            raise UsageError(f"--spot and {flag} are exclusive: a spot VM on Compute Engine "
+                             "cannot consume a reservation")  # fmt: skip
         if self.queue.flex_start and api == "compute" and not self.queued:
             # a flex-start VM (or slice) waits by itself: no queued resource
             flex_vm.check(self.spec, self.queue)

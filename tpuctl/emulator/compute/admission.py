@@ -85,6 +85,14 @@ def consume(state: State, instance: Instance, affinity: Any, field: str) -> None
         raise errors.invalid_value(f"{field}.consumeReservationType", kind, "")
     if kind == "NO_RESERVATION":
         return
+    # "You can't consume a reservation to create ... Flex-start VMs, Spot VMs or
+    # preemptible instances" (https://cloud.google.com/compute/docs/instances/reservations-consume)
+    if instance.preemptible:
+        if kind == "SPECIFIC_RESERVATION":
+            raise errors.bad_request(  # the emulator's wording
+                "Spot VMs, preemptible instances and flex-start VMs cannot consume a reservation."
+            )
+        return
     mine = [r for r in state.compute.reservations.values()
             if (r.project, r.zone, r.machine_type) == (instance.project, instance.zone,
                                                        instance.machine_type)]  # fmt: skip
