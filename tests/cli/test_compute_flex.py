@@ -214,3 +214,22 @@ def test_flex_start_counts_against_the_preemptible_quota(cli, emulator) -> None:
             "--flex-start", "--max-run-duration", "1h")  # fmt: skip
     assert r.code == 0, r.err
     assert cli("delete", "q", "--zone", "us-east1-d", "--yes").code == 0
+
+
+def test_a_waiting_vm_being_deleted_is_not_begun_by_new_capacity(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"tpu7x": 0}})
+    assert cli("create", "del", *FLEX, "--no-wait").code == 0
+    emulator.config(durations={"delete": None})  # the delete stays under way
+    assert cli("delete", "del", "--zone", ZONE, "--yes", "--no-wait").code == 0
+    emulator.capacity({ZONE: {"tpu7x": None}})
+    assert [i["status"] for i in emulator.instances()] == ["STOPPING"]  # not PROVISIONING
+    emulator.advance()
+    assert emulator.instances() == []
+
+
+def test_a_flex_start_slice_that_times_out_leaves_nothing(cli, emulator) -> None:
+    emulator.capacity({SLICE_ZONE: {"v6e": 0}})
+    r = cli("create", "late", *FLEX_SLICE, "--timeout", "1s")
+    assert r.code != 0 and "timed out" in r.err, r.err
+    assert f"deleted late in {SLICE_ZONE} (its VMs, instance template and workload policy)" in r.err
+    assert emulator.instances() == []

@@ -129,6 +129,8 @@ def price_line(spec: CreateSpec, slices: int = 1) -> str | None:
     what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
     price = cost.money(rate * slices, per_hour=True)
     kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
+    if spec.flex_start:  # no public flex-start price for TPU VMs: the on-demand one, said so
+        kind = "flex-start (at the on-demand price)"
     return f"{what} {kind}: about {price} ({cost.note()})"
 
 

@@ -60,7 +60,8 @@ def tick(state: State, now: float) -> None:
     """Begin the PENDING VMs that capacity allows (a group's all together), fail those
     whose wait is over; end the preempted VMs whose notice is over."""
     for instance in list(state.compute.instances.values()):
-        if instance.status == "PENDING" and instance.group is None:
+        waiting = instance.status == "PENDING" and instance.transition is None  # not deleted
+        if waiting and instance.group is None:
             if api._capacity_error(state, instance) is None:
                 grant(state, instance, now)
             elif instance.pending_until is not None and now >= instance.pending_until:
@@ -71,7 +72,7 @@ def tick(state: State, now: float) -> None:
             api._end_run(state, instance, ends)
     groups: dict[str, list[Instance]] = {}
     for instance in state.compute.instances.values():
-        if instance.status == "PENDING" and instance.group is not None:
+        if instance.status == "PENDING" and instance.transition is None and instance.group:
             groups.setdefault(instance.group, []).append(instance)
     for members in groups.values():
         free = api.free_chips(state, members[0].zone, members[0].generation)
@@ -88,11 +89,11 @@ def advance(state: State, instance: Instance) -> bool:
         instance.preempt_ends = None
         api._end_run(state, instance, now)
         return True
-    if instance.status != "PENDING":
+    if instance.status != "PENDING" or instance.transition is not None:
         return False
     for other in list(state.compute.instances.values()):
         if other is instance or (instance.group and other.group == instance.group
-                                 and other.status == "PENDING"):  # fmt: skip
+                                 and other.status == "PENDING" and other.transition is None):  # fmt: skip
             grant(state, other, now)
     return True
 
