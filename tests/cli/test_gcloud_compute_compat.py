@@ -210,3 +210,14 @@ def test_create_a_flex_start_v6e_16_slice(cli, emulator, gcloud_on_compute) -> N
         gcloud("compute", "instance-templates", "delete", "ft", "--region", REGION, "--quiet")
         gcloud("compute", "resource-policies", "delete", "fp", "--region", REGION, "--quiet")
         cli("delete", "fs", "--zone", SLICE_ZONE, "--yes")
+
+
+def test_gcloud_reads_the_refusal_of_an_unknown_reservation(emulator, gcloud_on_compute) -> None:
+    r = gcloud(
+        "compute", "instances", "create", "g1", "--zone", ZONE,
+        "--machine-type", "tpu7x-standard-4t", "--maintenance-policy", "TERMINATE",
+        "--reservation-affinity", "specific", "--reservation", "nope",
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert "Could not find the given reservation with the following name: nope" in r.stderr
+    assert emulator.instances() == []
