@@ -86,6 +86,7 @@ class Node:
     spot: bool = False
     preemptible: bool = False
     reserved: bool = False
+    flex_start: bool = False  # a Compute Engine flex-start VM (or slice)
     description: str = ""
     health_description: str = ""
     api: str = "tpu"  # the API that holds it: "tpu" (the Cloud TPU API) or "compute"
@@ -131,6 +132,8 @@ class Node:
 
     @property
     def scheduling(self) -> str:
+        if self.flex_start:
+            return "flex-start"
         return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
 
     def age_seconds(self, now: float | None = None) -> float | None:

@@ -49,6 +49,7 @@ def test_a_flex_start_vm_waits_for_capacity_shown_as_waiting(cli, emulator) -> N
     ], listed.out  # fmt: skip
     shown = cli("describe", "wait", "--zone", ZONE)
     assert "WAITING_FOR_RESOURCES" in shown.out
+    assert "flex-start" in next(ln for ln in shown.out.splitlines() if "scheduling" in ln)
     assert "flex-start: waiting for capacity" in shown.out, shown.out
     emulator.capacity({ZONE: {"tpu7x": None}})  # capacity frees: its create goes on
     done = cli("create", "other", "-a", "tpu7x-8", "--zone", ZONE)  # any call ticks

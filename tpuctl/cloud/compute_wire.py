@@ -181,6 +181,7 @@ def node_from_instance(data: dict[str, Any], project: str) -> Node:
         workers=[Worker(0, str(nics[0].get("networkIP", "")), nat[0] if nat else None)],
         create_time=parse_rfc3339(str(created)) if created else None,
         spot=scheduling.get("provisioningModel") == "SPOT",
+        flex_start=scheduling.get("provisioningModel") == "FLEX_START",
         preemptible=bool(scheduling.get("preemptible")),
         reserved=(data.get("reservationAffinity") or {}).get("consumeReservationType")
         == "SPECIFIC_RESERVATION",

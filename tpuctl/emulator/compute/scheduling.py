@@ -92,8 +92,8 @@ def advance(state: State, instance: Instance) -> bool:
     if instance.status != "PENDING" or instance.transition is not None:
         return False
     for other in list(state.compute.instances.values()):
-        if other is instance or (instance.group and other.group == instance.group
-                                 and other.status == "PENDING" and other.transition is None):  # fmt: skip
+        waiting = other.status == "PENDING" and other.transition is None
+        if other is instance or (instance.group and other.group == instance.group and waiting):
             grant(state, other, now)
     return True
 
