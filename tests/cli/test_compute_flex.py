@@ -29,6 +29,8 @@ def test_a_flex_start_vm_is_asked_as_gcloud_asks_one(cli, emulator) -> None:
     assert body["scheduling"]["maxRunDuration"] == {"seconds": str(4 * 3600)}
     assert body["scheduling"]["instanceTerminationAction"] == "DELETE"
     assert body["params"] == {"requestValidForDuration": {"seconds": "1800"}}
+    shown = json.loads(cli("describe", "flex", "--zone", ZONE, "--json").out)
+    assert shown["raw"]["resourceStatus"]["scheduling"]["terminationTimestamp"]  # 4 h on
     assert cli("delete", "flex", "--zone", ZONE, "--yes").code == 0
     # without --valid-until: the longest wait Compute Engine takes, 2 h
     assert cli("create", "flex2", *FLEX, "--no-wait").code == 0
