@@ -206,6 +206,7 @@ def _create_in(
     spec, options = request.spec, request.queue
     name, zone = spec.name, target.zone
     made = False  # whether the node is known to exist (or asked for): then it is named
+    ready = False  # whether it has been READY (a flex-start VM no longer waits)
 
     def asked() -> None:
         nonlocal made
@@ -246,12 +247,13 @@ def _create_in(
                 progress=update,
                 **flex_vm.wait_limit(spec, options),
             )
+        ready = True
         _wait_all_ssh(a, request, [node], ui)
         return CreateOutcome(target, [node])
     except KeyboardInterrupt:
         if not made:
             raise
-        if flex_vm.undone(a.tpu, spec, options):
+        if flex_vm.undone(a.tpu, spec, options, ready):
             _undo(a, target, name, ui, "interrupted")
             raise Interrupted(f"interrupted; deleted what the create of {name} had made") from None
         # The node is the user's (they asked for it): say where it is, delete nothing.
@@ -260,7 +262,7 @@ def _create_in(
             hint=f"delete it with `tpuctl delete {name} --zone {zone} --yes`",
         ) from None
     except TpuctlError as e:
-        if made and flex_vm.undone(a.tpu, spec, options):
+        if made and flex_vm.undone(a.tpu, spec, options, ready):
             _undo(a, target, name, ui, "failed")
             raise
         # A node that exists but never became ready may still bill: name it.

@@ -66,11 +66,14 @@ def wait_limit(spec: CreateSpec, options: QueueOptions) -> dict[str, Any]:
     return {"timeout": float(options.timeout)} if spec.flex_start else {}
 
 
-def undone(tpu: TpuBackend, spec: CreateSpec, options: QueueOptions) -> bool:
+def undone(tpu: TpuBackend, spec: CreateSpec, options: QueueOptions, ready: bool) -> bool:
     """Whether a create that fails or is interrupted deletes what it made: a flex-start
-    VM, as a queued request is (unless --keep-request); a slice of several resources."""
-    if spec.flex_start:
-        return not options.keep_request
+    VM still waiting (not yet `ready`), as a queued request is, unless --keep-request; a
+    slice of several resources."""
+    if spec.flex_start and options.keep_request:
+        return False
+    if spec.flex_start and not ready:
+        return True
     return not tpu.whole_at_once(spec.shape)
 
 
