@@ -86,6 +86,7 @@ class Node:
     spot: bool = False
     preemptible: bool = False
     reserved: bool = False
+    flex_start: bool = False  # a Compute Engine flex-start VM (or slice)
     description: str = ""
     health_description: str = ""
     api: str = "tpu"  # the API that holds it: "tpu" (the Cloud TPU API) or "compute"
@@ -131,6 +132,8 @@ class Node:
 
     @property
     def scheduling(self) -> str:
+        if self.flex_start:
+            return "flex-start"
         return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
 
     def age_seconds(self, now: float | None = None) -> float | None:
@@ -265,6 +268,12 @@ class CreateSpec:
     idle_action: str = "delete"  # what its watchdog does then: delete or stop
     start_deadline: int | None = None  # seconds for a job's agent to start (boot guard)
     max_cost: float | None = None  # USD: deletes itself once it has cost this (--max-cost)
+    # Compute Engine: a flex-start VM (it waits for capacity up to `request_valid_for`
+    # seconds, then runs `max_run_duration`), and the reservation it must consume
+    flex_start: bool = False
+    max_run_duration: int | None = None
+    request_valid_for: int | None = None
+    reservation: str | None = None
 
     @property
     def scheduling(self) -> str:

@@ -85,12 +85,3 @@ def test_stop_start_and_keep_a_compute_engine_vm(cli, emulator) -> None:
     shown = json.loads(cli("describe", "pause", "--zone", ZONE, "--json").out)
     assert shown["raw"]["labels"]["tpuctl-keep"] == "true"
     assert cli("delete", "pause", "--zone", ZONE, "--yes").code == 0
-
-
-def test_what_compute_engine_does_not_do_yet_is_refused_before_any_call(cli, emulator) -> None:
-    for flags, what in ((["--reserved"], "--reserved"),):  # fmt: skip
-        r = cli("create", "x", "-a", "tpu7x-8", "--zone", ZONE, *flags)
-        assert r.code == 2, r.err
-        assert f"{what} on Compute Engine is not supported" in one_line_error(r)
-    assert emulator.instances() == []
-    assert "POST compute.instances.insert" not in emulator.requests()

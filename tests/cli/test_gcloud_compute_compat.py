@@ -60,6 +60,8 @@ def _intent(body: dict[str, Any]) -> dict[str, Any]:
         "metadata": sorted((i["key"], i["value"]) for i in items),
         "labels": {k: v for k, v in (body.get("labels") or {}).items()
                    if k != "managed-by" and not k.startswith("tpuctl-")},
+        # gcloud leaves out an empty `values`
+        "reservation": {k: v for k, v in (body.get("reservationAffinity") or {}).items() if v},
     }  # fmt: skip
 
 
@@ -68,12 +70,19 @@ def _intent(body: dict[str, Any]) -> dict[str, Any]:
     [([], []),
      (["--provisioning-model", "SPOT", "--instance-termination-action", "DELETE",
        "--no-restart-on-failure"], ["--spot"]),
-     (["--max-run-duration", "1h", "--instance-termination-action", "DELETE"], ["--ttl", "1h"])],
-    ids=["standard", "spot", "ttl"],
+     (["--max-run-duration", "1h", "--instance-termination-action", "DELETE"], ["--ttl", "1h"]),
+     # FLEX_START is in gcloud 528's alpha track only
+     (["--provisioning-model", "FLEX_START", "--max-run-duration", "4h",
+       "--instance-termination-action", "DELETE"], ["--flex-start", "--max-run-duration", "4h"]),
+     (["--reservation-affinity", "specific", "--reservation", "mine"], ["--reservation", "mine"]),
+     (["--reservation-affinity", "any"], ["--reserved"])],
+    ids=["standard", "spot", "ttl", "flex-start", "reservation", "any-reservation"],
 )  # fmt: skip
 def test_create_a_tpu7x_vm(cli, emulator, gcloud_on_compute, gcloud_flags, tpuctl_flags) -> None:
+    emulator.reservation(ZONE, "mine", "tpu7x-standard-4t", count=2, specific=True)
+    track = ["alpha"] if "FLEX_START" in gcloud_flags else []
     theirs = gcloud(
-        "compute", "instances", "create", "g1", "--zone", ZONE,
+        *track, "compute", "instances", "create", "g1", "--zone", ZONE,
         "--machine-type", "tpu7x-standard-4t", "--maintenance-policy", "TERMINATE",
         "--image-family", "ubuntu-accel-2404-amd64-tpu-tpu7x",
         "--image-project", "ubuntu-os-accelerator-images", "--boot-disk-size", "100GB",
@@ -85,7 +94,12 @@ def test_create_a_tpu7x_vm(cli, emulator, gcloud_on_compute, gcloud_flags, tpuct
     r = cli("create", "t1", "-a", "tpu7x-8", "--zone", ZONE, "--labels", "team=ml",
             "--metadata", "k=v", *tpuctl_flags)  # fmt: skip
     assert r.code == 0, r.err
-    assert _intent(_insert(emulator, "t1")) == _intent(_insert(emulator, "g1"))
+    mine = _insert(emulator, "t1")
+    assert _intent(mine) == _intent(_insert(emulator, "g1"))
+    if "--flex-start" in tpuctl_flags:
+        # how long the insert waits: gcloud 528 predates --request-valid-for-duration, whose
+        # longest value (2h) tpuctl sends when --valid-until is not given
+        assert mine["params"] == {"requestValidForDuration": {"seconds": "7200"}}
 
 
 SLICE_ZONE = "us-east1-d"
@@ -152,3 +166,58 @@ def test_create_a_v6e_16_slice(cli, emulator, gcloud_on_compute) -> None:
         gcloud("compute", "instance-templates", "delete", "gt", "--region", REGION, "--quiet")
         gcloud("compute", "resource-policies", "delete", "gp", "--region", REGION, "--quiet")
         cli("delete", "tm", "--zone", SLICE_ZONE, "--yes")
+
+
+def test_create_a_flex_start_v6e_16_slice(cli, emulator, gcloud_on_compute) -> None:
+    """A flex-start slice: the template's flex-start scheduling and the group's bulk mode,
+    as gcloud's alpha track sends them (gcloud 528 has FLEX_START and
+    --target-size-policy-mode there only)."""
+    steps = [
+        ("alpha", "compute", "resource-policies", "create", "workload-policy", "fp",
+         "--region", REGION, "--type", "HIGH_THROUGHPUT", "--accelerator-topology", "4x4"),
+        ("alpha", "compute", "instance-templates", "create", "ft",
+         "--instance-template-region", REGION, "--machine-type", "ct6e-standard-4t",
+         "--maintenance-policy", "TERMINATE",
+         "--image-family", "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
+         "--image-project", "ubuntu-os-accelerator-images", "--boot-disk-size", "100GB",
+         "--network-interface", "nic-type=GVNIC", "--scopes", "cloud-platform",
+         "--metadata", "enable-guest-attributes=TRUE", "--provisioning-model", "FLEX_START",
+         "--max-run-duration", "4h", "--instance-termination-action", "DELETE"),
+        ("alpha", "compute", "instance-groups", "managed", "create", "fm", "--zone", SLICE_ZONE,
+         "--template", f"projects/{PROJECT}/regions/{REGION}/instanceTemplates/ft",
+         "--size", "4", "--target-size-policy-mode", "bulk",
+         "--workload-policy", f"projects/{PROJECT}/regions/{REGION}/resourcePolicies/fp",
+         "--default-action-on-vm-failure", "do-nothing"),
+    ]  # fmt: skip
+    try:
+        for step in steps:
+            done = gcloud(*step)
+            assert done.returncode == 0, done.stderr
+        r = cli("create", "fs", "-a", "v6e-16", "--api", "compute", "--zone", SLICE_ZONE,
+                "--flex-start", "--max-run-duration", "4h")  # fmt: skip
+        assert r.code == 0, r.err
+        ours = _body(emulator, "compute.regionInstanceTemplates.insert", "fs-d-it")
+        theirs = _body(emulator, "compute.regionInstanceTemplates.insert", "ft")
+        mine, gclouds = ours["properties"], theirs["properties"]
+        assert _intent({**mine, "machineType": "x"}) == _intent({**gclouds, "machineType": "x"})
+        ours = _body(emulator, "compute.instanceGroupManagers.insert", "fs")
+        theirs = _body(emulator, "compute.instanceGroupManagers.insert", "fm")
+        for key in ("targetSize", "instanceLifecyclePolicy", "targetSizePolicy"):
+            assert ours[key] == theirs[key], key
+    finally:
+        gcloud("compute", "instance-groups", "managed", "delete", "fm", "--zone", SLICE_ZONE,
+               "--quiet")  # fmt: skip
+        gcloud("compute", "instance-templates", "delete", "ft", "--region", REGION, "--quiet")
+        gcloud("compute", "resource-policies", "delete", "fp", "--region", REGION, "--quiet")
+        cli("delete", "fs", "--zone", SLICE_ZONE, "--yes")
+
+
+def test_gcloud_reads_the_refusal_of_an_unknown_reservation(emulator, gcloud_on_compute) -> None:
+    r = gcloud(
+        "compute", "instances", "create", "g1", "--zone", ZONE,
+        "--machine-type", "tpu7x-standard-4t", "--maintenance-policy", "TERMINATE",
+        "--reservation-affinity", "specific", "--reservation", "nope",
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert "Could not find the given reservation with the following name: nope" in r.stderr
+    assert emulator.instances() == []

@@ -111,3 +111,29 @@ def test_the_compute_client_drives_a_slice(clients, emulator) -> None:
                                            instance_template="it"))  # fmt: skip
     c.region_wait(c.policies.delete_unary(project=PROJECT, region=REGION, resource_policy="wp"))
     assert emulator.instances() == []
+
+
+def test_a_flex_start_vm_waits_pending_then_runs(clients, emulator) -> None:
+    """google-cloud-compute parses a flex-start VM waiting for capacity (status PENDING)
+    and its insert's operation still RUNNING; capacity then makes it RUN."""
+    c = clients
+    emulator.capacity({ZONE: {"v6e": 0}})
+    props = _properties(c, f"zones/{ZONE}/machineTypes/ct6e-standard-8t")
+    props["scheduling"] = c.v1.Scheduling(
+        on_host_maintenance="TERMINATE", provisioning_model="FLEX_START",
+        instance_termination_action="DELETE", max_run_duration=c.v1.Duration(seconds=3600),
+    )  # fmt: skip
+    body = c.v1.Instance(
+        name="flexy", params=c.v1.InstanceParams(
+            request_valid_for_duration=c.v1.Duration(seconds=600)), **props,
+    )  # fmt: skip
+    op = c.instances.insert_unary(project=PROJECT, zone=ZONE, instance_resource=body)
+    assert op.status == c.v1.Operation.Status.RUNNING
+    vm = c.instances.get(project=PROJECT, zone=ZONE, instance="flexy")
+    assert vm.status == "PENDING"
+    assert vm.scheduling.provisioning_model == "FLEX_START"
+    emulator.capacity({ZONE: {"v6e": None}})
+    emulator.advance()
+    c.zone_wait(op)
+    assert c.instances.get(project=PROJECT, zone=ZONE, instance="flexy").status == "RUNNING"
+    c.zone_wait(c.instances.delete_unary(project=PROJECT, zone=ZONE, instance="flexy"))

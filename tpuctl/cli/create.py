@@ -39,8 +39,17 @@ def create(
         bool, typer.Option("--preemptible", help="Legacy preemptible capacity (24 h max).")
     ] = False,
     reserved: Annotated[
-        bool, typer.Option("--reserved", help="Use the project's reservation.")
+        bool,
+        typer.Option(
+            "--reserved", help="Use the project's reservation (Compute Engine: any matching one)."
+        ),
     ] = False,
+    reservation: Annotated[
+        str | None,
+        typer.Option(
+            "--reservation", help="Compute Engine: consume this reservation (name or its path)."
+        ),
+    ] = None,
     labels: Annotated[list[str], typer.Option("--labels", help="k=v[,k=v...]; repeatable.")] = [],  # noqa: B006
     metadata: Annotated[
         list[str], typer.Option("--metadata", help="k=v[,k=v...]; repeatable.")
@@ -98,7 +107,10 @@ def create(
     ] = False,
     valid_until: Annotated[
         str | None,
-        typer.Option("--valid-until", help="With --queued: give up after waiting this long (6h)."),
+        typer.Option(
+            "--valid-until",
+            help="With --queued or --flex-start: give up after waiting this long (6h).",
+        ),
     ] = None,
     valid_until_time: Annotated[
         str | None,
@@ -107,13 +119,15 @@ def create(
     keep_request: Annotated[
         bool,
         typer.Option(
-            "--keep-request", help="With --queued: leave the request queued on Ctrl-C or timeout."
+            "--keep-request",
+            help="With --queued or --flex-start: leave the request waiting on Ctrl-C or timeout.",
         ),
     ] = False,
     timeout: Annotated[
         str | None,
         typer.Option(
-            "--timeout", help="With --queued: stop waiting after this long (default 24h)."
+            "--timeout",
+            help="With --queued or --flex-start: stop waiting after this long (default 24h).",
         ),
     ] = None,
     flex_start: Annotated[
@@ -121,7 +135,7 @@ def create(
         typer.Option(
             "--flex-start",
             help="Flex-start capacity: wait for it, run --max-run-duration, then be deleted "
-            "(implies --queued on the TPU API).",
+            "(implies --queued on the TPU API; a flex-start VM on Compute Engine).",
         ),
     ] = False,
     max_run_duration: Annotated[
@@ -169,6 +183,7 @@ def create(
         spot=spot,
         preemptible=preemptible,
         reserved=reserved,
+        reservation=reservation,
         labels=names.parse_pairs(labels, "label"),
         metadata=names.parse_pairs(metadata, "metadata entry"),
         network=network,

@@ -82,6 +82,7 @@ def template_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
     properties = compute_wire.instance_body(spec, zone)
     del properties["name"]
     properties.pop("description", None)
+    properties.pop("params", None)  # an insert's own: a group's VMs wait as the group says
     properties["machineType"] = spec.shape.machine_type  # a template's is a bare name
     return {
         "name": names(spec.name, zone)[1],
@@ -93,7 +94,7 @@ def template_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
 
 def group_body(spec: CreateSpec, project: str, zone: str) -> dict[str, Any]:
     _mig, template, policy = paths(project, zone, spec.name)
-    return {
+    body: dict[str, Any] = {
         "name": spec.name,
         "zone": zone,
         "description": marker("managed instance group", spec.name, zone),
@@ -103,6 +104,13 @@ def group_body(spec: CreateSpec, project: str, zone: str) -> dict[str, Any]:
         # one lost worker breaks the slice's interconnect: never recreate one under a job
         "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
     }
+    if spec.flex_start:
+        # all the slice's VMs at once, or none: bulk mode, which Compute Engine offers for
+        # flex-start and reservation-bound templates only (About bulk mode,
+        # https://cloud.google.com/compute/docs/instance-groups/about-bulk-mode;
+        # `gcloud alpha compute instance-groups managed create --target-size-policy-mode bulk`)
+        body["targetSizePolicy"] = {"mode": "BULK"}
+    return body
 
 
 # -- making it ----------------------------------------------------------------------
@@ -188,7 +196,7 @@ def node(group: dict[str, Any], managed: list[dict[str, Any]] | None,
     status = group.get("status") or {}
     topology: dict[str, Any] = next(iter(status.get("appliedAcceleratorTopologies") or []), {})
     actions = group.get("currentActions") or {}
-    state, health = _state(vms, size, topology.get("state"), actions, first)
+    state, health = _state(vms, size, topology.get("state"), actions, first, _flex(group))
     workers = []
     for n, vm in enumerate(vms):
         nics = vm.get("networkInterfaces") or [{}]
@@ -209,6 +217,7 @@ def node(group: dict[str, Any], managed: list[dict[str, Any]] | None,
         workers=workers,
         create_time=parse_rfc3339(str(created)) if created else None,
         spot=first.spot if first else False,
+        flex_start=first.flex_start if first else _flex(group),
         preemptible=first.preemptible if first else False,
         description=str(group.get("description", "")),
         health_description=health,
@@ -228,17 +237,28 @@ def _shape(vms: list[dict[str, Any]], hosts: int) -> catalog.SliceShape | None:
 
 
 def _state(vms: list[dict[str, Any]], size: int, topology: str | None,
-           actions: dict[str, Any], first: Node | None) -> tuple[str, str]:  # fmt: skip
+           actions: dict[str, Any], first: Node | None,
+           flex: bool = False) -> tuple[str, str]:  # fmt: skip
     statuses = [str(v.get("status", "")) for v in vms]
     if int(actions.get("deleting") or 0) or topology == "DEACTIVATING":
         return "DELETING", ""
     if len(vms) == size and all(s == "RUNNING" for s in statuses) and topology in (None, "ACTIVE"):
         return "READY", ""
     creating = int(actions.get("creating") or 0)
+    waiting = statuses.count("PENDING")
+    if waiting or (flex and len(vms) < size and topology != "INCOMPLETE"):
+        count = size - len(vms) + waiting
+        return "WAITING_FOR_RESOURCES", f"flex-start: {count} of {size} VMs waiting for capacity"
     if topology == "INCOMPLETE" or (len(vms) < size and not creating):
-        why = f"{size - len(vms)} of {size} VMs lost; the group does not recreate them"
+        stopped = statuses.count("TERMINATED")  # e.g. a spot VM preempted, STOP its action
+        why = f"{size - len(vms)} of {size} VMs lost" + (f", {stopped} stopped" if stopped else "")
+        why += "; the group does not recreate them"
         return ("PREEMPTED" if first and first.spot else "TERMINATED"), why
     return "CREATING", f"{statuses.count('RUNNING')} of {size} VMs running"
+
+
+def _flex(group: dict[str, Any]) -> bool:
+    return (group.get("targetSizePolicy") or {}).get("mode") == "BULK"
 
 
 def leftovers(project: str, zone: str, name: str, template: dict | None,

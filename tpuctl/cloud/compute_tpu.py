@@ -354,8 +354,8 @@ class ComputeTpuApi:
     # -- queued requests: the TPU API's ---------------------------------------------
     def _no_queue(self) -> UsageError:
         return UsageError(
-            "queued resources are the Cloud TPU API's; Compute Engine's flex-start is not "
-            "supported by this version of tpuctl"
+            "queued resources are the Cloud TPU API's (--api tpu); on Compute Engine, "
+            "--flex-start without --queued makes a VM that waits for capacity by itself"
         )
 
     def create_queued_resource(

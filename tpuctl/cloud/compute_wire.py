@@ -40,6 +40,9 @@ STATES = {
     "SUSPENDING": "STOPPING",
     "SUSPENDED": "STOPPED",
     "REPAIRING": "REPAIRING",
+    # a flex-start VM waiting for capacity ("for Flex Start provisioning instance is
+    # waiting for available capacity from DWS", Instance.Status): as a queued request waits
+    "PENDING": "WAITING_FOR_RESOURCES",
 }
 
 
@@ -68,7 +71,19 @@ def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
             automaticRestart=False,
             preemptible=True,
         )
+    if spec.flex_start:
+        # a flex-start VM waits for capacity, runs its maxRunDuration, and is deleted
+        # (`gcloud compute instances create --provisioning-model FLEX_START
+        # --max-run-duration D --instance-termination-action DELETE`; About Flex-start VMs,
+        # https://cloud.google.com/compute/docs/instances/about-flex-start-vms)
+        scheduling.update(
+            provisioningModel="FLEX_START",
+            instanceTerminationAction="DELETE",
+            maxRunDuration={"seconds": str(spec.max_run_duration)},
+        )
     limit = _run_limit(spec.labels) or spec.ttl
+    if spec.flex_start and limit:
+        limit = min(limit, int(spec.max_run_duration or limit))
     if limit:
         # the lifetime (--ttl, or the --max-cost deadline when it is earlier) is Compute
         # Engine's to enforce: it deletes the VM at its end, with no watchdog, gc or laptop
@@ -98,11 +113,31 @@ def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
         "metadata": {"items": [{"key": k, "value": v} for k, v in metadata.items()]},
         "labels": dict(spec.labels),
     }
+    if spec.flex_start and spec.request_valid_for:
+        # how long the insert may wait for capacity ("Relevant only for Instances.Insert")
+        body["params"] = {"requestValidForDuration": {"seconds": str(spec.request_valid_for)}}
+    affinity = reservation_affinity(spec)
+    if affinity:
+        body["reservationAffinity"] = affinity
     if spec.description:
         body["description"] = spec.description
     if spec.tags:
         body["tags"] = {"items": list(spec.tags)}
     return body
+
+
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"  # gcloud's instance_utils.py
+
+
+def reservation_affinity(spec: CreateSpec) -> dict[str, Any] | None:
+    """What `gcloud compute instances create --reservation-affinity specific --reservation
+    R` (or `any`) sends: a specific reservation by name, or any matching one (--reserved)."""
+    if spec.reservation:
+        return {"consumeReservationType": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
+                "values": [spec.reservation]}  # fmt: skip
+    if spec.reserved:
+        return {"consumeReservationType": "ANY_RESERVATION"}
+    return None
 
 
 def _run_limit(labels: dict[str, str]) -> int | None:
@@ -146,12 +181,21 @@ def node_from_instance(data: dict[str, Any], project: str) -> Node:
         workers=[Worker(0, str(nics[0].get("networkIP", "")), nat[0] if nat else None)],
         create_time=parse_rfc3339(str(created)) if created else None,
         spot=scheduling.get("provisioningModel") == "SPOT",
+        flex_start=scheduling.get("provisioningModel") == "FLEX_START",
         preemptible=bool(scheduling.get("preemptible")),
+        reserved=(data.get("reservationAffinity") or {}).get("consumeReservationType")
+        == "SPECIFIC_RESERVATION",
         description=str(data.get("description", "")),
+        health_description=_why(data),
         api="compute",
         shape=shape,
         raw=data,
     )
+
+
+def _why(data: dict[str, Any]) -> str:
+    """What a VM's state means beyond its name: a flex-start VM waiting for capacity."""
+    return "flex-start: waiting for capacity" if data.get("status") == "PENDING" else ""
 
 
 def operation_error(op: dict[str, Any], subject: str) -> TpuctlError | None:

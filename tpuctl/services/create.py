@@ -19,7 +19,7 @@ from tpuctl import interrupts
 from tpuctl.durations import format_duration
 from tpuctl.errors import Interrupted, NotFoundError, TpuctlError, UsageError
 from tpuctl.models import COST_DEADLINE, EXPIRES, NODE_CREATE_FAILED, CreateSpec, Node
-from tpuctl.services import cost, names, nodes, queued, zones
+from tpuctl.services import cost, flex_vm, names, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
 from tpuctl.timestamps import utc_clock
 
@@ -53,12 +53,29 @@ class CreateRequest:
     wait_ssh: bool = False  # and until SSH answers on every worker
     queue_flags: bool = False  # --valid-until, --valid-until-time, --keep-request or --timeout
 
-    def validate(self) -> None:
-        """The request's own rules; a UsageError naming the flag when one is broken."""
+    def validate(self, api: str = "tpu") -> None:
+        """The request's own rules; a UsageError naming the flag when one is broken.
+        `api`: the API the create goes to ("tpu" or "compute")."""
         if self.queue.slices < 1:
             raise UsageError(f"--slices must be 1 or more, not {self.queue.slices}")
         if self.queue.max_run_duration and not self.queue.flex_start:
             raise UsageError("--max-run-duration goes with --flex-start")
+        if self.spec.reservation and api != "compute":
+            raise UsageError(
+                "--reservation NAME is Compute Engine's (--api compute); on the Cloud TPU API "
+                "use --reserved, which takes the project's reservation"
+            )
+        spot = self.spec.spot or self.spec.preemptible
+        if api == "compute" and spot and (self.spec.reservation or self.spec.reserved):
+            # "You can't consume a reservation to create ... Spot VMs or preemptible
+            # instances" (cloud.google.com/compute/docs/instances/reservations-consume)
+            flag = "--reservation" if self.spec.reservation else "--reserved"
+            raise UsageError(f"--spot and {flag} are exclusive: a spot VM on Compute Engine "
+                             "cannot consume a reservation")  # fmt: skip
+        if self.queue.flex_start and api == "compute" and not self.queued:
+            # a flex-start VM (or slice) waits by itself: no queued resource
+            flex_vm.check(self.spec, self.queue)
+            return
         # a multislice request is queued; so is flex-start on the TPU API, which offers it
         # through queued resources only (cloud.google.com/tpu/docs/request-using-flex-start)
         self.queued = self.queued or self.queue.slices > 1 or self.queue.flex_start
@@ -112,6 +129,8 @@ def price_line(spec: CreateSpec, slices: int = 1) -> str | None:
     what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
     price = cost.money(rate * slices, per_hour=True)
     kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
+    if spec.flex_start:  # no public flex-start price for TPU VMs: the on-demand one, said so
+        kind = "flex-start (at the on-demand price)"
     return f"{what} {kind}: about {price} ({cost.note()})"
 
 
@@ -162,7 +181,7 @@ def ask(
 def create(a: Adapters, target: Target, request: CreateRequest, ui: Ui) -> CreateOutcome:
     """Make the node in the first zone of `target` that can (a survey of each zone's price
     and quota first when there are several), and wait for it as asked."""
-    request.validate()
+    request.validate(a.tpu.api)
     spec = request.spec
     with interrupts.alike():  # SIGTERM and SIGHUP as Ctrl-C; the create call is not cut
         order = list(target.candidates)
@@ -187,6 +206,7 @@ def _create_in(
     spec, options = request.spec, request.queue
     name, zone = spec.name, target.zone
     made = False  # whether the node is known to exist (or asked for): then it is named
+    ready = False  # whether it has been READY (a flex-start VM no longer waits)
 
     def asked() -> None:
         nonlocal made
@@ -214,7 +234,10 @@ def _create_in(
         operation = ask(a.tpu, a.quotas, target, spec, None, ui.info if announce else None, asked)
         if not request.wait:
             return CreateOutcome(target, operation=operation, started=True)
-        with ui.progress(f"creating {name} ({spec.shape.name}) in {zone}:") as update:
+        label = f"creating {name} ({spec.shape.name}) in {zone}:"
+        if spec.flex_start:
+            label = f"flex-start {name} ({spec.shape.name}) in {zone}, waiting for capacity:"
+        with ui.progress(label) as update:
             node = nodes.wait_for_state(
                 a.tpu,
                 f"{target.parent}/nodes/{name}",
@@ -222,13 +245,15 @@ def _create_in(
                 operation=operation,
                 fail_states=NODE_CREATE_FAILED,
                 progress=update,
+                **flex_vm.wait_limit(spec, options),
             )
+        ready = True
         _wait_all_ssh(a, request, [node], ui)
         return CreateOutcome(target, [node])
     except KeyboardInterrupt:
         if not made:
             raise
-        if not a.tpu.whole_at_once(spec.shape):
+        if flex_vm.undone(a.tpu, spec, options, ready):
             _undo(a, target, name, ui, "interrupted")
             raise Interrupted(f"interrupted; deleted what the create of {name} had made") from None
         # The node is the user's (they asked for it): say where it is, delete nothing.
@@ -237,7 +262,7 @@ def _create_in(
             hint=f"delete it with `tpuctl delete {name} --zone {zone} --yes`",
         ) from None
     except TpuctlError as e:
-        if made and not a.tpu.whole_at_once(spec.shape):
+        if made and flex_vm.undone(a.tpu, spec, options, ready):
             _undo(a, target, name, ui, "failed")
             raise
         # A node that exists but never became ready may still bill: name it.
@@ -250,8 +275,9 @@ def _create_in(
 
 def _undo(a: Adapters, target: Target, name: str, ui: Ui, why: str) -> None:
     """Delete what an unfinished create of a slice made of several resources (a Compute
-    Engine MIG, its template and policy): they are no node, and the VMs bill. A second
-    interrupt leaves at once, naming what may be left."""
+    Engine MIG, its template and policy: they are no node, and the VMs bill), or of a
+    flex-start VM still waiting. A second interrupt leaves at once, naming what may be
+    left."""
     zone = target.zone
     try:
         with ui.progress(f"the create {why}: deleting what it made of {name} in {zone}:"):
@@ -266,7 +292,7 @@ def _undo(a: Adapters, target: Target, name: str, ui: Ui, why: str) -> None:
             hint=f"delete them with `tpuctl delete {name} --zone {zone} --yes`",
         ) from None
     if result.ok:
-        ui.info(f"deleted {name} in {zone} (its VMs, instance template and workload policy)")
+        ui.info(f"deleted {name} in {zone} ({flex_vm.made_of(node.slice)})")
     else:
         ui.info(f"could not delete {name} in {zone}: {result.message}; "
                 f"delete it with `tpuctl delete {name} --zone {zone} --yes`")  # fmt: skip

@@ -198,13 +198,6 @@ def validate_create(
     validate_name(spec.name)
     validate_labels(spec.labels)
     check_accelerator(api, target, spec.shape)
-    if api.api == "compute":
-        for asked, what, instead in ((spec.reserved, "--reserved", "--api tpu for v6e and v5p"),):
-            if asked:
-                raise UsageError(
-                    f"{what} on Compute Engine is not supported by this version of tpuctl",
-                    hint=f"use {instead} (docs/compute-engine.md)",
-                )
     if not spec.version and api.api == "tpu":
         spec.version = catalog.default_runtime(spec.shape.generation)
     if spec.version:  # on Compute Engine: the TPU OS image family (default: the generation's)
@@ -225,8 +218,10 @@ def validate_create(
     elif quotas is not None:
         from tpuctl.services import compute_quota
 
+        # flex-start takes preemptible quota, as spot does (Compute Engine's provisioning
+        # models page; "consume preemptible quota", the flex-start VMs announcement)
         compute_quota.check_create(quotas, api, target.project, target.zone, spec.shape,
-                                   spec.spot or spec.preemptible)  # fmt: skip
+                                   spec.spot or spec.preemptible or spec.flex_start)  # fmt: skip
     return prepared
 
 

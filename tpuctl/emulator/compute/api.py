@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from tpuctl import compute_quotas
-from tpuctl.emulator.compute import catalog, errors, rules
+from tpuctl.emulator.compute import admission, catalog, errors, rules
 from tpuctl.emulator.compute.catalog import MachineType
 from tpuctl.emulator.compute.models import ALLOWED_FROM, Instance, ZoneOperation
 from tpuctl.emulator.core.state import State
@@ -134,16 +134,30 @@ def _keep(state: State, op: ZoneOperation) -> None:
 
 
 # -- capacity: the zone's chips per generation, shared with the TPU API's nodes ----------
-def _capacity_error(state: State, instance: Instance) -> str | None:
-    cap = state.quota.capacity.get(instance.zone, {}).get(instance.generation)
+def free_chips(state: State, zone: str, generation: str, but: Instance | None = None) -> int | None:
+    """The chips of `generation` the zone has free (None: no limit set)."""
+    cap = state.quota.capacity.get(zone, {}).get(generation)
     if cap is None:
         return None
     used = sum(
         n.accelerator.chips for n in state.nodes.values()
-        if n.zone == instance.zone and n.accelerator.generation == instance.generation
+        if n.zone == zone and n.accelerator.generation == generation
         and n.state != "STOPPED" and not n.capacity_error
-    ) + state.compute.chips_in_use(instance.zone, instance.generation, but=instance)  # fmt: skip
-    return _stockout(instance.project, instance.zone) if used + instance.chips > cap else None
+    ) + state.compute.chips_in_use(zone, generation, but=but)  # fmt: skip
+    return int(cap) - used
+
+
+def _capacity_error(state: State, instance: Instance) -> str | None:
+    """The stockout a VM's create or start meets, or None (a VM that consumes a
+    reservation needs no free capacity)."""
+    if instance.reservation is not None:
+        return None
+    free = free_chips(state, instance.zone, instance.generation, but=instance)
+    return (
+        _stockout(instance.project, instance.zone)
+        if free is not None and free < instance.chips
+        else None
+    )
 
 
 # -- instances -------------------------------------------------------------------------
@@ -166,9 +180,17 @@ def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneO
     (address,) = state.allocator.allocate(1)
     instance = Instance(project, zone, name, mtype.name, mtype.generation, mtype.chips, kept,
                         state.now(), address, labels=labels)  # fmt: skip
+    admission.consume(
+        state, instance, body.get("reservationAffinity"), "resource.reservationAffinity"
+    )
     instance.quota_error = quota_error(state, instance)
     instance.capacity_error = None if instance.quota_error else _capacity_error(state, instance)
     state.compute.instances[path] = instance
+    if instance.capacity_error and admission.flex(kept):  # it waits for capacity
+        op = ZoneOperation.new(instance, "insert", state.now())
+        _keep(state, op)
+        admission.hold(state, instance, state.now() + admission.wait_seconds(kept))
+        return op
     return _begin(state, instance, "create", "insert")
 
 
@@ -239,6 +261,7 @@ def power(state: State, project: str, zone: str, name: str, verb: str) -> ZoneOp
         raise errors.not_ready(instance.path)
     if verb == "start":
         instance.capacity_error = _capacity_error(state, instance)
+        instance.preempted_at = None  # a new run: no preemption notice
     return _begin(state, instance, verb, verb)
 
 

@@ -119,6 +119,9 @@ class Renderer:
             vm["labels"] = dict(i.labels)
         if body.get("description"):
             vm["description"] = body["description"]
+        ends = i.ends_at()
+        if ends is not None:  # when maxRunDuration ends it (ResourceStatusScheduling)
+            vm["resourceStatus"] = {"scheduling": {"terminationTimestamp": timestamp(ends)}}
         if i.last_start is not None:
             vm["lastStartTimestamp"] = timestamp(i.last_start)
         if i.last_stop is not None:

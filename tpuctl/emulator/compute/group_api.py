@@ -18,7 +18,7 @@ import re
 import secrets
 from typing import Any
 
-from tpuctl.emulator.compute import api, catalog, errors, rules
+from tpuctl.emulator.compute import admission, api, catalog, errors, rules
 from tpuctl.emulator.compute.errors import ComputeError
 from tpuctl.emulator.compute.group_models import Group, Policy, Template
 from tpuctl.emulator.compute.models import Instance, ZoneOperation
@@ -29,6 +29,7 @@ from tpuctl.emulator.tpu.rules import page
 WORKLOAD_TYPES = ("HIGH_AVAILABILITY", "HIGH_THROUGHPUT")
 TOPOLOGY_MODES = ("AUTO_CONNECT", "PROVISION_ONLY")
 ON_FAILURE = ("REPAIR", "DO_NOTHING")
+SIZE_MODES = ("INDIVIDUAL", "BULK")
 TOPOLOGY = re.compile(r"[1-9]\d*(x[1-9]\d*){1,2}")
 
 
@@ -227,6 +228,7 @@ def insert_group(state: State, project: str, zone: str, body: dict[str, Any]) ->
                 f"The workload policy '{policy_path}' is not in the region of zone '{zone}'."
             )
         _check_topology(policy, mtype.chips, mtype.generation, size)
+    _check_size_policy(body, template)
     on_failure = (body.get("instanceLifecyclePolicy") or {}).get("defaultActionOnFailure", "REPAIR")
     if on_failure not in ON_FAILURE:
         raise errors.invalid_value(
@@ -249,6 +251,27 @@ def insert_group(state: State, project: str, zone: str, body: dict[str, Any]) ->
     op.succeed(state.now())  # DONE before any VM exists: they come at the next tick
     api._keep(state, op)
     return op
+
+
+def _check_size_policy(body: dict[str, Any], template: Template) -> None:
+    """Bulk mode only with flex-start or reservation-bound templates ("About bulk mode",
+    https://cloud.google.com/compute/docs/instance-groups/about-bulk-mode); a flex-start
+    template only in bulk mode (or through resize requests, which this emulator does not
+    serve). The wordings are the emulator's."""
+    mode = (body.get("targetSizePolicy") or {}).get("mode", "INDIVIDUAL")
+    if mode not in SIZE_MODES:
+        raise errors.invalid_value("resource.targetSizePolicy.mode", mode, "")
+    model = (template.properties.get("scheduling") or {}).get("provisioningModel", "STANDARD")
+    if mode == "BULK" and model not in ("FLEX_START", "RESERVATION_BOUND"):
+        raise errors.bad_request(
+            "Target size policy mode BULK is supported only with instance templates whose "
+            f"provisioning model is FLEX_START or RESERVATION_BOUND, not {model}."
+        )
+    if model == "FLEX_START" and mode != "BULK":
+        raise errors.bad_request(
+            "An instance template with provisioning model FLEX_START needs target size policy "
+            "mode BULK (or resize requests)."
+        )
 
 
 def _check_topology(policy: Policy, chips_per_vm: int, generation: str, size: int) -> None:
@@ -385,13 +408,23 @@ def _make(state: State, group: Group, slot: dict[str, Any]) -> None:
         labels=labels,
         group=group.path,
     )
+    try:
+        admission.consume(state, instance, props.get("reservationAffinity"),
+                           "resource.properties.reservationAffinity")  # fmt: skip
+    except ComputeError as e:
+        slot["error"] = {"code": "invalid", "message": e.message}
+        return
     quota = api.quota_error(state, instance)
-    error = None if quota else api._capacity_error(state, instance)
+    flex = admission.flex(props)
+    error = None if quota or flex else api._capacity_error(state, instance)
     if quota is not None or error is not None:
         slot["error"] = quota or {"code": api.STOCKOUT, "message": error}
         return
     slot["error"], slot["made"] = None, True
     state.compute.instances[instance.path] = instance
+    if flex:  # the group begins its VMs together, when there is room for all
+        admission.hold(state, instance, None)
+        return
     instance.begin("create", state.now(), state.durations.get("create"))
     if instance.due(state.now()):
         api._complete(state, instance, state.now())
@@ -410,7 +443,8 @@ def topology_state(state: State, group: Group) -> str | None:
     statuses = [i.shown_status(now) if i else None for _s, i in members(state, group)]
     if group.spawned and statuses and all(s == "RUNNING" for s in statuses):
         return "ACTIVE"
-    lost = any(s["lost"] for s in group.slots)
+    # a VM lost or stopped (a spot VM preempted): "insufficient number of running VMs"
+    lost = any(s["lost"] for s in group.slots) or "TERMINATED" in statuses
     return "INCOMPLETE" if lost else "ACTIVATING"
 
 

@@ -24,6 +24,7 @@ _STATUS_KEYS = {
     "RUNNING": "running",
     "STOPPING": "stopping",
     "TERMINATED": "terminated",
+    "PENDING": "pending",  # a flex-start VM waiting for capacity
 }
 _ACTIONS = (
     "abandoning",
@@ -93,7 +94,7 @@ class GroupRenderer(Renderer):
                     "DELETING"
                     if deleting
                     else "CREATING"
-                    if instance.transition == "create"
+                    if instance.transition == "create" or instance.status == "PENDING"
                     else "NONE"
                 )
             if slot["error"]:

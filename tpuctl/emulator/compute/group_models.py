@@ -87,3 +87,19 @@ class Group:
 
     def instance_path(self, slot: dict[str, Any]) -> str:
         return f"projects/{self.project}/zones/{self.zone}/instances/{slot['name']}"
+
+
+@dataclass
+class Reservation:
+    """A zonal reservation of `count` VMs of a machine type (set from the control plane)."""
+
+    project: str
+    zone: str
+    name: str
+    machine_type: str
+    count: int
+    specific_only: bool = False  # specificReservationRequired
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/zones/{self.zone}/reservations/{self.name}"

@@ -8,6 +8,9 @@ Invariants:
   STOPPING, then the instance is gone. The durations are the TPU nodes' (`create`,
   `start`, `stop`, `delete` of the emulator's config), so a test's instant transitions
   hold for both.
+- A flex-start VM that finds no capacity is PENDING, with no transition, until capacity
+  frees (its create then begins) or its `pending_until` passes (its insert fails, and it
+  is gone); a group's PENDING VMs begin together, when there is room for all of them.
 - An operation is RUNNING until its instance's transition completes, then DONE (with
   `error` when it failed); the state of a DONE operation never changes again.
 """
@@ -21,7 +24,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tpuctl.emulator.compute.group_models import Group, Policy, Template
+from tpuctl.emulator.compute.group_models import Group, Policy, Reservation, Template
 
 # verb -> (status while it runs (first half, second half), status after; None: gone)
 TRANSITIONS: dict[str, tuple[tuple[str, str], str | None]] = {
@@ -72,6 +75,12 @@ class Instance:
     last_stop: float | None = None
     group: str | None = None  # the managed instance group that made it (its path)
     published: list[dict[str, str]] = field(default_factory=list)  # guest attributes (hostkeys/)
+    # a flex-start VM waiting for capacity (status PENDING): until when its insert waits
+    # (None: as long as its group does)
+    pending_until: float | None = None
+    preempted_at: float | None = None  # when a preemption's notice began (spot)
+    preempt_ends: float | None = None  # ... and when it ends the VM
+    reservation: str | None = None  # the path of the reservation it consumes
 
     @property
     def path(self) -> str:
@@ -210,6 +219,7 @@ class ComputeState:
     policies: dict[str, Policy] = field(default_factory=dict)
     templates: dict[str, Template] = field(default_factory=dict)
     groups: dict[str, Group] = field(default_factory=dict)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
 
     def chips_in_use(self, zone: str, generation: str, but: Instance | None = None) -> int:
         """The chips of `generation` the instances in `zone` hold (but `but`): a stopped
@@ -217,7 +227,8 @@ class ComputeState:
         return sum(
             i.chips for i in self.instances.values()
             if i is not but and i.zone == zone and i.generation == generation
-            and i.status != "TERMINATED" and i.transition != "stop" and not i.capacity_error
+            and i.status not in ("TERMINATED", "PENDING") and i.transition != "stop"
+            and not i.capacity_error
             and not i.quota_error
         )  # fmt: skip
 
@@ -241,6 +252,7 @@ class ComputeState:
             "policies": [asdict(p) for p in self.policies.values()],
             "templates": [asdict(t) for t in self.templates.values()],
             "groups": [asdict(g) for g in self.groups.values()],
+            "reservations": [asdict(r) for r in self.reservations.values()],
         }
 
     def load(self, data: dict[str, Any]) -> None:
@@ -252,3 +264,5 @@ class ComputeState:
         self.policies = {p.path: p for p in (Policy(**d) for d in data.get("policies", []))}
         self.templates = {t.path: t for t in (Template(**d) for d in data.get("templates", []))}
         self.groups = {g.path: g for g in (Group(**d) for d in data.get("groups", []))}
+        found = (Reservation(**d) for d in data.get("reservations", []))
+        self.reservations = {r.path: r for r in found}

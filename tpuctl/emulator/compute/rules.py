@@ -57,8 +57,6 @@ def check_scheduling(scheduling: Any) -> dict[str, Any]:
     model = scheduling.get("provisioningModel", "STANDARD")
     if model not in PROVISIONING:
         raise errors.invalid_value("resource.scheduling.provisioningModel", model, "")
-    if model == "FLEX_START":
-        raise errors.bad_request("FLEX_START is not served by this emulator yet.")
     host = scheduling.get("onHostMaintenance", "MIGRATE")  # the API's default
     if host not in MAINTENANCE:
         raise errors.invalid_value("resource.scheduling.onHostMaintenance", host, "")
@@ -82,6 +80,13 @@ def check_scheduling(scheduling: Any) -> dict[str, Any]:
             raise errors.invalid_value(
                 "resource.scheduling.maxRunDuration.seconds", seconds,
                 "Must be between 30 seconds and 120 days.",
+            )  # fmt: skip
+        if model == "FLEX_START" and int(seconds) > 7 * 86400:
+            # flex-start VMs run for up to seven days (About Flex-start VMs; wording the
+            # emulator's own)
+            raise errors.invalid_value(
+                "resource.scheduling.maxRunDuration.seconds", seconds,
+                "Must be at most 7 days for FLEX_START.",
             )  # fmt: skip
     action = scheduling.get("instanceTerminationAction")
     if action is not None and action not in TERMINATION_ACTIONS:

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tpuctl.emulator.compute import api as compute_api
+from tpuctl.emulator.compute import scheduling as compute_scheduling
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
 from tpuctl.emulator.core.state import DEFAULT_DURATIONS, State
@@ -82,6 +83,9 @@ def advance(state: State, node: str | None = None) -> dict:
     """Complete pending transitions now: of one node or Compute instance (by path), or of
     all (queued steps and instances too)."""
     if node and node in state.compute.instances:
+        # a flex-start VM waiting: capacity now; a preemption's notice: over now
+        if compute_scheduling.advance(state, state.compute.instances[node]):
+            return {"completed": [node]}
         return {"completed": compute_api.advance(state, node)}
     targets = [state.node_by_name(node)] if node else list(state.nodes.values())
     now = state.now()
@@ -92,6 +96,8 @@ def advance(state: State, node: str | None = None) -> dict:
             state.complete(target, now)
     if not node:
         done += queued.advance(state, now)
+        done += [i.path for i in list(state.compute.instances.values())
+                 if compute_scheduling.advance(state, i)]  # fmt: skip
         done += compute_api.advance(state, None)
     return {"completed": done}
 

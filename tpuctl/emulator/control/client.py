@@ -94,6 +94,25 @@ class EmulatorControl:
             body["notice"] = notice
         return dict(self.call("POST", "preempt", body))
 
+    def preempt_instance(self, instance: str, notice: float | None = None) -> dict[str, Any]:
+        """Preempt a RUNNING Compute Engine spot VM (path, or name): its metadata shows
+        `instance/preempted` TRUE for `notice` seconds (default 30), then Compute ends it
+        as its instanceTerminationAction says."""
+        body: dict[str, Any] = {"instance": instance}
+        if notice is not None:
+            body["notice"] = notice
+        return dict(self.call("POST", "compute/preempt", body))
+
+    def reservation(
+        self, zone: str, name: str, machine_type: str, count: int = 1, specific: bool = False,
+        project: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Make (count 0: remove) a Compute Engine reservation of `count` VMs of
+        `machine_type` in `zone`; `specific`: only a specific affinity consumes it."""
+        body = {"zone": zone, "name": name, "machineType": machine_type, "count": count,
+                "specific": specific, "project": project}  # fmt: skip
+        return dict(self.call("POST", "compute/reservations", body))
+
     def quotas(self, limits: dict[str, Any] | str) -> dict[str, Any]:
         """Set TPU quota limits: `{quotaId: {"*": default, location: n} or n}` (partial),
         or a preset, "granted" or "new-project"."""

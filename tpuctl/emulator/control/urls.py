@@ -41,6 +41,8 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("GET", "requests/bodies"): ("requests.bodies", ("method?",), None),
     ("POST", "guest-attributes"): ("set_guest_attributes", ("node", "worker", "items"), None),
     ("POST", "preempt"): ("preempt", ("node", "notice?"), render_node),
+    ("POST", "compute/preempt"): ("compute_preempt", ("instance", "notice?"), None),
+    ("POST", "compute/reservations"): ("compute_reservation", ("body",), None),
     ("GET", "queued"): ("all_queued", (), _queued),
     ("POST", "queued/fail"): ("queued_control", ("=fail", "name", "message?"), _qr),
     ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name"), _qr),

@@ -23,9 +23,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from tpuctl.emulator.compute import admission as compute_admission
 from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.compute import group_api as compute_groups
 from tpuctl.emulator.compute import hosts as compute_hosts
+from tpuctl.emulator.compute import scheduling as compute_scheduling
 from tpuctl.emulator.compute.hosts import ComputeHost
 from tpuctl.emulator.control import api as control_api
 from tpuctl.emulator.core import errors, persistence
@@ -111,6 +113,7 @@ class Backend:
         queued.tick(self.state, now)
         service_usage.tick(self.state, now)
         compute_api.tick(self.state, now)
+        compute_scheduling.tick(self.state, now)
         compute_groups.tick(self.state, now)
 
     @_locked
@@ -185,11 +188,17 @@ class Backend:
         return node, node.transition == "preempt" or node.state == "PREEMPTED"
 
     @_locked
-    def compute_guest_view(self, project: str, zone: str, name: str) -> dict[str, Any] | None:
+    def compute_guest_view(
+        self, project: str, zone: str, name: str, worker: int = 0
+    ) -> tuple[dict[str, Any] | None, bool]:
         """What a Compute Engine VM's metadata server shows: its host (an instance, or the
-        slice its group makes) in the TPU node's JSON names, or None."""
+        slice its group makes) in the TPU node's JSON names, or None; and whether worker
+        `worker`'s VM is being preempted (compute/scheduling.py)."""
         found = compute_hosts.host(self.state, project, zone, name)
-        return found.render() if found is not None and found.instances else None
+        if found is None or not found.instances:
+            return None, False
+        vms = found.instances
+        return found.render(), 0 <= worker < len(vms) and compute_scheduling.preempted(vms[worker])
 
     @_locked
     def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> Page:
@@ -432,6 +441,14 @@ class Backend:
     @_locked
     def preempt(self, node: str, notice: float | None = None) -> Node:
         return control_api.preempt(self.state, node, notice)
+
+    @_locked
+    def compute_preempt(self, instance: str, notice: float | None = None) -> dict[str, Any]:
+        return compute_scheduling.preempt(self.state, instance, notice)
+
+    @_locked
+    def compute_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
+        return compute_admission.set_reservation(self.state, body)
 
     # -- workers: the VMs of a node, as the SSH servers and other helpers see them --
     @_locked

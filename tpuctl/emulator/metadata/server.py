@@ -208,7 +208,7 @@ def _answer(backend: Any, match: re.Match[str], query: Mapping[str, str]) -> Ans
             seen, preempted = backend.guest_view(project, zone, node_id)
             node = render_node(seen)
     except ApiError:
-        node, preempted = backend.compute_guest_view(project, zone, node_id), False
+        node, preempted = backend.compute_guest_view(project, zone, node_id, int(worker))
         if node is None:
             return 404, _TEXT, f"no node {project}/{zone}/{node_id}\n".encode()
     if int(worker) >= len(node.get("networkEndpoints") or []):

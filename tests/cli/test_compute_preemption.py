@@ -1,0 +1,86 @@
+"""Spot preemption on Compute Engine (the emulator's control plane): the VM's metadata
+server says `instance/preempted` TRUE for the notice, then Compute Engine ends the VM
+as its instanceTerminationAction says (DELETE: gone; STOP: TERMINATED); a slice's group
+does not make a lost VM again, and tpuctl shows the slice PREEMPTED."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from tests.cli.conftest import one_line_error
+
+ZONE = "us-central1-c"
+SLICE_ZONE = "us-east1-d"
+PROJECT = "tpuctl-demo"
+
+
+def _preempted(emulator, node: str, worker: int = 0, zone: str = ZONE) -> str:  # noqa: ANN001
+    url = (f"http://{emulator.address}/_emulator/v1/metadata/{PROJECT}/{zone}/{node}/{worker}"
+           "/computeMetadata/v1/instance/preempted")  # fmt: skip
+    request = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return str(answer.read().decode())
+
+
+def test_a_preempted_spot_vm_gets_its_notice_then_is_deleted(cli, emulator) -> None:
+    assert cli("create", "sp", "-a", "tpu7x-8", "--zone", ZONE, "--spot").code == 0
+    assert _preempted(emulator, "sp") == "FALSE"
+    (vm,) = emulator.instances()
+    emulator.preempt_instance(vm["name"], notice=30)
+    assert _preempted(emulator, "sp") == "TRUE"  # the notice: still running
+    assert [i["status"] for i in emulator.instances()] == ["RUNNING"]
+    assert emulator.advance(vm["name"]) == [vm["name"]]  # the notice is over
+    assert emulator.instances() == []  # instanceTerminationAction DELETE
+    assert cli("describe", "sp", "--zone", ZONE).code == 4
+
+
+def test_a_vm_with_stop_as_its_termination_action_is_stopped(emulator) -> None:
+    base = f"http://{emulator.address}/compute/v1/projects/{PROJECT}/zones/{ZONE}"
+    body = {
+        "name": "stopper",
+        "machineType": f"zones/{ZONE}/machineTypes/tpu7x-standard-4t",
+        "scheduling": {"onHostMaintenance": "TERMINATE", "provisioningModel": "SPOT",
+                       "automaticRestart": False, "instanceTerminationAction": "STOP"},
+    }  # fmt: skip
+    request = urllib.request.Request(f"{base}/instances", data=json.dumps(body).encode(),
+                                     method="POST")  # fmt: skip
+    urllib.request.urlopen(request, timeout=10).close()
+    emulator.advance(f"projects/{PROJECT}/zones/{ZONE}/instances/stopper")
+    emulator.preempt_instance("stopper", notice=0)
+    assert [i["status"] for i in emulator.instances()] == ["TERMINATED"]
+    request = urllib.request.Request(f"{base}/instances/stopper", method="DELETE")
+    urllib.request.urlopen(request, timeout=10).close()
+    emulator.advance()
+    assert emulator.instances() == []
+
+
+def test_only_a_running_spot_vm_is_preempted(cli, emulator) -> None:
+    assert cli("create", "std", "-a", "tpu7x-8", "--zone", ZONE).code == 0
+    (vm,) = emulator.instances()
+    try:
+        emulator.preempt_instance(vm["name"])
+    except Exception as e:  # noqa: BLE001 - the control plane's refusal
+        assert "not a Spot VM" in str(e)
+    else:
+        raise AssertionError("a standard VM was preempted")
+    assert cli("delete", "std", "--zone", ZONE, "--yes").code == 0
+
+
+def test_a_preempted_worker_leaves_the_slice_preempted(cli, emulator) -> None:
+    r = cli("create", "ss", "-a", "v6e-16", "--api", "compute", "--zone", SLICE_ZONE, "--spot")
+    assert r.code == 0, r.err
+    vms = sorted(i["name"] for i in emulator.instances() if "/instances/" in i["name"])
+    assert len(vms) == 4
+    emulator.preempt_instance(vms[0], notice=0)
+    emulator.advance()
+    assert len([i for i in emulator.instances() if "/instances/" in i["name"]]) == 3  # not remade
+    listed = cli("list", "--zone", SLICE_ZONE)
+    assert listed.out.splitlines()[1].split()[:5] == [
+        "ss", SLICE_ZONE, "v6e-16", "compute", "PREEMPTED"
+    ], listed.out  # fmt: skip
+    shown = cli("describe", "ss", "--zone", SLICE_ZONE)
+    assert "1 of 4 VMs lost" in shown.out, shown.out
+    gone = cli("delete", "ss", "--zone", SLICE_ZONE, "--yes")
+    assert gone.code == 0, one_line_error(gone) if gone.err else gone.out
+    assert emulator.instances() == []

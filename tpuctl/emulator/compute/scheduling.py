@@ -1,0 +1,133 @@
+"""How Compute Engine schedules a TPU VM beyond its create: flex-start VMs waiting for
+capacity (PENDING), reservations consumed, and spot preemption with its notice.
+
+- **Flex-start** (`provisioningModel: FLEX_START`): an insert that finds no capacity
+  leaves its VM `PENDING` ("waiting for available capacity from DWS", Instance.Status in
+  Compute's v1 API) and its operation RUNNING, until capacity frees (the create then
+  goes on) or `params.requestValidForDuration` passes: "If resources aren't available,
+  then the VM creation request fails" (About Flex-start VMs,
+  https://cloud.google.com/compute/docs/instances/about-flex-start-vms); its operation
+  then fails as a stockout does and the VM is gone. 2 hours when not given ("persist in
+  a queue for up to two hours", Google's flex-start VMs announcement, 2025-09-25). A
+  group in bulk mode (`targetSizePolicy.mode: BULK`, offered with flex-start and
+  reservation-bound templates only, About bulk mode) makes its VMs PENDING and begins
+  them together, when the zone has room for all.
+- **Reservations**: set from the control plane (zone, machine type, count, whether
+  only a specific affinity may consume it). `SPECIFIC_RESERVATION` must name one that
+  exists, else "Could not find the given reservation with the following name" (the
+  message Google's cluster autoscaler matches, kubernetes/autoscaler#6006; what follows
+  the name is the emulator's), and one with `specificReservationRequired` is not taken
+  by `ANY_RESERVATION` (skypilot-org/skypilot#3327 quotes the refusal of the converse).
+  A VM that consumes a reservation needs no free capacity of the zone.
+- **Preemption** (control plane): a RUNNING spot VM's metadata server shows
+  `instance/preempted` TRUE for the notice (30 s on Compute Engine, "Spot VMs" of the
+  TPU machine types page; the control plane shortens it), then Compute ends it as its
+  `instanceTerminationAction` says: DELETE (gone) or STOP (TERMINATED, the default for
+  Spot). A group under DO_NOTHING does not make it again (group_api.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpuctl.emulator.compute import api
+from tpuctl.emulator.compute.models import Instance
+from tpuctl.emulator.core.state import State
+
+PREEMPT_NOTICE = 30.0  # Compute Engine's notice to a spot VM
+
+
+# -- flex-start -------------------------------------------------------------------------
+def grant(state: State, instance: Instance, now: float) -> None:
+    """Capacity for a PENDING VM: its create goes on."""
+    instance.status, instance.pending_until = "PROVISIONING", None
+    instance.begin("create", now, state.durations.get("create"))
+    if instance.due(now):
+        api._complete(state, instance, now)
+    state.changed()
+
+
+def _expire(state: State, instance: Instance, now: float) -> None:
+    for op in state.compute.operations.values():
+        if not op.done and op.target == instance.path:
+            op.fail(now, api.STOCKOUT, api._stockout(instance.project, instance.zone),
+                    api.STOCKOUT_HTTP)  # fmt: skip
+    del state.compute.instances[instance.path]
+    state.changed()
+
+
+def tick(state: State, now: float) -> None:
+    """Begin the PENDING VMs that capacity allows (a group's all together), fail those
+    whose wait is over; end the preempted VMs whose notice is over."""
+    for instance in list(state.compute.instances.values()):
+        waiting = instance.status == "PENDING" and instance.transition is None  # not deleted
+        if waiting and instance.group is None:
+            if api._capacity_error(state, instance) is None:
+                grant(state, instance, now)
+            elif instance.pending_until is not None and now >= instance.pending_until:
+                _expire(state, instance, now)
+        ends = instance.preempt_ends
+        if ends is not None and now >= ends and instance.transition is None:
+            instance.preempt_ends = None
+            api._end_run(state, instance, ends)
+    groups: dict[str, list[Instance]] = {}
+    for instance in state.compute.instances.values():
+        if instance.status == "PENDING" and instance.transition is None and instance.group:
+            groups.setdefault(instance.group, []).append(instance)
+    for members in groups.values():
+        free = api.free_chips(state, members[0].zone, members[0].generation)
+        if free is None or free >= sum(i.chips for i in members):
+            for instance in members:
+                grant(state, instance, now)
+
+
+def advance(state: State, instance: Instance) -> bool:
+    """Control plane: capacity for a PENDING VM now (a group's: all of them), or the end
+    of a preemption's notice now."""
+    now = state.now()
+    if instance.preempt_ends is not None and instance.transition is None:
+        instance.preempt_ends = None
+        api._end_run(state, instance, now)
+        return True
+    if instance.status != "PENDING" or instance.transition is not None:
+        return False
+    for other in list(state.compute.instances.values()):
+        waiting = other.status == "PENDING" and other.transition is None
+        if other is instance or (instance.group and other.group == instance.group and waiting):
+            grant(state, other, now)
+    return True
+
+
+# -- preemption ---------------------------------------------------------------------------
+def preempt(state: State, path: str, notice: float | None) -> dict[str, Any]:
+    """Control plane: preempt a RUNNING spot VM (by path, or by name when only one VM
+    has it): its notice, then its termination action."""
+    from tpuctl.emulator.core import errors as core_errors
+
+    found = state.compute.instances.get(path) or next(
+        (i for i in state.compute.instances.values() if i.name == path), None
+    )
+    if found is None:
+        raise core_errors.not_found(f"no Compute Engine instance {path}")
+    scheduling = found.body.get("scheduling") or {}
+    if scheduling.get("provisioningModel") != "SPOT" and not scheduling.get("preemptible"):
+        raise core_errors.failed_precondition(f"Instance {found.name} is not a Spot VM.")
+    if found.status != "RUNNING" or found.transition is not None or found.preempt_ends:
+        raise core_errors.failed_precondition(
+            f"Instance {found.name} is {found.shown_status(state.now())}, not RUNNING."
+        )
+    number = isinstance(notice, (int, float)) and not isinstance(notice, bool)
+    if notice is not None and not (number and 0 <= notice <= PREEMPT_NOTICE):
+        raise core_errors.invalid_argument(f"notice must be seconds from 0 to {PREEMPT_NOTICE:g}")
+    now = state.now()
+    found.preempted_at = now
+    found.preempt_ends = now + (PREEMPT_NOTICE if notice is None else float(notice))
+    state.changed()
+    tick(state, now)
+    return {"name": found.path, "status": found.shown_status(state.now())
+            if found.path in state.compute.instances else "GONE"}  # fmt: skip
+
+
+def preempted(instance: Instance) -> bool:
+    """What the VM's metadata server answers for `instance/preempted`."""
+    return instance.preempted_at is not None

@@ -1,0 +1,84 @@
+"""Flex-start on Compute Engine: a VM (or a slice's VMs) that waits for capacity by
+itself, with no queued resource, then runs its `maxRunDuration` and is deleted.
+
+The flags mean what they mean on the Cloud TPU API (`--flex-start --max-run-duration
+4h`, `--valid-until` for how long to wait, `--timeout`, `--keep-request`). A single VM's
+wait is the insert's own `params.requestValidForDuration`: 90 s to 2 h, and 2 h when
+not given (Google's announcement of flex-start VMs: requests "persist in a queue for up
+to two hours"; a field report saw gcloud refuse values outside 90 s to 2 h). A slice's
+managed instance group waits in bulk mode until every VM can be made, with no deadline
+of its own: tpuctl's `--timeout` bounds it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from tpuctl.catalog import SliceShape
+    from tpuctl.cloud.backend import TpuBackend
+    from tpuctl.models import CreateSpec
+    from tpuctl.services.queued import QueueOptions
+
+MIN_WAIT, MAX_WAIT = 90, 7200  # requestValidForDuration, seconds
+
+
+def check(spec: CreateSpec, options: QueueOptions) -> None:
+    """Check a Compute Engine flex-start create before any call, and put its flex-start
+    settings on the spec."""
+    from tpuctl.services import queued
+
+    queued.queue_spec(spec, options)  # the same rules as on the Cloud TPU API
+    if spec.reservation:
+        raise UsageError("--flex-start and --reservation are exclusive: choose one provisioning "
+                         "model")  # fmt: skip
+    if options.slices > 1:
+        raise UsageError(
+            "--slices is the Cloud TPU API's (a multislice queued resource), not Compute "
+            "Engine's", hint="use --api tpu for a multislice flex-start request"
+        )  # fmt: skip
+    if options.valid_until_time:
+        raise UsageError(
+            "--valid-until-time: a flex-start VM on Compute Engine waits a duration",
+            hint=f"use --valid-until ({MIN_WAIT}s to 2h)",
+        )
+    wait = options.valid_until
+    if wait is not None and spec.shape.multi_host:
+        raise UsageError(
+            "--valid-until: a multi-host slice's group on Compute Engine waits for capacity "
+            "with no deadline of its own",
+            hint="use --timeout to bound the wait; tpuctl then deletes what it made",
+        )
+    if wait is not None and not MIN_WAIT <= wait <= MAX_WAIT:
+        raise UsageError(
+            f"--valid-until must be from {MIN_WAIT}s to 2h for a flex-start VM on Compute "
+            f"Engine, not {wait}s"
+        )
+    spec.flex_start = True
+    spec.max_run_duration = options.max_run_duration
+    spec.request_valid_for = None if spec.shape.multi_host else wait or MAX_WAIT
+
+
+def wait_limit(spec: CreateSpec, options: QueueOptions) -> dict[str, Any]:
+    """The wait_for_state arguments of a flex-start create: its --timeout."""
+    return {"timeout": float(options.timeout)} if spec.flex_start else {}
+
+
+def undone(tpu: TpuBackend, spec: CreateSpec, options: QueueOptions, ready: bool) -> bool:
+    """Whether a create that fails or is interrupted deletes what it made: a flex-start
+    VM still waiting (not yet `ready`), as a queued request is, unless --keep-request; a
+    slice of several resources."""
+    if spec.flex_start and options.keep_request:
+        return False
+    if spec.flex_start and not ready:
+        return True
+    return not tpu.whole_at_once(spec.shape)
+
+
+def made_of(shape: SliceShape) -> str:
+    """What a Compute Engine create makes, as the message of its undoing names it."""
+    if shape.known and not shape.multi_host:
+        return "its VM"
+    return "its VMs, instance template and workload policy"
