@@ -5,6 +5,7 @@ worker order, outputs brought home, and nothing left on Compute Engine after."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,92 @@ def test_worker_0_ends_a_slice_job_whose_peer_is_lost_with_no_client(
     assert states[2] == "LOST" and states[0] == "CANCELLED", states
     assert cli("delete", job_node_name(job), "--zone", "us-east1-d", "--yes").code == 0
     assert emulator.instances() == []
+
+
+def test_a_spot_slice_preempted_mid_job_resumes_from_the_step_saved_on_the_notice(
+    emulator_server, emulator
+) -> None:
+    """Worker 0's VM of a spot slice gets Compute Engine's notice: the script saves on the
+    SIGTERM, the agent syncs it, the group (DO_NOTHING) does not remake the VM, tpuctl
+    deletes the slice, makes it again, and the job resumes from exactly that step."""
+    import urllib.request
+
+    with _running(
+        EXAMPLE, *SLICE, "--spot", "--restarts", "1", "--",
+        "--steps", "400", "--sleep", "0.02", "--checkpoint-every", "1000000",
+    ) as proc:  # fmt: skip
+        root = emulator_server.backend.workers.root
+        wait_for(
+            lambda: any(
+                "step    20 " in log.read_text(errors="replace")
+                for log in root.glob("*/w0/home/.tpuctl/jobs/*/attempt-1.log")
+            )
+        )
+        url = f"http://{emulator.address}/compute/v1/projects/{PROJECT}/zones/us-east1-d/instances"
+        vms = json.loads(urllib.request.urlopen(url).read())["items"]
+        (first,) = [vm["name"] for vm in vms
+                    if {"key": "worker-id", "value": "0"} in vm["metadata"]["items"]]  # fmt: skip
+        emulator.preempt_instance(first, notice=30)
+        out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    saved = int(out.split("SIGTERM at step ")[1].split(":")[0])
+    assert saved >= 20
+    assert "recreating it (restart 1 of 1)" in err
+    after = out.split("=== tpuctl: attempt 2")[1]
+    assert f"resumed from step {saved} " in after
+    assert "after 1 restart(s); exit status 0" in err
+    assert emulator.instances() == []
+
+
+# -- flex-start: the job waits for capacity, on either API ------------------------------
+FLEX = ("--flex-start", "--max-run-duration", "1h")
+
+
+def test_a_flex_start_job_on_compute_engine_runs_on_a_flex_start_vm(cli, emulator, project):
+    r = cli("run", str(project / "job.py"), "-a", "tpu7x-8", "--zone", ZONE, *FLEX)
+    assert r.code == 0, r.err
+    assert "worker 0 of 1" in r.out
+    (sent,) = emulator.bodies("compute.instances.insert")
+    scheduling = sent["body"]["scheduling"]
+    assert (scheduling["provisioningModel"], scheduling["instanceTerminationAction"]) == (
+        "FLEX_START", "DELETE")  # fmt: skip
+    assert scheduling["maxRunDuration"] == {"seconds": "3600"}  # the earlier of it and the TTL
+    assert emulator.instances() == []
+
+
+def test_ctrl_c_while_a_flex_start_job_waits_for_capacity_leaves_nothing(emulator, project):
+    from tests.cli.conftest import spawned
+
+    emulator.capacity({ZONE: {"tpu7x": 0}})
+    with spawned("run", str(project / "job.py"), "-a", "tpu7x-8", "--zone", ZONE, *FLEX) as p:
+        p.wait_for("flex-start, waiting for capacity: tpuctl-")
+        assert [i["status"] for i in emulator.instances()] == ["PENDING"]
+        p.proc.send_signal(signal.SIGINT)
+    assert p.proc.returncode == 130, p.err
+    assert "Traceback" not in p.err
+    assert emulator.instances() == []
+
+
+def test_a_flex_start_job_on_the_tpu_api_goes_through_a_flex_start_queued_resource(
+    cli, emulator, project
+) -> None:
+    r = cli("run", str(project / "job.py"), "-a", "v3-8", *FLEX)
+    assert r.code == 0, r.err
+    (sent,) = [b for b in emulator.bodies("queuedResources.create")]
+    assert sent["body"]["provisioningModel"] == "FLEX_START"
+    assert sent["body"]["runDuration"] == {"maxRunDuration": "3600s"}
+    assert emulator.nodes() == [] and emulator.queued() == []
+
+
+def test_flex_start_flags_that_do_not_go_together_are_refused_in_one_line(
+    cli, emulator, project
+) -> None:
+    for flags, said in (
+        (["--max-run-duration", "1h"], "--max-run-duration goes with --flex-start"),
+        (["--flex-start", "--node", "n"], "--flex-start asks for a new node"),
+        ([*FLEX, "--api", "auto"], "--flex-start waits for capacity on one API"),
+    ):
+        r = cli("run", str(project / "job.py"), *flags)
+        assert r.code == 2, r.err
+        assert said in one_line_error(r), r.err
+    assert emulator.instances() == [] and emulator.nodes() == []

@@ -111,7 +111,8 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "--slices", "2",
         "--setup", "pip install -r requirements.txt", "--keep", "--detach", "--no-check",
         "--heartbeat-deadline", "90s", "--start-deadline", "15m", "--retry-on-failure",
-        "--max-cost", "25", "--start-lease", "30s", "--api", "auto",
+        "--max-cost", "25", "--start-lease", "30s", "--api", "compute",
+        "--flex-start", "--max-run-duration", "4h",
         "--bucket", "gs://mine", "--project", "my-project", "--version", "tpu-vm-base",
         "--force", "--env", 'Q=say "hi"', "--service-account", SA, "--scopes", "cloud-platform",
         "--print-spec",
@@ -132,7 +133,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "retry_on_failure": True, "bucket": "gs://mine", "project": "my-project",
         "version": "tpu-vm-base", "force": True, "name": "nightly", "accelerator": "v3-32",
         "exclude": ["*.ckpt"], "slices": 2, "max_cost": "25", "start_lease": "30s",
-        "api": "auto",
+        "api": "compute", "flex_start": True, "max_run_duration": "4h",
     }.items():  # fmt: skip
         assert spec[key] == value, key
     # all but what was not given (the job file gives outputs, so not --no-outputs)

@@ -121,7 +121,21 @@ def run(
         ),
     ] = 1,
     valid_until: Annotated[
-        str | None, typer.Option("--valid-until", help="With --queued: give up waiting after this.")
+        str | None,
+        typer.Option(
+            "--valid-until", help="With --queued or --flex-start: give up waiting after this."
+        ),
+    ] = None,
+    flex_start: Annotated[
+        bool,
+        typer.Option(
+            "--flex-start",
+            help="Flex-start capacity: wait for it, then run at most --max-run-duration.",
+        ),
+    ] = False,
+    max_run_duration: Annotated[
+        str | None,
+        typer.Option("--max-run-duration", help="With --flex-start: how long the TPUs run (4h)."),
     ] = None,
     restarts: Annotated[
         int | None,
@@ -226,6 +240,8 @@ def _run(
     spec.bucket_named_by = staging.bucket_source(o.bucket, config, target.project)
     factory = app.factory
     backend = _backend(factory, spec, config, target)
+    # flex-start on the Cloud TPU API is a queued resource's; on Compute Engine, a VM's
+    spec.queued = spec.queued or (spec.flex_start and backend.api == "tpu")
     adapters = Adapters(
         tpu=backend,
         other=_other(factory, spec, backend),

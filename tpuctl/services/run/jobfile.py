@@ -58,6 +58,8 @@ KEYS: dict[str, str] = {
     "queued": "bool",
     "slices": "count",
     "valid_until": "duration",
+    "flex_start": "bool",
+    "max_run_duration": "duration",
     "version": "string",
     "node": "string",
     "name": "string",

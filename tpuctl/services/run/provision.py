@@ -24,7 +24,7 @@ from tpuctl.models import (
     CreateSpec,
     Node,
 )
-from tpuctl.services import cost, nodes, queued, staging, zones
+from tpuctl.services import cost, flex_vm, nodes, queued, staging, zones
 from tpuctl.services.create import ask
 from tpuctl.services.run import lease, teardown
 from tpuctl.services.run.spec import Job
@@ -62,7 +62,11 @@ def _node_spec(job: Job, attempt: int) -> CreateSpec:
 
 
 def _queue(job: Job) -> queued.QueueOptions:
-    return queued.QueueOptions(valid_until=job.spec.valid_until, slices=job.spec.slices)
+    spec = job.spec
+    return queued.QueueOptions(
+        valid_until=spec.valid_until, slices=spec.slices, flex_start=spec.flex_start,
+        max_run_duration=spec.max_run_duration,
+    )  # fmt: skip
 
 
 def existing_node(job: Job) -> Node | None:
@@ -96,6 +100,8 @@ def create(job: Job, announce: bool = True, attempt: int | None = None) -> str |
     `job.created` turns true just before the call, so that every exit path from here on
     deletes what the call may have made."""
     a, spec = job.adapters, _node_spec(job, attempt or job.attempt)
+    if job.spec.flex_start and not job.spec.queued:  # a flex-start VM or slice
+        flex_vm.check(spec, _queue(job))
 
     def made() -> None:
         job.created = True
@@ -117,7 +123,9 @@ def wait_ready(job: Job, operation: str | None) -> Node:
                 a.tpu, job.target, job.node_name, _queue(job), progress=update
             )
             return made[0]
-    with job.ui.progress(f"creating {label}") as update:
+    flex = job.spec.flex_start  # waits for capacity (Compute Engine): --timeout's default
+    doing = "flex-start, waiting for capacity:" if flex else "creating"
+    with job.ui.progress(f"{doing} {label}") as update:
         return nodes.wait_for_state(
             a.tpu,
             job.full_name,
@@ -125,6 +133,7 @@ def wait_ready(job: Job, operation: str | None) -> Node:
             operation=operation,
             fail_states=NODE_CREATE_FAILED,
             progress=update,
+            **({"timeout": float(queued.DEFAULT_TIMEOUT)} if flex else {}),
         )
 
 

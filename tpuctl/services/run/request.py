@@ -73,6 +73,8 @@ class RunRequest:
     queued_flag: bool = False
     slices: int = 1
     valid_until: str | None = None
+    flex_start: bool = False
+    max_run_duration: str | None = None
     restarts: int | None = None
     retry_on_failure: bool = False
     sync_every: float = 30.0
@@ -110,8 +112,17 @@ class RunRequest:
                 raise UsageError(f"--slices must be 1 or more, not {self.slices}")
             if self.slices > 1 and self.node:
                 raise UsageError("--slices asks for new slices: it does not go with --node")
-        if self.valid_until and not self.queued:
-            raise UsageError("--valid-until needs --queued")
+        if self.max_run_duration and not self.flex_start:
+            raise UsageError("--max-run-duration goes with --flex-start")
+        if self.flex_start and self.node:
+            raise UsageError("--flex-start asks for a new node: it does not go with --node")
+        if self.flex_start and self.api == "auto":
+            raise UsageError(
+                "--flex-start waits for capacity on one API: it does not go with --api auto",
+                hint="choose --api tpu or --api compute (docs/compute-engine.md)",
+            )
+        if self.valid_until and not (self.queued or self.flex_start):
+            raise UsageError("--valid-until needs --queued or --flex-start")
         if self.queued_flag and self.node:
             raise UsageError("--queued asks for a new node: it does not go with --node")
         if self.outputs is not None and self.no_outputs:
@@ -133,7 +144,14 @@ class RunRequest:
 
         durations = {
             key: parse_duration(getattr(self, key), f"--{key.replace('_', '-')}")
-            for key in ("ttl", "valid_until", "start_deadline", "start_lease", "heartbeat_deadline")
+            for key in (
+                "ttl",
+                "valid_until",
+                "start_deadline",
+                "start_lease",
+                "heartbeat_deadline",
+                "max_run_duration",
+            )  # fmt: skip
             if getattr(self, key)
         }
         return RunSpec(
@@ -163,6 +181,8 @@ class RunRequest:
             queued=self.queued,
             slices=self.slices,
             valid_until=durations.get("valid_until"),
+            flex_start=self.flex_start,
+            max_run_duration=durations.get("max_run_duration"),
             restarts=self.restarts_or_default,
             retry_on_failure=self.retry_on_failure,
             sync_every=self.sync_every,

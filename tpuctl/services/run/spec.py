@@ -87,6 +87,8 @@ class RunSpec:
     queued: bool = False  # ask for the node through a queued resource
     slices: int = 1  # > 1: that many slices through one multislice queued resource
     valid_until: int | None = None  # with queued: seconds the request may wait
+    flex_start: bool = False  # flex-start capacity (TPU API: through a queued resource)
+    max_run_duration: int | None = None  # with flex_start: seconds the TPUs may run
     restarts: int = 0  # recreate and restart after a preemption at most this often
     retry_on_failure: bool = False  # a failed script counts as restartable too
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
