@@ -418,6 +418,17 @@ class Backend:
         return compute_api.all_instances(self.state) + compute_groups.all_resources(self.state)
 
     @_locked
+    def compute_age(self, path: str, seconds: float) -> dict:
+        """Make a Compute Engine group, template or policy `seconds` older (its
+        creationTimestamp): what a test needs to see a leftover of long ago."""
+        compute = self.state.compute
+        for table in (compute.groups, compute.templates, compute.policies):
+            if path in table:
+                table[path].created -= float(seconds)
+                return {"path": path, "created": table[path].created}
+        raise errors.not_found(f"no group, template or policy {path}")
+
+    @_locked
     def all_nodes(self) -> list[Node]:
         return control_api.all_nodes(self.state)
 
