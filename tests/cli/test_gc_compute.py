@@ -40,6 +40,20 @@ def _insert(emulator, collection: str, body: dict[str, Any]) -> None:  # noqa: A
     emulator.advance()
 
 
+def set_label(emulator, name: str, key: str, value: str, zone: str = ZONE) -> None:  # noqa: ANN001
+    """Edit a label of the VM instance `name` as another client would."""
+    url = f"http://{emulator.address}/compute/v1/{P}/zones/{zone}/instances/{name}"
+    current = requests.get(url, timeout=30).json()
+    labels = {**current["labels"], key: value}
+    r = requests.post(
+        f"{url}/setLabels",
+        timeout=30,
+        json={"labels": labels, "labelFingerprint": current["labelFingerprint"]},
+    )
+    assert r.status_code == 200, r.text
+    emulator.advance()
+
+
 def _foreign(emulator) -> None:  # noqa: ANN001
     """A template and a policy named like a slice's, but not described as tpuctl's."""
     _insert(emulator, f"regions/{REGION}/resourcePolicies", {
@@ -150,16 +164,7 @@ def test_expired_and_preempted_compute_vms_are_collected_by_their_labels(cli, em
                "--ttl", "8h").code == 0  # fmt: skip
     assert cli("create", "fresh", "-a", "v6e-8", "--api", "compute", "--zone", ZONE,
                "--ttl", "8h").code == 0  # fmt: skip
-    path = f"{P}/zones/{ZONE}/instances/old"
-    current = requests.get(f"http://{emulator.address}/compute/v1/{path}", timeout=30).json()
-    labels = {**current["labels"], "tpuctl-expires": str(int(time.time()) - 120)}
-    r = requests.post(
-        f"http://{emulator.address}/compute/v1/{path}/setLabels",
-        timeout=30,
-        json={"labels": labels, "labelFingerprint": current["labelFingerprint"]},
-    )
-    assert r.status_code == 200, r.text
-    emulator.advance()
+    set_label(emulator, "old", "tpuctl-expires", str(int(time.time()) - 120))
 
     done = cli("gc", "--yes")
     assert done.code == 0, done.err

@@ -75,7 +75,8 @@ def top(
     states = _job_states(app, target.project)
 
     def take() -> Snapshot:
-        return metrics.snapshot(api, app.factory.monitoring, target.project, zone, states)
+        return metrics.snapshot(api, app.factory.monitoring, target.project, zone, states,
+                                others=[app.factory.compute_tpu()])  # fmt: skip
 
     if json_out or fmt or filter_text or sort_by or limit:  # one snapshot, of those rows
         from tpuctl.cli.projection import chosen

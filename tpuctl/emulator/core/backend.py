@@ -100,7 +100,9 @@ class Backend:
 
     def _monitored(self) -> list[monitoring.WorkerView]:
         with self.lock:  # no transitions applied: a sample is no API call
-            return monitoring.worker_views(self.state.nodes.values(), self.workers)
+            return monitoring.worker_views(
+                self.state.nodes.values(), self.workers
+            ) + monitoring.compute_worker_views(compute_hosts.hosts(self.state), self.workers)
 
     def _save(self) -> None:
         persistence.save(self.state, self._state_dir)
@@ -457,11 +459,24 @@ class Backend:
     @_locked
     def worker_fault(self, body: dict[str, Any]) -> dict:
         """Plant a fault on a worker for `tpuctl doctor NODE` (workers/faults.py)."""
-        node = self.state.node_by_name(str(body.get("node", "")))
+        node = self._node_or_host(str(body.get("node", "")))
         worker = body.get("worker", 0)
         if not isinstance(worker, int) or not 0 <= worker < len(node.addresses):
             raise errors.invalid_argument(f"worker {worker} is out of range")
         return worker_faults.plant(self.workers, node, worker, body, self.node_env(node, worker))
+
+    def _node_or_host(self, name: str) -> Any:
+        """The TPU API node `name` (a full name), or the Compute Engine TPU VM or slice of
+        that name, as the workers see it (compute/hosts.py)."""
+        try:
+            return self.state.node_by_name(name)
+        except errors.ApiError:
+            parts = name.split("/")
+            found = compute_hosts.host(self.state, parts[1], parts[3], parts[-1]) if len(
+                parts) == 6 else None  # fmt: skip
+            if found is None:
+                raise
+            return found
 
     def close(self) -> None:
         """Release what the backend holds outside its state (a temporary workers dir)."""
