@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.test_gc_compute import set_label
+from tests.emulator.ssh_helpers import wait_until
 from tpuctl.emulator.workers import ssh as ssh_workers
 
 ZONE = "us-east1-d"
@@ -20,13 +21,17 @@ ZONE = "us-east1-d"
 def _devices(emulator_server: Any, name: str) -> list[list[Path]]:
     """Each worker's TPU device files of the Compute Engine node `name`, in worker order."""
     backend = emulator_server.backend
+
+    def host() -> Any:
+        with backend.lock:
+            return next(h for h in backend.compute_hosts if h.node_id == name)
+
+    # its workers booted (they touch their devices then publish their host keys): a
+    # device's time set from here on stays
+    wait_until(lambda: all(host().guest_attributes), f"the workers of {name} booted", 30)
     with backend.lock:
-        host = next(h for h in backend.compute_hosts if h.node_id == name)
-        found = [backend.workers.devices(host, k) for k in range(len(host.addresses))]
-    for devices in found:
-        for d in devices:
-            d.parent.mkdir(parents=True, exist_ok=True)
-            d.touch()
+        found = [backend.workers.devices(host(), k) for k in range(len(host().addresses))]
+    assert all(d.exists() for devices in found for d in devices)
     return found
 
 
