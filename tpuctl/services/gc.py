@@ -1,10 +1,14 @@
 """Garbage collection: find tpuctl's nodes that should not be billing, and delete them.
 
-Safety rules, enforced here and nowhere else:
+Safety rules, enforced here (and for Compute Engine leftovers in gc_compute.py, alike):
 - a node without `managed-by=tpuctl` is never a candidate, whatever it looks like;
 - a node labelled `tpuctl-keep=true` is never a candidate;
 - by default only the current user's nodes (`tpuctl-owner`) are considered;
 - idleness read from labels is confirmed by probing the node before it counts.
+
+Nodes are those of the Cloud TPU API and of Compute Engine (TPU VMs and slices, by the
+labels on their VMs); what killed creates left of Compute Engine slices, which carries no
+labels, is `services/gc_compute.py`'s.
 
 `plan` decides on nodes and queued requests; `collect` deletes what a plan dooms and
 writes one audit line per action. A plan may be old when it is collected (the user
