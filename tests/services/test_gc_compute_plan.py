@@ -102,3 +102,35 @@ def test_a_group_with_vms_or_coming_up_is_no_leftover() -> None:
     (empty,) = compute_orphans.find(_pages(instanceGroupManagers=[group]), "p")
     assert empty.why == "its managed instance group has no VM left"
     assert [p.kind for p in empty.parts] == [GROUP]
+
+
+class _Api:
+    """Compute Engine as gc's collect sees it: the leftovers now, and the deletes."""
+
+    api = "compute"
+
+    def __init__(self, now: list[compute_orphans.Leftover]) -> None:
+        self.now, self.deleted = now, []  # type: ignore[var-annotated]
+
+    def leftovers(self, parent: str) -> list[compute_orphans.Leftover]:
+        return self.now
+
+    def delete_node(self, name: str) -> None:
+        self.deleted.append(name)
+
+
+def test_collect_reads_again_and_leaves_what_changed_since(tmp_path) -> None:  # noqa: ANN001
+    (planned,) = compute_orphans.find(_pages(
+        resourcePolicies=[_policy("a-d-wp", "a", "us-east1-d")],
+        instanceTemplates=[_template("a-d-it", "a", "us-east1-d", MINE)]), "p")  # fmt: skip
+    made_again = compute_orphans.Leftover(
+        "p", "us-east1-d", "a", [planned.parts[0], compute_orphans.Part(POLICY, "a-d-wp", NOW)],
+        planned.why, MINE)  # fmt: skip
+    for now, result in (([made_again], "skipped: it changed since gc looked"),
+                        ([], "skipped: no longer a leftover"), ([planned], "deleted")):  # fmt: skip
+        api: Any = _Api(now)
+        d = gc_compute.decide(planned, api, owner="ann", now=NOW)
+        assert d is not None and d.delete
+        ((_, said),) = gc_compute.collect([d], project="p", log=tmp_path / "gc.log")
+        assert said.startswith(result)
+        assert api.deleted == ([planned.full_name] if result == "deleted" else [])

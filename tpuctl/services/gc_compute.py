@@ -99,26 +99,38 @@ def plan(backends: Sequence[TpuBackend], parent: str, *, owner: str | None,
 
 def collect(doomed: list[LeftoverDecision], *, project: str,
             log: Path) -> list[tuple[LeftoverDecision, str]]:  # fmt: skip
-    """Delete each doomed leftover (its group, then its template, then its policy), after
-    reading it again: one that became a slice since (a VM appeared) is left alone. One
-    audit line each. Returns each decision with its result: `deleted`, `skipped: why` or
-    `failed: why`."""
+    """Delete each doomed leftover (its group, then its template, then its policy), once
+    read again: one that changed since gc looked (a part made again, a VM appeared: a
+    create under way) is left alone. One audit line each. Returns each decision with its
+    result: `deleted`, `skipped: why` or `failed: why`."""
     from tpuctl.services.audit import AuditEntry
     from tpuctl.services.audit import append as audit
 
     out: list[tuple[LeftoverDecision, str]] = []
+    now: dict[int, dict[str, Leftover] | str] = {}  # per API: its leftovers now, or why not
     for d in doomed:
         lo = d.leftover
+        if id(d.api) not in now:
+            try:
+                fresh = d.api.leftovers(f"projects/{project}/locations/-")  # type: ignore[attr-defined]
+                now[id(d.api)] = {f.full_name: f for f in fresh}
+            except TpuctlError as e:
+                now[id(d.api)] = str(e)
+        seen = now[id(d.api)]
         result = "deleted"
-        try:
-            if d.api.get_node(lo.full_name).workers:
-                result = "skipped: it has VMs since gc looked"
-            else:
+        if isinstance(seen, str):
+            result = f"failed: could not look at it again before deleting: {seen}"
+        elif lo.full_name not in seen:
+            result = "skipped: no longer a leftover (gone, or a slice again) since gc looked"
+        elif seen[lo.full_name].parts != lo.parts:
+            result = "skipped: it changed since gc looked"
+        else:
+            try:
                 d.api.delete_node(lo.full_name)
-        except NotFoundError:
-            result = "deleted (gone already)"
-        except TpuctlError as e:
-            result = f"failed: {e}"
+            except NotFoundError:
+                result = "deleted (gone already)"
+            except TpuctlError as e:
+                result = f"failed: {e}"
         out.append((d, result))
         audit(log, AuditEntry(project=project, kind="computeLeftovers", name=lo.slice,
                               zone=lo.zone, accelerator="", reason=f"{d.reason} ({lo.describe()})",
