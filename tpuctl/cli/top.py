@@ -91,6 +91,8 @@ def top(
         render.show(table(shot, BY_NAME[sort], render.table_width(console, False)), console)
         if shot.metrics_error:
             render.info(f"no metrics: {shot.metrics_error}")
+        for line in shot.skipped:  # an API that could not be listed
+            render.info(line)
         return
     _live(take, BY_NAME[sort], interval)
 
