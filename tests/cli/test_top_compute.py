@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from google.api_core import exceptions as gx
+
 from tests.cli.test_gc_compute import set_label
 from tests.emulator.ssh_helpers import wait_until
 from tpuctl.emulator.workers import ssh as ssh_workers
@@ -122,6 +125,12 @@ def test_the_metrics_descriptor_names_the_resource_a_compute_vm_writes_on(
         }
     )
     assert {d.type.rsplit("/", 1)[-1] for d in prefixed} == {"duty_cycle", "tensorcore_utilization"}
+    with pytest.raises(gx.InvalidArgument, match="Could not parse the filter"):
+        list(
+            client(emulator).list_metric_descriptors(
+                request={"name": "projects/tpuctl-demo", "filter": "metric.kind = GAUGE"}
+            )
+        )
 
     assert cli("create", "one", "-a", "v6e-8", "--api", "compute", "--zone", ZONE).code == 0
     _devices(emulator_server, "one")
