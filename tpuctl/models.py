@@ -59,6 +59,8 @@ class Worker:
     index: int
     internal_ip: str
     external_ip: str | None = None
+    instance_id: str = ""  # on Compute Engine: the worker's VM instance (its id and name)
+    instance: str = ""
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ def _node(
 
     render.info(f"examining {name} in {target.zone}...")
     report = live.examine(
-        factory.tpu(), factory.ssh(), f"{target.parent}/nodes/{name}", open_bucket, paths,
+        app.backends(), factory.ssh(), f"{target.parent}/nodes/{name}", open_bucket, paths,
         fix=fix, confirm=confirm,
     )  # fmt: skip
     if json_out:

@@ -45,7 +45,7 @@ def gc(
     from tpuctl.config import state_dir
     from tpuctl.durations import parse_duration
     from tpuctl.services import gc as gc_service
-    from tpuctl.services import idle as idle_service
+    from tpuctl.services import gc_compute
     from tpuctl.services import metrics as metrics_service
     from tpuctl.services.names import local_user
 
@@ -59,7 +59,7 @@ def gc(
     # expensive case. Only --zone narrows it (config defaults do not).
     # A --zone given is checked like any other (its shape, a known zone, not empty).
     target = app.target(project, zone, need_zone=False)
-    api = app.tpu()
+    api, compute = app.backends()  # the Cloud TPU API's nodes, and Compute Engine's TPU VMs
 
     def load_metrics() -> dict[tuple[str, str], metrics_service.NodeMetrics]:
         seen, why_not = metrics_service.safe_read(
@@ -77,8 +77,11 @@ def gc(
         # Cloud Monitoring first; where its metrics are missing or old, a node whose labels
         # say idle is looked at over SSH before it counts as idle.
         metrics=metrics_service.idle_check(load_metrics),
-        probe=idle_service.ssh_probe(api, app.factory.ssh()),
+        probe=gc_compute.probe_by_api([api, compute], app.factory.ssh),
+        others=[compute],
     )
+    for why in found.skipped:
+        render.info(why)
     _show_plan(found, json_out=json_out, listing=dry_run or not yes, dry_run=dry_run)
     if not found.total or dry_run:
         return
@@ -91,6 +94,7 @@ def gc(
             project=target.project,
             log=state_dir() / "gc.log",
             progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
+            others=[compute],
         )
     _show_results(found, done, json_out)
     if done.failed:
@@ -107,9 +111,12 @@ def _show_plan(found: Plan, *, json_out: bool, listing: bool, dry_run: bool) -> 
         for d in found.decisions:
             if not d.delete:
                 render.info(f"keep {d.node.name} ({d.node.zone}): {d.reason}")
+        for lo in found.leftovers:
+            if not lo.delete:
+                render.info(f"keep {lo.label}: {lo.reason}")
     if not found.total:
         if json_out:
-            render.print_json(_json(found.decisions, {}))
+            render.print_json(_json(found.decisions, {}) + _leftovers_json(found, None))
         else:
             render.info("nothing to collect")
         return
@@ -118,8 +125,10 @@ def _show_plan(found: Plan, *, json_out: bool, listing: bool, dry_run: bool) -> 
             render.info(_line(d, "would delete"))
         for q in found.stale:
             render.info(_request_line(q, "would delete"))
+        for lo in found.doomed_leftovers:
+            render.info(f"would delete {lo.label}: {lo.reason}")
     if dry_run and json_out:
-        render.print_json(_json(found.decisions, {}))
+        render.print_json(_json(found.decisions, {}) + _leftovers_json(found, None))
 
 
 def _show_results(found: Plan, done: Collected, json_out: bool) -> None:
@@ -138,6 +147,7 @@ def _show_results(found: Plan, done: Collected, json_out: bool) -> None:
                 }
                 for q, error in done.requests
             ]
+            + _leftovers_json(found, done)
         )
     else:
         for d, r in done.nodes:
@@ -150,6 +160,10 @@ def _show_results(found: Plan, done: Collected, json_out: bool) -> None:
         for q, error in done.requests:
             verb = "deleted" if error is None else "FAILED to delete"
             render.out().print(_request_line(q, verb), highlight=False)
+        for lo, result in done.leftovers:
+            verb = result.split(":", 1)[0].replace("failed", "FAILED to delete")
+            why = result.split(":", 1)[1].strip() if ":" in result else lo.reason
+            render.out().print(f"{verb} {lo.label}: {why}", highlight=False)
 
 
 def _confirm(total: int, tty: bool) -> None:
@@ -175,6 +189,13 @@ def _line(d: Decision, verb: str) -> str:
 
 def _request_line(q: QueuedDecision, verb: str) -> str:
     return f"{verb} queued resource {q.request.name} ({q.request.zone}): {q.reason}"
+
+
+def _leftovers_json(found: Plan, done: Collected | None) -> list[dict[str, Any]]:
+    from tpuctl.services import gc_compute
+
+    results = {id(d): r for d, r in done.leftovers} if done else {}
+    return [gc_compute.to_json(d, results.get(id(d))) for d in found.leftovers]
 
 
 def _json(decisions: list[Decision], outcome: dict[str, DeleteResult]) -> list[dict[str, Any]]:

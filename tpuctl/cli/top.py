@@ -75,7 +75,8 @@ def top(
     states = _job_states(app, target.project)
 
     def take() -> Snapshot:
-        return metrics.snapshot(api, app.factory.monitoring, target.project, zone, states)
+        return metrics.snapshot(api, app.factory.monitoring, target.project, zone, states,
+                                others=[app.factory.compute_tpu()])  # fmt: skip
 
     if json_out or fmt or filter_text or sort_by or limit:  # one snapshot, of those rows
         from tpuctl.cli.projection import chosen
@@ -90,6 +91,8 @@ def top(
         render.show(table(shot, BY_NAME[sort], render.table_width(console, False)), console)
         if shot.metrics_error:
             render.info(f"no metrics: {shot.metrics_error}")
+        for line in shot.skipped:  # an API that could not be listed
+            render.info(line)
         return
     _live(take, BY_NAME[sort], interval)
 

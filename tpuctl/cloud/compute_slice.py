@@ -201,7 +201,8 @@ def node(group: dict[str, Any], managed: list[dict[str, Any]] | None,
     for n, vm in enumerate(vms):
         nics = vm.get("networkInterfaces") or [{}]
         nat = [a.get("natIP") for a in nics[0].get("accessConfigs") or [] if a.get("natIP")]
-        workers.append(Worker(n, str(nics[0].get("networkIP", "")), nat[0] if nat else None))
+        workers.append(Worker(n, str(nics[0].get("networkIP", "")), nat[0] if nat else None,
+                              str(vm.get("id", "")), str(vm.get("name", ""))))  # fmt: skip
     created = group.get("creationTimestamp")
     from tpuctl.timestamps import parse_rfc3339
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl import catalog
-from tpuctl.cloud import compute_slice, compute_wire
+from tpuctl.cloud import compute_orphans, compute_slice, compute_wire
 from tpuctl.errors import CloudError, NotFoundError, PreconditionFailedError, UsageError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
 from tpuctl.shapes import SliceShape
@@ -159,6 +159,14 @@ class ComputeTpuApi:
                 vms = members.get((gzone, name), [])
                 nodes.append(compute_slice.node(mig, None, vms, project))
         return sorted(nodes, key=lambda n: (n.zone, n.name))
+
+    def leftovers(self, parent: str) -> list[compute_orphans.Leftover]:
+        """What creates or deletes that did not finish left of slices: a template or policy
+        with no group, a group with no VM (`cloud/compute_orphans.py`). `delete_node` of a
+        leftover's `full_name` deletes it."""
+        project, zone = parent.split("/")[1], parent.split("/")[3]
+        return compute_orphans.find(lambda path, subject: self._pages(path, subject, project),
+                                    project, None if zone == "-" else zone)  # fmt: skip
 
     def create_node(self, parent: str, spec: CreateSpec) -> str | None:
         project, zone = parent.split("/")[1], parent.split("/")[3]

@@ -178,7 +178,15 @@ def node_from_instance(data: dict[str, Any], project: str) -> Node:
         runtime_version="",
         labels=dict(data.get("labels") or {}),
         metadata={str(i.get("key")): str(i.get("value") or "") for i in items},
-        workers=[Worker(0, str(nics[0].get("networkIP", "")), nat[0] if nat else None)],
+        workers=[
+            Worker(
+                0,
+                str(nics[0].get("networkIP", "")),
+                nat[0] if nat else None,
+                instance_id=str(data.get("id", "")),
+                instance=str(data.get("name", "")),
+            )
+        ],
         create_time=parse_rfc3339(str(created)) if created else None,
         spot=scheduling.get("provisioningModel") == "SPOT",
         flex_start=scheduling.get("provisioningModel") == "FLEX_START",

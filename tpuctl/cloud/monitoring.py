@@ -17,7 +17,8 @@ from tpuctl.errors import TpuctlError
 
 T = TypeVar("T")
 MONITORING_API = "monitoring.googleapis.com"
-RESOURCE = "tpu_worker"
+RESOURCE = "tpu_worker"  # a Cloud TPU API node's worker (node_id, worker_id, zone)
+COMPUTE_RESOURCE = "gce_instance"  # a Compute Engine VM (instance_id, zone)
 IDLE = "tpu.googleapis.com/tpu/tensorcore/idle_duration"
 TENSORCORE = "tpu.googleapis.com/accelerator/tensorcore_utilization"
 
@@ -38,6 +39,11 @@ class Series:
     @property
     def zone(self) -> str:
         return self.resource.get("zone", "")
+
+    @property
+    def instance_id(self) -> str:
+        """The Compute Engine VM's id, on a `gce_instance` series ("" on `tpu_worker`)."""
+        return self.resource.get("instance_id", "")
 
     @property
     def worker(self) -> int:
@@ -79,11 +85,25 @@ class MonitoringApi:
 
         return call(fn, lambda e: translate(e, project, self._where, self._hint))
 
+    def resource_types(self, project: str, metric: str) -> list[str]:
+        """The monitored resources `metric` is written on, from its descriptor
+        (`metricDescriptors.list`); [] when the project has no such metric."""
+        request = {"name": f"projects/{project}", "filter": f'metric.type = "{metric}"'}
+
+        def read() -> list[str]:
+            found: list[str] = []
+            for d in self._client.list_metric_descriptors(request=request):
+                found += [t for t in d.monitored_resource_types if t not in found]
+            return found
+
+        return self._call(project, read)
+
     def series(
         self,
         project: str,
         metric: str,
         *,
+        resource: str = RESOURCE,
         zone: str | None = None,
         nodes: list[str] | None = None,
         minutes: float = 15,
@@ -97,7 +117,7 @@ class MonitoringApi:
         or one per `period` seconds with `aligner`."""
         end = time.time() if now is None else now
         begin = end - minutes * 60 if start is None else start
-        filter_ = f'metric.type = "{metric}" AND resource.type = "{RESOURCE}"'
+        filter_ = f'metric.type = "{metric}" AND resource.type = "{resource}"'
         if zone:
             filter_ += f' AND resource.labels.zone = "{zone}"'
         if nodes:

@@ -1,10 +1,14 @@
 """Garbage collection: find tpuctl's nodes that should not be billing, and delete them.
 
-Safety rules, enforced here and nowhere else:
+Safety rules, enforced here (and for Compute Engine leftovers in gc_compute.py, alike):
 - a node without `managed-by=tpuctl` is never a candidate, whatever it looks like;
 - a node labelled `tpuctl-keep=true` is never a candidate;
 - by default only the current user's nodes (`tpuctl-owner`) are considered;
 - idleness read from labels is confirmed by probing the node before it counts.
+
+Nodes are those of the Cloud TPU API and of Compute Engine (TPU VMs and slices, by the
+labels on their VMs); what killed creates left of Compute Engine slices, which carries no
+labels, is `services/gc_compute.py`'s.
 
 `plan` decides on nodes and queued requests; `collect` deletes what a plan dooms and
 writes one audit line per action. A plan may be old when it is collected (the user
@@ -16,14 +20,14 @@ saying so.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpuctl.agent.labels import expiry
 from tpuctl.durations import format_duration
-from tpuctl.errors import NotFoundError, TpuctlError
+from tpuctl.errors import NotFoundError, ServiceDisabledError, TpuctlError
 from tpuctl.models import (
     CREATED,
     IDLE_TIMEOUT,
@@ -45,6 +49,7 @@ from tpuctl.services.nodes import delete_nodes
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
+    from tpuctl.services.gc_compute import LeftoverDecision
 
 
 def no_probe(node: Node) -> tuple[Busy, str]:
@@ -174,19 +179,26 @@ def stale_queued(requests: list[QueuedResource], *, owner: str | None) -> list[Q
 
 @dataclass
 class Plan:
-    """What gc found: a decision per node it may act on, and the stale requests."""
+    """What gc found: a decision per node it may act on, the stale requests, and what
+    unfinished creates left of Compute Engine slices (`services/gc_compute.py`)."""
 
     decisions: list[Decision]
     stale: list[QueuedDecision]
+    leftovers: list[LeftoverDecision] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # an API that could not be looked at
 
     @property
     def doomed(self) -> list[Decision]:
         return [d for d in self.decisions if d.delete]
 
     @property
+    def doomed_leftovers(self) -> list[LeftoverDecision]:
+        return [d for d in self.leftovers if d.delete]
+
+    @property
     def total(self) -> int:
         """How many resources collecting this plan deletes."""
-        return len(self.doomed) + len(self.stale)
+        return len(self.doomed) + len(self.stale) + len(self.doomed_leftovers)
 
 
 def plan(
@@ -198,19 +210,30 @@ def plan(
     probe: IdleProbe = no_probe,
     metrics: MetricsCheck | None = None,
     now: float | None = None,
+    others: Sequence[TpuBackend] = (),
 ) -> Plan:
-    """Look at every node and queued request under `parent` (`locations/-`: every zone)."""
+    """Look at every node and queued request under `parent` (`locations/-`: every zone),
+    on `api` and the `others` APIs (a project with one of those off has nothing there),
+    and at what unfinished creates left on them."""
+    from tpuctl.services import gc_compute
+
+    at = time.time() if now is None else now
+    skipped: list[str] = []
+    nodes = api.list_nodes(parent)
+    for other in others:
+        try:
+            nodes += other.list_nodes(parent)
+        except ServiceDisabledError:
+            continue
+        except TpuctlError as e:
+            skipped.append(f"could not list the TPU VMs of {other.api}: {e}")
     decisions = plan_nodes(
-        api.list_nodes(parent),
-        owner=owner,
-        idle_limit=idle_limit,
-        probe=probe,
-        metrics=metrics,
-        now=now,
+        nodes, owner=owner, idle_limit=idle_limit, probe=probe, metrics=metrics, now=at
     )
     # Requests that can never give a node any more (and hold their place in the queue).
     stale = stale_queued(api.list_queued_resources(parent), owner=owner)
-    return Plan(decisions, stale)
+    leftovers, missed = gc_compute.plan([api, *others], parent, owner=owner, now=at)
+    return Plan(decisions, stale, leftovers, skipped + missed)
 
 
 @dataclass
@@ -219,11 +242,13 @@ class Collected:
 
     nodes: list[tuple[Decision, DeleteResult]]
     requests: list[tuple[QueuedDecision, str | None]]  # None: deleted, else why not
+    leftovers: list[tuple[LeftoverDecision, str]] = field(default_factory=list)
 
     @property
     def failed(self) -> list[str]:
         """The resources still there, each with why (for one error line)."""
         out = [f"{r.name} ({r.message})" for _, r in self.nodes if not r.ok]
+        out += [f"{d.label} ({r})" for d, r in self.leftovers if r.startswith("failed")]
         return out + [f"queued resource {q.request.name}" for q, e in self.requests if e]
 
 
@@ -234,9 +259,23 @@ def collect(
     project: str,
     log: Path,
     progress: Callable[[str, str, float], None] | None = None,
+    others: Sequence[TpuBackend] = (),
 ) -> Collected:
-    """Delete what the plan dooms and append an audit line for each; idempotent."""
-    results = _delete_nodes(api, found.doomed, progress=progress)
+    """Delete what the plan dooms and append an audit line for each; idempotent. A node
+    is deleted through the API that holds it (`api` or one of `others`); leftovers of
+    slices after the nodes."""
+    from tpuctl.services import gc_compute
+
+    by_api = {b.api: b for b in (api, *others)}
+    done: dict[int, DeleteResult] = {}
+    for name, backend in by_api.items():
+        mine = [d for d in found.doomed if d.node.api == name or (d.node.api not in by_api
+                                                                  and backend is api)]  # fmt: skip
+        if not mine:
+            continue
+        for d, r in zip(mine, _delete_nodes(backend, mine, progress=progress), strict=True):
+            done[id(d)] = r
+    results = [done[id(d)] for d in found.doomed]
     for d, r in zip(found.doomed, results, strict=True):
         result = (
             f"skipped: {r.message}" if r.skipped else r.message if r.ok else f"failed: {r.message}"
@@ -265,7 +304,8 @@ def collect(
             log,
             AuditEntry.of(q.request, project=project, reason=q.reason, hourly=None, result=result),
         )
-    return Collected(list(zip(found.doomed, results, strict=True)), requests)
+    leftovers = gc_compute.collect(found.doomed_leftovers, project=project, log=log)
+    return Collected(list(zip(found.doomed, results, strict=True)), requests, leftovers)
 
 
 def changed_since(api: TpuBackend, d: Decision) -> str | None:

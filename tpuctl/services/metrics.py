@@ -3,7 +3,15 @@ worker the latest TensorCore utilisation, the TensorCore idle duration, and a sh
 for a sparkline.
 
 One read covers a whole project: a list call per metric (and per zone when told zones),
-run concurrently, so many nodes cost no more round trips than one. Metrics arrive late
+run concurrently, so many nodes cost no more round trips than one.
+
+Where a TPU VM writes its metrics is asked, not assumed: a Cloud TPU API node's workers
+write them on the `tpu_worker` resource (node_id, worker_id), and Google's pages do not
+say which resource a Compute Engine TPU VM's are on (https://docs.cloud.google.com/tpu/docs/monitor-tpu
+says only that Compute Engine VMs and the TPU runtime generate them). So the metric's
+descriptor (`metricDescriptors.list`) names the resources it is written on, and each is
+read: `tpu_worker` series by node, `gce_instance` series by VM instance id, joined to
+their slice and worker number through the node's workers (`for_node`). Metrics arrive late
 (sampled every 60 s, visible up to 180 s after): a worker whose newest idle point is older
 than `STALE` seconds, or that has none, has no fresh evidence (`idle_seconds` None).
 """
@@ -79,7 +87,16 @@ class NodeMetrics:
         return min(values)
 
 
-Key = tuple[str, str]  # (zone, node id)
+Key = tuple[str, str]  # (zone, node id), or (zone, VM + instance id) for a gce_instance series
+VM = "instance/"
+
+
+def _resources(api: MonitoringApi, project: str) -> list[str]:
+    """The monitored resources the TPU metrics are written on; the TPU API's when the
+    descriptor names none."""
+    from tpuctl.cloud.monitoring import IDLE, RESOURCE
+
+    return api.resource_types(project, IDLE) or [RESOURCE]
 
 
 def read(
@@ -96,25 +113,49 @@ def read(
 
     at = time.time() if now is None else now
     where: list[str | None] = [*sorted(set(zones))] if zones is not None else [None]
-    calls: list[tuple[str, str | None, str | None]] = [(IDLE, z, None) for z in where]
+    kinds = _resources(api, project)
+    calls: list[tuple[str, str | None, str | None, str]] = [
+        (IDLE, z, None, r) for z in where for r in kinds
+    ]
     if history:
-        calls += [(TENSORCORE, z, "ALIGN_MEAN") for z in where]
+        calls += [(TENSORCORE, z, "ALIGN_MEAN", r) for z in where for r in kinds]
     with ThreadPoolExecutor(max_workers=min(16, len(calls) or 1)) as pool:
         results = list(
             pool.map(
                 lambda c: api.series(
-                    project, c[0], zone=c[1], minutes=minutes, aligner=c[2], now=at
-                ),
+                    project,
+                    c[0],
+                    resource=c[3],
+                    zone=c[1],
+                    minutes=minutes,
+                    aligner=c[2],
+                    now=at,
+                ),  # fmt: skip
                 calls,
             )
         )
     nodes: dict[Key, NodeMetrics] = {}
-    for (metric, _, _), found in zip(calls, results, strict=True):
+    for (metric, _, _, _), found in zip(calls, results, strict=True):
         for s in found:
-            worker = nodes.setdefault((s.zone, s.node_id), NodeMetrics(s.zone, s.node_id))
+            key = (s.zone, VM + s.instance_id) if s.instance_id else (s.zone, s.node_id)
+            worker = nodes.setdefault(key, NodeMetrics(*key))
             w = worker.workers.setdefault(s.worker, WorkerMetrics())
             _merge(w, s, metric == IDLE)
     return nodes
+
+
+def for_node(seen: dict[Key, NodeMetrics], node: Node) -> NodeMetrics | None:
+    """The node's metrics: its own series (by node id), or its VMs' (by instance id, or
+    by a VM's name where that is the node id), each as the worker it is."""
+    direct = seen.get((node.zone, node.name))
+    joined = NodeMetrics(node.zone, node.name)
+    for w in node.workers:
+        found = seen.get((node.zone, VM + w.instance_id)) if w.instance_id else None
+        if found is None and w.instance and w.instance != node.name:
+            found = seen.get((node.zone, w.instance))
+        if found is not None and found.workers:
+            joined.workers[w.index] = next(iter(found.workers.values()))
+    return joined if joined.workers else direct
 
 
 def _merge(w: WorkerMetrics, s: Series, idle: bool) -> None:
@@ -160,7 +201,7 @@ def idle_check(
     def check(node: Node, limit: float) -> tuple[Busy, str] | None:
         if not loaded:
             loaded.append(load())
-        m = loaded[0].get((node.zone, node.name))
+        m = for_node(loaded[0], node)
         idle = m.idle_seconds(len(node.workers) or None, now) if m else None
         if idle is None:
             return None
@@ -275,5 +316,5 @@ def snapshot(
         if job_states is not None and jobs:
             states = job_states(jobs)
         seen, why_not = found.result()
-    rows = [Row(n, seen.get((n.zone, n.name)), states.get(n.labels.get(JOB, ""))) for n in listed]
+    rows = [Row(n, for_node(seen, n), states.get(n.labels.get(JOB, ""))) for n in listed]
     return Snapshot(rows, why_not, skipped)

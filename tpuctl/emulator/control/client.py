@@ -79,6 +79,10 @@ class EmulatorControl:
         path = "requests/bodies" + (f"?method={method}" if method else "")
         return list(self.call("GET", path))
 
+    def compute_age(self, path: str, seconds: float) -> dict[str, Any]:
+        """Make a Compute Engine group, template or policy (by path) `seconds` older."""
+        return dict(self.call("POST", "compute/age", {"path": path, "seconds": seconds}))
+
     def reset(self) -> None:
         self.call("POST", "reset", {})
 

@@ -55,6 +55,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("POST", "monitoring"): ("monitoring.configure", ("body",), None),
     ("POST", "monitoring/sample"): ("monitoring.sample", (), None),
     ("POST", "storage/lifecycle"): ("run_lifecycle", ("days?",), None),
+    ("POST", "compute/age"): ("compute_age", ("path", "seconds"), None),
 }
 
 

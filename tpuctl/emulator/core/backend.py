@@ -102,7 +102,9 @@ class Backend:
 
     def _monitored(self) -> list[monitoring.WorkerView]:
         with self.lock:  # no transitions applied: a sample is no API call
-            return monitoring.worker_views(self.state.nodes.values(), self.workers)
+            return monitoring.worker_views(
+                self.state.nodes.values(), self.workers
+            ) + monitoring.compute_worker_views(compute_hosts.hosts(self.state), self.workers)
 
     def _save(self) -> None:
         persistence.save(self.state, self._state_dir)
@@ -427,6 +429,17 @@ class Backend:
         return compute_api.all_instances(self.state) + compute_groups.all_resources(self.state)
 
     @_locked
+    def compute_age(self, path: str, seconds: float) -> dict:
+        """Make a Compute Engine group, template or policy `seconds` older (its
+        creationTimestamp): what a test needs to see a leftover of long ago."""
+        compute = self.state.compute
+        for table in (compute.groups, compute.templates, compute.policies):
+            if path in table:
+                table[path].created -= float(seconds)
+                return {"path": path, "created": table[path].created}
+        raise errors.not_found(f"no group, template or policy {path}")
+
+    @_locked
     def all_nodes(self) -> list[Node]:
         return control_api.all_nodes(self.state)
 
@@ -463,11 +476,24 @@ class Backend:
     @_locked
     def worker_fault(self, body: dict[str, Any]) -> dict:
         """Plant a fault on a worker for `tpuctl doctor NODE` (workers/faults.py)."""
-        node = self.state.node_by_name(str(body.get("node", "")))
+        node = self._node_or_host(str(body.get("node", "")))
         worker = body.get("worker", 0)
         if not isinstance(worker, int) or not 0 <= worker < len(node.addresses):
             raise errors.invalid_argument(f"worker {worker} is out of range")
         return worker_faults.plant(self.workers, node, worker, body, self.node_env(node, worker))
+
+    def _node_or_host(self, name: str) -> Any:
+        """The TPU API node `name` (a full name), or the Compute Engine TPU VM or slice of
+        that name, as the workers see it (compute/hosts.py)."""
+        try:
+            return self.state.node_by_name(name)
+        except errors.ApiError:
+            parts = name.split("/")
+            found = compute_hosts.host(self.state, parts[1], parts[3], parts[-1]) if len(
+                parts) == 6 else None  # fmt: skip
+            if found is None:
+                raise
+            return found
 
     def close(self) -> None:
         """Release what the backend holds outside its state (a temporary workers dir)."""

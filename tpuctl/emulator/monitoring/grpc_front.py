@@ -1,6 +1,7 @@
 """Cloud Monitoring over gRPC, the only transport google-cloud-monitoring has (2.x ships
 no REST transport for MetricService): `google.monitoring.v3.MetricService/ListTimeSeries`
-on a port of its own, answered by the same `Monitoring.list_time_series` as the REST path.
+(and `ListMetricDescriptors`) on a port of its own, answered by the same `Monitoring`
+methods as the REST path.
 
 The request is turned into the REST query parameters through its JSON form, and the REST
 answer back into the response message, so both fronts behave alike. Errors are the
@@ -55,7 +56,12 @@ class MonitoringGrpc(GrpcFront):
 
     def handlers(self) -> list[Any]:
         import grpc
-        from google.cloud.monitoring_v3 import ListTimeSeriesRequest, ListTimeSeriesResponse
+        from google.cloud.monitoring_v3 import (
+            ListMetricDescriptorsRequest,
+            ListMetricDescriptorsResponse,
+            ListTimeSeriesRequest,
+            ListTimeSeriesResponse,
+        )
 
         def list_time_series(request: Any, context: Any) -> Any:
             project, query = _query(request)
@@ -67,6 +73,18 @@ class MonitoringGrpc(GrpcFront):
                 context.abort(getattr(grpc.StatusCode, exc.status), exc.message)
             return ListTimeSeriesResponse.from_json(json.dumps(answer))
 
+        def list_metric_descriptors(request: Any, context: Any) -> Any:
+            name = str(request.name)
+            try:
+                if self.gate is not None:
+                    self.gate(name.removeprefix("projects/"))
+                answer = self.monitoring.list_metric_descriptors(
+                    name.removeprefix("projects/"), {"filter": str(request.filter)}
+                )
+            except ApiError as exc:
+                context.abort(getattr(grpc.StatusCode, exc.status), exc.message)
+            return ListMetricDescriptorsResponse.from_json(json.dumps(answer))
+
         handler = grpc.method_handlers_generic_handler(
             SERVICE,
             {
@@ -74,7 +92,12 @@ class MonitoringGrpc(GrpcFront):
                     list_time_series,
                     request_deserializer=ListTimeSeriesRequest.deserialize,
                     response_serializer=ListTimeSeriesResponse.serialize,
-                )
+                ),
+                "ListMetricDescriptors": grpc.unary_unary_rpc_method_handler(
+                    list_metric_descriptors,
+                    request_deserializer=ListMetricDescriptorsRequest.deserialize,
+                    response_serializer=ListMetricDescriptorsResponse.serialize,
+                ),
             },
         )
         return [handler]

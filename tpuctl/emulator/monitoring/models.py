@@ -33,6 +33,7 @@ from typing import Any
 
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.monitoring.query import (
+    COMPUTE_RESOURCE,
     CPU,
     DUTY,
     IDLE,
@@ -45,6 +46,7 @@ from tpuctl.emulator.monitoring.query import (
     _parse_request,
     _point,
     _rfc3339,
+    descriptors,
     parse_filter,
 )
 
@@ -65,6 +67,21 @@ class WorkerView:
     worker: int
     marker: str  # TPUCTL_EMULATOR_WORKER of its processes
     devices: tuple[Path, ...]
+    instance_id: str = ""  # a Compute Engine VM's id: its points are on `gce_instance`
+
+    @property
+    def resource(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """The monitored resource its points are on: a TPU API worker's `tpu_worker`, or
+        a Compute Engine TPU VM's `gce_instance` (query.py says why)."""
+        if self.instance_id:
+            return COMPUTE_RESOURCE, (
+                ("instance_id", self.instance_id), ("project_id", self.project),
+                ("zone", self.zone),
+            )  # fmt: skip
+        return RESOURCE, (
+            ("node_id", self.node_id), ("project_id", self.project),
+            ("worker_id", str(self.worker)), ("zone", self.zone),
+        )  # fmt: skip
 
 
 @dataclass
@@ -76,7 +93,8 @@ class _Seen:
     cpu_ticks: dict[int, int] = field(default_factory=dict)
 
 
-Series = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+# (metric type, resource type, resource labels, metric labels)
+Series = tuple[str, str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
 
 
 class Monitoring:
@@ -171,12 +189,7 @@ class Monitoring:
             shares.append(_declared_share(device) if stat and stat.st_size else None)
         seen = self._seen.get((w.uid, w.worker))
         window = now - (self.settings["sample_period"] or DEFAULTS["sample_period"] or 60.0)
-        resource = (
-            ("node_id", w.node_id),
-            ("project_id", w.project),
-            ("worker_id", str(w.worker)),
-            ("zone", w.zone),
-        )
+        rtype, resource = w.resource
         points: list[tuple[str, tuple[tuple[str, str], ...], float]] = []
         busy_shares = []
         for chip, (mtime, share) in enumerate(zip(mtimes, shares, strict=True)):
@@ -200,7 +213,7 @@ class Monitoring:
         points.append((CPU, (), max(0.0, cpu)))
         points.append((MEMORY, (), float(sum(rss for _, rss in procs.values()))))
         for metric, labels, value in points:
-            self._points.setdefault((metric, resource, labels), []).append((now, value))
+            self._points.setdefault((metric, rtype, resource, labels), []).append((now, value))
         self._seen[(w.uid, w.worker)] = _Seen(now, mtimes, ticks)
         return len(points)
 
@@ -222,12 +235,12 @@ class Monitoring:
             delay = self.settings["ingestion_delay"] or 0.0
             visible_until = min(request.end, now - delay)
             matched = []
-            for (mtype, resource, labels), points in sorted(self._points.items()):
+            for (mtype, rtype, resource, labels), points in sorted(self._points.items()):
                 if mtype != metric or dict(resource).get("project_id") != project:
                     continue
                 fields = {f"resource.labels.{k}": v for k, v in resource}
                 fields.update({f"metric.labels.{k}": v for k, v in labels})
-                fields["resource.type"] = RESOURCE
+                fields["resource.type"] = rtype
                 if all(fields.get(k) in allowed for k, allowed in terms.items()):
                     lo = bisect.bisect_left(points, (request.start, float("-inf")))
                     if request.start == request.end:
@@ -235,16 +248,16 @@ class Monitoring:
                     hi = bisect.bisect_right(points, (visible_until, float("inf")))
                     chosen = points[lo:hi]
                     if chosen:
-                        matched.append((resource, labels, chosen))
+                        matched.append((rtype, resource, labels, chosen))
         kind, value_type, unit, _ = METRICS[metric]
         series = []
-        for resource, labels, chosen in matched:
+        for rtype, resource, labels, chosen in matched:
             aligned = request.align(chosen)
             out_type = "DOUBLE" if request.aligner == "ALIGN_MEAN" else value_type
             series.append(
                 {
                     "metric": {"type": metric, **({"labels": dict(labels)} if labels else {})},
-                    "resource": {"type": RESOURCE, "labels": dict(resource)},
+                    "resource": {"type": rtype, "labels": dict(resource)},
                     "metricKind": kind,
                     "valueType": out_type,
                     "unit": unit,
@@ -252,6 +265,12 @@ class Monitoring:
                 }
             )
         return _page(series, request, unit)
+
+    # -- projects.metricDescriptors.list ---------------------------------------------
+    def list_metric_descriptors(self, project: str, query: dict[str, str]) -> dict[str, Any]:
+        """The TPU metrics' descriptors, with the monitored resources they are written on
+        (`metric.type = "T"` or `metric.type = starts_with("P")`; no filter: all)."""
+        return descriptors(project, query.get("filter", ""))
 
 
 # -- the request ---------------------------------------------------------------------------
@@ -264,6 +283,26 @@ def worker_views(nodes: Any, files: Any) -> list[WorkerView]:
         for n in nodes
         if n.state == "READY"
         for k in range(len(n.addresses))
+    ]
+
+
+def compute_worker_views(hosts: Any, files: Any) -> list[WorkerView]:
+    """Every VM of every READY Compute Engine TPU VM or slice (`hosts`: ComputeHost
+    objects, compute/hosts.py), in worker order, by its instance id."""
+    return [
+        WorkerView(
+            h.project,
+            h.zone,
+            h.node_id,
+            h.uid,
+            k,
+            files.marker(h, k),
+            tuple(files.devices(h, k)),
+            h.instances[k].uid,
+        )  # fmt: skip
+        for h in hosts
+        if h.state == "READY"
+        for k in range(len(h.addresses))
     ]
 
 

@@ -11,7 +11,7 @@ asking, a process holding the TPU is stopped only when `confirm` agrees.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +108,7 @@ def _last_job(node: Node, bucket: Bucket) -> tuple[Check, list[str]]:
 
 
 def examine(
-    api: TpuBackend,
+    backends: TpuBackend | Sequence[TpuBackend],
     ssh: SshApi,
     full_name: str,
     open_bucket: Callable[[Node], Bucket],
@@ -117,10 +117,14 @@ def examine(
     confirm: Callable[[str], bool] = lambda question: False,
     timeout: float | None = None,
 ) -> Report:
-    """Every check of the chain on the node `full_name` (NotFoundError when absent);
-    `open_bucket(node)` is the job bucket (the one the node names, or the default)."""
+    """Every check of the chain on the node `full_name` (NotFoundError when absent), on
+    the first of the `backends` that has it (a Cloud TPU API node, or a Compute Engine TPU
+    VM or slice: each of its VMs is a worker, in worker order); `open_bucket(node)` is the
+    job bucket (the one the node names, or the default)."""
+    from tpuctl.services.lookup import find_node
+
     timeout = TIMEOUT if timeout is None else timeout
-    node = api.get_node(full_name)
+    api, node = find_node(backends, full_name)
     bucket = open_bucket(node)
     report = Report(node.name)
     report.checks.append(nc.node_state(node))

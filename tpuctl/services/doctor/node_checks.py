@@ -150,7 +150,9 @@ def framework_versions(worker: int, report: dict[str, Any], runtime: str) -> Che
     if packages.get("jax") and not (packages.get("libtpu") or packages.get("libtpu-nightly")):
         return Check("framework", "fail", "jax is installed without libtpu: it runs on the CPU",
                      evidence, f"--setup '{frameworks.SETUP['jax']}'", worker)  # fmt: skip
-    return Check("framework", "pass", f"fits {runtime}", evidence, "", worker)
+    # a Compute Engine TPU VM has no runtime version: its image pins no framework
+    fits = f"fits {runtime}" if runtime else "installed (the VM's image pins no framework)"
+    return Check("framework", "pass", fits, evidence, "", worker)
 
 
 def storage(worker: int, report: dict[str, Any]) -> list[Check]:

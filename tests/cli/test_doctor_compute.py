@@ -1,0 +1,68 @@
+"""tpuctl doctor NODE on Compute Engine: the same chain (state, SSH, devices, lockfile,
+holders, framework, disk, memory, last job) on a single TPU VM and on every VM of a
+slice, in worker order; a fault on one VM fails that worker's check only; a slice that
+lost a VM fails its state check and is not examined further."""
+
+from __future__ import annotations
+
+import json
+
+import requests
+
+from tests.cli.test_doctor_node import _checks, _status
+
+ZONE = "us-east1-d"
+P = "projects/tpuctl-demo"
+CHAIN = ("node-state", "ssh", "tpu-devices", "libtpu-lockfile", "tpu-holder", "framework",
+         "disk", "memory")  # fmt: skip
+
+
+def _sound(cli, name: str) -> dict[str, list[dict]]:  # type: ignore[type-arg]  # noqa: ANN001
+    """Every check of the chain passes on the node `name`; its checks."""
+    r = cli("doctor", name, "--zone", ZONE, "--json")
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["node"] == name
+    checks = _checks(r.out)
+    for check in CHAIN:
+        assert _status(checks, check) == {"pass"}, checks[check]
+    return checks
+
+
+def test_every_vm_of_a_slice_is_examined_in_worker_order(cli, emulator) -> None:  # noqa: ANN001
+    assert cli("create", "ds", "-a", "v6e-16", "--api", "compute", "--zone", ZONE).code == 0
+    try:
+        checks = _sound(cli, "ds")
+        assert [c["worker"] for c in checks["ssh"]] == [0, 1, 2, 3]
+        assert [c["worker"] for c in checks["tpu-devices"]] == [0, 1, 2, 3]
+        assert "the VM's image pins no framework" in checks["framework"][0]["summary"]
+        text = cli("doctor", "ds", "--zone", ZONE)
+        assert text.code == 0 and "PASS  node-state" in text.out and "0 fail" in text.out
+
+        emulator.worker_fault(f"{P}/locations/{ZONE}/nodes/ds", "stale-lockfile", worker=2)
+        r = cli("doctor", "ds", "--zone", ZONE, "--json")
+        assert r.code == 1
+        lock = {c["worker"]: c["status"] for c in _checks(r.out)["libtpu-lockfile"]}
+        assert lock == {0: "pass", 1: "pass", 2: "fail", 3: "pass"}
+        assert cli("doctor", "ds", "--zone", ZONE, "--fix").code == 0
+
+        vm = next(i["name"] for i in emulator.instances() if "/instances/ds-" in i["name"])
+        requests.delete(f"http://{emulator.address}/compute/v1/{vm}", timeout=30)
+        emulator.advance()
+        r = cli("doctor", "ds", "--zone", ZONE, "--json")
+        assert r.code == 1
+        checks = _checks(r.out)
+        (state,) = checks["node-state"]
+        assert state["status"] == "fail" and "TERMINATED" in state["summary"]
+        assert "1 of 4 VMs lost" in " ".join(state["evidence"])
+        assert _status(checks, "ssh") == {"skip"}
+    finally:
+        assert cli("delete", "ds", "--zone", ZONE, "--yes").code == 0
+
+
+def test_a_single_compute_vm_passes_the_chain(cli, emulator) -> None:  # noqa: ANN001
+    assert cli("create", "dv", "-a", "v6e-8", "--api", "compute", "--zone", ZONE).code == 0
+    try:
+        checks = _sound(cli, "dv")
+        assert [c["worker"] for c in checks["ssh"]] == [0]
+    finally:
+        assert cli("delete", "dv", "--zone", ZONE, "--yes").code == 0
