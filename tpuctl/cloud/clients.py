@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import urllib.request
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -116,6 +114,8 @@ class ClientFactory:
         """The emulator's status (its endpoints and defaults); asked once per factory."""
         assert self._emulator
         url = f"http://{self._emulator}/_emulator/v1/status"
+        import urllib.request  # here: a TAB completion from the cache never asks
+
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 config = dict(json.load(resp))
@@ -143,6 +143,8 @@ class ClientFactory:
         host = host.strip("[]")
         if host != "localhost" and not host.startswith("127.") and host != "::1":
             return
+        import socket
+
         try:
             socket.create_connection((host, int(port)), timeout=2).close()
         except ConnectionRefusedError:
