@@ -39,23 +39,40 @@ RUNS = int(os.environ.get("BENCH_RUNS", "15"))
 COMPLETION_TARGET = 0.15  # seconds, for a TAB answered from the cache
 
 
-def once(cmd: list[str], env: dict[str, str]) -> float:
+def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """The wall time of one run of `cmd` and the CPU time (user + system) it used, its
+    children's included: on a shared machine the CPU time moves less with the load."""
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, capture_output=True, check=True)
-    return time.perf_counter() - t0
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    stderr = proc.stderr.read()  # until the process closes it, at its end
+    proc.stderr.close()
+    _, status, usage = os.wait4(proc.pid, 0)  # reaped here, with what it used
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {stderr.decode()}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def once(cmd: list[str], env: dict[str, str]) -> float:
+    return run_once(cmd, env)[0]
 
 
 def timed(
     cmd: list[str], env: dict[str, str], before: Callable[[], None] = lambda: None
-) -> list[float]:
-    """Wall times of RUNS runs of `cmd` (`before` each one), after one to warm the caches."""
+) -> tuple[list[float], list[float]]:
+    """Wall and CPU times of RUNS runs of `cmd` (`before` each one), after one to warm the
+    caches."""
     before()
-    subprocess.run(cmd, env=env, capture_output=True, check=True)
-    times = []
+    run_once(cmd, env)
+    walls, cpus = [], []
     for _ in range(RUNS):
         before()
-        times.append(once(cmd, env))
-    return times
+        wall, cpu = run_once(cmd, env)
+        walls.append(wall)
+        cpus.append(cpu)
+    return walls, cpus
 
 
 def paired(a: tuple[list[str], dict[str, str]], b: tuple[list[str], dict[str, str]]) -> list[float]:
@@ -167,15 +184,16 @@ def main() -> None:
             f"{platform.python_version()}; {RUNS} runs each; load average "
             f"{os.getloadavg()[0]:.1f}\n"
         )
-        print("| command | median | min | max |")
-        print("|---|---|---|---|")
+        print("| command | median | min | max | CPU (median) |")
+        print("|---|---|---|---|---|")
         medians = {}
         for label, cmd, cmd_env, before in cases:
-            t = timed(cmd, cmd_env, before)
+            t, cpu = timed(cmd, cmd_env, before)
             medians[label] = statistics.median(t)
             print(
                 f"| `{label}` | {statistics.median(t) * 1000:.0f} ms | "
-                f"{min(t) * 1000:.0f} ms | {max(t) * 1000:.0f} ms |"
+                f"{min(t) * 1000:.0f} ms | {max(t) * 1000:.0f} ms | "
+                f"{statistics.median(cpu) * 1000:.0f} ms |"
             )
         # One API round trip, in-process, to show the server's own latency.
         t = []
@@ -186,7 +204,7 @@ def main() -> None:
         print(
             f"| emulator round trip (get_node, in-process client, 200 calls) | "
             f"{statistics.median(t) * 1000:.2f} ms | {min(t) * 1000:.2f} ms | "
-            f"{max(t) * 1000:.2f} ms |"
+            f"{max(t) * 1000:.2f} ms | - |"
         )
         bare = medians["python -c pass"]
         helps = paired(([py, "-m", "tpuctl", "--help"], env), ([py, "-c", "pass"], env))
