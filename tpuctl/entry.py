@@ -24,8 +24,19 @@ def main() -> None:
     code, done = EXIT_INTERRUPTED, False
     try:
         with _alike():  # SIGTERM and SIGHUP during the imports end it as a Ctrl-C does
-            from tpuctl.cli import main as cli_main
-        code = cli_main()
+            from tpuctl import quick_help
+
+            top_help = quick_help.wanted(sys.argv[1:])
+            text = quick_help.cached() if top_help else None
+            if text is None:
+                from tpuctl.cli import main as cli_main
+        if text is not None:  # the top-level help, as the last one printed it
+            sys.stdout.write(text)
+            code = 0
+        elif top_help:
+            code = quick_help.record(cli_main)
+        else:
+            code = cli_main()
         done = True  # it said what happened, "error: interrupted" included
     except KeyboardInterrupt:
         pass

@@ -14,7 +14,6 @@ attempts and seconds), as a seam every adapter call goes through.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -135,6 +134,8 @@ def aretrying(
     factor: float = 1.6,
 ) -> AsyncRetrying:
     """`retrying` for coroutines; the predicate is a coroutine too (it may ask a thread)."""
+    import asyncio  # here: importing it costs ~15 ms, which commands without coroutines skip
+
     from tenacity import AsyncRetrying
 
     async def predicate(state: RetryCallState) -> bool:

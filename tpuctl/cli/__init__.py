@@ -19,35 +19,41 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from tpuctl import __version__, interrupts
-from tpuctl.cli import argcheck, emulator_cmd, gc, keep, list_cmd, power
-from tpuctl.cli import create as create_mod
-from tpuctl.cli import delete as delete_mod
-from tpuctl.cli import describe as describe_mod
-from tpuctl.cli import doctor as doctor_mod
-from tpuctl.cli import exec_cmd as exec_mod
+from tpuctl.cli import argcheck, coercion
 from tpuctl.cli import help as help_mod
-from tpuctl.cli import init as init_mod
-from tpuctl.cli import jobs as jobs_mod
-from tpuctl.cli import quota as quota_mod
-from tpuctl.cli import run as run_mod
-from tpuctl.cli import scp as scp_mod
-from tpuctl.cli import ssh as ssh_mod
-from tpuctl.cli import top as top_mod
 from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
 
 help_mod.plain_arguments(typer.core.TyperArgument)
 help_mod.unbroken_hyphens()
+coercion.install()  # no pydantic for the values typer would pass through unchanged
 
-app = typer.Typer(
-    name="tpuctl",
-    help="Manage the whole life of Google Cloud TPU VMs.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain click help: wraps well at 80 columns, loads no rich
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+# Every command, in the order the help lists them: (module in tpuctl.cli, function), or
+# (module, its typer app, the group's help). A command's module is imported only when that
+# command runs, or when the whole tree is needed (the help, a name that is no command).
+COMMANDS: dict[str, tuple[str, str] | tuple[str, str, str | None]] = {
+    "init": ("init", "init"),
+    "create": ("create", "create"),
+    "list": ("list_cmd", "list_nodes"),
+    "top": ("top", "top"),
+    "describe": ("describe", "describe"),
+    "stop": ("power", "stop"),
+    "start": ("power", "start"),
+    "delete": ("delete", "delete"),
+    "keep": ("keep", "keep"),
+    "gc": ("gc", "gc"),
+    "quota": ("quota", "app", None),
+    "run": ("run", "run"),
+    "doctor": ("doctor", "doctor"),
+    "jobs": ("jobs", "jobs"),
+    "logs": ("jobs", "logs"),
+    "cancel": ("jobs", "cancel"),
+    "outputs": ("jobs", "outputs"),
+    "ssh": ("ssh", "ssh"),
+    "exec": ("exec_cmd", "exec_command"),
+    "scp": ("scp", "scp"),
+    "emulator": ("emulator_cmd", "app", "Run a local emulator of the cloud side."),
+}
 
 
 def _version(value: bool) -> None:
@@ -56,7 +62,6 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def root(
     ctx: typer.Context,
     version: Annotated[
@@ -76,27 +81,57 @@ def root(
     app_env.debug = app_env.debug or debug
 
 
-app.command("init")(init_mod.init)
-app.command("create")(create_mod.create)
-app.command("list")(list_cmd.list_nodes)
-app.command("top")(top_mod.top)
-app.command("describe")(describe_mod.describe)
-app.command("stop")(power.stop)
-app.command("start")(power.start)
-app.command("delete")(delete_mod.delete)
-app.command("keep")(keep.keep)
-app.command("gc")(gc.gc)
-app.add_typer(quota_mod.app, name="quota")
-app.command("run")(run_mod.run)
-app.command("doctor")(doctor_mod.doctor)
-app.command("jobs")(jobs_mod.jobs)
-app.command("logs")(jobs_mod.logs)
-app.command("cancel")(jobs_mod.cancel)
-app.command("outputs")(jobs_mod.outputs)
-app.command("ssh")(ssh_mod.ssh)
-app.command("exec")(exec_mod.exec_command)
-app.command("scp")(scp_mod.scp)
-app.add_typer(emulator_cmd.app, name="emulator", help="Run a local emulator of the cloud side.")
+def make_app(only: str | None = None) -> typer.Typer:
+    """tpuctl's typer app: every command, or the command `only` alone (a name of COMMANDS)."""
+    import importlib
+
+    made = typer.Typer(
+        name="tpuctl",
+        help="Manage the whole life of Google Cloud TPU VMs.",
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # plain click help: wraps well at 80 columns, loads no rich
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    made.callback()(root)
+    for name, (module, attribute, *group) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        target = getattr(importlib.import_module(f"tpuctl.cli.{module}"), attribute)
+        if group and group[0]:
+            made.add_typer(target, name=name, help=group[0])
+        elif group:  # the group's own callback says what it is
+            made.add_typer(target, name=name)
+        else:
+            made.command(name)(target)
+    return made
+
+
+_whole: list[typer.Typer] = []
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`tpuctl.cli.app`: the whole app, made on first use."""
+    if name != "app":
+        raise AttributeError(name)
+    if not _whole:
+        _whole.append(make_app())
+    return _whole[0]
+
+
+def _named(args: list[str]) -> str | None:
+    """The command these arguments run, when its name is whole and the tree needs no other
+    (a shell completion's words are read from its variables); None for the whole tree."""
+    words = args
+    if any(k.startswith("_TPUCTL_COMPLETE") for k in os.environ):
+        line = os.environ.get("COMP_WORDS") or os.environ.get("_TYPER_COMPLETE_ARGS") or ""
+        words = line.split()[1:]
+        if len(words) < 2 and not line.endswith(" "):
+            return None  # the command's name itself is being completed
+    if not words or words[0] not in COMMANDS:
+        return None  # `--version`, `--help`, a misspelt name: the whole tree
+    return words[0]
 
 
 def _set_debug(debug: bool) -> None:
@@ -164,7 +199,8 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     interrupts.received.clear()
     try:
         with _noting_ctrl_c() as ctrl_c:
-            command = help_mod.whole_summaries(help_mod.name_values(typer.main.get_command(app)))
+            made = make_app(_named(args))
+            command = help_mod.whole_summaries(help_mod.name_values(typer.main.get_command(made)))
             argcheck.check(command, args)  # `-abc`, `-accelerator`: refused, not misread
             result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
         if result == ExitCode.INTERRUPTED and (ctrl_c or interrupts.received):

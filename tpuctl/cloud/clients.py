@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import urllib.request
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +24,6 @@ from tpuctl.errors import CloudError, ConfigError
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
     from google.cloud.cloudquotas_v1 import CloudQuotasClient
-    from google.cloud.monitoring_v3 import MetricServiceClient
     from google.cloud.storage import Client as StorageClient
     from google.cloud.tpu_v2 import TpuClient
 
@@ -117,6 +114,8 @@ class ClientFactory:
         """The emulator's status (its endpoints and defaults); asked once per factory."""
         assert self._emulator
         url = f"http://{self._emulator}/_emulator/v1/status"
+        import urllib.request  # here: a TAB completion from the cache never asks
+
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 config = dict(json.load(resp))
@@ -144,6 +143,8 @@ class ClientFactory:
         host = host.strip("[]")
         if host != "localhost" and not host.startswith("127.") and host != "::1":
             return
+        import socket
+
         try:
             socket.create_connection((host, int(port)), timeout=2).close()
         except ConnectionRefusedError:
@@ -211,7 +212,7 @@ class ClientFactory:
         from tpuctl.cloud.tpu import TpuApi
 
         return TpuApi(
-            self.tpu_client(),
+            self.tpu_client,  # made on first use: the lists go over REST
             where=self.describe_endpoint(),
             unreachable_hint=self.unreachable_hint(),
             session=self._authorized_session,
@@ -260,34 +261,20 @@ class ClientFactory:
         )
 
     # -- Cloud Monitoring --------------------------------------------------------
-    def monitoring_client(self) -> MetricServiceClient:
-        """google-cloud-monitoring's client (gRPC, its only transport): Google's endpoint,
-        or the emulator's gRPC address (`monitoring_endpoint` in its status), unencrypted."""
-        from google.cloud import monitoring_v3
-
-        if not self._emulator:
-            return monitoring_v3.MetricServiceClient(credentials=self.credentials)
-        import grpc
-        from google.cloud.monitoring_v3.services.metric_service.transports import (
-            MetricServiceGrpcTransport,
-        )
-
-        endpoint = self._emulator_config.get("monitoring_endpoint")
-        if not endpoint:
-            raise ConfigError(
-                f"the local emulator at {self._emulator} serves no Cloud Monitoring",
-                hint="restart it with a tpuctl that does (`tpuctl emulator stop`, then start)",
-            )
-        channel = grpc.insecure_channel(str(endpoint))
-        return monitoring_v3.MetricServiceClient(
-            transport=MetricServiceGrpcTransport(channel=channel)
-        )
+    @property
+    def monitoring_endpoint(self) -> str:
+        """Cloud Monitoring's REST root: Google's, or the emulator's (it serves timeSeries.list
+        over REST beside its gRPC front)."""
+        if self._emulator:
+            return f"http://{self._emulator}"
+        return "https://monitoring.googleapis.com"
 
     def monitoring(self) -> MonitoringApi:
         from tpuctl.cloud.monitoring import MonitoringApi
 
         return MonitoringApi(
-            self.monitoring_client(),
+            self._authorized_session,
+            self.monitoring_endpoint,
             where=f"Cloud Monitoring ({self.describe_endpoint()})",
             unreachable_hint=self.unreachable_hint(),
         )

@@ -1,9 +1,10 @@
 """MonitoringApi: the adapter over Cloud Monitoring (monitoring.googleapis.com), read-only.
 
-tpuctl reads the per-worker metrics Cloud TPU publishes (docs/metrics.md) with Google's
-google-cloud-monitoring (`MetricServiceClient.list_time_series`; the library speaks gRPC
-only). Every call goes through `cloud/retry.call` and `cloud/errors.translate`; series
-cross this boundary as `Series`. Google's libraries are imported inside the calls.
+tpuctl reads the per-worker metrics Cloud TPU publishes (docs/metrics.md) with
+`projects.timeSeries.list` over REST through google-auth's authorised session
+(`cloud/rest.py`): google-cloud-monitoring speaks gRPC only, and importing it with grpc
+costs more than a whole `tpuctl list` may. Every call is retried and translated as the
+other adapters' are; series cross this boundary as `Series`.
 """
 
 from __future__ import annotations
@@ -67,16 +68,36 @@ def translate(exc: BaseException, project: str, where: str, hint: str) -> Tpuctl
     return common(exc, f"metrics of project {project}", where, hint)
 
 
-def _value(point: Any) -> float:
-    which = type(point.value).pb(point.value).WhichOneof("value")
-    return float(getattr(point.value, which)) if which else 0.0
+def _value(value: dict[str, Any]) -> float:
+    """A TypedValue's JSON (`{"doubleValue": 1.5}`, `{"int64Value": "3"}`) as a number."""
+    for key in ("doubleValue", "int64Value", "boolValue"):
+        if key in value:
+            return float(value[key])
+    return 0.0
+
+
+def _end(point: dict[str, Any]) -> float:
+    from tpuctl.timestamps import parse_rfc3339
+
+    return parse_rfc3339(str((point.get("interval") or {}).get("endTime"))).timestamp()
+
+
+def _rfc3339(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 class MonitoringApi:
     """The time series of a project's TPU workers."""
 
-    def __init__(self, client: Any, where: str = "Cloud Monitoring", unreachable_hint: str = ""):
-        self._client = client
+    def __init__(
+        self,
+        session: Callable[[], Any],
+        endpoint: str = "https://monitoring.googleapis.com",
+        where: str = "Cloud Monitoring",
+        unreachable_hint: str = "",
+    ):
+        self._session = session
+        self._endpoint = endpoint.rstrip("/")
         self._where = where
         self._hint = unreachable_hint
 
@@ -87,16 +108,30 @@ class MonitoringApi:
 
     def resource_types(self, project: str, metric: str) -> list[str]:
         """The monitored resources `metric` is written on, from its descriptor
-        (`metricDescriptors.list`); [] when the project has no such metric."""
-        request = {"name": f"projects/{project}", "filter": f'metric.type = "{metric}"'}
+        (`projects.metricDescriptors.list`); [] when the project has no such metric."""
+        params = {"filter": f'metric.type = "{metric}"'}
+        found: list[str] = []
+        while True:
+            page = self._get(project, "metricDescriptors", params)
+            for d in page.get("metricDescriptors") or []:
+                found += [t for t in d.get("monitoredResourceTypes") or [] if t not in found]
+            token = str(page.get("nextPageToken") or "")
+            if not token:
+                return found
+            params = {**params, "pageToken": token}
 
-        def read() -> list[str]:
-            found: list[str] = []
-            for d in self._client.list_metric_descriptors(request=request):
-                found += [t for t in d.monitored_resource_types if t not in found]
-            return found
+    def _page(self, project: str, params: dict[str, str]) -> dict[str, Any]:
+        """One page of `projects.timeSeries.list`, retried and translated."""
+        return self._get(project, "timeSeries", params)
 
-        return self._call(project, read)
+    def _get(self, project: str, collection: str, params: dict[str, str]) -> dict[str, Any]:
+        from tpuctl.cloud import rest
+
+        url = f"{self._endpoint}/v3/projects/{project}/{collection}"
+        page: dict[str, Any] = self._call(
+            project, lambda: rest.send(self._session, "GET", url, params=params)
+        )
+        return page
 
     def series(
         self,
@@ -123,27 +158,24 @@ class MonitoringApi:
         if nodes:
             quoted = ", ".join(f'"{n}"' for n in sorted(set(nodes)))
             filter_ += f" AND resource.labels.node_id = one_of({quoted})"
-        request: dict[str, Any] = {
-            "name": f"projects/{project}",
+        params = {
             "filter": filter_,
-            "interval": {
-                "start_time": {"seconds": int(begin)},
-                "end_time": {"seconds": int(end) + 1},
-            },
+            "interval.startTime": _rfc3339(int(begin)),
+            "interval.endTime": _rfc3339(int(end) + 1),
         }
         if aligner:
-            request["aggregation"] = {
-                "alignment_period": {"seconds": period},
-                "per_series_aligner": aligner,
-            }
-
-        def read() -> list[Series]:
-            out = []
-            for ts in self._client.list_time_series(request=request):
-                points = [
-                    (p.interval.end_time.timestamp(), _value(p)) for p in ts.points
-                ]  # newest first, as the API returns them
-                out.append(Series(metric, dict(ts.resource.labels), dict(ts.metric.labels), points))
-            return out
-
-        return self._call(project, read)
+            params["aggregation.alignmentPeriod"] = f"{period}s"
+            params["aggregation.perSeriesAligner"] = aligner
+        out = []
+        token = ""
+        while True:
+            page = self._page(project, {**params, "pageToken": token} if token else params)
+            for ts in page.get("timeSeries") or []:
+                # newest first, as the API returns them
+                points = [(_end(p), _value(p.get("value") or {})) for p in ts.get("points") or []]
+                on = (ts.get("resource") or {}).get("labels") or {}
+                labels = (ts.get("metric") or {}).get("labels") or {}
+                out.append(Series(metric, dict(on), dict(labels), points))
+            token = str(page.get("nextPageToken") or "")
+            if not token:
+                return out

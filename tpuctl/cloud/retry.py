@@ -82,9 +82,6 @@ def call(
 
     tpuctl's own errors pass through; anything else is a bug and is not disguised.
     """
-    from google.api_core import exceptions as gx
-    from google.auth import exceptions as auth_x
-
     from tpuctl.errors import TpuctlError
 
     try:
@@ -94,6 +91,10 @@ def call(
     except TpuctlError:
         raise
     except Exception as e:  # noqa: BLE001 - translated, never swallowed
+        # imported on a failure only: google-api-core's exceptions load grpc (~70 ms)
+        from google.api_core import exceptions as gx
+        from google.auth import exceptions as auth_x
+
         if isinstance(e, (gx.GoogleAPICallError, auth_x.GoogleAuthError)) or is_transient(e):
             raise translate(e) from e
         raise

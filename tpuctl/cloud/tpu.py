@@ -11,25 +11,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
-
-from google.api_core import exceptions as gx
-from google.cloud import tpu_v2
-from google.protobuf import json_format
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl.cloud import tpu_wire
-from tpuctl.cloud.errors import translate
 from tpuctl.cloud.retry import call
 from tpuctl.errors import CloudError, NotFoundError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
 from tpuctl.shapes import SliceShape
 from tpuctl.waiting import poll_until
 
+if TYPE_CHECKING:
+    from google.cloud import tpu_v2
+
 T = TypeVar("T")
 TIMEOUT = 60.0  # per HTTP call; a hung call becomes a retry
 
 
 def _to_dict(message: Any) -> dict[str, Any]:
+    from google.protobuf import json_format
+
     return json_format.MessageToDict(type(message).pb(message))
 
 
@@ -40,21 +40,56 @@ class TpuApi:
 
     def __init__(
         self,
-        client: tpu_v2.TpuClient,
+        client: tpu_v2.TpuClient | Callable[[], tpu_v2.TpuClient],
         where: str = "the TPU API",
         unreachable_hint: str = "",
         session: Callable[[], Any] | None = None,
         endpoint: str = "https://tpu.googleapis.com",
     ) -> None:
-        self._client = client
+        # google-cloud-tpu's client (or what makes it, on first use: importing it costs
+        # ~0.3 s, which the lists, read over REST when a session is given, never pay)
+        self._made: tpu_v2.TpuClient | None = None if callable(client) else client
+        self._make = client if callable(client) else None
         self._where = where
         self._hint = unreachable_hint
-        # v2alpha1 over REST, for the fields google-cloud-tpu's messages lack (flex-start)
+        # REST through google-auth's session: the lists, and v2alpha1 for the fields
+        # google-cloud-tpu's messages lack (flex-start)
         self._session = session
         self._endpoint = endpoint.rstrip("/")
 
+    @property
+    def _client(self) -> tpu_v2.TpuClient:
+        if self._made is None:
+            assert self._make is not None
+            self._made = self._make()
+        return self._made
+
     def _call(self, subject: str, fn: Callable[[], T]) -> T:
-        return call(fn, lambda e: translate(e, subject, self._where, self._hint))
+        def translated(e: BaseException) -> BaseException:
+            from tpuctl.cloud.errors import translate  # on a failure only: it loads grpc
+
+            return translate(e, subject, self._where, self._hint)
+
+        return call(fn, translated)
+
+    def _rest_list(self, parent: str, collection: str, subject: str) -> list[dict[str, Any]]:
+        """Every item of `GET /v2/{parent}/{collection}` (camelCase JSON, as the client's
+        messages become with MessageToDict), page by page."""
+        from tpuctl.cloud import rest
+
+        assert self._session is not None
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            page = rest.call(
+                self._session, "GET", f"{self._endpoint}/v2/{parent}/{collection}",
+                subject=subject, where=self._where, hint=self._hint,
+                project=_project(parent), params={"pageToken": token} if token else None,
+            )  # fmt: skip
+            items += page.get(collection) or []
+            token = str(page.get("nextPageToken") or "")
+            if not token:
+                return items
 
     # -- nodes --------------------------------------------------------------
     def get_node(self, name: str) -> Node:
@@ -62,11 +97,15 @@ class TpuApi:
         return tpu_wire.node_from_json(_to_dict(node))
 
     def list_nodes(self, parent: str) -> list[Node]:
+        subject = f"nodes in {parent}"
+        if self._session is not None:  # REST: the same JSON, without google-cloud-tpu
+            return [tpu_wire.node_from_json(n) for n in self._rest_list(parent, "nodes", subject)]
+
         def fetch() -> list[Node]:
             pager = self._client.list_nodes(parent=parent, timeout=TIMEOUT)
             return [tpu_wire.node_from_json(_to_dict(n)) for n in pager]
 
-        return self._call(f"nodes in {parent}", fetch)
+        return self._call(subject, fetch)
 
     def create_node(self, parent: str, spec: CreateSpec) -> str | None:
         """Start creating a node; returns the operation name, or None when adopted.
@@ -75,6 +114,9 @@ class TpuApi:
         the retry then meets ALREADY_EXISTS for the node the first attempt made.
         That node is adopted when it is the one we asked for, never duplicated.
         """
+        from google.api_core import exceptions as gx
+        from google.cloud import tpu_v2
+
         body = tpu_wire.node_body(spec)
         node = tpu_v2.Node.from_json(json.dumps(body), ignore_unknown_fields=True)
         node_id, attempts = spec.name, 0
@@ -103,6 +145,7 @@ class TpuApi:
         then refused (FAILED_PRECONDITION, or NOT_FOUND for a delete). When the node
         is already where we wanted to send it, that refusal is success.
         """
+        from google.api_core import exceptions as gx
 
         def once() -> str | None:
             try:
@@ -149,6 +192,7 @@ class TpuApi:
 
     def _update_node(self, name: str, fields: dict[str, Any], mask: list[str]) -> str:
         """Patch `fields` (JSON form, e.g. {"labels": {...}}) named by `mask`."""
+        from google.cloud import tpu_v2
         from google.protobuf import field_mask_pb2
 
         node = tpu_v2.Node.from_json(json.dumps({"name": name, **fields}))
@@ -179,6 +223,8 @@ class TpuApi:
                 return node, "SETTLED"
 
             def patch() -> str | None:
+                from google.api_core import exceptions as gx
+                from google.cloud import tpu_v2
                 from google.protobuf import field_mask_pb2
 
                 body = tpu_v2.Node.from_json(json.dumps({"name": name, "metadata": wanted}))
@@ -256,6 +302,9 @@ class TpuApi:
         the operation name, or None when a retried create met the request its lost first
         attempt had made (adopted, never doubled; another client's request of that name is
         a conflict, never adopted)."""
+        from google.api_core import exceptions as gx
+        from google.cloud import tpu_v2
+
         body = tpu_wire.queued_body(parent, qr_id, spec, queue)
         request = tpu_v2.QueuedResource.from_json(json.dumps(body), ignore_unknown_fields=True)
         attempts = 0
@@ -291,6 +340,8 @@ class TpuApi:
         flex-start fields exist only there, and google-cloud-tpu's v2alpha1 messages
         (gRPC only) do not have them. Its operation is read back through v2 as any
         other: operations are one store for both versions."""
+        from google.api_core import exceptions as gx
+
         if self._session is None:
             raise CloudError("flex-start needs the TPU API's REST endpoint; none was given")
         url = f"{self._endpoint}/v2alpha1/{parent}/queuedResources"
@@ -308,14 +359,20 @@ class TpuApi:
         return tpu_wire.queued_from_json(_to_dict(qr))
 
     def list_queued_resources(self, parent: str) -> list[QueuedResource]:
+        subject = f"queued resources in {parent}"
+        if self._session is not None:
+            found = self._rest_list(parent, "queuedResources", subject)
+            return [tpu_wire.queued_from_json(q) for q in found]
+
         def fetch() -> list[QueuedResource]:
             pager = self._client.list_queued_resources(parent=parent, timeout=TIMEOUT)
             return [tpu_wire.queued_from_json(_to_dict(q)) for q in pager]
 
-        return self._call(f"queued resources in {parent}", fetch)
+        return self._call(subject, fetch)
 
     def delete_queued_resource(self, name: str, force: bool = True) -> str | None:
         """Delete a queued resource (with force: and its nodes); None when already gone."""
+        from google.api_core import exceptions as gx
 
         def delete() -> str | None:
             try:
@@ -341,6 +398,8 @@ class TpuApi:
 
     def _get_operation(self, name: str) -> dict[str, Any]:
         """The operation as JSON ({name, done, error?, ...})."""
+        from google.protobuf import json_format
+
         op = self._call(
             f"operation {name}",
             lambda: self._client.get_operation(request={"name": name}, timeout=TIMEOUT),
@@ -380,6 +439,12 @@ class TpuApi:
                     return zones
 
         return self._call(f"the TPU locations of project {project}", fetch)
+
+
+def _project(name: str) -> str:
+    """`projects/p/...` -> p."""
+    parts = name.split("/")
+    return parts[1] if len(parts) > 1 and parts[0] == "projects" else ""
 
 
 def _subject(name: str) -> str:

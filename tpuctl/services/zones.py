@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from tpuctl import catalog
+
+# the services are imported where used: `check_known` runs before every command's calls
 from tpuctl.errors import (
     CloudError,
     ConfigError,
@@ -25,7 +27,6 @@ from tpuctl.errors import (
     TpuctlError,
     UsageError,
 )
-from tpuctl.services import cost, nodes, queued, quota_check
 
 if TYPE_CHECKING:
     from tpuctl.catalog import SliceShape
@@ -89,6 +90,8 @@ class ZoneView:
     dropped: str = ""  # why the zone cannot be used at all, "" when it can
 
     def line(self) -> str:
+        from tpuctl.services import cost
+
         if self.dropped:
             return f"zone {self.zone} dropped: {self.dropped}"
         return f"  {self.zone}: about {cost.money(self.price, per_hour=True)}; {self.quota}"
@@ -99,6 +102,8 @@ def survey(
 ) -> list[ZoneView]:
     """Every candidate zone of `target`, in order: dropped (with the reason) where the
     accelerator is not offered or the zone cannot be asked, else its price and quota."""
+    from tpuctl.services import cost, nodes, quota_check
+
     views: list[ZoneView] = []
     for zone in target.candidates:
         view = ZoneView(zone)
@@ -177,6 +182,8 @@ def failover(
 def clear(tpu: TpuBackend, target: Target, name: str, queued_request: bool = False) -> None:
     """After a create refused in `target`'s zone: delete what it may have left there (the
     node, its queued request), waiting until it is gone, so the next zone starts clean."""
+    from tpuctl.services import nodes, queued
+
     if queued_request:
         queued.delete_request(tpu, queued.qr_name(target, name))
     try:

@@ -1,0 +1,183 @@
+"""What start-up skips, and that skipping it changes nothing a user sees: the top-level help
+from its kept copy, a command's tree without the other commands, typer's coercion without
+pydantic where it is the identity."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from tests.cli.test_help import COMMANDS
+from tpuctl import quick_help
+from tpuctl.cli import coercion, make_app
+
+SHOW_TYPER = (
+    "import sys\n"
+    "from tpuctl import entry\n"
+    "sys.argv = ['tpuctl', *sys.argv[1:]]\n"
+    "try:\n"
+    "    entry.main()\n"
+    "except SystemExit as e:\n"
+    "    code = e.code\n"
+    "print('TYPER', 'typer' in sys.modules, code, file=sys.stderr)\n"
+)
+
+
+def _tpuctl(*args: str, columns: int = 100, **env: str) -> subprocess.CompletedProcess[str]:
+    """`tpuctl ARGS` through its entry point, saying on stderr's last line whether it
+    imported typer."""
+    full = {**os.environ, "COLUMNS": str(columns), **env}
+    return subprocess.run(
+        [sys.executable, "-c", SHOW_TYPER, *args], env=full, capture_output=True, text=True
+    )
+
+
+def test_the_second_help_is_the_first_without_loading_the_command_line(isolated_env) -> None:
+    first = _tpuctl("--help")
+    assert first.stderr.splitlines()[-1] == "TYPER True 0"
+    assert first.stdout.startswith("Usage: tpuctl [OPTIONS] COMMAND")
+    kept = isolated_env / "state" / "tpuctl" / quick_help.FILE
+    assert kept.read_text().split("\n", 1)[1] == first.stdout
+    for args in (["--help"], ["-h"], []):
+        again = _tpuctl(*args)
+        assert again.stderr.splitlines()[-1] == "TYPER False 0", args
+        assert again.stdout == first.stdout
+
+
+def test_another_width_or_a_stale_copy_builds_the_help_again(isolated_env) -> None:
+    wide = _tpuctl("--help", columns=100).stdout
+    narrow = _tpuctl("--help", columns=52)  # the kept copy is of 100 columns
+    assert narrow.stderr.splitlines()[-1] == "TYPER True 0"
+    assert narrow.stdout != wide and max(len(ln) for ln in narrow.stdout.splitlines()) <= 52
+    kept = isolated_env / "state" / "tpuctl" / quick_help.FILE
+    key, _, text = kept.read_text().partition("\n")
+    kept.write_text(f"{key} but not quite\nUsage: an old help\n")
+    rebuilt = _tpuctl("--help", columns=52)
+    assert rebuilt.stderr.splitlines()[-1] == "TYPER True 0" and rebuilt.stdout == text
+    kept.write_bytes(b"\xff\xfe not text")
+    assert _tpuctl("--help", columns=52).stdout == text
+
+
+def test_the_key_follows_every_module_of_tpuctl(tmp_path: Path, monkeypatch) -> None:
+    import tpuctl
+
+    package = tmp_path / "pkg"
+    (package / "cli").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "cli" / "list_cmd.py").write_text('"""List TPU VMs."""\n')
+    monkeypatch.setattr(tpuctl, "__file__", str(package / "__init__.py"))
+    before = quick_help.key()
+    (package / "cli" / "list_cmd.py").write_text('"""List TPU VMs, and more."""\n')
+    edited = quick_help.key()
+    assert edited != before
+    (package / "cli" / "new_cmd.py").write_text("")
+    assert quick_help.key() not in (before, edited)
+    monkeypatch.setenv("COLUMNS", "61")
+    assert "width 61 " in quick_help.key()
+
+
+def test_only_the_top_level_help_is_kept(isolated_env) -> None:
+    assert not quick_help.wanted(["list", "--help"])
+    assert not quick_help.wanted(["--help", "--debug"])
+    assert not quick_help.wanted([], {"_TPUCTL_COMPLETE": "complete_bash"})
+    r = _tpuctl("list", "--help")
+    assert r.stdout.startswith("Usage: tpuctl list [OPTIONS]")
+    assert not (isolated_env / "state" / "tpuctl" / quick_help.FILE).exists()
+
+
+def test_help_is_printed_where_no_copy_can_be_kept(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for _ in range(2):
+        r = _tpuctl("--help", TPUCTL_STATE_DIR=str(blocker / "state"))
+        assert r.stderr.splitlines()[-1] == "TYPER True 0"
+        assert r.stdout.startswith("Usage: tpuctl [OPTIONS] COMMAND")
+
+
+@pytest.mark.parametrize("args", [*COMMANDS, ["emulator"]], ids=" ".join)
+def test_a_commands_own_tree_gives_the_help_the_whole_tree_gives(args, capsys) -> None:
+    def shown(app: typer.Typer) -> str:
+        from tpuctl.cli import help as help_mod
+
+        command = help_mod.whole_summaries(help_mod.name_values(typer.main.get_command(app)))
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as done:
+            command.main(args=[*args, "--help"], prog_name="tpuctl")
+        assert done.value.code == 0
+        return str(capsys.readouterr().out)
+
+    assert shown(make_app(args[0])) == shown(make_app())
+
+
+def test_a_command_loads_no_other_commands_module() -> None:
+    code = (
+        "import sys\n"
+        "from tpuctl.cli import main\n"
+        "main(['doctor', '--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tpuctl.cli.') and m.split('.')[2]\n"
+        "    in ('run', 'gc', 'create', 'emulator_cmd', 'top', 'list_cmd', 'ssh')))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_misspelt_command_still_finds_its_name(cli) -> None:
+    r = cli("lst")
+    assert r.code == 2 and "Did you mean 'list'?" in r.err
+
+
+def _values(param: Any) -> list[Any]:
+    """Values a parameter receives from click: none, its default, what a user types."""
+    kind = param.type_descriptor.annotation
+    multi = param.multiple or param.nargs == -1
+    typed = {
+        str: ["abc", "", "us-central1-a"],
+        int: ["12", "007", "x", "-3", "1.5", " 4"],
+        float: ["1.5", "2", "nan", "no"],
+        bool: [True, False],
+    }.get(kind, ["a/b", "5m"])
+    if multi:
+        return [None, (), ("a", "b"), ("x",), ["y"]]
+    return [None, param.default, *typed]
+
+
+def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> Any:
+    try:
+        return "ok", runtime.coerce(value, param=param, ctx=ctx)
+    except Exception as e:  # noqa: BLE001 - the error is the outcome compared
+        return "error", type(e).__name__, str(e)
+
+
+def test_the_light_coercion_gives_what_typers_own_gives() -> None:
+    from typer import core
+
+    coercion.install()
+    light = core.build_runtime_param
+    assert getattr(light, "_tpuctl_light", False)
+    compared = 0
+    root = typer.main.get_command(make_app())
+    ctx = root.make_context("tpuctl", ["list"], resilient_parsing=True)
+    for group in [root, *[c for c in root.commands.values() if hasattr(c, "commands")]]:
+        for command in group.commands.values():
+            for param in command.params:
+                if getattr(param, "type_descriptor", None) is None:
+                    continue
+                ours = light(param.type_descriptor)
+                for value in _values(param):
+                    real = ours._build(param.type_descriptor)  # typer's own, fresh
+                    expected = _outcome(real, value, param, ctx)
+                    assert _outcome(ours, value, param, ctx) == expected, (param.name, value)
+                    compared += 1
+    assert compared > 500
+
+
+def test_an_int_option_given_a_word_gets_typers_own_error(cli) -> None:
+    r = cli("list", "--limit", "many")
+    assert r.code == 2 and "Invalid value for '--limit'" in r.err and "integer" in r.err
+    assert cli("list", "--limit", "1").code == 0  # digits: read without pydantic
