@@ -88,7 +88,7 @@ NAME = "ünï"
         ('env = "A=1"\n', ":1: env: expected a table of names to strings"),
         ("[workdir]\nx = 1\n", ":1: workdir: expected a string (a path"),
         ('\n\nacclerator = "v3-8"\n', ":3: unknown key 'acclerator' (did you mean 'accelerator'?); "
-         "allowed: accelerator, args, bucket,"),
+         "allowed: accelerator, api, args, bucket,"),
         ("spot = true\nspot = false\n", ":2: not valid TOML: Cannot overwrite a value (column 13)"),
         ('setup = """\nx = 1\n', ": not valid TOML: Unterminated string (at end of document)"),
     ],

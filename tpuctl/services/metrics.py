@@ -109,31 +109,39 @@ def read(
     now: float | None = None,
 ) -> dict[Key, NodeMetrics]:
     """Every TPU worker's metrics in `project` (in `zones`, else every zone), by node."""
-    from tpuctl.cloud.monitoring import IDLE, TENSORCORE
+    from tpuctl.cloud.monitoring import COMPUTE_RESOURCE, IDLE, RESOURCE, TENSORCORE
 
     at = time.time() if now is None else now
     where: list[str | None] = [*sorted(set(zones))] if zones is not None else [None]
-    kinds = _resources(api, project)
-    calls: list[tuple[str, str | None, str | None, str]] = [
-        (IDLE, z, None, r) for z in where for r in kinds
-    ]
-    if history:
-        calls += [(TENSORCORE, z, "ALIGN_MEAN", r) for z in where for r in kinds]
-    with ThreadPoolExecutor(max_workers=min(16, len(calls) or 1)) as pool:
-        results = list(
-            pool.map(
-                lambda c: api.series(
-                    project,
-                    c[0],
-                    resource=c[3],
-                    zone=c[1],
-                    minutes=minutes,
-                    aligner=c[2],
-                    now=at,
-                ),  # fmt: skip
-                calls,
-            )
-        )
+
+    Call = tuple[str, str | None, str | None, str]  # metric, zone, aligner, resource
+
+    def calls_on(kinds: Iterable[str]) -> list[Call]:
+        out: list[Call] = [(IDLE, z, None, r) for z in where for r in kinds]
+        if history:
+            out += [(TENSORCORE, z, "ALIGN_MEAN", r) for z in where for r in kinds]
+        return out
+
+    def one(c: Call) -> list[Series]:
+        return api.series(project, c[0], resource=c[3], zone=c[1], minutes=minutes,
+                          aligner=c[2], now=at)  # fmt: skip
+
+    # The resources the descriptor names are asked at the same time as the series of the
+    # two the TPU metrics are known on (one round trip, not two); a resource it names
+    # beyond those is read after, and a series of one it does not name is dropped.
+    guessed = [RESOURCE, COMPUTE_RESOURCE]
+    calls = calls_on(guessed)
+    with ThreadPoolExecutor(max_workers=min(16, len(calls) + 1)) as pool:
+        kinds_asked = pool.submit(_resources, api, project)
+        results = list(pool.map(one, calls))
+        kinds = kinds_asked.result()
+    more = calls_on([k for k in kinds if k not in guessed])
+    if more:
+        with ThreadPoolExecutor(max_workers=min(16, len(more))) as pool:
+            results += list(pool.map(one, more))
+    calls += more
+    kept = [(c, r) for c, r in zip(calls, results, strict=True) if c[3] in kinds]
+    calls, results = [c for c, _ in kept], [r for _, r in kept]
     nodes: dict[Key, NodeMetrics] = {}
     for (metric, _, _, _), found in zip(calls, results, strict=True):
         for s in found:
