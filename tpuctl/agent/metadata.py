@@ -38,7 +38,7 @@ class Token:
 
 
 def identity() -> Json:
-    """Who this VM is: project, zone, node id, worker number and worker count."""
+    """Who this VM is: project, zone, node id, worker number and count, runtime version."""
     env = {}
     for line in metadata("instance/attributes/tpu-env").splitlines():
         key, _, value = line.partition(":")
@@ -50,4 +50,5 @@ def identity() -> Json:
         "node": env.get("NODE_ID", ""),
         "worker": int(metadata("instance/attributes/agent-worker-number")),
         "workers": len([e for e in endpoints if e]) or 1,
+        "runtime": env.get("RUNTIME_VERSION", ""),  # an environment's key has it (envkeys.py)
     }
