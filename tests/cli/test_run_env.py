@@ -78,3 +78,60 @@ def test_no_requirements_runs_with_the_system_python(cli, emulator, project, ind
     assert r.code == 0, r.err
     assert "/.tpuctl/envs/" not in r.out and "environment" not in r.err
     assert index.count() == 0
+
+
+def test_a_reused_node_runs_a_second_job_with_no_install(cli, emulator, project, index) -> None:
+    assert cli("create", "kept", "-a", "v3-8").code == 0
+    try:
+        first = run(cli, project, index, "--node", "kept")
+        assert first.code == 0, first.err
+        second = run(cli, project, index, "--node", "kept")
+        assert second.code == 0, second.err
+        assert "reused the venv on this VM (2 packages), nothing installed" in second.out
+        assert "reused on 1 worker(s); 0 bytes moved" in second.err
+        assert "worker 0 value 42" in second.out
+    finally:
+        assert cli("delete", "kept", "--yes").code == 0
+
+
+def test_the_venv_is_isolated_unless_asked(cli, emulator, project, index) -> None:
+    (project / "job.py").write_text(
+        "import sys, importlib.util\n"
+        "print('typer', importlib.util.find_spec('typer') is not None)\n"
+        "print(open(sys.prefix + '/pyvenv.cfg').read().replace(chr(10), ' '))\n"
+    )
+    alone = run(cli, project, index)
+    assert alone.code == 0, alone.err
+    assert "typer False" in alone.out  # the image's packages are not in the venv
+    assert "include-system-site-packages = false" in alone.out
+    shared = run(cli, project, index, "--system-site-packages")
+    assert shared.code == 0, shared.err
+    assert "include-system-site-packages = true" in shared.out
+    keys = {k.split("/")[2] for k in env_objects(emulator)}
+    assert len(keys) == 2  # a key of its own
+
+
+def test_index_credentials_reach_pip_but_never_the_bucket(cli, emulator, project, index):
+    url = index.url.replace("http://", "http://me:hunter2@")
+    r = cli("run", str(project / "job.py"), "--env", f"PIP_INDEX_URL={url}")
+    assert r.code == 0, r.err
+    assert "worker 0 value 42" in r.out
+    assert "hunter2" not in r.err
+    assert not any(b"hunter2" in v for v in bucket_objects(emulator).values())
+
+
+def test_a_job_file_names_the_requirements(cli, emulator, project, index) -> None:
+    (project / "requirements.txt").unlink()
+    (project / "deps").mkdir()
+    (project / "deps" / "pyproject.toml").write_text(
+        '[project]\nname = "mine"\nversion = "0"\ndependencies = ["tinya>=1.0"]\n'
+    )
+    (project / "job.toml").write_text(
+        'script = "job.py"\nrequirements = "deps/pyproject.toml"\n'
+        f'[env]\nPIP_INDEX_URL = "{index.url}"\n'
+    )
+    r = cli("run", "-f", str(project / "job.toml"))
+    assert r.code == 0, r.err
+    assert "worker 0 value 42" in r.out and "built on 1 worker(s)" in r.err
+    (entry,) = [json.loads(v) for k, v in env_objects(emulator).items() if k.endswith("index.json")]
+    assert entry["requirements"] == ["tinya>=1.0"]

@@ -35,6 +35,7 @@ ENVS = "tpuctl/envs/"
 #   tpuctl/envs/<key>/wheels/<sha256>/<file>.whl   the wheels, content-addressed
 #   tpuctl/envs/<key>/lock.json                    who builds it now (generation 0 wins)
 #   tpuctl/envs/<key>/index.json                   written LAST: the wheels and their sha256
+#   tpuctl/envs/<key>/used.json                    rewritten by worker 0 of each job using it
 INDEX_VERSION = 1
 # Lines a requirement set may not hold: what reads other files or the laptop's disk.
 _REFUSED = re.compile(r"^(-r|--requirement|-c|--constraint|-e|--editable)(\s|=|$)")
@@ -104,6 +105,10 @@ def env_prefix(key: str) -> str:
 
 def index_path(key: str) -> str:
     return env_prefix(key) + "index.json"
+
+
+def used_path(key: str) -> str:
+    return env_prefix(key) + "used.json"
 
 
 def lock_path(key: str) -> str:

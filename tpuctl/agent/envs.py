@@ -123,6 +123,7 @@ class Environments:
             self.outcome.update(how="reused", packages=done.get("packages", []), bytes=0)
             self.say(f"environment {key[:12]}: reused the venv on this VM "
                      f"({len(done.get('packages', []))} packages), nothing installed")  # fmt: skip
+            self.used(key)
             return venv
         wheels = here / "wheels"
         index = self.obtain(Wanted(key, lines, facts, wheels, env), rebuild)
@@ -140,7 +141,18 @@ class Environments:
         self.say(f"environment {key[:12]}: {what}: {len(packages)} packages "
                  f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
                  f"{self.outcome.get('bytes', 0)} bytes {moved}; {phases}")  # fmt: skip
+        self.used(key)
         return venv
+
+    def used(self, key: str) -> None:
+        """Worker 0 says the environment was used (`gc --envs-unused` goes by it); a
+        failure to say so never fails the job."""
+        if self.worker != 0:
+            return
+        try:
+            self.storage.write_json(envkeys.used_path(key), {"job": self.job, "at": time.time()})
+        except HttpError as e:
+            self.say(f"environment {key[:12]}: could not record its use: {e}")
 
     # -- the bucket's entry --------------------------------------------------------------
     def obtain(self, want: Wanted, rebuild: bool) -> Json:
