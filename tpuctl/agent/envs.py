@@ -24,6 +24,7 @@ Standard library only, Python 3.8+.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -195,11 +196,16 @@ class Environments:
                 time.sleep(POLL)
                 continue
             try:
-                self.storage.write_json(envkeys.lock_path(key), self.lock_value(), 0)
+                taken = self.storage.write_json(envkeys.lock_path(key), self.lock_value(), 0)
             except HttpError as e:
                 if e.status == 412:  # another worker took it first
                     continue
                 raise
+            # A builder may have written its index and let its lock go between the two
+            # reads above: then the entry is whole, and there is nothing to build.
+            if self.storage.read_json(envkeys.index_path(key))[0] is not None:
+                self.storage.delete(envkeys.lock_path(key), if_generation_match=taken)
+                continue
             return self.build(want)
 
     def lock_value(self, **more: Any) -> Json:
@@ -311,7 +317,7 @@ class Environments:
         flags = ["--system-site-packages"] if system else []
         self._run([self.python, "-m", "venv", "--without-pip", *flags, str(venv)], "venv")
         python = str(venv / "bin" / "python")
-        pip = [self.python, "-m", "pip", "--python", python]
+        pip = [python, pip_runner(self.python)]
         if files:
             install = ["install", "--no-index", "--find-links", str(wheels), "--no-input",
                        "--disable-pip-version-check", *files]  # fmt: skip
@@ -328,6 +334,26 @@ class Environments:
             raise EnvFailed(
                 f"environment: the {what} step failed: {last[-1] if last else out.returncode}"
             )
+
+
+def pip_runner(python: str) -> str:
+    """The system pip's `__pip-runner__.py` (pip 22.3+), which runs that pip under another
+    interpreter (the venv's) seeing only pip of the system's packages: as `pip --python`
+    does, without starting pip twice."""
+    if python == sys.executable:  # (the agent's own: no process to start)
+        spec = importlib.util.find_spec("pip")
+        origin, failed = (spec.origin if spec else None) or "", spec is None
+    else:
+        out = subprocess.run(
+            [python, "-c", "import importlib.util as u; print(u.find_spec('pip').origin)"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        origin, failed = out.stdout.decode().strip(), bool(out.returncode)
+    runner = Path(origin).parent / "__pip-runner__.py"
+    if failed or not runner.is_file():
+        raise EnvFailed(f"environment: {python} has no pip 22.3 or later: install python3-pip "
+                        "in the image (or a newer pip with --setup)")  # fmt: skip
+    return str(runner)
 
 
 def activated(env: dict[str, str], venv: Path) -> dict[str, str]:
