@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.cli.env_index import serving  # noqa: E402
+from tpuctl.emulator.control.client import EmulatorControl  # noqa: E402
 from tpuctl.emulator.core.server import EmulatorServer  # noqa: E402
 
 PACKAGES = int(os.environ.get("BENCH_ENV_PACKAGES", "12"))
@@ -55,23 +56,11 @@ SCRIPT = (  # ~/site: where the --setup variant installs
 )
 
 
-def configure(address: str) -> None:
-    import urllib.request
-
-    req = urllib.request.Request(
-        f"http://{address}/_emulator/v1/config",
-        data=json.dumps({"durations": {"create": 0, "delete": 0}}).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    urllib.request.urlopen(req, timeout=10).read()
-
-
 def main() -> None:
     server = EmulatorServer(host="127.0.0.1", port=0, state_dir=None).start()
     work = Path(tempfile.mkdtemp(prefix="tpuctl-bench-envs-"))
     try:
-        configure(server.address)
+        EmulatorControl(server.address).durations(create=0, delete=0)
         with serving(work / "index") as index:
             for k in range(PACKAGES):
                 payload = os.urandom(KB << 10).hex()[: KB << 10]
