@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.cli.conftest import one_line_error
@@ -135,4 +136,22 @@ def test_bad_requirements_are_usage_errors(cli, emulator, project: Path, index) 
     assert r.code == 2 and "PIP_INDEX_URL" in one_line_error(r)
     r = run(cli, project, index, "--no-requirements", "--requirements", "x.txt")
     assert r.code == 2 and "exclusive" in one_line_error(r)
+    r = run(cli, project, index, "--no-requirements", "--rebuild-env")
+    assert r.code == 2 and "--rebuild-env needs requirements" in one_line_error(r)
     assert emulator.nodes() == [] and index.count() == 0
+
+
+def test_two_jobs_of_the_same_requirements_at_once_make_one_environment(
+    emulator, project, index
+) -> None:
+    flags = ("-a", "v3-32", "--env", f"PIP_INDEX_URL={index.url}")
+    with (
+        _running(project / "job.py", *flags) as one,
+        _running(project / "job.py", *flags) as two,
+        ThreadPoolExecutor(2) as pool,  # both read at once: neither blocks on a pipe
+    ):
+        outs = list(pool.map(lambda p: p.communicate(timeout=300), (one, two)))
+    assert one.returncode == 0 and two.returncode == 0, outs
+    assert resolutions(index) == 1, index.requests  # whether they overlapped or not
+    assert sum(err.count("built on 1 worker(s)") for _, err in outs) == 1
+    assert emulator.nodes() == []
