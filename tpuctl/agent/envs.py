@@ -5,13 +5,15 @@ for every worker, every run and every recovery, cached in the bucket, installed 
   (`ready.json`) is written last: a worker that has it reuses it with no install at all.
 - Else the bucket: `tpuctl/envs/<key>/index.json` names every wheel with its sha256. The
   wheels are fetched in parallel (streams.py, ranged and streamed to disk), each checked
-  against its sha256, then installed with `pip install --no-index --find-links`: no
-  request to any package index. A wheel that is missing or does not match makes the
-  entry corrupt: its index is deleted (only the generation read) and the entry rebuilt.
+  against its sha256, then installed with `pip install --no-index --find-links` (the
+  system pip, run under the venv's python) and removed: no request to any package
+  index. A wheel that is missing or does not match makes the entry corrupt: its index
+  is deleted (only the generation read) and the entry rebuilt.
 - No index: one worker builds. It is the one whose write of `lock.json` with
-  ifGenerationMatch=0 succeeds (or worker 0 with --rebuild-env, which then overwrites
-  it); it runs `python3 -m pip wheel -r` for this VM's Python (the user's PIP_INDEX_URL,
-  PIP_EXTRA_INDEX_URL... come from the job's env values, never from the bucket), uploads
+  ifGenerationMatch=0 succeeds and who then still finds no index (or worker 0 with
+  --rebuild-env, which overwrites the lock); it runs `python3 -m pip wheel -r` for this
+  VM's Python (the user's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL... come from the job's env
+  values, never from the bucket), uploads
   the wheels content-addressed, writes the index LAST, then deletes the lock. While it
   builds it rewrites the lock every LOCK_REFRESH seconds; the others wait for the index,
   and take the lock over from a builder whose lock has not changed for LOCK_STALE
@@ -121,17 +123,21 @@ class Environments:
         started = time.monotonic()
         if not rebuild and marker.is_file() and (venv / "bin" / "python").exists():
             done = json.loads(marker.read_text())
-            self.outcome.update(how="reused", packages=done.get("packages", []), bytes=0)
+            self.outcome.update(how="reused", packages=done.get("packages", []), bytes=0,
+                                seconds=round(time.monotonic() - started, 3))  # fmt: skip
             self.say(f"environment {key[:12]}: reused the venv on this VM "
                      f"({len(done.get('packages', []))} packages), nothing installed")  # fmt: skip
             self.used(key)
             return venv
         wheels = here / "wheels"
+        if marker.exists():  # (a rebuild) the venv is not whole again until it is rewritten
+            marker.unlink()
         index = self.obtain(Wanted(key, lines, facts, wheels, env), rebuild)
         t = time.monotonic()
         packages = self.install(venv, wheels, index, system)
         self.phases["install"] = time.monotonic() - t
         marker.write_text(json.dumps({"packages": packages, "index": index.get("built")}))
+        shutil.rmtree(str(wheels), ignore_errors=True)  # in the venv and the bucket now
         self.outcome.update(
             packages=packages, phases={k: round(v, 3) for k, v in self.phases.items()}
         )
