@@ -155,3 +155,17 @@ def test_two_jobs_of_the_same_requirements_at_once_make_one_environment(
     assert resolutions(index) == 1, index.requests  # whether they overlapped or not
     assert sum(err.count("built on 1 worker(s)") for _, err in outs) == 1
     assert emulator.nodes() == []
+
+
+def test_a_dead_builders_lock_is_taken_over(cli, emulator, project, index, monkeypatch):
+    assert run(cli, project, index).code == 0
+    (entry,) = [b for b in _blobs(emulator) if b.name.endswith("/index.json")]
+    lock = entry.name.replace("index.json", "lock.json")
+    entry.delete()  # a builder that died: its lock stays, unchanged, and no index
+    entry.bucket.blob(lock).upload_from_string(json.dumps({"job": "x", "worker": 3}))
+    monkeypatch.setenv("TPUCTL_ENV_LOCK_STALE", "2")  # the agents' deadline, seen on their clock
+    r = run(cli, project, index)
+    assert r.code == 0, r.err
+    assert "worker 3 builds it; waiting for its index" in r.out
+    assert "its builder's lock has not changed for 2s: taking over" in r.out
+    assert "worker 0 value 42" in r.out and "built on 1 worker(s)" in r.err

@@ -45,7 +45,9 @@ from .storage import Storage
 from .streams import Transfers
 
 LOCK_REFRESH = 15.0  # seconds between the builder's rewrites of its lock
-LOCK_STALE = 120.0  # a lock unchanged this long: its builder is gone
+# A lock unchanged this long: its builder is gone (TPUCTL_ENV_LOCK_STALE: seconds, for
+# images where a build may stall longer between its lock's rewrites).
+LOCK_STALE = float(os.environ.get("TPUCTL_ENV_LOCK_STALE") or 120.0)
 POLL = 0.5  # seconds between looks at the index while another worker builds
 PYPI = "https://pypi.org/simple"
 
