@@ -48,7 +48,9 @@ LOCK_REFRESH = 15.0  # seconds between the builder's rewrites of its lock
 # A lock unchanged this long: its builder is gone (TPUCTL_ENV_LOCK_STALE: seconds, for
 # images where a build may stall longer between its lock's rewrites).
 LOCK_STALE = float(os.environ.get("TPUCTL_ENV_LOCK_STALE") or 120.0)
-POLL = 0.5  # seconds between looks at the index while another worker builds
+# Seconds between looks at the index while another worker builds: from POLL, growing to
+# POLL_MAX (64 workers waiting on a long build ask the bucket about 30 times a second).
+POLL, POLL_MAX = 0.5, 4.0
 PYPI = "https://pypi.org/simple"
 
 
@@ -172,7 +174,7 @@ class Environments:
             self.storage.write_json(envkeys.lock_path(key), self.lock_value())  # taken as is
             return self.build(want)
         seen: tuple | None = None  # (lock generation, when first seen)
-        waited = False
+        waited, poll = False, POLL
         while True:
             index, generation = self.storage.read_json(envkeys.index_path(key))
             if index is not None and (not rebuild or index.get("job") == self.job):
@@ -201,7 +203,8 @@ class Environments:
                     self.say(f"environment {key[:12]}: its builder's lock has not changed "
                              f"for {LOCK_STALE:g}s: taking over")  # fmt: skip
                     self.storage.delete(envkeys.lock_path(key), if_generation_match=lock_gen)
-                time.sleep(POLL)
+                time.sleep(poll)
+                poll = min(poll * 1.5, POLL_MAX)
                 continue
             try:
                 taken = self.storage.write_json(envkeys.lock_path(key), self.lock_value(), 0)
