@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/staging.py
 	$(BIN)/python bench/ssh_fanout.py
 	$(BIN)/python bench/run_overhead.py
+	$(BIN)/python bench/envs.py
 	$(BIN)/python bench/doctor.py
 	$(BIN)/python bench/top.py
 	$(BIN)/python bench/checkpoints.py

@@ -105,6 +105,7 @@ SA = "trainer@my-project.iam.gserviceaccount.com"
 
 
 def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
+    (repo / "reqs.txt").write_text("numpy\n")
     r = cli(
         "run", "-f", str(repo / "job.toml"), "--zone", "us-central1-a,us-central1-b",
         "--queued", "--valid-until", "2h", "--ttl", "1d", "--restarts", "1", "--sync-every", "5",
@@ -115,6 +116,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "--flex-start", "--max-run-duration", "4h",
         "--bucket", "gs://mine", "--project", "my-project", "--version", "tpu-vm-base",
         "--force", "--env", 'Q=say "hi"', "--service-account", SA, "--scopes", "cloud-platform",
+        "--requirements", str(repo / "reqs.txt"), "--rebuild-env", "--system-site-packages",
         "--print-spec",
     )  # fmt: skip
     assert r.code == 0, r.err
@@ -137,7 +139,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
     }.items():  # fmt: skip
         assert spec[key] == value, key
     # all but what was not given (the job file gives outputs, so not --no-outputs)
-    assert set(jobfile.KEYS) - set(spec) == {"node", "zone", "no_outputs"}
+    assert set(jobfile.KEYS) - set(spec) == {"node", "zone", "no_outputs", "no_requirements"}
 
 
 def test_every_option_of_run_has_a_key() -> None:

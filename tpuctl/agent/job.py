@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from . import claims, protocol, target
+from . import claims, envs, protocol, target
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
 from .protocol import Beats, Refused, job_path, log_path, status_path
@@ -297,6 +297,9 @@ class Job:
             script = request["script"]
             command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
             code = 0
+            if request.get("environment") and self.may_start("environment"):
+                env, python = envs.for_job(self, request["environment"], env)
+                command[0] = python if script.endswith(".py") else command[0]
             if request.get("setup") and self.may_start("setup"):
                 self.say(f"setup: {request['setup']}")
                 shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
@@ -318,6 +321,10 @@ class Job:
             else:
                 exit_status = code
                 self.say(f"{state.lower()} with exit status {code}")
+        except envs.EnvFailed as e:  # said once, by the worker that met it (envs.py)
+            self.say(f"error: {e}")
+            self.status.value["message"] = str(e)[:500] if e.here else ""
+            code, exit_status = 1, None  # nothing of the job ran
         except Refused as e:  # not what the user submitted: nothing of it runs
             self.say(f"refused: {e}")
             self.status.value["message"] = f"refused: {e}"[:500]

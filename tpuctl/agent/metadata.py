@@ -38,7 +38,7 @@ class Token:
 
 
 def identity() -> Json:
-    """Who this VM is: project, zone, node id, worker number and worker count."""
+    """Who this VM is: project, zone, node id, worker number and count, runtime version."""
     env = {}
     for line in attribute("tpu-env").splitlines():
         key, _, value = line.partition(":")
@@ -51,6 +51,7 @@ def identity() -> Json:
         "worker": int(worker_number()),
         "workers": len([e for e in endpoints if e]) or 1,
         "endpoints": [e for e in endpoints if e],
+        "runtime": env.get("RUNTIME_VERSION", ""),  # an environment's key has it (envkeys.py)
     }
 
 

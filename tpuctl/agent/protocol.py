@@ -81,8 +81,9 @@ def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:
 
 # -- the request ------------------------------------------------------------------------
 # What a VM runs is exactly what the user submitted. The request (`request_path`) holds
-# all of it: the script, its args, the setup command, the names of the env variables and
-# the code manifest (each file's sha256 and mode). The client writes it once (generation
+# all of it: the script, its args, the setup command, the names of the env variables,
+# the code manifest (each file's sha256 and mode) and the Python environment to run in
+# (`environment`: the requirement set, or None; envkeys.py). The client writes it once (generation
 # 0) and keeps its digest, the sha256 of its canonical JSON (`request_digest`), which it
 # gives each agent on the SSH start (`--digest`), a path that nothing in the bucket can
 # change. The agent runs nothing before the request it reads matches that digest and each
@@ -93,7 +94,7 @@ def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:
 # (job.json) only describes the job for the laptop's commands, and the mutable state
 # (statuses, cancel marker) lives in objects of its own.
 REQUEST_VERSION = 2
-REQUEST_KEYS = ("version", "id", "script", "args", "setup", "env", "manifest")
+REQUEST_KEYS = ("version", "id", "script", "args", "setup", "env", "manifest", "environment")
 FILE_MODES = (0o755, 0o644)  # the only modes a code file gets on the VM
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -30,6 +31,18 @@ def gc(
     project: Project = None,
     owner: Annotated[str | None, typer.Option("--owner", help="Nodes of this owner.")] = None,
     all_owners: Annotated[bool, typer.Option("--all-owners", help="Everyone's nodes.")] = False,
+    envs_unused: Annotated[
+        str | None,
+        typer.Option(
+            "--envs-unused",
+            help="Also delete the cached environments (tpuctl/envs/ in the bucket) no job "
+            "used for this long (e.g. 30d).",
+        ),
+    ] = None,
+    bucket: Annotated[
+        str | None,
+        typer.Option("--bucket", help="With --envs-unused: gs://BUCKET (default: run's)."),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would go; delete nothing.")
     ] = False,
@@ -54,11 +67,16 @@ def gc(
     if zone and all_zones:
         raise UsageError("--zone and --all-zones are exclusive: choose one")
     idle_limit = parse_duration(idle, "--idle") if idle else None
+    unused_for = parse_duration(envs_unused, "--envs-unused") if envs_unused else None
+    if bucket and unused_for is None:
+        raise UsageError("--bucket names where the environments are: it needs --envs-unused")
     app = app_of(ctx)
     # gc looks everywhere unless told a zone: a forgotten node in another zone is the
     # expensive case. Only --zone narrows it (config defaults do not).
     # A --zone given is checked like any other (its shape, a known zone, not empty).
     target = app.target(project, zone, need_zone=False)
+    if unused_for is not None:
+        _prune_envs(app, target.project, bucket, unused_for, dry_run=dry_run, yes=yes)
     api, compute = app.backends()  # the Cloud TPU API's nodes, and Compute Engine's TPU VMs
 
     def load_metrics() -> dict[tuple[str, str], metrics_service.NodeMetrics]:
@@ -103,6 +121,34 @@ def gc(
             hint="these may still be billing or queued; run `tpuctl gc` again or delete them "
             "by hand",
         )
+
+
+def _prune_envs(
+    app: Any, project: str, flag: str | None, unused_for: int, *, dry_run: bool, yes: bool
+) -> None:
+    """The cached environments no job used for `unused_for` seconds: listed, then (with
+    --yes, or confirmed) deleted. Said on stderr: --json stays the nodes' table."""
+    from tpuctl.config import load_config_file
+    from tpuctl.services import env_gc, staging
+
+    name = staging.bucket_name(flag, load_config_file(), project)
+    bucket = app.factory.bucket(name, project)
+    doomed = env_gc.plan(bucket, unused_for)
+    if not doomed:
+        render.info(f"environments: none unused for {unused_for // 86400 or 1} day(s) or more")
+        return
+    for entry in doomed:
+        days = (time.time() - entry.last_used) / 86400
+        verb = "would delete" if dry_run or not yes else "deleting"
+        render.info(f"{verb} environment {entry.key[:12]} ({len(entry.objects)} objects, "
+                    f"{entry.size} bytes): unused for {days:.1f} days")  # fmt: skip
+    if dry_run:
+        return
+    if not yes:
+        _confirm(len(doomed), app.stdin_isatty)
+    for entry in doomed:
+        env_gc.prune(bucket, entry)
+    render.info(f"deleted {len(doomed)} environment(s) from gs://{name}/tpuctl/envs/")
 
 
 def _show_plan(found: Plan, *, json_out: bool, listing: bool, dry_run: bool) -> None:

@@ -10,7 +10,7 @@ import typer
 
 from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
-from tpuctl.cli import checkup
+from tpuctl.cli import checkup, render
 from tpuctl.cli.options import Accelerator, Json, Project, RunApi, Zones, app_of, seconds
 from tpuctl.errors import TpuctlError
 from tpuctl.services.run.spec import MIN_SYNC_EVERY
@@ -66,6 +66,28 @@ def run(
     setup: Annotated[
         str | None, typer.Option("--setup", help="Shell command run once per worker first.")
     ] = None,
+    requirements: Annotated[
+        Path | None,
+        typer.Option(
+            "--requirements",
+            help="Requirements (requirements.txt, a lock file, pyproject.toml, uv.lock) "
+            "built once, cached in the bucket, installed in a venv on every worker "
+            "(default: the work dir's requirements.txt, if any).",
+        ),
+    ] = None,
+    no_requirements: Annotated[
+        bool,
+        typer.Option("--no-requirements", help="No environment, even with a requirements.txt."),
+    ] = False,
+    rebuild_env: Annotated[
+        bool, typer.Option("--rebuild-env", help="Resolve and build the environment again.")
+    ] = False,
+    system_site_packages: Annotated[
+        bool,
+        typer.Option(
+            "--system-site-packages", help="The venv sees the image's packages (e.g. its jax)."
+        ),
+    ] = False,
     outputs: Annotated[
         Path | None,
         typer.Option("--outputs", help="Download outputs here at the end (default outputs/JOB)."),
@@ -230,6 +252,11 @@ def _run(
         shown = named if named.is_file() else root / rel
         write_spec(ctx, o, from_file, shown, request.restarts_or_default)
         return 0
+    if spec.environment_by_default:
+        render.info(
+            "environment: the work dir's requirements.txt, built once and cached in the "
+            "bucket (--no-requirements: none)"
+        )
     if not o.no_check:  # before anything is created: a mistake found here costs no TPU time
         checkup.gate_run(root, rel, spec, o.force)
     app, json_out = app_of(ctx), o.json_out

@@ -108,6 +108,10 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
     if used is not None:
         render.info(f"job {outcome.job_id}: {used.describe()}")
     render.info(f"logs and outputs: {where}")
+    if outcome.environment:
+        from tpuctl.services.run.environment import describe
+
+        render.info(f"job {outcome.job_id}: {describe(outcome.environment)}")
     if outcome.outputs:
         render.info(f"downloaded {len(outcome.outputs)} output file(s) to {runner.job.outputs_dir}")
     elif runner.job.outputs_dir is None:
@@ -129,6 +133,7 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
                 "exitStatus": outcome.exit_status,
                 "states": outcome.states,
                 "bucket": where,
+                **({"environment": outcome.environment} if outcome.environment else {}),
                 **(used.to_json() if used is not None else {}),
                 # null: the exit status is the job's; else tpuctl's own failure
                 "error": {"message": outcome.message, "exitCode": JobFailed.exit_code}

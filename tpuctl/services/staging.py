@@ -188,6 +188,7 @@ class JobSpec:
     name: str | None = None
     job_id: str = field(default_factory=new_job_id)
     slices: int = 1  # a multislice job: `workers` counts every slice's
+    environment: dict[str, Any] | None = None  # the requirement set (run/environment.py)
 
 
 @dataclass
@@ -210,6 +211,7 @@ def job_request(spec: JobSpec, manifest: Mapping[str, FileEntry]) -> dict[str, A
         "setup": spec.setup,
         "env": sorted(spec.env_names),  # names only: values travel over SSH, never stored
         "manifest": {path: entry.to_json() for path, entry in sorted(manifest.items())},
+        "environment": spec.environment,
     }
 
 

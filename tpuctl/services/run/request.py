@@ -79,6 +79,10 @@ class RunRequest:
     retry_on_failure: bool = False
     sync_every: float = 30.0
     heartbeat_deadline: str | None = None
+    requirements: Path | None = None
+    no_requirements: bool = False
+    rebuild_env: bool = False
+    system_site_packages: bool = False
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> RunRequest:
@@ -141,6 +145,12 @@ class RunRequest:
     def spec(self, root: Path, rel: str, service_account: str | None) -> RunSpec:
         """The job's spec (`service_account`: the config file's, when no flag gave one)."""
         from tpuctl.services import cost, nodes
+        from tpuctl.services.run import environment
+
+        env_spec, by_default = environment.spec_of(
+            self.requirements, self.no_requirements, root, self.rebuild_env,
+            self.system_site_packages,
+        )  # fmt: skip
 
         durations = {
             key: parse_duration(getattr(self, key), f"--{key.replace('_', '-')}")
@@ -189,6 +199,8 @@ class RunRequest:
             start_deadline=durations.get("start_deadline", START_DEADLINE),
             start_lease=durations.get("start_lease", START_LEASE),
             heartbeat_deadline=durations.get("heartbeat_deadline", HEARTBEAT_DEADLINE),
+            environment=env_spec,
+            environment_by_default=by_default,
         )
 
     def place(self, target: Target) -> Target:

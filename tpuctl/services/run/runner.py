@@ -28,7 +28,7 @@ from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
 from tpuctl.services import jobs, staging
-from tpuctl.services.run import agents, lease, provision, teardown, watch
+from tpuctl.services.run import agents, environment, lease, provision, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
 if TYPE_CHECKING:
@@ -178,6 +178,7 @@ class Runner:
             name=spec.name,
             job_id=job.job_id,
             slices=spec.slices,
+            environment=spec.environment,
         )
 
     def _attempts(self, workers: int) -> JobOutcome:
@@ -268,6 +269,7 @@ class Runner:
                 if s.get("message") and s.get("state") != protocol.SUCCEEDED]  # fmt: skip
         if said:
             outcome.message = "; ".join(said)
+        outcome.environment = environment.summary(final)
         if job.outputs_dir is not None and job.bucket is not None:
             outcome.outputs = jobs.download_outputs(job.bucket, job.job_id, job.outputs_dir)
         if job.spec.teardown:

@@ -96,6 +96,8 @@ class RunSpec:
     start_lease: float = START_LEASE  # ...unless a living client renews its lease
     max_cost: float | None = None  # USD: a created node deletes itself once it cost this
     heartbeat_deadline: float = HEARTBEAT_DEADLINE  # an agent silent this long is lost
+    environment: dict[str, Any] | None = None  # the request's (services/run/environment.py)
+    environment_by_default: bool = False  # ...from the work dir's requirements.txt
 
 
 def parse_env(pairs: list[str], env_files: list[Path]) -> dict[str, str]:
@@ -147,6 +149,7 @@ class JobOutcome:
     restarts: int = 0
     message: str = ""
     started: bool = True  # did the job start at all (its agents)?
+    environment: dict[str, Any] | None = None  # environment.summary of the statuses
 
 
 def job_node_name(job_id: str) -> str:

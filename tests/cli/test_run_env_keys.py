@@ -1,0 +1,83 @@
+"""How an environment's requirement set is read and keyed (docs/environments.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpuctl.agent import envkeys
+from tpuctl.agent.envs import package_of, resolution_error
+from tpuctl.services.run.environment import lines_of
+
+FACTS = envkeys.vm_facts("tpu-ubuntu2204-base", False)
+
+
+def test_lines_are_normalized_so_cosmetic_edits_keep_the_key() -> None:
+    a = envkeys.requirement_lines("jax[tpu]==0.4.30\n# a comment\n\nnumpy  >=1.26  # why\n")
+    b = envkeys.requirement_lines("numpy >=1.26\njax[tpu]==0.4.30\njax[tpu]==0.4.30\n")
+    assert a == b == ["jax[tpu]==0.4.30", "numpy >=1.26"]
+    assert envkeys.env_key(a, FACTS) == envkeys.env_key(b, FACTS)
+
+
+def test_a_pip_compiled_lock_file_keeps_its_hashes() -> None:
+    text = "tinya==1.0 \\\n    --hash=sha256:aa\\\n    --hash=sha256:bb\n"
+    assert envkeys.requirement_lines(text) == ["tinya==1.0 --hash=sha256:aa --hash=sha256:bb"]
+    assert envkeys.pinned(envkeys.requirement_lines(text))
+    assert not envkeys.pinned(["numpy>=1"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"python": "3.11.9"}, {"platform": "linux-aarch64"}, {"runtime": "v2-alpha-tpuv5"},
+     {"abi": "cpython-312-x86_64-linux-gnu"}, {"system_site_packages": True}],
+)  # fmt: skip
+def test_the_key_changes_with_python_platform_runtime_and_isolation(change) -> None:  # noqa: ANN001
+    lines = ["tinya==1.0"]
+    assert envkeys.env_key(lines, dict(FACTS, **change)) != envkeys.env_key(lines, FACTS)
+    assert envkeys.env_key(["tinya==1.1"], FACTS) != envkeys.env_key(lines, FACTS)
+
+
+@pytest.mark.parametrize(
+    "line", ["-r base.txt", "--requirement=base.txt", "-c pins.txt", "-e .", "--editable ./x"]
+)
+def test_lines_that_read_other_files_are_refused(line: str) -> None:
+    with pytest.raises(envkeys.BadRequirements, match="not supported"):
+        envkeys.requirement_lines(f"numpy\n{line}\n")
+
+
+def test_pyproject_and_uv_lock_give_their_dependencies() -> None:
+    pyproject = '[project]\nname = "me"\ndependencies = ["b>=2", "a==1"]\n'
+    assert lines_of("pyproject.toml", pyproject) == ["a==1", "b>=2"]
+    lock = (
+        'version = 1\n[[package]]\nname = "me"\nversion = "0.1"\nsource = { editable = "." }\n'
+        '[[package]]\nname = "numpy"\nversion = "2.0.1"\n'
+        'source = { registry = "https://pypi.org/simple" }\n'
+    )
+    assert lines_of("uv.lock", lock) == ["numpy==2.0.1"]
+    with pytest.raises(ValueError, match="not valid TOML"):
+        lines_of("pyproject.toml", "[project")
+
+
+def test_pip_failures_become_one_line_naming_package_and_index() -> None:
+    out = (
+        "ERROR: Could not find a version that satisfies the requirement nosuch==1 "
+        "(from versions: none)\n"
+        "ERROR: No matching distribution found for nosuch==1\n"
+    )
+    env = {"PIP_INDEX_URL": "https://me:secret@pkgs.example.com/simple"}
+    said = resolution_error(out, env)
+    assert said == "environment: no version of nosuch==1 found on https://pkgs.example.com/simple"
+    assert package_of("jax-0.4.30-py3-none-any.whl") == "jax==0.4.30"
+
+
+def test_an_index_is_valid_only_with_a_sha256_per_wheel() -> None:
+    good = {
+        "version": 1,
+        "key": "k",
+        "wheels": [{"file": "a-1-py3-none-any.whl", "sha256": "0" * 64}],
+    }
+    assert envkeys.valid_index(good, "k")
+    assert not envkeys.valid_index(good, "other")
+    assert not envkeys.valid_index(dict(good, wheels=[{"file": "a.whl", "sha256": "x"}]), "k")
+    assert not envkeys.valid_index(
+        dict(good, wheels=[{"file": "../a.whl", "sha256": "0" * 64}]), "k"
+    )

@@ -1,0 +1,415 @@
+"""A job's Python environment on this worker (`Environments.prepare`): built once per key
+for every worker, every run and every recovery, cached in the bucket, installed from it.
+
+- A venv per key on the VM (`~/.tpuctl/envs/<key>/venv`), ready once its marker
+  (`ready.json`) is written last: a worker that has it reuses it with no install at all.
+- Else the bucket: `tpuctl/envs/<key>/index.json` names every wheel with its sha256. The
+  wheels are fetched in parallel (streams.py, ranged and streamed to disk), each checked
+  against its sha256, then installed with `pip install --no-index --find-links` (the
+  system pip, run under the venv's python) and removed: no request to any package
+  index. A wheel that is missing or does not match makes the entry corrupt: its index
+  is deleted (only the generation read) and the entry rebuilt.
+- No index: one worker builds. It is the one whose write of `lock.json` with
+  ifGenerationMatch=0 succeeds and who then still finds no index (or worker 0 with
+  --rebuild-env, which overwrites the lock); it runs `python3 -m pip wheel -r` for this
+  VM's Python (the user's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL... come from the job's env
+  values, never from the bucket), uploads
+  the wheels content-addressed, writes the index LAST, then deletes the lock. While it
+  builds it rewrites the lock every LOCK_REFRESH seconds; the others wait for the index,
+  and take the lock over from a builder whose lock has not changed for LOCK_STALE
+  seconds (seen on their own clock). A builder that fails writes the failure into the
+  lock: the workers of the same attempt fail with it, a later job tries again.
+
+Standard library only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+from . import envkeys
+from .downloads import md5_base64
+from .net import HttpError, Json, Mismatch
+from .storage import Storage
+from .streams import Transfers
+
+LOCK_REFRESH = 15.0  # seconds between the builder's rewrites of its lock
+# A lock unchanged this long: its builder is gone (TPUCTL_ENV_LOCK_STALE: seconds, for
+# images where a build may stall longer between its lock's rewrites).
+LOCK_STALE = float(os.environ.get("TPUCTL_ENV_LOCK_STALE") or 120.0)
+# Seconds between looks at the index while another worker builds: from POLL, growing to
+# POLL_MAX (64 workers waiting on a long build ask the bucket about 30 times a second).
+POLL, POLL_MAX = 0.5, 4.0
+PYPI = "https://pypi.org/simple"
+
+
+class EnvFailed(Exception):
+    """The environment could not be made: one line saying why (the job's message, from
+    the worker that met it: `here`; the others only log it)."""
+
+    def __init__(self, message: str, here: bool = True) -> None:
+        super().__init__(message)
+        self.here = here
+
+
+def for_job(job: Any, spec: Json, env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """The environment of a job's request on this worker (job.Job: its storage, root,
+    worker, log): the script's env with the venv active, and the venv's python. Its
+    outcome goes into the worker's status (`environment`)."""
+    made = Environments(job.storage, job.dir.parent.parent, job.args.job_id, job.args.attempt,
+                        job.worker, job.me.get("runtime", ""), job.say, job.local_log)  # fmt: skip
+    try:
+        venv = made.prepare(spec, env)
+    finally:
+        if made.outcome:
+            job.status.value["environment"] = made.outcome
+    return activated(env, venv), str(venv / "bin" / "python")
+
+
+class Wanted(NamedTuple):
+    """An environment to obtain: its key, requirement set, VM facts, local wheel folder
+    and the job's environment (for pip)."""
+
+    key: str
+    lines: list[str]
+    facts: Json
+    wheels: Path
+    env: dict[str, str]
+
+
+class Environments:
+    """This worker's environments: `prepare(spec, env)` the one a job asks for."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        root: Path,
+        job: str,
+        attempt: int,
+        worker: int,
+        runtime: str,
+        say: Callable[[str], None],
+        log: Path,
+        python: str = sys.executable,
+    ) -> None:
+        self.storage, self.root, self.job, self.attempt = storage, root, job, attempt
+        self.worker, self.runtime, self.say, self.log = worker, runtime, say, log
+        self.python = python
+        self.phases: dict[str, float] = {}
+        self.outcome: Json = {}
+
+    # -- the job's view ------------------------------------------------------------------
+    def prepare(self, spec: Json, env: dict[str, str]) -> Path:
+        """The venv's folder for `spec` (the request's `environment`), made if need be.
+        `env`: the job's environment (the user's index settings among it)."""
+        try:
+            lines = envkeys.requirement_lines(str(spec.get("requirements") or ""))
+        except envkeys.BadRequirements as e:
+            raise EnvFailed(f"environment: {spec.get('source')}: {e}") from None
+        system = bool(spec.get("system_site_packages"))
+        facts = envkeys.vm_facts(self.runtime, system)
+        key = envkeys.env_key(lines, facts)
+        here = self.root / "envs" / key
+        venv, marker = here / "venv", here / "ready.json"
+        rebuild = bool(spec.get("rebuild")) and self.attempt == 1
+        self.outcome = {"key": key, "worker": self.worker}
+        started = time.monotonic()
+        if not rebuild and marker.is_file() and (venv / "bin" / "python").exists():
+            done = json.loads(marker.read_text())
+            self.outcome.update(how="reused", packages=done.get("packages", []), bytes=0,
+                                seconds=round(time.monotonic() - started, 3))  # fmt: skip
+            self.say(f"environment {key[:12]}: reused the venv on this VM "
+                     f"({len(done.get('packages', []))} packages), nothing installed")  # fmt: skip
+            self.used(key)
+            return venv
+        wheels = here / "wheels"
+        if marker.exists():  # (a rebuild) the venv is not whole again until it is rewritten
+            marker.unlink()
+        index = self.obtain(Wanted(key, lines, facts, wheels, env), rebuild)
+        t = time.monotonic()
+        packages = self.install(venv, wheels, index, system)
+        self.phases["install"] = time.monotonic() - t
+        marker.write_text(json.dumps({"packages": packages, "index": index.get("built")}))
+        shutil.rmtree(str(wheels), ignore_errors=True)  # in the venv and the bucket now
+        self.outcome.update(
+            packages=packages, phases={k: round(v, 3) for k, v in self.phases.items()}
+        )
+        self.outcome["seconds"] = round(time.monotonic() - started, 3)
+        phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items())
+        built = self.outcome["how"] == "built"
+        what, moved = ("built here", "uploaded") if built else ("from the bucket", "fetched")
+        self.say(f"environment {key[:12]}: {what}: {len(packages)} packages "
+                 f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
+                 f"{self.outcome.get('bytes', 0)} bytes {moved}; {phases}")  # fmt: skip
+        self.used(key)
+        return venv
+
+    def used(self, key: str) -> None:
+        """Worker 0 says the environment was used (`gc --envs-unused` goes by it); a
+        failure to say so never fails the job."""
+        if self.worker != 0:
+            return
+        try:
+            self.storage.write_json(envkeys.used_path(key), {"job": self.job, "at": time.time()})
+        except HttpError as e:
+            self.say(f"environment {key[:12]}: could not record its use: {e}")
+
+    # -- the bucket's entry --------------------------------------------------------------
+    def obtain(self, want: Wanted, rebuild: bool) -> Json:
+        """The index of `want.key`, its wheels in `want.wheels`: fetched, or built here."""
+        key = want.key
+        if rebuild and self.worker == 0:
+            self.say(f"environment {key[:12]}: --rebuild-env: building it again")
+            self.storage.write_json(envkeys.lock_path(key), self.lock_value())  # taken as is
+            return self.build(want)
+        seen: tuple | None = None  # (lock generation, when first seen)
+        waited, poll = False, POLL
+        while True:
+            index, generation = self.storage.read_json(envkeys.index_path(key))
+            if index is not None and (not rebuild or index.get("job") == self.job):
+                if envkeys.valid_index(index, key) and self.fetch(key, index, want.wheels):
+                    return index
+                self.say(f"environment {key[:12]}: the cached entry is corrupt (a wheel "
+                         "is missing or does not match its sha256): rebuilding it")  # fmt: skip
+                self.storage.delete(envkeys.index_path(key), if_generation_match=generation)
+                continue
+            lock, lock_gen = self.storage.read_json(envkeys.lock_path(key))
+            if lock and lock.get("error"):
+                if (lock.get("job"), lock.get("attempt")) == (self.job, self.attempt):
+                    raise EnvFailed(str(lock["error"]), here=False)
+                # an earlier job's failure: this job tries again
+                self.storage.delete(envkeys.lock_path(key), if_generation_match=lock_gen)
+                continue
+            if rebuild or lock is not None:  # another worker builds: wait for its index
+                if not waited:
+                    waited = True
+                    self.say(f"environment {key[:12]}: worker {(lock or {}).get('worker', 0)} "
+                             "builds it; waiting for its index")  # fmt: skip
+                now = time.monotonic()
+                if seen is None or seen[0] != lock_gen:
+                    seen = (lock_gen, now)
+                elif lock is not None and now - seen[1] > LOCK_STALE:
+                    self.say(f"environment {key[:12]}: its builder's lock has not changed "
+                             f"for {LOCK_STALE:g}s: taking over")  # fmt: skip
+                    self.storage.delete(envkeys.lock_path(key), if_generation_match=lock_gen)
+                time.sleep(poll)
+                poll = min(poll * 1.5, POLL_MAX)
+                continue
+            try:
+                taken = self.storage.write_json(envkeys.lock_path(key), self.lock_value(), 0)
+            except HttpError as e:
+                if e.status == 412:  # another worker took it first
+                    continue
+                raise
+            # A builder may have written its index and let its lock go between the two
+            # reads above: then the entry is whole, and there is nothing to build.
+            if self.storage.read_json(envkeys.index_path(key))[0] is not None:
+                self.storage.delete(envkeys.lock_path(key), if_generation_match=taken)
+                continue
+            return self.build(want)
+
+    def lock_value(self, **more: Any) -> Json:
+        return dict(job=self.job, attempt=self.attempt, worker=self.worker,
+                    at=round(time.time(), 3), **more)  # fmt: skip
+
+    def fetch(self, key: str, index: Json, wheels: Path) -> bool:
+        """Every wheel of the index into `wheels`, checked; False when one is missing or
+        does not match (the entry is corrupt)."""
+        t = time.monotonic()
+        wheels.mkdir(parents=True, exist_ok=True)
+        wanted = {w["file"]: w for w in index["wheels"]}
+        for old in wheels.iterdir():
+            if old.name not in wanted or sha256_of(old) != wanted[old.name]["sha256"]:
+                old.unlink()
+        fetched = 0
+        try:
+            with Transfers(self.storage) as transfers:
+                for name, wheel in sorted(wanted.items()):
+                    target = wheels / name
+                    if not target.exists():
+                        fetched += int(wheel.get("size") or 0)
+                        object_name = envkeys.wheel_path(key, wheel["sha256"], name)
+                        transfers.download(object_name, target, wheel["sha256"])
+        except HttpError as e:  # Mismatch included
+            if isinstance(e, Mismatch) or e.status == 404:
+                return False
+            raise
+        self.phases["fetch"] = time.monotonic() - t
+        self.outcome.update(how="cached", bytes=fetched, wheels=len(wanted))
+        return True
+
+    def build(self, want: Wanted) -> Json:
+        """Resolve and build the wheels here (the lock held, and kept fresh), upload them,
+        write the index last, let the lock go; on a failure the lock says it."""
+        lock = envkeys.lock_path(want.key)
+        stop = threading.Event()
+        keeper = threading.Thread(target=self.keep_lock, args=(lock, stop), daemon=True)
+        keeper.start()
+        try:
+            index = self._build(want)
+        except EnvFailed as e:
+            stop.set()
+            keeper.join()
+            self.storage.write_json(lock, self.lock_value(error=str(e)))
+            raise
+        finally:
+            stop.set()
+            keeper.join()
+        self.storage.write_json(envkeys.index_path(want.key), index)  # LAST: the entry is whole
+        self.storage.delete(lock)
+        return index
+
+    def keep_lock(self, lock: str, stop: threading.Event) -> None:
+        """A thread: the lock rewritten while the build goes on (others see it live)."""
+        while not stop.wait(LOCK_REFRESH):
+            try:
+                self.storage.write_json(lock, self.lock_value())
+            except HttpError:
+                continue
+
+    def _build(self, want: Wanted) -> Json:
+        key, wheels, env, t = want.key, want.wheels, want.env, time.monotonic()
+        if wheels.exists():
+            shutil.rmtree(str(wheels))
+        wheels.mkdir(parents=True)
+        requirements = wheels.parent / "requirements.txt"
+        requirements.write_text("".join(line + "\n" for line in want.lines))
+        command = [self.python, "-m", "pip", "wheel", "--no-cache-dir", "--no-input",
+                   "--disable-pip-version-check", "-w", str(wheels),
+                   "-r", str(requirements)]  # fmt: skip
+        self.say(f"environment {key[:12]}: resolving and building {len(want.lines)} "
+                 f"requirement(s) from {index_named(env)}")  # fmt: skip
+        out = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, cwd=str(wheels.parent))  # fmt: skip
+        with open(str(self.log), "ab") as log:
+            log.write(out.stdout)
+        if out.returncode:
+            raise EnvFailed(resolution_error(out.stdout.decode(errors="replace"), env))
+        self.phases["resolve"] = time.monotonic() - t
+        t = time.monotonic()
+        prefix = envkeys.env_prefix(key) + "wheels/"
+        listed = {item["name"]: item.get("md5Hash") for item in self.storage.objects(prefix)}
+        entries, sent = [], 0
+        with Transfers(self.storage) as transfers:
+            for path in sorted(wheels.glob("*.whl")):
+                sha, size = sha256_of(path), path.stat().st_size
+                entries.append({"file": path.name, "sha256": sha, "size": size})
+                name = envkeys.wheel_path(key, sha, path.name)
+                if listed.get(name) != md5_of(path):  # there already, whole: not sent again
+                    sent += size
+                    transfers.upload(name, path)
+        self.phases["upload"] = time.monotonic() - t
+        self.outcome.update(how="built", bytes=sent, wheels=len(entries))
+        return {
+            "version": envkeys.INDEX_VERSION, "key": key, "recipe": envkeys.RECIPE,
+            "requirements": want.lines, "facts": want.facts, "wheels": entries,
+            "packages": [package_of(str(e["file"])) for e in entries],
+            "job": self.job, "attempt": self.attempt, "worker": self.worker,
+            "built": round(time.time(), 3),
+        }  # fmt: skip
+
+    # -- the venv ------------------------------------------------------------------------
+    def install(self, venv: Path, wheels: Path, index: Json, system: bool) -> list[str]:
+        """A fresh venv at `venv` with exactly the index's wheels, from `wheels` only."""
+        if venv.exists():
+            shutil.rmtree(str(venv))
+        files = [str(wheels / w["file"]) for w in index["wheels"]]
+        flags = ["--system-site-packages"] if system else []
+        self._run([self.python, "-m", "venv", "--without-pip", *flags, str(venv)], "venv")
+        python = str(venv / "bin" / "python")
+        pip = [python, pip_runner(self.python)]
+        if files:
+            install = ["install", "--no-index", "--find-links", str(wheels), "--no-input",
+                       "--disable-pip-version-check", *files]  # fmt: skip
+            self._run(pip + install, "install")
+        return sorted(package_of(w["file"]) for w in index["wheels"])
+
+    def _run(self, command: list[str], what: str) -> None:
+        out = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)  # fmt: skip
+        if out.returncode:
+            with open(str(self.log), "ab") as log:
+                log.write(out.stdout)
+            last = [ln for ln in out.stdout.decode(errors="replace").splitlines() if ln.strip()]
+            raise EnvFailed(
+                f"environment: the {what} step failed: {last[-1] if last else out.returncode}"
+            )
+
+
+def pip_runner(python: str) -> str:
+    """The system pip's `__pip-runner__.py` (pip 22.3+), which runs that pip under another
+    interpreter (the venv's) seeing only pip of the system's packages: as `pip --python`
+    does, without starting pip twice."""
+    if python == sys.executable:  # (the agent's own: no process to start)
+        spec = importlib.util.find_spec("pip")
+        origin, failed = (spec.origin if spec else None) or "", spec is None
+    else:
+        out = subprocess.run(
+            [python, "-c", "import importlib.util as u; print(u.find_spec('pip').origin)"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        origin, failed = out.stdout.decode().strip(), bool(out.returncode)
+    runner = Path(origin).parent / "__pip-runner__.py"
+    if failed or not runner.is_file():
+        raise EnvFailed(f"environment: {python} has no pip 22.3 or later: install python3-pip "
+                        "in the image (or a newer pip with --setup)")  # fmt: skip
+    return str(runner)
+
+
+def activated(env: dict[str, str], venv: Path) -> dict[str, str]:
+    """The job's environment with the venv first on PATH, as `activate` would make it."""
+    bin_dir = str(venv / "bin")
+    return dict(env, VIRTUAL_ENV=str(venv), PATH=bin_dir + os.pathsep + env.get("PATH", ""))
+
+
+def sha256_of(path: Path) -> str:
+    return _hashed(path, hashlib.sha256()).hexdigest()
+
+
+def md5_of(path: Path) -> str:
+    """As Cloud Storage lists it (`md5Hash`)."""
+    return md5_base64(_hashed(path, hashlib.md5()))
+
+
+def _hashed(path: Path, digest: Any) -> Any:
+    with open(str(path), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest
+
+
+def package_of(wheel: str) -> str:
+    """`name==version` of a wheel's file name (PEP 427)."""
+    parts = wheel.split("-")
+    return f"{parts[0]}=={parts[1]}" if len(parts) >= 2 else wheel
+
+
+def index_named(env: dict[str, str]) -> str:
+    """The indexes pip asks, credentials left out."""
+    names = [env.get("PIP_INDEX_URL") or PYPI, *(env.get("PIP_EXTRA_INDEX_URL") or "").split()]
+    return " + ".join(re.sub(r"://[^/@]*@", "://", n) for n in names if n)
+
+
+def resolution_error(output: str, env: dict[str, str]) -> str:
+    """pip's failure as one line naming the requirement and the index."""
+    where = index_named(env)
+    found = re.search(r"No matching distribution found for (\S+)", output)
+    if found:
+        return f"environment: no version of {found.group(1)} found on {where}"
+    found = re.search(r"Could not find a version that satisfies the requirement (\S+)", output)
+    if found:
+        return f"environment: no version of {found.group(1)} found on {where}"
+    errors = [ln.strip() for ln in output.splitlines() if ln.strip().startswith("ERROR:")]
+    last = errors[-1] if errors else (output.strip().splitlines() or ["pip failed"])[-1]
+    return f"environment: pip could not build the requirements from {where}: {last[:300]}"

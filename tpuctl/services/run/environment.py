@@ -1,0 +1,119 @@
+"""A job's Python environment, on the laptop's side: the requirement set read from the
+file the user named (a requirements file, a pip-compiled lock file, a `pyproject.toml`'s
+dependencies or a `uv.lock`), or the work dir's requirements.txt by default, into the
+request's `environment`; and, at the end, what the workers' statuses say of it. The
+agents build and install it (tpuctl/agent/envs.py, docs/environments.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from tpuctl.agent import envkeys
+from tpuctl.errors import UsageError
+
+DEFAULT_FILE = "requirements.txt"
+
+
+def spec_of(
+    requirements: Path | None,
+    no_requirements: bool,
+    workdir: Path,
+    rebuild: bool = False,
+    system_site_packages: bool = False,
+) -> tuple[dict[str, Any] | None, bool]:
+    """(the request's `environment`, or None; whether it is the work dir's default file)."""
+    if requirements is not None and no_requirements:
+        raise UsageError("--requirements and --no-requirements are exclusive: choose one")
+    default = requirements is None
+    path = workdir / DEFAULT_FILE if default else requirements
+    if no_requirements or path is None or (default and not path.is_file()):
+        for flag, given in (
+            ("--rebuild-env", rebuild),
+            ("--system-site-packages", system_site_packages),
+        ):
+            if given:
+                raise UsageError(f"{flag} needs requirements: give --requirements FILE")
+        return None, False
+    flag = f"the work dir's {DEFAULT_FILE}" if default else f"--requirements {requirements}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--requirements {requirements}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {flag}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        lines = lines_of(path.name, text)
+    except (envkeys.BadRequirements, ValueError) as e:
+        raise UsageError(f"{flag}: {e}") from None
+    if not lines:
+        raise UsageError(f"{flag} lists no requirement", hint="--no-requirements runs without one")
+    spec = {
+        "requirements": "".join(line + "\n" for line in lines),
+        "source": path.name,
+        "system_site_packages": system_site_packages,
+        "rebuild": rebuild,
+    }
+    return spec, default
+
+
+def lines_of(name: str, text: str) -> list[str]:
+    """The requirement set of a file, by its kind (its name)."""
+    if name == "pyproject.toml" or name.endswith(".lock"):
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"not valid TOML: {e}") from None
+        if name == "pyproject.toml":
+            deps = (data.get("project") or {}).get("dependencies") or []
+            return envkeys.requirement_lines("\n".join(str(d) for d in deps))
+        pins = []
+        for package in data.get("package") or []:
+            source = package.get("source") or {}
+            if "editable" in source or "virtual" in source or "directory" in source:
+                continue  # the project itself: its code ships as the job's code
+            pins.append(f"{package['name']}=={package['version']}")
+        return envkeys.requirement_lines("\n".join(pins))
+    return envkeys.requirement_lines(text)
+
+
+def summary(statuses: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """What the workers' statuses say of the environment: its key, how each worker got it
+    (built, from the bucket, reused), the bytes moved and the slowest worker's time."""
+    made = {w: s["environment"] for w, s in statuses.items() if s.get("environment")}
+    if not made:
+        return None
+    how: dict[str, int] = {}
+    for env in made.values():
+        how[str(env.get("how", "?"))] = how.get(str(env.get("how", "?")), 0) + 1
+    packages: list[str] = next((e.get("packages") for e in made.values() if e.get("packages")), [])
+    built = [w for w, e in made.items() if e.get("how") == "built"]
+    return {
+        "key": next(iter(made.values())).get("key", ""),
+        "workers": how,
+        "builtBy": built[0] if built else None,
+        "packages": len(packages or []),
+        "bytes": sum(int(e.get("bytes") or 0) for e in made.values()),
+        "seconds": max(float(e.get("seconds") or 0) for e in made.values()),
+        "phases": made[built[0]].get("phases", {}) if built else {},
+    }
+
+
+def describe(env: dict[str, Any]) -> str:
+    """One line for the end of `run`."""
+    names = {"built": "built on", "cached": "from the bucket on", "reused": "reused on"}
+    parts = [f"{names.get(k, k)} {n} worker(s)" for k, n in sorted(env["workers"].items())]
+    order = ("resolve", "upload", "fetch", "install")
+    phases = ", ".join(f"{k} {env['phases'][k]:.1f}s" for k in order if k in env["phases"])
+    return (
+        f"environment {env['key'][:12]}: {env['packages']} packages, "
+        + ", ".join(parts)
+        + f"; {env['bytes']} bytes moved; ready in {env['seconds']:.1f}s"
+        + (f" (build: {phases})" if phases else "")
+    )
