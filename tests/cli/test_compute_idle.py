@@ -32,6 +32,19 @@ def _vms(emulator) -> list[dict]:  # noqa: ANN001
              "labels": vm.get("labels") or {}} for vm in items]  # fmt: skip
 
 
+def set_label(emulator, zone: str, vm: str, key: str, value: str) -> None:  # noqa: ANN001
+    """Label a VM as another client would (`instances.setLabels` with its fingerprint)."""
+    url = f"http://{emulator.address}/compute/v1/projects/tpuctl-demo/zones/{zone}/instances/{vm}"
+    current = json.loads(urllib.request.urlopen(url).read())
+    body = {"labels": {**current.get("labels", {}), key: value},
+            "labelFingerprint": current["labelFingerprint"]}  # fmt: skip
+    request = urllib.request.Request(
+        f"{url}/setLabels", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    urllib.request.urlopen(request).close()
+
+
 def test_a_tpu7x_vm_left_alone_deletes_itself(cli, emulator) -> None:
     r = cli("create", "alone", *TPU7X, "--idle-timeout", "3s", *FAST)
     assert r.code == 0, r.err
@@ -68,3 +81,22 @@ def test_a_slice_stays_while_one_vm_is_busy_and_goes_once_all_are_idle(cli, emul
     r = cli("delete", "busy", "--zone", "us-east1-d", "--yes")  # its template and policy
     assert r.code == 0, r.err
     assert emulator.instances() == []
+
+
+def test_a_tpu7x_vm_whose_tpu_is_held_but_unused_is_stopped(cli, emulator) -> None:
+    """The forgotten notebook: a process holds the TPU and never computes. Cloud
+    Monitoring's idle time for the VM (its `gce_instance` series, by its instance id, as
+    the metric's descriptor says) overrules the holder, and the watchdog stops the VM."""
+    r = cli("create", "notebook", *TPU7X, "--idle-timeout", "1h", "--idle-action", "stop", *FAST)
+    assert r.code == 0, r.err
+    r = cli("ssh", "notebook", "--zone", "us-central1-c", "--command", HOLD)
+    assert r.code == 0, r.err
+    holder = int(r.out.split()[-1])
+    try:
+        set_label(emulator, "us-central1-c", "notebook", "tpuctl-idle-timeout", "3")
+        emulator.monitoring(sample_period=0.5)  # Cloud Monitoring sees its TensorCores idle
+        wait_until(lambda: [i["status"] for i in emulator.instances()] == ["TERMINATED"],
+                   "the watchdog to stop the VM", timeout=90)  # fmt: skip
+    finally:
+        os.kill(holder, signal.SIGKILL)
+    assert cli("delete", "notebook", "--zone", "us-central1-c", "--yes").code == 0

@@ -201,10 +201,41 @@ def tensorcore_idle(token: Token, name: str, worker: int, now: float) -> float |
     or older than STALE, or Monitoring cannot be read (no evidence: holders stay busy)."""
     parts = name.split("/")  # projects/P/locations/Z/nodes/N
     project, zone, node = parts[1], parts[3], parts[5]
+    return _newest_idle(token, project, now, f'resource.type = "tpu_worker" AND '
+                        f'resource.labels.zone = "{zone}" AND resource.labels.node_id = "{node}" '
+                        f'AND resource.labels.worker_id = "{worker}"')  # fmt: skip
+
+
+def vm_tensorcore_idle(token: Token, project: str, zone: str, now: float) -> float | None:
+    """`tensorcore_idle` of this Compute Engine VM. Which monitored resource its points
+    are on is asked of the metric's descriptor (`metricDescriptors.list`), as tpuctl's
+    client does (docs/metrics.md): `gce_instance` by this VM's id, `tpu_worker` by its
+    name."""
+    query = urlencode({"filter": f'metric.type = "{IDLE_METRIC}"'})
+    try:
+        body = http("GET", f"{MONITORING_URL}/v3/projects/{project}/metricDescriptors?{query}",
+                    headers=token.headers(), attempts=3, timeout=30)[2]  # fmt: skip
+        kinds = [k for d in json.loads(body).get("metricDescriptors") or []
+                 for k in d.get("monitoredResourceTypes") or []]  # fmt: skip
+        me, my_id = metadata("instance/name").strip(), metadata("instance/id").strip()
+    except (HttpError, ValueError):
+        return None
+    where = {
+        "gce_instance": f'resource.labels.instance_id = "{my_id}"',
+        "tpu_worker": f'resource.labels.node_id = "{me}"',
+    }
+    values = [_newest_idle(token, project, now, f'resource.type = "{kind}" AND '
+                           f'resource.labels.zone = "{zone}" AND {where[kind]}')
+              for kind in dict.fromkeys(kinds) if kind in where]  # fmt: skip
+    found = [v for v in values if v is not None]
+    return min(found) if found else None
+
+
+def _newest_idle(token: Token, project: str, now: float, resource: str) -> float | None:
+    """The least idle chip's newest fresh `idle_duration` point of the series `resource`
+    (a filter on resource.type and labels) selects; None without fresh evidence."""
     query = urlencode({
-        "filter": f'metric.type = "{IDLE_METRIC}" AND resource.type = "tpu_worker" AND '
-        f'resource.labels.zone = "{zone}" AND resource.labels.node_id = "{node}" AND '
-        f'resource.labels.worker_id = "{worker}"',
+        "filter": f'metric.type = "{IDLE_METRIC}" AND {resource}',
         "interval.startTime": _stamp(now - STALE),
         "interval.endTime": _stamp(now + 1),
     })  # fmt: skip
@@ -337,10 +368,9 @@ class Watchdog:
         return True
 
     def unused(self, now: float) -> float | None:
-        """Seconds the TensorCores of this worker have been idle (Cloud Monitoring; on
-        Compute Engine none is read: a holder of the TPU keeps the VM busy)."""
-        if self.target.api != "tpu":
-            return None
+        """Seconds the TensorCores of this worker have been idle (Cloud Monitoring)."""
+        if self.target.api == "compute":
+            return vm_tensorcore_idle(self.token, self.target.project, self.target.zone, now)
         return tensorcore_idle(self.token, self.name, self.worker, now)
 
     def audit(self, node: Json, reason: str, holders: list[Json], result: str = "") -> None:

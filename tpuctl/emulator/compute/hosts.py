@@ -73,7 +73,8 @@ class ComputeHost:
             },  # fmt: skip
             "schedulingConfig": {"spot": scheduling.get("provisioningModel") == "SPOT"},
             "api": "compute",
-            "instanceNames": [i.name for i in self.instances],  # each VM's own name
+            "instanceNames": [i.name for i in self.instances],  # each VM's own name and id
+            "instanceIds": [i.uid for i in self.instances],
         }
 
 

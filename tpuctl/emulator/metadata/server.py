@@ -125,15 +125,16 @@ def _tree(
     scopes = "\n".join((node.get("serviceAccount") or {}).get("scope") or []) + "\n"
     sa = {"email": account, "scopes": scopes, "aliases": "default\n", "token": None}
     hostname = _hostname(node, worker)
-    if node.get("api") == "compute":  # a Compute Engine VM is named by its instance's name
-        hostname = node["instanceNames"][worker]
+    instance_id = _instance_id(node, worker)
+    if node.get("api") == "compute":  # a Compute Engine VM: its instance's name and id
+        hostname, instance_id = node["instanceNames"][worker], node["instanceIds"][worker]
     ip = node["networkEndpoints"][worker]["ipAddress"]
     return {
         "project": {"project-id": project, "numeric-project-id": project_number(project)},
         "instance": {
             "attributes": attributes(node, project, zone, worker),
             "hostname": f"{hostname}.{zone}.c.{project}.internal",
-            "id": _instance_id(node, worker),
+            "id": instance_id,
             "maintenance-event": "NONE",
             "name": hostname,
             "preempted": "TRUE" if preempted else "FALSE",
