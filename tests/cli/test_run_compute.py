@@ -37,6 +37,19 @@ def test_a_tpu7x_job_runs_brings_its_outputs_home_and_deletes_its_vm(
     assert emulator.requests()["DELETE compute.instances.delete"] == 1
 
 
+def test_a_tpu7x_16_job_runs_on_both_vms_and_brings_every_workers_outputs_home(
+    cli, emulator, tmp_path
+) -> None:
+    out = tmp_path / "out"
+    r = cli("run", str(EXAMPLE), "-a", "tpu7x-16", "--zone", ZONE, "--outputs", str(out),
+            "--", "--steps", "10")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "[w0] step    10  loss" in r.out and "[w1] step    10  loss" in r.out
+    for worker in (0, 1):
+        assert json.loads((out / f"metrics-worker{worker}.json").read_text())["steps"] == 10
+    assert emulator.instances() == []  # the group, its template and its policy
+
+
 # What jax.distributed.initialize() reads to find the hosts, as jax/_src/clusters/
 # cloud_tpu_cluster.py reads it: GceTpuCluster when `agent-worker-number` answers,
 # else GkeTpuCluster from TPU_WORKER_ID and TPU_WORKER_HOSTNAMES; the coordinator is the
