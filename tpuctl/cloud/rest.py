@@ -1,7 +1,8 @@
-"""One REST call through google-auth's `AuthorizedSession`, for the few Google APIs tpuctl
-calls without a client library (Compute's `projects.get`, Resource Manager, IAM): the
-answer's JSON, or google-api-core's exception built from the HTTP answer, retried and
-translated as every adapter's calls are (`cloud/retry.py`, `cloud/errors.py`)."""
+"""One REST call through google-auth's `AuthorizedSession`, for the Google APIs tpuctl reads
+without a client library (Compute Engine, Resource Manager, IAM, and the reads `tpuctl
+list` makes: the TPU API's lists and Cloud Monitoring's time series): the answer's JSON,
+or google-api-core's exception built from the HTTP answer, retried and translated as
+every adapter's calls are (`cloud/retry.py`, `cloud/errors.py`)."""
 
 from __future__ import annotations
 
