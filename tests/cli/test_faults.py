@@ -45,8 +45,8 @@ def test_quota_like_429_is_not_retried(cli, emulator) -> None:
     assert r.code == 5
     assert "quota exceeded" in r.err
     # the metrics (and their descriptor) and Compute Engine's TPU VMs, read beside it, are
-    # other APIs; the queued
-    # requests are asked for at the same time as the nodes: each call once, none retried
+    # other APIs; the queued requests are asked for at the same time as the nodes: each
+    # call once, none retried
     tpu_calls = {
         k: v
         for k, v in emulator.requests().items()
