@@ -12,16 +12,11 @@ import time
 import urllib.request
 
 from tests.cli.test_idle_watchdog import FAST, HOLD
+from tests.cli.test_run_compute import _kinds
 from tests.emulator.ssh_helpers import wait_until
 
 TPU7X = ("-a", "tpu7x-8", "--zone", "us-central1-c")
 SLICE = ("-a", "v6e-16", "--api", "compute", "--zone", "us-east1-d")
-
-
-def _kinds(emulator) -> list[str]:  # noqa: ANN001
-    kinds = {"INSTANCE_GROUP_MANAGER": "group", "INSTANCE_TEMPLATE": "template",
-             "WORKLOAD_POLICY": "policy"}  # fmt: skip
-    return sorted(kinds.get(r["status"], "instance") for r in emulator.instances())
 
 
 def _vms(emulator) -> list[dict]:  # noqa: ANN001
