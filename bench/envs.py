@@ -10,7 +10,9 @@ workers; add v3-512 for 64):
   environment: every worker asks the index;
 - a baseline with neither, so that what each adds to the whole run shows.
 "Ready" is the slowest worker's time from the start of its environment step to the venv
-being complete (the agents' own clocks, in the job's --json `environment`).
+being complete (the agents' own clocks, in the job's --json `environment`); "its CPU" the
+CPU all the workers' environment steps used, added up (`cpuSeconds`): divided by this
+machine's cores, the least time any schedule of them could take here.
 """
 
 from __future__ import annotations
@@ -100,16 +102,19 @@ def main() -> None:
         mb = PACKAGES * KB / 1024
         print(f"Environments: {PACKAGES} packages of {KB} KiB ({mb:.1f} MiB of wheels), one "
               "run each; index requests counted at the index\n")  # fmt: skip
+        cores = os.cpu_count() or 1
         print(
             "| slice | workers | first run: ready | index requests | second run: ready | "
-            "index requests | `--setup pip install`: slowest worker's setup | index requests |"
+            f"its CPU, all workers | CPU / {cores} cores | index requests | "
+            "`--setup pip install`: slowest worker's setup | index requests |"
         )
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for accelerator, first, second, setup, _ in rows:
             workers = sum(first[0]["workers"].values())
+            cpu = second[0].get("cpuSeconds", 0.0)
             print(f"| {accelerator} | {workers} | {first[0]['seconds']:.1f} s | {first[2]} | "
-                  f"{second[0]['seconds']:.1f} s | {second[2]} | {setup_seconds(setup[3]):.1f} s | "
-                  f"{setup[2]} |")  # fmt: skip
+                  f"{second[0]['seconds']:.2f} s | {cpu:.2f} s | {cpu / cores:.2f} s | "
+                  f"{second[2]} | {setup_seconds(setup[3]):.1f} s | {setup[2]} |")  # fmt: skip
         print()
         print("| slice | whole run: first | second | --setup | baseline (neither) |")
         print("|---|---|---|---|---|")

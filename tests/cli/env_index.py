@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import stat
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -28,15 +29,24 @@ def write_wheel(folder: Path, name: str, version: str, code: str, requires: list
         f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\n"
         b"Root-Is-Purelib: true\nTag: py3-none-any\n",
     }
+    return pack(path, dist, files)
+
+
+def pack(path: Path, dist: str, files: dict[str, bytes], executable: tuple[str, ...] = ()) -> Path:
+    """`files` zipped as a wheel at `path`, with its RECORD (`dist`: `name-version`);
+    the members named in `executable` marked as executable regular files."""
     record = []
     for arc, data in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         record.append(f"{arc},sha256={digest},{len(data)}")
     record.append(f"{dist}.dist-info/RECORD,,")
-    files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
-    with zipfile.ZipFile(path, "w") as z:
+    files = {**files, f"{dist}.dist-info/RECORD": ("\n".join(record) + "\n").encode()}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for arc, data in files.items():
-            z.writestr(arc, data)
+            info = zipfile.ZipInfo(arc)
+            info.external_attr = (stat.S_IFREG | (0o755 if arc in executable else 0o644)) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
     return path
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tpuctl.agent import envkeys
-from tpuctl.agent.envs import package_of, resolution_error
+from tpuctl.agent.envs import EnvFailed, Environments, Wanted, package_of, resolution_error
 from tpuctl.services.run.environment import lines_of
 
 FACTS = envkeys.vm_facts("tpu-ubuntu2204-base", False)
@@ -80,4 +85,20 @@ def test_an_index_is_valid_only_with_a_sha256_per_wheel() -> None:
     assert not envkeys.valid_index(dict(good, wheels=[{"file": "a.whl", "sha256": "x"}]), "k")
     assert not envkeys.valid_index(
         dict(good, wheels=[{"file": "../a.whl", "sha256": "0" * 64}]), "k"
+    )
+
+
+def test_a_builder_whose_python_has_no_pip_says_what_to_install(tmp_path: Path) -> None:
+    # a venv made without pip stands for an image whose python3 has no python3-pip
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = str(bare / "bin" / "python")
+    made = Environments(None, tmp_path, "job", 1, 0, "rt", lambda _: None,  # type: ignore[arg-type]
+                        tmp_path / "log", python=python)  # fmt: skip
+    want = Wanted("k" * 64, ["tinya==1.0"], {}, tmp_path / "wheels", dict(os.environ))
+    with pytest.raises(EnvFailed) as failed:
+        made._build(want)
+    assert str(failed.value) == (
+        f"environment: {python} has no pip to build the wheels with: install python3-pip in "
+        "the image, or run with --no-requirements"
     )

@@ -5,20 +5,20 @@ for every worker, every run and every recovery, cached in the bucket, installed 
   (`ready.json`) is written last: a worker that has it reuses it with no install at all.
 - Else the bucket: `tpuctl/envs/<key>/index.json` names every wheel with its sha256. The
   wheels are fetched in parallel (streams.py, ranged and streamed to disk), each checked
-  against its sha256, then installed with `pip install --no-index --find-links` (the
-  system pip, run under the venv's python) and removed: no request to any package
-  index. A wheel that is missing or does not match makes the entry corrupt: its index
-  is deleted (only the generation read) and the entry rebuilt.
+  against its sha256, then unpacked into a new venv (wheels.py: no pip, no process)
+  and removed: no request to any package index. A wheel that is missing or does not
+  match makes the entry corrupt: its index is deleted (only the generation read) and
+  the entry rebuilt.
 - No index: one worker builds. It is the one whose write of `lock.json` with
   ifGenerationMatch=0 succeeds and who then still finds no index (or worker 0 with
   --rebuild-env, which overwrites the lock); it runs `python3 -m pip wheel -r` for this
   VM's Python (the user's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL... come from the job's env
-  values, never from the bucket), uploads
-  the wheels content-addressed, writes the index LAST, then deletes the lock. While it
-  builds it rewrites the lock every LOCK_REFRESH seconds; the others wait for the index,
-  and take the lock over from a builder whose lock has not changed for LOCK_STALE
-  seconds (seen on their own clock). A builder that fails writes the failure into the
-  lock: the workers of the same attempt fail with it, a later job tries again.
+  values, never from the bucket), uploads the wheels content-addressed, writes the index
+  LAST, then deletes the lock. While it builds it rewrites the lock every LOCK_REFRESH
+  seconds; the others wait for the index, and take the lock over from a builder whose
+  lock has not changed for LOCK_STALE seconds (seen on their own clock). A builder that
+  fails writes the failure into the lock: the workers of the same attempt fail with it,
+  a later job tries again.
 
 Standard library only, Python 3.8+.
 """
@@ -26,19 +26,21 @@ Standard library only, Python 3.8+.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from . import envkeys
+from . import wheels as installer
 from .downloads import md5_base64
 from .net import HttpError, Json, Mismatch
 from .storage import Storage
@@ -124,11 +126,12 @@ class Environments:
         venv, marker = here / "venv", here / "ready.json"
         rebuild = bool(spec.get("rebuild")) and self.attempt == 1
         self.outcome = {"key": key, "worker": self.worker}
-        started = time.monotonic()
+        started, cpu = time.monotonic(), cpu_seconds()
         if not rebuild and marker.is_file() and (venv / "bin" / "python").exists():
             done = json.loads(marker.read_text())
             self.outcome.update(how="reused", packages=done.get("packages", []), bytes=0,
-                                seconds=round(time.monotonic() - started, 3))  # fmt: skip
+                                seconds=round(time.monotonic() - started, 3),
+                                cpu=round(cpu_seconds() - cpu, 3))  # fmt: skip
             self.say(f"environment {key[:12]}: reused the venv on this VM "
                      f"({len(done.get('packages', []))} packages), nothing installed")  # fmt: skip
             self.used(key)
@@ -146,6 +149,7 @@ class Environments:
             packages=packages, phases={k: round(v, 3) for k, v in self.phases.items()}
         )
         self.outcome["seconds"] = round(time.monotonic() - started, 3)
+        self.outcome["cpu"] = round(cpu_seconds() - cpu, 3)
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items())
         built = self.outcome["how"] == "built"
         what, moved = ("built here", "uploaded") if built else ("from the bucket", "fetched")
@@ -321,50 +325,30 @@ class Environments:
 
     # -- the venv ------------------------------------------------------------------------
     def install(self, venv: Path, wheels: Path, index: Json, system: bool) -> list[str]:
-        """A fresh venv at `venv` with exactly the index's wheels, from `wheels` only."""
+        """A fresh venv at `venv` with exactly the index's wheels, from `wheels` only
+        (wheels.py: unpacked as the wheel format says, no pip, no index)."""
         if venv.exists():
             shutil.rmtree(str(venv))
-        files = [str(wheels / w["file"]) for w in index["wheels"]]
-        flags = ["--system-site-packages"] if system else []
-        self._run([self.python, "-m", "venv", "--without-pip", *flags, str(venv)], "venv")
-        python = str(venv / "bin" / "python")
-        pip = [python, pip_runner(self.python)]
-        if files:
-            install = ["install", "--no-index", "--find-links", str(wheels), "--no-input",
-                       "--disable-pip-version-check", *files]  # fmt: skip
-            self._run(pip + install, "install")
+        try:
+            installer.create(venv, self.python, system)
+            installer.install(venv, [wheels / w["file"] for w in index["wheels"]])
+        except (OSError, subprocess.CalledProcessError, installer.BadWheel,
+                zipfile.BadZipFile) as e:  # fmt: skip
+            shutil.rmtree(str(venv), ignore_errors=True)
+            detail = getattr(e, "stderr", None)
+            said = detail.decode(errors="replace").strip().splitlines()[-1:] if detail else []
+            raise EnvFailed(f"environment: the install failed: {said[0] if said else e}") from None
         return sorted(package_of(w["file"]) for w in index["wheels"])
 
-    def _run(self, command: list[str], what: str) -> None:
-        out = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)  # fmt: skip
-        if out.returncode:
-            with open(str(self.log), "ab") as log:
-                log.write(out.stdout)
-            last = [ln for ln in out.stdout.decode(errors="replace").splitlines() if ln.strip()]
-            raise EnvFailed(
-                f"environment: the {what} step failed: {last[-1] if last else out.returncode}"
-            )
 
-
-def pip_runner(python: str) -> str:
-    """The system pip's `__pip-runner__.py` (pip 22.3+), which runs that pip under another
-    interpreter (the venv's) seeing only pip of the system's packages: as `pip --python`
-    does, without starting pip twice."""
-    if python == sys.executable:  # (the agent's own: no process to start)
-        spec = importlib.util.find_spec("pip")
-        origin, failed = (spec.origin if spec else None) or "", spec is None
-    else:
-        out = subprocess.run(
-            [python, "-c", "import importlib.util as u; print(u.find_spec('pip').origin)"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        origin, failed = out.stdout.decode().strip(), bool(out.returncode)
-    runner = Path(origin).parent / "__pip-runner__.py"
-    if failed or not runner.is_file():
-        raise EnvFailed(f"environment: {python} has no pip 22.3 or later: install python3-pip "
-                        "in the image (or a newer pip with --setup)")  # fmt: skip
-    return str(runner)
+def cpu_seconds() -> float:
+    """The CPU this agent and the processes it waited for have used (user and system):
+    what an environment step costs apart from its waits, on a machine of its own."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def activated(env: dict[str, str], venv: Path) -> dict[str, str]:
@@ -404,6 +388,10 @@ def index_named(env: dict[str, str]) -> str:
 def resolution_error(output: str, env: dict[str, str]) -> str:
     """pip's failure as one line naming the requirement and the index."""
     where = index_named(env)
+    found = re.search(r"^(\S+): No module named pip\s*$", output, re.M)
+    if found:  # the image's Python has no pip (apt's python3-pip): nothing can be built
+        return (f"environment: {found.group(1)} has no pip to build the wheels with: install "
+                "python3-pip in the image, or run with --no-requirements")  # fmt: skip
     found = re.search(r"No matching distribution found for (\S+)", output)
     if found:
         return f"environment: no version of {found.group(1)} found on {where}"

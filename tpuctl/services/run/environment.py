@@ -101,6 +101,8 @@ def summary(statuses: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
         "packages": len(packages or []),
         "bytes": sum(int(e.get("bytes") or 0) for e in made.values()),
         "seconds": max(float(e.get("seconds") or 0) for e in made.values()),
+        # the CPU the workers' environment steps used, all added up (their own clocks)
+        "cpuSeconds": round(sum(float(e.get("cpu") or 0) for e in made.values()), 3),
         "phases": made[built[0]].get("phases", {}) if built else {},
     }
 
