@@ -4,6 +4,7 @@ wheel that would write outside the venv."""
 
 from __future__ import annotations
 
+import ensurepip
 import os
 import subprocess
 import sys
@@ -137,3 +138,25 @@ def test_the_system_site_packages_are_seen_only_when_asked(tmp_path: Path) -> No
         probe = run(venv / "bin" / "python", "-c", "import pytest")
         seen[system] = probe.returncode == 0
     assert seen == {False: False, True: True}
+
+
+def test_real_wheels_install_as_pip_installs_them(tmp_path: Path) -> None:
+    # the wheels CPython ships for ensurepip: pip (console scripts) and setuptools (a .pth,
+    # thousands of files), as a package index serves them
+    bundled = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"))
+    assert {w.name.split("-")[0] for w in bundled} >= {"pip"}, bundled
+    ours, pips = tmp_path / "ours", tmp_path / "pips"
+    wheels.create(ours, sys.executable, system_site_packages=False)
+    wheels.install(ours, bundled)
+    wheels.create(pips, sys.executable, system_site_packages=False)
+    pip = run(sys.executable, "-m", "pip", "--python", pips / "bin" / "python", "install",
+              "--no-index", "--no-deps", "--no-compile", "--disable-pip-version-check",
+              *bundled)  # fmt: skip
+    assert pip.returncode == 0, pip.stderr
+    assert tree(ours) == tree(pips)
+    version = bundled[0].name.split("-")[1] if bundled[0].name.startswith("pip-") else None
+    shown = run(ours / "bin" / "pip", "--version")
+    assert shown.returncode == 0 and str(ours) in shown.stdout, shown.stderr
+    assert version is None or shown.stdout.startswith(f"pip {version} ")
+    checked = run(ours / "bin" / "pip", "check", "--disable-pip-version-check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -62,8 +62,11 @@ def create(venv: Path, python: str, system_site_packages: bool) -> None:
 def scheme(venv: Path) -> dict[str, Path]:
     """Where each part of a wheel goes in `venv` (the venv made by this Python)."""
     base = str(venv)
+    # Python 3.11+ names the scheme of its venvs ("venv": distributions patch the default
+    # one, as Debian's posix_local, but not that); before it, a venv is posix_prefix.
+    names = sysconfig.get_scheme_names()
     paths = sysconfig.get_paths(
-        scheme="posix_prefix" if os.name == "posix" else "nt",
+        scheme="venv" if "venv" in names else "posix_prefix",
         vars={"base": base, "platbase": base, "installed_base": base,
               "installed_platbase": base},
     )  # fmt: skip
