@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,22 @@ def test_a_builder_whose_python_has_no_pip_says_what_to_install(tmp_path: Path) 
         f"environment: {python} has no pip to build the wheels with: install python3-pip in "
         "the image, or run with --no-requirements"
     )
+
+
+def test_venvs_of_the_vm_unused_for_two_weeks_are_removed_by_the_next_job(tmp_path: Path):
+    envs, said = tmp_path / "envs", []
+    for name in ("mine", "recent", "old", "halfmade"):
+        (envs / name / "venv").mkdir(parents=True)
+        if name != "halfmade":
+            (envs / name / "ready.json").write_text("{}")
+    weeks_ago = time.time() - 15 * 86400
+    for path in (envs / "old" / "ready.json", envs / "mine" / "ready.json", envs / "halfmade"):
+        os.utime(path, (weeks_ago, weeks_ago))
+    made = Environments(None, tmp_path, "job", 1, 0, "rt", said.append,  # type: ignore[arg-type]
+                        tmp_path / "log")  # fmt: skip
+    made.prune("mine")
+    assert sorted(p.name for p in envs.iterdir()) == ["mine", "recent"]
+    assert said == [
+        f"environment {name}: removed its venv from this VM (no job used it for 14 days)"
+        for name in ("halfmade", "old")
+    ]

@@ -54,6 +54,8 @@ LOCK_STALE = float(os.environ.get("TPUCTL_ENV_LOCK_STALE") or 120.0)
 # POLL_MAX (64 workers waiting on a long build ask the bucket about 30 times a second).
 POLL, POLL_MAX = 0.5, 4.0
 PYPI = "https://pypi.org/simple"
+# A venv of the VM that no job used for this many days is removed by the next job there.
+KEEP_DAYS = float(os.environ.get("TPUCTL_ENV_KEEP_DAYS") or 14.0)
 
 
 class EnvFailed(Exception):
@@ -134,7 +136,9 @@ class Environments:
                                 cpu=round(cpu_seconds() - cpu, 3))  # fmt: skip
             self.say(f"environment {key[:12]}: reused the venv on this VM "
                      f"({len(done.get('packages', []))} packages), nothing installed")  # fmt: skip
+            os.utime(str(marker))  # its last use, for prune()
             self.used(key)
+            self.prune(key)
             return venv
         wheels = here / "wheels"
         if marker.exists():  # (a rebuild) the venv is not whole again until it is rewritten
@@ -157,7 +161,25 @@ class Environments:
                  f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
                  f"{self.outcome.get('bytes', 0)} bytes {moved}; {phases}")  # fmt: skip
         self.used(key)
+        self.prune(key)
         return venv
+
+    def prune(self, key: str) -> None:
+        """The venvs of this VM no job used for KEEP_DAYS (a reused node gathers one per
+        key, each the size of its wheels unpacked) removed, the job's own kept; said."""
+        cutoff = time.time() - KEEP_DAYS * 86400
+        for other in sorted((self.root / "envs").iterdir()):
+            if other.name == key or not other.is_dir():
+                continue
+            marker = other / "ready.json"
+            try:  # one never finished: by its folder's last change
+                last = (marker if marker.exists() else other).stat().st_mtime
+            except OSError:
+                continue
+            if last < cutoff:
+                shutil.rmtree(str(other), ignore_errors=True)
+                self.say(f"environment {other.name[:12]}: removed its venv from this VM "
+                         f"(no job used it for {KEEP_DAYS:g} days)")  # fmt: skip
 
     def used(self, key: str) -> None:
         """Worker 0 says the environment was used (`gc --envs-unused` goes by it); a
