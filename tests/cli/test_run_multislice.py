@@ -150,7 +150,12 @@ def test_ctrl_c_stops_every_slice_and_deletes_them_all(emulator, project) -> Non
         assert len(emulator.nodes()) == 2
         p.proc.send_signal(signal.SIGINT)
     assert p.proc.returncode == 130, p.err
-    assert "stopped job" in p.err and "deleted every slice" in p.err
+    # The agents say RUNNING before the client's SSH starts have all returned: a Ctrl-C
+    # between the two is met before the client owns the job, and its guard deletes the
+    # slices (said so) instead of the agents being stopped first.
+    stopped = "stopped job" in p.err and "deleted every slice" in p.err
+    guarded = "interrupted before job" in p.err and "was deleted" in p.err
+    assert stopped or guarded, p.err
     assert "Traceback" not in p.err
     assert emulator.nodes() == [] and emulator.queued() == []
 
