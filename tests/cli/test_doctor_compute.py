@@ -66,3 +66,19 @@ def test_a_single_compute_vm_passes_the_chain(cli, emulator) -> None:  # noqa: A
         assert [c["worker"] for c in checks["ssh"]] == [0]
     finally:
         assert cli("delete", "dv", "--zone", ZONE, "--yes").code == 0
+
+
+def test_a_holder_waiting_on_its_tpu_is_busy_by_the_vms_tensorcores(cli, emulator) -> None:  # noqa: ANN001
+    """On Compute Engine the TensorCore points are the VM's (a gce_instance): a holder
+    using little CPU while its TPU works is found busy by them, as on the TPU API."""
+    assert cli("create", "dh", "-a", "v6e-8", "--api", "compute", "--zone", ZONE).code == 0
+    try:
+        emulator.worker_fault(f"{P}/locations/{ZONE}/nodes/dh", "tpu-busy")
+        emulator.sample()  # the device was written before the fault answered: a busy point
+        r = cli("doctor", "dh", "--zone", ZONE, "--json")
+        (holder,) = _checks(r.out)["tpu-holder"]
+        assert holder["status"] == "warn" and "idle" not in holder["summary"], holder
+        assert " busy (" in holder["evidence"][0]
+        assert "; TensorCores idle for 0s)" in holder["evidence"][0], holder["evidence"]
+    finally:
+        assert cli("delete", "dh", "--zone", ZONE, "--yes").code == 0

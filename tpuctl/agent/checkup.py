@@ -37,7 +37,7 @@ import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .idle import _in_scope, _owner, _read, device_paths, tensorcore_idle
+from .idle import _in_scope, _owner, _read, device_paths, tensorcore_idle, vm_tensorcore_idle
 from .metadata import Token
 from .net import HttpError, Json, http
 from .storage import STORAGE_URL
@@ -124,13 +124,19 @@ def holders() -> list[Json]:
     return sorted(found.values(), key=lambda h: h["pid"])
 
 
-def tensorcores(held: list[Json], node: str, worker: int) -> None:
+def tensorcores(held: list[Json], node: str, worker: int, api: str = "tpu") -> None:
     """A holder idle by its CPU may be waiting on its TPU: the worker's TensorCore idle
     time from Cloud Monitoring (the idle watchdog's evidence, idle.py) decides. Each
     holder gets `tensorcore_idle` (seconds, None when Monitoring has no recent point or
-    cannot be read) and is busy when its TensorCores worked within ACTIVE_WITHIN."""
+    cannot be read) and is busy when its TensorCores worked within ACTIVE_WITHIN. On
+    Compute Engine (`api`), the points are this VM's, on the resource the metric's
+    descriptor names (a `gce_instance` by the VM's id)."""
     try:
-        idle_for = tensorcore_idle(Token(), node, worker, time.time())
+        if api == "compute":
+            parts = node.split("/")  # projects/P/locations/Z/nodes/N
+            idle_for = vm_tensorcore_idle(Token(), parts[1], parts[3], time.time())
+        else:
+            idle_for = tensorcore_idle(Token(), node, worker, time.time())
     except (HttpError, ValueError, IndexError):  # IndexError: not a node's full name
         idle_for = None
     for h in held:
@@ -267,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node", help="projects/P/locations/Z/nodes/N: ask Cloud Monitoring "
                         "whether the TensorCores of a CPU-idle holder work")  # fmt: skip
     parser.add_argument("--worker", type=int, default=0, help="this worker's number")
+    parser.add_argument("--api", choices=("tpu", "compute"), default="tpu",
+                        help="the API that holds the node (its metrics' resource)")  # fmt: skip
     args = parser.parse_args(argv)
     fixed = []
     for pid in args.stop:
@@ -284,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                 fixed.append(f"could not remove {LOCKFILE}: {e}")
     held = holders()
     if args.node and any(not h["busy"] for h in held):
-        tensorcores(held, args.node, args.worker)
+        tensorcores(held, args.node, args.worker, args.api)
     report: Json = {
         "devices": device_paths(),
         "holders": held,

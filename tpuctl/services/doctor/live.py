@@ -142,8 +142,11 @@ def examine(
     gs = list(dict.fromkeys([*paths, *job_paths]))
     first = [a for p in gs for a in ("--gs", p)] + ["--bucket", bucket.name]
 
-    def whose(worker: int) -> list[str]:  # a CPU-idle holder's TensorCores: Monitoring's
-        return ["--node", full_name, "--worker", str(worker)]
+    # a CPU-idle holder's TensorCores: Monitoring's, on the VM's own monitored resource
+    on_compute = ["--api", "compute"] if node.api == "compute" else []
+
+    def whose(worker: int) -> list[str]:
+        return ["--node", full_name, "--worker", str(worker), *on_compute]
 
     answers = _gather(ssh, plan, lambda w: (first if w == 0 else []) + whose(w), timeout)
     if fix:
