@@ -27,6 +27,7 @@ def write_wheel(folder: Path, extra: dict[str, bytes] | None = None, pure: bool 
         "demo/run.sh": b"#!/bin/sh\necho run\n",
         f"{dist}.data/scripts/demo-script": b"#!python\nimport demo\ndemo.main()\n",
         f"{dist}.data/scripts/plain.sh": b"#!/bin/sh\necho plain\n",
+        f"{dist}.data/scripts/demo-w": b"#!pythonw -u\nprint('w')\n",
         f"{dist}.data/data/share/demo/readme.txt": b"hello\n",
         f"{dist}.data/headers/demo.h": b"int demo(void);\n",
         f"{dist}.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
@@ -69,6 +70,9 @@ def test_a_wheel_lands_where_pip_puts_it_and_its_scripts_run(tmp_path: Path) -> 
 
     mine, theirs = tree(ours), tree(pips)
     assert mine == theirs  # same files, same execute bits
+    for name in ("demo", "demo-sub", "demo-script", "demo-w", "plain.sh"):  # same scripts
+        text = (ours / "bin" / name).read_text().replace(str(ours), "VENV")
+        assert text == (pips / "bin" / name).read_text().replace(str(pips), "VENV"), name
     assert mine["bin/demo"] and mine["bin/demo-script"] and not mine["bin/plain.sh"]
     info = Path(wheels.scheme(ours)["purelib"]) / "demo-1.0.dist-info"
     assert (info / "INSTALLER").read_text() == "tpuctl\n"

@@ -111,8 +111,8 @@ def install_one(wheel: Path, where: dict[str, Path], python: str) -> None:
             with archive.open(item) as source, open(str(target), "wb") as out:
                 if kind == "scripts":
                     first = source.readline()
-                    if first.startswith(b"#!python"):  # the spec's marker: this venv's python
-                        first = b"#!" + python.encode() + first[len(b"#!python") :]
+                    if first.startswith(b"#!python"):  # the spec's marker: the whole line
+                        first = b"#!" + python.encode() + b"\n"  # is this venv's python (pip)
                         hashes[name] = ("", "")
                     out.write(first)
                 shutil.copyfileobj(source, out, 1 << 20)
