@@ -10,6 +10,9 @@ Every fenced shell block says what it is by its info string:
   or a node made earlier on the page; not run here.
 - `sh machine`: installs or changes the machine it runs on (make, pip, systemctl); not
   run here.
+A page whose example installs packages (PACKAGES) gets, in the shell its blocks run in, a
+PIP_INDEX_URL on 127.0.0.1 serving wheels of the same names and versions made by the test:
+the emulator's workers use the pip settings of the shell that started the emulator.
 A `cron` block's line is run as cron runs it: `env -i` with cron's few variables,
 through /bin/sh, with HOME in the test's tmp dir.
 """
@@ -20,10 +23,12 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cli.env_index import Index, serving
 from tpuctl.emulator.core.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +36,15 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```sh runnable\n(.*?)^```", re.S | re.M)
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
 SHELL_KINDS = {"sh runnable", "sh cloud", "sh machine"}
+# page -> the pinned requirements its example installs, and what it must say of them
+# (stderr: `run`'s last lines; stdout: `jobs JOB`)
+PACKAGES = {
+    "environments.md": (
+        ROOT / "examples" / "env" / "requirements.txt",
+        ["built on 1 worker(s)", "from the bucket on 1 worker(s)"],
+        ["tabulate 0.9.0 from", "1 packages, from the bucket on 1 worker(s)"],
+    ),
+}
 
 
 def runnable(page: Path) -> str:
@@ -45,8 +59,28 @@ def test_the_pages_people_start_from_have_runnable_examples() -> None:
     assert {"README.md", "ssh.md", "emulator.md"} <= names
 
 
+def pins(page: Path) -> list[tuple[str, str]]:
+    """(name, version) of each `name==version` line of the page's requirements."""
+    lines = PACKAGES[page.name][0].read_text().split()
+    return [(name, version) for name, version in (line.split("==") for line in lines)]
+
+
+@pytest.fixture
+def pip_index(page: Path, tmp_path: Path) -> Iterator[Index | None]:
+    """The index the page's example installs from (with wheels of its pins), or None."""
+    if page.name not in PACKAGES:
+        yield None
+        return
+    with serving(tmp_path / "index") as index:
+        for name, version in pins(page):
+            index.add(name, version, "")
+        yield index
+
+
 @pytest.mark.parametrize("page", RUNNABLE, ids=[p.name for p in RUNNABLE])
-def test_runnable_examples_run_as_written(page: Path, isolated_env: Path, tmp_path: Path):
+def test_runnable_examples_run_as_written(
+    page: Path, isolated_env: Path, tmp_path: Path, pip_index: Index | None
+) -> None:
     port = free_port()
     script = runnable(page).replace("127.0.0.1:8470", f"127.0.0.1:{port}")
     script = script.replace("emulator start --detach", f"emulator start --detach --port {port}")
@@ -57,6 +91,9 @@ def test_runnable_examples_run_as_written(page: Path, isolated_env: Path, tmp_pa
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["TPUCTL_STATE_DIR"] = str(tmp_path / "state")
     env["TMPDIR"] = str(tmp_path)  # mktemp in an example writes here
+    if pip_index is not None:  # its pip settings, and no others
+        env = {k: v for k, v in env.items() if not k.startswith("PIP_")}
+        env.update(PIP_INDEX_URL=pip_index.url, PIP_CONFIG_FILE=os.devnull)
     try:
         r = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
@@ -78,6 +115,13 @@ def test_runnable_examples_run_as_written(page: Path, isolated_env: Path, tmp_pa
     assert r.returncode == 0, (
         f"{page.name}:\n{script}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
     )
+    if pip_index is not None:
+        _, err, out = PACKAGES[page.name]
+        assert all(said in r.stderr for said in err), (err, r.stderr)
+        assert all(said in r.stdout for said in out), (out, r.stdout)
+        # one resolution, by the first run's build: the second run asked the index nothing
+        resolved = [p for p in pip_index.requests if p.startswith("/simple/")]
+        assert sorted(resolved) == sorted(f"/simple/{name}/" for name, _ in pins(page))
 
 
 def test_the_readme_shows_every_capture_that_make_docs_images_writes() -> None:

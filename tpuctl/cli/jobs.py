@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tpuctl.cli import render
+from tpuctl.cli import complete, render
 from tpuctl.cli.options import (
     AppEnv,
     Filter,
@@ -59,8 +59,19 @@ JOB_COLUMNS = [
 ]
 
 
+OneJob = Annotated[
+    str | None,
+    typer.Argument(
+        help="Only this job (id or --name), with its environment.",
+        autocompletion=complete.job_ids,
+        show_default=False,
+    ),
+]
+
+
 def jobs(
     ctx: typer.Context,
+    job: OneJob = None,
     project: Project = None,
     bucket: Bucket = None,
     json_out: Json = False,
@@ -70,11 +81,13 @@ def jobs(
     sort_by: SortBy = None,
     limit: Limit = None,
 ) -> None:
-    """List tpuctl jobs from the bucket, newest first.
+    """List tpuctl jobs from the bucket, newest first; or one JOB.
 
     Each job's id, node, state, exit status, start, duration, and the mean TensorCore
     utilisation and idle share over its life (Cloud Monitoring; `input-bound?` below
-    50%).
+    50%). With JOB, also the job's Python environment: its key, how each worker got it
+    (built, from the bucket, reused), packages, bytes moved, ready time (`--json`:
+    `environment`, in every row).
 
     Example: tpuctl jobs --filter state=FAILED --format 'value(id)'
     """
@@ -83,8 +96,14 @@ def jobs(
     app = app_of(ctx)
     b = _bucket(app, project, bucket)
     target = app.target(project, None, need_zone=False)
+    one = None if job is None else [jobs_service.resolve(b, job)]
     # newest first: ids sort by their start time
-    rows = jobs_service.list_jobs(b, app.factory.monitoring, target.project)[::-1]
+    rows = jobs_service.list_jobs(b, app.factory.monitoring, target.project, one)[::-1]
+    if one and not rows:
+        from tpuctl.errors import NotFoundError
+
+        raise NotFoundError(f"no job {one[0]} in gs://{b.name}/",
+                            hint="`tpuctl jobs` lists them")  # fmt: skip
     usage_notes(rows)
     from tpuctl.cli.projection import chosen
 
@@ -93,7 +112,7 @@ def jobs(
         render.print_format(rows, fmt)
         return
     if json_out:
-        render.print_json(rows)
+        render.print_json(rows[0] if one and rows else rows)
         return
     if not rows:
         render.info("no jobs yet")
@@ -118,6 +137,12 @@ def jobs(
             "-" if r["idleShare"] is None else f"{r['idleShare']:.0%}",
         ])  # fmt: skip
     render.show_fitted(JOB_COLUMNS, table, wide)
+    if one:
+        from tpuctl.services.run.environment import describe
+
+        for r in rows:  # as at the end of `run`
+            if r["environment"]:
+                sys.stdout.write(describe(r["environment"]) + "\n")
 
 
 def logs(

@@ -65,15 +65,21 @@ def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
     return dict(sorted(found.items()))
 
 
-def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = None,
-              project: str = "") -> list[dict[str, Any]]:  # fmt: skip
-    """Every job of the bucket; with `monitoring` (of `project`), each with its TensorCore
-    use (services/usage.py: one metrics call for all of them)."""
+def list_jobs(
+    bucket: Bucket,
+    monitoring: Callable[[], MonitoringApi] | None = None,
+    project: str = "",
+    job_ids: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every job of the bucket (or those of `job_ids` it has); with `monitoring` (of
+    `project`), each with its TensorCore use (services/usage.py: one metrics call for all
+    of them)."""
     from tpuctl.services import usage
+    from tpuctl.services.run.environment import summary
 
     rows = []
     windows: dict[str, usage.Window] = {}
-    for job_id in staging.list_job_ids(bucket):
+    for job_id in staging.list_job_ids(bucket) if job_ids is None else job_ids:
         try:
             record = staging.read_job_record(bucket, job_id)
         except NotFoundError:
@@ -101,6 +107,8 @@ def list_jobs(bucket: Bucket, monitoring: Callable[[], MonitoringApi] | None = N
                 "duration": (max(ended) - started) if ended and started else None,
                 "restarts": max((int(s.get("attempt", 1)) - 1 for s in st.values()), default=0),
                 "workers": record.get("workers", 1),
+                # the workers' statuses' (agent/envs.py): built, from the bucket, reused
+                "environment": summary(st),
             }
         )
     if monitoring is not None:

@@ -62,6 +62,8 @@ class Session:
         self._report: _Report | None = None
 
     def _environment(self) -> dict[str, str]:
+        # The emulator's own environment stands for the image's (a VM's pip honours its
+        # image's settings: PIP_INDEX_URL... of the shell that started the emulator).
         env = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
         env.update(self.env)
         user = self.process.get_extra_info("username") or ""

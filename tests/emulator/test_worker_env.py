@@ -1,0 +1,56 @@
+"""The emulator's workers stand for VMs of an image made on this machine: a VM's pip
+honours its image's settings, so a worker's pip has those of the shell that started the
+emulator (PIP_INDEX_URL, ...); a client's own environment does not reach a worker (but for
+LANG and LC_*, as OpenSSH's AcceptEnv)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tpuctl.emulator.core.ports import free_port
+
+PIP = {
+    "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+    "PIP_EXTRA_INDEX_URL": "http://127.0.0.1:9/extra/simple",
+    "PIP_TRUSTED_HOST": "127.0.0.1",
+}
+
+
+def tpuctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tpuctl", *args],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_a_worker_has_the_pip_settings_of_the_shell_that_started_the_emulator(
+    isolated_env: Path, tmp_path: Path
+) -> None:
+    port, state = free_port(), tmp_path / "emu"
+    shell = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    started = dict(shell, **PIP)
+    laptop = dict(shell, TPUCTL_EMULATOR_HOST=f"127.0.0.1:{port}", LAPTOP_ONLY="1",
+                  PIP_INDEX_URL="http://127.0.0.1:8/the-laptop-s/simple")  # fmt: skip
+    flags = ["--port", str(port), "--state-dir", str(state)]
+    up = tpuctl(started, "emulator", "start", "--detach", *flags)
+    try:
+        assert up.returncode == 0, up.stderr
+        made = tpuctl(laptop, "create", "n1", "-a", "v3-8", "--zone", "us-central1-a")
+        assert made.returncode == 0, made.stderr
+        try:
+            r = tpuctl(laptop, "exec", "n1", "--zone", "us-central1-a", "--", "env")
+            assert r.returncode == 0, r.stderr
+            seen = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+            assert {k: seen.get(k) for k in PIP} == PIP  # the emulator's, not the laptop's
+            assert "LAPTOP_ONLY" not in seen
+            assert not {k for k in seen if k.startswith("PIP_")} - set(PIP)
+        finally:
+            gone = tpuctl(laptop, "delete", "n1", "--zone", "us-central1-a", "--yes")
+            assert gone.returncode == 0, gone.stderr
+    finally:
+        down = tpuctl(shell, "emulator", "stop", "--state-dir", str(state))
+        assert down.returncode == 0, down.stderr
