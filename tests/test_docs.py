@@ -42,7 +42,7 @@ PACKAGES = {
     "environments.md": (
         ROOT / "examples" / "env" / "requirements.txt",
         ["built on 1 worker(s)", "from the bucket on 1 worker(s)"],
-        ["tabulate 0.9.0 from", "1 packages, from the bucket on 1 worker(s)"],
+        ["tabulate 0.9.0 from", "1 package, from the bucket on 1 worker(s)"],
     ),
 }
 

@@ -114,7 +114,8 @@ def describe(env: dict[str, Any]) -> str:
     order = ("resolve", "upload", "fetch", "install")
     phases = ", ".join(f"{k} {env['phases'][k]:.1f}s" for k in order if k in env["phases"])
     return (
-        f"environment {env['key'][:12]}: {env['packages']} packages, "
+        f"environment {env['key'][:12]}: {env['packages']} "
+        + ("package, " if env["packages"] == 1 else "packages, ")
         + ", ".join(parts)
         + f"; {env['bytes']} bytes moved; ready in {env['seconds']:.1f}s"
         + (f" (build: {phases})" if phases else "")
