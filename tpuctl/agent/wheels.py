@@ -151,7 +151,7 @@ def recorded(archive: zipfile.ZipFile, record_name: str) -> dict[str, tuple]:
 def destination(wheel: Path, name: str, data_dir: str, root: Path, where: dict[str, Path]):
     """Where archive member `name` goes, and its scheme ("" for the root)."""
     clean = posixpath.normpath(name)
-    if clean.startswith(("/", "../")) or clean == ".." or "\\" in name or ":" in clean:
+    if clean.startswith(("/", "../")) or clean == "..":  # outside it (pip refuses them too)
         raise BadWheel(f"{wheel.name}: a file outside the install: {name}")
     if clean.startswith(data_dir + "/"):
         kind, _, rest = clean[len(data_dir) + 1 :].partition("/")
