@@ -34,6 +34,11 @@ def test_a_slice_resolves_once_and_every_worker_installs_from_the_bucket(
     for w in range(16):
         assert f"[w{w}] worker {w} value 42" in r.out
     assert "built on 1 worker(s), from the bucket on 15 worker(s)" in r.err
+    assert re.search(
+        r"\(build: resolve \d+\.\ds, upload \d+\.\ds, install \d+\.\ds; "
+        r"slowest from the bucket: fetch \d+\.\ds, install \d+\.\ds\)",
+        r.err,
+    ), r.err
     assert resolutions(index) == 1, index.requests
     downloads = [p for p in index.requests if p.startswith("/files/")]
     assert len(downloads) == 2  # each wheel once, whatever the worker count

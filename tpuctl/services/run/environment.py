@@ -94,6 +94,8 @@ def summary(statuses: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
         how[str(env.get("how", "?"))] = how.get(str(env.get("how", "?")), 0) + 1
     packages: list[str] = next((e.get("packages") for e in made.values() if e.get("packages")), [])
     built = [w for w, e in made.items() if e.get("how") == "built"]
+    cached = [e for e in made.values() if e.get("how") == "cached"]
+    slowest: dict[str, Any] = max(cached, key=lambda e: float(e.get("seconds") or 0), default={})
     return {
         "key": next(iter(made.values())).get("key", ""),
         "workers": how,
@@ -104,6 +106,7 @@ def summary(statuses: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
         # the CPU the workers' environment steps used, all added up (their own clocks)
         "cpuSeconds": round(sum(float(e.get("cpu") or 0) for e in made.values()), 3),
         "phases": made[built[0]].get("phases", {}) if built else {},
+        "cachedPhases": slowest.get("phases", {}),  # of the slowest to install from the bucket
     }
 
 
@@ -113,10 +116,16 @@ def describe(env: dict[str, Any]) -> str:
     parts = [f"{names.get(k, k)} {n} worker(s)" for k, n in sorted(env["workers"].items())]
     order = ("resolve", "upload", "fetch", "install")
     phases = ", ".join(f"{k} {env['phases'][k]:.1f}s" for k in order if k in env["phases"])
+    fetched = env.get("cachedPhases") or {}
+    fetching = ", ".join(f"{k} {fetched[k]:.1f}s" for k in order if k in fetched)
+    said = "; ".join(
+        ([f"build: {phases}"] if phases else [])
+        + ([f"slowest from the bucket: {fetching}"] if fetching else [])
+    )
     return (
         f"environment {env['key'][:12]}: {env['packages']} "
         + ("package, " if env["packages"] == 1 else "packages, ")
         + ", ".join(parts)
         + f"; {env['bytes']} bytes moved; ready in {env['seconds']:.1f}s"
-        + (f" (build: {phases})" if phases else "")
+        + (f" ({said})" if said else "")
     )
