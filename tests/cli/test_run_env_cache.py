@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.cli.conftest import one_line_error
 from tests.cli.env_index import Index
 from tests.cli.test_run import _node_name, _running, wait_for
+from tests.cli.test_run_compute import _kinds
 from tests.cli.test_run_env import env_objects, index, project, run
 
 __all__ = ["index", "project"]  # the fixtures, shared
@@ -42,6 +43,19 @@ def test_a_slice_resolves_once_and_every_worker_installs_from_the_bucket(
     assert resolutions(index) == 1, index.requests
     downloads = [p for p in index.requests if p.startswith("/files/")]
     assert len(downloads) == 2  # each wheel once, whatever the worker count
+
+
+def test_a_compute_engine_slice_resolves_once_and_every_vm_installs_from_the_bucket(
+    cli, emulator, project, index
+) -> None:
+    # a v6e-16 on Compute Engine: a workload policy, a template and a group of 4 VMs
+    r = run(cli, project, index, "-a", "v6e-16", "--api", "compute", "--zone", "us-east1-d")
+    assert r.code == 0, r.err
+    for w in range(4):
+        assert f"[w{w}] worker {w} value 42" in r.out
+    assert "built on 1 worker(s), from the bucket on 3 worker(s)" in r.err
+    assert resolutions(index) == 1, index.requests
+    assert _kinds(emulator) == []  # the group, its VMs, template and policy: all gone
 
 
 def test_a_preemption_recovery_installs_from_the_bucket(emulator_server, emulator, project, index):
