@@ -44,6 +44,31 @@ def test_a_hung_idempotent_action_is_retried_on_a_new_connection(cli, emulator) 
         assert cli("delete", "hang", "--yes").code == 0
 
 
+def test_a_long_wait_ticks_every_second_for_its_progress_line(cli, emulator) -> None:  # noqa: ANN001
+    assert cli("create", "ticks", "-a", "v3-8").code == 0
+    try:
+        factory = ClientFactory()
+        name = "projects/tpuctl-demo/locations/us-central1-a/nodes/ticks"
+        plan = ssh_service.plan(factory.tpu(), factory.ssh(), name, "0")
+        ticks: list[float] = []
+        ticked = asyncio.Event()
+
+        def tick(waited: float) -> None:
+            ticks.append(waited)
+            if len(ticks) == 2:
+                ticked.set()
+
+        async def action(session, ep) -> int:  # noqa: ANN001
+            await asyncio.wait_for(ticked.wait(), 30)  # ends only once it was ticked twice
+            return await session.run("true", lambda *_: None)
+
+        results = remote.on_workers(factory.ssh(), plan, action, tick=tick)
+        assert [r.status for r in results] == [0]
+        assert len(ticks) >= 2 and ticks == sorted(ticks) and ticks[1] >= 1.0
+    finally:
+        assert cli("delete", "ticks", "--yes").code == 0
+
+
 def _pod_plan(cli, name: str, accelerator: str) -> tuple[ClientFactory, ssh_service.Plan]:  # noqa: ANN001
     assert cli("create", name, "-a", accelerator, "--zone", "us-central2-b").code == 0
     factory = ClientFactory()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,51 @@ def test_key_pair_is_created_private_and_then_reused(tmp_path: Path) -> None:
     assert ensure_key_pair(path, "someone-else") == first
     Path(f"{path}.pub").unlink()  # a private key alone is enough
     assert ensure_key_pair(path, "x").split()[:2] == first.split()[:2]
+
+
+def test_processes_starting_at_once_make_one_key_pair(tmp_path: Path) -> None:
+    """A sweep's `tpuctl run`s on a new machine: each must authorize the key the file
+    ends up holding, or the VMs refuse the ones whose key was overwritten. (A race: three
+    rounds of twelve, which without the lock fail nearly always.)"""
+    for round_ in range(3):
+        _make_key_at_once(tmp_path / str(round_) / ".ssh" / "google_compute_engine", 12)
+
+
+def _make_key_at_once(path: Path, processes: int) -> None:
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tpuctl.cloud.ssh import ensure_key_pair\n"
+        "sys.stdin.readline()\n"  # imports done: all start together
+        "print(ensure_key_pair(Path(sys.argv[1]), 'alice'))\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for _ in range(processes)
+    ]
+    for proc in procs:  # the processes wait on their stdin: the fewest ms between them
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    said = [proc.communicate(timeout=60)[0].strip() for proc in procs]
+    import asyncssh
+
+    on_file = asyncssh.read_private_key(path).export_public_key().decode().split()[:2]
+    assert all(line.split()[:2] == on_file for line in said), said
+    assert Path(f"{path}.pub").read_text().split()[:2] == on_file
+    assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_pub_file_that_does_not_match_the_private_key_is_not_trusted(tmp_path: Path) -> None:
+    path = tmp_path / ".ssh" / "google_compute_engine"
+    first = ensure_key_pair(path, "alice")
+    Path(f"{path}.pub").write_text(f"ssh-ed25519 {_public('ssh-ed25519')} alice\n")  # another's
+    assert ensure_key_pair(path, "alice").split()[:2] == first.split()[:2]
 
 
 def _public(algorithm: str) -> str:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,21 +70,21 @@ class Endpoint:
 
 def ensure_key_pair(path: Path, comment: str) -> str:
     """The public key (`ssh-ed25519 AAAA... comment`) of the key at `path`, creating an
-    ed25519 key pair there (private 0600, `.pub` beside it) when there is none."""
+    ed25519 key pair there (private 0600, `.pub` beside it) when there is none.
+
+    Several tpuctl processes starting at once on a new machine (a sweep's `tpuctl run`s)
+    make one key between them: the check and the creation happen under a lock on the key's
+    folder, or each would write its own key and authorize it while the file ends up
+    holding another's, and the VMs would refuse it. The line returned is always derived
+    from the private key itself, the one connections sign with; a `.pub` that does not
+    match it (another tool rewrote one of the two) is not trusted."""
     public = path.with_name(path.name + ".pub")
     if not path.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        key = asyncssh.generate_private_key("ssh-ed25519", comment=comment)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-            f.write(key.export_private_key())
-        os.replace(tmp, path)
-        public.write_bytes(key.export_public_key())
-    if public.exists():
-        line = public.read_text().strip()
-        if line:
-            return line
-    try:  # a private key without its .pub: derive it
+        with _folder_locked(path.parent):
+            if not path.exists():  # nobody made it while this process waited
+                _create_key_pair(path, public, comment)
+    try:
         key = asyncssh.read_private_key(path)
     except (asyncssh.KeyImportError, OSError) as e:
         raise ConfigError(
@@ -92,7 +92,40 @@ def ensure_key_pair(path: Path, comment: str) -> str:
             hint="tpuctl needs a key without a passphrase there (or move it away and let "
             "tpuctl create one)",
         ) from e
-    return key.export_public_key().decode().strip()
+    derived = key.export_public_key().decode().strip()
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        line = public.read_text().strip()
+        if line.split()[:2] == derived.split()[:2]:
+            return line  # the same key: with the comment the .pub gives it
+    return derived
+
+
+def _create_key_pair(path: Path, public: Path, comment: str) -> None:
+    """A new ed25519 pair: the `.pub` first, then the private key, each whole (written
+    aside, then renamed), so whoever sees the private key sees its `.pub` too."""
+    key = asyncssh.generate_private_key("ssh-ed25519", comment=comment)
+    for target, data, mode in (
+        (public, key.export_public_key(), 0o644),
+        (path, key.export_private_key(), 0o600),
+    ):
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+
+
+@contextlib.contextmanager
+def _folder_locked(folder: Path) -> Iterator[None]:
+    """An exclusive lock on `folder` itself (flock on its descriptor: no lock file is left
+    in ~/.ssh), let go when the block ends or the process dies."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 class SshApi:

@@ -144,12 +144,15 @@ def on_workers(
     idempotent: bool = False,
     action_timeout: float | None = None,
     retry_if: Callable[[int], bool] | None = None,
+    tick: Callable[[float], None] | None = None,
 ) -> list[WorkerResult]:
     """Run `action` with a session on every endpoint of the plan; results in worker order.
 
     With `idempotent`, an action whose connection dropped (or that got no answer within
     `action_timeout` seconds) is run again on a new one. `retry_if(worker)`, when given,
-    is asked before every new attempt (e.g. "has it not happened already?").
+    is asked before every new attempt (e.g. "has it not happened already?"). `tick`, when
+    given, is called every second with the seconds waited (a progress line's heartbeat:
+    retries may go on for `connect_timeout` seconds).
     """
 
     async def main() -> list[WorkerResult]:
@@ -169,7 +172,13 @@ def on_workers(
                 retry_if,
             )
 
-        return list(await asyncio.gather(*(one(ep) for ep in plan.endpoints)))
+        work = asyncio.gather(*(one(ep) for ep in plan.endpoints))
+        if tick is not None:
+            started = time.monotonic()
+            while not work.done():
+                await asyncio.wait([work], timeout=1.0)
+                tick(time.monotonic() - started)
+        return list(await work)
 
     return asyncio.run(main())
 

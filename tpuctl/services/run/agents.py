@@ -119,6 +119,7 @@ def start(job: Job) -> None:
             action_timeout=START_TIMEOUT,
             # ...unless the agent is known to run already (its answer was what got lost)
             retry_if=lambda worker: worker not in reported(job),
+            tick=lambda waited: update("SSH", waited),  # a heartbeat while workers retry
         )
     lost = [r for r in results if r.status and r.worker not in started]
     if lost:
