@@ -188,3 +188,15 @@ def test_a_dead_builders_lock_is_taken_over(cli, emulator, project, index, monke
     assert "worker 3 builds it; waiting for its index" in r.out
     assert "its builder's lock has not changed for 2s: taking over" in r.out
     assert "worker 0 value 42" in r.out and "built on 1 worker(s)" in r.err
+
+
+def test_a_wrong_setting_in_the_vms_environment_is_said_and_its_default_used(
+    cli, emulator, project, index, monkeypatch
+) -> None:
+    monkeypatch.setenv("TPUCTL_ENV_KEEP_DAYS", "two")  # the image's environment, not --env
+    monkeypatch.setenv("TPUCTL_ENV_LOCK_STALE", "-5")
+    r = run(cli, project, index)
+    assert r.code == 0, r.err
+    assert "TPUCTL_ENV_KEEP_DAYS='two' is not a positive number of days: 14 used" in r.out
+    assert "TPUCTL_ENV_LOCK_STALE='-5' is not a positive number of seconds: 120 used" in r.out
+    assert "worker 0 value 42" in r.out

@@ -47,15 +47,34 @@ from .storage import Storage
 from .streams import Transfers
 
 LOCK_REFRESH = 15.0  # seconds between the builder's rewrites of its lock
+# What the VM's environment set wrong, said in every job's log (never a crash at import).
+MISSET: list[str] = []
+
+
+def _setting(name: str, default: float, unit: str) -> float:
+    """A positive number from the VM's environment, else `default` (and MISSET says so)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        MISSET.append(f"{name}={raw!r} is not a positive number of {unit}: {default:g} used")
+        return default
+    return value
+
+
 # A lock unchanged this long: its builder is gone (TPUCTL_ENV_LOCK_STALE: seconds, for
 # images where a build may stall longer between its lock's rewrites).
-LOCK_STALE = float(os.environ.get("TPUCTL_ENV_LOCK_STALE") or 120.0)
+LOCK_STALE = _setting("TPUCTL_ENV_LOCK_STALE", 120.0, "seconds")
 # Seconds between looks at the index while another worker builds: from POLL, growing to
 # POLL_MAX (64 workers waiting on a long build ask the bucket about 30 times a second).
 POLL, POLL_MAX = 0.5, 4.0
 PYPI = "https://pypi.org/simple"
 # A venv of the VM that no job used for this many days is removed by the next job there.
-KEEP_DAYS = float(os.environ.get("TPUCTL_ENV_KEEP_DAYS") or 14.0)
+KEEP_DAYS = _setting("TPUCTL_ENV_KEEP_DAYS", 14.0, "days")
 
 
 class EnvFailed(Exception):
@@ -128,6 +147,8 @@ class Environments:
         venv, marker = here / "venv", here / "ready.json"
         rebuild = bool(spec.get("rebuild")) and self.attempt == 1
         self.outcome = {"key": key, "worker": self.worker}
+        for wrong in MISSET:
+            self.say(f"environment: {wrong}")
         started, cpu = time.monotonic(), cpu_seconds()
         if not rebuild and marker.is_file() and (venv / "bin" / "python").exists():
             done = json.loads(marker.read_text())
