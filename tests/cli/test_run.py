@@ -121,7 +121,7 @@ def test_unchanged_second_run_uploads_no_code(cli, emulator, project) -> None:
     assert ": 2 files, 2 uploaded" in first.err
     second = cli("run", str(project / "job.py"))
     assert second.code == 0, second.err
-    assert ": 2 files, 0 uploaded (0 bytes)" in second.err
+    assert ": 2 files, 0 uploaded (0 B)" in second.err
     assert emulator.nodes() == []
 
 

@@ -88,7 +88,7 @@ def test_a_reused_node_runs_a_second_job_with_no_install(cli, emulator, project,
         second = run(cli, project, index, "--node", "kept")
         assert second.code == 0, second.err
         assert "reused the venv on this VM (2 packages), nothing installed" in second.out
-        assert "reused on 1 worker(s); 0 bytes moved" in second.err
+        assert "reused on 1 worker(s); 0 B moved" in second.err
         assert "worker 0 value 42" in second.out
     finally:
         assert cli("delete", "kept", "--yes").code == 0

@@ -43,6 +43,7 @@ from . import envkeys
 from . import wheels as installer
 from .downloads import md5_base64
 from .net import HttpError, Json, Mismatch
+from .protocol import size
 from .storage import Storage
 from .streams import Transfers
 
@@ -180,7 +181,7 @@ class Environments:
         what, moved = ("built here", "uploaded") if built else ("from the bucket", "fetched")
         self.say(f"environment {key[:12]}: {what}: {len(packages)} packages "
                  f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
-                 f"{self.outcome.get('bytes', 0)} bytes {moved}; {phases}")  # fmt: skip
+                 f"{size(self.outcome.get('bytes', 0))} {moved}; {phases}")  # fmt: skip
         self.used(key)
         self.prune(key)
         return venv

@@ -261,3 +261,14 @@ class Beats:
     def silent_for(self, worker: int) -> float:
         last = self.seen.get(worker)
         return time.monotonic() - last[1] if last else 0.0
+
+
+# -- words both sides print ---------------------------------------------------------------
+def size(n: float) -> str:
+    """A byte count as people read it: `162 B`, `6.8 KiB`, `9.1 GiB` (binary units, as
+    gcloud storage prints them); the exact count stays in --json and the statuses."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tpuctl import wording
 from tpuctl.cli import render
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import GcFailed, UsageError
@@ -141,7 +142,7 @@ def _prune_envs(
         days = (time.time() - entry.last_used) / 86400
         verb = "would delete" if dry_run or not yes else "deleting"
         render.info(f"{verb} environment {entry.key[:12]} ({len(entry.objects)} objects, "
-                    f"{entry.size} bytes): unused for {days:.1f} days")  # fmt: skip
+                    f"{wording.size(entry.size)}): unused for {days:.1f} days")  # fmt: skip
     if dry_run:
         return
     if not yes:

@@ -199,7 +199,10 @@ def headroom(worker: int, report: dict[str, Any]) -> list[Check]:
             continue
         seen.add(key)
         free = d["free"] / d["size"]
-        line = f"{d['path']}: {_size(d['free'])} free of {_size(d['size'])} ({free:.0%})"
+        line = (
+            f"{d['path']}: {protocol.size(d['free'])} free of {protocol.size(d['size'])} "
+            f"({free:.0%})"
+        )
         if free < DISK_FAIL or d["free"] < DISK_FAIL_BYTES:
             out.append(Check("disk", "fail", f"the disk is full at {d['path']}", [line],
                              "delete old outputs, logs and checkpoints (they belong in the "
@@ -221,7 +224,9 @@ def headroom(worker: int, report: dict[str, Any]) -> list[Check]:
     mem = report.get("memory") or {}
     if mem.get("total"):
         frac = (mem.get("available") or 0) / mem["total"]
-        line = f"{_size(mem.get('available') or 0)} available of {_size(mem['total'])}"
+        line = (
+            f"{protocol.size(mem.get('available') or 0)} available of {protocol.size(mem['total'])}"
+        )
         status: Status = "warn" if frac < MEMORY_WARN else "pass"
         fix = "a process uses the host's memory: see `tpuctl top`" if status == "warn" else ""
         out.append(
@@ -248,11 +253,3 @@ def _ago(stamp: Any) -> str:
     seconds = max(0, int(time.time() - stamp))
     when = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(stamp))
     return f"{when}, {seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s ago"
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TiB"

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tpuctl import wording
 from tpuctl.agent import envkeys
 from tpuctl.errors import UsageError
 
@@ -126,6 +127,6 @@ def describe(env: dict[str, Any]) -> str:
         f"environment {env['key'][:12]}: {env['packages']} "
         + ("package, " if env["packages"] == 1 else "packages, ")
         + ", ".join(parts)
-        + f"; {env['bytes']} bytes moved; ready in {env['seconds']:.1f}s"
+        + f"; {wording.size(env['bytes'])} moved; ready in {env['seconds']:.1f}s"
         + (f" ({said})" if said else "")
     )

@@ -155,7 +155,7 @@ class Runner:
         provision.warn_cross_region(job)
         job.ui.info(
             f"job {job.job_id}: {wording.count(record.files, 'file')}, {record.uploaded} uploaded "
-            f"({record.uploaded_bytes} bytes) to gs://{bucket.name}/"
+            f"({wording.size(record.uploaded_bytes)}) to gs://{bucket.name}/"
             f"{protocol.job_prefix(job.job_id)}"
         )
         return node
