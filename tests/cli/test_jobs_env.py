@@ -20,7 +20,8 @@ def test_jobs_job_shows_how_each_worker_got_the_environment(cli, emulator, proje
     (line,) = [ln for ln in shown.out.splitlines() if ln.startswith("environment ")]
     assert re.fullmatch(
         r"environment [0-9a-f]{12}: 2 packages, built on 1 worker\(s\), from the bucket on "
-        r"3 worker\(s\); [1-9]\d*(\.\d)? (B|KiB|MiB) moved; ready in \d+\.\ds \(build: resolve .*\)",
+        r"3 worker\(s\); [1-9]\d*(\.\d)? (B|KiB|MiB) moved; "
+        r"ready in \d+\.\ds \(build: resolve .*\)",
         line,
     ), line
     assert line in r.err  # the line the end of `run` said
