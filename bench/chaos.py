@@ -24,9 +24,10 @@ docs/reliability.md:
             its worker's own address;
 - rewritten, squatted: a job's request rewritten between attempts, and the default
             bucket created first by another project (bench/chaos_trust.py);
-- claims, lease, keep: races between two actors (bench/chaos_races.py): two `run --node`
-            at once, a client killed between READY and its agents' start, a `keep` while
-            gc waits for its confirmation;
+- claims, lease, keep, sweep: races between actors (bench/chaos_races.py): two `run
+            --node` at once, a client killed between READY and its agents' start, a
+            `keep` while gc waits for its confirmation, a sweep's runs started at once on
+            a new machine;
 - sigkill-compute: SIGKILL of `run` on Compute Engine, a TPU7x VM and a v6e slice of
             four VMs in turn (bench/chaos_compute.py).
 
@@ -633,6 +634,7 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "claims": lambda h, quick: chaos_races.claims(h, Outcome, 1 if quick else 10),
     "lease": lambda h, quick: chaos_races.lease(h, Outcome, 2 if quick else 6, 5 if quick else 90),
     "keep": lambda h, quick: chaos_races.keep_during_gc(h, Outcome, 1 if quick else 5),
+    "sweep": lambda h, quick: chaos_races.sweep(h, Outcome, 1 if quick else 5, 4 if quick else 6),
     "sigkill-compute": lambda h, quick: chaos_compute.sigkill(
         h, Outcome, 2 if quick else 30, deadline=20.0 if quick else 60.0
     ),

@@ -8,14 +8,19 @@ Outcome are passed in):
             workers' host keys are held back, so it waits there): the node's boot guard
             deletes it within the client's lease, with no gc (worst: seconds from the kill);
 - keep:     `tpuctl gc` asks before deleting an expired node, and `tpuctl keep` marks it
-            meanwhile: when the answer comes, gc skips it, saying so, and the node stays.
+            meanwhile: when the answer comes, gc skips it, saying so, and the node stays;
+- sweep:    a sweep's `tpuctl run`s started at once on a new machine (no SSH key, no
+            config, no state) in a new project (no bucket): every one succeeds, they
+            make one key pair between them, no node is left (worst: the slowest run).
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 ZONE = "us-central1-a"
@@ -140,6 +145,57 @@ def keep_during_gc(h: Any, outcome: Any, runs: int) -> Any:
         else:
             out.notes.append(f"keep {kept.returncode}, left {left}: {said.strip()[-160:]}")
         h.tpuctl("delete", name, "--zone", ZONE, "--project", project, "--yes")
+    out.leaked = len(h.leftovers())
+    h.clean()
+    return out
+
+
+def sweep(h: Any, outcome: Any, rounds: int, at_once: int) -> Any:
+    out = outcome("a sweep's runs at once on a new machine")
+    out.notes.append("worst: seconds the slowest run of a round took")
+    h.reset(instant=True)
+    h.control.quotas("granted")
+    for i in range(rounds):
+        out.runs += 1
+        machine = Path(h.root) / f"sweep-{i}"  # nothing in it: the key, config, state to make
+        env = dict(h.env, HOME=str(machine / "home"), XDG_CONFIG_HOME=str(machine / "config"),
+                   XDG_STATE_HOME=str(machine / "state"))  # fmt: skip
+        project = f"chaos-sweep-{i}"  # no bucket yet: every run wants to make it
+        command = [sys.executable, "-m", "tpuctl", "run", str(h.script), "--zone", ZONE,
+                   "--project", project, "--", "1", "0"]  # fmt: skip
+        started = time.monotonic()
+        procs = [
+            subprocess.Popen(
+                command,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            for _ in range(at_once)
+        ]
+        ended = []
+        for proc in procs:
+            try:
+                _, err = proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+                err += "\n(no end within 300 s: killed)"
+            ended.append((proc.returncode, err))
+        out.worst = max(out.worst, time.monotonic() - started)
+        out.tracebacks += sum(_traceback(err) for _, err in ended)
+        keys = list((machine / "home" / ".ssh").glob("google_compute_engine*"))
+        failed = [err.strip()[-160:] for code, err in ended if code != 0]
+        if failed:
+            out.notes.append(f"{len(failed)} of {at_once} failed: {failed[0]}")
+        elif sorted(k.name for k in keys) != ["google_compute_engine", "google_compute_engine.pub"]:
+            out.notes.append(f"the key files: {sorted(k.name for k in keys)}")
+        elif h.wait_gone(timeout=60, project=project) is None:
+            out.notes.append("a node outlived its run by a minute")
+        else:
+            out.good += 1
     out.leaked = len(h.leftovers())
     h.clean()
     return out

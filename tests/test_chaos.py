@@ -37,6 +37,7 @@ def test_the_quick_chaos_run_keeps_every_promise(isolated_env: Path) -> None:
         "two `run --node` on one node at once",
         "client killed between READY and the agents' start",
         "gc confirming after a keep",
+        "a sweep's runs at once on a new machine",
         "SIGKILL of run on Compute Engine at a random moment",
     ], r.stderr
     for o in results:
