@@ -294,9 +294,14 @@ def signals(h: Harness, runs: int) -> Outcome:
             out.tracebacks += 1  # died by the signal, or ended without a word
             out.notes.append(f"{kind} after {sig.name}: exit {proc.returncode}, {err[-80:]!r}")
         left = h.leftovers()
-        if kind == "run" and left and "will be deleted by its agent" in err:
+        if (
+            kind == "run"
+            and left
+            and ("will be deleted by its agent" in err or "is being deleted (the cloud has" in err)
+        ):
             # a second signal left at once, as asked: the job's agent deletes the node
-            # when the job ends (a 3 s job here), and it must
+            # when the job ends (a 3 s job here), or the cloud has the run's delete of it
+            # already; either way it must go
             left = [] if h.wait_gone(timeout=90) is not None else h.leftovers()
         name = args[1]
         if kind != "run" and left and set(left) == {name}:

@@ -64,3 +64,28 @@ def test_a_slow_start_with_a_living_client_outlives_the_start_deadline(
     assert "w0 SUCCEEDED" in err
     assert emulator.nodes() == []
     assert not any(k.startswith(claims.NODES) for k in bucket_objects(emulator))  # released
+
+
+def test_a_second_ctrl_c_during_the_cleanup_leaves_a_node_being_deleted(emulator, project):
+    """Before the agents start, a Ctrl-C makes the run delete its node. A second one
+    while it asks the cloud to waits for the delete request to be made: the node goes,
+    and the run says it is being deleted (not left billing)."""
+    import signal
+
+    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")  # no agent starts
+    try:
+        with _running(project / "job.py") as proc:
+            wait_for(lambda: [n["state"] for n in emulator.nodes()] == ["READY"])
+            emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes", delay=2.0)
+            asked = emulator.requests().get("GET get", 0)
+            proc.send_signal(signal.SIGINT)
+            # the cleanup's read of the node has reached the cloud, which takes 2 s over it
+            wait_for(lambda: emulator.requests().get("GET get", 0) > asked)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+    finally:
+        emulator.faults(rate=0)
+    assert proc.returncode == 130, err
+    assert "is being deleted (the cloud has the request)" in err, err
+    assert "Traceback" not in err
+    wait_for(lambda: emulator.nodes() == [], timeout=30)

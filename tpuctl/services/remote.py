@@ -130,6 +130,14 @@ def _why_refused(plan: Plan) -> str:
     return ""
 
 
+async def _ticking(tick: Callable[[float], None]) -> None:
+    """`tick(seconds waited)` every second, until cancelled."""
+    started = time.monotonic()
+    while True:
+        await asyncio.sleep(1.0)
+        tick(time.monotonic() - started)
+
+
 async def _still(retry_if: Callable[[int], bool] | None, ep: Endpoint) -> bool:
     """Is another attempt on this worker still wanted? (asked off the event loop)"""
     return True if retry_if is None else await asyncio.to_thread(retry_if, ep.worker)
@@ -172,13 +180,14 @@ def on_workers(
                 retry_if,
             )
 
-        work = asyncio.gather(*(one(ep) for ep in plan.endpoints))
-        if tick is not None:
-            started = time.monotonic()
-            while not work.done():
-                await asyncio.wait([work], timeout=1.0)
-                tick(time.monotonic() - started)
-        return list(await work)
+        # The gather awaited as it is: a Ctrl-C that cancels this task cancels every
+        # worker's action with it (the ticker is a task beside it, cancelled at the end).
+        ticker = asyncio.ensure_future(_ticking(tick)) if tick is not None else None
+        try:
+            return list(await asyncio.gather(*(one(ep) for ep in plan.endpoints)))
+        finally:
+            if ticker is not None:
+                ticker.cancel()
 
     return asyncio.run(main())
 

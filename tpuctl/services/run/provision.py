@@ -200,7 +200,7 @@ def place(
     def abandon(place: str) -> None:
         if job.created:  # what the refused create may have left there goes first
             teardown.teardown(job, wait_for_agent=0)
-            job.created = job.torn_down = job.node_deleted = False
+            job.created = job.torn_down = job.node_deleted = job.delete_asked = False
 
     what = f"{job.spec.shape.name} for job {job.job_id}"
     node = zones.failover(list(where), one, abandon, job.ui.info, what)

@@ -256,6 +256,8 @@ def left(runner: Runner, zone: str) -> str:
     node = f"{job.what} in {zone}"
     if job.node_deleted:
         return f"{node} was deleted"
+    if job.delete_asked:
+        return f"{node} is being deleted (the cloud has the request)"
     if not job.spec.teardown:
         return f"{node} keeps running"
     if job.agents_started and 0 not in job.lost:
@@ -282,7 +284,11 @@ def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
         )
     if not stopped.started:
         what = left(runner, zone) if job.created else "no node was created"
-        return Interrupted(f"interrupted before job {runner.job_id} started; {what}")
+        delete = f"`tpuctl delete {runner.node_name} --zone {zone}` deletes it"
+        return Interrupted(
+            f"interrupted before job {runner.job_id} started; {what}",
+            hint=delete if what.endswith("may still be billing") else None,
+        )
     what = "every slice" if job.multislice else "its node"
     gone = f" and deleted {what}" if stopped.torn_down else ""
     return Interrupted(f"interrupted: stopped job {runner.job_id}{gone}")

@@ -214,6 +214,7 @@ class Job:
     agent_teardown: bool = False  # ...and did their start ask worker 0 to delete the node?
     torn_down: bool = False  # teardown was tried: the guard does not try it again
     node_deleted: bool = False  # ...and it made sure the node is gone
+    delete_asked: bool = False  # the cloud has this run's delete of the node (it goes on)
     pids: dict[int, int] = field(default_factory=dict)  # worker -> agent pid
     logs: dict[int, str] = field(default_factory=dict)  # worker -> log file on the VM
     beats: Beats | None = None  # the agents' heartbeats, as the watch saw them change

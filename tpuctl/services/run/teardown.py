@@ -10,6 +10,11 @@ node itself. Before the agents own it (provisioning, staging, starting the agent
 recreating after a preemption), nobody else would: the guard deletes the node at once
 on any failure or interruption. A Ctrl-C while agents own the job is left to
 `Runner.stop`, which first stops the job on every worker.
+
+The calls that lead to the delete request are quick, and a signal while they run waits
+until the cloud has the request (`interrupts.deferred`): a second Ctrl-C during the
+guard's cleanup leaves a node being deleted, not one billing. Only waits (the agent's
+grace, the node going) are cut short at once.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from tpuctl import interrupts
 from tpuctl.agent import protocol
 from tpuctl.errors import CloudError, NotFoundError, TpuctlError, WaitTimedOut
 from tpuctl.models import NODE_DEAD, Node
@@ -88,17 +94,34 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
         or agents.agent_teardown_failed(job)
     ):
         wait_for_agent = 0  # nobody else will delete it: do it now
+    with job.ui.progress(f"tearing down {job.node_name}:") as update:
+        if wait_for_agent > 0:  # the agent's grace: a wait, cut short by a signal
+            if _claimed_by_other(job):
+                return False
+            if _node_left(job, wait_for_agent, update) is None:
+                return True
+        with interrupts.deferred():  # quick calls, up to the cloud having the delete
+            if wait_for_agent == 0 and _claimed_by_other(job):
+                return False
+            node = _node_left(job, 0, update)
+            if node is None:
+                return True
+            [result] = nodes.delete_nodes(a.tpu, [node], wait=False, asked=lambda _: _asked(job))
+        if not result.ok:
+            raise CloudError(result.message)
+        nodes.wait_gone(a.tpu, job.full_name, progress=update)
+    return True
+
+
+def _asked(job: Job) -> None:
+    job.delete_asked = True
+
+
+def _claimed_by_other(job: Job) -> bool:
     if other := lease.claimed_by_other(job):  # it took over this job's stale claim
         job.ui.info(f"{job.what} is claimed by job {other} now: not deleting it")
-        return False
-    with job.ui.progress(f"tearing down {job.node_name}:") as update:
-        node = _node_left(job, wait_for_agent, update)
-        if node is None:
-            return True
-        results = nodes.delete_nodes(a.tpu, [node], progress=lambda n, s, e: update(s, e))
-    if not results[0].ok:
-        raise CloudError(results[0].message)
-    return True
+        return True
+    return False
 
 
 def _node_left(job: Job, wait_for_agent: float, update: Progress) -> Node | None:
