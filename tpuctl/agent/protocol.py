@@ -267,8 +267,10 @@ class Beats:
 def size(n: float) -> str:
     """A byte count as people read it: `162 B`, `6.8 KiB`, `9.1 GiB` (binary units, as
     gcloud storage prints them); the exact count stays in --json and the statuses."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+    if abs(n) < 1024:
+        return f"{int(n)} B"
+    for unit in ("KiB", "MiB", "GiB"):
         n /= 1024
-    raise AssertionError("unreachable")
+        if abs(n) < 1024:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1024:.1f} TiB"

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from tpuctl import frameworks
+from tpuctl import frameworks, wording
 from tpuctl.agent import protocol
 from tpuctl.models import Node
 
@@ -200,8 +200,7 @@ def headroom(worker: int, report: dict[str, Any]) -> list[Check]:
         seen.add(key)
         free = d["free"] / d["size"]
         line = (
-            f"{d['path']}: {protocol.size(d['free'])} free of {protocol.size(d['size'])} "
-            f"({free:.0%})"
+            f"{d['path']}: {wording.size(d['free'])} free of {wording.size(d['size'])} ({free:.0%})"
         )
         if free < DISK_FAIL or d["free"] < DISK_FAIL_BYTES:
             out.append(Check("disk", "fail", f"the disk is full at {d['path']}", [line],
@@ -225,7 +224,7 @@ def headroom(worker: int, report: dict[str, Any]) -> list[Check]:
     if mem.get("total"):
         frac = (mem.get("available") or 0) / mem["total"]
         line = (
-            f"{protocol.size(mem.get('available') or 0)} available of {protocol.size(mem['total'])}"
+            f"{wording.size(mem.get('available') or 0)} available of {wording.size(mem['total'])}"
         )
         status: Status = "warn" if frac < MEMORY_WARN else "pass"
         fix = "a process uses the host's memory: see `tpuctl top`" if status == "warn" else ""

@@ -95,15 +95,16 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
     ):
         wait_for_agent = 0  # nobody else will delete it: do it now
     with job.ui.progress(f"tearing down {job.node_name}:") as update:
+        node: Node | None = None
         if wait_for_agent > 0:  # the agent's grace: a wait, cut short by a signal
             if _claimed_by_other(job):
                 return False
-            if _node_left(job, wait_for_agent, update) is None:
-                return True
+            node = _node_left(job, wait_for_agent, update)
         with interrupts.deferred():  # quick calls, up to the cloud having the delete
-            if wait_for_agent == 0 and _claimed_by_other(job):
-                return False
-            node = _node_left(job, 0, update)
+            if wait_for_agent == 0:
+                if _claimed_by_other(job):
+                    return False
+                node = _node_left(job, 0, update)
             if node is None:
                 return True
             [result] = nodes.delete_nodes(a.tpu, [node], wait=False, asked=lambda _: _asked(job))
