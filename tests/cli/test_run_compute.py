@@ -138,17 +138,14 @@ def test_a_slice_whose_client_died_before_its_agents_deletes_its_vms(
     worker 0 deletes the group, and with it every VM. The template and policy (which
     bill nothing) are left, listed, for `tpuctl gc` or `delete`: the group refers to
     them until it is gone, and it is gone only once the guard's VM is."""
-    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")  # no agent starts
-    try:
-        with _running(project / "job.py", *SLICE, "--start-deadline", "2s") as proc:
-            wait_for(lambda: any("getGuestAttributes" in k for k in emulator.requests()))
-            assert _kinds(emulator).count("instance") == 4
-            proc.kill()  # no cleanup of any kind on this side
-            proc.communicate(timeout=30)
-            wait_for(lambda: "instance" not in _kinds(emulator) and "group" not in
-                     _kinds(emulator), timeout=90)  # fmt: skip
-    finally:
-        emulator.faults(rate=0)
+    emulator.durations(hostkeys=3600)  # the VMs boot slowly: no agent starts
+    with _running(project / "job.py", *SLICE, "--start-deadline", "2s") as proc:
+        wait_for(lambda: any("getGuestAttributes" in k for k in emulator.requests()))
+        assert _kinds(emulator).count("instance") == 4
+        proc.kill()  # no cleanup of any kind on this side
+        proc.communicate(timeout=30)
+        wait_for(lambda: "instance" not in _kinds(emulator) and "group" not in
+                 _kinds(emulator), timeout=90)  # fmt: skip
     assert _kinds(emulator) == ["policy", "template"]
     (template,) = [r["name"] for r in emulator.instances() if r["status"] == "INSTANCE_TEMPLATE"]
     name = template.rsplit("/", 1)[-1].removesuffix("-d-it")  # the slice's (compute_slice.py)

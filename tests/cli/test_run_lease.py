@@ -22,24 +22,20 @@ def _renewals(emulator) -> int:  # noqa: ANN001
 def test_a_client_killed_before_the_agents_start_loses_its_node_within_the_lease(
     emulator_server, emulator, project
 ) -> None:
-    # The client never learns the workers' host keys, so it holds before any agent starts.
-    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")
-    try:
-        with _running(project / "job.py", "--start-lease", "2s") as proc:
-            wait_for(lambda: "renews a lease of 2s" in _guard_log(emulator_server, emulator))
-            labels = emulator.nodes()[0]["labels"]  # the deadline is still 10 minutes away
-            assert int(labels["tpuctl-start-deadline"]) == int(labels["tpuctl-created"]) + 600
-            proc.kill()  # no cleanup of any kind on this side
-            proc.communicate(timeout=30)
-            logs: list[str] = []  # the guard's log as last read while its node was there
+    emulator.durations(hostkeys=3600)  # the VM boots slowly: the client holds before any agent
+    with _running(project / "job.py", "--start-lease", "2s") as proc:
+        wait_for(lambda: "renews a lease of 2s" in _guard_log(emulator_server, emulator))
+        labels = emulator.nodes()[0]["labels"]  # the deadline is still 10 minutes away
+        assert int(labels["tpuctl-start-deadline"]) == int(labels["tpuctl-created"]) + 600
+        proc.kill()  # no cleanup of any kind on this side
+        proc.communicate(timeout=30)
+        logs: list[str] = []  # the guard's log as last read while its node was there
 
-            def gone() -> bool:
-                logs.append(_guard_log(emulator_server, emulator))
-                return emulator.nodes() == []
+        def gone() -> bool:
+            logs.append(_guard_log(emulator_server, emulator))
+            return emulator.nodes() == []
 
-            wait_for(gone, timeout=60)
-    finally:
-        emulator.faults(rate=0)
+        wait_for(gone, timeout=60)
     said = [log for log in logs if "deleting" in log]
     assert not said or "the client's lease was not renewed for 2s: deleting" in said[-1]
 
@@ -47,21 +43,23 @@ def test_a_client_killed_before_the_agents_start_loses_its_node_within_the_lease
 def test_a_slow_start_with_a_living_client_outlives_the_start_deadline(
     emulator_server, emulator, project
 ) -> None:
-    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")
-    try:
-        with _running(project / "job.py", "--start-lease", "2s", "--start-deadline", "3s") as proc:
-            wait_for(lambda: "renews a lease of 2s" in _guard_log(emulator_server, emulator))
-            seen = _renewals(emulator)
-            # Nine renewals (one every 2/3 s) outlast the deadline and the lease together.
-            wait_for(lambda: _renewals(emulator) >= seen + 9, timeout=60)
-            assert [n["state"] for n in emulator.nodes()] == ["READY"]
-            assert "deleting" not in _guard_log(emulator_server, emulator)
-            emulator.faults(rate=0)  # the workers answer: the agents start
-            out, err = proc.communicate(timeout=120)
-    finally:
-        emulator.faults(rate=0)
+    # The VM boots slowly: its workers publish no host keys until the test says so, and the
+    # client waits for them (as it does for a real slow boot) before any agent starts.
+    emulator.durations(hostkeys=3600)
+    with _running(project / "job.py", "--start-lease", "2s", "--start-deadline", "3s") as proc:
+        wait_for(lambda: "renews a lease of 2s" in _guard_log(emulator_server, emulator))
+        seen = _renewals(emulator)
+        # Nine renewals (one every 2/3 s) outlast the deadline and the lease together.
+        wait_for(lambda: _renewals(emulator) >= seen + 9 or proc.poll() is not None, timeout=60)
+        assert proc.poll() is None, proc.communicate()[1]
+        [node] = emulator.nodes()
+        assert node["state"] == "READY"
+        assert "deleting" not in _guard_log(emulator_server, emulator)
+        assert emulator.advance(node["name"]) == [node["name"]]  # booted: the agents start
+        out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "w0 SUCCEEDED" in err
+    assert "host keys" in err  # the wait for them was shown
     assert emulator.nodes() == []
     assert not any(k.startswith(claims.NODES) for k in bucket_objects(emulator))  # released
 
@@ -72,11 +70,11 @@ def test_a_second_ctrl_c_during_the_cleanup_leaves_a_node_being_deleted(emulator
     and the run says it is being deleted (not left billing)."""
     import signal
 
-    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")  # no agent starts
+    emulator.durations(hostkeys=3600)  # the VM boots slowly: no agent starts
     try:
         with _running(project / "job.py") as proc:
             wait_for(lambda: [n["state"] for n in emulator.nodes()] == ["READY"])
-            emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes", delay=2.0)
+            emulator.faults(rate=0, delay=2.0)  # every call takes 2 s
             asked = emulator.requests().get("GET get", 0)
             proc.send_signal(signal.SIGINT)
             # the cleanup's read of the node has reached the cloud, which takes 2 s over it

@@ -48,20 +48,17 @@ def _guard_log(emulator_server, emulator) -> str:  # noqa: ANN001
 def test_a_node_whose_agents_never_start_deletes_itself(emulator, project) -> None:
     """SIGKILL of the client after the node is READY and before the agents start: the
     node's boot guard deletes it after its start deadline."""
-    # The client never learns the workers' host keys, so it holds before any agent starts.
-    emulator.faults(rate=1.0, codes=[503], paths="getGuestAttributes")
-    try:
-        with _running(project / "job.py", "--start-deadline", "2s") as proc:
-            wait_for(lambda: any("getGuestAttributes" in k for k in emulator.requests()))
-            assert [n["state"] for n in emulator.nodes()] == ["READY"]
-            labels = emulator.nodes()[0]["labels"]
-            assert int(labels["tpuctl-start-deadline"]) == int(labels["tpuctl-created"]) + 2
-            assert int(labels["tpuctl-expires"]) == int(labels["tpuctl-created"]) + 7 * 86400
-            proc.kill()  # no cleanup of any kind on this side
-            proc.communicate(timeout=30)
-            wait_for(lambda: emulator.nodes() == [], timeout=60)
-    finally:
-        emulator.faults(rate=0)
+    # The VM boots slowly: the client waits for host keys, before any agent starts.
+    emulator.durations(hostkeys=3600)
+    with _running(project / "job.py", "--start-deadline", "2s") as proc:
+        wait_for(lambda: any("getGuestAttributes" in k for k in emulator.requests()))
+        assert [n["state"] for n in emulator.nodes()] == ["READY"]
+        labels = emulator.nodes()[0]["labels"]
+        assert int(labels["tpuctl-start-deadline"]) == int(labels["tpuctl-created"]) + 2
+        assert int(labels["tpuctl-expires"]) == int(labels["tpuctl-created"]) + 7 * 86400
+        proc.kill()  # no cleanup of any kind on this side
+        proc.communicate(timeout=30)
+        wait_for(lambda: emulator.nodes() == [], timeout=60)
 
 
 def test_the_boot_guard_leaves_a_node_whose_agent_started(emulator_server, cli, emulator, project):

@@ -112,3 +112,24 @@ def test_host_keys_show_a_little_after_ready() -> None:
     assert keys() == ["k"]  # READY half a second ago: not yet
     clock.now += 1.5
     assert keys() == ["ssh-ed25519", "k"]  # 2 s after READY (at 1 s): published
+
+
+def test_advance_publishes_the_host_keys_of_a_node_still_booting() -> None:
+    clock = Clock()
+    backend = Backend(clock=clock)
+    tpu = TpuFront(backend)
+    backend.update_config({"durations": {"create": 0.0, "hostkeys": 3600.0}})
+    tpu.create_node("p", Z, "n", NODE)
+    full = f"projects/p/locations/{Z}/nodes/n"
+    backend.publish(
+        backend.nodes[full], 0, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": "A"}]
+    )
+
+    def keys() -> list[dict[str, str]]:
+        got = tpu.get_guest_attributes("p", Z, "n", {"queryPath": "hostkeys/"})
+        return list(got["guestAttributes"][0]["queryValue"].get("items", []))
+
+    assert tpu.get_node("p", Z, "n")["state"] == "READY" and keys() == []  # still booting
+    assert backend.advance(full) == {"completed": [full]}
+    assert [i["key"] for i in keys()] == ["ssh-ed25519"]
+    assert backend.advance(full) == {"completed": []}  # nothing left pending

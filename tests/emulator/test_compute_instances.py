@@ -204,6 +204,27 @@ def test_host_keys_only_with_guest_attributes(compute: Compute) -> None:
         compute.wait(compute.ok("DELETE", f"{Z}/instances/{name}"))
 
 
+def test_advance_publishes_the_host_keys_of_a_vm_still_booting(compute: Compute, emulator) -> None:
+    emulator.durations(hostkeys=3600)
+    metadata = {"items": [{"key": "enable-guest-attributes", "value": "TRUE"}]}
+    compute.wait(compute.ok("POST", f"{Z}/instances", body(metadata=metadata)))
+
+    def keys() -> list[dict[str, str]] | int:
+        status, got = compute.call(
+            "GET", f"{Z}/instances/vm1/getGuestAttributes", queryPath="hostkeys/"
+        )
+        return list(got["queryValue"]["items"]) if status == 200 else status
+
+    try:
+        assert keys() == 404  # RUNNING, its guest still booting: none published
+        path = f"projects/p/zones/{ZONE}/instances/vm1"
+        assert emulator.advance(path) == [path]
+        published = keys()
+        assert isinstance(published, list) and "ssh-ed25519" in {i["key"] for i in published}
+    finally:
+        compute.wait(compute.ok("DELETE", f"{Z}/instances/vm1"))
+
+
 def test_machine_types_and_images(compute: Compute) -> None:
     listed = compute.ok("GET", f"{Z}/machineTypes")
     assert [m["name"] for m in listed["items"]] == [

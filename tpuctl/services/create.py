@@ -313,7 +313,11 @@ def wait_ssh(a: Adapters, node: Node, internal_ip: bool, ui: Ui) -> None:
     workers = len(node.workers)
     with ui.progress(f"waiting for SSH on {workers} worker(s) of {node.name}:") as update:
         update("connecting", 0.0)
-        plan = ssh_service.plan(a.tpu, ssh_api, node.full_name, "all", internal_ip, wait=SSH_WAIT)
+        plan = ssh_service.plan(
+            a.tpu, ssh_api, node.full_name, "all", internal_ip, wait=SSH_WAIT,
+            progress=lambda _, waited: update("host keys", waited),
+        )  # fmt: skip
+        update("connecting", 0.0)
         results = remote.wait_ssh(ssh_api, plan, timeout=SSH_WAIT)
     if a.report_ssh(results):
         raise TpuctlError(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from tpuctl.errors import CloudError, UntrustedHostKey
 from tpuctl.models import Node
-from tpuctl.waiting import poll_until
+from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
@@ -102,7 +102,11 @@ def host_key_problem(algorithm: str, value: str) -> str | None:
 
 
 def published_host_keys(
-    api: TpuBackend, node: Node, workers: list[int], timeout: float = 60.0
+    api: TpuBackend,
+    node: Node,
+    workers: list[int],
+    timeout: float = 60.0,
+    progress: Progress = noop,
 ) -> dict[int, list[tuple[str, str]]]:
     """(algorithm, base64 key) per worker, from the node's guest attributes, only the
     well-formed ones (`host_key_problem`); waits (with back-off) while a booting worker
@@ -134,6 +138,7 @@ def published_host_keys(
     return poll_until(
         check,
         what=f"the host keys of {node.name}",
+        progress=progress,
         timeout=timeout,
         poll=0.5,
         factor=1.6,

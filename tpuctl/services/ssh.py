@@ -20,6 +20,7 @@ from tpuctl.errors import UsageError
 from tpuctl.models import NODE_DEAD, Node
 from tpuctl.services import oslogin
 from tpuctl.services.hostkeys import published_host_keys, write_known_hosts
+from tpuctl.waiting import Progress, noop
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
@@ -168,6 +169,7 @@ def plan(
     wait: float = 60.0,
     interactive: bool = False,
     node: Node | None = None,
+    progress: Progress = noop,
 ) -> Plan:
     """Check the node, choose workers and addresses, pick the user and make sure the VMs
     take tpuctl's key (the node's `ssh-keys` metadata, or with OS Login the account's
@@ -175,7 +177,8 @@ def plan(
     known-hosts file. Every connection tpuctl makes starts here. `interactive`: for an
     OpenSSH shell, which can answer what OS Login 2-step verification asks. `api`: the
     node's API, or several (the Cloud TPU API, then Compute Engine) to look it up on.
-    `node`: the node as just read, when the caller has it."""
+    `node`: the node as just read, when the caller has it. `progress`: told while the
+    workers have not published their host keys yet (for up to `wait` seconds)."""
     from tpuctl.cloud.ssh import ensure_key_pair
     from tpuctl.services.lookup import find_node
 
@@ -194,7 +197,7 @@ def plan(
         user, added = login.user, login.imported  # the VMs ignore `ssh-keys`: left alone
     else:
         added = authorize(api, node, user, public_key)
-    keys = published_host_keys(api, node, chosen, timeout=wait)
+    keys = published_host_keys(api, node, chosen, timeout=wait, progress=progress)
     known_hosts = known_hosts_path()
     write_known_hosts(known_hosts, node, endpoints, keys)
     return Plan(

@@ -67,17 +67,27 @@ def _end_run(state: State, instance: Instance, now: float) -> None:
 
 
 def advance(state: State, path: str | None) -> list[str]:
-    """Complete the transition of one instance (`path`) or of all, now (control plane)."""
+    """Complete the transition of one instance (`path`) or of all, now (control plane);
+    one RUNNING instance whose guest has not published its host keys yet publishes them."""
     now = state.now()
     targets = [state.compute.instances[path]] if path else list(state.compute.instances.values())
-    done = [i.path for i in targets if i.transition is not None]
+    done = [i.path for i in targets if i.transition is not None or (path and _booting(i, now))]
     for instance in targets:
         if instance.transition is not None:
             _complete(state, instance, now)
+        elif path and _booting(instance, now):
+            instance.hostkeys_at = now
+            state.changed()
         elif path and instance.ends_at() is not None:  # one instance: its run ends now
             done.append(instance.path)
             _end_run(state, instance, now)
     return done
+
+
+def _booting(instance: Instance, now: float) -> bool:
+    """RUNNING, its guest's host keys not published yet (the `hostkeys` duration)."""
+    at = instance.hostkeys_at
+    return instance.status == "RUNNING" and at is not None and at > now
 
 
 def _complete(state: State, instance: Instance, now: float) -> None:

@@ -81,7 +81,8 @@ def set_faults(state: State, body: dict[str, Any]) -> dict:
 
 def advance(state: State, node: str | None = None) -> dict:
     """Complete pending transitions now: of one node or Compute instance (by path), or of
-    all (queued steps and instances too)."""
+    all (queued steps and instances too). One READY node whose guest has not published
+    its SSH host keys yet (the `hostkeys` duration) publishes them now."""
     if node and node in state.compute.instances:
         # a flex-start VM waiting: capacity now; a preemption's notice: over now
         if compute_scheduling.advance(state, state.compute.instances[node]):
@@ -94,6 +95,10 @@ def advance(state: State, node: str | None = None) -> dict:
         if target.transition is not None:
             done.append(target.name)
             state.complete(target, now)
+        elif node and target.state == "READY" and (target.hostkeys_at or 0.0) > now:
+            done.append(target.name)
+            target.hostkeys_at = now
+            state.changed()
     if not node:
         done += queued.advance(state, now)
         done += [i.path for i in list(state.compute.instances.values())

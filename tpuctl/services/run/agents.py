@@ -14,7 +14,7 @@ from tpuctl.errors import CloudError, PermissionDeniedError, SshError, TpuctlErr
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
 from tpuctl.services.run.spec import MEGASCALE_PORT, Job
-from tpuctl.waiting import poll_until
+from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
     from tpuctl.cloud.ssh import Endpoint
@@ -23,16 +23,23 @@ REMOTE_ROOT = "~/.tpuctl"
 STATUS_POLL = 1.0
 HEARTBEAT = 2  # seconds between the agents' status writes
 START_TIMEOUT = 60.0  # an agent start with no answer by then is a lost one: retried
+# A VM still booting: its workers' host keys, then their SSH, may take this long each
+# (as `create --wait-ssh` allows); the job's lease keeps the node while the client waits.
+BOOT_WAIT = 300.0
 
 
-def slice_plan(job: Job) -> tuple[ssh_service.Plan, list[list[str]]]:
+def slice_plan(job: Job, progress: Progress = noop) -> tuple[ssh_service.Plan, list[list[str]]]:
     """One SSH plan for every worker of every slice, the endpoints numbered across the
     job (slice s, worker k: s * workers per slice + k), and the agent arguments of a
     multislice job by worker (none for one slice). The MEGASCALE coordinator is worker 0
     of slice 0, at its internal address (the slices reach each other over the data-
-    center network), on MEGASCALE_PORT."""
+    center network), on MEGASCALE_PORT. `progress`: told while the workers have not
+    published their host keys yet."""
     a = job.adapters
-    plans = [ssh_service.plan(a.tpu, a.ssh, name, workers="all") for name in job.slice_names]
+    plans = [
+        ssh_service.plan(a.tpu, a.ssh, name, workers="all", wait=BOOT_WAIT, progress=progress)
+        for name in job.slice_names
+    ]
     if len(plans) == 1:
         return plans[0], []
     per = len(plans[0].node.workers)
@@ -57,10 +64,6 @@ def start(job: Job) -> None:
     slice)."""
     a, bucket = job.adapters, job.bucket
     assert bucket is not None
-    job.plan, multislice = slice_plan(job)
-    agent = bundle.build()
-    env_json = json.dumps(job.spec.env).encode()
-    job.agent_teardown = tears_down(job)
     started: dict[int, dict[str, Any]] = {}
 
     async def install_and_start(session: Any, ep: Endpoint) -> int:
@@ -106,6 +109,12 @@ def start(job: Job) -> None:
         return int(status)
 
     with job.ui.progress("starting the job on every worker:") as update:
+        # (what install_and_start uses) -- a VM still booting has not published its
+        # host keys yet: the wait for them shows here, and only when there is one
+        job.plan, multislice = slice_plan(job, lambda _, waited: update("host keys", waited))
+        agent = bundle.build()
+        env_json = json.dumps(job.spec.env).encode()
+        job.agent_teardown = tears_down(job)
         update("SSH", 0.0)
         # Installing is idempotent, and so is `agent start` for one job and attempt
         # (a second start reports the running agent), so a dropped connection is simply
@@ -114,7 +123,7 @@ def start(job: Job) -> None:
             a.ssh,
             job.plan,
             install_and_start,
-            connect_timeout=300.0,
+            connect_timeout=BOOT_WAIT,
             idempotent=True,
             action_timeout=START_TIMEOUT,
             # ...unless the agent is known to run already (its answer was what got lost)
