@@ -53,6 +53,30 @@ def test_a_status_read_again_in_time_keeps_the_watch_going(monkeypatch) -> None:
     assert (final[0]["state"], lost) == ("SUCCEEDED", None)
 
 
+def _node_gone_after(monkeypatch, answers: list[dict]) -> tuple[dict, str | None]:  # noqa: ANN001
+    """_poll with the node gone and the statuses read as `answers`, one per read."""
+    reads = iter(answers)
+    monkeypatch.setattr(agents, "statuses", lambda job: next(reads))
+    monkeypatch.setattr(agents, "STATUS_POLL", 0.01)
+    monkeypatch.setattr(watch, "node_lost", lambda job: "DELETED")
+    return asyncio.run(watch._poll(_job(30.0), 1))
+
+
+def test_a_node_deleted_by_the_agent_that_just_ended_the_job_is_not_a_loss(monkeypatch) -> None:
+    """Worker 0 writes SUCCEEDED, then deletes the node (--teardown): a watch that read
+    RUNNING just before, then finds the node gone, must end with the job's outcome, not
+    with "the node was DELETED" (exit 1 for a job that succeeded)."""
+    running = {0: {"state": "RUNNING", "heartbeat": 1}}
+    done = {0: {"state": "SUCCEEDED", "heartbeat": 2, "exit_status": 0}}
+    final, lost = _node_gone_after(monkeypatch, [running, running, done])
+    assert (final[0]["state"], lost) == ("SUCCEEDED", None)
+
+
+def test_a_node_gone_under_running_agents_is_a_loss(monkeypatch) -> None:
+    running = {0: {"state": "RUNNING", "heartbeat": 1}}
+    assert _node_gone_after(monkeypatch, [running] * 3) == ({}, "DELETED")
+
+
 def test_the_end_of_run_summary_stays_one_readable_line_on_many_workers() -> None:
     from tpuctl.services.run.spec import states_summary
 

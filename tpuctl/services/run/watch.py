@@ -151,6 +151,13 @@ async def _poll(job: Job, workers: int) -> tuple[dict[int, dict[str, Any]], str 
                 return current, None
         rounds += 1
         if rounds % NODE_CHECK_EVERY == 0 and (state := await _in_thread(node_lost, job)):
+            # Worker 0's agent writes the job's final status, then deletes the node: the
+            # statuses read above may be from just before that. Read them again, so that
+            # a job that ended is not taken for one that lost its node.
+            with contextlib.suppress(TpuctlError):
+                current = await _in_thread(agents.statuses, job)
+                if agents.all_final(current, workers):
+                    return current, None
             return {}, state
         await asyncio.sleep(agents.STATUS_POLL)
 
