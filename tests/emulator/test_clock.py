@@ -92,44 +92,43 @@ def test_transitions_happen_on_time_with_no_call_at_all() -> None:
         server.stop()
 
 
-def test_host_keys_show_a_little_after_ready() -> None:
+FULL = f"projects/p/locations/{Z}/nodes/n"
+
+
+def _node_publishing(create: float, hostkeys: float) -> tuple[Clock, Backend, TpuFront]:
+    """Node `n`, created with these durations, whose worker 0 has an SSH host key and an
+    attribute of another namespace to publish."""
     clock = Clock()
     backend = Backend(clock=clock)
     tpu = TpuFront(backend)
-    backend.update_config({"durations": {"create": 1.0, "hostkeys": 2.0}})
+    backend.update_config({"durations": {"create": create, "hostkeys": hostkeys}})
     tpu.create_node("p", Z, "n", NODE)
-    node = backend.nodes[f"projects/p/locations/{Z}/nodes/n"]
+    node = backend.nodes[FULL]
     backend.publish(node, 0, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAA"}])
     backend.publish(node, 0, [{"namespace": "other", "key": "k", "value": "v"}])
+    return clock, backend, tpu
 
-    def keys() -> list[str]:
-        got = tpu.get_guest_attributes("p", Z, "n", {})
-        return [i["key"] for i in got["guestAttributes"][0]["queryValue"].get("items", [])]
 
-    assert keys() == ["k"]  # CREATING: the guest is not up
+def _keys(tpu: TpuFront, query_path: str = "") -> list[str]:
+    """The keys of worker 0's guest attributes under `query_path`, as the API answers."""
+    got = tpu.get_guest_attributes("p", Z, "n", {"queryPath": query_path} if query_path else {})
+    return [i["key"] for i in got["guestAttributes"][0]["queryValue"].get("items", [])]
+
+
+def test_host_keys_show_a_little_after_ready() -> None:
+    clock, _, tpu = _node_publishing(create=1.0, hostkeys=2.0)
+    assert _keys(tpu) == ["k"]  # CREATING: the guest is not up
     clock.now += 1.5
     assert tpu.get_node("p", Z, "n")["state"] == "READY"
-    assert keys() == ["k"]  # READY half a second ago: not yet
+    assert _keys(tpu) == ["k"]  # READY half a second ago: not yet
     clock.now += 1.5
-    assert keys() == ["ssh-ed25519", "k"]  # 2 s after READY (at 1 s): published
+    assert _keys(tpu) == ["ssh-ed25519", "k"]  # 2 s after READY (at 1 s): published
 
 
 def test_advance_publishes_the_host_keys_of_a_node_still_booting() -> None:
-    clock = Clock()
-    backend = Backend(clock=clock)
-    tpu = TpuFront(backend)
-    backend.update_config({"durations": {"create": 0.0, "hostkeys": 3600.0}})
-    tpu.create_node("p", Z, "n", NODE)
-    full = f"projects/p/locations/{Z}/nodes/n"
-    backend.publish(
-        backend.nodes[full], 0, [{"namespace": "hostkeys", "key": "ssh-ed25519", "value": "A"}]
-    )
-
-    def keys() -> list[dict[str, str]]:
-        got = tpu.get_guest_attributes("p", Z, "n", {"queryPath": "hostkeys/"})
-        return list(got["guestAttributes"][0]["queryValue"].get("items", []))
-
-    assert tpu.get_node("p", Z, "n")["state"] == "READY" and keys() == []  # still booting
-    assert backend.advance(full) == {"completed": [full]}
-    assert [i["key"] for i in keys()] == ["ssh-ed25519"]
-    assert backend.advance(full) == {"completed": []}  # nothing left pending
+    _, backend, tpu = _node_publishing(create=0.0, hostkeys=3600.0)
+    # still booting
+    assert tpu.get_node("p", Z, "n")["state"] == "READY" and _keys(tpu, "hostkeys/") == []
+    assert backend.advance(FULL) == {"completed": [FULL]}
+    assert _keys(tpu, "hostkeys/") == ["ssh-ed25519"]
+    assert backend.advance(FULL) == {"completed": []}  # nothing left pending

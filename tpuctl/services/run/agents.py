@@ -109,8 +109,8 @@ def start(job: Job) -> None:
         return int(status)
 
     with job.ui.progress("starting the job on every worker:") as update:
-        # (what install_and_start uses) -- a VM still booting has not published its
-        # host keys yet: the wait for them shows here, and only when there is one
+        # What install_and_start uses. A VM still booting has not published its host
+        # keys yet: the wait for them shows on this line, and only when there is one.
         job.plan, multislice = slice_plan(job, lambda _, waited: update("host keys", waited))
         agent = bundle.build()
         env_json = json.dumps(job.spec.env).encode()
