@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.tpu.api import TpuApi
 
 PREFIX = "tlive-"  # every live run's resources: tlive-<run id>-<scenario>
 NODES = 4  # nodes (or queued requests) the scenarios create, at most

@@ -166,7 +166,7 @@ def test_outside_the_agent_only_its_protocol_bundle_and_labels_are_imported() ->
 def test_the_rules_see_a_violation() -> None:
     """The graph is real: known edges are in it (a parser that saw nothing would pass)."""
     assert "tpuctl.services.nodes" in GRAPH["tpuctl.services.run.provision"]
-    assert "tpuctl.cloud.tpu" in GRAPH["tpuctl.cloud.clients"]  # a lazy import counts
+    assert "tpuctl.cloud.tpu.api" in GRAPH["tpuctl.cloud.clients"]  # a lazy import counts
     assert "tpuctl.cloud.backend" in GRAPH["tpuctl.services.nodes"]  # so does TYPE_CHECKING
     assert "tpuctl.agent.protocol" in GRAPH["tpuctl.agent.transfer"]  # and a relative one
 
@@ -194,9 +194,33 @@ def test_a_relative_import_across_a_layer_fails_the_rule(
     assert _violations(rule, same) == []
 
 
-# The TPU API's request and answer keys: the adapter's business (cloud/tpu_wire.py).
-WIRE_KEYS = ("acceleratorType", "schedulingConfig", "networkConfig", "queuedResource",
-             "multisliceParams", "nodeSpec", "queueingPolicy")  # fmt: skip
+# The APIs' request and answer keys: their adapters' business (cloud/tpu/wire.py; Compute
+# Engine's cloud/compute/wire.py and slices.py).
+TPU_WIRE_KEYS = (
+    "acceleratorType",
+    "schedulingConfig",
+    "networkConfig",
+    "queuedResource",
+    "multisliceParams",
+    "nodeSpec",
+    "queueingPolicy",
+)
+COMPUTE_WIRE_KEYS = (
+    "machineType",
+    "networkInterfaces",
+    "accessConfigs",
+    "reservationAffinity",
+    "consumeReservationType",
+    "requestValidForDuration",
+    "onHostMaintenance",
+    "initializeParams",
+    "sourceImage",
+    "instanceTemplate",
+    "targetSize",
+    "workloadPolicy",
+    "resourcePolicies",
+)
+WIRE_KEYS = TPU_WIRE_KEYS + COMPUTE_WIRE_KEYS
 
 
 def _wire_keys_in(source: str) -> list[str]:
@@ -220,7 +244,93 @@ def test_services_build_and_read_no_request_body() -> None:
 def test_the_body_check_sees_a_body() -> None:
     assert _wire_keys_in('body = {"acceleratorType": acc, "labels": {}}') == ["acceleratorType"]
     assert _wire_keys_in('node.raw.get("queuedResource")') == ["queuedResource"]
-    assert "acceleratorType" in _wire_keys_in((PACKAGE / "cloud" / "tpu_wire.py").read_text())
+    assert _wire_keys_in('vm["networkInterfaces"][0]') == ["networkInterfaces"]
+    assert "acceleratorType" in _wire_keys_in((PACKAGE / "cloud" / "tpu" / "wire.py").read_text())
+    compute = (PACKAGE / "cloud" / "compute" / "wire.py").read_text()
+    assert {"machineType", "reservationAffinity"} <= set(_wire_keys_in(compute))
+
+
+# -- one adapter per API: nothing above cloud/ asks which API it holds -------------------
+def _api_keys() -> tuple[str, ...]:
+    from tpuctl.cloud import registry
+
+    return registry.known()
+
+
+def _names_an_api(node: ast.expr, keys: tuple[str, ...]) -> bool:
+    """An API's registry key as a literal, alone or in a literal tuple, list or set."""
+    if isinstance(node, ast.Constant):
+        return node.value in keys
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(isinstance(e, ast.Constant) and e.value in keys for e in node.elts)
+    return False
+
+
+def api_comparisons(source: str, keys: tuple[str, ...]) -> list[int]:
+    """The lines of `source` that compare a value with an API's name (`x.api == ...`,
+    `... != "compute"`, `value in ("tpu", "compute")`): a branch on which API is behind a
+    value, which belongs in that API's adapter."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        equality = any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops)
+        member = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+        named = any(isinstance(s, ast.Constant) and s.value in keys for s in sides)
+        listed = any(_names_an_api(s, keys) for s in node.comparators)
+        attr = any(isinstance(s, ast.Attribute) and s.attr == "api" for s in sides)
+        if (equality and (named or attr)) or (member and listed):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_above_cloud_compares_an_apis_name() -> None:
+    keys = _api_keys()
+    found = {
+        name: lines
+        for name, path in MODULES.items()
+        if (_in(name, "tpuctl.services") or _in(name, "tpuctl.cli"))
+        and (lines := api_comparisons(path.read_text(), keys))
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'if node.api == "compute": pass',
+        "if backend.api != other: pass",
+        'x = "tpu" if flag else "compute"\nif x == "tpu": pass',
+        'if value not in ("tpu", "compute", "auto"): pass',
+    ],
+)
+def test_the_api_check_sees_a_comparison(source: str) -> None:
+    assert api_comparisons(source, ("tpu", "compute")) != []
+
+
+def test_the_api_check_lets_other_text_be() -> None:
+    # a string that happens to hold an API's name (`jax[tpu]`) is no branch on an API
+    assert api_comparisons('ok = "tpu" not in extras\nname = "compute"', ("tpu", "compute")) == []
+
+
+def adapter_imported(src: str, dst: str) -> bool:
+    """an API's own package imported from above cloud/ (services and CLI ask the backend
+    protocol and the registry, never an adapter). The one exception: services/quota.py,
+    the report of the Cloud TPU API's quota, which reads that API's usage vocabulary."""
+    adapter = _in(dst, "tpuctl.cloud.tpu") or _in(dst, "tpuctl.cloud.compute")
+    above = _in(src, "tpuctl.services") or _in(src, "tpuctl.cli")
+    return adapter and above and src != "tpuctl.services.quota"
+
+
+def test_no_adapter_is_imported_from_above_cloud() -> None:
+    assert _violations(adapter_imported) == []
+    graph = {
+        "tpuctl.services.create": imports_of(
+            "from ..cloud.compute import flex", "tpuctl.services.create"
+        )
+    }
+    assert len(_violations(adapter_imported, graph)) == 1
 
 
 def test_only_the_client_factory_reads_the_emulator_switch() -> None:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from tpuctl.shapes import (  # noqa: F401
     ACCELERATOR_TYPES,
     API_DEFAULT_ACCELERATOR,
-    API_NAMES,
     DEFAULT_ACCELERATOR,
     GENERATIONS,
     SHAPES,

@@ -91,7 +91,7 @@ class Node:
     flex_start: bool = False  # a Compute Engine flex-start VM (or slice)
     description: str = ""
     health_description: str = ""
-    api: str = "tpu"  # the API that holds it: "tpu" (the Cloud TPU API) or "compute"
+    api: str = "tpu"  # the key of the API that holds it (cloud/registry.py)
     queued_resource: str = ""  # the full name of the queued resource that made it, if any
     symptoms: list[Symptom] = field(default_factory=list)
     upcoming_maintenance: str = ""  # as the API describes it, "" when none
@@ -302,3 +302,78 @@ class OperationStatus:
 
     done: bool
     error: Exception | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """One resource of a leftover."""
+
+    kind: str  # what the API calls it ("instance template")
+    name: str
+    created: float | None  # its creationTimestamp
+
+
+@dataclass
+class Leftover:
+    """What an unfinished create or delete left of the slice `slice` in `zone` on an API
+    that makes a slice of several resources, and why it is no slice (no node to go by:
+    gc finds it through `TpuBackend.leftovers`)."""
+
+    project: str
+    zone: str
+    slice: str
+    parts: list[Part]
+    why: str
+    labels: dict[str, str] = field(default_factory=dict)  # its template's (the VMs') labels
+
+    @property
+    def full_name(self) -> str:
+        return f"projects/{self.project}/locations/{self.zone}/nodes/{self.slice}"
+
+    @property
+    def newest(self) -> float | None:
+        """When its youngest part was made (None: a part shows no time)."""
+        times = [p.created for p in self.parts]
+        return None if any(t is None for t in times) else max(t for t in times if t is not None)
+
+    def describe(self) -> str:
+        return " and ".join(f"{p.kind} {p.name}" for p in self.parts)
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """One quota of an API whose TPU quota is a pool of its own (Compute Engine's), in one
+    region, with what the project's VMs there use of it."""
+
+    quota_id: str
+    family: str | None  # the quota's family dimension (`CT6E`), where it has one
+    generation: str
+    preemptible: bool  # spot and flex-start count here
+    region: str
+    limit: int | None  # None: the listing does not show it
+    used: int
+    unit: str = "chips"
+
+    def to_json(self, api: str) -> dict[str, Any]:
+        return {
+            "api": api,
+            "quotaId": self.quota_id,
+            "tpuFamily": self.family,
+            "generation": self.generation,
+            "scheduling": "preemptible" if self.preemptible else "on-demand",
+            "region": self.region,
+            "limit": self.limit,
+            "inUse": self.used,
+            "unit": self.unit,
+        }
+
+
+@dataclass
+class QuotaPool:
+    """An API's own TPU quota pool, apart from the Cloud TPU API's (`TpuBackend.own_quota`)."""
+
+    title: str  # the API, as a heading names it
+    key: str  # and as --json names it
+    about: str  # one line on what the pool is
+    request_url: str  # where more is asked for
+    rows: list[PoolRow]

@@ -63,7 +63,6 @@ _MACHINE_TYPES: dict[str, dict[int, str]] = {
     "v6e": {1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"},
     "tpu7x": {4: "tpu7x-standard-4t"},
 }
-API_NAMES = {"tpu": "the Cloud TPU API", "compute": "Compute Engine"}
 
 
 @dataclass(frozen=True)
@@ -100,12 +99,6 @@ class SliceShape:
     @property
     def multi_host(self) -> bool:
         return self.hosts > 1
-
-    @property
-    def apis(self) -> tuple[str, ...]:
-        """The APIs that offer it: "tpu" (the Cloud TPU API), "compute" (Compute Engine)."""
-        offered = ("tpu",) if self.tpu_type else ()
-        return offered + (("compute",) if self.machine_type else ())
 
     @property
     def quota_family(self) -> str:

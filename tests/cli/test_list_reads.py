@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tpuctl.cloud.compute_tpu import ComputeTpuApi
+from tpuctl.cloud.compute.api import ComputeTpuApi
 from tpuctl.cloud.monitoring import MonitoringApi
-from tpuctl.cloud.tpu import TpuApi
+from tpuctl.cloud.tpu.api import TpuApi
 
 Z = "us-central1-a"
 

@@ -17,7 +17,7 @@ from tests.emulator.ssh_helpers import create, delete
 from tests.emulator.test_monitoring import client as monitoring_client
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.monitoring import IDLE, TENSORCORE
-from tpuctl.cloud.tpu import TpuApi
+from tpuctl.cloud.tpu.api import TpuApi
 
 Z = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{Z}"

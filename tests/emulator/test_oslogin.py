@@ -126,8 +126,8 @@ def test_project_metadata_is_config_and_computes_project_shows_it(emulator) -> N
     status, body = http(emulator, "GET", "/compute/v1/projects/p1")
     assert status == 200 and body["name"] == "p1" and body["kind"] == "compute#project"
     assert body["commonInstanceMetadata"]["items"] == [{"key": "enable-oslogin", "value": "TRUE"}]
-    assert ClientFactory().compute().project_metadata("p1") == {"enable-oslogin": "TRUE"}
-    assert ClientFactory().compute().project_metadata("other") == {}
+    assert ClientFactory().project_metadata().project_metadata("p1") == {"enable-oslogin": "TRUE"}
+    assert ClientFactory().project_metadata().project_metadata("other") == {}
     with pytest.raises(ControlError, match="project_metadata maps projects"):
         emulator.config(project_metadata={"p1": {"enable-oslogin": True}})
     emulator.config(services={"compute.googleapis.com": False})

@@ -6,8 +6,9 @@ import pytest
 from google.api_core import exceptions as gx
 from google.cloud import tpu_v2
 
-from tpuctl import catalog, compute_quotas
+from tpuctl import catalog
 from tpuctl.catalog import runtime_for
+from tpuctl.cloud.compute import quotas as compute_quotas
 from tpuctl.emulator.control.client import ControlError, EmulatorControl
 from tpuctl.emulator.core.server import EmulatorServer
 

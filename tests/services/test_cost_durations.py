@@ -108,7 +108,8 @@ def test_parse_seconds_rejects(text: str, minimum: float, maximum: float, says: 
 
 
 def test_a_max_cost_is_a_deadline_at_the_shapes_price() -> None:
-    from tpuctl.cloud.compute_wire import instance_body
+    from tpuctl.cloud import compute as compute_api
+    from tpuctl.cloud.compute.wire import instance_body
     from tpuctl.models import CreateSpec
     from tpuctl.services.nodes import prepare
 
@@ -120,7 +121,8 @@ def test_a_max_cost_is_a_deadline_at_the_shapes_price() -> None:
     assert spec.labels["tpuctl-expires"] == str(1000 + 3600)  # the TTL comes first
     assert "startup-script" in spec.metadata  # the watchdog enforces it on the node
     # On Compute Engine the instance's own run duration does, with no watchdog.
-    compute = prepare(CreateSpec(name="n", shape=shape("v3-8"), max_cost=50), 1000, False)
+    spec_there = CreateSpec(name="n", shape=shape("v3-8"), max_cost=50)
+    compute = prepare(spec_there, 1000, compute_api.KIND)
     assert "startup-script" not in compute.metadata
     scheduling = instance_body(compute, "us-central1-a")["scheduling"]
     assert scheduling["maxRunDuration"] == {"seconds": "22500"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tpuctl.cloud.tpu_wire import node_from_json
+from tpuctl.cloud.tpu.wire import node_from_json
 from tpuctl.models import Node
 from tpuctl.services.doctor import node_checks as nc
 

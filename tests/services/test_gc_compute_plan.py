@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpuctl.cloud import compute_orphans
-from tpuctl.cloud.compute_orphans import GROUP, POLICY, TEMPLATE
-from tpuctl.services import gc_compute
+from tpuctl.cloud.compute import leftovers as compute_orphans
+from tpuctl.cloud.compute.leftovers import GROUP, POLICY, TEMPLATE
+from tpuctl.services import leftovers as gc_compute
 
 P = "projects/p"
 NOW = 2_000_000_000.0

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tpuctl.cloud import tpu
+from tpuctl.cloud.backend import BackendDefaults
 from tpuctl.models import Node, QueuedResource
 from tpuctl.services import audit, gc
 
@@ -13,8 +15,10 @@ NOW = 2_000_000_000.0
 MINE = {"managed-by": "tpuctl", "tpuctl-owner": "me"}
 
 
-class Listing:
-    """The two listing calls gc.plan makes, answered from memory."""
+class Listing(BackendDefaults):
+    """The listing calls gc.plan makes, answered from memory (an API with no leftovers)."""
+
+    kind = tpu.KIND
 
     def __init__(self, nodes: list[Node], requests: list[QueuedResource]) -> None:
         self.nodes, self.requests, self.parents = nodes, requests, []
@@ -49,7 +53,7 @@ def test_plan_decides_nodes_and_finds_stale_requests_of_the_owner() -> None:
             request("alices", {**MINE, "tpuctl-owner": "alice"}, "FAILED"),
         ],
     )
-    found = gc.plan(api, "projects/p/locations/-", owner="me", now=NOW)  # type: ignore[arg-type]
+    found = gc.plan([api], "projects/p/locations/-", owner="me", now=NOW)  # type: ignore[list-item]
     assert api.parents == ["projects/p/locations/-"] * 2
     assert [(d.node.name, d.delete) for d in found.decisions] == [("old", True), ("fresh", False)]
     assert found.decisions[0].reason == "expired 2m ago (--ttl)"

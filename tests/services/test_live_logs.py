@@ -63,8 +63,14 @@ def test_following_a_10mb_log_downloads_it_about_once(
     follower = threading.Thread(
         target=lambda: outcome.append(
             live_logs.follow(
-                bucket, factory.tpu(), factory.ssh(), job, None, printed.write, printed.notes.append
-            )  # fmt: skip
+                bucket,
+                factory.backends(),
+                factory.ssh(),
+                job,
+                None,
+                printed.write,
+                printed.notes.append,
+            )
         ),
         daemon=True,
     )

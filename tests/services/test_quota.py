@@ -8,10 +8,11 @@ from tpuctl import catalog
 from tpuctl.catalog import shape
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.quota import QuotaInfo
+from tpuctl.cloud.tpu import quota_check
 from tpuctl.config import Target
 from tpuctl.errors import QuotaError
 from tpuctl.models import Node
-from tpuctl.services import quota, quota_check
+from tpuctl.services import quota
 
 V5P = "TPUV5PPerProjectPerZoneForTPUAPI"
 

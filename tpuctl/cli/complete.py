@@ -8,6 +8,7 @@ prints an error: when the cloud cannot be asked, it offers nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -36,10 +37,14 @@ def node_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Nodes (and queued requests) in the zone the command line names or resolves to."""
 
     def fetch(project: str | None, zone: str | None) -> list[str]:
+        from tpuctl.errors import TpuctlError
+
         factory, target = _where(project, zone, need_zone=True)
-        api = factory.tpu()
-        names = [n.name for n in api.list_nodes(target.parent)]
-        names += [q.name for q in api.list_queued_resources(target.parent)]
+        names: list[str] = []
+        for api in factory.backends():  # every API's nodes; one that is off has none
+            with contextlib.suppress(TpuctlError):
+                names += [n.name for n in api.list_nodes(target.parent)]
+                names += [q.name for q in api.list_queued_resources(target.parent)]
         return sorted(set(names))
 
     return _cached("nodes", ctx, incomplete, fetch)

@@ -221,7 +221,7 @@ def create(
     from tpuctl.cli.ssh import report
 
     chosen = create_service.choose_api(spec.shape, api, load_config_file())
-    quotas = app.factory.quotas()  # each API's own pool (services/compute_quota.py)
+    quotas = app.factory.quotas()  # each API checks its own pool (TpuBackend.check_quota)
     backend = app.factory.backend(chosen)
     adapters = create_service.Adapters(backend, quotas, app.factory.ssh, report)
     made = create_service.create(adapters, target, request, render.StderrUi())

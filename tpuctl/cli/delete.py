@@ -43,10 +43,9 @@ def delete(
         validate_name(name)
     app = app_of(ctx)
     target = app.target(project, zone)
-    api = app.tpu()
-    others = [app.factory.compute_tpu()]  # a name the TPU API has not: a Compute Engine TPU VM
+    backends = app.backends()  # a name the first has not is looked up on the others
     # --missing-ok: a cleanup of that zone, which never reaches for a node elsewhere
-    doomed = deletion.resolve(api, target, names, others, render.info, elsewhere=not missing_ok)
+    doomed = deletion.resolve(backends, target, names, render.info, elsewhere=not missing_ok)
     if missing_ok:
         for name in doomed.missing:
             render.info(f"{name}: not found in zone {target.zone} (--missing-ok)")
@@ -57,12 +56,11 @@ def delete(
     try:
         with render.progress("deleting:") as update:
             results = deletion.delete(
-                api,
+                backends,
                 doomed,
                 wait=not no_wait,
                 progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
                 asked=asked.append,
-                others=others,
             )
     except KeyboardInterrupt:
         raise _interrupted(doomed, asked, target.zone) from None

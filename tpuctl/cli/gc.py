@@ -59,7 +59,7 @@ def gc(
     from tpuctl.config import state_dir
     from tpuctl.durations import parse_duration
     from tpuctl.services import gc as gc_service
-    from tpuctl.services import gc_compute
+    from tpuctl.services import leftovers as left
     from tpuctl.services import metrics as metrics_service
     from tpuctl.services.names import local_user
 
@@ -78,7 +78,7 @@ def gc(
     target = app.target(project, zone, need_zone=False)
     if unused_for is not None:
         _prune_envs(app, target.project, bucket, unused_for, dry_run=dry_run, yes=yes)
-    api, compute = app.backends()  # the Cloud TPU API's nodes, and Compute Engine's TPU VMs
+    backends = app.backends()  # every TPU API's nodes (and what unfinished creates left)
 
     def load_metrics() -> dict[tuple[str, str], metrics_service.NodeMetrics]:
         seen, why_not = metrics_service.safe_read(
@@ -89,15 +89,14 @@ def gc(
         return seen
 
     found = gc_service.plan(
-        api,
+        backends,
         f"projects/{target.project}/locations/{zone or '-'}",
         owner=None if all_owners else (owner or local_user()),
         idle_limit=idle_limit,
         # Cloud Monitoring first; where its metrics are missing or old, a node whose labels
         # say idle is looked at over SSH before it counts as idle.
         metrics=metrics_service.idle_check(load_metrics),
-        probe=gc_compute.probe_by_api([api, compute], app.factory.ssh),
-        others=[compute],
+        probe=left.probe_by_api(backends, app.factory.ssh),
     )
     for why in found.skipped:
         render.info(why)
@@ -108,12 +107,11 @@ def gc(
         _confirm(found.total, app.stdin_isatty)
     with render.progress("collecting:") as update:
         done = gc_service.collect(
-            api,
+            backends,
             found,
             project=target.project,
             log=state_dir() / "gc.log",
             progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
-            others=[compute],
         )
     _show_results(found, done, json_out)
     if done.failed:
@@ -239,10 +237,10 @@ def _request_line(q: QueuedDecision, verb: str) -> str:
 
 
 def _leftovers_json(found: Plan, done: Collected | None) -> list[dict[str, Any]]:
-    from tpuctl.services import gc_compute
+    from tpuctl.services import leftovers as left
 
     results = {id(d): r for d, r in done.leftovers} if done else {}
-    return [gc_compute.to_json(d, results.get(id(d))) for d in found.leftovers]
+    return [left.to_json(d, results.get(id(d))) for d in found.leftovers]
 
 
 def _json(decisions: list[Decision], outcome: dict[str, DeleteResult]) -> list[dict[str, Any]]:

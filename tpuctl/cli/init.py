@@ -119,7 +119,7 @@ def init(
         bucket=lambda name: factory.bucket(name, target.project),
         write_config=lambda values, project: str(write_config_values(values, project=project)),
         iam=factory.iam(),
-        compute=factory.compute_tpu(),
+        backends=factory.backends(),
     )
     with render.progress("enable operation") as progress:
         spec = init_svc.InitSpec(

@@ -180,7 +180,7 @@ def logs(
         from tpuctl.services import live_logs
 
         factory = app.factory
-        live_logs.follow(b, factory.tpu(), factory.ssh(), job, worker, out.write, render.info)
+        live_logs.follow(b, factory.backends(), factory.ssh(), job, worker, out.write, render.info)
         return
     _, chunks = jobs_service.read_logs(b, job, {}, worker)
     for w, data in chunks:

@@ -8,6 +8,7 @@ import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Wide, Zone, app_of
+from tpuctl.cloud import registry
 from tpuctl.errors import TpuctlError
 
 
@@ -40,15 +41,13 @@ def list_nodes(
 
     from tpuctl.services import metrics
 
-    tpu = app.tpu()
+    backends = app.backends()
+    tpu = backends[0]  # the queued requests' API, and the one whose errors are the command's
     with ThreadPoolExecutor(max_workers=1) as pool:
         # the queued requests, the node lists of both APIs and Cloud Monitoring's UTIL and
         # IDLE, all read at once: the list costs one round trip, not five
         requests = pool.submit(tpu.list_queued_resources, parent)
-        shot = metrics.snapshot(
-            tpu, app.factory.monitoring, target.project, zone_part,
-            others=[app.factory.compute_tpu()],  # TPU VMs on Compute Engine
-        )  # fmt: skip
+        shot = metrics.snapshot(backends, app.factory.monitoring, target.project, zone_part)
         try:
             queued = sorted(requests.result(), key=lambda q: (q.zone, q.name))
         except TpuctlError as e:  # the nodes are still worth showing
@@ -95,7 +94,8 @@ def list_nodes(
             name: ("-" if r.util is None else f"{r.util:.0f}%", r.idle_seconds)
             for name, r in rows.items()
         }
-        both = any(n.api != "tpu" for n in nodes)  # an API column once there are two
+        # an API column once a node is not on the default API
+        both = bool({n.api for n in nodes} - {registry.default().key})
         render.show_fitted(render.node_columns(both), render.node_rows(nodes, measured, both), wide)
     if queued:
         if nodes:

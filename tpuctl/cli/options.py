@@ -14,12 +14,12 @@ import typer
 
 from tpuctl.catalog import canonical_accelerator
 from tpuctl.cli import complete
+from tpuctl.cloud import registry
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.clients import ClientFactory
-    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.config import Target
 
 Project = Annotated[
@@ -106,16 +106,20 @@ class AppEnv:
             if len(missing) > 1:
                 raise not_set_up(missing) from None
             raise
-        check_known(target, lambda: self.tpu().locations(target.project))  # us-central1-z
+        def served() -> list[str]:  # us-central1-z: a zone no API serves
+            return [z for b in self.backends() for z in b.locations(target.project)]
+
+        check_known(target, served)
         return target
 
-    def tpu(self) -> TpuApi:
-        return self.factory.tpu()
+    def tpu(self) -> TpuBackend:
+        """The first API's adapter (the Cloud TPU API's): its quota report, its queued
+        requests."""
+        return self.backends()[0]
 
-    def backends(self) -> tuple[TpuBackend, TpuBackend]:
-        """The APIs a node may be on, in the order a name is looked up: the Cloud TPU
-        API, then Compute Engine."""
-        return self.factory.tpu(), self.factory.compute_tpu()
+    def backends(self) -> list[TpuBackend]:
+        """The APIs a node may be on, in the order a name is looked up (the registry's)."""
+        return self.factory.backends()
 
 
 def app_of(ctx: typer.Context) -> AppEnv:
@@ -130,17 +134,22 @@ Wide = Annotated[
 ]
 
 
+def _api_names(auto: bool = False) -> str:
+    """`tpu (the Cloud TPU API) or compute (Compute Engine)`, from the registry."""
+    named = [f"{k.key} ({k.called})" for k in registry.KINDS]
+    named += [f"{registry.AUTO} (any, in order)"] if auto else []
+    return ", ".join(named[:-1]) + " or " + named[-1] if len(named) > 1 else named[0]
+
+
 def _api(value: str | None) -> str | None:
-    if value is not None and value not in ("tpu", "compute"):
-        raise UsageError(f"invalid --api {value!r}: tpu (the Cloud TPU API) or compute")
+    if value is not None and value not in registry.known():
+        raise UsageError(f"invalid --api {value!r}: {_api_names()}")
     return value
 
 
 def _run_api(value: str | None) -> str | None:
-    if value is not None and value not in ("tpu", "compute", "auto"):
-        raise UsageError(
-            f"invalid --api {value!r}: tpu (the Cloud TPU API), compute, or auto (either)"
-        )
+    if value is not None and value not in (*registry.known(), registry.AUTO):
+        raise UsageError(f"invalid --api {value!r}: {_api_names(auto=True)}")
     return value
 
 
@@ -149,9 +158,9 @@ RunApi = Annotated[
     str | None,
     typer.Option(
         "--api",
-        metavar="tpu|compute|auto",
-        help="The API: tpu, compute, or auto (in each zone the default API, then the "
-        "other, on no capacity or quota).",
+        metavar="|".join((*registry.known(), registry.AUTO)),
+        help=f"The API: {registry.choices(auto=True)} (in each zone the default API, then "
+        "the others, on no capacity or quota).",
         callback=_run_api,
         show_default=False,
     ),
@@ -162,9 +171,9 @@ Api = Annotated[
     str | None,
     typer.Option(
         "--api",
-        metavar="tpu|compute",
-        help="The API: tpu or compute (default: the one that offers the type; v6e and v5p: "
-        "the config file's `api`, else tpu).",
+        metavar="|".join(registry.known()),
+        help=f"The API: {registry.choices()} (default: the one that offers the type; v6e and "
+        f"v5p: the config file's `api`, else {registry.default().key}).",
         callback=_api,
         show_default=False,
     ),

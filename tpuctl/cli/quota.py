@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from tpuctl.cli.options import AppEnv
     from tpuctl.cloud.quota import QuotaRequest
-    from tpuctl.services.compute_quota import ComputeQuotaRow
+    from tpuctl.models import QuotaPool
     from tpuctl.services.quota import QuotaReport, QuotaRow
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=False)
@@ -70,13 +70,15 @@ def quota(
         rows = [rows[i] for i in chosen(rows, filter_text, sort_by, limit)]
         render.print_format(rows, fmt) if fmt else render.print_json(rows)
         return
-    compute = _compute_rows(app, target.project, scope)
+    pools = _pools(app, target.project, scope)
     if json_out:
-        render.print_json({**report.to_json(), "compute": [r.to_json() for r in compute]})
+        more = {p.key: [r.to_json(p.key) for r in p.rows] for p in pools}
+        render.print_json({**report.to_json(), **more})
     else:
         _print(report, explicit=bool(scope))
         _print_requests(report.requests)
-        _print_compute(compute)
+        for pool in pools:
+            _print_pool(pool)
     if report.missing and not json_out:
         render.info(
             "note: the Cloud Quotas API returned nothing for "
@@ -119,36 +121,36 @@ def _print(report: QuotaReport, explicit: bool) -> None:
         render.info(f"no TPU quota or nodes in any region of project {report.project}")
 
 
-def _compute_rows(app: AppEnv, project: str, scope: dict[str, str]) -> list[ComputeQuotaRow]:
-    """Compute Engine's TPU quota in the regions asked about (all that offer its TPUs when
-    none is): [] when it cannot be read (the Compute Engine API off, no permission)."""
+def _pools(app: AppEnv, project: str, scope: dict[str, str]) -> list[QuotaPool]:
+    """The TPU quota pools of the APIs that have their own (Compute Engine's), in the
+    regions asked about (all that offer their TPUs when none is); an API whose quota
+    cannot be read (its API off, no permission) is said and left out."""
     from tpuctl import catalog
     from tpuctl.errors import TpuctlError
-    from tpuctl.services import compute_quota
 
     where = scope.get("region") or (catalog.region_of(scope["zone"]) if "zone" in scope else "")
-    regions = [where] if where else compute_quota.regions()
-    try:
-        return compute_quota.rows(app.factory.quotas(), app.factory.compute_tpu(), project, regions)
-    except TpuctlError as e:
-        render.info(f"note: Compute Engine's TPU quota unknown: {e.message}")
-        return []
+    pools = []
+    for backend in app.backends():
+        try:
+            found = backend.own_quota(app.factory.quotas(), project, [where] if where else None)
+        except TpuctlError as e:
+            render.info(f"note: {backend.kind.title}'s TPU quota unknown: {e.message}")
+            continue
+        if found is not None:
+            pools.append(found)
+    return pools
 
 
-def _print_compute(rows: list[ComputeQuotaRow]) -> None:
-    """Compute Engine's pool, apart from the Cloud TPU API's: the quotas with a limit or
-    a use, per region."""
+def _print_pool(pool: QuotaPool) -> None:
+    """An API's own pool: the quotas with a limit or a use, per region."""
+    from rich.markup import escape
     from rich.table import Table
 
-    shown = [r for r in rows if r.limit or r.used]
+    shown = [r for r in pool.rows if r.limit or r.used]
     console = render.out()
     console.print()
-    console.print(
-        "[bold]Compute Engine[/] TPU quota (a pool apart from the Cloud TPU API's; chips). "
-        "TPU7x is only there; v6e and v5p go to the Cloud TPU API unless --api compute or "
-        'api = "compute" in the config.',
-        highlight=False,
-    )
+    heading = f"[bold]{escape(pool.title)}[/] TPU quota ({escape(pool.about)})"
+    console.print(heading, highlight=False)
     if not shown:
         console.print("none in these regions", highlight=False)
         return
@@ -159,7 +161,7 @@ def _print_compute(rows: list[ComputeQuotaRow]) -> None:
         table.add_column(col, no_wrap=True, justify="right")
     for r in shown:
         limit = "?" if r.limit is None else str(r.limit)
-        table.add_row(r.region, r.quota.quota_id, r.quota.tpu_family or "-", limit, str(r.used))
+        table.add_row(r.region, r.quota_id, r.family or "-", limit, str(r.used))
     render.show(table, console)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 
 from tpuctl.agent.labels import expiry
+from tpuctl.cloud import registry
 from tpuctl.durations import format_duration
 from tpuctl.models import CREATED, IDLE_TIMEOUT, LAST_ACTIVE, MAX_COST, Node, QueuedResource
 from tpuctl.services import cost
@@ -370,7 +371,7 @@ def describe_node(node: Node) -> Table:
         ("created", node.create_time.isoformat() if node.create_time else "-"),
         ("age", human_age(node.age_seconds())),
         ("managed", "yes (tpuctl)" if node.managed else "no"),
-        ("api", "Compute Engine" if node.api == "compute" else "Cloud TPU API"),
+        ("api", registry.kind(node.api).title),
         (
             "cost",
             f"{cost.money(cost.node_hourly(node), per_hour=True)} now, "
@@ -382,9 +383,10 @@ def describe_node(node: Node) -> Table:
     expires, why = expiry(node.labels)
     if expires is not None:
         left = expires - time.time()
-        compute = node.api == "compute"  # its maxRunDuration: Compute Engine ends it
-        who = "Compute Engine deletes it" if compute else "it deletes itself"
-        late = "Compute Engine deletes it" if compute else "its watchdog or gc deletes it"
+        kind = registry.kind(node.api)  # Compute Engine ends it itself (maxRunDuration)
+        who = late = f"{kind.title} deletes it"
+        if not kind.ends_at_expiry:
+            who, late = "it deletes itself", "its watchdog or gc deletes it"
         rows.append(
             (
                 "expires",

@@ -268,9 +268,9 @@ def _run(
     factory = app.factory
     backend = _backend(factory, spec, config, target)
     # flex-start on the Cloud TPU API is a queued resource's; on Compute Engine, a VM's
-    spec.queued = spec.queued or (spec.flex_start and backend.api == "tpu")
+    spec.queued = spec.queued or (spec.flex_start and backend.kind.queues_flex_start)
     adapters = Adapters(
-        tpu=backend,
+        backend=backend,
         other=_other(factory, spec, backend),
         ssh=factory.ssh(),
         bucket=lambda b: factory.bucket(b, target.project),
@@ -278,7 +278,7 @@ def _run(
         quotas=factory.quotas(),
     )
     if job_file is not None:
-        jobfile.check_offered(adapters.tpu, target, job_file, from_file, spec)
+        jobfile.check_offered(adapters.backend, target, job_file, from_file, spec)
     ui = CliUI(logs_to_stderr=json_out)
     runner = Runner(adapters, target, spec, ui)
     made.append(runner)
@@ -299,15 +299,15 @@ def _run(
 def _backend(factory: Any, spec: Any, config: Any, target: Any) -> Any:
     """The API the job's node is on: --api (or the job file's `api`); else, for --node, the
     API that has that node; else the one a create of the accelerator would choose."""
+    from tpuctl.cloud import registry
     from tpuctl.errors import NotFoundError
     from tpuctl.services import create as create_service
     from tpuctl.services.lookup import find_node
 
-    asked = None if spec.api == "auto" else spec.api
+    asked = None if registry.is_auto(spec.api) else spec.api
     if spec.node and not asked:
-        backends = (factory.tpu(), factory.compute_tpu())
         try:
-            return find_node(backends, f"{target.parent}/nodes/{spec.node}")[0]
+            return find_node(factory.backends(), f"{target.parent}/nodes/{spec.node}")[0]
         except NotFoundError:
             pass  # to be created, as the accelerator chooses
     return factory.backend(create_service.choose_api(spec.shape, asked, config))
@@ -316,6 +316,9 @@ def _backend(factory: Any, spec: Any, config: Any, target: Any) -> Any:
 def _other(factory: Any, spec: Any, backend: Any) -> Any:
     """With --api auto, the API tried after `backend` in each zone (None when the
     accelerator is offered by one API only, or for an existing --node)."""
-    if spec.api != "auto" or spec.node or not spec.shape.known or len(spec.shape.apis) < 2:
+    from tpuctl.cloud import registry
+
+    if not registry.is_auto(spec.api) or spec.node or not spec.shape.known:
         return None
-    return factory.backend("compute" if backend.api == "tpu" else "tpu")
+    others = [k for k in registry.offering(spec.shape) if k is not backend.kind]
+    return others[0].build(factory) if others else None

@@ -71,12 +71,11 @@ def top(
         raise UsageError(f"unknown --sort {sort!r}", hint="one of " + ", ".join(BY_NAME))
     app = app_of(ctx)
     target = app.target(project, zone, need_zone=False)
-    api = app.tpu()
+    backends = app.backends()
     states = _job_states(app, target.project)
 
     def take() -> Snapshot:
-        return metrics.snapshot(api, app.factory.monitoring, target.project, zone, states,
-                                others=[app.factory.compute_tpu()])  # fmt: skip
+        return metrics.snapshot(backends, app.factory.monitoring, target.project, zone, states)
 
     if json_out or fmt or filter_text or sort_by or limit:  # one snapshot, of those rows
         from tpuctl.cli.projection import chosen

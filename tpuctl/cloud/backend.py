@@ -1,13 +1,17 @@
 """The seam between tpuctl's services and a TPU API: what services ask of one, in
 tpuctl's own values.
 
-`TpuApi` (`cloud/tpu.py`, the Cloud TPU API through google-cloud-tpu) is the first
-implementation; a Compute Engine adapter (VM instances, and for a multi-host slice a
-workload policy, an instance template and a managed instance group) is the second. An
-adapter builds the API's request bodies, reads its answers into `Node` and
-`QueuedResource`, waits on its operations and turns its failures into tpuctl's typed
-errors (`NoCapacityError`, `QuotaError`, `PermissionDeniedError`, `ServiceDisabledError`,
-`NotFoundError`, `AlreadyExistsError`, `CloudError`). Services never see wire JSON, and
+Each API is one package under `cloud/`: `cloud/tpu/` (the Cloud TPU API through
+google-cloud-tpu) and `cloud/compute/` (Compute Engine: VM instances, and for a
+multi-host slice a workload policy, an instance template and a managed instance group).
+Its `__init__.py` declares its `BackendKind` (no client library loaded), which
+`cloud/registry.py` lists; its adapter implements `TpuBackend`. Services ask the adapter
+questions (the type name of a shape, its request rules, its quota, its leftovers) and
+never compare an API's name. An adapter builds the API's request bodies, reads its
+answers into `Node` and `QueuedResource`, waits on its operations and turns its
+failures into tpuctl's typed errors (`NoCapacityError`, `QuotaError`,
+`PermissionDeniedError`, `ServiceDisabledError`, `NotFoundError`, `AlreadyExistsError`,
+`CloudError`). Services never see wire JSON, and
 nothing above `cloud/` knows which API is behind the value it holds.
 
 Names are full resource names in the TPU API's form,
@@ -18,16 +22,114 @@ users name a slice, whatever the API calls its parts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
+from tpuctl.errors import QuotaError
+from tpuctl.models import (
+    CreateSpec,
+    Leftover,
+    Node,
+    OperationStatus,
+    QueuedResource,
+    QueueSpec,
+    QuotaPool,
+)
 from tpuctl.shapes import SliceShape
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.config import Target
+    from tpuctl.queueing import QueueOptions
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """What tpuctl knows of a TPU API without loading its client library: its entry in the
+    registry (`cloud/registry.py`). `--api` choices, the config file's `api`, display
+    names and which API offers a shape all come from these.
+
+    A node names its API by `key` (`Node.api`); `registry.holder` maps it back."""
+
+    key: str  # what --api, the config file and job files call it: "tpu"
+    title: str  # as a table or `describe` shows it: "Cloud TPU API"
+    called: str  # in a sentence: "the Cloud TPU API"
+    service: str  # the Google API that must be enabled: "tpu.googleapis.com"
+    type_name: Callable[[SliceShape], str | None]  # its name for a shape; None: not offered
+    build: Callable[[Any], TpuBackend]  # the adapter, from a `ClientFactory`
+    # what the node's own programs (agent, guard, idle watchdog) are told they run on
+    agent_target: Callable[[str], tuple[str, ...]] = lambda node: ()
+    # the API itself ends a VM at its expiry (Compute Engine's maxRunDuration), so a --ttl
+    # alone installs no watchdog
+    ends_at_expiry: bool = False
+    # flex-start is offered only through a queued request (the Cloud TPU API's; Compute
+    # Engine's flex-start VM waits by itself)
+    queues_flex_start: bool = False
+    permissions: tuple[str, ...] = ()  # what the caller needs of the project beyond the rest
+
+    def offers(self, shape: SliceShape) -> bool:
+        return self.type_name(shape) is not None
+
+    @property
+    def flag(self) -> str:
+        return f"--api {self.key}"
 
 
 class TpuBackend(Protocol):
     """A TPU API as tpuctl's services use it."""
 
-    api: str  # "tpu" (the Cloud TPU API) or "compute" (Compute Engine)
+    kind: BackendKind  # which API, by the registry's entry
+
+    # -- the API's own rules (defaults in `BackendDefaults`) -------------------------
+    def type_name(self, shape: SliceShape) -> str | None:
+        """What this API calls `shape` (None: it does not offer it)."""
+        ...
+
+    def default_runtime(self, shape: SliceShape) -> str | None:
+        """The runtime version a create of `shape` gets when none is asked (None: the API's
+        own default)."""
+        ...
+
+    def check_request(self, spec: CreateSpec, queue: QueueOptions, queued: bool) -> bool:
+        """Refuse, naming the flag, what this API does not take; True when the API waits
+        for capacity by itself (a flex-start VM on Compute Engine), with no queued request.
+        May set the spec's fields the API takes from the options."""
+        ...
+
+    def check_quota(self, quotas: QuotaApi, target: Target, spec: CreateSpec) -> None:
+        """Raise QuotaError when `spec` would exceed this API's quota in the target zone;
+        never blocks on what it cannot read."""
+        ...
+
+    def explain_quota_refusal(
+        self, error: QuotaError, target: Target, spec: CreateSpec
+    ) -> QuotaError:
+        """The API's own quota refusal of a create, told as `check_quota` tells it."""
+        ...
+
+    def headroom(
+        self, quotas: QuotaApi | None, project: str, shape: SliceShape, scheduling: str,
+        zones: list[str],
+    ) -> dict[str, str]:  # fmt: skip
+        """For each zone, one phrase on the quota a create of `shape` would count against."""
+        ...
+
+    def own_quota(
+        self, quotas: QuotaApi, project: str, regions: list[str] | None
+    ) -> QuotaPool | None:
+        """This API's TPU quota where it is a pool of its own, in `regions` (None: every
+        region that offers its TPUs); None for the Cloud TPU API's, which `tpuctl quota`
+        reports itself."""
+        ...
+
+    def leftovers(self, parent: str) -> list[Leftover]:
+        """What unfinished creates or deletes left that is no node (an API that makes a
+        slice in one call leaves none)."""
+        ...
+
+    def made_of(self, shape: SliceShape) -> str:
+        """What a create of `shape` makes, as a message of its undoing names it."""
+        ...
 
     # -- nodes (a slice: one node, with one worker per host) ------------------------
     def get_node(self, name: str) -> Node: ...
@@ -74,6 +176,10 @@ class TpuBackend(Protocol):
 
     def runtime_versions(self, parent: str) -> list[str]: ...
 
+    def locations(self, project: str) -> list[str]:
+        """The zones it serves for `project` ([]: it does not say)."""
+        ...
+
     # -- queued requests (capacity asked for, to be granted later) ------------------
     def create_queued_resource(
         self, parent: str, qr_id: str, spec: CreateSpec, queue: QueueSpec
@@ -84,3 +190,47 @@ class TpuBackend(Protocol):
     def list_queued_resources(self, parent: str) -> list[QueuedResource]: ...
 
     def delete_queued_resource(self, name: str, force: bool = True) -> str | None: ...
+
+
+class BackendDefaults:
+    """The answers of an API with no rules, quota or leftovers of its own: what an
+    adapter inherits and overrides."""
+
+    kind: BackendKind
+
+    def type_name(self, shape: SliceShape) -> str | None:
+        return self.kind.type_name(shape)
+
+    def default_runtime(self, shape: SliceShape) -> str | None:
+        return None
+
+    def check_request(self, spec: CreateSpec, queue: QueueOptions, queued: bool) -> bool:
+        return False
+
+    def check_quota(self, quotas: QuotaApi, target: Target, spec: CreateSpec) -> None:
+        return None
+
+    def explain_quota_refusal(
+        self, error: QuotaError, target: Target, spec: CreateSpec
+    ) -> QuotaError:
+        return error
+
+    def headroom(
+        self, quotas: QuotaApi | None, project: str, shape: SliceShape, scheduling: str,
+        zones: list[str],
+    ) -> dict[str, str]:  # fmt: skip
+        return {z: "quota: checked at the create" for z in zones}
+
+    def own_quota(
+        self, quotas: QuotaApi, project: str, regions: list[str] | None
+    ) -> QuotaPool | None:
+        return None
+
+    def locations(self, project: str) -> list[str]:
+        return []
+
+    def leftovers(self, parent: str) -> list[Leftover]:
+        return []
+
+    def made_of(self, shape: SliceShape) -> str:
+        return "its VM" if shape.known and not shape.multi_host else "its VMs"

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from google.cloud.tpu_v2 import TpuClient
 
     from tpuctl.cloud.backend import TpuBackend
-    from tpuctl.cloud.compute import ComputeApi
-    from tpuctl.cloud.compute_tpu import ComputeTpuApi
+    from tpuctl.cloud.compute.api import ComputeTpuApi
+    from tpuctl.cloud.compute.project import ProjectMetadataApi
     from tpuctl.cloud.iam import IamApi
     from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.oslogin import OsLoginApi
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.service_usage import ServiceUsageApi
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.cloud.storage import Bucket
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.tpu.api import TpuApi
 
 EMULATOR_ENV = "TPUCTL_EMULATOR_HOST"
 _HOST_PORT = re.compile(
@@ -209,7 +209,7 @@ class ClientFactory:
         )
 
     def tpu(self) -> TpuApi:
-        from tpuctl.cloud.tpu import TpuApi
+        from tpuctl.cloud.tpu.api import TpuApi
 
         return TpuApi(
             self.tpu_client,  # made on first use: the lists go over REST
@@ -367,10 +367,10 @@ class ClientFactory:
 
         return AuthorizedSession(self.credentials)
 
-    def compute(self) -> ComputeApi:
-        from tpuctl.cloud.compute import ComputeApi
+    def project_metadata(self) -> ProjectMetadataApi:
+        from tpuctl.cloud.compute.project import ProjectMetadataApi
 
-        return ComputeApi(
+        return ProjectMetadataApi(
             self._authorized_session,
             self.compute_endpoint,
             where=f"the Compute Engine API ({self.describe_endpoint()})",
@@ -379,7 +379,7 @@ class ClientFactory:
 
     def compute_tpu(self) -> ComputeTpuApi:
         """TPU VMs on Compute Engine, behind the same protocol as the TPU API's adapter."""
-        from tpuctl.cloud.compute_tpu import ComputeTpuApi
+        from tpuctl.cloud.compute.api import ComputeTpuApi
 
         return ComputeTpuApi(
             self._authorized_session,
@@ -388,9 +388,17 @@ class ClientFactory:
             hint=self.unreachable_hint(),
         )
 
-    def backend(self, api: str) -> TpuBackend:
-        """The adapter of one TPU API: "tpu" (the Cloud TPU API) or "compute"."""
-        return self.compute_tpu() if api == "compute" else self.tpu()
+    def backend(self, key: str) -> TpuBackend:
+        """The adapter of one TPU API, by its registry key (`--api`)."""
+        from tpuctl.cloud import registry
+
+        return registry.kind(key).build(self)
+
+    def backends(self) -> list[TpuBackend]:
+        """Every TPU API's adapter, in the registry's look-up order."""
+        from tpuctl.cloud import registry
+
+        return [k.build(self) for k in registry.KINDS]
 
     def iam(self) -> IamApi:
         """Resource Manager (the caller's permissions, the project's number) and IAM (the
@@ -430,7 +438,7 @@ class ClientFactory:
         return OsLoginApi(
             self.oslogin_client,
             self.login_account,
-            self.compute().project_metadata,
+            self.project_metadata().project_metadata,
             where=f"the Cloud OS Login API ({self.describe_endpoint()})",
             unreachable_hint=self.unreachable_hint(),
         )

@@ -181,7 +181,7 @@ class QuotaApi:
     def compute_limits(self, project: str) -> dict[tuple[str, str, str], int]:
         """Compute Engine's TPU quotas (a pool apart from the Cloud TPU API's, listed under
         compute.googleapis.com): (quota id, tpu_family or "", region) -> the limit."""
-        from tpuctl import compute_quotas
+        from tpuctl.cloud.compute import quotas as compute_quotas
 
         ids = {q.quota_id for q in compute_quotas.QUOTAS}
 

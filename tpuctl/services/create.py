@@ -19,7 +19,7 @@ from tpuctl import interrupts
 from tpuctl.durations import format_duration
 from tpuctl.errors import Interrupted, NotFoundError, TpuctlError, UsageError
 from tpuctl.models import COST_DEADLINE, EXPIRES, NODE_CREATE_FAILED, CreateSpec, Node
-from tpuctl.services import cost, flex_vm, names, nodes, queued, zones
+from tpuctl.services import cost, names, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
 from tpuctl.timestamps import utc_clock
 
@@ -53,29 +53,15 @@ class CreateRequest:
     wait_ssh: bool = False  # and until SSH answers on every worker
     queue_flags: bool = False  # --valid-until, --valid-until-time, --keep-request or --timeout
 
-    def validate(self, api: str = "tpu") -> None:
-        """The request's own rules; a UsageError naming the flag when one is broken.
-        `api`: the API the create goes to ("tpu" or "compute")."""
+    def validate(self, api: TpuBackend) -> None:
+        """The request's own rules and those of the API it goes to; a UsageError naming
+        the flag when one is broken."""
         if self.queue.slices < 1:
             raise UsageError(f"--slices must be 1 or more, not {self.queue.slices}")
         if self.queue.max_run_duration and not self.queue.flex_start:
             raise UsageError("--max-run-duration goes with --flex-start")
-        if self.spec.reservation and api != "compute":
-            raise UsageError(
-                "--reservation NAME is Compute Engine's (--api compute); on the Cloud TPU API "
-                "use --reserved, which takes the project's reservation"
-            )
-        spot = self.spec.spot or self.spec.preemptible
-        if api == "compute" and spot and (self.spec.reservation or self.spec.reserved):
-            # "You can't consume a reservation to create ... Spot VMs or preemptible
-            # instances" (cloud.google.com/compute/docs/instances/reservations-consume)
-            flag = "--reservation" if self.spec.reservation else "--reserved"
-            raise UsageError(f"--spot and {flag} are exclusive: a spot VM on Compute Engine "
-                             "cannot consume a reservation")  # fmt: skip
-        if self.queue.flex_start and api == "compute" and not self.queued:
-            # a flex-start VM (or slice) waits by itself: no queued resource
-            flex_vm.check(self.spec, self.queue)
-            return
+        if api.check_request(self.spec, self.queue, self.queued):
+            return  # the API waits for capacity itself (a flex-start VM): no queued request
         # a multislice request is queued; so is flex-start on the TPU API, which offers it
         # through queued resources only (cloud.google.com/tpu/docs/request-using-flex-start)
         self.queued = self.queued or self.queue.slices > 1 or self.queue.flex_start
@@ -91,7 +77,7 @@ class CreateRequest:
 
 @dataclass
 class Adapters:
-    tpu: TpuBackend
+    backend: TpuBackend  # the API the create goes to
     quotas: QuotaApi | None
     ssh: Callable[[], SshApi]  # built only when SSH is waited for
     report_ssh: Callable[[list[WorkerResult]], int]  # says which workers failed; nonzero: some
@@ -110,15 +96,19 @@ class CreateOutcome:
 def choose_api(shape: SliceShape, asked: str | None, config: Mapping[str, Any]) -> str:
     """The TPU API a create goes to: the one asked for (--api); else the only one that
     offers the shape (TPU7x and later: Compute Engine; v5e and older: the TPU API); else,
-    for a shape both offer (v6e, v5p), the config file's `api`, by default the Cloud TPU
-    API, which existing projects have quota for. A shape the chosen API does not offer is
-    refused by the create's own check, naming the API that does."""
+    for a shape several offer (v6e, v5p), the config file's `api`, by default the
+    registry's first (the Cloud TPU API, which existing projects have quota for). A shape
+    the chosen API does not offer is refused by the create's own check, naming the API
+    that does."""
+    from tpuctl.cloud import registry
+
     if asked:
         return asked
-    if shape.known and len(shape.apis) == 1:
-        return shape.apis[0]
+    offering = registry.offering(shape)
+    if shape.known and len(offering) == 1:
+        return offering[0].key
     configured = config.get("api")
-    return configured if configured in ("tpu", "compute") else "tpu"
+    return configured if configured in registry.known() else registry.default().key
 
 
 def price_line(spec: CreateSpec, slices: int = 1) -> str | None:
@@ -181,12 +171,13 @@ def ask(
 def create(a: Adapters, target: Target, request: CreateRequest, ui: Ui) -> CreateOutcome:
     """Make the node in the first zone of `target` that can (a survey of each zone's price
     and quota first when there are several), and wait for it as asked."""
-    request.validate(a.tpu.api)
+    request.validate(a.backend)
     spec = request.spec
     with interrupts.alike():  # SIGTERM and SIGHUP as Ctrl-C; the create call is not cut
         order = list(target.candidates)
         if len(order) > 1:
-            views = zones.survey(a.tpu, a.quotas, target, spec.shape, spec.spot or spec.preemptible)
+            spot = spec.spot or spec.preemptible
+            views = zones.survey(a.backend, a.quotas, target, spec.shape, spot)
             ui.info(f"zones for {spec.shape.name}, tried in this order ({cost.note()}):")
             for view in sorted(views, key=lambda v: bool(v.dropped)):
                 ui.info(view.line())
@@ -194,7 +185,7 @@ def create(a: Adapters, target: Target, request: CreateRequest, ui: Ui) -> Creat
         return zones.failover(
             order,
             lambda z: _create_in(a, target.in_zone(z), request, ui, announce=len(order) == 1),
-            lambda z: zones.clear(a.tpu, target.in_zone(z), spec.name, request.queued),
+            lambda z: zones.clear(a.backend, target.in_zone(z), spec.name, request.queued),
             ui.info,
             f"{spec.shape.name} node {spec.name}",
         )
@@ -215,23 +206,24 @@ def _create_in(
     try:
         if request.queued:
             # The queue's own functions delete the request on a failure or an interruption.
-            prepared = nodes.validate_create(a.tpu, target, spec, a.quotas)
+            prepared = nodes.validate_create(a.backend, target, spec, a.quotas)
             for line in (price_line(spec, options.slices), cap_line(prepared)):
                 if announce and line:
                     ui.info(line)
             if not request.wait:
-                queued.enqueue(a.tpu, target, name, prepared, options)
+                queued.enqueue(a.backend, target, name, prepared, options)
                 return CreateOutcome(target, started=True)
             slices = options.slices
             what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
             with ui.progress(f"queued {name} ({what}) in {zone}:") as update:
                 made_nodes = queued.provision_slices(
-                    a.tpu, target, name, options, node_spec=prepared, progress=update
+                    a.backend, target, name, options, node_spec=prepared, progress=update
                 )
             made = True
             _wait_all_ssh(a, request, made_nodes, ui)
             return CreateOutcome(target, made_nodes)
-        operation = ask(a.tpu, a.quotas, target, spec, None, ui.info if announce else None, asked)
+        say = ui.info if announce else None
+        operation = ask(a.backend, a.quotas, target, spec, None, say, asked)
         if not request.wait:
             return CreateOutcome(target, operation=operation, started=True)
         label = f"creating {name} ({spec.shape.name}) in {zone}:"
@@ -239,13 +231,13 @@ def _create_in(
             label = f"flex-start {name} ({spec.shape.name}) in {zone}, waiting for capacity:"
         with ui.progress(label) as update:
             node = nodes.wait_for_state(
-                a.tpu,
+                a.backend,
                 f"{target.parent}/nodes/{name}",
                 {"READY"},
                 operation=operation,
                 fail_states=NODE_CREATE_FAILED,
                 progress=update,
-                **flex_vm.wait_limit(spec, options),
+                **({"timeout": float(options.timeout)} if spec.flex_start else {}),
             )
         ready = True
         _wait_all_ssh(a, request, [node], ui)
@@ -253,7 +245,7 @@ def _create_in(
     except KeyboardInterrupt:
         if not made:
             raise
-        if flex_vm.undone(a.tpu, spec, options, ready):
+        if undone(a.backend, spec, options, ready):
             _undo(a, target, name, ui, "interrupted")
             raise Interrupted(f"interrupted; deleted what the create of {name} had made") from None
         # The node is the user's (they asked for it): say where it is, delete nothing.
@@ -262,7 +254,7 @@ def _create_in(
             hint=f"delete it with `tpuctl delete {name} --zone {zone} --yes`",
         ) from None
     except TpuctlError as e:
-        if made and flex_vm.undone(a.tpu, spec, options, ready):
+        if made and undone(a.backend, spec, options, ready):
             _undo(a, target, name, ui, "failed")
             raise
         # A node that exists but never became ready may still bill: name it.
@@ -271,6 +263,17 @@ def _create_in(
                 f"if {name} still exists, delete it with `tpuctl delete {name} --zone {zone} --yes`"
             )
         raise
+
+
+def undone(tpu: TpuBackend, spec: CreateSpec, options: QueueOptions, ready: bool) -> bool:
+    """Whether a create that fails or is interrupted deletes what it made: a flex-start
+    VM still waiting (not yet `ready`), as a queued request is, unless --keep-request; a
+    slice of several resources."""
+    if spec.flex_start and options.keep_request:
+        return False
+    if spec.flex_start and not ready:
+        return True
+    return not tpu.whole_at_once(spec.shape)
 
 
 def _undo(a: Adapters, target: Target, name: str, ui: Ui, why: str) -> None:
@@ -282,17 +285,17 @@ def _undo(a: Adapters, target: Target, name: str, ui: Ui, why: str) -> None:
     try:
         with ui.progress(f"the create {why}: deleting what it made of {name} in {zone}:"):
             try:
-                node = a.tpu.get_node(f"{target.parent}/nodes/{name}")
+                node = a.backend.get_node(f"{target.parent}/nodes/{name}")
             except NotFoundError:
                 return
-            (result,) = nodes.delete_nodes(a.tpu, [node])
+            (result,) = nodes.delete_nodes(a.backend, [node])
     except KeyboardInterrupt:
         raise Interrupted(
             f"interrupted again; parts of {name} may be left in {zone}, and its VMs billing",
             hint=f"delete them with `tpuctl delete {name} --zone {zone} --yes`",
         ) from None
     if result.ok:
-        ui.info(f"deleted {name} in {zone} ({flex_vm.made_of(node.slice)})")
+        ui.info(f"deleted {name} in {zone} ({a.backend.made_of(node.slice)})")
     else:
         ui.info(f"could not delete {name} in {zone}: {result.message}; "
                 f"delete it with `tpuctl delete {name} --zone {zone} --yes`")  # fmt: skip
@@ -314,7 +317,7 @@ def wait_ssh(a: Adapters, node: Node, internal_ip: bool, ui: Ui) -> None:
     with ui.progress(f"waiting for SSH on {workers} worker(s) of {node.name}:") as update:
         update("connecting", 0.0)
         plan = ssh_service.plan(
-            a.tpu, ssh_api, node.full_name, "all", internal_ip, wait=SSH_WAIT,
+            a.backend, ssh_api, node.full_name, "all", internal_ip, wait=SSH_WAIT,
             progress=lambda _, waited: update("host keys", waited),
         )  # fmt: skip
         update("connecting", 0.0)

@@ -40,17 +40,18 @@ class Doomed:
 
 
 def resolve(
-    api: TpuBackend,
+    backends: Sequence[TpuBackend],
     target: Target,
     names: list[str],
-    others: Sequence[TpuBackend] | None = None,
     say: Callable[[str], None] = lambda line: None,
     elsewhere: bool = True,
 ) -> Doomed:
-    """Look each name up as a node and as a queued request (a node's own, or of that name);
-    a name neither is there is looked up as a node on the `others` APIs, then in the
-    other zones unless not `elsewhere` (services/locate.py: one node of that name there is
-    deleted, `say`ing so; several are refused, naming their zones)."""
+    """Look each name up as a node and as a queued request (a node's own, or of that name)
+    on the first of `backends`; a name neither is there is looked up as a node on the
+    others, then in the other zones unless not `elsewhere` (services/locate.py: one node
+    of that name there is deleted, `say`ing so; several are refused, naming their
+    zones)."""
+    api, others = backends[0], backends[1:]
     found: list[Node] = []
     missing: list[str] = []
     requests: dict[str, QueuedResource] = {}
@@ -76,7 +77,7 @@ def resolve(
         if node is None and request is None:
             missing.append(name)
     if missing and elsewhere:  # looked for in the other zones: one list per API, on a miss
-        matches = locate.elsewhere([api, *(others or [])], target, missing)
+        matches = locate.elsewhere(backends, target, missing)
         for name in [m for m in missing if matches[m]]:
             node = locate.one_of(name, target, matches[name], NotFoundError(name))[1]
             say(locate.moved_note(node, target))
@@ -110,16 +111,19 @@ def _request_of(api: TpuBackend, node: Node) -> QueuedResource | None:
 
 
 def delete(
-    api: TpuBackend,
+    backends: Sequence[TpuBackend],
     doomed: Doomed,
     *,
     wait: bool = True,
     progress: Callable[[str, str, float], None] | None = None,
     asked: Callable[[str], None] = lambda name: None,
-    others: Sequence[TpuBackend] | None = None,
 ) -> list[DeleteResult]:
-    """Delete the requests (with their nodes), then the nodes; one result each, in that
-    order. `asked(name)` once the cloud has a node's or a request's delete."""
+    """Delete the requests (with their nodes; the first backend's), then the nodes, each
+    through the backend that holds it; one result each, in that order. `asked(name)` once
+    the cloud has a node's or a request's delete."""
+    from tpuctl.cloud import registry
+
+    api = backends[0]
 
     def report(name: str) -> Callable[[str, float], None]:
         return lambda state, elapsed: progress(name, state, elapsed) if progress else None
@@ -128,12 +132,13 @@ def delete(
     for q in doomed.requests:
         results.append(queued.delete_queued(api, q, wait=wait, progress=report(q.name)))
         asked(q.name)
-    by_api = {b.api: b for b in [api, *(others or [])]}
-    done: dict[str, DeleteResult] = {}
-    for kind, backend in by_api.items():
-        mine = [n for n in doomed.nodes if n.api == kind]
+    done: dict[int, DeleteResult] = {}
+    for backend in backends:
+        mine = [n for n in doomed.nodes if registry.holder(backends, n) is backend]
+        if not mine:
+            continue
         made = delete_nodes(
             backend, mine, wait=wait, progress=progress, asked=lambda node: asked(node.name)
         )
-        done.update({n.full_name + n.api: r for n, r in zip(mine, made, strict=True)})
-    return results + [done[n.full_name + n.api] for n in doomed.nodes]
+        done.update({id(n): r for n, r in zip(mine, made, strict=True)})
+    return results + [done[id(n)] for n in doomed.nodes]

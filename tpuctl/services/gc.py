@@ -1,14 +1,15 @@
 """Garbage collection: find tpuctl's nodes that should not be billing, and delete them.
 
-Safety rules, enforced here (and for Compute Engine leftovers in gc_compute.py, alike):
+Safety rules, enforced here (and for the leftovers of slices in leftovers.py, alike):
 - a node without `managed-by=tpuctl` is never a candidate, whatever it looks like;
 - a node labelled `tpuctl-keep=true` is never a candidate;
 - by default only the current user's nodes (`tpuctl-owner`) are considered;
 - idleness read from labels is confirmed by probing the node before it counts.
 
 Nodes are those of the Cloud TPU API and of Compute Engine (TPU VMs and slices, by the
-labels on their VMs); what killed creates left of Compute Engine slices, which carries no
-labels, is `services/gc_compute.py`'s.
+labels on their VMs); what killed creates left of slices made of several resources
+(`TpuBackend.leftovers`: Compute Engine's), which carries no labels, is
+`services/leftovers.py`'s.
 
 `plan` decides on nodes and queued requests; `collect` deletes what a plan dooms and
 writes one audit line per action. A plan may be old when it is collected (the user
@@ -49,7 +50,7 @@ from tpuctl.services.nodes import delete_nodes
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
-    from tpuctl.services.gc_compute import LeftoverDecision
+    from tpuctl.services.leftovers import LeftoverDecision
 
 
 def no_probe(node: Node) -> tuple[Busy, str]:
@@ -180,7 +181,7 @@ def stale_queued(requests: list[QueuedResource], *, owner: str | None) -> list[Q
 @dataclass
 class Plan:
     """What gc found: a decision per node it may act on, the stale requests, and what
-    unfinished creates left of Compute Engine slices (`services/gc_compute.py`)."""
+    unfinished creates left of slices (`services/leftovers.py`)."""
 
     decisions: list[Decision]
     stale: list[QueuedDecision]
@@ -202,7 +203,7 @@ class Plan:
 
 
 def plan(
-    api: TpuBackend,
+    backends: Sequence[TpuBackend],
     parent: str,
     *,
     owner: str | None,
@@ -210,15 +211,16 @@ def plan(
     probe: IdleProbe = no_probe,
     metrics: MetricsCheck | None = None,
     now: float | None = None,
-    others: Sequence[TpuBackend] = (),
 ) -> Plan:
     """Look at every node and queued request under `parent` (`locations/-`: every zone),
-    on `api` and the `others` APIs (a project with one of those off has nothing there),
+    on each of `backends` (a project with one of them off has nothing there; the first's
+    errors are the command's),
     and at what unfinished creates left on them."""
-    from tpuctl.services import gc_compute
+    from tpuctl.services import leftovers as left
 
     at = time.time() if now is None else now
     skipped: list[str] = []
+    api, others = backends[0], backends[1:]
     nodes = api.list_nodes(parent)
     for other in others:
         try:
@@ -226,13 +228,13 @@ def plan(
         except ServiceDisabledError:
             continue
         except TpuctlError as e:
-            skipped.append(f"could not list the TPU VMs of {other.api}: {e}")
+            skipped.append(f"could not list the TPU VMs of {other.kind.called}: {e}")
     decisions = plan_nodes(
         nodes, owner=owner, idle_limit=idle_limit, probe=probe, metrics=metrics, now=at
     )
     # Requests that can never give a node any more (and hold their place in the queue).
     stale = stale_queued(api.list_queued_resources(parent), owner=owner)
-    leftovers, missed = gc_compute.plan([api, *others], parent, owner=owner, now=at)
+    leftovers, missed = left.plan(backends, parent, owner=owner, now=at)
     return Plan(decisions, stale, leftovers, skipped + missed)
 
 
@@ -253,24 +255,23 @@ class Collected:
 
 
 def collect(
-    api: TpuBackend,
+    backends: Sequence[TpuBackend],
     found: Plan,
     *,
     project: str,
     log: Path,
     progress: Callable[[str, str, float], None] | None = None,
-    others: Sequence[TpuBackend] = (),
 ) -> Collected:
     """Delete what the plan dooms and append an audit line for each; idempotent. A node
-    is deleted through the API that holds it (`api` or one of `others`); leftovers of
+    is deleted through the backend that holds it; leftovers of
     slices after the nodes."""
-    from tpuctl.services import gc_compute
+    from tpuctl.cloud import registry
+    from tpuctl.services import leftovers as left
 
-    by_api = {b.api: b for b in (api, *others)}
+    api = backends[0]  # the queued requests' (the Cloud TPU API's)
     done: dict[int, DeleteResult] = {}
-    for name, backend in by_api.items():
-        mine = [d for d in found.doomed if d.node.api == name or (d.node.api not in by_api
-                                                                  and backend is api)]  # fmt: skip
+    for backend in backends:
+        mine = [d for d in found.doomed if registry.holder(backends, d.node) is backend]
         if not mine:
             continue
         for d, r in zip(mine, _delete_nodes(backend, mine, progress=progress), strict=True):
@@ -304,7 +305,7 @@ def collect(
             log,
             AuditEntry.of(q.request, project=project, reason=q.reason, hourly=None, result=result),
         )
-    leftovers = gc_compute.collect(found.doomed_leftovers, project=project, log=log)
+    leftovers = left.collect(found.doomed_leftovers, project=project, log=log)
     return Collected(list(zip(found.doomed, results, strict=True)), requests, leftovers)
 
 

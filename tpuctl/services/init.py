@@ -14,11 +14,12 @@ Adapters come in as arguments (`InitAdapters`); nothing here prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import apis, catalog
+from tpuctl.cloud import registry
 from tpuctl.config import for_project, project_table
 from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import quota as quota_svc
@@ -28,7 +29,7 @@ from tpuctl.services.staging import BLOBS, JOBS, bucket_name, bucket_source, che
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.backend import TpuBackend
+    from tpuctl.cloud.backend import BackendKind, TpuBackend
     from tpuctl.cloud.iam import IamApi
     from tpuctl.cloud.quota import QuotaApi, QuotaRequest
     from tpuctl.cloud.service_usage import ServiceUsageApi
@@ -77,7 +78,7 @@ class InitAdapters:
     # (values, project): top-level keys, or that project's table; returns the file's path
     write_config: Callable[[Mapping[str, str], str | None], str]
     iam: IamApi
-    compute: TpuBackend | None = None  # Compute Engine's TPU VMs (its quota's usage)
+    backends: Sequence[TpuBackend] = ()  # every API's (the pools of their own quota)
 
 
 @dataclass
@@ -94,12 +95,13 @@ class InitSpec:
     job_retention: int = JOB_RETENTION_DAYS  # days; 0: offer no lifecycle rule
 
     @property
-    def uses_compute(self) -> bool:
-        """Whether the project's TPUs will be on Compute Engine: the type is offered only
-        there, or the config file says `api = "compute"`."""
-        if self.shape is not None and self.shape.known and "tpu" not in self.shape.apis:
-            return True
-        return str(for_project(self.config, self.target.project).get("api", "")) == "compute"
+    def kind(self) -> BackendKind:
+        """The API the project's TPUs will be on: the only one that offers the type, else
+        the config file's `api`, else the default (as a create chooses)."""
+        from tpuctl.services.create import choose_api
+
+        shape = self.shape or catalog.SliceShape.unknown("")
+        return registry.kind(choose_api(shape, None, for_project(self.config, self.target.project)))
 
 
 # -- 1. project and credentials ----------------------------------------------------------
@@ -132,7 +134,7 @@ def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
         return failed("apis", "cannot read the project's APIs", e)
 
     def needed(api: apis.Api) -> bool:
-        return api.required or (api.name == apis.COMPUTE and spec.uses_compute)
+        return api.required or api.name == spec.kind.service
 
     off = [api for api in apis.APIS if not states[api.name] and needed(api)]
     optional = [api for api in apis.APIS if not states[api.name] and not needed(api)]
@@ -165,9 +167,12 @@ def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
     acc = spec.shape
     if acc is None:
         return Step("quota", "ok", "no --accelerator given: quota not checked")
+    pooled = _pool_quota(a, spec, acc)  # the API the TPUs go to has a pool of its own
+    if pooled is not None:
+        return pooled
     qspec = catalog.quota_for(acc, "on-demand")
-    if qspec is None:  # validate() let only Compute Engine's types through
-        return _compute_quota(a, spec, acc)
+    if qspec is None:  # validate() let only the types of an API with its own pool through
+        return Step("quota", "ok", f"{spec.kind.title}'s TPU quota not checked")
     location = qspec.location(t.zone)
     where = f"{qspec.dimension} {location}"
     need = qspec.amount(acc)
@@ -219,30 +224,33 @@ def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
     )
 
 
-def _compute_quota(a: InitAdapters, spec: InitSpec, acc: catalog.SliceShape) -> Step:
-    """Compute Engine's on-demand TPU quota for `acc` in the zone's region (its own pool)."""
-    from tpuctl import compute_quotas
-    from tpuctl.services import compute_quota
-
+def _pool_quota(a: InitAdapters, spec: InitSpec, acc: catalog.SliceShape) -> Step | None:
+    """The on-demand quota for `acc` in the zone's region where the API the TPUs go to
+    has a pool of its own (Compute Engine's); None where it has none."""
     t = spec.target
     region = catalog.region_of(t.zone)
-    quota = compute_quotas.quota_for(acc.generation, False)
-    if a.compute is None:
-        return Step("quota", "ok", "Compute Engine's TPU quota not checked")
+    backend = next((b for b in a.backends if b.kind is spec.kind), None)
+    if backend is None:
+        return None
+    title = spec.kind.title
     try:
-        found = [r for r in compute_quota.rows(a.quotas, a.compute, t.project, [region])
-                 if r.quota == quota]  # fmt: skip
+        pool = backend.own_quota(a.quotas, t.project, [region])
     except TpuctlError as e:
-        return failed("quota", f"cannot read Compute Engine's TPU quota in region {region}", e)
+        return failed("quota", f"cannot read {title}'s TPU quota in region {region}", e)
+    if pool is None:
+        return None
+    found = [r for r in pool.rows if r.generation == acc.generation and not r.preemptible]
     row = found[0] if found else None
     if row is None or row.limit is None:
-        return Step("quota", "ok", f"Compute Engine lists no {acc.generation} quota in {region}")
-    family = f" ({row.quota.tpu_family})" if row.quota.tpu_family else ""
-    seen = (f"Compute Engine's {row.quota.quota_id}{family} allows {row.limit} chips in region "
-            f"{region}, {row.used} in use; {acc.name} needs {acc.chips}")  # fmt: skip
+        return Step("quota", "ok", f"{title} lists no {acc.generation} quota in {region}")
+    family = f" ({row.family})" if row.family else ""
+    seen = (
+        f"{title}'s {row.quota_id}{family} allows {row.limit} chips in region "
+        f"{region}, {row.used} in use; {acc.name} needs {acc.chips}"
+    )
     if row.used + acc.chips <= row.limit:
         return Step("quota", "ok", seen)
-    return Step("quota", "todo", seen, todo=f"ask for more: {compute_quota.request_url(t.project)}")
+    return Step("quota", "todo", seen, todo=f"ask for more: {pool.request_url}")
 
 
 def _pending(request: QuotaRequest) -> str:
@@ -370,7 +378,8 @@ def validate(acc: catalog.SliceShape | None, zone: str) -> None:
     """Refuse an accelerator tpuctl does not know, or one the zone does not offer."""
     if acc is None:
         return
-    on_compute = acc.known and "tpu" not in acc.apis  # TPU7x: Compute Engine's quota
+    # offered only by another API than the default (TPU7x: Compute Engine, its own quota)
+    on_compute = acc.known and not registry.default().offers(acc)
     if not acc.known or (catalog.quota_for(acc, "on-demand") is None and not on_compute):
         raise UsageError(
             f"invalid --accelerator {acc.name!r}: a TPU type like v5litepod-8, v4-8 or v6e-4"
@@ -396,8 +405,7 @@ def run(a: InitAdapters, spec: InitSpec, on_step: Callable[[Step], None]) -> Ini
 
     told(check_project(spec))
     told(check_apis(a, spec))
-    compute = apis.COMPUTE_CALLER_PERMISSIONS if spec.uses_compute else ()
-    told(check_permissions(a.iam, a.tpu, spec.target, spec.account, compute))
+    told(check_permissions(a.iam, a.tpu, spec.target, spec.account, spec.kind.permissions))
     told(check_quota(a, spec))
     step, bucket = check_bucket(a, spec)
     told(step)

@@ -13,7 +13,7 @@ bucket's copy alone.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle, protocol
@@ -33,14 +33,15 @@ NO_LOG = 3  # the follower's exit status when the log is not on this VM (another
 
 def follow(
     bucket: Bucket,
-    tpu: TpuBackend,
+    tpu: Sequence[TpuBackend],
     ssh: SshApi,
     job_id: str,
     worker: int | None,
     write: Write,
     note: Callable[[str], None],
 ) -> str:
-    """Print the job's log (`write(worker, bytes)`) until the job has ended; its state."""
+    """Print the job's log (`write(worker, bytes)`) until the job has ended; its state.
+    `tpu`: the APIs the job's node may be on, in look-up order."""
     record = staging.read_job_record(bucket, job_id)
     node = f"projects/{record['project']}/locations/{record['zone']}/nodes/{record['node']}"
     offsets: dict[str, int] = {}
@@ -97,7 +98,7 @@ def _running(
 
 
 def _stream(
-    tpu: TpuBackend,
+    tpu: Sequence[TpuBackend],
     ssh: SshApi,
     node: str,
     job_id: str,

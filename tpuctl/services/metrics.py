@@ -285,18 +285,17 @@ class Snapshot:
 
 
 def snapshot(
-    tpu: TpuBackend,
+    backends: Sequence[TpuBackend],
     monitoring: Callable[[], MonitoringApi],
     project: str,
     zone: str | None,
     job_states: Callable[[list[str]], dict[str, str]] | None = None,
-    others: Sequence[TpuBackend] = (),
 ) -> Snapshot:
     """Every node of `project` (or of one zone) with its metrics: the node list and the
     metrics read concurrently, so the metrics add at most one round trip of latency. With
     `job_states`, the states of the nodes' jobs (`tpuctl-job` label) are read once the
-    list is in, while the metrics are still coming. The `others` APIs' nodes are listed
-    at the same time; one that is off in the project lists none (only the first API's
+    list is in, while the metrics are still coming. Every backend's nodes are listed at
+    the same time; one that is off in the project lists none (only the first backend's
     error is the command's), another failure is said in `skipped`."""
     from tpuctl.models import JOB
 
@@ -311,9 +310,10 @@ def snapshot(
         except ServiceDisabledError:
             return []  # a project that uses one API only
         except TpuctlError as e:
-            skipped.append(f"could not list the TPU VMs of {api.api}: {e}")
+            skipped.append(f"could not list the TPU VMs of {api.kind.called}: {e}")
             return []
 
+    tpu, others = backends[0], backends[1:]
     with ThreadPoolExecutor(max_workers=2 + len(others)) as pool:
         nodes = pool.submit(tpu.list_nodes, parent)
         more = [pool.submit(other, api) for api in others]

@@ -42,7 +42,7 @@ from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
     from tpuctl.catalog import SliceShape
-    from tpuctl.cloud.backend import TpuBackend
+    from tpuctl.cloud.backend import BackendKind, TpuBackend
     from tpuctl.cloud.quota import QuotaApi
     from tpuctl.config import Target
 
@@ -55,21 +55,24 @@ def _suggest(wanted: str, offered: list[str]) -> str:
 def check_accelerator(api: TpuBackend, target: Target, shape: SliceShape) -> None:
     """Refuse a slice the API does not offer in the target zone (a type only another API
     offers is refused before any call, naming that API)."""
-    if shape.known and api.api not in shape.apis:
-        others = " or ".join(catalog.API_NAMES[a] for a in shape.apis)
-        flag = " (--api compute)" if "compute" in shape.apis else " (--api tpu)"
+    from tpuctl.cloud import registry
+
+    if shape.known and not api.type_name(shape):
+        offering = registry.offering(shape)
+        others = " or ".join(k.called for k in offering)
+        flag = f" ({offering[0].flag})" if offering else ""
         raise UsageError(
             f"accelerator type {shape.name!r} is offered only through {others}{flag}, not "
-            f"{catalog.API_NAMES[api.api]}",
+            f"{api.kind.called}",
             hint="see docs/compute-engine.md for which API offers which TPU",
         )
     offered = api.accelerator_types(target.parent)
-    wanted = shape.tpu_type if api.api == "tpu" else shape.name
+    wanted = api.type_name(shape) or shape.name
     if wanted in offered:
         return
     if not shape.known:
         _unknown_type(shape.name, target.zone)
-    hints = [_suggest(wanted or shape.name, offered)]
+    hints = [_suggest(wanted, offered)]
     if shape.known:
         elsewhere = catalog.zones_offering(shape.generation)
         if elsewhere:
@@ -108,10 +111,16 @@ def check_version(api: TpuBackend, target: Target, version: str) -> None:
         )
 
 
-def prepare(spec: CreateSpec, now: float | None = None, api: str = "tpu") -> CreateSpec:
+def prepare(
+    spec: CreateSpec, now: float | None = None, kind: BackendKind | None = None
+) -> CreateSpec:
     """The spec as the API is to get it: tpuctl's labels added (managed-by, owner, created,
     and from --ttl, --idle-timeout and a job's start deadline), and the startup-script of
-    the idle watchdog and the boot guard in its metadata."""
+    the idle watchdog and the boot guard in its metadata. `kind`: the API it goes to (by
+    default the registry's first)."""
+    from tpuctl.cloud import registry
+
+    kind = kind or registry.default()
     if spec.spot and spec.preemptible:
         raise UsageError("--spot and --preemptible are exclusive: choose one")
     created = int(now if now is not None else time.time())
@@ -129,14 +138,14 @@ def prepare(spec: CreateSpec, now: float | None = None, api: str = "tpu") -> Cre
         labels[IDLE_TIMEOUT] = str(spec.idle_timeout)
     if spec.start_deadline:
         labels[START_DEADLINE] = str(created + spec.start_deadline)
-    # The watchdog deletes the node at its expiry itself, with no gc (not on Compute
-    # Engine: its instance's own maxRunDuration does, compute_wire.py).
+    # The watchdog deletes the node at its expiry itself, with no gc (not where the API
+    # ends it at its expiry itself: Compute Engine's maxRunDuration).
     # A startup script of the user's own keeps a --ttl to gc alone; a cap cannot be.
     own_script = STARTUP_SCRIPT in spec.metadata and not spec.max_cost
-    watchdog = api == "tpu"
+    watchdog = not kind.ends_at_expiry
     watched = spec.idle_timeout or (EXPIRES in labels and watchdog and not own_script)
     if watched or spec.start_deadline:
-        metadata[STARTUP_SCRIPT] = _startup_script(spec, bool(watched), api)
+        metadata[STARTUP_SCRIPT] = _startup_script(spec, bool(watched), kind)
     validate_labels(labels)
     if spec.service_account and "@" not in spec.service_account:
         raise UsageError(
@@ -159,7 +168,7 @@ def parse_scopes(values: list[str]) -> list[str]:
     return [s if s.startswith("https://") else _SCOPE_PREFIX + s for s in scopes]
 
 
-def _startup_script(spec: CreateSpec, watched: bool, api: str = "tpu") -> str:
+def _startup_script(spec: CreateSpec, watched: bool, kind: BackendKind) -> str:
     """The startup script that runs the node's idle watchdog and/or its boot guard
     (services/idle.py)."""
     from tpuctl.services.idle import startup_script
@@ -180,8 +189,8 @@ def _startup_script(spec: CreateSpec, watched: bool, api: str = "tpu") -> str:
             hint="run your own setup over SSH (`tpuctl exec`) or from `tpuctl run --setup`",
         )
     idle_action = spec.idle_action if spec.idle_timeout else "delete" if watched else None
-    # On Compute Engine the guard and the watchdog are told what they run on (agent/target.py)
-    on = ("--api", "compute", "--node", spec.name) if api == "compute" else ()
+    # the guard and the watchdog are told what they run on (agent/target.py)
+    on = kind.agent_target(spec.name)
     return startup_script(idle_action, start_guard=bool(spec.start_deadline), target=on)
 
 
@@ -193,16 +202,14 @@ def validate_create(
 
     With `quotas`, a create that would exceed its quota is refused here, before the call.
     """
-    from tpuctl.services import quota_check
-
     validate_name(spec.name)
     validate_labels(spec.labels)
     check_accelerator(api, target, spec.shape)
-    if not spec.version and api.api == "tpu":
-        spec.version = catalog.default_runtime(spec.shape.generation)
+    if not spec.version:  # the API's default for the generation, where it has one
+        spec.version = api.default_runtime(spec.shape)
     if spec.version:  # on Compute Engine: the TPU OS image family (default: the generation's)
         check_version(api, target, spec.version)
-    prepared = prepare(spec, api=api.api)
+    prepared = prepare(spec, kind=api.kind)
     try:
         existing = api.get_node(f"{target.parent}/nodes/{spec.name}")
     except NotFoundError:
@@ -213,15 +220,8 @@ def validate_create(
             f"({existing.accelerator_type}, {existing.state})",
             hint=f"use another name, or see it: `tpuctl describe {spec.name} --zone {target.zone}`",
         )
-    if quotas is not None and api.api == "tpu":  # the TPU API's quotas (Compute's: its own)
-        quota_check.check_create(api, quotas, target, spec.shape, spec.scheduling)
-    elif quotas is not None:
-        from tpuctl.services import compute_quota
-
-        # flex-start takes preemptible quota, as spot does (Compute Engine's provisioning
-        # models page; "consume preemptible quota", the flex-start VMs announcement)
-        compute_quota.check_create(quotas, api, target.project, target.zone, spec.shape,
-                                   spec.spot or spec.preemptible or spec.flex_start)  # fmt: skip
+    if quotas is not None:  # the API's own quota pool
+        api.check_quota(quotas, target, spec)
     return prepared
 
 
@@ -239,15 +239,13 @@ def create_node(
     is explained like tpuctl's own check. A signal during the call interrupts once it
     has returned (`interrupts.deferred`): then the node is known to exist.
     """
-    from tpuctl.services import quota_check
-
     if prepared is None:
         prepared = validate_create(api, target, spec, quotas)
     try:
         with interrupts.deferred():  # cut in half, the create may still take effect
             return api.create_node(target.parent, prepared)
     except QuotaError as e:
-        raise quota_check.explain_refusal(e, api, target, spec.shape, spec.scheduling) from e
+        raise api.explain_quota_refusal(e, target, spec) from e
 
 
 def wait_for_state(

@@ -1,73 +1,30 @@
 """TPU quota: limits (from the Cloud Quotas API) beside usage (from the project's nodes).
 
-`report` builds what `tpuctl quota` shows; quota_check.py uses the same usage before
-and after a create. Which quota a node counts against, and how much of it, is
-`tpuctl.catalog`'s table, the one the emulator enforces.
+`report` builds what `tpuctl quota` shows; the Cloud TPU API's check
+(`cloud/tpu/quota_check.py`) uses the same usage before and after a create. Which
+quota a node counts against, and how much of it, is `tpuctl.catalog`'s table, the one
+the emulator enforces.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
+from tpuctl.cloud.tpu.usage import (  # noqa: F401  (re-exported: quota's one vocabulary)
+    Usage,
+    log,
+    node_usages,
+    project_usage,
+    request_url,
+    scheduling_label,
+)
 from tpuctl.errors import TpuctlError
-from tpuctl.models import NODE_HOLDS_NO_QUOTA, Node
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi, QuotaInfo, QuotaRequest
-
-log = logging.getLogger("tpuctl.quota")
-CHECK_PATIENCE = 10.0  # seconds of retries a pre-create check may spend; it never blocks
-
-
-def request_url(project: str) -> str:
-    """The console page where quota increases are requested."""
-    return (
-        f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
-        f"&service={catalog.QUOTA_SERVICE}"
-    )
-
-
-def scheduling_label(spec: catalog.QuotaSpec) -> str:
-    """Spot and preemptible nodes share the preemptible quotas; tpuctl's flag is --spot."""
-    return "spot" if spec.preemptible else "on-demand"
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What one node takes from one quota."""
-
-    node: Node
-    spec: catalog.QuotaSpec
-    location: str
-    amount: int
-
-
-def node_usages(node: Node) -> list[Usage]:
-    """The quotas a node holds, zone and region alike (a node being deleted, or reserved,
-    holds none)."""
-    acc = node.slice
-    if not acc.known or node.state in NODE_HOLDS_NO_QUOTA:
-        return []
-    scheduling = catalog.scheduling_name(node.spot, node.preemptible, node.reserved)
-    return [
-        Usage(node, spec, spec.location(node.zone), spec.amount(acc))
-        for spec in catalog.quotas_for(acc, scheduling)
-    ]
-
-
-def project_usage(tpu: TpuBackend, project: str) -> list[Usage]:
-    """What the project's nodes, in every zone, hold (one list call).
-
-    Queued resources hold quota too once provisioning; tpuctl does not make them yet.
-    When it does, their usage belongs here, beside the nodes'.
-    """
-    nodes = sorted(tpu.list_nodes(f"projects/{project}/locations/-"), key=lambda n: n.name)
-    return [u for node in nodes for u in node_usages(node)]
-
 
 @dataclass
 class QuotaRow:

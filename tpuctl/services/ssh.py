@@ -179,13 +179,14 @@ def plan(
     node's API, or several (the Cloud TPU API, then Compute Engine) to look it up on.
     `node`: the node as just read, when the caller has it. `progress`: told while the
     workers have not published their host keys yet (for up to `wait` seconds)."""
+    from tpuctl.cloud import registry
     from tpuctl.cloud.ssh import ensure_key_pair
     from tpuctl.services.lookup import find_node
 
     if node is None:
         api, node = find_node(api, full_name)
     elif isinstance(api, Sequence):  # the node's own API, of those given
-        api = next((b for b in api if b.api == node.api), api[0])
+        api = registry.holder(api, node)
     check_connectable(node)
     chosen = parse_workers(workers, len(node.workers), f"node {node.name}")
     endpoints = [ssh.endpoint(w, worker_address(node, w, internal_ip)) for w in chosen]

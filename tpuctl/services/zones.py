@@ -102,7 +102,7 @@ def survey(
 ) -> list[ZoneView]:
     """Every candidate zone of `target`, in order: dropped (with the reason) where the
     accelerator is not offered or the zone cannot be asked, else its price and quota."""
-    from tpuctl.services import cost, nodes, quota_check
+    from tpuctl.services import cost, nodes
 
     views: list[ZoneView] = []
     for zone in target.candidates:
@@ -114,9 +114,7 @@ def survey(
         views.append(view)
     usable = [v.zone for v in views if not v.dropped]
     scheduling = catalog.scheduling_name(spot)
-    # the Cloud TPU API's quota; Compute Engine's is checked at each zone's create
-    tpu_quotas = quotas if tpu.api == "tpu" else None
-    rooms = quota_check.headroom(tpu, tpu_quotas, target.project, shape, scheduling, usable)
+    rooms = tpu.headroom(quotas, target.project, shape, scheduling, usable)  # its own pool
     for view in views:
         if not view.dropped:
             view.price = cost.hourly(shape, spot)

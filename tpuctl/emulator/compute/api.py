@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tpuctl import compute_quotas
 from tpuctl.emulator.compute import admission, catalog, errors, rules
 from tpuctl.emulator.compute.catalog import MachineType
 from tpuctl.emulator.compute.models import ALLOWED_FROM, Instance, ZoneOperation
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.quotas import compute_table as compute_quotas
 from tpuctl.emulator.tpu.models import project_number
 from tpuctl.emulator.tpu.rules import page
 

@@ -1,4 +1,4 @@
-"""Compute Engine's TPU quotas (`tpuctl.compute_quotas`): their limits from the
+"""Compute Engine's TPU quotas (`compute_table.py`, the emulator's own table): their limits from the
 emulator's config, enforced when a VM is made (an instance's insert, or a managed
 instance group's VM), and listed by the Cloud Quotas API under `compute.googleapis.com`.
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tpuctl import compute_quotas
-from tpuctl.compute_quotas import ComputeQuota
 from tpuctl.emulator.core import errors
+from tpuctl.emulator.quotas import compute_table as compute_quotas
+from tpuctl.emulator.quotas.compute_table import ComputeQuota
 
 PRESETS = ("granted", "new-project")
 

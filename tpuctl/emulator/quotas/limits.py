@@ -20,8 +20,9 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from tpuctl import catalog, compute_quotas
+from tpuctl import catalog
 from tpuctl.emulator.core import errors
+from tpuctl.emulator.quotas import compute_table as compute_quotas
 from tpuctl.emulator.quotas.compute import ComputeQuotaConfig
 from tpuctl.emulator.tpu.models import Node, project_number
 from tpuctl.emulator.tpu.rules import listing

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle
+from tpuctl.cloud import registry
 from tpuctl.errors import NotFoundError, TpuctlError
 from tpuctl.models import Node
 from tpuctl.services import jobs, remote, staging
@@ -142,11 +143,12 @@ def examine(
     gs = list(dict.fromkeys([*paths, *job_paths]))
     first = [a for p in gs for a in ("--gs", p)] + ["--bucket", bucket.name]
 
-    # a CPU-idle holder's TensorCores: Monitoring's, on the VM's own monitored resource
-    on_compute = ["--api", "compute"] if node.api == "compute" else []
+    # a CPU-idle holder's TensorCores: Monitoring's, on the VM's own monitored resource,
+    # which the checkup finds from what the node runs on (agent/target.py)
+    on = list(registry.kind(node.api).agent_target(full_name))
 
     def whose(worker: int) -> list[str]:
-        return ["--node", full_name, "--worker", str(worker), *on_compute]
+        return [*on, "--node", full_name, "--worker", str(worker)]
 
     answers = _gather(ssh, plan, lambda w: (first if w == 0 else []) + whose(w), timeout)
     if fix:

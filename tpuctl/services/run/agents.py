@@ -37,7 +37,7 @@ def slice_plan(job: Job, progress: Progress = noop) -> tuple[ssh_service.Plan, l
     published their host keys yet."""
     a = job.adapters
     plans = [
-        ssh_service.plan(a.tpu, a.ssh, name, workers="all", wait=BOOT_WAIT, progress=progress)
+        ssh_service.plan(a.backend, a.ssh, name, workers="all", wait=BOOT_WAIT, progress=progress)
         for name in job.slice_names
     ]
     if len(plans) == 1:
@@ -95,8 +95,8 @@ def start(job: Job) -> None:
             job.digest,
             *(["--teardown"] if job.agent_teardown else []),
             *(multislice[ep.worker] if multislice else []),
-            # on Compute Engine: the VM or slice the job runs on (agent/target.py)
-            *(["--api", "compute", "--node", job.node_name] if a.tpu.api == "compute" else []),
+            # what the job runs on, as the API's adapter names it (agent/target.py)
+            *a.backend.kind.agent_target(job.node_name),
             root=REMOTE_ROOT,
         )
         status = await session.run(

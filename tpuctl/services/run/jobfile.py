@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.catalog import canonical_accelerator
+from tpuctl.cloud import registry
 from tpuctl.config import shape_rule, split_zones
 from tpuctl.durations import parse_duration
 from tpuctl.errors import TpuctlError, UsageError
@@ -94,7 +95,8 @@ _WANTED = {
     "string": "a string",
     "strings": "a list of strings",
     "accelerator": 'a string, an accelerator type like "v3-8"',
-    "api": '"tpu" (the Cloud TPU API), "compute" (Compute Engine) or "auto" (either)',
+    "api": " or ".join(f'"{k.key}" ({k.called})' for k in registry.KINDS)
+    + f' or "{registry.AUTO}" (any)',
     "zone": 'a string, a zone like "us-central1-a"',
     "zones": 'a list of zones, e.g. ["us-central2-b", "us-east5-a"]',
     "project": 'a string, a project id like "my-project"',
@@ -277,7 +279,7 @@ def _convert(key: str, kind: str, value: Any, base: Path) -> Any:
         return canonical_accelerator(value)  # the --accelerator flag's own callback
     if kind == "zone":
         return _zone(value)
-    if kind == "api" and value not in ("tpu", "compute", "auto"):
+    if kind == "api" and value not in (*registry.known(), registry.AUTO):
         raise _wrong(kind, value)
     if kind == "project":
         rule = shape_rule("project", value)

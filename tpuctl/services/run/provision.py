@@ -24,7 +24,7 @@ from tpuctl.models import (
     CreateSpec,
     Node,
 )
-from tpuctl.services import cost, flex_vm, nodes, queued, staging, zones
+from tpuctl.services import cost, nodes, queued, staging, zones
 from tpuctl.services.create import ask
 from tpuctl.services.run import lease, teardown
 from tpuctl.services.run.spec import Job
@@ -75,7 +75,7 @@ def existing_node(job: Job) -> Node | None:
     if not job.spec.node:
         return None
     try:
-        node = job.adapters.tpu.get_node(job.full_name)
+        node = job.adapters.backend.get_node(job.full_name)
     except NotFoundError:
         return None
     if node.state != "READY":
@@ -100,15 +100,15 @@ def create(job: Job, announce: bool = True, attempt: int | None = None) -> str |
     `job.created` turns true just before the call, so that every exit path from here on
     deletes what the call may have made."""
     a, spec = job.adapters, _node_spec(job, attempt or job.attempt)
-    if job.spec.flex_start and not job.spec.queued:  # a flex-start VM or slice
-        flex_vm.check(spec, _queue(job))
+    # the API's own rules (a flex-start VM or slice on Compute Engine: its wait)
+    a.backend.check_request(spec, _queue(job), job.spec.queued)
 
     def made() -> None:
         job.created = True
 
     queue = _queue(job) if job.spec.queued else None
     say = job.ui.info if announce else None
-    return ask(a.tpu, a.quotas, job.target, spec, queue, say, before_call=made)
+    return ask(a.backend, a.quotas, job.target, spec, queue, say, before_call=made)
 
 
 def wait_ready(job: Job, operation: str | None) -> Node:
@@ -120,14 +120,14 @@ def wait_ready(job: Job, operation: str | None) -> Node:
         # On Ctrl-C, timeout, FAILED or SUSPENDED the request is deleted there.
         with job.ui.progress(f"queued {label}") as update:
             made = queued.provision_slices(
-                a.tpu, job.target, job.node_name, _queue(job), progress=update
+                a.backend, job.target, job.node_name, _queue(job), progress=update
             )
             return made[0]
     flex = job.spec.flex_start  # waits for capacity (Compute Engine): --timeout's default
     doing = "flex-start, waiting for capacity:" if flex else "creating"
     with job.ui.progress(f"{doing} {label}") as update:
         return nodes.wait_for_state(
-            a.tpu,
+            a.backend,
             job.full_name,
             {"READY"},
             operation=operation,
@@ -145,7 +145,7 @@ def survey_zones(job: Job) -> None:
     t, spec, a = job.target, job.spec, job.adapters
     if len(t.candidates) < 2:
         return
-    views = zones.survey(a.tpu, a.quotas, t, spec.shape, spec.spot)
+    views = zones.survey(a.backend, a.quotas, t, spec.shape, spec.spot)
     if a.other is not None:
         others = {v.zone: v for v in zones.survey(a.other, a.quotas, t, spec.shape, spec.spot)}
         views = [others[v.zone] if v.dropped and not others[v.zone].dropped else v for v in views]
@@ -157,18 +157,15 @@ def survey_zones(job: Job) -> None:
     job.target = dataclasses.replace(t, zone=left[0], zones=tuple(left))
 
 
-API_NAMES = {"tpu": "Cloud TPU API", "compute": "Compute Engine"}
-
-
 def places(job: Job, order: Sequence[str]) -> dict[str, tuple[TpuBackend, str]]:
     """Where to try, in order, by the name failover says: each zone, and with --api auto
     each API in it (the one chosen first, then the other: one zone's price and bucket
     region are the same on both)."""
     a = job.adapters
     if a.other is None:
-        return {zone: (a.tpu, zone) for zone in order}
+        return {zone: (a.backend, zone) for zone in order}
     return {
-        f"{zone} ({API_NAMES[api.api]})": (api, zone) for zone in order for api in (a.tpu, a.other)
+        f"{zone} ({api.kind.title})": (api, zone) for zone in order for api in (a.backend, a.other)
     }
 
 
@@ -187,8 +184,8 @@ def place(
 
     def one(place: str) -> Node:
         backend, zone = where[place]
-        if backend is not job.adapters.tpu:  # --api auto: the other API's turn
-            job.adapters.other, job.adapters.tpu = job.adapters.tpu, backend
+        if backend is not job.adapters.backend:  # --api auto: the other API's turn
+            job.adapters.other, job.adapters.backend = job.adapters.backend, backend
         job.target = job.target.in_zone(zone)
         operation = create(job, announce=announce, attempt=attempt)
         on_created()
@@ -205,7 +202,7 @@ def place(
     what = f"{job.spec.shape.name} for job {job.job_id}"
     node = zones.failover(list(where), one, abandon, job.ui.info, what)
     if len(where) > 1:
-        on = f" on {API_NAMES[job.adapters.tpu.api]}" if job.adapters.other else ""
+        on = f" on {job.adapters.backend.kind.title}" if job.adapters.other else ""
         job.ui.info(f"{job.what} is in {job.target.zone}{on}")
     return node
 
@@ -247,15 +244,15 @@ def recreate(job: Job) -> Node:
     everywhere, or any other refusal, ends the job."""
     a = job.adapters
     try:
-        old = a.tpu.get_node(job.full_name)
+        old = a.backend.get_node(job.full_name)
     except NotFoundError:
         pass
     else:
-        result = nodes.delete_nodes(a.tpu, [old])[0]
+        result = nodes.delete_nodes(a.backend, [old])[0]
         if not result.ok and result.error is not None:
             raise result.error
     if job.spec.queued:
-        queued.delete_request(a.tpu, queued.qr_name(job.target, job.node_name))
+        queued.delete_request(a.backend, queued.qr_name(job.target, job.node_name))
 
     def tell(e: BaseException, pause: float) -> None:
         job.ui.info(f"{e}; trying again in {int(pause)}s")

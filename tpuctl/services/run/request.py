@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
+from tpuctl.cloud import registry
 from tpuctl.durations import parse_duration
 from tpuctl.errors import Interrupted, UsageError
 from tpuctl.services.run.spec import (
@@ -50,7 +51,7 @@ class RunRequest:
     script_args: list[str] | None = None
     node: str | None = None
     accelerator: str = catalog.DEFAULT_ACCELERATOR
-    api: str | None = None  # tpu or compute; None: as create chooses (create.choose_api)
+    api: str | None = None  # a registry key, or auto; None: as create chooses (choose_api)
     version: str | None = None
     spot: bool = False
     service_account: str | None = None
@@ -120,10 +121,11 @@ class RunRequest:
             raise UsageError("--max-run-duration goes with --flex-start")
         if self.flex_start and self.node:
             raise UsageError("--flex-start asks for a new node: it does not go with --node")
-        if self.flex_start and self.api == "auto":
+        if self.flex_start and registry.is_auto(self.api):
             raise UsageError(
                 "--flex-start waits for capacity on one API: it does not go with --api auto",
-                hint="choose --api tpu or --api compute (docs/compute-engine.md)",
+                hint=f"choose {' or '.join(k.flag for k in registry.KINDS)} "
+                "(docs/compute-engine.md)",
             )
         if self.valid_until and not (self.queued or self.flex_start):
             raise UsageError("--valid-until needs --queued or --flex-start")

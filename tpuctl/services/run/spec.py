@@ -129,12 +129,12 @@ def parse_env(pairs: list[str], env_files: list[Path]) -> dict[str, str]:
 
 @dataclass
 class Adapters:
-    tpu: TpuBackend
+    backend: TpuBackend  # the API the job's node is on (--api auto: the one being tried)
     ssh: SshApi
     bucket: Callable[[str], Bucket]
     project_number: Callable[[str], str]  # Resource Manager's projects.get
     quotas: QuotaApi | None = None
-    # --api auto: the other API, tried in each zone after `tpu` (provision.place)
+    # --api auto: the other API, tried in each zone after `backend` (provision.place)
     other: TpuBackend | None = None
 
 

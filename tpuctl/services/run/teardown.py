@@ -84,7 +84,7 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
     if job.spec.queued and job.created:
         # The request outlives its node otherwise (SUSPENDED, listed forever); a
         # multislice request takes every slice with it.
-        queued.delete_request(a.tpu, queued.qr_name(job.target, job.node_name))
+        queued.delete_request(a.backend, queued.qr_name(job.target, job.node_name))
         if job.multislice:
             return True
     if (
@@ -107,10 +107,11 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
                 node = _node_left(job, 0, update)
             if node is None:
                 return True
-            [result] = nodes.delete_nodes(a.tpu, [node], wait=False, asked=lambda _: _asked(job))
+            asked = lambda _: _asked(job)  # noqa: E731
+            [result] = nodes.delete_nodes(a.backend, [node], wait=False, asked=asked)
         if not result.ok:
             raise CloudError(result.message)
-        nodes.wait_gone(a.tpu, job.full_name, progress=update)
+        nodes.wait_gone(a.backend, job.full_name, progress=update)
     return True
 
 
@@ -128,7 +129,7 @@ def _claimed_by_other(job: Job) -> bool:
 def _node_left(job: Job, wait_for_agent: float, update: Progress) -> Node | None:
     """The node once the agent had `wait_for_agent` seconds to start deleting it (None:
     gone)."""
-    tpu = job.adapters.tpu
+    tpu = job.adapters.backend
 
     def current() -> Node | None:
         try:

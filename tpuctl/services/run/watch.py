@@ -44,7 +44,7 @@ def node_lost(job: Job) -> str | None:
     job, the first slice that cannot: one lost slice ends the attempt of every slice."""
     for i, name in enumerate(job.slice_names):
         try:
-            state = job.adapters.tpu.get_node(name).state
+            state = job.adapters.backend.get_node(name).state
         except NotFoundError:
             state = "DELETED"
         except TpuctlError:

@@ -13,10 +13,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl import catalog, compute_quotas
+from tpuctl import catalog
 from tpuctl.cloud.backend import TpuBackend
+from tpuctl.cloud.compute import quotas as compute_quotas
+from tpuctl.cloud.compute.quotas import ComputeQuota
 from tpuctl.cloud.quota import QuotaApi
-from tpuctl.compute_quotas import ComputeQuota
 from tpuctl.errors import QuotaError, TpuctlError
 from tpuctl.models import NODE_HOLDS_NO_QUOTA, Node
 from tpuctl.shapes import SliceShape
@@ -110,5 +111,5 @@ def check_create(
         f"in region {region}: the limit is {row.limit}, {row.used} in use",
         hint=f"Compute Engine's TPU quota is apart from the Cloud TPU API's; ask for more at "
         f"{request_url(project)}"
-        + (", or use the Cloud TPU API (--api tpu)" if "tpu" in shape.apis else ""),
+        + (", or use the Cloud TPU API (--api tpu)" if shape.tpu_type else ""),
     )

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl import catalog
+from tpuctl.cloud.tpu.usage import CHECK_PATIENCE, Usage, log, project_usage, request_url
 from tpuctl.errors import NotFoundError, QuotaError, TpuctlError
-from tpuctl.services.quota import CHECK_PATIENCE, Usage, log, project_usage, request_url
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend

@@ -1,5 +1,5 @@
-"""ComputeApi: the one Compute Engine call tpuctl makes, `projects.get`, for the project's
-metadata (`commonInstanceMetadata`), where `enable-oslogin` may be set for every VM.
+"""ProjectMetadataApi: Compute Engine's `projects.get`, for the project's metadata
+(`commonInstanceMetadata`), where `enable-oslogin` may be set for every VM.
 
 A plain REST GET through google-auth's `AuthorizedSession` (already installed: google-auth
 and requests come with the other clients) rather than google-cloud-compute, a large
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-class ComputeApi:
+class ProjectMetadataApi:
     """Reads a project's Compute Engine metadata."""
 
     def __init__(

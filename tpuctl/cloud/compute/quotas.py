@@ -1,6 +1,6 @@
 """Compute Engine's TPU quotas: a pool of their own, apart from the Cloud TPU API's
 (https://cloud.google.com/tpu/docs/consumption-options: GKE and Compute Engine TPUs use
-Compute Engine quota). Data only, shared by the emulator and the client.
+Compute Engine quota). The client's table; the emulator keeps its own.
 
 What a public (third-party) migration guide shows of a v6e project: the on-demand quota
 `TPUS-PER-TPU-FAMILY-per-project-region` with the dimensions `region` and `tpu_family`

@@ -2,7 +2,7 @@
 
 A single-host TPU VM is one VM instance (TPU7x, v6e and v5p machine types); a multi-host
 slice is a workload policy, an instance template and a managed instance group
-(`cloud/compute_slice.py`), read and deleted as one node. REST through google-auth's authorised
+(`slices.py`), read and deleted as one node. REST through google-auth's authorised
 session (`cloud/rest.py`): google-cloud-compute costs 1.7 s to import and its operations
 poll Google's endpoint whatever the client's is. Services name a node as on the TPU API,
 `projects/P/locations/ZONE/nodes/NAME`; here that is the instance NAME in ZONE.
@@ -15,9 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl import catalog
-from tpuctl.cloud import compute_orphans, compute_slice, compute_wire
+from tpuctl.cloud.compute import leftovers as compute_orphans
+from tpuctl.cloud.compute import slices as compute_slice
+from tpuctl.cloud.compute import wire as compute_wire
+from tpuctl.cloud.compute.rules import ComputeRules
 from tpuctl.errors import CloudError, NotFoundError, PreconditionFailedError, UsageError
-from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
+from tpuctl.models import CreateSpec, Leftover, Node, OperationStatus, QueuedResource, QueueSpec
 from tpuctl.shapes import SliceShape
 
 MAX_RUN_SECONDS = 120 * 86400  # scheduling.maxRunDuration's limit
@@ -30,10 +33,8 @@ def _parts(name: str) -> tuple[str, str, str]:
     return parts[1], parts[3], parts[-1]
 
 
-class ComputeTpuApi:
-    """Single-host TPU VMs on Compute Engine, as tpuctl's services use a TPU API."""
-
-    api = "compute"
+class ComputeTpuApi(ComputeRules):
+    """TPU VMs and slices on Compute Engine, as tpuctl's services use a TPU API."""
 
     def __init__(
         self, session: Callable[[], Any], endpoint: str, where: str = "Compute Engine",
@@ -160,9 +161,9 @@ class ComputeTpuApi:
                 nodes.append(compute_slice.node(mig, None, vms, project))
         return sorted(nodes, key=lambda n: (n.zone, n.name))
 
-    def leftovers(self, parent: str) -> list[compute_orphans.Leftover]:
+    def leftovers(self, parent: str) -> list[Leftover]:
         """What creates or deletes that did not finish left of slices: a template or policy
-        with no group, a group with no VM (`cloud/compute_orphans.py`). `delete_node` of a
+        with no group, a group with no VM (`leftovers.py`). `delete_node` of a
         leftover's `full_name` deletes it."""
         project, zone = parent.split("/")[1], parent.split("/")[3]
         return compute_orphans.find(lambda path, subject: self._pages(path, subject, project),

@@ -4,7 +4,7 @@ backend protocol (`cloud/backend.py`).
 Every call goes through `_call`, the one seam that retries transient faults and
 translates Google's exceptions into tpuctl's errors. Nodes cross this boundary
 as `tpuctl.models.Node`, never as protobuf messages or JSON; the request bodies and the
-reading of answers are `cloud/tpu_wire.py`'s.
+reading of answers are `wire.py`'s; its rules and quota, `rules.py`'s.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tpuctl.cloud import tpu_wire
 from tpuctl.cloud.retry import call
+from tpuctl.cloud.tpu import wire as tpu_wire
+from tpuctl.cloud.tpu.rules import TpuRules
 from tpuctl.errors import CloudError, NotFoundError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
 from tpuctl.shapes import SliceShape
@@ -33,10 +34,8 @@ def _to_dict(message: Any) -> dict[str, Any]:
     return json_format.MessageToDict(type(message).pb(message))
 
 
-class TpuApi:
+class TpuApi(TpuRules):
     """The Cloud TPU v2 API as tpuctl uses it."""
-
-    api = "tpu"
 
     def __init__(
         self,

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl import catalog
-from tpuctl.cloud import compute_wire
+from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
 from tpuctl.models import CreateSpec, Node, Worker
 

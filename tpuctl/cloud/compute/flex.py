@@ -12,15 +12,14 @@ of its own: tpuctl's `--timeout` bounds it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tpuctl.errors import UsageError
+from tpuctl.queueing import queue_spec
 
 if TYPE_CHECKING:
-    from tpuctl.catalog import SliceShape
-    from tpuctl.cloud.backend import TpuBackend
     from tpuctl.models import CreateSpec
-    from tpuctl.services.queued import QueueOptions
+    from tpuctl.queueing import QueueOptions
 
 MIN_WAIT, MAX_WAIT = 90, 7200  # requestValidForDuration, seconds
 
@@ -28,9 +27,7 @@ MIN_WAIT, MAX_WAIT = 90, 7200  # requestValidForDuration, seconds
 def check(spec: CreateSpec, options: QueueOptions) -> None:
     """Check a Compute Engine flex-start create before any call, and put its flex-start
     settings on the spec."""
-    from tpuctl.services import queued
-
-    queued.queue_spec(spec, options)  # the same rules as on the Cloud TPU API
+    queue_spec(spec, options)  # the same rules as on the Cloud TPU API
     if spec.reservation:
         raise UsageError("--flex-start and --reservation are exclusive: choose one provisioning "
                          "model")  # fmt: skip
@@ -59,26 +56,3 @@ def check(spec: CreateSpec, options: QueueOptions) -> None:
     spec.flex_start = True
     spec.max_run_duration = options.max_run_duration
     spec.request_valid_for = None if spec.shape.multi_host else wait or MAX_WAIT
-
-
-def wait_limit(spec: CreateSpec, options: QueueOptions) -> dict[str, Any]:
-    """The wait_for_state arguments of a flex-start create: its --timeout."""
-    return {"timeout": float(options.timeout)} if spec.flex_start else {}
-
-
-def undone(tpu: TpuBackend, spec: CreateSpec, options: QueueOptions, ready: bool) -> bool:
-    """Whether a create that fails or is interrupted deletes what it made: a flex-start
-    VM still waiting (not yet `ready`), as a queued request is, unless --keep-request; a
-    slice of several resources."""
-    if spec.flex_start and options.keep_request:
-        return False
-    if spec.flex_start and not ready:
-        return True
-    return not tpu.whole_at_once(spec.shape)
-
-
-def made_of(shape: SliceShape) -> str:
-    """What a Compute Engine create makes, as the message of its undoing names it."""
-    if shape.known and not shape.multi_host:
-        return "its VM"
-    return "its VMs, instance template and workload policy"

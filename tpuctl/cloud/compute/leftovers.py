@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from tpuctl.cloud import compute_slice
+from tpuctl.cloud.compute import slices as compute_slice
+from tpuctl.models import Leftover, Part
 
 GROUP, TEMPLATE, POLICY = "managed instance group", "instance template", "workload policy"
 KINDS = {GROUP: "instanceGroupManagers", TEMPLATE: "instanceTemplates", POLICY: "resourcePolicies"}
@@ -28,38 +28,6 @@ _MARK = re.compile(
     r"slice (?P<name>[a-z](?:[-a-z0-9]*[a-z0-9])?) in (?P<zone>[a-z]+-[a-z]+[0-9]+-[a-z0-9]+)"
 )
 Pages = Callable[[str, str], list[dict[str, Any]]]  # (path, subject) -> every page of a list
-
-
-@dataclass(frozen=True)
-class Part:
-    kind: str  # GROUP, TEMPLATE or POLICY
-    name: str
-    created: float | None  # its creationTimestamp
-
-
-@dataclass
-class Leftover:
-    """What is left of the slice `slice` in `zone`, and why it is no slice."""
-
-    project: str
-    zone: str
-    slice: str
-    parts: list[Part]
-    why: str
-    labels: dict[str, str] = field(default_factory=dict)  # its template's (the VMs') labels
-
-    @property
-    def full_name(self) -> str:
-        return f"projects/{self.project}/locations/{self.zone}/nodes/{self.slice}"
-
-    @property
-    def newest(self) -> float | None:
-        """When its youngest part was made (None: a part shows no time)."""
-        times = [p.created for p in self.parts]
-        return None if any(t is None for t in times) else max(t for t in times if t is not None)
-
-    def describe(self) -> str:
-        return " and ".join(f"{p.kind} {p.name}" for p in self.parts)
 
 
 def claim(resource: dict[str, Any], what: str) -> tuple[str, str] | None:

@@ -1,6 +1,7 @@
-"""gc's part on Compute Engine that has no node to go by: what creates or deletes that did
-not finish left of multi-host slices (a template or a policy with no managed instance
-group, a group with no VM; `cloud/compute_orphans.py`).
+"""gc's part that has no node to go by: what creates or deletes that did not finish left
+of slices an API makes of several resources (`TpuBackend.leftovers`; on Compute Engine a
+template or a policy with no managed instance group, a group with no VM,
+`cloud/compute/leftovers.py`).
 
 Safety rules, as gc's for nodes:
 - only resources with the name and the description tpuctl gave them are found at all;
@@ -24,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from tpuctl.durations import format_duration
 from tpuctl.errors import NotFoundError, ServiceDisabledError, TpuctlError
-from tpuctl.models import KEEP, MANAGED_BY, MANAGED_BY_VALUE, OWNER, Node
+from tpuctl.models import KEEP, MANAGED_BY, MANAGED_BY_VALUE, OWNER, Leftover, Node
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
-    from tpuctl.cloud.compute_orphans import Leftover
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.services.idle import Busy, IdleProbe
 
@@ -40,7 +40,7 @@ class LeftoverDecision:
     leftover: Leftover
     reason: str
     delete: bool
-    api: TpuBackend
+    backend: TpuBackend
 
     @property
     def label(self) -> str:
@@ -79,15 +79,12 @@ def plan(backends: Sequence[TpuBackend], parent: str, *, owner: str | None,
     decisions: list[LeftoverDecision] = []
     skipped: list[str] = []
     for api in backends:
-        find = getattr(api, "leftovers", None)
-        if find is None:
-            continue
         try:
-            found = find(parent)
+            found = api.leftovers(parent)
         except ServiceDisabledError:
             continue
         except TpuctlError as e:
-            skipped.append(f"could not look for leftovers on {api.api}: {e}")
+            skipped.append(f"could not look for leftovers on {api.kind.called}: {e}")
             continue
         for lo in found:
             d = decide(lo, api, owner=owner, now=now)
@@ -110,13 +107,13 @@ def collect(doomed: list[LeftoverDecision], *, project: str,
     now: dict[int, dict[str, Leftover] | str] = {}  # per API: its leftovers now, or why not
     for d in doomed:
         lo = d.leftover
-        if id(d.api) not in now:
+        if id(d.backend) not in now:
             try:
-                fresh = d.api.leftovers(f"projects/{project}/locations/-")  # type: ignore[attr-defined]
-                now[id(d.api)] = {f.full_name: f for f in fresh}
+                fresh = d.backend.leftovers(f"projects/{project}/locations/-")
+                now[id(d.backend)] = {f.full_name: f for f in fresh}
             except TpuctlError as e:
-                now[id(d.api)] = str(e)
-        seen = now[id(d.api)]
+                now[id(d.backend)] = str(e)
+        seen = now[id(d.backend)]
         result = "deleted"
         if isinstance(seen, str):
             result = f"failed: could not look at it again before deleting: {seen}"
@@ -126,7 +123,7 @@ def collect(doomed: list[LeftoverDecision], *, project: str,
             result = "skipped: it changed since gc looked"
         else:
             try:
-                d.api.delete_node(lo.full_name)
+                d.backend.delete_node(lo.full_name)
             except NotFoundError:
                 result = "deleted (gone already)"
             except TpuctlError as e:
@@ -154,14 +151,15 @@ def to_json(d: LeftoverDecision, result: str | None = None) -> dict[str, Any]:
 
 def probe_by_api(backends: Sequence[TpuBackend], ssh: Callable[[], SshApi]) -> IdleProbe:
     """gc's SSH probe of a node through the API that holds it (made when first needed)."""
+    from tpuctl.cloud import registry
     from tpuctl.services.idle import ssh_probe
 
-    made: dict[str, IdleProbe] = {}
-    by_api = {b.api: b for b in backends}
+    made: dict[int, IdleProbe] = {}
 
     def probe(node: Node) -> tuple[Busy, str]:
-        if node.api not in made:
-            made[node.api] = ssh_probe(by_api.get(node.api, backends[0]), ssh())
-        return made[node.api](node)
+        backend = registry.holder(backends, node)
+        if id(backend) not in made:
+            made[id(backend)] = ssh_probe(backend, ssh())
+        return made[id(backend)](node)
 
     return probe

@@ -1,0 +1,32 @@
+"""The Cloud TPU API (tpu.googleapis.com, v2) through google-cloud-tpu: `api.TpuApi`, the
+adapter; `wire.py`, its request bodies and answers; `quota_check.py` and `usage.py`, its
+quota pool (the Cloud Quotas API's `tpu.googleapis.com` limits).
+
+This module loads no client library: it is the registry's entry (`cloud/registry.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpuctl.cloud.backend import BackendKind
+from tpuctl.shapes import SliceShape
+
+
+def _type_name(shape: SliceShape) -> str | None:
+    return shape.tpu_type  # a name tpuctl does not know: itself, the API the judge
+
+
+def _build(factory: Any) -> Any:
+    return factory.tpu()
+
+
+KIND = BackendKind(
+    key="tpu",
+    title="Cloud TPU API",
+    called="the Cloud TPU API",
+    service="tpu.googleapis.com",
+    type_name=_type_name,
+    build=_build,
+    queues_flex_start=True,  # cloud.google.com/tpu/docs/request-using-flex-start
+)
