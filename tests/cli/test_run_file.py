@@ -117,6 +117,8 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "--bucket", "gs://mine", "--project", "my-project", "--version", "tpu-vm-base",
         "--force", "--env", 'Q=say "hi"', "--service-account", SA, "--scopes", "cloud-platform",
         "--requirements", str(repo / "reqs.txt"), "--rebuild-env", "--system-site-packages",
+        "--preemptible", "--reserved", "--reservation", "r1", "--labels", "team=ml",
+        "--network", "net", "--subnetwork", "sub", "--tags", "ssh,web", "--internal-ip-only",
         "--print-spec",
     )  # fmt: skip
     assert r.code == 0, r.err
@@ -135,7 +137,9 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "retry_on_failure": True, "bucket": "gs://mine", "project": "my-project",
         "version": "tpu-vm-base", "force": True, "name": "nightly", "accelerator": "v3-32",
         "exclude": ["*.ckpt"], "slices": 2, "max_cost": "25", "start_lease": "30s",
-        "api": "compute", "flex_start": True, "max_run_duration": "4h",
+        "api": "compute", "flex_start": True, "max_run_duration": "4h", "preemptible": True,
+        "reserved": True, "reservation": "r1", "labels": ["team=ml"], "network": "net",
+        "subnetwork": "sub", "tags": ["ssh,web"], "internal_ip_only": True,
     }.items():  # fmt: skip
         assert spec[key] == value, key
     # all but what was not given (the job file gives outputs, so not --no-outputs)

@@ -8,6 +8,7 @@ import typer
 
 from tpuctl import catalog
 from tpuctl.catalog import DEFAULT_ACCELERATOR
+from tpuctl.cli import node_options as opt
 from tpuctl.cli import render
 from tpuctl.cli.options import Accelerator, Api, Json, NoWait, Project, Zones, app_of
 
@@ -26,67 +27,26 @@ def create(
         ),
     ] = None,
     accelerator: Accelerator = DEFAULT_ACCELERATOR,
-    version: Annotated[
-        str | None,
-        typer.Option("--version", help="Runtime version (default: the generation's base image)."),
-    ] = None,
+    version: opt.Version = None,
     zone: Zones = None,
     project: Project = None,
-    spot: Annotated[
-        bool, typer.Option("--spot", help="Spot capacity: cheaper, can be preempted.")
-    ] = False,
-    preemptible: Annotated[
-        bool, typer.Option("--preemptible", help="Legacy preemptible capacity (24 h max).")
-    ] = False,
-    reserved: Annotated[
-        bool,
-        typer.Option(
-            "--reserved", help="Use the project's reservation (Compute Engine: any matching one)."
-        ),
-    ] = False,
-    reservation: Annotated[
-        str | None,
-        typer.Option(
-            "--reservation", help="Compute Engine: consume this reservation (name or its path)."
-        ),
-    ] = None,
-    labels: Annotated[list[str], typer.Option("--labels", help="k=v[,k=v...]; repeatable.")] = [],  # noqa: B006
+    spot: opt.Spot = False,
+    preemptible: opt.Preemptible = False,
+    reserved: opt.Reserved = False,
+    reservation: opt.Reservation = None,
+    labels: opt.Labels = [],  # noqa: B006
     metadata: Annotated[
         list[str], typer.Option("--metadata", help="k=v[,k=v...]; repeatable.")
     ] = [],  # noqa: B006
     description: Annotated[str, typer.Option("--description")] = "",
-    network: Annotated[str | None, typer.Option("--network")] = None,
-    subnetwork: Annotated[str | None, typer.Option("--subnetwork")] = None,
-    service_account: Annotated[
-        str | None,
-        typer.Option(
-            "--service-account",
-            help="The VM's service account (default: the project's default compute account).",
-        ),
-    ] = None,
-    scopes: Annotated[
-        list[str],
-        typer.Option("--scopes", help="The VM's OAuth scopes: a,b (default cloud-platform)."),
-    ] = [],  # noqa: B006
-    internal_ip_only: Annotated[
-        bool, typer.Option("--internal-ip-only", help="No external IPs on the workers.")
-    ] = False,
-    tags: Annotated[
-        list[str], typer.Option("--tags", help="Network tags for firewall rules: a,b; repeatable.")
-    ] = [],  # noqa: B006
-    ttl: Annotated[
-        str | None,
-        typer.Option(
-            "--ttl", help="Delete after this long (e.g. 8h); the node enforces it itself."
-        ),
-    ] = None,
-    max_cost: Annotated[
-        str | None,
-        typer.Option(
-            "--max-cost",
-            help="Delete once it has cost this many US dollars at list price (e.g. 50).",
-        ),
-    ] = None,
+    network: opt.Network = None,
+    subnetwork: opt.Subnetwork = None,
+    service_account: opt.ServiceAccount = None,
+    scopes: opt.Scopes = [],  # noqa: B006
+    internal_ip_only: opt.InternalIpOnly = False,
+    tags: opt.Tags = [],  # noqa: B006
+    ttl: opt.Ttl = None,
+    max_cost: opt.MaxCost = None,
     idle_timeout: Annotated[
         str | None, typer.Option("--idle-timeout", help="Delete after idling this long (e.g. 30m).")
     ] = None,
@@ -101,17 +61,8 @@ def create(
         bool, typer.Option("--wait-ssh", help="Also wait until SSH answers on every worker.")
     ] = False,
     json_out: Json = False,
-    queued: Annotated[
-        bool,
-        typer.Option("--queued", help="Ask through a queued resource: wait for capacity."),
-    ] = False,
-    valid_until: Annotated[
-        str | None,
-        typer.Option(
-            "--valid-until",
-            help="With --queued or --flex-start: give up after waiting this long (6h).",
-        ),
-    ] = None,
+    queued: opt.Queued = False,
+    valid_until: opt.ValidUntil = None,
     valid_until_time: Annotated[
         str | None,
         typer.Option("--valid-until-time", help="With --queued: give up at this time (ISO 8601)."),
@@ -130,29 +81,10 @@ def create(
             help="With --queued or --flex-start: stop waiting after this long (default 24h).",
         ),
     ] = None,
-    flex_start: Annotated[
-        bool,
-        typer.Option(
-            "--flex-start",
-            help="Flex-start capacity: wait for it, run --max-run-duration, then be deleted "
-            "(implies --queued on the TPU API; a flex-start VM on Compute Engine).",
-        ),
-    ] = False,
-    max_run_duration: Annotated[
-        str | None,
-        typer.Option(
-            "--max-run-duration", help="With --flex-start: how long the TPUs run (4h; 7d max)."
-        ),
-    ] = None,
+    flex_start: opt.FlexStart = False,
+    max_run_duration: opt.MaxRunDuration = None,
     api: Api = None,
-    slices: Annotated[
-        int,
-        typer.Option(
-            "--slices",
-            help="Multislice: this many slices (nodes NAME-0, NAME-1, ...) through one "
-            "queued resource NAME (implies --queued when more than 1).",
-        ),
-    ] = 1,
+    slices: opt.Slices = 1,
 ) -> None:
     """Create a TPU VM and wait until it is READY.
 

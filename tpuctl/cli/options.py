@@ -106,6 +106,7 @@ class AppEnv:
             if len(missing) > 1:
                 raise not_set_up(missing) from None
             raise
+
         def served() -> list[str]:  # us-central1-z: a zone no API serves
             return [z for b in self.backends() for z in b.locations(target.project)]
 

@@ -11,6 +11,7 @@ import typer
 from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import checkup, render
+from tpuctl.cli import node_options as opt
 from tpuctl.cli.options import Accelerator, Json, Project, RunApi, Zones, app_of, seconds
 from tpuctl.errors import TpuctlError
 from tpuctl.services.run.spec import MIN_SYNC_EVERY
@@ -34,20 +35,18 @@ def run(
     node: Annotated[str | None, typer.Option("--node", help="Use (or create) this node.")] = None,
     accelerator: Accelerator = DEFAULT_ACCELERATOR,
     api: RunApi = None,
-    version: Annotated[str | None, typer.Option("--version", help="Runtime version.")] = None,
-    spot: Annotated[bool, typer.Option("--spot", help="Spot capacity.")] = False,
-    service_account: Annotated[
-        str | None,
-        typer.Option(
-            "--service-account",
-            help="A new node's service account (default: the project's default compute "
-            "account); it must be able to write the bucket and delete the node.",
-        ),
-    ] = None,
-    scopes: Annotated[
-        list[str],
-        typer.Option("--scopes", help="A new node's OAuth scopes: a,b (default cloud-platform)."),
-    ] = [],  # noqa: B006
+    version: opt.Version = None,
+    spot: opt.Spot = False,
+    preemptible: opt.Preemptible = False,
+    reserved: opt.Reserved = False,
+    reservation: opt.Reservation = None,
+    labels: opt.Labels = [],  # noqa: B006
+    network: opt.Network = None,
+    subnetwork: opt.Subnetwork = None,
+    tags: opt.Tags = [],  # noqa: B006
+    internal_ip_only: opt.InternalIpOnly = False,
+    service_account: opt.ServiceAccount = None,
+    scopes: opt.Scopes = [],  # noqa: B006
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Folder to ship (default: the script's).")
     ] = None,
@@ -104,17 +103,8 @@ def run(
     ] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Return once the job started.")] = False,
     name: Annotated[str | None, typer.Option("--name", help="A name for the job.")] = None,
-    ttl: Annotated[
-        str | None,
-        typer.Option("--ttl", help="A new node deletes itself after this long (default 7d)."),
-    ] = None,
-    max_cost: Annotated[
-        str | None,
-        typer.Option(
-            "--max-cost",
-            help="A new node deletes itself once it has cost this many US dollars (e.g. 50).",
-        ),
-    ] = None,
+    ttl: opt.Ttl = None,
+    max_cost: opt.MaxCost = None,
     start_deadline: Annotated[
         str | None,
         typer.Option(
@@ -131,34 +121,11 @@ def run(
             "for the job whose client stopped renewing deletes itself (default 90s).",
         ),
     ] = None,
-    queued_flag: Annotated[
-        bool, typer.Option("--queued", help="Ask for the node through a queued resource.")
-    ] = False,
-    slices: Annotated[
-        int,
-        typer.Option(
-            "--slices",
-            help="Multislice: run on this many slices of the accelerator, through one "
-            "queued resource (docs/multislice.md).",
-        ),
-    ] = 1,
-    valid_until: Annotated[
-        str | None,
-        typer.Option(
-            "--valid-until", help="With --queued or --flex-start: give up waiting after this."
-        ),
-    ] = None,
-    flex_start: Annotated[
-        bool,
-        typer.Option(
-            "--flex-start",
-            help="Flex-start capacity: wait for it, then run at most --max-run-duration.",
-        ),
-    ] = False,
-    max_run_duration: Annotated[
-        str | None,
-        typer.Option("--max-run-duration", help="With --flex-start: how long the TPUs run (4h)."),
-    ] = None,
+    queued_flag: opt.Queued = False,
+    slices: opt.Slices = 1,
+    valid_until: opt.ValidUntil = None,
+    flex_start: opt.FlexStart = False,
+    max_run_duration: opt.MaxRunDuration = None,
     restarts: Annotated[
         int | None,
         typer.Option(

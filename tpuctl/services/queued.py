@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.config import Target
 
+
 def qr_name(target: Target, name: str) -> str:
     return f"{target.parent}/queuedResources/{name}"
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi, QuotaInfo, QuotaRequest
 
+
 @dataclass
 class QuotaRow:
     """One quota in one region or zone: its limit (None: unknown) and who uses it."""

@@ -42,9 +42,7 @@ class TpuRules(BackendDefaults):
     def explain_quota_refusal(
         self, error: QuotaError, target: Target, spec: CreateSpec
     ) -> QuotaError:
-        return quota_check.explain_refusal(
-            error, self._me(), target, spec.shape, spec.scheduling
-        )
+        return quota_check.explain_refusal(error, self._me(), target, spec.shape, spec.scheduling)
 
     def headroom(
         self,

@@ -36,8 +36,9 @@ def slice_plan(job: Job, progress: Progress = noop) -> tuple[ssh_service.Plan, l
     center network), on MEGASCALE_PORT. `progress`: told while the workers have not
     published their host keys yet."""
     a = job.adapters
+    internal = job.spec.node_spec.internal_ip_only  # a node made with no external IPs
     plans = [
-        ssh_service.plan(a.backend, a.ssh, name, workers="all", wait=BOOT_WAIT, progress=progress)
+        ssh_service.plan(a.backend, a.ssh, name, "all", internal, wait=BOOT_WAIT, progress=progress)
         for name in job.slice_names
     ]
     if len(plans) == 1:

@@ -45,18 +45,15 @@ def _node_spec(job: Job, attempt: int) -> CreateSpec:
     agent of `attempt` by the start deadline, and it deletes itself (agent/guard.py)."""
     guarded = job.spec.teardown and job.spec.start_deadline
     assert job.bucket is not None
-    return CreateSpec(
+    node = job.spec.node_spec  # as asked: a copy per attempt (a create fills in defaults)
+    return dataclasses.replace(
+        node,
         name=job.node_name,
-        shape=job.spec.shape,
-        version=job.spec.version,
-        spot=job.spec.spot,
-        service_account=job.spec.service_account,
-        scopes=list(job.spec.scopes),
-        labels={JOB: job.job_id},
+        labels={**node.labels, JOB: job.job_id},
         metadata={BUCKET_ATTRIBUTE: job.bucket.name, ATTEMPT_ATTRIBUTE: str(attempt)},
-        ttl=job.spec.ttl or JOB_NODE_TTL,
-        max_cost=job.spec.max_cost,
-        idle_timeout=job.spec.idle_timeout,
+        scopes=list(node.scopes),
+        tags=list(node.tags),
+        ttl=node.ttl or JOB_NODE_TTL,
         start_deadline=job.spec.start_deadline if guarded else None,
     )
 

@@ -54,6 +54,14 @@ class RunRequest:
     api: str | None = None  # a registry key, or auto; None: as create chooses (choose_api)
     version: str | None = None
     spot: bool = False
+    preemptible: bool = False
+    reserved: bool = False
+    reservation: str | None = None
+    labels: list[str] = field(default_factory=list)
+    network: str | None = None
+    subnetwork: str | None = None
+    tags: list[str] = field(default_factory=list)
+    internal_ip_only: bool = False
     service_account: str | None = None
     scopes: list[str] = field(default_factory=list)
     workdir: Path | None = None
@@ -101,7 +109,8 @@ class RunRequest:
 
     @property
     def restarts_or_default(self) -> int:
-        return (SPOT_RESTARTS if self.spot else 0) if self.restarts is None else self.restarts
+        spot = self.spot or self.preemptible  # capacity that can be taken back
+        return (SPOT_RESTARTS if spot else 0) if self.restarts is None else self.restarts
 
     def check(self, blame: Blame = no_blame, from_file: set[str] | None = None) -> None:
         """The rules between flags; a UsageError naming them (and the job file's line for
@@ -146,7 +155,8 @@ class RunRequest:
 
     def spec(self, root: Path, rel: str, service_account: str | None) -> RunSpec:
         """The job's spec (`service_account`: the config file's, when no flag gave one)."""
-        from tpuctl.services import cost, nodes
+        from tpuctl.models import CreateSpec
+        from tpuctl.services import cost, names, nodes
         from tpuctl.services.run import environment
 
         env_spec, by_default = environment.spec_of(
@@ -171,12 +181,25 @@ class RunRequest:
             workdir=root,
             args=list(self.script_args or []),
             node=self.node,
-            shape=self.shape,
+            node_spec=CreateSpec(
+                name="",  # the job's node's, given per attempt
+                shape=self.shape,
+                version=self.version,
+                spot=self.spot,
+                preemptible=self.preemptible,
+                reserved=self.reserved,
+                reservation=self.reservation,
+                labels=names.parse_pairs(list(self.labels or []), "label"),
+                network=self.network,
+                subnetwork=self.subnetwork,
+                tags=names.parse_tags(list(self.tags or [])),
+                internal_ip_only=self.internal_ip_only,
+                service_account=self.service_account or service_account,
+                scopes=nodes.parse_scopes(list(self.scopes or [])),
+                ttl=durations.get("ttl"),
+                max_cost=cost.parse_dollars(str(self.max_cost)) if self.max_cost else None,
+            ),
             api=self.api,
-            version=self.version,
-            spot=self.spot,
-            service_account=self.service_account or service_account,
-            scopes=nodes.parse_scopes(list(self.scopes or [])),
             excludes=list(self.exclude),
             bucket=self.bucket,
             env=parse_env(self.env_pairs, self.env_file),
@@ -188,8 +211,6 @@ class RunRequest:
             teardown=None if self.teardown is None and self.node else self.teardown is not False,
             detach=self.detach,
             name=self.name,
-            ttl=durations.get("ttl"),
-            max_cost=cost.parse_dollars(str(self.max_cost)) if self.max_cost else None,
             queued=self.queued,
             slices=self.slices,
             valid_until=durations.get("valid_until"),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tpuctl import catalog
 from tpuctl.catalog import SliceShape
 from tpuctl.errors import UsageError
+from tpuctl.models import CreateSpec
 
 if TYPE_CHECKING:
     from tpuctl.agent.protocol import Beats
@@ -66,12 +67,12 @@ class RunSpec:
     workdir: Path
     args: list[str] = field(default_factory=list)
     node: str | None = None
-    shape: SliceShape = field(default_factory=lambda: catalog.shape(catalog.DEFAULT_ACCELERATOR))
+    # the node a job makes (its name, the job's label and metadata added per attempt):
+    # shape, runtime, scheduling, network, labels, service account, scopes, --ttl, --max-cost
+    node_spec: CreateSpec = field(
+        default_factory=lambda: CreateSpec("", catalog.shape(catalog.DEFAULT_ACCELERATOR))
+    )
     api: str | None = None  # the API asked for (--api, the job file's `api`), else chosen
-    version: str | None = None
-    spot: bool = False
-    service_account: str | None = None  # a new node's (None: the default compute account)
-    scopes: list[str] = field(default_factory=list)  # a new node's (empty: cloud-platform)
     excludes: list[str] = field(default_factory=list)
     bucket: str | None = None
     bucket_named_by: str = ""  # "--bucket" or "the config file": trusted as given
@@ -82,8 +83,6 @@ class RunSpec:
     teardown: bool | None = True  # None: only a node the job creates (decided when it starts)
     detach: bool = False
     name: str | None = None
-    ttl: int | None = None
-    idle_timeout: int | None = None
     queued: bool = False  # ask for the node through a queued resource
     slices: int = 1  # > 1: that many slices through one multislice queued resource
     valid_until: int | None = None  # with queued: seconds the request may wait
@@ -94,10 +93,26 @@ class RunSpec:
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
     start_deadline: int | None = START_DEADLINE  # a created node's agents start by then
     start_lease: float = START_LEASE  # ...unless a living client renews its lease
-    max_cost: float | None = None  # USD: a created node deletes itself once it cost this
     heartbeat_deadline: float = HEARTBEAT_DEADLINE  # an agent silent this long is lost
     environment: dict[str, Any] | None = None  # the request's (services/run/environment.py)
     environment_by_default: bool = False  # ...from the work dir's requirements.txt
+
+    @property
+    def shape(self) -> SliceShape:
+        return self.node_spec.shape
+
+    @property
+    def version(self) -> str | None:
+        return self.node_spec.version
+
+    @property
+    def spot(self) -> bool:
+        """Spot or preemptible: capacity that can be taken back (restarts by default)."""
+        return self.node_spec.spot or self.node_spec.preemptible
+
+    @property
+    def max_cost(self) -> float | None:
+        return self.node_spec.max_cost
 
 
 def parse_env(pairs: list[str], env_files: list[Path]) -> dict[str, str]:
