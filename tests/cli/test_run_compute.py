@@ -228,7 +228,8 @@ def test_an_api_run_does_not_know_is_refused_in_one_line(cli, emulator, project)
     r = cli("run", str(project / "job.py"), "--api", "gpu")
     assert r.code == 2
     assert one_line_error(r) == (
-        "error: invalid --api 'gpu': tpu (the Cloud TPU API), compute, or auto (either)"
+        "error: invalid --api 'gpu': tpu (the Cloud TPU API), compute (Compute Engine) or "
+        "auto (any, in order)"
     )
 
 
