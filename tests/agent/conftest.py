@@ -19,6 +19,7 @@ import pytest
 from tpuctl.agent import bundle, protocol
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.storage import Bucket
+from tpuctl.cloud.tpu import KIND
 from tpuctl.services import staging
 
 # TPUCTL_TEST_AGENT_PYTHON=/path/to/python3.8 runs the agent under another interpreter
@@ -60,13 +61,14 @@ class Worker:
     bundle: Path
     # job id -> what the runner's SSH start gives its agents (--digest, --teardown)
     starts: dict[str, list[str]] = field(default_factory=dict)
+    target: tuple[str, ...] = ()  # what the runner names the node (--target KIND:NAME)
 
     def command(self, verb: str, job_id: str, bucket: str, *extra: str) -> list[str]:
         install_bundle(self.root.parent)  # again: a test may have wiped the worker
         given = [] if "--digest" in extra else self.starts.get(job_id, [])
         return [AGENT_PYTHON, "-I", str(self.bundle), "agent", verb,
                 "--job-id", job_id, "--bucket", bucket, "--root", str(self.root),
-                *FAST, *given, *extra]  # fmt: skip
+                *FAST, *self.target, *given, *extra]  # fmt: skip
 
     def run(self, job_id: str, bucket: str, *extra: str, env_values: dict | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
@@ -125,7 +127,8 @@ class Cluster:
             "TPUCTL_TPU_URL": base,
             "TPUCTL_CRM_URL": base,
         }
-        return Worker(env, home / ".tpuctl", k, installed, self.starts)
+        target = KIND.agent_target(name)  # as the runner passes it
+        return Worker(env, home / ".tpuctl", k, installed, self.starts, target)
 
     def stage(self, files: dict[str, str], node: str, **spec: Any) -> str:
         root = self.tmp / f"work-{len(list(self.tmp.glob('work-*')))}"

@@ -109,3 +109,45 @@ def test_ctrl_c_releases_the_claim(cli, emulator, project) -> None:
     assert _claim(emulator) is None
     assert _names(emulator) == ["shared"]  # --node kept: the node stays, free
     assert cli("delete", "shared", "--yes").code == 0
+
+
+def test_on_compute_engine_the_teardown_reads_the_vms_create_time_not_the_tpu_apis(
+    cli, emulator, project
+) -> None:
+    """The agent's claim check asks Compute Engine (the VM's own API) when its node was
+    made: a claim of this VM (its create time, with Compute Engine's UTC offset) is
+    left to its job, a claim of an earlier VM of that name is not; the TPU API, which
+    holds no such node, is never asked."""
+    zone = "us-central1-c"  # where the emulated Compute Engine offers TPU7x
+    claim = claims.claim_path("tpuctl-demo", zone, "shared")
+    blob = emulator.storage_client().bucket("tpuctl-demo-tpuctl").blob(claim)
+
+    def claimed() -> dict:  # type: ignore[type-arg]
+        raw = bucket_objects(emulator).get(claim)
+        return json.loads(raw) if raw else {}
+
+    assert cli("create", "shared", "-a", "tpu7x-8", "--zone", zone).code == 0
+    before = emulator.requests().get("GET get", 0)  # the TPU API's nodes.get (none asked)
+    for created, spared in ((None, True), ("12345", False)):
+        where = ("--node", "shared", "--api", "compute", "--zone", zone)
+        with _running(project / "job.py", *where, "--teardown", "--env", "NAP=4") as a:
+            wait_for(lambda: claimed().get("job") not in (None, ""))
+            holder = claimed()["job"]
+            # B's claim, as `take` writes it: of this VM (A's create time), or of an
+            # earlier VM of the same name
+            ours = claimed()["node_created"]
+            assert ours  # the client's create time of the VM, in seconds
+            theirs = claims.claim("20200101-000000-abcdef", created or ours, "b", "elsewhere")
+            blob.upload_from_string(json.dumps(theirs))
+            _, err = a.communicate(timeout=120)
+        assert a.returncode == 0, err
+        (log,) = [v for k, v in bucket_objects(emulator).items() if f"{holder}/logs/" in k]
+        said = b"teardown: VM shared is claimed by job 20200101-000000-abcdef now: not deleting"
+        assert (said in log) is spared, log
+        assert (b"teardown: deleting VM shared" in log) is not spared, log
+        assert [i["name"].rsplit("/", 1)[1] for i in emulator.instances()] == (
+            ["shared"] if spared else []
+        )
+        assert emulator.requests().get("GET get", 0) == before  # no TPU API read of a node
+        if spared:
+            blob.delete()  # theirs stayed; free the VM for the next job

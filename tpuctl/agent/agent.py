@@ -177,11 +177,10 @@ def _preflight(args: argparse.Namespace, log: Path) -> Any:
             f.write(f"tpuctl-agent: {text}\n")
 
     try:
-        node = target.of(storage.token, me, args.api, args.node)
+        node = target.of(storage.token, me, args.target)
         problem = preflight.check(
-            storage, me, args.job_id, worker, args.slices > 1, say, teardown=args.teardown,
-            node=node,
-        )  # fmt: skip
+            storage, me, args.job_id, worker, args.slices > 1, say, node, teardown=args.teardown
+        )
     except HttpError as e:  # not a refusal: the job meets it again, and reports it then
         say(f"preflight: could not finish ({e}); starting anyway")
         return None
@@ -243,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slices", type=int, default=1)
     parser.add_argument("--coordinator", default="")
     parser.add_argument("--request", default="")
-    target.add_arguments(parser)  # on Compute Engine: --api compute --node NAME
+    target.add_arguments(parser)  # --target KIND:NAME
     args = parser.parse_args(argv)
     user_env = _read_env(sys.stdin)
     return (start if args.command == "start" else serve)(args, user_env)

@@ -1,15 +1,15 @@
 """`tpuctl doctor NODE`'s look at one worker, from the inside: one JSON line.
 
     python3 BUNDLE checkup [--gs gs://B/P]... [--bucket B] [--remove-stale-lockfile]
-                           [--stop PID]... [--node projects/P/locations/Z/nodes/N --worker K]
+                           [--stop PID]... [--target KIND:NAME --worker K]
 
 Standard library only, Python 3.8+ (it runs from the agent bundle, bundle.py, sent on
 stdin like `idle check`: services/doctor/node.py). It reports
 - `devices`: the TPU device files (`/dev/accel*`, `/dev/vfio/*`, TPUCTL_TPU_DEVICES);
 - `holders`: the processes holding one open: pid, user, command, start time, and whether
-  they are busy: using the CPU now (two /proc samples 0.5 s apart), or, with `--node`,
-  their worker's TensorCores working in Cloud Monitoring's newest point (a process
-  waiting on its TPU uses little CPU);
+  they are busy: using the CPU now (two /proc samples 0.5 s apart), or, with `--target`
+  (what the worker runs on, target.py), their worker's TensorCores working in Cloud
+  Monitoring's newest point (a process waiting on its TPU uses little CPU);
 - `lockfile`: libtpu's `/tmp/libtpu_lockfile`. libtpu creates it when it takes the TPU and
   deletes it when its process exits; a process that was killed or aborted leaves it, and
   the next one then refuses the TPU ("TPU in use") although no one holds it
@@ -37,8 +37,9 @@ import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .idle import _in_scope, _owner, _read, device_paths, tensorcore_idle, vm_tensorcore_idle
-from .metadata import Token
+from . import target
+from .idle import _in_scope, _owner, _read, device_paths
+from .metadata import Token, identity
 from .net import HttpError, Json, http
 from .storage import STORAGE_URL
 
@@ -46,7 +47,7 @@ LOCKFILE = "/tmp/libtpu_lockfile"
 PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "torch",
             "torch-xla", "libtpu", "libtpu-nightly")  # fmt: skip
 BUSY_CPU = 0.05  # a holder using more than 5% of a core is busy
-# A holder waiting on its TPU uses little CPU: with --node, a holder is busy too when
+# A holder waiting on its TPU uses little CPU: with --target, a holder is busy too when
 # Cloud Monitoring's newest TensorCore idle_duration of this worker is under this.
 ACTIVE_WITHIN = 120.0
 
@@ -124,20 +125,17 @@ def holders() -> list[Json]:
     return sorted(found.values(), key=lambda h: h["pid"])
 
 
-def tensorcores(held: list[Json], node: str, worker: int, api: str = "tpu") -> None:
+def tensorcores(held: list[Json], given: target.Given, worker: int) -> None:
     """A holder idle by its CPU may be waiting on its TPU: the worker's TensorCore idle
-    time from Cloud Monitoring (the idle watchdog's evidence, idle.py) decides. Each
-    holder gets `tensorcore_idle` (seconds, None when Monitoring has no recent point or
-    cannot be read) and is busy when its TensorCores worked within ACTIVE_WITHIN. On
-    Compute Engine (`api`), the points are this VM's, on the resource the metric's
-    descriptor names (a `gce_instance` by the VM's id)."""
+    time from Cloud Monitoring (the idle watchdog's evidence, monitoring.py) decides.
+    Each holder gets `tensorcore_idle` (seconds, None when Monitoring has no recent point
+    or cannot be read) and is busy when its TensorCores worked within ACTIVE_WITHIN.
+    Which series are this worker's is the target's to say (`given`, in this VM's project
+    and zone: a `tpu_worker` of the node, or on Compute Engine this VM's)."""
     try:
-        if api == "compute":
-            parts = node.split("/")  # projects/P/locations/Z/nodes/N
-            idle_for = vm_tensorcore_idle(Token(), parts[1], parts[3], time.time())
-        else:
-            idle_for = tensorcore_idle(Token(), node, worker, time.time())
-    except (HttpError, ValueError, IndexError):  # IndexError: not a node's full name
+        node = target.of(Token(), identity(), given)
+        idle_for = node.tensorcore_idle(worker, time.time())
+    except (HttpError, ValueError):
         idle_for = None
     for h in held:
         h["tensorcore_idle"] = None if idle_for is None else round(idle_for)
@@ -270,11 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket", help="the job bucket (listed and written to)")
     parser.add_argument("--remove-stale-lockfile", action="store_true")
     parser.add_argument("--stop", type=int, action="append", default=[], help="a pid to stop")
-    parser.add_argument("--node", help="projects/P/locations/Z/nodes/N: ask Cloud Monitoring "
-                        "whether the TensorCores of a CPU-idle holder work")  # fmt: skip
+    # with it, Cloud Monitoring says whether the TensorCores of a CPU-idle holder work
+    target.add_arguments(parser, required=False)
     parser.add_argument("--worker", type=int, default=0, help="this worker's number")
-    parser.add_argument("--api", choices=("tpu", "compute"), default="tpu",
-                        help="the API that holds the node (its metrics' resource)")  # fmt: skip
     args = parser.parse_args(argv)
     fixed = []
     for pid in args.stop:
@@ -291,8 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             except OSError as e:
                 fixed.append(f"could not remove {LOCKFILE}: {e}")
     held = holders()
-    if args.node and any(not h["busy"] for h in held):
-        tensorcores(held, args.node, args.worker, args.api)
+    if args.target and any(not h["busy"] for h in held):
+        tensorcores(held, args.target, args.worker)
     report: Json = {
         "devices": device_paths(),
         "holders": held,

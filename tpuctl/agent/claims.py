@@ -19,7 +19,8 @@ claim" would both write theirs, and the last would win without either knowing.
 from __future__ import annotations
 
 import calendar
-import json
+import contextlib
+import re
 import time
 from typing import Any, Dict
 
@@ -46,13 +47,21 @@ def claim(job_id: str, node_created: str, user: str, host: str, now: float | Non
 
 
 def created_seconds(value: Any) -> str:
-    """A node's create time as whole unix seconds ('' when unknown), from the TPU API's
-    `createTime` (RFC 3339, as the agent reads it) or from seconds (as the laptop has it)."""
+    """A node's create time as whole unix seconds ('' when unknown), from RFC 3339 as the
+    agent reads it (the TPU API's `createTime` in UTC, Compute Engine's
+    `creationTimestamp` with its offset, `2026-12-01T01:30:05.123-08:00`) or from seconds
+    (as the laptop has it)."""
     text = str(value or "")
     if text.isdigit() or not text:
         return text
+    zone = re.search(r"([+-])(\d\d):?(\d\d)$", text[19:])
+    offset = 0
+    if zone:
+        offset = (int(zone.group(2)) * 3600 + int(zone.group(3)) * 60) * (
+            -1 if zone.group(1) == "-" else 1
+        )
     try:
-        return str(calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")))
+        return str(calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")) - offset)
     except ValueError:
         return ""
 
@@ -93,19 +102,16 @@ def release(storage: Any, me: Json, job_id: str) -> bool:
     return bool(storage.delete(name, generation))
 
 
-def taken_by(storage: Any, me: Json, job_id: str, say: Any) -> str:
-    """The other job holding this worker's node ('' when none, or this job). A claim that
+def taken_by(storage: Any, me: Json, job_id: str, say: Any, node: Any) -> str:
+    """The other job holding this worker's node ('' when none, or this job), by the
+    create time its API gives (`node`: target.py's, whichever API holds it). A claim that
     cannot be read counts as none: a teardown never leaves a node billing on a guess
     about the bucket (`say` tells the job's log so)."""
     from .net import HttpError
-    from .tpu_api import tpu
 
-    created = ""
-    try:
-        path = "projects/{project}/locations/{zone}/nodes/{node}".format(**me)
-        created = str(json.loads(tpu(storage.token, "GET", path)).get("createTime") or "")
-    except (HttpError, ValueError):
-        pass  # an unknown create time: the claim's job decides alone
+    created = ""  # unknown: the claim's job decides alone
+    with contextlib.suppress(HttpError, ValueError):
+        created = node.created()
     try:
         return other_holder(storage, me, job_id, created)
     except (HttpError, ValueError) as e:

@@ -19,6 +19,7 @@ from typing import Any
 
 from .labels import LAST_ACTIVE, number
 from .metadata import Token, metadata
+from .monitoring import vm_tensorcore_idle
 from .net import HttpError, Json, http
 
 COMPUTE_URL = os.environ.get("TPUCTL_COMPUTE_URL", "https://compute.googleapis.com").rstrip("/")
@@ -39,7 +40,10 @@ class ComputeNode:
     """The job's TPU on Compute Engine: instance `name`, or (`workers` > 1) the managed
     instance group `name` whose VM this is."""
 
-    api = "compute"
+    called = "the Compute Engine API"  # in the log's sentences
+    read_permission = "compute.instances.get"  # what `read` needs
+    # a Compute Engine VM has no `agent-worker-number`: the job is told its slice's hosts
+    hosts_from_metadata = False
 
     def __init__(self, token: Token, project: str, zone: str, name: str, workers: int) -> None:
         self.token, self.project, self.zone, self.name = token, project, zone, name
@@ -76,6 +80,17 @@ class ComputeNode:
         status = str(me.get("status", ""))
         return {"labels": labels, "state": "READY" if status == "RUNNING" else status,
                 "createTime": me.get("creationTimestamp")}  # fmt: skip
+
+    def created(self) -> str:
+        """When what the job runs on was made (the instance's, or the slice's group's,
+        `creationTimestamp`), as the client's claim names it (cloud/compute/wire.py and
+        slices.py read the same)."""
+        return str(json.loads(compute(self.token, "GET", self.path)).get("creationTimestamp") or "")
+
+    def tensorcore_idle(self, worker: int, now: float) -> float | None:
+        """Cloud Monitoring's idle time of this VM's TensorCores (monitoring.py): each VM
+        is one worker, its points on the resource the metric's descriptor names."""
+        return vm_tensorcore_idle(self.token, self.project, self.zone, now)
 
     def _members(self) -> list[Json]:
         """The slice's VMs (`listManagedInstances`, then each VM)."""

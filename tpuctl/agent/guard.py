@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if int(me["worker"]) != 0:
         return 0
     token = Token()
-    guard = Guard(target.of(token, me, args.api, args.node), token, booted, args.poll)
+    guard = Guard(target.of(token, me, args.target), token, booted, args.poll)
     while True:
         try:
             return guard.run()
@@ -155,8 +155,5 @@ def main(argv: list[str] | None = None) -> int:
             if e.status == 404:
                 say("the node is gone")
                 return 0
-            say(
-                f"the {'Compute Engine' if args.api == 'compute' else 'TPU'} API failed, "
-                f"trying again: {e}"
-            )
+            say(f"{guard.target.called} failed, trying again: {e}")
         time.sleep(5.0)

@@ -46,25 +46,17 @@ import json
 import os
 import socket
 import time
-from typing import Any
-from urllib.parse import urlencode
 
 from . import target
 from .labels import CREATED, IDLE_TIMEOUT, KEEP, LAST_ACTIVE, expiry
 from .labels import number as _number
 from .metadata import Token, identity, metadata
-from .net import HttpError, Json, http
+from .monitoring import rfc3339, stamp
+from .net import HttpError, Json
 from .processes import BUNDLE_PREFIX, BUNDLE_SUFFIX
 from .target import Target
 
-MONITORING_URL = os.environ.get(
-    "TPUCTL_MONITORING_URL", "https://monitoring.googleapis.com"
-).rstrip("/")  # Cloud Monitoring's REST API: idle_duration is read there
-
 DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/*")
-IDLE_METRIC = "tpu.googleapis.com/tpu/tensorcore/idle_duration"
-# sampled every 60 s, visible up to 180 s later: an older point is no evidence
-STALE = 60 + 180 + 60
 AUDIT_LOG = "idle-audit.log"  # in ~/.tpuctl, next to the watchdog's own log
 RUNS = ([b"run"], [b"start"])
 
@@ -180,86 +172,6 @@ def check() -> Json:
     return result
 
 
-def _rfc3339(value: Any) -> float | None:
-    if not isinstance(value, str) or len(value) < 19:
-        return None
-    import calendar
-
-    try:
-        return float(calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")))
-    except ValueError:
-        return None
-
-
-def _stamp(at: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
-
-
-def tensorcore_idle(token: Token, name: str, worker: int, now: float) -> float | None:
-    """How long this worker's TensorCores have all been idle, in seconds: its least idle
-    chip's newest `idle_duration` point in Cloud Monitoring. None when a point is missing
-    or older than STALE, or Monitoring cannot be read (no evidence: holders stay busy)."""
-    parts = name.split("/")  # projects/P/locations/Z/nodes/N
-    project, zone, node = parts[1], parts[3], parts[5]
-    return _newest_idle(token, project, now, f'resource.type = "tpu_worker" AND '
-                        f'resource.labels.zone = "{zone}" AND resource.labels.node_id = "{node}" '
-                        f'AND resource.labels.worker_id = "{worker}"')  # fmt: skip
-
-
-def vm_tensorcore_idle(token: Token, project: str, zone: str, now: float) -> float | None:
-    """`tensorcore_idle` of this Compute Engine VM. Which monitored resource its points
-    are on is asked of the metric's descriptor (`metricDescriptors.list`), as tpuctl's
-    client does (docs/metrics.md): `gce_instance` by this VM's id, `tpu_worker` by its
-    name."""
-    query = urlencode({"filter": f'metric.type = "{IDLE_METRIC}"'})
-    try:
-        body = http("GET", f"{MONITORING_URL}/v3/projects/{project}/metricDescriptors?{query}",
-                    headers=token.headers(), attempts=3, timeout=30)[2]  # fmt: skip
-        kinds = [k for d in json.loads(body).get("metricDescriptors") or []
-                 for k in d.get("monitoredResourceTypes") or []]  # fmt: skip
-        me, my_id = metadata("instance/name").strip(), metadata("instance/id").strip()
-    except (HttpError, ValueError):
-        return None
-    where = {
-        "gce_instance": f'resource.labels.instance_id = "{my_id}"',
-        "tpu_worker": f'resource.labels.node_id = "{me}"',
-    }
-    values = [_newest_idle(token, project, now, f'resource.type = "{kind}" AND '
-                           f'resource.labels.zone = "{zone}" AND {where[kind]}')
-              for kind in dict.fromkeys(kinds) if kind in where]  # fmt: skip
-    found = [v for v in values if v is not None]
-    return min(found) if found else None
-
-
-def _newest_idle(token: Token, project: str, now: float, resource: str) -> float | None:
-    """The least idle chip's newest fresh `idle_duration` point of the series `resource`
-    (a filter on resource.type and labels) selects; None without fresh evidence."""
-    query = urlencode({
-        "filter": f'metric.type = "{IDLE_METRIC}" AND {resource}',
-        "interval.startTime": _stamp(now - STALE),
-        "interval.endTime": _stamp(now + 1),
-    })  # fmt: skip
-    url = f"{MONITORING_URL}/v3/projects/{project}/timeSeries?{query}"
-    try:
-        body = http("GET", url, headers=token.headers(), attempts=3, timeout=30)[2]
-        found = json.loads(body).get("timeSeries") or []
-    except (HttpError, ValueError):
-        return None
-    values = []
-    for series in found:
-        points = series.get("points") or []
-        if not points:
-            continue
-        newest = points[0]  # the API returns points newest first
-        at = _rfc3339((newest.get("interval") or {}).get("endTime"))
-        value = newest.get("value") or {}
-        number = _number(value.get("int64Value", value.get("doubleValue")))
-        if at is None or number is None or now - at > STALE:
-            return None
-        values.append(number)
-    return min(values) if values else None
-
-
 def _who(holders: list[Json]) -> str:
     return "; ".join(f"pid {h['pid']} ({h['command'][:80]}) of user {h['user']}" for h in holders)
 
@@ -306,7 +218,7 @@ class Watchdog:
         for value in (_number(labels.get(LAST_ACTIVE)), _number(labels.get(CREATED))):
             if value is not None:
                 times.append(value)
-        created = _rfc3339(node.get("createTime"))
+        created = rfc3339(node.get("createTime"))
         if created is not None:
             times.append(created)
         return max(times)
@@ -319,9 +231,9 @@ class Watchdog:
         if self.worker != 0 or at is None or now < at or node.get("state") != "READY":
             return False
         if str((node.get("labels") or {}).get(KEEP, "")).lower() == "true":
-            self.note(f"past {why} since {_stamp(at)}, but kept (tpuctl-keep=true)")
+            self.note(f"past {why} since {stamp(at)}, but kept (tpuctl-keep=true)")
             return False
-        self.say(f"reached {why} at {_stamp(at)}: delete {self.name}")
+        self.say(f"reached {why} at {stamp(at)}: delete {self.name}")
         self.audit(node, f"reached {why}", [], result="delete")
         self.target.delete()
         return True
@@ -369,9 +281,7 @@ class Watchdog:
 
     def unused(self, now: float) -> float | None:
         """Seconds the TensorCores of this worker have been idle (Cloud Monitoring)."""
-        if self.target.api == "compute":
-            return vm_tensorcore_idle(self.token, self.target.project, self.target.zone, now)
-        return tensorcore_idle(self.token, self.name, self.worker, now)
+        return self.target.tensorcore_idle(self.worker, now)
 
     def audit(self, node: Json, reason: str, holders: list[Json], result: str = "") -> None:
         """One JSON line (gc.log's keys, then the holders) before the node goes."""
@@ -382,7 +292,7 @@ class Watchdog:
         except (ImportError, KeyError):
             user = "unknown"
         line = {
-            "time": _stamp(time.time()), "user": user, "host": socket.gethostname(),
+            "time": stamp(time.time()), "user": user, "host": socket.gethostname(),
             "project": self.target.project, "kind": "node", "zone": self.target.zone,
             "node": self.target.name,
             "accelerator": node.get("acceleratorType", ""), "reason": reason,
@@ -431,12 +341,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["check", "watch"])
     parser.add_argument("--interval", type=float, help="seconds between checks (default 60)")
     parser.add_argument("--action", choices=["delete", "stop"], default="delete")
-    target.add_arguments(parser)  # on Compute Engine: --api compute --node NAME
+    target.add_arguments(parser, required=False)  # --target KIND:NAME: the watch's
     args = parser.parse_args(argv)
     if args.command == "check":
         print(json.dumps(check()), flush=True)
         return 0
+    if args.target is None:
+        parser.error("idle watch needs --target KIND:NAME (what it watches)")
     me = identity()
-    node = target.of(Token(), me, args.api, args.node)
+    node = target.of(Token(), me, args.target)
     worker = int(me["worker"])
     return Watchdog(node, worker, interval_setting(args.interval), args.action).run()

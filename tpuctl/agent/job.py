@@ -44,9 +44,8 @@ class Job:
         self.storage = Storage(Token(), args.bucket)
         self.kept = Kept(self.storage, args.job_id, self.dir, self.say)  # see `refresh`
         self.me = identity()
-        if args.node:  # on Compute Engine the client names the VM or slice (target.py)
-            self.me["node"] = args.node
-        self.node = target.of(self.storage.token, self.me, args.api, args.node)
+        self.me["node"] = args.target.name  # the client's name for it (target.py)
+        self.node = target.of(self.storage.token, self.me, args.target)
         self.worker = self.me["worker"] if args.worker is None else args.worker
         # Every slice has the workers of this one: the job's are all the slices' together.
         self.total = self.me["workers"] * args.slices
@@ -159,7 +158,7 @@ class Job:
         TPU_WORKER_HOSTNAMES (jax/_src/clusters/cloud_tpu_cluster.py), as Google's guides
         for TPU7x slices set them by hand. The worker order is the VMs' `worker-id`,
         the list `worker-network-endpoints` in that order. What the VM already has wins."""
-        if self.args.api != "compute":
+        if self.node.hosts_from_metadata:
             return {}
         hosts = [e.split(":")[2] if e.count(":") == 2 else e for e in self.me["endpoints"]]
         values = {"TPU_WORKER_ID": str(self.me["worker"]), "TPU_WORKER_HOSTNAMES": ",".join(hosts)}
@@ -409,7 +408,9 @@ class Job:
         request = self.args.request if self.args.slices > 1 else None
         what = f"queued resource {request} (every slice)" if request else self.node.what
         other = (
-            "" if request else claims.taken_by(self.storage, self.me, self.args.job_id, self.say)
+            ""
+            if request
+            else claims.taken_by(self.storage, self.me, self.args.job_id, self.say, self.node)
         )
         if other:  # `run --node` took it over (this job's claim was stale): it is theirs
             self.say(f"teardown: {what} is claimed by job {other} now: not deleting it")

@@ -27,7 +27,6 @@ from .net import HttpError, http
 from .protocol import job_path
 from .storage import Storage
 from .target import Target
-from .tpu_api import TpuNode
 
 CRM_URL = os.environ.get("TPUCTL_CRM_URL", "https://cloudresourcemanager.googleapis.com").rstrip(
     "/"
@@ -121,7 +120,6 @@ def check_teardown(
     body = json.dumps({"permissions": wanted}).encode()
     url = f"{CRM_URL}/v1/projects/{project}:testIamPermissions"
     headers = token.headers(**{"Content-Type": "application/json"})
-    api = "Compute Engine" if node.api == "compute" else "the TPU API"
     try:
         reply = http("POST", url, body, headers, attempts=3, timeout=30)[2]
     except HttpError as e:
@@ -129,9 +127,9 @@ def check_teardown(
             raise _scope_problem("Google Cloud APIs", account) from None
         say(
             f"preflight: Resource Manager's testIamPermissions answered {_said(e)}; checking "
-            f"that {api} answers instead ({wanted[0]} is not proven)"
+            f"that {node.called} answers instead ({wanted[0]} is not proven)"
         )
-        _check_node_get(me, account, node, api)
+        _check_node_get(me, account, node)
         return
     held = set(json.loads(reply or b"{}").get("permissions") or [])
     missing = [p for p in wanted if p not in held]
@@ -151,24 +149,28 @@ def _grant(project: str, account: str, role: str) -> str:
     )
 
 
-def _check_node_get(me: Any, account: str, node: Target, api: str) -> None:
+def _check_node_get(me: Any, account: str, node: Target) -> None:
     try:
         node.read()
     except HttpError as e:
         message = f"the VM's service account {account} may not read its {node.what} ({_said(e)})"
-        permission = "compute.instances.get" if node.api == "compute" else "tpu.nodes.get"
         fix = _grant(me["project"], account, node.role)
-        raise _refused(e, api, account, message, fix, permission) from None
+        raise _refused(e, node.called, account, message, fix, node.read_permission) from None
 
 
 def check(
-    storage: Storage, me: Any, job_id: str, worker: int, multislice: bool,
-    say: Callable[[str], None], teardown: bool = False, node: Target | None = None,
-) -> Problem | None:  # fmt: skip
+    storage: Storage,
+    me: Any,
+    job_id: str,
+    worker: int,
+    multislice: bool,
+    say: Callable[[str], None],
+    node: Target,
+    teardown: bool = False,
+) -> Problem | None:
     """None when the job can go on, else the first Problem found (`teardown`: worker 0
     deletes the node at the end, so its account must be allowed to)."""
     account = metadata("instance/service-accounts/default/email").strip()
-    node = node or TpuNode(storage.token, me["project"], me["zone"], me["node"])
     try:
         check_storage(storage, job_id, worker, account)
         if worker == 0 and teardown:

@@ -12,6 +12,7 @@ import json
 import os
 
 from .metadata import Token
+from .monitoring import tensorcore_idle
 from .net import HttpError, Json, http
 
 TPU_URL = os.environ.get("TPUCTL_TPU_URL", "https://tpu.googleapis.com").rstrip("/")
@@ -50,13 +51,16 @@ def delete_request(token: Token, project: str, zone: str, request: str) -> Json 
 
 class TpuNode:
     """The job's node on the Cloud TPU API, as agent/compute_api.py's ComputeNode is a
-    Compute Engine VM or slice: read it (its labels), delete it."""
+    Compute Engine VM or slice (target.py: `tpu:NAME`)."""
 
-    api = "tpu"
-    permissions = ["tpu.nodes.delete"]
+    called = "the TPU API"  # in the log's sentences
+    permissions = ["tpu.nodes.delete"]  # what its delete needs
+    read_permission = "tpu.nodes.get"  # what `read` needs
     role = "roles/tpu.admin"
+    # JAX finds the slice's hosts from the metadata server (`agent-worker-number`)
+    hosts_from_metadata = True
 
-    def __init__(self, token: Token, project: str, zone: str, name: str) -> None:
+    def __init__(self, token: Token, project: str, zone: str, name: str, workers: int) -> None:
         self.token, self.project, self.zone, self.name = token, project, zone, name
         self.path = f"projects/{project}/locations/{zone}/nodes/{name}"
         self.what = f"node {name}"
@@ -67,6 +71,14 @@ class TpuNode:
     def view(self) -> Json:
         """What the idle watchdog reads: the node (`labels`, `state`, `createTime`)."""
         return self.read()
+
+    def created(self) -> str:
+        """The node's create time (its `createTime`), as the client's claim names it."""
+        return str(self.read().get("createTime") or "")
+
+    def tensorcore_idle(self, worker: int, now: float) -> float | None:
+        """Cloud Monitoring's idle time of `worker`'s TensorCores (monitoring.py)."""
+        return tensorcore_idle(self.token, self.path, worker, now)
 
     def set_label(self, key: str, value: str, node: Json) -> None:
         labels = dict(node.get("labels") or {}, **{key: value})

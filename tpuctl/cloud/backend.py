@@ -57,8 +57,6 @@ class BackendKind:
     service: str  # the Google API that must be enabled: "tpu.googleapis.com"
     type_name: Callable[[SliceShape], str | None]  # its name for a shape; None: not offered
     build: Callable[[Any], TpuBackend]  # the adapter, from a `ClientFactory`
-    # what the node's own programs (agent, guard, idle watchdog) are told they run on
-    agent_target: Callable[[str], tuple[str, ...]] = lambda node: ()
     # the API itself ends a VM at its expiry (Compute Engine's maxRunDuration), so a --ttl
     # alone installs no watchdog
     ends_at_expiry: bool = False
@@ -73,6 +71,13 @@ class BackendKind:
     @property
     def flag(self) -> str:
         return f"--api {self.key}"
+
+    def agent_target(self, node: str) -> tuple[str, ...]:
+        """What the node's own programs (the agent, the boot guard, the idle watchdog, the
+        checkup) are told they run on: `--target KEY:NAME`, `node` its short name. The
+        agent maps KEY to the class that reads, labels, stops and deletes such a node
+        (agent/target.py), and refuses a key it does not know."""
+        return ("--target", f"{self.key}:{node}")
 
 
 class TpuBackend(Protocol):

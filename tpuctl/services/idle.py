@@ -115,8 +115,8 @@ def startup_script(
     for a job when no agent has started by its tpuctl-start-deadline label; agent/guard.py).
     The guest runs it as root; it needs no client, no cron. The bundle travels in the
     script as base64, decoded by python3 (which both need anyway) into the bundle's
-    install command. `target`: on Compute Engine, `--api compute --node NAME`, what the
-    programs run on (agent/target.py)."""
+    install command. `target`: what the programs run on, as the node's API names it
+    (`--target KIND:NAME`, agent/target.py)."""
     encoded = base64.encodebytes(bundle.build()).decode()  # lines of 76: never the marker
     marker = "TPUCTL_AGENT_PYZ_EOF"
     root = '"$dir"'

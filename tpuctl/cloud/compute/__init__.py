@@ -27,11 +27,6 @@ def _build(factory: Any) -> Any:
     return factory.compute_tpu()
 
 
-def _agent_target(node: str) -> tuple[str, ...]:
-    # the VM side reads, labels and deletes its instance or slice (agent/target.py)
-    return ("--api", "compute", "--node", node)
-
-
 KIND = BackendKind(
     key="compute",
     title="Compute Engine",
@@ -39,7 +34,6 @@ KIND = BackendKind(
     service=COMPUTE,
     type_name=_type_name,
     build=_build,
-    agent_target=_agent_target,
     ends_at_expiry=True,  # an instance's maxRunDuration (wire.py) deletes it at its expiry
     permissions=COMPUTE_CALLER_PERMISSIONS,
 )

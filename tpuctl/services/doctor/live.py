@@ -143,12 +143,12 @@ def examine(
     gs = list(dict.fromkeys([*paths, *job_paths]))
     first = [a for p in gs for a in ("--gs", p)] + ["--bucket", bucket.name]
 
-    # a CPU-idle holder's TensorCores: Monitoring's, on the VM's own monitored resource,
-    # which the checkup finds from what the node runs on (agent/target.py)
-    on = list(registry.kind(node.api).agent_target(full_name))
+    # a CPU-idle holder's TensorCores: Monitoring's, on the series of what the worker runs
+    # on (agent/target.py: the node, in the VM's own project and zone)
+    on = list(registry.kind(node.api).agent_target(full_name.rsplit("/", 1)[-1]))
 
     def whose(worker: int) -> list[str]:
-        return [*on, "--node", full_name, "--worker", str(worker)]
+        return [*on, "--worker", str(worker)]
 
     answers = _gather(ssh, plan, lambda w: (first if w == 0 else []) + whose(w), timeout)
     if fix:

@@ -97,7 +97,7 @@ def start(job: Job) -> None:
             *(["--teardown"] if job.agent_teardown else []),
             *(multislice[ep.worker] if multislice else []),
             # what the job runs on, as the API's adapter names it (agent/target.py)
-            *a.backend.kind.agent_target(job.node_name),
+            *a.backend.kind.agent_target(slice_of(job, ep.worker)),
             root=REMOTE_ROOT,
         )
         status = await session.run(
@@ -151,6 +151,14 @@ def start(job: Job) -> None:
     job.pids = {w: int(info["pid"]) for w, info in started.items()}
     job.logs = {w: str(info["log"]) for w, info in started.items()}
     job.agents_started = True
+
+
+def slice_of(job: Job, worker: int) -> str:
+    """The node worker `worker` (numbered across the job, as `slice_plan` numbers it) is
+    a VM of: the job's node, or its slice of a multislice job."""
+    assert job.plan is not None
+    names = job.slice_ids
+    return names[worker * len(names) // len(job.plan.endpoints)]
 
 
 def tears_down(job: Job) -> bool:
