@@ -93,17 +93,21 @@ def consume(state: State, instance: Instance, affinity: Any, field: str) -> None
                 "Spot VMs, preemptible instances and flex-start VMs cannot consume a reservation."
             )
         return
-    mine = [r for r in state.compute.reservations.values()
-            if (r.project, r.zone, r.machine_type) == (instance.project, instance.zone,
-                                                       instance.machine_type)]  # fmt: skip
+    mine = [
+        r
+        for r in state.compute.reservations.values()
+        if (r.project, r.zone, r.machine_type)
+        == (instance.project, instance.zone, instance.machine_type)
+    ]
     if kind == "ANY_RESERVATION":
         free = [r for r in mine if not r.specific_only and in_use(state, r) < r.count]
         instance.reservation = free[0].path if free else None
         return
     values = affinity.get("values") or []
     if affinity.get("key") != RESERVATION_KEY or len(values) != 1:
-        raise errors.invalid_value(f"{field}.key", affinity.get("key"),
-                                   f"Must be '{RESERVATION_KEY}' with one value.")  # fmt: skip
+        raise errors.invalid_value(
+            f"{field}.key", affinity.get("key"), f"Must be '{RESERVATION_KEY}' with one value."
+        )
     wanted = str(values[0])
     match = re.fullmatch(r"(?:projects/([^/]+)/(?:zones/[^/]+/)?reservations/)?([^/]+)", wanted)
     project = (match.group(1) if match else None) or instance.project

@@ -92,8 +92,9 @@ def _booting(instance: Instance, now: float) -> bool:
 
 def _complete(state: State, instance: Instance, now: float) -> None:
     verb = instance.transition
-    pending = [op for op in state.compute.operations.values()
-               if not op.done and op.target == instance.path]  # fmt: skip
+    pending = [
+        op for op in state.compute.operations.values() if not op.done and op.target == instance.path
+    ]
     if verb == "create" and instance.quota_error:
         error = dict(instance.quota_error)
         for op in pending:
@@ -150,10 +151,13 @@ def free_chips(state: State, zone: str, generation: str, but: Instance | None = 
     if cap is None:
         return None
     used = sum(
-        n.accelerator.chips for n in state.nodes.values()
-        if n.zone == zone and n.accelerator.generation == generation
-        and n.state != "STOPPED" and not n.capacity_error
-    ) + state.compute.chips_in_use(zone, generation, but=but)  # fmt: skip
+        n.accelerator.chips
+        for n in state.nodes.values()
+        if n.zone == zone
+        and n.accelerator.generation == generation
+        and n.state != "STOPPED"
+        and not n.capacity_error
+    ) + state.compute.chips_in_use(zone, generation, but=but)
     return int(cap) - used
 
 
@@ -188,8 +192,18 @@ def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneO
             # Compute answers the default account by its email
             account["email"] = f"{project_number(project)}-compute@developer.gserviceaccount.com"
     (address,) = state.allocator.allocate(1)
-    instance = Instance(project, zone, name, mtype.name, mtype.generation, mtype.chips, kept,
-                        state.now(), address, labels=labels)  # fmt: skip
+    instance = Instance(
+        project,
+        zone,
+        name,
+        mtype.name,
+        mtype.generation,
+        mtype.chips,
+        kept,
+        state.now(),
+        address,
+        labels=labels,
+    )
     admission.consume(
         state, instance, body.get("reservationAffinity"), "resource.reservationAffinity"
     )
@@ -222,11 +236,21 @@ def _listed(state: State, project: str, zones: list[str], filter_: str) -> list[
     terms = rules.parse_filter(filter_)
     now = state.now()
     found = [
-        i for i in state.compute.instances.values()
-        if i.project == project and i.zone in zones
-        and rules.matches({"name": i.name, "labels": i.labels, "status": i.shown_status(now),
-                           "zone": i.zone, "machineType": i.machine_type}, terms)
-    ]  # fmt: skip
+        i
+        for i in state.compute.instances.values()
+        if i.project == project
+        and i.zone in zones
+        and rules.matches(
+            {
+                "name": i.name,
+                "labels": i.labels,
+                "status": i.shown_status(now),
+                "zone": i.zone,
+                "machineType": i.machine_type,
+            },
+            terms,
+        )
+    ]
     return sorted(found, key=lambda i: (i.zone, i.name))
 
 
@@ -301,10 +325,12 @@ def set_metadata(
     instance = get(state, project, zone, name)
     if body.get("fingerprint") != instance.metadata_fingerprint:
         raise errors.ComputeError(
-            412, "conditionNotMet",
+            412,
+            "conditionNotMet",
             "Supplied fingerprint does not match current metadata fingerprint.",
-            location="If-Match", locationType="header",
-        )  # fmt: skip
+            location="If-Match",
+            locationType="header",
+        )
     instance.body["metadata"] = rules.check_metadata({"items": body.get("items") or []})
     return _noop(state, instance, "setMetadata")
 
@@ -373,6 +399,12 @@ def image(project: str, name: str, family: bool) -> str:
 def all_instances(state: State) -> list[dict[str, str]]:
     """Every instance, as the control plane lists them: path and status."""
     now = state.now()
-    return [{"name": i.path, "status": i.shown_status(now), "machineType": i.machine_type,
-             "networkIP": i.address} for i in sorted(state.compute.instances.values(),
-                                                      key=lambda i: i.path)]  # fmt: skip
+    return [
+        {
+            "name": i.path,
+            "status": i.shown_status(now),
+            "machineType": i.machine_type,
+            "networkIP": i.address,
+        }
+        for i in sorted(state.compute.instances.values(), key=lambda i: i.path)
+    ]

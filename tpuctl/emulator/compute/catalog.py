@@ -45,8 +45,11 @@ _SIZES = {
     "ct5p-hightpu-4t": (208, 448),
 }
 # v5e: GKE's TPU page (vCPUs, memory); not offered to Compute Engine instances
-_V5E = {"ct5lp-hightpu-1t": (1, 24, 48), "ct5lp-hightpu-4t": (4, 112, 192),
-        "ct5lp-hightpu-8t": (8, 224, 384)}  # fmt: skip
+_V5E = {
+    "ct5lp-hightpu-1t": (1, 24, 48),
+    "ct5lp-hightpu-4t": (4, 112, 192),
+    "ct5lp-hightpu-8t": (8, 224, 384),
+}
 
 
 def _machine_types() -> dict[str, MachineType]:

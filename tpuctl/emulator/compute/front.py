@@ -63,30 +63,40 @@ class Renderer:
                 "networkIP": i.address,
                 "stackType": "IPV4_ONLY",
                 "fingerprint": fingerprint([i.uid, n]),
-            }  # fmt: skip
+            }
             if nic.get("nicType"):
                 out["nicType"] = nic["nicType"]
             configs = nic.get("accessConfigs") or []
             if configs:
-                out["accessConfigs"] = [{
-                    "kind": "compute#accessConfig", "type": c.get("type", "ONE_TO_ONE_NAT"),
-                    "name": c.get("name", "External NAT"), "natIP": i.address,
-                    "networkTier": c.get("networkTier", "PREMIUM"),
-                } for c in configs]  # fmt: skip
+                out["accessConfigs"] = [
+                    {
+                        "kind": "compute#accessConfig",
+                        "type": c.get("type", "ONE_TO_ONE_NAT"),
+                        "name": c.get("name", "External NAT"),
+                        "natIP": i.address,
+                        "networkTier": c.get("networkTier", "PREMIUM"),
+                    }
+                    for c in configs
+                ]
             nics.append(out)
         disks = []
         for n, disk in enumerate(body.get("disks") or []):
             params = disk.get("initializeParams") or {}
             disk_name = params.get("diskName") or (i.name if n == 0 else f"{i.name}-{n}")
-            disks.append({
-                "kind": "compute#attachedDisk", "type": disk.get("type", "PERSISTENT"),
-                "mode": disk.get("mode", "READ_WRITE"), "index": n,
-                "source": self.link(f"{zone_path}/disks/{disk_name}"),
-                "deviceName": disk.get("deviceName", disk_name),
-                "boot": bool(disk.get("boot", False)),
-                "autoDelete": bool(disk.get("autoDelete", False)),
-                "interface": "NVME", "diskSizeGb": str(params.get("diskSizeGb", "10")),
-            })  # fmt: skip
+            disks.append(
+                {
+                    "kind": "compute#attachedDisk",
+                    "type": disk.get("type", "PERSISTENT"),
+                    "mode": disk.get("mode", "READ_WRITE"),
+                    "index": n,
+                    "source": self.link(f"{zone_path}/disks/{disk_name}"),
+                    "deviceName": disk.get("deviceName", disk_name),
+                    "boot": bool(disk.get("boot", False)),
+                    "autoDelete": bool(disk.get("autoDelete", False)),
+                    "interface": "NVME",
+                    "diskSizeGb": str(params.get("diskSizeGb", "10")),
+                }
+            )
         metadata: dict[str, Any] = {
             "kind": "compute#metadata",
             "fingerprint": i.metadata_fingerprint,
@@ -171,7 +181,7 @@ class Renderer:
             "isSharedCpu": False,
             "accelerators": [
                 {"guestAcceleratorType": m.accelerator, "guestAcceleratorCount": m.chips}
-            ],  # fmt: skip
+            ],
             "architecture": "X86_64",
         }
 
@@ -194,8 +204,12 @@ class Renderer:
 
 
 def _list(kind: str, items: list[dict[str, Any]], token: str | None, self_link: str) -> dict:
-    out: dict[str, Any] = {"kind": kind, "id": self_link.split("/compute/", 1)[-1],
-                           "items": items, "selfLink": self_link}  # fmt: skip
+    out: dict[str, Any] = {
+        "kind": kind,
+        "id": self_link.split("/compute/", 1)[-1],
+        "items": items,
+        "selfLink": self_link,
+    }
     if token:
         out["nextPageToken"] = token
     return out
@@ -261,9 +275,14 @@ class ComputeFront:
     ) -> tuple[Renderer, list[Any], str | None, str]:
         """One page of a zonal list (`filter`, `maxResults`, `pageToken`), and its link."""
         r, (found, token) = self._run(
-            version, fn, project, zone, query.get("filter", ""), query.get("maxResults", ""),
+            version,
+            fn,
+            project,
+            zone,
+            query.get("filter", ""),
+            query.get("maxResults", ""),
             query.get("pageToken", ""),
-        )  # fmt: skip
+        )
         return r, found, token, r.link(f"projects/{project}/zones/{zone}/{what}")
 
     def list(self, version: str, project: str, zone: str, query: dict) -> dict:
@@ -281,10 +300,14 @@ class ComputeFront:
                 if found:
                     items[f"zones/{zone}"] = {"instances": [r.instance(i) for i in found]}
                 else:
-                    items[f"zones/{zone}"] = {"warning": {
-                        "code": "NO_RESULTS_ON_PAGE",
-                        "message": f"There are no results for scope 'zones/{zone}' on this page.",
-                        "data": [{"key": "scope", "value": f"zones/{zone}"}]}}  # fmt: skip
+                    scope = f"zones/{zone}"
+                    items[scope] = {
+                        "warning": {
+                            "code": "NO_RESULTS_ON_PAGE",
+                            "message": f"There are no results for scope '{scope}' on this page.",
+                            "data": [{"key": "scope", "value": scope}],
+                        }
+                    }
             link = r.link(f"projects/{project}/aggregated/instances")
             out = _list("compute#instanceAggregatedList", [], None, link)
             out["items"] = items

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tpuctl.emulator.compute import group_api
+from tpuctl.emulator.compute import group_api, regional_api
 from tpuctl.emulator.compute.front import ComputeFront, Renderer, _list, timestamp
 from tpuctl.emulator.compute.group_models import Group, Policy, Template
 from tpuctl.emulator.compute.models import fingerprint
@@ -221,21 +221,21 @@ class GroupFront(ComputeFront):
 
     # -- workload policies
     def insert_policy(self, version: str, project: str, region: str, body: dict) -> dict:
-        return self._op(version, group_api.insert_policy, project, region, body)
+        return self._op(version, regional_api.insert_policy, project, region, body)
 
     def delete_policy(self, version: str, project: str, region: str, name: str) -> dict:
-        return self._op(version, group_api.delete_policy, project, region, name)
+        return self._op(version, regional_api.delete_policy, project, region, name)
 
     def get_policy(self, version: str, project: str, region: str, name: str) -> dict:
         return self._render(
-            version, lambda r, s: r.policy(group_api.get_policy(s, project, region, name))
+            version, lambda r, s: r.policy(regional_api.get_policy(s, project, region, name))
         )
 
     def list_policies(self, version: str, project: str, region: str, query: dict) -> dict:
         def draw(r: GroupRenderer, s: State) -> dict:
-            group_api.check_region(region)
-            found, token = group_api.paged(
-                group_api.policies(s, project, region),
+            regional_api.check_region(region)
+            found, token = regional_api.paged(
+                regional_api.policies(s, project, region),
                 query.get("maxResults", ""),
                 query.get("pageToken", ""),
             )
@@ -251,9 +251,9 @@ class GroupFront(ComputeFront):
     def aggregated_policies(self, version: str, project: str, query: dict) -> dict:
         def draw(r: GroupRenderer, s: State) -> dict:
             found: dict[str, list[Any]] = {}
-            for p in group_api.policies(s, project, None):
+            for p in regional_api.policies(s, project, None):
                 found.setdefault(f"regions/{p.region}", []).append(r.policy(p))
-            scopes = [f"regions/{x}" for x in group_api.regions()]
+            scopes = [f"regions/{x}" for x in regional_api.regions()]
             out = _list(
                 "compute#resourcePolicyAggregatedList",
                 [],
@@ -267,20 +267,20 @@ class GroupFront(ComputeFront):
 
     # -- instance templates ("" region: global)
     def insert_template(self, version: str, project: str, body: dict, region: str = "") -> dict:
-        return self._op(version, group_api.insert_template, project, region, body)
+        return self._op(version, regional_api.insert_template, project, region, body)
 
     def insert_region_template(self, version: str, project: str, region: str, body: dict) -> dict:
         return self.insert_template(version, project, body, region)
 
     def delete_template(self, version: str, project: str, name: str, region: str = "") -> dict:
-        return self._op(version, group_api.delete_template, project, region, name)
+        return self._op(version, regional_api.delete_template, project, region, name)
 
     def delete_region_template(self, version: str, project: str, region: str, name: str) -> dict:
         return self.delete_template(version, project, name, region)
 
     def get_template(self, version: str, project: str, name: str, region: str = "") -> dict:
         return self._render(
-            version, lambda r, s: r.template(group_api.get_template(s, project, region, name))
+            version, lambda r, s: r.template(regional_api.get_template(s, project, region, name))
         )
 
     def get_region_template(self, version: str, project: str, region: str, name: str) -> dict:
@@ -289,9 +289,9 @@ class GroupFront(ComputeFront):
     def list_templates(self, version: str, project: str, query: dict, region: str = "") -> dict:
         def draw(r: GroupRenderer, s: State) -> dict:
             if region:
-                group_api.check_region(region)
-            found, token = group_api.paged(
-                group_api.templates(s, project, region),
+                regional_api.check_region(region)
+            found, token = regional_api.paged(
+                regional_api.templates(s, project, region),
                 query.get("maxResults", ""),
                 query.get("pageToken", ""),
             )
@@ -311,11 +311,11 @@ class GroupFront(ComputeFront):
     def aggregated_templates(self, version: str, project: str, query: dict) -> dict:
         def draw(r: GroupRenderer, s: State) -> dict:
             found: dict[str, list[Any]] = {}
-            for t in group_api.templates(s, project, None):
+            for t in regional_api.templates(s, project, None):
                 found.setdefault(f"regions/{t.region}" if t.region else "global", []).append(
                     r.template(t)
                 )
-            scopes = ["global"] + [f"regions/{x}" for x in group_api.regions()]
+            scopes = ["global"] + [f"regions/{x}" for x in regional_api.regions()]
             out = _list(
                 "compute#instanceTemplateAggregatedList",
                 [],
@@ -349,7 +349,7 @@ class GroupFront(ComputeFront):
 
     def list_groups(self, version: str, project: str, zone: str, query: dict) -> dict:
         def draw(r: GroupRenderer, s: State) -> dict:
-            found, token = group_api.paged(
+            found, token = regional_api.paged(
                 group_api.groups(s, project, zone),
                 query.get("maxResults", ""),
                 query.get("pageToken", ""),
@@ -390,7 +390,7 @@ class GroupFront(ComputeFront):
 
         def draw(r: GroupRenderer, s: State) -> dict:
             rules.check_zone(zone)
-            found, token = group_api.paged(
+            found, token = regional_api.paged(
                 group_api.groups(s, project, zone),
                 query.get("maxResults", ""),
                 query.get("pageToken", ""),
@@ -424,10 +424,10 @@ class GroupFront(ComputeFront):
 
     # -- region and global operations
     def get_region_operation(self, version: str, project: str, region: str, name: str) -> dict:
-        return self._op(version, group_api.get_operation, project, "regions", region, name)
+        return self._op(version, regional_api.get_operation, project, "regions", region, name)
 
     def get_global_operation(self, version: str, project: str, name: str) -> dict:
-        return self._op(version, group_api.get_operation, project, "global", "", name)
+        return self._op(version, regional_api.get_operation, project, "global", "", name)
 
     # a region's or global operation is DONE when answered: `wait` is `get`
     wait_region_operation = get_region_operation

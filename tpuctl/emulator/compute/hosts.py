@@ -70,7 +70,7 @@ class ComputeHost:
             "serviceAccount": {
                 "email": account.get("email", "default"),
                 "scope": account.get("scopes") or [],
-            },  # fmt: skip
+            },
             "schedulingConfig": {"spot": scheduling.get("provisioningModel") == "SPOT"},
             "api": "compute",
             "instanceNames": [i.name for i in self.instances],  # each VM's own name and id
@@ -79,8 +79,10 @@ class ComputeHost:
 
 
 def _shape(machine_type: str, hosts: int) -> catalog.SliceShape | None:
-    return next((s for s in catalog.SHAPES.values()
-                 if s.machine_type == machine_type and s.hosts == hosts), None)  # fmt: skip
+    return next(
+        (s for s in catalog.SHAPES.values() if s.machine_type == machine_type and s.hosts == hosts),
+        None,
+    )
 
 
 def hosts(state: State) -> list[ComputeHost]:
@@ -90,22 +92,43 @@ def hosts(state: State) -> list[ComputeHost]:
         if instance.group is None:
             shape = _shape(instance.machine_type, 1)
             if shape is not None:
-                out.append(ComputeHost(instance.uid, instance.path, instance.name, instance.project,
-                                       instance.zone, [instance], shape, 1))  # fmt: skip
+                out.append(
+                    ComputeHost(
+                        instance.uid,
+                        instance.path,
+                        instance.name,
+                        instance.project,
+                        instance.zone,
+                        [instance],
+                        shape,
+                        1,
+                    )
+                )
     for group in state.compute.groups.values():
         vms = [i for _slot, i in group_api.members(state, group) if i is not None]
         shape = _shape(vms[0].machine_type, group.target_size) if vms else None
         # a slice is a host once all its VMs exist: each worker's keys are made at first sight
         if shape is not None and len(vms) == group.target_size:
-            out.append(ComputeHost(group.uid, group.path, group.name, group.project, group.zone,
-                                   vms, shape, group.target_size))  # fmt: skip
+            out.append(
+                ComputeHost(
+                    group.uid,
+                    group.path,
+                    group.name,
+                    group.project,
+                    group.zone,
+                    vms,
+                    shape,
+                    group.target_size,
+                )
+            )
     return out
 
 
 def host(state: State, project: str, zone: str, name: str) -> ComputeHost | None:
     """The host a worker's metadata server answers for (`name`: instance or group)."""
-    return next((h for h in hosts(state)
-                 if (h.project, h.zone, h.node_id) == (project, zone, name)), None)  # fmt: skip
+    return next(
+        (h for h in hosts(state) if (h.project, h.zone, h.node_id) == (project, zone, name)), None
+    )
 
 
 def attributes(view: dict[str, Any], worker: int) -> dict[str, str]:
@@ -125,5 +148,5 @@ def attributes(view: dict[str, Any], worker: int) -> dict[str, str]:
                 "TOPOLOGY": shape.topology,
                 "WORKER_ID": str(worker),
             }.items()
-        ),  # fmt: skip
+        ),
     }

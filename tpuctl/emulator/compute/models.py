@@ -195,18 +195,32 @@ class ZoneOperation:
 
     @classmethod
     def new(cls, instance: Instance, operation_type: str, now: float) -> ZoneOperation:
-        return cls.on(instance.project, "zones", instance.zone, operation_type, instance.path,
-                      instance.uid, now)  # fmt: skip
+        return cls.on(
+            instance.project,
+            "zones",
+            instance.zone,
+            operation_type,
+            instance.path,
+            instance.uid,
+            now,
+        )
 
     @classmethod
     def on(
-        cls, project: str, kind: str, where: str, operation_type: str, target: str,
-        target_id: str, now: float,
-    ) -> ZoneOperation:  # fmt: skip
+        cls,
+        project: str,
+        kind: str,
+        where: str,
+        operation_type: str,
+        target: str,
+        target_id: str,
+        now: float,
+    ) -> ZoneOperation:
         """An operation in scope `kind`/`where` (`where` "" for global) on `target`."""
         name = f"operation-{int(now * 1000)}-{secrets.token_hex(6)}-{secrets.token_hex(4)}"
-        return cls(project, where, name, operation_type, target, target_id, now, started=now,
-                   kind=kind)  # fmt: skip
+        return cls(
+            project, where, name, operation_type, target, target_id, now, started=now, kind=kind
+        )
 
 
 @dataclass
@@ -225,24 +239,33 @@ class ComputeState:
         """The chips of `generation` the instances in `zone` hold (but `but`): a stopped
         instance, or one whose create or start will fail, holds none."""
         return sum(
-            i.chips for i in self.instances.values()
-            if i is not but and i.zone == zone and i.generation == generation
-            and i.status not in ("TERMINATED", "PENDING") and i.transition != "stop"
+            i.chips
+            for i in self.instances.values()
+            if i is not but
+            and i.zone == zone
+            and i.generation == generation
+            and i.status not in ("TERMINATED", "PENDING")
+            and i.transition != "stop"
             and not i.capacity_error
             and not i.quota_error
-        )  # fmt: skip
+        )
 
     def quota_in_use(self, instance: Instance) -> int:
         """The chips of the instance's quota that the project's other VMs in its region hold
         (a stopped VM keeps its quota, as on the Cloud TPU API; a failing one holds none)."""
         region = instance.zone.rsplit("-", 1)[0]
         return sum(
-            i.chips for i in self.instances.values()
-            if i is not instance and i.project == instance.project
-            and i.zone.rsplit("-", 1)[0] == region and i.generation == instance.generation
-            and i.preemptible == instance.preemptible and i.transition != "delete"
-            and not i.capacity_error and not i.quota_error
-        )  # fmt: skip
+            i.chips
+            for i in self.instances.values()
+            if i is not instance
+            and i.project == instance.project
+            and i.zone.rsplit("-", 1)[0] == region
+            and i.generation == instance.generation
+            and i.preemptible == instance.preemptible
+            and i.transition != "delete"
+            and not i.capacity_error
+            and not i.quota_error
+        )
 
     def to_state(self) -> dict[str, Any]:
         """What the state file keeps (core/persistence.py)."""

@@ -40,9 +40,10 @@ def machine_type(zone: str, value: Any) -> MachineType:
         # gcloud matches this sentence and adds a `machine-types list --zones` hint
         # (lib/surface/compute/instances/create.py)
         raise errors.invalid_value(
-            "resource.machineType", text,
+            "resource.machineType",
+            text,
             f"Machine type with name '{name}' does not exist in zone '{zone}'.",
-        )  # fmt: skip
+        )
     if not found.instances_allowed:
         # a migration guide's quote of the refusal (docs/emulator.md; reason guessed)
         raise errors.bad_request(f"This user agent is not allowed to use the machine type [{name}]")
@@ -69,25 +70,28 @@ def check_scheduling(scheduling: Any) -> dict[str, Any]:
         field = "preemptible" if scheduling.get("preemptible") else "provisioningModel"
         value = "true" if field == "preemptible" else model
         raise errors.invalid_value(
-            f"resource.scheduling.{field}", value,
+            f"resource.scheduling.{field}",
+            value,
             "Scheduling must have preemptible be false when AutomaticRestart is true.",
-        )  # fmt: skip
+        )
     limit = scheduling.get("maxRunDuration")
     if limit is not None:
         # 30 s to 120 days (the instance limits page: limit-vm-runtime)
         seconds = str(limit.get("seconds") or "") if isinstance(limit, dict) else ""
         if not seconds.isdigit() or not 30 <= int(seconds) <= 120 * 86400:
             raise errors.invalid_value(
-                "resource.scheduling.maxRunDuration.seconds", seconds,
+                "resource.scheduling.maxRunDuration.seconds",
+                seconds,
                 "Must be between 30 seconds and 120 days.",
-            )  # fmt: skip
+            )
         if model == "FLEX_START" and int(seconds) > 7 * 86400:
             # flex-start VMs run for up to seven days (About Flex-start VMs; wording the
             # emulator's own)
             raise errors.invalid_value(
-                "resource.scheduling.maxRunDuration.seconds", seconds,
+                "resource.scheduling.maxRunDuration.seconds",
+                seconds,
                 "Must be at most 7 days for FLEX_START.",
-            )  # fmt: skip
+            )
     action = scheduling.get("instanceTerminationAction")
     if action is not None and action not in TERMINATION_ACTIONS:
         raise errors.invalid_value("resource.scheduling.instanceTerminationAction", action, "")

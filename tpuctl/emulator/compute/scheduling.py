@@ -50,8 +50,9 @@ def grant(state: State, instance: Instance, now: float) -> None:
 def _expire(state: State, instance: Instance, now: float) -> None:
     for op in state.compute.operations.values():
         if not op.done and op.target == instance.path:
-            op.fail(now, api.STOCKOUT, api._stockout(instance.project, instance.zone),
-                    api.STOCKOUT_HTTP)  # fmt: skip
+            op.fail(
+                now, api.STOCKOUT, api._stockout(instance.project, instance.zone), api.STOCKOUT_HTTP
+            )
     del state.compute.instances[instance.path]
     state.changed()
 
@@ -124,8 +125,12 @@ def preempt(state: State, path: str, notice: float | None) -> dict[str, Any]:
     found.preempt_ends = now + (PREEMPT_NOTICE if notice is None else float(notice))
     state.changed()
     tick(state, now)
-    return {"name": found.path, "status": found.shown_status(state.now())
-            if found.path in state.compute.instances else "GONE"}  # fmt: skip
+    return {
+        "name": found.path,
+        "status": found.shown_status(state.now())
+        if found.path in state.compute.instances
+        else "GONE",
+    }
 
 
 def preempted(instance: Instance) -> bool:

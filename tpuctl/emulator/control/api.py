@@ -101,8 +101,11 @@ def advance(state: State, node: str | None = None) -> dict:
             state.changed()
     if not node:
         done += queued.advance(state, now)
-        done += [i.path for i in list(state.compute.instances.values())
-                 if compute_scheduling.advance(state, i)]  # fmt: skip
+        done += [
+            i.path
+            for i in list(state.compute.instances.values())
+            if compute_scheduling.advance(state, i)
+        ]
         done += compute_api.advance(state, None)
     return {"completed": done}
 
@@ -127,14 +130,31 @@ def set_guest_attributes(state: State, node: str, worker: int, items: list[dict[
 # Node.state and Node.health values of the v2 API (tpu.v2.json); the control plane may
 # set any of them, including those the emulator never reaches on its own.
 NODE_STATES = (
-    "CREATING", "READY", "RESTARTING", "REIMAGING", "DELETING", "REPAIRING", "STOPPED",
-    "STOPPING", "STARTING", "PREEMPTED", "TERMINATED", "HIDING", "HIDDEN", "UNHIDING", "UNKNOWN",
-)  # fmt: skip
+    "CREATING",
+    "READY",
+    "RESTARTING",
+    "REIMAGING",
+    "DELETING",
+    "REPAIRING",
+    "STOPPED",
+    "STOPPING",
+    "STARTING",
+    "PREEMPTED",
+    "TERMINATED",
+    "HIDING",
+    "HIDDEN",
+    "UNHIDING",
+    "UNKNOWN",
+)
 HEALTH = ("HEALTHY", "TIMEOUT", "UNHEALTHY_TENSORFLOW", "UNHEALTHY_MAINTENANCE")
 SYMPTOM_TYPES = (
-    "LOW_MEMORY", "OUT_OF_MEMORY", "EXECUTE_TIMED_OUT", "MESH_BUILD_FAIL", "HBM_OUT_OF_MEMORY",
+    "LOW_MEMORY",
+    "OUT_OF_MEMORY",
+    "EXECUTE_TIMED_OUT",
+    "MESH_BUILD_FAIL",
+    "HBM_OUT_OF_MEMORY",
     "PROJECT_ABUSE",
-)  # fmt: skip
+)
 
 
 def set_node_state(state: State, body: dict[str, Any]) -> Node:

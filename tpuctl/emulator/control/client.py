@@ -108,13 +108,24 @@ class EmulatorControl:
         return dict(self.call("POST", "compute/preempt", body))
 
     def reservation(
-        self, zone: str, name: str, machine_type: str, count: int = 1, specific: bool = False,
+        self,
+        zone: str,
+        name: str,
+        machine_type: str,
+        count: int = 1,
+        specific: bool = False,
         project: str | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> dict[str, Any]:
         """Make (count 0: remove) a Compute Engine reservation of `count` VMs of
         `machine_type` in `zone`; `specific`: only a specific affinity consumes it."""
-        body = {"zone": zone, "name": name, "machineType": machine_type, "count": count,
-                "specific": specific, "project": project}  # fmt: skip
+        body = {
+            "zone": zone,
+            "name": name,
+            "machineType": machine_type,
+            "count": count,
+            "specific": specific,
+            "project": project,
+        }
         return dict(self.call("POST", "compute/reservations", body))
 
     def quotas(self, limits: dict[str, Any] | str) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """The emulated cloud as the server, the SSH workers and the tests see it: one lock over
-the state (`state.State`) and the modules that work on it.
+the state (`state.State`) and the modules that work on it. This module answers the
+cloud's APIs; control_plane.py (a mixin) the control plane, the buckets' records and the
+workers.
 
 Invariants:
-- Every public method takes the lock; those marked `@_locked` also apply the transitions
-  that are due first, and after the call, if anything changed, tell the listeners (which
+- Every public method takes the lock; those marked `@locked` (locking.py) also apply the
+  transitions that are due first, and after the call, if anything changed, tell the listeners (which
   may change nodes in turn) and write the state (`persistence`).
 - Listeners run under the lock: they read the state through `nodes`, `node_env`,
   `logins` and `publish`, which never apply transitions, so a listener cannot change the state under
@@ -14,26 +16,22 @@ Invariants:
 
 from __future__ import annotations
 
-import copy
-import functools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
-from tpuctl.emulator.compute import admission as compute_admission
 from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.compute import group_api as compute_groups
 from tpuctl.emulator.compute import hosts as compute_hosts
 from tpuctl.emulator.compute import scheduling as compute_scheduling
 from tpuctl.emulator.compute.hosts import ComputeHost
-from tpuctl.emulator.control import api as control_api
-from tpuctl.emulator.core import errors, persistence
+from tpuctl.emulator.core import persistence
+from tpuctl.emulator.core.control_plane import ControlPlane
+from tpuctl.emulator.core.locking import locked
 from tpuctl.emulator.core.requests import RequestLog
 from tpuctl.emulator.core.state import State
-from tpuctl.emulator.core.timestamps import rfc3339
 from tpuctl.emulator.iam import oslogin
 from tpuctl.emulator.monitoring import models as monitoring
 from tpuctl.emulator.quotas import preferences as quota_prefs
@@ -45,30 +43,8 @@ from tpuctl.emulator.workers import faults as worker_faults
 from tpuctl.emulator.workers.files import WorkerFiles
 from tpuctl.emulator.workers.sandbox import Sandbox
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-def _locked(fn: F) -> F:
-    """Run under the lock, after applying due transitions; save if anything changed."""
-
-    @functools.wraps(fn)
-    def wrapper(self: Backend, *args: Any, **kwargs: Any) -> Any:
-        with self.lock:
-            self._tick()
-            try:
-                return fn(self, *args, **kwargs)
-            finally:
-                if self.state.dirty:
-                    for listener in self.listeners:
-                        listener()  # e.g. the SSH workers follow the new state
-                    self.changes.notify_all()  # e.g. metadata `?wait_for_change=true`
-                if self.state.dirty:
-                    self._save()
-
-    return cast(F, wrapper)
-
-
-class Backend:
+class Backend(ControlPlane):
     """Holds every node and operation of every project and zone, and the rules."""
 
     def __init__(
@@ -118,7 +94,7 @@ class Backend:
         compute_scheduling.tick(self.state, now)
         compute_groups.tick(self.state, now)
 
-    @_locked
+    @locked
     def tick(self) -> None:
         """Apply the transitions that are due, and tell the listeners (the SSH workers, the
         startup scripts): the server's ticker calls it between requests."""
@@ -174,22 +150,22 @@ class Backend:
                 self.state.changed()
 
     # -- nodes and operations (tpu/api.py) ---------------------------------------------
-    @_locked
+    @locked
     def create_node(self, project: str, zone: str, node_id: str, body: dict[str, Any]) -> Operation:
         return tpu_api.create_node(self.state, project, zone, node_id, body)
 
-    @_locked
+    @locked
     def get_node(self, project: str, zone: str, node_id: str) -> Node:
         return tpu_api.get_node(self.state, project, zone, node_id)
 
-    @_locked
+    @locked
     def guest_view(self, project: str, zone: str, node_id: str) -> tuple[Node, bool]:
         """What a worker's metadata server shows: the node, and whether its preemption
         notice has begun (it still looks READY then)."""
         node = self.state.node(project, zone, node_id, "tpu.nodes.get")
         return node, node.transition == "preempt" or node.state == "PREEMPTED"
 
-    @_locked
+    @locked
     def compute_guest_view(
         self, project: str, zone: str, name: str, worker: int = 0
     ) -> tuple[dict[str, Any] | None, bool]:
@@ -202,50 +178,50 @@ class Backend:
         vms = found.instances
         return found.render(), 0 <= worker < len(vms) and compute_scheduling.preempted(vms[worker])
 
-    @_locked
+    @locked
     def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> Page:
         return tpu_api.list_nodes(self.state, project, zone, page_size, page_token)
 
-    @_locked
+    @locked
     def delete_node(self, project: str, zone: str, node_id: str) -> Operation:
         return tpu_api.delete_node(self.state, project, zone, node_id)
 
-    @_locked
+    @locked
     def stop_node(
         self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
     ) -> Operation:
         return tpu_api.power(self.state, project, zone, node_id, "stop", body or {})
 
-    @_locked
+    @locked
     def start_node(
         self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
     ) -> Operation:
         return tpu_api.power(self.state, project, zone, node_id, "start", body or {})
 
-    @_locked
+    @locked
     def update_node(
         self, project: str, zone: str, node_id: str, update_mask: str, body: dict[str, Any]
     ) -> Operation:
         return tpu_api.update_node(self.state, project, zone, node_id, update_mask, body)
 
-    @_locked
+    @locked
     def get_guest_attributes(
         self, project: str, zone: str, node_id: str, body: dict[str, Any]
     ) -> tuple[str, list[list[dict[str, str]]]]:
         return tpu_api.get_guest_attributes(self.state, project, zone, node_id, body)
 
-    @_locked
+    @locked
     def get_operation(self, project: str, zone: str, op_id: str) -> Operation:
         return tpu_api.get_operation(self.state, project, zone, op_id)
 
-    @_locked
+    @locked
     def list_operations(
         self, project: str, zone: str, page_size: int = 0, page_token: str = ""
     ) -> Page:
         return tpu_api.list_operations(self.state, project, zone, page_size, page_token)
 
     # -- queued resources (tpu/queued.py) --------------------------------------------------
-    @_locked
+    @locked
     def create_queued_resource(
         self,
         project: str,
@@ -256,53 +232,53 @@ class Backend:
     ) -> Operation:
         return queued.create(self.state, project, zone, qr_id, body, alpha)
 
-    @_locked
+    @locked
     def get_queued_resource(self, project: str, zone: str, qr_id: str) -> QueuedResource:
         return queued.get(self.state, project, zone, qr_id)
 
-    @_locked
+    @locked
     def list_queued_resources(
         self, project: str, zone: str, page_size: int = 0, page_token: str = ""
     ) -> Page:
         return queued.list_page(self.state, project, zone, page_size, page_token)
 
-    @_locked
+    @locked
     def delete_queued_resource(
         self, project: str, zone: str, qr_id: str, force: bool = False
     ) -> Operation:
         return queued.delete(self.state, project, zone, qr_id, force)
 
-    @_locked
+    @locked
     def all_queued(self) -> list[QueuedResource]:
         return queued.all_requests(self.state)
 
-    @_locked
+    @locked
     def queued_control(self, action: str, name: str, message: str | None = None) -> QueuedResource:
         """Fail, suspend or provision (ignoring capacity) a queued resource now."""
         return queued.control(self.state, action, name, message)
 
     # -- Cloud Quotas (quotas/limits.py) ---------------------------------------------------
-    @_locked
+    @locked
     def list_quota_infos(
         self, project: str, service: str, page_size: int = 0, page_token: str = ""
     ) -> dict:
         return self.state.quota.list_infos(project, service, page_size, page_token)
 
-    @_locked
+    @locked
     def get_quota_info(self, project: str, service: str, quota_id: str) -> dict:
         return self.state.quota.get_info(project, service, quota_id)
 
     # -- the APIs written as functions over the state (quotas/service_usage.py, ...) --
-    @_locked
+    @locked
     def apply(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run an API function `fn(state, *args)` under the lock (routes of `routes.OnState`)."""
         return fn(self.state, *args)
 
-    @_locked
+    @locked
     def decide_quota_preference(self, name: str, granted: Any) -> dict:
         return quota_prefs.decide(self.state, name, granted)
 
-    @_locked
+    @locked
     def admit(
         self, verb: str, project: str, path: str, principal: Any = None, write: bool = True
     ) -> None:
@@ -319,7 +295,7 @@ class Backend:
         with self.lock:
             return self.state.access.accounts.principal(authorization)
 
-    @_locked
+    @locked
     def mint_token(self, account: str, scopes: list[str], project: str) -> str:
         """A token for a worker of `project` whose node runs as `account` (metadata/server.py),
         saved: it outlives a restart (persistence.py)."""
@@ -336,164 +312,6 @@ class Backend:
         """Whether the VM's account lacks a Cloud Storage permission."""
         with self.lock:
             return permission in self.state.access.accounts.denied(principal.account)
-
-    # -- Cloud Storage buckets: what fake-gcs-server does not keep (storage/proxy.py) ------
-    def bucket_meta(self, bucket: str) -> dict[str, Any]:
-        """What the emulator keeps of a bucket: `lifecycle` (storage/lifecycle.py) and
-        `metageneration`, where they differ from a new bucket's (none, 1)."""
-        with self.lock:
-            return copy.deepcopy(self.state.buckets.get(bucket, {}))
-
-    def set_bucket_meta(self, bucket: str, meta: dict[str, Any] | None) -> None:
-        """Replace what is kept of a bucket (None: a new or deleted bucket's)."""
-        kept = {k: v for k, v in (meta or {}).items() if v}
-        with self.lock:
-            if kept:
-                self.state.buckets[bucket] = copy.deepcopy(kept)
-            elif self.state.buckets.pop(bucket, None) is None:
-                return
-            self._save()
-
-    def run_lifecycle(self, days: float | None = None) -> dict[str, Any]:
-        """Apply every bucket's Delete rules as Cloud Storage would `days` from now (0:
-        now), and say what went (control plane: `POST storage/lifecycle`)."""
-        if days is not None and (
-            isinstance(days, bool) or not isinstance(days, (int, float)) or days < 0
-        ):
-            raise errors.invalid_argument("days must be a number >= 0")
-        if self.apply_lifecycle is None:
-            raise errors.failed_precondition("this emulator serves no Cloud Storage")
-        with self.lock:
-            lifecycles = {
-                name: meta["lifecycle"]
-                for name, meta in self.state.buckets.items()
-                if meta.get("lifecycle")
-            }
-            when = self.state.now() + float(days or 0) * 86400
-        return {"at": rfc3339(when), "deleted": self.apply_lifecycle(lifecycles, when)}
-
-    # -- control plane (control/api.py) ----------------------------------------------------
-    def draw_fault(self, target: str) -> tuple[float, int | None, bool, bool]:
-        """See `control.api.draw_fault` (no transitions: this is no API call yet)."""
-        with self.lock:
-            return control_api.draw_fault(self.state, target)
-
-    @_locked
-    def status(self) -> dict:
-        return {
-            "ok": True,
-            "nodes": len(self.state.nodes),
-            "defaults": dict(self.state.defaults),
-            "storage_endpoint": self.storage_endpoint,  # the proxy (storage/proxy.py)
-            "ssh_port": self.ssh_port,
-            "caller": self.state.access.caller,
-            "monitoring_endpoint": self.monitoring_endpoint,
-            "tpu_grpc_endpoint": self.tpu_grpc_endpoint,
-            "workers_sandbox": self.workers.sandbox.mode,
-        }
-
-    @_locked
-    def config(self) -> dict:
-        return self.state.config()
-
-    @_locked
-    def update_config(self, body: dict[str, Any]) -> dict:
-        return control_api.update_config(self.state, body)
-
-    @_locked
-    def reset(self) -> dict:
-        self.state.clear()  # the address allocator carries on: addresses are never reused
-        if self.clear_storage is not None:
-            self.clear_storage()  # every bucket and object goes too
-        self.monitoring.clear()  # every point, and the sampling settings
-        self.requests.clear()
-        return self.status()
-
-    @_locked
-    def faults_config(self) -> dict:
-        return asdict(self.state.faults)
-
-    @_locked
-    def set_faults(self, body: dict[str, Any]) -> dict:
-        return control_api.set_faults(self.state, body)
-
-    @_locked
-    def advance(self, node: str | None = None) -> dict:
-        """Complete pending transitions now: of one node, or of all."""
-        return control_api.advance(self.state, node)
-
-    @_locked
-    def all_instances(self) -> list[dict]:
-        """Every Compute Engine instance of every project, then every group, template and
-        policy (control plane: a test that leaves one behind fails)."""
-        return compute_api.all_instances(self.state) + compute_groups.all_resources(self.state)
-
-    @_locked
-    def compute_age(self, path: str, seconds: float) -> dict:
-        """Make a Compute Engine group, template or policy `seconds` older (its
-        creationTimestamp): what a test needs to see a leftover of long ago."""
-        compute = self.state.compute
-        for table in (compute.groups, compute.templates, compute.policies):
-            if path in table:
-                table[path].created -= float(seconds)
-                return {"path": path, "created": table[path].created}
-        raise errors.not_found(f"no group, template or policy {path}")
-
-    @_locked
-    def all_nodes(self) -> list[Node]:
-        return control_api.all_nodes(self.state)
-
-    @_locked
-    def set_guest_attributes(self, node: str, worker: int, items: list[dict[str, str]]) -> dict:
-        return control_api.set_guest_attributes(self.state, node, worker, items)
-
-    @_locked
-    def set_node_state(self, body: dict[str, Any]) -> Node:
-        return control_api.set_node_state(self.state, body)
-
-    @_locked
-    def preempt(self, node: str, notice: float | None = None) -> Node:
-        return control_api.preempt(self.state, node, notice)
-
-    @_locked
-    def compute_preempt(self, instance: str, notice: float | None = None) -> dict[str, Any]:
-        return compute_scheduling.preempt(self.state, instance, notice)
-
-    @_locked
-    def compute_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
-        return compute_admission.set_reservation(self.state, body)
-
-    # -- workers: the VMs of a node, as the SSH servers and other helpers see them --
-    @_locked
-    def worker_env(self, node_name: str, worker: int) -> dict[str, str]:
-        """The environment every process on worker `worker` of a node gets (see
-        docs/emulator.md): the TPU VM's variables, its home, and its view of the cloud."""
-        node = self.state.node_by_name(node_name)
-        if not 0 <= worker < len(node.addresses):
-            raise errors.invalid_argument(f"worker {worker} is out of range")
-        return self.node_env(node, worker)
-
-    @_locked
-    def worker_fault(self, body: dict[str, Any]) -> dict:
-        """Plant a fault on a worker for `tpuctl doctor NODE` (workers/faults.py)."""
-        node = self._node_or_host(str(body.get("node", "")))
-        worker = body.get("worker", 0)
-        if not isinstance(worker, int) or not 0 <= worker < len(node.addresses):
-            raise errors.invalid_argument(f"worker {worker} is out of range")
-        return worker_faults.plant(self.workers, node, worker, body, self.node_env(node, worker))
-
-    def _node_or_host(self, name: str) -> Any:
-        """The TPU API node `name` (a full name), or the Compute Engine TPU VM or slice of
-        that name, as the workers see it (compute/hosts.py)."""
-        try:
-            return self.state.node_by_name(name)
-        except errors.ApiError:
-            parts = name.split("/")
-            found = compute_hosts.host(self.state, parts[1], parts[3], parts[-1]) if len(
-                parts) == 6 else None  # fmt: skip
-            if found is None:
-                raise
-            return found
 
     def close(self) -> None:
         """Release what the backend holds outside its state (a temporary workers dir)."""

@@ -122,9 +122,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             if url.path.startswith(batch.PREFIX):  # Compute's batch: gcloud's many at once
                 content_type, data = batch.respond(
-                    backend, self.headers.get("Content-Type", ""), self._raw(),
+                    backend,
+                    self.headers.get("Content-Type", ""),
+                    self._raw(),
                     self.headers.get("Authorization"),
-                )  # fmt: skip
+                )
                 self._send_bytes(200, content_type, data)
                 return
             body = self._body()

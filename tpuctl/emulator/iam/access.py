@@ -101,8 +101,12 @@ VERBS: dict[str, tuple[str, str]] = {
 COMPUTE = "compute.googleapis.com"
 # Compute Engine's permission for a method, where it is not `compute.<resource>.<method>`
 # (https://cloud.google.com/compute/docs/reference/rest/v1 names each method's permission)
-_COMPUTE_METHODS = {"insert": "create", "aggregatedList": "list", "wait": "get",
-                    "listManagedInstances": "get"}  # fmt: skip
+_COMPUTE_METHODS = {
+    "insert": "create",
+    "aggregatedList": "list",
+    "wait": "get",
+    "listManagedInstances": "get",
+}
 
 
 def compute_permission(verb: str) -> str | None:

@@ -75,13 +75,16 @@ class WorkerView:
         a Compute Engine TPU VM's `gce_instance` (query.py says why)."""
         if self.instance_id:
             return COMPUTE_RESOURCE, (
-                ("instance_id", self.instance_id), ("project_id", self.project),
+                ("instance_id", self.instance_id),
+                ("project_id", self.project),
                 ("zone", self.zone),
-            )  # fmt: skip
+            )
         return RESOURCE, (
-            ("node_id", self.node_id), ("project_id", self.project),
-            ("worker_id", str(self.worker)), ("zone", self.zone),
-        )  # fmt: skip
+            ("node_id", self.node_id),
+            ("project_id", self.project),
+            ("worker_id", str(self.worker)),
+            ("zone", self.zone),
+        )
 
 
 @dataclass
@@ -131,8 +134,9 @@ class Monitoring:
         for key, value in body.items():
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (value is None and key == "sample_period") and not (number and value >= 0):
-                raise errors.invalid_argument(f"'{key}' must be seconds >= 0" + (
-                    " or null" if key == "sample_period" else ""))  # fmt: skip
+                raise errors.invalid_argument(
+                    f"'{key}' must be seconds >= 0" + (" or null" if key == "sample_period" else "")
+                )
         with self._lock:
             self.settings.update({k: None if v is None else float(v) for k, v in body.items()})
             self._wake.notify_all()
@@ -299,7 +303,7 @@ def compute_worker_views(hosts: Any, files: Any) -> list[WorkerView]:
             files.marker(h, k),
             tuple(files.devices(h, k)),
             h.instances[k].uid,
-        )  # fmt: skip
+        )
         for h in hosts
         if h.state == "READY"
         for k in range(len(h.addresses))

@@ -95,15 +95,17 @@ def _parse_request(query: dict[str, str]) -> _Request:
         m = re.fullmatch(r"(\d+(?:\.\d+)?)s", text)
         if not m:
             raise _bad(
-                "aggregation.alignment_period", text,
+                "aggregation.alignment_period",
+                text,
                 "An alignment period is required with a per-series aligner.",
-            )  # fmt: skip
+            )
         period = float(m[1])
         if period < 60:
             raise _bad(
-                "aggregation.alignment_period", text,
+                "aggregation.alignment_period",
+                text,
                 "The alignment period must be at least 60 seconds.",
-            )  # fmt: skip
+            )
     if query.get("aggregation.crossSeriesReducer", "REDUCE_NONE") != "REDUCE_NONE":
         raise _bad(
             "aggregation.cross_series_reducer",
@@ -127,9 +129,14 @@ def _parse_request(query: dict[str, str]) -> _Request:
         except ValueError:
             raise _bad("page_token", token, "The page token is not valid.") from None
     return _Request(
-        start, end, aligner, period, view == "HEADERS",
-        min(page_size or MAX_PAGE, MAX_PAGE), offset,
-    )  # fmt: skip
+        start,
+        end,
+        aligner,
+        period,
+        view == "HEADERS",
+        min(page_size or MAX_PAGE, MAX_PAGE),
+        offset,
+    )
 
 
 def _parse_time(field_name: str, text: str) -> float:
@@ -218,22 +225,29 @@ def descriptors(project: str, text: str) -> dict[str, Any]:
     `metric.type = "T"` or `metric.type = starts_with("P")` (or none)."""
     m = _DESCRIPTOR_FILTER.fullmatch(text) if text.strip() else None
     if text.strip() and m is None:
-        raise _bad("filter", text, "Could not parse the filter: expected metric.type = \"...\" "
-                   "or metric.type = starts_with(\"...\").")  # fmt: skip
+        raise _bad(
+            "filter",
+            text,
+            'Could not parse the filter: expected metric.type = "..." '
+            'or metric.type = starts_with("...").',
+        )
     out = []
     for metric, (kind, value_type, unit, chip) in sorted(METRICS.items()):
-        if m is not None and not (metric == m["exact"] if m["exact"] is not None
-                                  else metric.startswith(m["prefix"])):  # fmt: skip
+        if m is not None and not (
+            metric == m["exact"] if m["exact"] is not None else metric.startswith(m["prefix"])
+        ):
             continue
-        out.append({
-            "name": f"projects/{project}/metricDescriptors/{metric}",
-            "type": metric,
-            "metricKind": kind,
-            "valueType": value_type,
-            "unit": unit,
-            **({"labels": [{"key": chip, "valueType": "STRING"}]} if chip else {}),
-            "monitoredResourceTypes": [RESOURCE, COMPUTE_RESOURCE],
-        })  # fmt: skip
+        out.append(
+            {
+                "name": f"projects/{project}/metricDescriptors/{metric}",
+                "type": metric,
+                "metricKind": kind,
+                "valueType": value_type,
+                "unit": unit,
+                **({"labels": [{"key": chip, "valueType": "STRING"}]} if chip else {}),
+                "monitoredResourceTypes": [RESOURCE, COMPUTE_RESOURCE],
+            }
+        )
     return {"metricDescriptors": out} if out else {}
 
 

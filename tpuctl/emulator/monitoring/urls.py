@@ -7,8 +7,18 @@ from __future__ import annotations
 from tpuctl.emulator.core.routes import Route
 
 ROUTES: list[Route] = [
-    ("GET", r"/v3/projects/(?P<project>[^/]+)/timeSeries", "timeSeries.list",
-     "monitoring.list_time_series", ("project", "query")),
-    ("GET", r"/v3/projects/(?P<project>[^/]+)/metricDescriptors", "metricDescriptors.list",
-     "monitoring.list_metric_descriptors", ("project", "query")),
-]  # fmt: skip
+    (
+        "GET",
+        r"/v3/projects/(?P<project>[^/]+)/timeSeries",
+        "timeSeries.list",
+        "monitoring.list_time_series",
+        ("project", "query"),
+    ),
+    (
+        "GET",
+        r"/v3/projects/(?P<project>[^/]+)/metricDescriptors",
+        "metricDescriptors.list",
+        "monitoring.list_metric_descriptors",
+        ("project", "query"),
+    ),
+]

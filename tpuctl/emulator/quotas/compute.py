@@ -26,8 +26,10 @@ PRESETS = ("granted", "new-project")
 
 
 def _preset(name: str) -> dict[str, dict[str, int]]:
-    return {q.key: {"*": q.granted if name == "granted" else q.new_project}
-            for q in compute_quotas.QUOTAS}  # fmt: skip
+    return {
+        q.key: {"*": q.granted if name == "granted" else q.new_project}
+        for q in compute_quotas.QUOTAS
+    }
 
 
 class ComputeQuotaConfig:
@@ -58,8 +60,10 @@ class ComputeQuotaConfig:
                 known = sorted(compute_quotas.BY_KEY)
                 raise errors.invalid_argument(f"unknown Compute quota '{key}': one of {known}")
             per_region = {"*": given} if not isinstance(given, dict) else given
-            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                       for v in per_region.values()):  # fmt: skip
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for v in per_region.values()
+            ):
                 raise errors.invalid_argument(f"limits of '{key}' must be counts >= 0")
             limits[key].update(per_region)
         return limits
@@ -85,11 +89,17 @@ class ComputeQuotaConfig:
             "code": "QUOTA_EXCEEDED",
             "message": f"Quota '{quota.metric}' exceeded.  Limit: {float(limit)} in region "
             f"{region}.",
-            "errorDetails": [{"quotaInfo": {
-                "metricName": f"compute.googleapis.com/{quota.metric.lower()}",
-                "limitName": quota.quota_id, "dimensions": dimensions, "limit": float(limit),
-            }}],
-        }  # fmt: skip
+            "errorDetails": [
+                {
+                    "quotaInfo": {
+                        "metricName": f"compute.googleapis.com/{quota.metric.lower()}",
+                        "limitName": quota.quota_id,
+                        "dimensions": dimensions,
+                        "limit": float(limit),
+                    }
+                }
+            ],
+        }
 
     # -- the Cloud Quotas API ------------------------------------------------------
     def infos(self, project_number: str, regions: list[str]) -> list[dict[str, Any]]:
@@ -97,21 +107,31 @@ class ComputeQuotaConfig:
         parent = f"projects/{project_number}/locations/global/services/{compute_quotas.SERVICE}"
         out: dict[str, dict[str, Any]] = {}
         for q in compute_quotas.QUOTAS:
-            info = out.setdefault(q.quota_id, {
-                "name": f"{parent}/quotaInfos/{q.quota_id}", "quotaId": q.quota_id,
-                "metric": f"compute.googleapis.com/{q.metric.lower()}",
-                "service": compute_quotas.SERVICE, "isPrecise": True, "containerType": "PROJECT",
-                "dimensions": ["region", "tpu_family"] if q.tpu_family else ["region"],
-                "metricDisplayName": q.metric.replace("_", " ").title(),
-                "quotaDisplayName": q.quota_id, "metricUnit": "1",
-                "quotaIncreaseEligibility": {"isEligible": True}, "dimensionsInfos": [],
-            })  # fmt: skip
+            info = out.setdefault(
+                q.quota_id,
+                {
+                    "name": f"{parent}/quotaInfos/{q.quota_id}",
+                    "quotaId": q.quota_id,
+                    "metric": f"compute.googleapis.com/{q.metric.lower()}",
+                    "service": compute_quotas.SERVICE,
+                    "isPrecise": True,
+                    "containerType": "PROJECT",
+                    "dimensions": ["region", "tpu_family"] if q.tpu_family else ["region"],
+                    "metricDisplayName": q.metric.replace("_", " ").title(),
+                    "quotaDisplayName": q.quota_id,
+                    "metricUnit": "1",
+                    "quotaIncreaseEligibility": {"isEligible": True},
+                    "dimensionsInfos": [],
+                },
+            )
             family = {"tpu_family": q.tpu_family} if q.tpu_family else {}
             for region in regions:
                 value = self.limit(q, region)
-                info["dimensionsInfos"].append({
-                    "dimensions": {"region": region, **family},
-                    "details": {"value": str(value)} if value else {},
-                    "applicableLocations": [region],
-                })  # fmt: skip
+                info["dimensionsInfos"].append(
+                    {
+                        "dimensions": {"region": region, **family},
+                        "details": {"value": str(value)} if value else {},
+                        "applicableLocations": [region],
+                    }
+                )
         return list(out.values())

@@ -21,8 +21,13 @@ from tpuctl.emulator.core.timestamps import proto_timestamp
 from tpuctl.emulator.tpu.rules import parse_duration, parse_time
 
 # QueuedResource.ProvisioningModel in v2alpha1, by number (gcloud's generated messages)
-PROVISIONING_MODELS = ("PROVISIONING_MODEL_UNSPECIFIED", "STANDARD", "SPOT",
-                       "RESERVATION_BOUND", "FLEX_START")  # fmt: skip
+PROVISIONING_MODELS = (
+    "PROVISIONING_MODEL_UNSPECIFIED",
+    "STANDARD",
+    "SPOT",
+    "RESERVATION_BOUND",
+    "FLEX_START",
+)
 ALPHA_FIELDS = ("provisioningModel", "runDuration")  # on the request, not in v2
 MAX_RUN_SECONDS = 7 * 24 * 3600
 
@@ -39,10 +44,11 @@ def split(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     tpu = v2.get("tpu")
     if isinstance(tpu, dict) and isinstance(tpu.get("nodeSpec"), list):
         specs = [
-            {**spec, "node": v2_node(spec["node"])} if isinstance(spec, dict) and "node" in spec
+            {**spec, "node": v2_node(spec["node"])}
+            if isinstance(spec, dict) and "node" in spec
             else spec
             for spec in tpu["nodeSpec"]
-        ]  # fmt: skip
+        ]
         v2["tpu"] = {**tpu, "nodeSpec": specs}
     return v2, alpha
 

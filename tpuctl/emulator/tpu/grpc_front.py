@@ -59,50 +59,114 @@ _NODE = _ZONE + "/nodes/*"
 _QR = _ZONE + "/queuedResources/*"
 _OP = "Operation"  # google.longrunning.Operation
 NODE_RPCS = (
-    Rpc("ListNodes", "ListNodesRequest", "ListNodesResponse", "GET",
-        f"/v2/{{parent={_ZONE}}}/nodes"),
+    Rpc(
+        "ListNodes", "ListNodesRequest", "ListNodesResponse", "GET", f"/v2/{{parent={_ZONE}}}/nodes"
+    ),
     Rpc("GetNode", "GetNodeRequest", "Node", "GET", f"/v2/{{name={_NODE}}}"),
     Rpc("CreateNode", "CreateNodeRequest", _OP, "POST", f"/v2/{{parent={_ZONE}}}/nodes", "node"),
     Rpc("DeleteNode", "DeleteNodeRequest", _OP, "DELETE", f"/v2/{{name={_NODE}}}"),
     Rpc("StopNode", "StopNodeRequest", _OP, "POST", f"/v2/{{name={_NODE}}}:stop", "*"),
     Rpc("StartNode", "StartNodeRequest", _OP, "POST", f"/v2/{{name={_NODE}}}:start", "*"),
     Rpc("UpdateNode", "UpdateNodeRequest", _OP, "PATCH", f"/v2/{{node.name={_NODE}}}", "node"),
-    Rpc("GetGuestAttributes", "GetGuestAttributesRequest", "GetGuestAttributesResponse", "POST",
-        f"/v2/{{name={_NODE}}}:getGuestAttributes", "*"),
-    Rpc("ListAcceleratorTypes", "ListAcceleratorTypesRequest", "ListAcceleratorTypesResponse",
-        "GET", f"/v2/{{parent={_ZONE}}}/acceleratorTypes"),
-    Rpc("GetAcceleratorType", "GetAcceleratorTypeRequest", "AcceleratorType", "GET",
-        f"/v2/{{name={_ZONE}/acceleratorTypes/*}}"),
-    Rpc("ListRuntimeVersions", "ListRuntimeVersionsRequest", "ListRuntimeVersionsResponse",
-        "GET", f"/v2/{{parent={_ZONE}}}/runtimeVersions"),
-    Rpc("GetRuntimeVersion", "GetRuntimeVersionRequest", "RuntimeVersion", "GET",
-        f"/v2/{{name={_ZONE}/runtimeVersions/*}}"),
-)  # fmt: skip
+    Rpc(
+        "GetGuestAttributes",
+        "GetGuestAttributesRequest",
+        "GetGuestAttributesResponse",
+        "POST",
+        f"/v2/{{name={_NODE}}}:getGuestAttributes",
+        "*",
+    ),
+    Rpc(
+        "ListAcceleratorTypes",
+        "ListAcceleratorTypesRequest",
+        "ListAcceleratorTypesResponse",
+        "GET",
+        f"/v2/{{parent={_ZONE}}}/acceleratorTypes",
+    ),
+    Rpc(
+        "GetAcceleratorType",
+        "GetAcceleratorTypeRequest",
+        "AcceleratorType",
+        "GET",
+        f"/v2/{{name={_ZONE}/acceleratorTypes/*}}",
+    ),
+    Rpc(
+        "ListRuntimeVersions",
+        "ListRuntimeVersionsRequest",
+        "ListRuntimeVersionsResponse",
+        "GET",
+        f"/v2/{{parent={_ZONE}}}/runtimeVersions",
+    ),
+    Rpc(
+        "GetRuntimeVersion",
+        "GetRuntimeVersionRequest",
+        "RuntimeVersion",
+        "GET",
+        f"/v2/{{name={_ZONE}/runtimeVersions/*}}",
+    ),
+)
 QUEUED_RPCS = (
-    Rpc("ListQueuedResources", "ListQueuedResourcesRequest", "ListQueuedResourcesResponse",
-        "GET", f"/v2/{{parent={_ZONE}}}/queuedResources"),
-    Rpc("GetQueuedResource", "GetQueuedResourceRequest", "QueuedResource", "GET",
-        f"/v2/{{name={_QR}}}"),
-    Rpc("CreateQueuedResource", "CreateQueuedResourceRequest", _OP, "POST",
-        f"/v2/{{parent={_ZONE}}}/queuedResources", "queuedResource"),
-    Rpc("DeleteQueuedResource", "DeleteQueuedResourceRequest", _OP, "DELETE",
-        f"/v2/{{name={_QR}}}"),
-)  # fmt: skip
+    Rpc(
+        "ListQueuedResources",
+        "ListQueuedResourcesRequest",
+        "ListQueuedResourcesResponse",
+        "GET",
+        f"/v2/{{parent={_ZONE}}}/queuedResources",
+    ),
+    Rpc(
+        "GetQueuedResource",
+        "GetQueuedResourceRequest",
+        "QueuedResource",
+        "GET",
+        f"/v2/{{name={_QR}}}",
+    ),
+    Rpc(
+        "CreateQueuedResource",
+        "CreateQueuedResourceRequest",
+        _OP,
+        "POST",
+        f"/v2/{{parent={_ZONE}}}/queuedResources",
+        "queuedResource",
+    ),
+    Rpc(
+        "DeleteQueuedResource", "DeleteQueuedResourceRequest", _OP, "DELETE", f"/v2/{{name={_QR}}}"
+    ),
+)
 # the mixins, with the HTTP rules of the TPU API's service config
 OPERATION_RPCS = (
     Rpc("GetOperation", "GetOperationRequest", _OP, "GET", f"/v2/{{name={_ZONE}/operations/*}}"),
-    Rpc("ListOperations", "ListOperationsRequest", "ListOperationsResponse", "GET",
-        f"/v2/{{name={_ZONE}}}/operations"),
-    Rpc("DeleteOperation", "DeleteOperationRequest", "Empty", "DELETE",
-        f"/v2/{{name={_ZONE}/operations/*}}"),
-    Rpc("CancelOperation", "CancelOperationRequest", "Empty", "POST",
-        f"/v2/{{name={_ZONE}/operations/*}}:cancel"),
-)  # fmt: skip
+    Rpc(
+        "ListOperations",
+        "ListOperationsRequest",
+        "ListOperationsResponse",
+        "GET",
+        f"/v2/{{name={_ZONE}}}/operations",
+    ),
+    Rpc(
+        "DeleteOperation",
+        "DeleteOperationRequest",
+        "Empty",
+        "DELETE",
+        f"/v2/{{name={_ZONE}/operations/*}}",
+    ),
+    Rpc(
+        "CancelOperation",
+        "CancelOperationRequest",
+        "Empty",
+        "POST",
+        f"/v2/{{name={_ZONE}/operations/*}}:cancel",
+    ),
+)
 LOCATION_RPCS = (
-    Rpc("ListLocations", "ListLocationsRequest", "ListLocationsResponse", "GET",
-        "/v2/{name=projects/*}/locations"),
+    Rpc(
+        "ListLocations",
+        "ListLocationsRequest",
+        "ListLocationsResponse",
+        "GET",
+        "/v2/{name=projects/*}/locations",
+    ),
     Rpc("GetLocation", "GetLocationRequest", "Location", "GET", f"/v2/{{name={_ZONE}}}"),
-)  # fmt: skip
+)
 
 _FIELD = re.compile(r"\{([\w.]+)=([^}]+)\}")
 

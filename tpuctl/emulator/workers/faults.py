@@ -145,9 +145,14 @@ def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str], bu
     except Refused as exc:
         raise errors.failed_precondition(str(exc)) from None
     proc = subprocess.Popen(
-        argv, cwd=env["HOME"], env=environment, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        argv,
+        cwd=env["HOME"],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     said = proc.stdout.readline()  # it holds the device once it says so
     threading.Thread(target=proc.wait, daemon=True).start()

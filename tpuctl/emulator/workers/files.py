@@ -155,9 +155,14 @@ class WorkerFiles:
                 log.write(f"{exc}\n".encode())
                 return None
             proc = subprocess.Popen(
-                argv, cwd=env["HOME"], env=environment, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                argv,
+                cwd=env["HOME"],
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         threading.Thread(target=proc.wait, daemon=True).start()  # reap it when it ends
         return proc.pid
 

@@ -186,6 +186,16 @@ class Sandbox:
             raise Refused(REFUSAL)
         wdir = str(worker_dir)
         return [
-            self.bwrap, "--bind", f"{wdir}/root", "/", *self._system_binds(),
-            "--bind", wdir, wdir, "--chdir", cwd, "--", *argv,
-        ]  # fmt: skip
+            self.bwrap,
+            "--bind",
+            f"{wdir}/root",
+            "/",
+            *self._system_binds(),
+            "--bind",
+            wdir,
+            wdir,
+            "--chdir",
+            cwd,
+            "--",
+            *argv,
+        ]

@@ -115,9 +115,13 @@ class Session:
             worker = Path(self.home).parent
             argv = self._sandbox.command(worker, self.home, [*launch, *self._argv()])
             proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=self.home, env=env, start_new_session=True,
-                pass_fds=(report.write,), **kwargs,
-            )  # fmt: skip
+                *argv,
+                cwd=self.home,
+                env=env,
+                start_new_session=True,
+                pass_fds=(report.write,),
+                **kwargs,
+            )
         except BaseException:
             report.close()
             raise

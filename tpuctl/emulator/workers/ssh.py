@@ -175,10 +175,16 @@ class SshWorkers:
                 env = backend.node_env(node, k)
                 new.append(
                     Worker(
-                        node.name, node.uid, k, node.addresses[k], self._host_keys[key],
-                        env["HOME"], env, keys[node.uid],
+                        node.name,
+                        node.uid,
+                        k,
+                        node.addresses[k],
+                        self._host_keys[key],
+                        env["HOME"],
+                        env,
+                        keys[node.uid],
                     )
-                )  # fmt: skip
+                )
         for worker in gone:
             del self._workers[(worker.uid, worker.index)]
         for worker in new:
