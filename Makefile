@@ -56,7 +56,7 @@ $(LOW_STAMP): pyproject.toml
 # library's floor, and a signal's moment on a loaded machine is not a version's doing;
 # 2 workers are a little faster than one here, and put pytest-xdist's floor to use)
 test-lowest: tools $(LOW_STAMP)
-	$(LOW)/bin/python -W ignore::FutureWarning -m pytest -q -p no:cacheprovider -n 2 \
+	$(LOW)/bin/python -m pytest -q -p no:cacheprovider -W ignore::FutureWarning -n 2 \
 	  --maxschedchunk 1 $(SMOKE) -k "not signal"
 
 # the main scenarios against a real project, when TPUCTL_LIVE_PROJECT and TPUCTL_LIVE_ZONE
