@@ -34,8 +34,13 @@ lint: $(STAMP)
 tools:
 	@bash scripts/ensure-tools
 
+# the suite on 4 workers (pytest-xdist), one emulator each: its tests mostly wait (polls,
+# SSH, emulated boots), so more workers than cores pay; handed one test at a time, the
+# workers start the tests marked `long` first and run the rest beside them
+PARALLEL := -n 4 --maxschedchunk 1
+
 test: tools lint test-lowest
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 # every direct dependency at the lowest version pyproject.toml allows (pip has no such
 # resolution; uv, installed from PyPI into that venv, does), then a smoke part of the suite
@@ -48,10 +53,11 @@ $(LOW_STAMP): pyproject.toml
 	touch $(LOW_STAMP)
 
 # (the tests of signal timing run in the main suite: they prove tpuctl's handling, not a
-# library's floor, and a signal's moment on a loaded machine is not a version's doing)
+# library's floor, and a signal's moment on a loaded machine is not a version's doing;
+# 2 workers are a little faster than one here, and put pytest-xdist's floor to use)
 test-lowest: tools $(LOW_STAMP)
-	$(LOW)/bin/python -W ignore::FutureWarning -m pytest -q -p no:cacheprovider $(SMOKE) \
-	  -k "not signal"
+	$(LOW)/bin/python -m pytest -q -p no:cacheprovider -W ignore::FutureWarning -n 2 \
+	  --maxschedchunk 1 $(SMOKE) -k "not signal"
 
 # the main scenarios against a real project, when TPUCTL_LIVE_PROJECT and TPUCTL_LIVE_ZONE
 # say which (docs/live-testing.md: what it costs, its guards); skipped without them

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,13 @@ ISOLATED_UNSET = (
     "CLOUDSDK_CORE_PROJECT",
     "CLOUDSDK_COMPUTE_ZONE",
 )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked `long` first (in their order), the rest after them as collected:
+    `make test`'s workers, handed one test at a time, start the long ones at once and run
+    the rest beside them, rather than waiting on them at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 class Emulator(EmulatorControl):
@@ -75,6 +83,44 @@ class Emulator(EmulatorControl):
             credentials=AnonymousCredentials(),
             cache_discovery=False,
         )
+
+
+def _ignored(signum: int, frame: object) -> None:
+    """SIG_IGN for the test process alone: a caught signal, unlike an ignored one, is back
+    at its default in a child once the child execs."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def signals_at_their_defaults_in_children() -> Iterator[None]:
+    """The tests signal tpuctl, emulators, agents and jobs they start, as a terminal's
+    Ctrl-C or hangup would, and expect the signal's default effect there. A run started
+    with `nohup` or `&` inherits SIGINT and SIGHUP ignored, which every child would inherit
+    in turn (and tpuctl rightly keeps an inherited SIG_IGN): the test process catches them
+    instead, with a handler that does nothing, so it still outlives a hangup while what it
+    starts gets them at their defaults."""
+    replaced = {}
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            replaced[sig] = signal.signal(sig, _ignored)
+    yield
+    for sig, before in replaced.items():
+        signal.signal(sig, before)
+
+
+@pytest.fixture
+def python_signal_defaults() -> Iterator[None]:
+    """Python's own dispositions in the test process (SIGINT raises KeyboardInterrupt,
+    SIGHUP and SIGTERM at their defaults), whatever the run inherited, for a test that
+    signals code it runs in-process; the run's own are put back after it."""
+    defaults = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGHUP: signal.SIG_DFL,
+        signal.SIGTERM: signal.SIG_DFL,
+    }
+    before = {sig: signal.signal(sig, handler) for sig, handler in defaults.items()}
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
 
 
 @pytest.fixture(scope="session")

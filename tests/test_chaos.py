@@ -16,6 +16,7 @@ RUN_LIMIT = 600  # seconds the quick run may take (on a loaded 2-core machine)
 # The suite's per-test limit (300 s) would cut the run off before its own limit does and
 # leave the harness's emulator and processes behind: the run's limit governs here.
 @pytest.mark.timeout(RUN_LIMIT + 60)
+@pytest.mark.long
 def test_the_quick_chaos_run_keeps_every_promise(isolated_env: Path) -> None:
     r = subprocess.run(
         [sys.executable, str(HARNESS), "--quick", "--json"],

@@ -77,6 +77,7 @@ def pip_index(page: Path, tmp_path: Path) -> Iterator[Index | None]:
         yield index
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("page", RUNNABLE, ids=[p.name for p in RUNNABLE])
 def test_runnable_examples_run_as_written(
     page: Path, isolated_env: Path, tmp_path: Path, pip_index: Index | None

@@ -8,6 +8,9 @@ import pytest
 
 from tpuctl import interrupts
 
+# the signals raised below reach handlers of tpuctl's, as in a terminal, not under nohup
+pytestmark = pytest.mark.usefixtures("python_signal_defaults")
+
 
 def handlers() -> list[object]:
     return [signal.getsignal(sig) for sig in interrupts.SIGNALS]

@@ -292,8 +292,16 @@ def test_the_supervisor_tears_down_from_its_copy_of_a_deleted_record(cluster: Cl
     pid = info["pid"]
     status = None
     try:
+        # the status says the phase before the script starts and its pid once it has:
+        # `_reap` needs the pid to end the script, which would outlive the test otherwise
         status = wait_for(
-            lambda: (s := cluster.status(job)) and s.get("phase") == "script" and s, "RUNNING"
+            lambda: (
+                (s := cluster.status(job))
+                and s.get("phase") == "script"
+                and s.get("child_pid")
+                and s
+            ),
+            "RUNNING, the script's pid known",
         )
         cluster.bucket.delete(f"tpuctl/jobs/{job}/job.json")
         os.kill(status["agent_pid"], signal.SIGKILL)

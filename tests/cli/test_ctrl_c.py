@@ -14,6 +14,7 @@ from tpuctl.cli.options import AppEnv
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.usefixtures("python_signal_defaults")  # as in a terminal, not under nohup
 def test_a_signal_inside_a_command_without_cleanup_says_interrupted(cli, monkeypatch, sig):
     before = signal.getsignal(sig)
 

@@ -103,9 +103,12 @@ def test_a_signal_between_the_commands_end_and_ignoring_signals_is_caught(
         real_quiet()
 
     monkeypatch.setattr(entry, "_quiet", quiet)
-    with pytest.raises(SystemExit) as ended:
-        entry.main()
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with pytest.raises(SystemExit) as ended:
+            entry.main()
+    finally:
+        for sig, handler in before.items():  # entry.main ignored them as it ended
+            signal.signal(sig, handler)
     assert ended.value.code == 130
     assert capsys.readouterr().err == ""  # the command already said it; nothing twice
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)

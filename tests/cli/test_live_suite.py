@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tpuctl import catalog
 from tpuctl.waiting import poll_until
 
@@ -58,6 +60,7 @@ def test_it_asks_before_it_spends(emulator, tmp_path: Path) -> None:  # noqa: AN
     assert emulator.nodes() == []
 
 
+@pytest.mark.long
 def test_a_rehearsal_runs_every_scenario_and_leaves_nothing(emulator, tmp_path: Path) -> None:  # noqa: ANN001
     done = subprocess.run(
         [sys.executable, str(RUNNER), "--yes"],

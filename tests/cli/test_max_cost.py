@@ -81,6 +81,7 @@ def test_a_busy_node_deletes_itself_at_its_ttl_with_no_gc(emulator_server, cli, 
     wait_until(lambda: names(emulator) == [], "the node to delete itself", timeout=60)
 
 
+@pytest.mark.long  # the job runs until its 22 s are spent
 def test_a_job_ended_by_its_max_cost_says_so(cli, emulator, project) -> None:
     # $0.05 at $8.00/h: 22 s, long enough for the job to start, far shorter than its nap.
     r = cli("run", str(project / "job.py"), "--max-cost", "0.05", "--env", "NAP=300")

@@ -254,6 +254,7 @@ def test_worker_0_ends_a_slice_job_whose_peer_is_lost_with_no_client(
     assert emulator.instances() == []
 
 
+@pytest.mark.long
 def test_a_spot_slice_preempted_mid_job_resumes_from_the_step_saved_on_the_notice(
     emulator_server, emulator
 ) -> None:

@@ -8,11 +8,14 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tpuctl.emulator.core.ports import free_port
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.sh"
 
 
+@pytest.mark.long
 def test_demo_runs_the_job_and_leaves_nothing_behind(isolated_env: Path, tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
     temp = tmp_path / "tmp"
