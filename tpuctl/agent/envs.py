@@ -91,8 +91,16 @@ def for_job(job: Any, spec: Json, env: dict[str, str]) -> tuple[dict[str, str], 
     """The environment of a job's request on this worker (job.Job: its storage, root,
     worker, log): the script's env with the venv active, and the venv's python. Its
     outcome goes into the worker's status (`environment`)."""
-    made = Environments(job.storage, job.dir.parent.parent, job.args.job_id, job.args.attempt,
-                        job.worker, job.me.get("runtime", ""), job.say, job.local_log)  # fmt: skip
+    made = Environments(
+        job.storage,
+        job.dir.parent.parent,
+        job.args.job_id,
+        job.args.attempt,
+        job.worker,
+        job.me.get("runtime", ""),
+        job.say,
+        job.local_log,
+    )
     try:
         venv = made.prepare(spec, env)
     finally:
@@ -153,11 +161,17 @@ class Environments:
         started, cpu = time.monotonic(), cpu_seconds()
         if not rebuild and marker.is_file() and (venv / "bin" / "python").exists():
             done = json.loads(marker.read_text())
-            self.outcome.update(how="reused", packages=done.get("packages", []), bytes=0,
-                                seconds=round(time.monotonic() - started, 3),
-                                cpu=round(cpu_seconds() - cpu, 3))  # fmt: skip
-            self.say(f"environment {key[:12]}: reused the venv on this VM "
-                     f"({len(done.get('packages', []))} packages), nothing installed")  # fmt: skip
+            self.outcome.update(
+                how="reused",
+                packages=done.get("packages", []),
+                bytes=0,
+                seconds=round(time.monotonic() - started, 3),
+                cpu=round(cpu_seconds() - cpu, 3),
+            )
+            self.say(
+                f"environment {key[:12]}: reused the venv on this VM "
+                f"({len(done.get('packages', []))} packages), nothing installed"
+            )
             os.utime(str(marker))  # its last use, for prune()
             self.used(key)
             self.prune(key)
@@ -179,9 +193,11 @@ class Environments:
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items())
         built = self.outcome["how"] == "built"
         what, moved = ("built here", "uploaded") if built else ("from the bucket", "fetched")
-        self.say(f"environment {key[:12]}: {what}: {len(packages)} packages "
-                 f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
-                 f"{size(self.outcome.get('bytes', 0))} {moved}; {phases}")  # fmt: skip
+        self.say(
+            f"environment {key[:12]}: {what}: {len(packages)} packages "
+            f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
+            f"{size(self.outcome.get('bytes', 0))} {moved}; {phases}"
+        )
         self.used(key)
         self.prune(key)
         return venv
@@ -200,8 +216,10 @@ class Environments:
                 continue
             if last < cutoff:
                 shutil.rmtree(str(other), ignore_errors=True)
-                self.say(f"environment {other.name[:12]}: removed its venv from this VM "
-                         f"(no job used it for {KEEP_DAYS:g} days)")  # fmt: skip
+                self.say(
+                    f"environment {other.name[:12]}: removed its venv from this VM "
+                    f"(no job used it for {KEEP_DAYS:g} days)"
+                )
 
     def used(self, key: str) -> None:
         """Worker 0 says the environment was used (`gc --envs-unused` goes by it); a
@@ -228,8 +246,10 @@ class Environments:
             if index is not None and (not rebuild or index.get("job") == self.job):
                 if envkeys.valid_index(index, key) and self.fetch(key, index, want.wheels):
                     return index
-                self.say(f"environment {key[:12]}: the cached entry is corrupt (a wheel "
-                         "is missing or does not match its sha256): rebuilding it")  # fmt: skip
+                self.say(
+                    f"environment {key[:12]}: the cached entry is corrupt (a wheel "
+                    "is missing or does not match its sha256): rebuilding it"
+                )
                 self.storage.delete(envkeys.index_path(key), if_generation_match=generation)
                 continue
             lock, lock_gen = self.storage.read_json(envkeys.lock_path(key))
@@ -242,14 +262,18 @@ class Environments:
             if rebuild or lock is not None:  # another worker builds: wait for its index
                 if not waited:
                     waited = True
-                    self.say(f"environment {key[:12]}: worker {(lock or {}).get('worker', 0)} "
-                             "builds it; waiting for its index")  # fmt: skip
+                    self.say(
+                        f"environment {key[:12]}: worker {(lock or {}).get('worker', 0)} "
+                        "builds it; waiting for its index"
+                    )
                 now = time.monotonic()
                 if seen is None or seen[0] != lock_gen:
                     seen = (lock_gen, now)
                 elif lock is not None and now - seen[1] > LOCK_STALE:
-                    self.say(f"environment {key[:12]}: its builder's lock has not changed "
-                             f"for {LOCK_STALE:g}s: taking over")  # fmt: skip
+                    self.say(
+                        f"environment {key[:12]}: its builder's lock has not changed "
+                        f"for {LOCK_STALE:g}s: taking over"
+                    )
                     self.storage.delete(envkeys.lock_path(key), if_generation_match=lock_gen)
                 time.sleep(poll)
                 poll = min(poll * 1.5, POLL_MAX)
@@ -268,8 +292,9 @@ class Environments:
             return self.build(want)
 
     def lock_value(self, **more: Any) -> Json:
-        return dict(job=self.job, attempt=self.attempt, worker=self.worker,
-                    at=round(time.time(), 3), **more)  # fmt: skip
+        return dict(
+            job=self.job, attempt=self.attempt, worker=self.worker, at=round(time.time(), 3), **more
+        )
 
     def fetch(self, key: str, index: Json, wheels: Path) -> bool:
         """Every wheel of the index into `wheels`, checked; False when one is missing or
@@ -333,13 +358,31 @@ class Environments:
         wheels.mkdir(parents=True)
         requirements = wheels.parent / "requirements.txt"
         requirements.write_text("".join(line + "\n" for line in want.lines))
-        command = [self.python, "-m", "pip", "wheel", "--no-cache-dir", "--no-input",
-                   "--disable-pip-version-check", "-w", str(wheels),
-                   "-r", str(requirements)]  # fmt: skip
-        self.say(f"environment {key[:12]}: resolving and building {len(want.lines)} "
-                 f"requirement(s) from {index_named(env)}")  # fmt: skip
-        out = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, cwd=str(wheels.parent))  # fmt: skip
+        command = [
+            self.python,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-cache-dir",
+            "--no-input",
+            "--disable-pip-version-check",
+            "-w",
+            str(wheels),
+            "-r",
+            str(requirements),
+        ]
+        self.say(
+            f"environment {key[:12]}: resolving and building {len(want.lines)} "
+            f"requirement(s) from {index_named(env)}"
+        )
+        out = subprocess.run(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=str(wheels.parent),
+        )
         with open(str(self.log), "ab") as log:
             log.write(out.stdout)
         if out.returncode:
@@ -360,12 +403,18 @@ class Environments:
         self.phases["upload"] = time.monotonic() - t
         self.outcome.update(how="built", bytes=sent, wheels=len(entries))
         return {
-            "version": envkeys.INDEX_VERSION, "key": key, "recipe": envkeys.RECIPE,
-            "requirements": want.lines, "facts": want.facts, "wheels": entries,
+            "version": envkeys.INDEX_VERSION,
+            "key": key,
+            "recipe": envkeys.RECIPE,
+            "requirements": want.lines,
+            "facts": want.facts,
+            "wheels": entries,
             "packages": [package_of(str(e["file"])) for e in entries],
-            "job": self.job, "attempt": self.attempt, "worker": self.worker,
+            "job": self.job,
+            "attempt": self.attempt,
+            "worker": self.worker,
             "built": round(time.time(), 3),
-        }  # fmt: skip
+        }
 
     # -- the venv ------------------------------------------------------------------------
     def install(self, venv: Path, wheels: Path, index: Json, system: bool) -> list[str]:
@@ -376,8 +425,12 @@ class Environments:
         try:
             installer.create(venv, self.python, system)
             installer.install(venv, [wheels / w["file"] for w in index["wheels"]])
-        except (OSError, subprocess.CalledProcessError, installer.BadWheel,
-                zipfile.BadZipFile) as e:  # fmt: skip
+        except (
+            OSError,
+            subprocess.CalledProcessError,
+            installer.BadWheel,
+            zipfile.BadZipFile,
+        ) as e:
             shutil.rmtree(str(venv), ignore_errors=True)
             detail = getattr(e, "stderr", None)
             said = detail.decode(errors="replace").strip().splitlines()[-1:] if detail else []
@@ -434,8 +487,10 @@ def resolution_error(output: str, env: dict[str, str]) -> str:
     where = index_named(env)
     found = re.search(r"^(\S+): No module named pip\s*$", output, re.M)
     if found:  # the image's Python has no pip (apt's python3-pip): nothing can be built
-        return (f"environment: {found.group(1)} has no pip to build the wheels with: install "
-                "python3-pip in the image, or run with --no-requirements")  # fmt: skip
+        return (
+            f"environment: {found.group(1)} has no pip to build the wheels with: install "
+            "python3-pip in the image, or run with --no-requirements"
+        )
     found = re.search(r"No matching distribution found for (\S+)", output)
     if found:
         return f"environment: no version of {found.group(1)} found on {where}"

@@ -165,9 +165,14 @@ def _node(
 
     render.info(f"examining {name} in {target.zone}...")
     report = live.examine(
-        app.backends(), factory.ssh(), f"{target.parent}/nodes/{name}", open_bucket, paths,
-        fix=fix, confirm=confirm,
-    )  # fmt: skip
+        app.backends(),
+        factory.ssh(),
+        f"{target.parent}/nodes/{name}",
+        open_bucket,
+        paths,
+        fix=fix,
+        confirm=confirm,
+    )
     if json_out:
         render.print_json(report.to_json())
     else:

@@ -143,14 +143,24 @@ def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
     rows = []
     for r in ordered(shot.rows, key):
         j = r.to_json()
-        rows.append([
-            r.node.name, r.node.zone, r.node.accelerator_type, r.node.state,
-            render.human_age(j["ageSeconds"]), cost.money(j["hourlyUsd"]),
-            "~" + cost.money(j["costSoFarUsd"]), percent(r.util), sparkline(j["history"]),
-            render.human_age(r.idle_seconds), j["job"] or "-", j["jobState"] or "-",
-            render.expiry_column(r.node.labels),
-            j["owner"] or "-",
-        ])  # fmt: skip
+        rows.append(
+            [
+                r.node.name,
+                r.node.zone,
+                r.node.accelerator_type,
+                r.node.state,
+                render.human_age(j["ageSeconds"]),
+                cost.money(j["hourlyUsd"]),
+                "~" + cost.money(j["costSoFarUsd"]),
+                percent(r.util),
+                sparkline(j["history"]),
+                render.human_age(r.idle_seconds),
+                j["job"] or "-",
+                j["jobState"] or "-",
+                render.expiry_column(r.node.labels),
+                j["owner"] or "-",
+            ]
+        )
     return render.fitted(TOP_COLUMNS, rows, width)
 
 

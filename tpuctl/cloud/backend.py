@@ -113,9 +113,13 @@ class TpuBackend(Protocol):
         ...
 
     def headroom(
-        self, quotas: QuotaApi | None, project: str, shape: SliceShape, scheduling: str,
+        self,
+        quotas: QuotaApi | None,
+        project: str,
+        shape: SliceShape,
+        scheduling: str,
         zones: list[str],
-    ) -> dict[str, str]:  # fmt: skip
+    ) -> dict[str, str]:
         """For each zone, one phrase on the quota a create of `shape` would count against."""
         ...
 
@@ -221,9 +225,13 @@ class BackendDefaults:
         return error
 
     def headroom(
-        self, quotas: QuotaApi | None, project: str, shape: SliceShape, scheduling: str,
+        self,
+        quotas: QuotaApi | None,
+        project: str,
+        shape: SliceShape,
+        scheduling: str,
         zones: list[str],
-    ) -> dict[str, str]:  # fmt: skip
+    ) -> dict[str, str]:
         return {z: "quota: checked at the create" for z in zones}
 
     def own_quota(

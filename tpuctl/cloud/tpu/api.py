@@ -81,10 +81,15 @@ class TpuApi(TpuRules):
         token = ""
         while True:
             page = rest.call(
-                self._session, "GET", f"{self._endpoint}/v2/{parent}/{collection}",
-                subject=subject, where=self._where, hint=self._hint,
-                project=_project(parent), params={"pageToken": token} if token else None,
-            )  # fmt: skip
+                self._session,
+                "GET",
+                f"{self._endpoint}/v2/{parent}/{collection}",
+                subject=subject,
+                where=self._where,
+                hint=self._hint,
+                project=_project(parent),
+                params={"pageToken": token} if token else None,
+            )
             items += page.get(collection) or []
             token = str(page.get("nextPageToken") or "")
             if not token:
