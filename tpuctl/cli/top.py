@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tpuctl.cli import render
+from tpuctl.cli import render, views
 from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Zone, app_of, seconds
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
                 render.human_age(r.idle_seconds),
                 j["job"] or "-",
                 j["jobState"] or "-",
-                render.expiry_column(r.node.labels),
+                views.expiry_column(r.node.labels),
                 j["owner"] or "-",
             ]
         )
