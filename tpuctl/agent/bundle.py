@@ -53,6 +53,7 @@ MODULES = (
     "target.py",
     "monitoring.py",
     "envkeys.py",
+    "envbuild.py",
     "envs.py",
     "wheels.py",
 )
