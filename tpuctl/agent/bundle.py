@@ -43,6 +43,7 @@ MODULES = (
     "retention.py",
     "preflight.py",
     "job.py",
+    "teardown.py",
     "agent.py",
     "idle.py",
     "follow.py",
