@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.errors import QuotaError
 from tpuctl.models import (
     CreateSpec,
@@ -35,7 +36,6 @@ from tpuctl.models import (
     QueueSpec,
     QuotaPool,
 )
-from tpuctl.shapes import SliceShape
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.compute import leftovers as compute_orphans
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.cloud.compute.rules import ComputeRules
 from tpuctl.errors import CloudError, NotFoundError, PreconditionFailedError, UsageError
 from tpuctl.models import CreateSpec, Leftover, Node, OperationStatus, QueuedResource, QueueSpec
-from tpuctl.shapes import SliceShape
 
 MAX_RUN_SECONDS = 120 * 86400  # scheduling.maxRunDuration's limit
 SLICE_OP = "~slice~"  # an operation name's tail: the create of a slice, waited until its VMs run

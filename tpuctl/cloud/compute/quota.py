@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import TpuBackend
 from tpuctl.cloud.compute import quotas as compute_quotas
 from tpuctl.cloud.compute.quotas import ComputeQuota
 from tpuctl.cloud.quota import QuotaApi
 from tpuctl.errors import QuotaError, TpuctlError
 from tpuctl.models import NODE_HOLDS_NO_QUOTA, Node
-from tpuctl.shapes import SliceShape
 
 log = logging.getLogger("tpuctl.quota")
 

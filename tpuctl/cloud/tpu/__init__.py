@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import BackendKind
-from tpuctl.shapes import SliceShape
 
 
 def _type_name(shape: SliceShape) -> str | None:

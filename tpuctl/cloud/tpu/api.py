@@ -14,12 +14,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.tpu import wire as tpu_wire
 from tpuctl.cloud.tpu.rules import TpuRules
 from tpuctl.cloud.tpu.transport import TIMEOUT, TpuTransport, subject_of, to_dict
 from tpuctl.errors import CloudError, NotFoundError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
-from tpuctl.shapes import SliceShape
 from tpuctl.waiting import poll_until
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 # The slice shapes (what a name means, on both APIs) live in shapes.py; they are part of
 # the catalogue.
-from tpuctl.shapes import (  # noqa: F401
+from tpuctl.catalog.shapes import (  # noqa: F401
     ACCELERATOR_TYPES,
     API_DEFAULT_ACCELERATOR,
     DEFAULT_ACCELERATOR,
