@@ -334,13 +334,13 @@ def test_no_adapter_is_imported_from_above_cloud() -> None:
 
 
 def test_only_the_client_factory_reads_the_emulator_switch() -> None:
-    """Nothing asks "am I emulated?": the factory picks endpoints and credentials (the
-    emulator, and the command that starts it, know their own address)."""
+    """Nothing asks "am I emulated?": the factory's endpoints pick endpoints and
+    credentials (the emulator, and the command that starts it, know their own address)."""
     readers = sorted(
         name
         for name, path in MODULES.items()
         if "TPUCTL_EMULATOR_HOST" in path.read_text()
         and not _in(name, "tpuctl.emulator")
-        and name not in ("tpuctl.cloud.clients", "tpuctl.cli.emulator_cmd")
+        and name not in ("tpuctl.cloud.endpoints", "tpuctl.cli.emulator_cmd")
     )
     assert readers == []

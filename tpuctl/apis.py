@@ -154,8 +154,9 @@ def role_for(permission: str) -> str | None:
         # Compute Engine Instance Admin (v1) holds the instances', templates' and groups'
         # permissions; Compute Admin every Compute permission (resource policies too)
         # (https://cloud.google.com/compute/docs/access/iam)
-        if permission.startswith(("compute.instances.", "compute.instanceTemplates.",
-                                  "compute.instanceGroupManagers.")):  # fmt: skip
+        if permission.startswith(
+            ("compute.instances.", "compute.instanceTemplates.", "compute.instanceGroupManagers.")
+        ):
             return "roles/compute.instanceAdmin.v1"
         return "roles/compute.admin"
     return ROLES.get(permission)

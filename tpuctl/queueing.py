@@ -50,9 +50,12 @@ def queue_spec(spec: CreateSpec, options: QueueOptions) -> QueueSpec:
     if options.flex_start:
         _check_flex(spec, options)
     return QueueSpec(
-        options.slices, options.valid_until, until_time, options.flex_start,
+        options.slices,
+        options.valid_until,
+        until_time,
+        options.flex_start,
         options.max_run_duration,
-    )  # fmt: skip
+    )
 
 
 # "Flex-start resources can be requested for a maximum of 7 days"

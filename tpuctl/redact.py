@@ -48,7 +48,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
             r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S
         ),
         REDACTED,
-    ),  # fmt: skip
+    ),
 )
 _secrets: set[str] = set()
 _lock = threading.Lock()

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import BackendDefaults, BackendKind
 from tpuctl.errors import NotFoundError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
-from tpuctl.shapes import SliceShape
 
 
 class LabTpus(BackendDefaults):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tpuctl.agent import envkeys
-from tpuctl.agent.envs import EnvFailed, Environments, Wanted, package_of, resolution_error
+from tpuctl.agent.envbuild import EnvFailed, Wanted, package_of, resolution_error
+from tpuctl.agent.envs import Environments
 from tpuctl.services.run.environment import lines_of
 
 FACTS = envkeys.vm_facts("tpu-ubuntu2204-base", False)

@@ -113,14 +113,28 @@ def start(args: argparse.Namespace, user_env: dict[str, str]) -> int:
             pid = int(pid_file.read_text().strip() or 0)
         except (OSError, ValueError):
             pid = 0
-        print(json.dumps({"pid": pid, "log": log, "agent_log": str(agent_log),
-                          "already_started": True}), flush=True)  # fmt: skip
+        print(
+            json.dumps(
+                {"pid": pid, "log": log, "agent_log": str(agent_log), "already_started": True}
+            ),
+            flush=True,
+        )
         return 0 if pid else 1
     problem = _preflight(args, Path(log))
     if problem is not None:  # the job ends here: the runner says why and tears down
-        print(json.dumps({"pid": 0, "log": log, "agent_log": str(agent_log),
-                          "error": problem.message, "fix": problem.fix,
-                          "permission": problem.permission}), flush=True)  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "pid": 0,
+                    "log": log,
+                    "agent_log": str(agent_log),
+                    "error": problem.message,
+                    "fix": problem.fix,
+                    "permission": problem.permission,
+                }
+            ),
+            flush=True,
+        )
         return 0
     read_end, write_end = os.pipe()
     if os.fork():
@@ -188,12 +202,20 @@ def _preflight(args: argparse.Namespace, log: Path) -> Any:
         return None
     say(f"error: {problem.message}; fix: {problem.fix}")
     with contextlib.suppress(HttpError, OSError):
-        storage.write_json(status_path(args.job_id, worker), {
-            "worker": worker, "attempt": args.attempt, "state": protocol.FAILED,
-            "exit_status": None, "started": round(time.time(), 3), "ended": round(time.time(), 3),
-            "message": f"{problem.message}; fix: {problem.fix}"[:500],
-            "log": log_path(args.job_id, args.attempt, worker), "agent_version": VERSION,
-        })  # fmt: skip
+        storage.write_json(
+            status_path(args.job_id, worker),
+            {
+                "worker": worker,
+                "attempt": args.attempt,
+                "state": protocol.FAILED,
+                "exit_status": None,
+                "started": round(time.time(), 3),
+                "ended": round(time.time(), 3),
+                "message": f"{problem.message}; fix: {problem.fix}"[:500],
+                "log": log_path(args.job_id, args.attempt, worker),
+                "agent_version": VERSION,
+            },
+        )
     return problem
 
 
@@ -227,14 +249,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between reports")
     parser.add_argument("--sync-every", type=float, default=30.0, help="seconds between syncs")
     parser.add_argument("--grace", type=float, default=30.0, help="from SIGTERM to SIGKILL")
-    parser.add_argument("--notice-budget", type=float, default=20.0, help="after a "
-                        "preemption notice, how long (seconds) the script may run before "
-                        "the last output sync (the VM has about 30 s)")  # fmt: skip
-    parser.add_argument("--stale", type=float, default=300.0, help="a worker whose "
-                        "heartbeat is silent this long (seconds) is lost")  # fmt: skip
-    parser.add_argument("--refresh-every", type=float, default=6 * 3600.0, help="seconds "
-                        "between rewrites of the job record and checks that the outputs "
-                        "are still in the bucket (Job.refresh)")  # fmt: skip
+    parser.add_argument(
+        "--notice-budget",
+        type=float,
+        default=20.0,
+        help="after a "
+        "preemption notice, how long (seconds) the script may run before "
+        "the last output sync (the VM has about 30 s)",
+    )
+    parser.add_argument(
+        "--stale",
+        type=float,
+        default=300.0,
+        help="a worker whose heartbeat is silent this long (seconds) is lost",
+    )
+    parser.add_argument(
+        "--refresh-every",
+        type=float,
+        default=6 * 3600.0,
+        help="seconds "
+        "between rewrites of the job record and checks that the outputs "
+        "are still in the bucket (Job.refresh)",
+    )
     # A multislice job (docs/multislice.md): this worker's slice, how many there are, the
     # MEGASCALE coordinator (worker 0 of slice 0, HOST:PORT), and the queued resource
     # worker 0 deletes at the end.

@@ -27,11 +27,37 @@ from pathlib import Path
 from .processes import BUNDLE_PREFIX, BUNDLE_SUFFIX
 
 PACKAGE = "tpuctl_agent"
-MODULES = ("__init__.py", "__main__.py", "net.py", "metadata.py", "storage.py", "tpu_api.py",
-           "processes.py", "protocol.py", "labels.py", "downloads.py", "streams.py",
-           "transfer.py", "retention.py", "preflight.py", "job.py", "agent.py", "idle.py",
-           "follow.py", "guard.py", "checkup.py", "claims.py", "compute_api.py",
-           "target.py", "monitoring.py", "envkeys.py", "envs.py", "wheels.py")  # fmt: skip
+MODULES = (
+    "__init__.py",
+    "__main__.py",
+    "net.py",
+    "metadata.py",
+    "storage.py",
+    "tpu_api.py",
+    "processes.py",
+    "protocol.py",
+    "labels.py",
+    "downloads.py",
+    "streams.py",
+    "transfer.py",
+    "retention.py",
+    "preflight.py",
+    "job.py",
+    "teardown.py",
+    "agent.py",
+    "idle.py",
+    "follow.py",
+    "guard.py",
+    "checkup.py",
+    "claims.py",
+    "compute_api.py",
+    "target.py",
+    "monitoring.py",
+    "envkeys.py",
+    "envbuild.py",
+    "envs.py",
+    "wheels.py",
+)
 REMOTE_ROOT = "~/.tpuctl"  # a shell word: `~` is left to the remote shell to expand
 # What `python3 BUNDLE` runs, as the standard library's zipapp writes it for `pkg.mod:fn`.
 MAIN = f"import sys\nfrom {PACKAGE}.__main__ import main\nsys.exit(main())\n"

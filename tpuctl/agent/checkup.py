@@ -44,8 +44,17 @@ from .net import HttpError, Json, http
 from .storage import STORAGE_URL
 
 LOCKFILE = "/tmp/libtpu_lockfile"
-PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-nightly", "jax", "jaxlib", "torch",
-            "torch-xla", "libtpu", "libtpu-nightly")  # fmt: skip
+PACKAGES = (
+    "tensorflow",
+    "tensorflow-cpu",
+    "tf-nightly",
+    "jax",
+    "jaxlib",
+    "torch",
+    "torch-xla",
+    "libtpu",
+    "libtpu-nightly",
+)
 BUSY_CPU = 0.05  # a holder using more than 5% of a core is busy
 # A holder waiting on its TPU uses little CPU: with --target, a holder is busy too when
 # Cloud Monitoring's newest TensorCore idle_duration of this worker is under this.
@@ -150,8 +159,14 @@ def lockfile(held: list[Json]) -> Json:
         return {"path": LOCKFILE, "exists": False}
     openers = [int(p) for p in _pids() if LOCKFILE in _open_files(p)]
     owners = sorted(set(openers) | {h["pid"] for h in held})
-    return {"path": LOCKFILE, "exists": True, "mtime": st.st_mtime, "uid": st.st_uid,
-            "owners": owners, "stale": not owners}  # fmt: skip
+    return {
+        "path": LOCKFILE,
+        "exists": True,
+        "mtime": st.st_mtime,
+        "uid": st.st_uid,
+        "owners": owners,
+        "stale": not owners,
+    }
 
 
 def packages() -> dict[str, Any]:

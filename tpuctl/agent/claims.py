@@ -42,8 +42,7 @@ def lease_path(job_id: str) -> str:
 def claim(job_id: str, node_created: str, user: str, host: str, now: float | None = None) -> Json:
     """What a job writes at `claim_path` to hold the node."""
     at = round(time.time() if now is None else now, 3)
-    return {"job": job_id, "node_created": node_created, "user": user, "host": host,
-            "claimed": at}  # fmt: skip
+    return {"job": job_id, "node_created": node_created, "user": user, "host": host, "claimed": at}
 
 
 def created_seconds(value: Any) -> str:

@@ -78,8 +78,11 @@ class ComputeNode:
             if latest is not None:
                 labels[LAST_ACTIVE] = str(int(latest))
         status = str(me.get("status", ""))
-        return {"labels": labels, "state": "READY" if status == "RUNNING" else status,
-                "createTime": me.get("creationTimestamp")}  # fmt: skip
+        return {
+            "labels": labels,
+            "state": "READY" if status == "RUNNING" else status,
+            "createTime": me.get("creationTimestamp"),
+        }
 
     def created(self) -> str:
         """When what the job runs on was made (the instance's, or the slice's group's,
@@ -94,8 +97,9 @@ class ComputeNode:
 
     def _members(self) -> list[Json]:
         """The slice's VMs (`listManagedInstances`, then each VM)."""
-        listed = json.loads(compute(self.token, "POST", f"{self.path}/listManagedInstances",
-                                    b"{}") or b"{}")  # fmt: skip
+        listed = json.loads(
+            compute(self.token, "POST", f"{self.path}/listManagedInstances", b"{}") or b"{}"
+        )
         found = []
         for vm in listed.get("managedInstances") or []:
             try:
@@ -109,8 +113,12 @@ class ComputeNode:
         """Label this VM (`instances.setLabels`, with the fingerprint it was read with)."""
         name = self._me()
         current = self._instance(name)
-        body = json.dumps({"labels": dict(labels_of(current), **{key: value}),
-                           "labelFingerprint": current.get("labelFingerprint", "")})  # fmt: skip
+        body = json.dumps(
+            {
+                "labels": dict(labels_of(current), **{key: value}),
+                "labelFingerprint": current.get("labelFingerprint", ""),
+            }
+        )
         path = f"projects/{self.project}/zones/{self.zone}/instances/{name}/setLabels"
         compute(self.token, "POST", path, body.encode())
 

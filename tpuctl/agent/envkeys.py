@@ -61,8 +61,9 @@ def requirement_lines(text: str) -> list[str]:
             continue
         line = " ".join(line.split())
         if _REFUSED.match(line):
-            raise BadRequirements(f"{line!r}: -r, -c and -e are not supported (list the "
-                                  "requirements in one file)")  # fmt: skip
+            raise BadRequirements(
+                f"{line!r}: -r, -c and -e are not supported (list the requirements in one file)"
+            )
         if _CREDENTIALS.search(line):
             raise BadRequirements(
                 f"{line.split()[0]} ...: an index URL with credentials would be stored in "

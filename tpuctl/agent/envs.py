@@ -9,7 +9,7 @@ for every worker, every run and every recovery, cached in the bucket, installed 
   and removed: no request to any package index. A wheel that is missing or does not
   match makes the entry corrupt: its index is deleted (only the generation read) and
   the entry rebuilt.
-- No index: one worker builds. It is the one whose write of `lock.json` with
+- No index: one worker builds (envbuild.py). It is the one whose write of `lock.json` with
   ifGenerationMatch=0 succeeds and who then still finds no index (or worker 0 with
   --rebuild-env, which overwrites the lock); it runs `python3 -m pip wheel -r` for this
   VM's Python (the user's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL... come from the job's env
@@ -25,29 +25,25 @@ Standard library only, Python 3.8+.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import resource
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from . import envkeys
 from . import wheels as installer
-from .downloads import md5_base64
+from .envbuild import Builder, EnvFailed, Wanted, package_of, sha256_of
 from .net import HttpError, Json, Mismatch
 from .protocol import size
 from .storage import Storage
 from .streams import Transfers
 
-LOCK_REFRESH = 15.0  # seconds between the builder's rewrites of its lock
 # What the VM's environment set wrong, said in every job's log (never a crash at import).
 MISSET: list[str] = []
 
@@ -73,26 +69,24 @@ LOCK_STALE = _setting("TPUCTL_ENV_LOCK_STALE", 120.0, "seconds")
 # Seconds between looks at the index while another worker builds: from POLL, growing to
 # POLL_MAX (64 workers waiting on a long build ask the bucket about 30 times a second).
 POLL, POLL_MAX = 0.5, 4.0
-PYPI = "https://pypi.org/simple"
 # A venv of the VM that no job used for this many days is removed by the next job there.
 KEEP_DAYS = _setting("TPUCTL_ENV_KEEP_DAYS", 14.0, "days")
-
-
-class EnvFailed(Exception):
-    """The environment could not be made: one line saying why (the job's message, from
-    the worker that met it: `here`; the others only log it)."""
-
-    def __init__(self, message: str, here: bool = True) -> None:
-        super().__init__(message)
-        self.here = here
 
 
 def for_job(job: Any, spec: Json, env: dict[str, str]) -> tuple[dict[str, str], str]:
     """The environment of a job's request on this worker (job.Job: its storage, root,
     worker, log): the script's env with the venv active, and the venv's python. Its
     outcome goes into the worker's status (`environment`)."""
-    made = Environments(job.storage, job.dir.parent.parent, job.args.job_id, job.args.attempt,
-                        job.worker, job.me.get("runtime", ""), job.say, job.local_log)  # fmt: skip
+    made = Environments(
+        job.storage,
+        job.dir.parent.parent,
+        job.args.job_id,
+        job.args.attempt,
+        job.worker,
+        job.me.get("runtime", ""),
+        job.say,
+        job.local_log,
+    )
     try:
         venv = made.prepare(spec, env)
     finally:
@@ -101,18 +95,7 @@ def for_job(job: Any, spec: Json, env: dict[str, str]) -> tuple[dict[str, str], 
     return activated(env, venv), str(venv / "bin" / "python")
 
 
-class Wanted(NamedTuple):
-    """An environment to obtain: its key, requirement set, VM facts, local wheel folder
-    and the job's environment (for pip)."""
-
-    key: str
-    lines: list[str]
-    facts: Json
-    wheels: Path
-    env: dict[str, str]
-
-
-class Environments:
+class Environments(Builder):
     """This worker's environments: `prepare(spec, env)` the one a job asks for."""
 
     def __init__(
@@ -153,11 +136,17 @@ class Environments:
         started, cpu = time.monotonic(), cpu_seconds()
         if not rebuild and marker.is_file() and (venv / "bin" / "python").exists():
             done = json.loads(marker.read_text())
-            self.outcome.update(how="reused", packages=done.get("packages", []), bytes=0,
-                                seconds=round(time.monotonic() - started, 3),
-                                cpu=round(cpu_seconds() - cpu, 3))  # fmt: skip
-            self.say(f"environment {key[:12]}: reused the venv on this VM "
-                     f"({len(done.get('packages', []))} packages), nothing installed")  # fmt: skip
+            self.outcome.update(
+                how="reused",
+                packages=done.get("packages", []),
+                bytes=0,
+                seconds=round(time.monotonic() - started, 3),
+                cpu=round(cpu_seconds() - cpu, 3),
+            )
+            self.say(
+                f"environment {key[:12]}: reused the venv on this VM "
+                f"({len(done.get('packages', []))} packages), nothing installed"
+            )
             os.utime(str(marker))  # its last use, for prune()
             self.used(key)
             self.prune(key)
@@ -179,9 +168,11 @@ class Environments:
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items())
         built = self.outcome["how"] == "built"
         what, moved = ("built here", "uploaded") if built else ("from the bucket", "fetched")
-        self.say(f"environment {key[:12]}: {what}: {len(packages)} packages "
-                 f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
-                 f"{size(self.outcome.get('bytes', 0))} {moved}; {phases}")  # fmt: skip
+        self.say(
+            f"environment {key[:12]}: {what}: {len(packages)} packages "
+            f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
+            f"{size(self.outcome.get('bytes', 0))} {moved}; {phases}"
+        )
         self.used(key)
         self.prune(key)
         return venv
@@ -200,8 +191,10 @@ class Environments:
                 continue
             if last < cutoff:
                 shutil.rmtree(str(other), ignore_errors=True)
-                self.say(f"environment {other.name[:12]}: removed its venv from this VM "
-                         f"(no job used it for {KEEP_DAYS:g} days)")  # fmt: skip
+                self.say(
+                    f"environment {other.name[:12]}: removed its venv from this VM "
+                    f"(no job used it for {KEEP_DAYS:g} days)"
+                )
 
     def used(self, key: str) -> None:
         """Worker 0 says the environment was used (`gc --envs-unused` goes by it); a
@@ -228,8 +221,10 @@ class Environments:
             if index is not None and (not rebuild or index.get("job") == self.job):
                 if envkeys.valid_index(index, key) and self.fetch(key, index, want.wheels):
                     return index
-                self.say(f"environment {key[:12]}: the cached entry is corrupt (a wheel "
-                         "is missing or does not match its sha256): rebuilding it")  # fmt: skip
+                self.say(
+                    f"environment {key[:12]}: the cached entry is corrupt (a wheel "
+                    "is missing or does not match its sha256): rebuilding it"
+                )
                 self.storage.delete(envkeys.index_path(key), if_generation_match=generation)
                 continue
             lock, lock_gen = self.storage.read_json(envkeys.lock_path(key))
@@ -242,14 +237,18 @@ class Environments:
             if rebuild or lock is not None:  # another worker builds: wait for its index
                 if not waited:
                     waited = True
-                    self.say(f"environment {key[:12]}: worker {(lock or {}).get('worker', 0)} "
-                             "builds it; waiting for its index")  # fmt: skip
+                    self.say(
+                        f"environment {key[:12]}: worker {(lock or {}).get('worker', 0)} "
+                        "builds it; waiting for its index"
+                    )
                 now = time.monotonic()
                 if seen is None or seen[0] != lock_gen:
                     seen = (lock_gen, now)
                 elif lock is not None and now - seen[1] > LOCK_STALE:
-                    self.say(f"environment {key[:12]}: its builder's lock has not changed "
-                             f"for {LOCK_STALE:g}s: taking over")  # fmt: skip
+                    self.say(
+                        f"environment {key[:12]}: its builder's lock has not changed "
+                        f"for {LOCK_STALE:g}s: taking over"
+                    )
                     self.storage.delete(envkeys.lock_path(key), if_generation_match=lock_gen)
                 time.sleep(poll)
                 poll = min(poll * 1.5, POLL_MAX)
@@ -266,10 +265,6 @@ class Environments:
                 self.storage.delete(envkeys.lock_path(key), if_generation_match=taken)
                 continue
             return self.build(want)
-
-    def lock_value(self, **more: Any) -> Json:
-        return dict(job=self.job, attempt=self.attempt, worker=self.worker,
-                    at=round(time.time(), 3), **more)  # fmt: skip
 
     def fetch(self, key: str, index: Json, wheels: Path) -> bool:
         """Every wheel of the index into `wheels`, checked; False when one is missing or
@@ -297,76 +292,6 @@ class Environments:
         self.outcome.update(how="cached", bytes=fetched, wheels=len(wanted))
         return True
 
-    def build(self, want: Wanted) -> Json:
-        """Resolve and build the wheels here (the lock held, and kept fresh), upload them,
-        write the index last, let the lock go; on a failure the lock says it."""
-        lock = envkeys.lock_path(want.key)
-        stop = threading.Event()
-        keeper = threading.Thread(target=self.keep_lock, args=(lock, stop), daemon=True)
-        keeper.start()
-        try:
-            index = self._build(want)
-        except EnvFailed as e:
-            stop.set()
-            keeper.join()
-            self.storage.write_json(lock, self.lock_value(error=str(e)))
-            raise
-        finally:
-            stop.set()
-            keeper.join()
-        self.storage.write_json(envkeys.index_path(want.key), index)  # LAST: the entry is whole
-        self.storage.delete(lock)
-        return index
-
-    def keep_lock(self, lock: str, stop: threading.Event) -> None:
-        """A thread: the lock rewritten while the build goes on (others see it live)."""
-        while not stop.wait(LOCK_REFRESH):
-            try:
-                self.storage.write_json(lock, self.lock_value())
-            except HttpError:
-                continue
-
-    def _build(self, want: Wanted) -> Json:
-        key, wheels, env, t = want.key, want.wheels, want.env, time.monotonic()
-        if wheels.exists():
-            shutil.rmtree(str(wheels))
-        wheels.mkdir(parents=True)
-        requirements = wheels.parent / "requirements.txt"
-        requirements.write_text("".join(line + "\n" for line in want.lines))
-        command = [self.python, "-m", "pip", "wheel", "--no-cache-dir", "--no-input",
-                   "--disable-pip-version-check", "-w", str(wheels),
-                   "-r", str(requirements)]  # fmt: skip
-        self.say(f"environment {key[:12]}: resolving and building {len(want.lines)} "
-                 f"requirement(s) from {index_named(env)}")  # fmt: skip
-        out = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, cwd=str(wheels.parent))  # fmt: skip
-        with open(str(self.log), "ab") as log:
-            log.write(out.stdout)
-        if out.returncode:
-            raise EnvFailed(resolution_error(out.stdout.decode(errors="replace"), env))
-        self.phases["resolve"] = time.monotonic() - t
-        t = time.monotonic()
-        prefix = envkeys.env_prefix(key) + "wheels/"
-        listed = {item["name"]: item.get("md5Hash") for item in self.storage.objects(prefix)}
-        entries, sent = [], 0
-        with Transfers(self.storage) as transfers:
-            for path in sorted(wheels.glob("*.whl")):
-                sha, size = sha256_of(path), path.stat().st_size
-                entries.append({"file": path.name, "sha256": sha, "size": size})
-                name = envkeys.wheel_path(key, sha, path.name)
-                if listed.get(name) != md5_of(path):  # there already, whole: not sent again
-                    sent += size
-                    transfers.upload(name, path)
-        self.phases["upload"] = time.monotonic() - t
-        self.outcome.update(how="built", bytes=sent, wheels=len(entries))
-        return {
-            "version": envkeys.INDEX_VERSION, "key": key, "recipe": envkeys.RECIPE,
-            "requirements": want.lines, "facts": want.facts, "wheels": entries,
-            "packages": [package_of(str(e["file"])) for e in entries],
-            "job": self.job, "attempt": self.attempt, "worker": self.worker,
-            "built": round(time.time(), 3),
-        }  # fmt: skip
-
     # -- the venv ------------------------------------------------------------------------
     def install(self, venv: Path, wheels: Path, index: Json, system: bool) -> list[str]:
         """A fresh venv at `venv` with exactly the index's wheels, from `wheels` only
@@ -376,8 +301,12 @@ class Environments:
         try:
             installer.create(venv, self.python, system)
             installer.install(venv, [wheels / w["file"] for w in index["wheels"]])
-        except (OSError, subprocess.CalledProcessError, installer.BadWheel,
-                zipfile.BadZipFile) as e:  # fmt: skip
+        except (
+            OSError,
+            subprocess.CalledProcessError,
+            installer.BadWheel,
+            zipfile.BadZipFile,
+        ) as e:
             shutil.rmtree(str(venv), ignore_errors=True)
             detail = getattr(e, "stderr", None)
             said = detail.decode(errors="replace").strip().splitlines()[-1:] if detail else []
@@ -399,49 +328,3 @@ def activated(env: dict[str, str], venv: Path) -> dict[str, str]:
     """The job's environment with the venv first on PATH, as `activate` would make it."""
     bin_dir = str(venv / "bin")
     return dict(env, VIRTUAL_ENV=str(venv), PATH=bin_dir + os.pathsep + env.get("PATH", ""))
-
-
-def sha256_of(path: Path) -> str:
-    return _hashed(path, hashlib.sha256()).hexdigest()
-
-
-def md5_of(path: Path) -> str:
-    """As Cloud Storage lists it (`md5Hash`)."""
-    return md5_base64(_hashed(path, hashlib.md5()))
-
-
-def _hashed(path: Path, digest: Any) -> Any:
-    with open(str(path), "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest
-
-
-def package_of(wheel: str) -> str:
-    """`name==version` of a wheel's file name (PEP 427)."""
-    parts = wheel.split("-")
-    return f"{parts[0]}=={parts[1]}" if len(parts) >= 2 else wheel
-
-
-def index_named(env: dict[str, str]) -> str:
-    """The indexes pip asks, credentials left out."""
-    names = [env.get("PIP_INDEX_URL") or PYPI, *(env.get("PIP_EXTRA_INDEX_URL") or "").split()]
-    return " + ".join(re.sub(r"://[^/@]*@", "://", n) for n in names if n)
-
-
-def resolution_error(output: str, env: dict[str, str]) -> str:
-    """pip's failure as one line naming the requirement and the index."""
-    where = index_named(env)
-    found = re.search(r"^(\S+): No module named pip\s*$", output, re.M)
-    if found:  # the image's Python has no pip (apt's python3-pip): nothing can be built
-        return (f"environment: {found.group(1)} has no pip to build the wheels with: install "
-                "python3-pip in the image, or run with --no-requirements")  # fmt: skip
-    found = re.search(r"No matching distribution found for (\S+)", output)
-    if found:
-        return f"environment: no version of {found.group(1)} found on {where}"
-    found = re.search(r"Could not find a version that satisfies the requirement (\S+)", output)
-    if found:
-        return f"environment: no version of {found.group(1)} found on {where}"
-    errors = [ln.strip() for ln in output.splitlines() if ln.strip().startswith("ERROR:")]
-    last = errors[-1] if errors else (output.strip().splitlines() or ["pip failed"])[-1]
-    return f"environment: pip could not build the requirements from {where}: {last[:300]}"

@@ -102,9 +102,11 @@ class Guard:
         attempt = int(number(_attribute(ATTEMPT_ATTRIBUTE)) or 1)
         poll = self.poll or min(10.0, max(0.5, (deadline - self.booted) / 10))
         storage = Storage(self.token, bucket)
-        say(f"job {job} attempt {attempt}: the node goes unless an agent starts by "
+        say(
+            f"job {job} attempt {attempt}: the node goes unless an agent starts by "
             f"{time.strftime('%H:%M:%SZ', time.gmtime(deadline))}, or as soon as its "
-            "client stops renewing its lease")  # fmt: skip
+            "client stops renewing its lease"
+        )
         seen: tuple[int, float] | None = None  # (the lease's generation, when seen here)
         while True:
             started = self.started(storage, job, attempt)

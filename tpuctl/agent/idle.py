@@ -160,8 +160,9 @@ def check() -> Json:
         if held:
             reasons.append(f"{_describe(pid, argv)} holds {held}")
             command = b" ".join(argv).decode(errors="replace")[:300]
-            holders.append({"pid": int(pid), "command": command, "user": _owner(pid),
-                            "device": held})  # fmt: skip
+            holders.append(
+                {"pid": int(pid), "command": command, "user": _owner(pid), "device": held}
+            )
         elif tty:
             reasons.append(f"interactive session: {_describe(pid, argv)} on a terminal")
     result: Json = {"busy": bool(reasons), "reasons": reasons, "checked": int(time.time())}
@@ -269,8 +270,10 @@ class Watchdog:
         if str(labels.get(KEEP, "")).lower() == "true":
             self.note(f"idle past its limit ({int(limit)}s), but kept (tpuctl-keep=true)")
             return False
-        self.say(f"idle for {int(idle)}s (limit {int(limit)}s): {self.action} {self.name}"
-                 + (f"; TPU held but unused by {_who(holders)}" if holders else ""))  # fmt: skip
+        self.say(
+            f"idle for {int(idle)}s (limit {int(limit)}s): {self.action} {self.name}"
+            + (f"; TPU held but unused by {_who(holders)}" if holders else "")
+        )
         if holders:
             self.audit(node, f"idle for {int(idle)}s (limit {int(limit)}s)", holders)
         if self.action == "stop":
@@ -292,13 +295,20 @@ class Watchdog:
         except (ImportError, KeyError):
             user = "unknown"
         line = {
-            "time": stamp(time.time()), "user": user, "host": socket.gethostname(),
-            "project": self.target.project, "kind": "node", "zone": self.target.zone,
+            "time": stamp(time.time()),
+            "user": user,
+            "host": socket.gethostname(),
+            "project": self.target.project,
+            "kind": "node",
+            "zone": self.target.zone,
             "node": self.target.name,
-            "accelerator": node.get("acceleratorType", ""), "reason": reason,
-            "hourly_usd": None, "result": result or self.action, "evidence": "watchdog",
+            "accelerator": node.get("acceleratorType", ""),
+            "reason": reason,
+            "hourly_usd": None,
+            "result": result or self.action,
+            "evidence": "watchdog",
             "holders": holders,
-        }  # fmt: skip
+        }
         folder = os.path.join(os.path.expanduser("~"), ".tpuctl")
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, AUDIT_LOG), "a", encoding="utf-8") as f:

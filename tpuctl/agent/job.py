@@ -2,7 +2,7 @@
 a file that is not the one submitted, protocol.py), run the setup and the script under
 supervision, heartbeat, sync outputs, keep the job's request and record against the
 bucket's lifecycle rule (retention.py), watch the peers and the preemption notice,
-report, tear down.
+report, tear down (teardown.py).
 agent.py starts it (detached, under a supervisor) and is the protocol's description.
 
 Standard library only, Python 3.8+.
@@ -27,13 +27,13 @@ from .net import HttpError, Json, http
 from .protocol import Beats, Refused, job_path, log_path, status_path
 from .retention import Kept
 from .storage import Storage
-from .tpu_api import delete_request
+from .teardown import Teardown
 from .transfer import LogUploader, OutputSync, StatusWriter, fetch_code
 
 VERSION = 1
 
 
-class Job:
+class Job(Teardown):
     """One attempt of a job on this worker: what `run` does."""
 
     def __init__(self, args: argparse.Namespace, user_env: dict[str, str]) -> None:
@@ -49,12 +49,21 @@ class Job:
         self.worker = self.me["worker"] if args.worker is None else args.worker
         # Every slice has the workers of this one: the job's are all the slices' together.
         self.total = self.me["workers"] * args.slices
-        self.status = StatusWriter(self.storage, status_path(args.job_id, self.worker), {
-            "worker": self.worker, "attempt": args.attempt,
-            "pid": getattr(args, "supervisor", None) or os.getpid(), "agent_pid": os.getpid(),
-            "started": round(time.time(), 3), "state": protocol.STARTING, "exit_status": None,
-            "log": log_path(args.job_id, args.attempt, self.worker), "agent_version": VERSION,
-        })  # fmt: skip
+        self.status = StatusWriter(
+            self.storage,
+            status_path(args.job_id, self.worker),
+            {
+                "worker": self.worker,
+                "attempt": args.attempt,
+                "pid": getattr(args, "supervisor", None) or os.getpid(),
+                "agent_pid": os.getpid(),
+                "started": round(time.time(), 3),
+                "state": protocol.STARTING,
+                "exit_status": None,
+                "log": log_path(args.job_id, args.attempt, self.worker),
+                "agent_version": VERSION,
+            },
+        )
         self.log = LogUploader(
             self.storage, self.local_log, self.status.value["log"], args.heartbeat
         )
@@ -83,8 +92,9 @@ class Job:
         url = f"{METADATA_URL}/instance/preempted"
         if wait_etag is not None:
             url += f"?wait_for_change=true&timeout_sec=60&last_etag={wait_etag}"
-        _, head, body = http("GET", url, headers={"Metadata-Flavor": "Google"},
-                             attempts=2, timeout=75)  # fmt: skip
+        _, head, body = http(
+            "GET", url, headers={"Metadata-Flavor": "Google"}, attempts=2, timeout=75
+        )
         return body.decode().strip().upper() == "TRUE", head.get("etag", "")
 
     def notice(self, how: str) -> None:
@@ -93,8 +103,10 @@ class Job:
         self.noticed_at = time.monotonic()
         self.stop_reason = "preemption notice"
         self.status.value["message"] = f"preempted ({how})"
-        self.say(f"preemption notice ({how}): passing SIGTERM to the job; it may save its "
-                 f"state into TPUCTL_OUTPUT_DIR, outputs are synced a last time")  # fmt: skip
+        self.say(
+            f"preemption notice ({how}): passing SIGTERM to the job; it may save its "
+            f"state into TPUCTL_OUTPUT_DIR, outputs are synced a last time"
+        )
 
     def watch_preemption(self, stop: threading.Event) -> None:
         """A thread: the notice as soon as the metadata server gives it."""
@@ -144,11 +156,15 @@ class Job:
         # server has them); TPUCTL_SLICE_ID tells the slices apart.
         worker = self.me["worker"] if self.args.slices > 1 else self.worker
         env.update(
-            TPUCTL_JOB_ID=self.args.job_id, TPUCTL_WORKER_ID=str(worker),
-            TPUCTL_NUM_WORKERS=str(self.me["workers"]), TPUCTL_OUTPUT_DIR=str(self.outputs),
-            TPUCTL_ATTEMPT=str(self.args.attempt), TPUCTL_RESTART=str(self.args.attempt - 1),
-            TPUCTL_SLICE_ID=str(self.args.slice), TPUCTL_NUM_SLICES=str(self.args.slices),
-        )  # fmt: skip
+            TPUCTL_JOB_ID=self.args.job_id,
+            TPUCTL_WORKER_ID=str(worker),
+            TPUCTL_NUM_WORKERS=str(self.me["workers"]),
+            TPUCTL_OUTPUT_DIR=str(self.outputs),
+            TPUCTL_ATTEMPT=str(self.args.attempt),
+            TPUCTL_RESTART=str(self.args.attempt - 1),
+            TPUCTL_SLICE_ID=str(self.args.slice),
+            TPUCTL_NUM_SLICES=str(self.args.slices),
+        )
         return env
 
     def hosts_env(self, env: dict[str, str]) -> dict[str, str]:
@@ -196,9 +212,15 @@ class Job:
         """Run one command to its end, heartbeating; on a cancel SIGTERM, then SIGKILL."""
         self.ran = True
         with open(str(self.local_log), "ab") as log:
-            proc = subprocess.Popen(command, cwd=str(self.code), env=env, stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen(
+                command,
+                cwd=str(self.code),
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         running = {"state": protocol.RUNNING, "phase": phase, "child_pid": proc.pid}
         self.quietly(lambda: self.status.write(**running))
         beat = synced = refreshed = time.monotonic()
@@ -211,8 +233,10 @@ class Job:
             if self.signalled:
                 self.check_signal()
             if self.noticed_at is not None and now - self.noticed_at > self.args.notice_budget:
-                self.say(f"the {phase} still runs {self.args.notice_budget:g}s after the "
-                         "preemption notice: syncing the outputs now")  # fmt: skip
+                self.say(
+                    f"the {phase} still runs {self.args.notice_budget:g}s after the "
+                    "preemption notice: syncing the outputs now"
+                )
                 return 128 + signal.SIGTERM
             if self.cancelled and term_at is None:
                 self.say(f"cancelled ({self.stop_reason or 'on request'}): stopping the {phase}")
@@ -264,9 +288,10 @@ class Job:
         for k in lost:
             self.storage.update_json(
                 status_path(self.args.job_id, k),
-                lambda v, k=k: protocol.ended(v, k, self.args.attempt, protocol.LOST,
-                                              f"no heartbeat for {silent}s"),
-            )  # fmt: skip
+                lambda v, k=k: protocol.ended(
+                    v, k, self.args.attempt, protocol.LOST, f"no heartbeat for {silent}s"
+                ),
+            )
         for k in set(range(1, self.total)) - set(lost):
             self.storage.update_json(status_path(self.args.job_id, k), protocol.with_cancel)
         self.status.value["message"] = why
@@ -334,13 +359,16 @@ class Job:
             exit_status = code
         self.quietly(self.sync.sync)  # first: what a preempted job resumes from
         self.quietly(lambda: self.log.upload(force=True))
-        self.quietly(lambda: self.status.write(state=state, exit_status=exit_status,
-                                                      ended=time.time()))  # fmt: skip
+        self.quietly(
+            lambda: self.status.write(state=state, exit_status=exit_status, ended=time.time())
+        )
         if self.worker == 0 and self.args.teardown:
             if state == protocol.PREEMPTED and getattr(self.args, "supervisor", None):
                 # the supervisor's after_death deletes it once this agent has ended
-                self.say("preempted: the node is deleted once this agent has ended; a "
-                         "restart runs on a new one")  # fmt: skip
+                self.say(
+                    "preempted: the node is deleted once this agent has ended; a "
+                    "restart runs on a new one"
+                )
             elif state == protocol.PREEMPTED:  # `agent run`: no supervisor to do it
                 self.say("preempted: the node is left to the runner (or gc) to delete")
             else:
@@ -348,90 +376,6 @@ class Job:
         elif self.worker == 0 and self.args.slices <= 1:  # the node stays: free it for others
             self.quietly(lambda: claims.release(self.storage, self.me, self.args.job_id))
         return code
-
-    def after_death(self, state: str, error: str) -> None:
-        """The supervisor's part once the agent died: a final status with the error
-        (unless the agent wrote one), then, on worker 0, the teardown it still owed."""
-        try:
-            current, _ = self.storage.read_json(self.status.name)
-        except HttpError as e:  # the bucket unreadable: the teardown is still owed
-            self.say(f"the bucket could not be read: {e}")
-            current = None
-        owes_teardown = self.worker == 0 and self.args.teardown
-        current = current or {}
-        if protocol.is_final(current, self.args.attempt):
-            if not owes_teardown or "teardown" in current:
-                return
-            self.status.value = dict(current)
-        else:
-            self.say(f"error: {error}")
-            self.status.value.update(state=state, message=error, ended=time.time(),
-                                     exit_status=None if state == protocol.LOST else 1)  # fmt: skip
-            self.quietly(self.status.write)
-            self.quietly(lambda: self.log.upload(force=True))
-        if owes_teardown:
-            self.teardown()
-
-    def ended(self, worker: int, since: float, unread: dict[int, float]) -> bool:
-        """Has `worker` ended this attempt, or stopped answering for --stale seconds? A
-        status that cannot be read (`unread`: since when, by worker) is no sign of life:
-        once it has been unreadable for --stale seconds, the worker counts as ended."""
-        try:
-            st = self.storage.read_json(status_path(self.args.job_id, worker))[0]
-        except HttpError as e:
-            first = unread.setdefault(worker, time.monotonic())
-            if time.monotonic() - first <= self.args.stale:
-                return False
-            self.say(f"teardown: worker {worker}'s status could not be read for "
-                     f"{self.args.stale:g}s (the heartbeat deadline, --stale): {e}; "
-                     "tearing down regardless")  # fmt: skip
-            return True
-        unread.pop(worker, None)
-        if not st or st.get("attempt") != self.args.attempt:
-            return time.time() - since > self.args.stale  # its agent never started
-        return protocol.is_final(st) or time.time() - st.get("heartbeat", 0) > self.args.stale
-
-    def teardown(self) -> None:
-        """On worker 0: once every worker has ended, delete the node (this VM included);
-        on a multislice job, its queued resource, which takes every slice with it. The
-        wait has a deadline: a worker that cannot be seen (the bucket unreadable) counts
-        as ended after --stale seconds, so the node never bills on for a bucket it cannot
-        read."""
-        since, waiting = time.time(), list(range(self.total))
-        unread: dict[int, float] = {}  # worker -> since when its status could not be read
-        while True:  # every worker looked at each round: their deadlines run together
-            waiting = [k for k in waiting if not self.ended(k, since, unread)]
-            if not waiting:
-                break
-            time.sleep(self.args.heartbeat)
-        project, zone = self.me["project"], self.me["zone"]
-        request = self.args.request if self.args.slices > 1 else None
-        what = f"queued resource {request} (every slice)" if request else self.node.what
-        other = (
-            ""
-            if request
-            else claims.taken_by(self.storage, self.me, self.args.job_id, self.say, self.node)
-        )
-        if other:  # `run --node` took it over (this job's claim was stale): it is theirs
-            self.say(f"teardown: {what} is claimed by job {other} now: not deleting it")
-            self.quietly(lambda: self.status.write(teardown=f"left to job {other}"))
-            self.quietly(lambda: self.log.upload(force=True))
-            return
-        self.say(f"teardown: deleting {what} in {zone}")
-        self.quietly(lambda: self.log.upload(force=True))  # before this VM goes away
-        try:
-            if request:
-                op = delete_request(self.storage.token, project, zone, request)
-            else:
-                op = self.node.delete()
-            outcome = (op or {}).get("name", "already gone")
-        except Exception as e:  # noqa: BLE001 - said in the log and the status
-            outcome = f"failed: {e!r}"
-            self.say(f"teardown {outcome}")
-        if not request:
-            self.quietly(lambda: claims.release(self.storage, self.me, self.args.job_id))
-        self.quietly(lambda: self.status.write(teardown=outcome))
-        self.quietly(lambda: self.log.upload(force=True))
 
 
 def private_dir(path: Path) -> None:

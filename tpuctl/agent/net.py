@@ -116,9 +116,12 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 def send(
-    method: str, url: str, data: Any = None, headers: dict[str, str] | None = None,
+    method: str,
+    url: str,
+    data: Any = None,
+    headers: dict[str, str] | None = None,
     timeout: float = 60,
-) -> Reply:  # fmt: skip
+) -> Reply:
     """One HTTP request, no retries: the seam every call goes through (tests wrap it to
     inject faults). `data` is bytes, a Path (streamed from disk) or a Body. Every status
     comes back as a Reply; network errors raise OSError."""

@@ -111,9 +111,13 @@ def _said(error: HttpError) -> str:
 
 
 def check_teardown(
-    token: Any, me: Any, account: str, multislice: bool, say: Callable[[str], None],
+    token: Any,
+    me: Any,
+    account: str,
+    multislice: bool,
+    say: Callable[[str], None],
     node: Target,
-) -> None:  # fmt: skip
+) -> None:
     """Whether the account may delete the job's node (`node`), or its queued resource."""
     project = me["project"]
     wanted = list(node.permissions) + (["tpu.queuedresources.delete"] if multislice else [])

@@ -136,8 +136,9 @@ def verified_request(value: Json | None, job_id: str, digest: str) -> Json:
             "submission (by a script of another job?), so nothing of it runs"
         )
     if value.get("version") != REQUEST_VERSION or value.get("id") != job_id:
-        raise Refused(f"the request {where} is not a version {REQUEST_VERSION} request of "
-                      f"job {job_id}")  # fmt: skip
+        raise Refused(
+            f"the request {where} is not a version {REQUEST_VERSION} request of job {job_id}"
+        )
     return value
 
 
@@ -225,8 +226,15 @@ def ended(
     if is_final(status, attempt):
         return dict(status or {})
     when = round(time.time() if now is None else now, 3)
-    return dict(status or {}, worker=worker, attempt=attempt, state=state, message=message,
-                cancel=True, ended=when)  # fmt: skip
+    return dict(
+        status or {},
+        worker=worker,
+        attempt=attempt,
+        state=state,
+        message=message,
+        cancel=True,
+        ended=when,
+    )
 
 
 # -- heartbeats -----------------------------------------------------------------------------

@@ -59,8 +59,10 @@ class Kept:
                     self.say(f"the job {what} is gone from the bucket, and no copy is kept here")
                     continue
                 if value is None:
-                    self.say(f"the job {what} was gone from the bucket (a lifecycle rule?): "
-                             "written again from the copy fetched at the start")  # fmt: skip
+                    self.say(
+                        f"the job {what} was gone from the bucket (a lifecycle rule?): "
+                        "written again from the copy fetched at the start"
+                    )
                 value = json.loads(copy.read_text())
             try:
                 self.storage.write_json(name, value, if_generation_match=generation)

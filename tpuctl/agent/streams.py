@@ -171,11 +171,15 @@ class Transfers:
             query = urlencode({"uploadType": "resumable", "name": name})
             meta = json.dumps({"name": name, "contentType": content_type}).encode()
             started = self.storage.http(
-                "POST", f"{self.storage.uploads_url}?{query}", meta,
-                **{"Content-Type": "application/json; charset=UTF-8",
-                   "X-Upload-Content-Type": content_type,
-                   "X-Upload-Content-Length": str(size)},
-            )  # fmt: skip
+                "POST",
+                f"{self.storage.uploads_url}?{query}",
+                meta,
+                **{
+                    "Content-Type": "application/json; charset=UTF-8",
+                    "X-Upload-Content-Type": content_type,
+                    "X-Upload-Content-Length": str(size),
+                },
+            )
             obj = self._send_chunks(started[1]["location"], path, size, content_type)
             if obj is not None and int(obj.get("size", -1)) == size:
                 return obj
@@ -187,14 +191,18 @@ class Transfers:
         offset, failures = 0, 0
         while True:
             end = min(offset + self.chunk_size, size)
-            headers = self.storage.token.headers(**{
-                "Content-Type": content_type,
-                "Content-Range": f"bytes {offset}-{end - 1}/{size}" if end > offset
-                else f"bytes */{size}",
-            })  # fmt: skip
+            headers = self.storage.token.headers(
+                **{
+                    "Content-Type": content_type,
+                    "Content-Range": f"bytes {offset}-{end - 1}/{size}"
+                    if end > offset
+                    else f"bytes */{size}",
+                }
+            )
             try:
-                with self.storage.send("PUT", url, Body((path, offset, end - offset)),
-                                       headers, 600) as reply:  # fmt: skip
+                with self.storage.send(
+                    "PUT", url, Body((path, offset, end - offset)), headers, 600
+                ) as reply:
                     status, head, data = reply.status, reply.headers, reply.read()
             except BROKEN as e:
                 status, head, data = 0, {}, str(e).encode()

@@ -53,8 +53,9 @@ def fetch_code(storage: Storage, job_id: str, dest: Path, digest: str, workers: 
             for target, entry in items:
                 transfers.submit(one, transfers, target, entry)
     except Mismatch as e:  # a blob rewritten in the bucket: this is not the code submitted
-        files = sorted(rel for rel, entry in request["manifest"].items()
-                       if e.name.endswith(entry["sha256"]))  # fmt: skip
+        files = sorted(
+            rel for rel, entry in request["manifest"].items() if e.name.endswith(entry["sha256"])
+        )
         raise Refused(
             f"the code file {', '.join(files) or e.name} is not the one submitted: "
             f"{e.name} does not match its sha256, so nothing of the job runs"
@@ -140,8 +141,9 @@ class OutputSync:
         with Transfers(self.storage, **self.transfers) as transfers:
             for item, target in wanted:
                 generation = int(item.get("generation") or 0) or None
-                transfers.download(item["name"], target, md5=item.get("md5Hash"),
-                                   generation=generation)  # fmt: skip
+                transfers.download(
+                    item["name"], target, md5=item.get("md5Hash"), generation=generation
+                )
         self._remote = remote
         return len(wanted)
 

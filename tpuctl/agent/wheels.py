@@ -55,8 +55,13 @@ def create(venv: Path, python: str, system_site_packages: bool) -> None:
 
     flags = ["--system-site-packages"] if system_site_packages else []
     command = [python, "-m", "venv", "--without-pip", *flags, str(venv)]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                   stdin=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        command,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def scheme(venv: Path) -> dict[str, Path]:
@@ -67,9 +72,8 @@ def scheme(venv: Path) -> dict[str, Path]:
     names = sysconfig.get_scheme_names()
     paths = sysconfig.get_paths(
         scheme="venv" if "venv" in names else "posix_prefix",
-        vars={"base": base, "platbase": base, "installed_base": base,
-              "installed_platbase": base},
-    )  # fmt: skip
+        vars={"base": base, "platbase": base, "installed_base": base, "installed_platbase": base},
+    )
     found = {k: Path(paths[k]) for k in ("purelib", "platlib", "scripts", "data")}
     found["headers"] = Path(paths["include"]).parent / "site" / Path(paths["include"]).name
     return found

@@ -9,7 +9,7 @@ import typer
 from tpuctl import catalog
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import node_options as opt
-from tpuctl.cli import render
+from tpuctl.cli import render, views
 from tpuctl.cli.options import Accelerator, Api, Json, NoWait, Project, Zones, app_of
 
 if TYPE_CHECKING:
@@ -163,20 +163,20 @@ def create(
 def _show_outcome(made: CreateOutcome, request: CreateRequest, json_out: bool) -> None:
     name, zone, acc = request.spec.name, made.target.zone, request.spec.shape.name
     if made.started and request.queued:
-        render.started(
+        views.started(
             json_out,
             {"name": name, "zone": zone, "queuedResource": True},
             f"queued {name} ({acc}) in {zone}; watch it with `tpuctl list --zone {zone}`, "
             f"cancel it with `tpuctl delete {name} --zone {zone} --yes`",
         )
     elif made.started:
-        render.started(
+        views.started(
             json_out,
             {"name": name, "zone": zone, "operation": made.operation},
             f"creating {name} ({acc}) in {zone}; "
             f"watch it with `tpuctl describe {name} --zone {zone}`",
         )
     elif request.queue.slices > 1:
-        render.show_slices(name, made.target, made.nodes, json_out)
+        views.show_slices(name, made.target, made.nodes, json_out)
     else:
-        render.show_node(made.nodes[0], json_out)
+        views.show_node(made.nodes[0], json_out)

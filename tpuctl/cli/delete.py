@@ -112,8 +112,11 @@ def _interrupted(doomed: Doomed, asked: list[str], zone: str) -> Interrupted:
         message += f"; the cloud goes on deleting {', '.join(going)}"
     if left:
         message += f"; {', '.join(left)} may not have been asked to go and may still be billing"
-    hint = check + (f"; delete the rest with `tpuctl delete {' '.join(left)} --zone {zone} --yes`"
-                    if left else "")  # fmt: skip
+    hint = check + (
+        f"; delete the rest with `tpuctl delete {' '.join(left)} --zone {zone} --yes`"
+        if left
+        else ""
+    )
     return Interrupted(message, hint=hint)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tpuctl.cli import render
+from tpuctl.cli import render, views
 from tpuctl.cli.options import Json, NodeName, Project, Zone, app_of
 
 
@@ -31,4 +31,4 @@ def describe(
     if json_out:
         render.print_json({**node.to_json(), "raw": node.raw})
         return
-    render.show(render.describe_node(node))
+    render.show(views.describe_node(node))

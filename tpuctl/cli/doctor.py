@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.checkup import lines
+from tpuctl.cli.doctor_gate import lines
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import UsageError
 
@@ -134,7 +134,7 @@ def _node(
     yes: bool,
     json_out: bool,
 ) -> None:
-    from tpuctl.cli.checkup import node_report
+    from tpuctl.cli.doctor_gate import node_report
     from tpuctl.config import load_config_file
     from tpuctl.models import BUCKET_ATTRIBUTE, Node
     from tpuctl.services import staging
@@ -165,9 +165,14 @@ def _node(
 
     render.info(f"examining {name} in {target.zone}...")
     report = live.examine(
-        app.backends(), factory.ssh(), f"{target.parent}/nodes/{name}", open_bucket, paths,
-        fix=fix, confirm=confirm,
-    )  # fmt: skip
+        app.backends(),
+        factory.ssh(),
+        f"{target.parent}/nodes/{name}",
+        open_bucket,
+        paths,
+        fix=fix,
+        confirm=confirm,
+    )
     if json_out:
         render.print_json(report.to_json())
     else:

@@ -193,8 +193,11 @@ def _equal(value: Any, wanted: str) -> bool:
 
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge
-}  # fmt: skip
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 def _compare(op: str) -> Callable[[Any, str], bool]:

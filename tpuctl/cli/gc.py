@@ -139,8 +139,10 @@ def _prune_envs(
     for entry in doomed:
         days = (time.time() - entry.last_used) / 86400
         verb = "would delete" if dry_run or not yes else "deleting"
-        render.info(f"{verb} environment {entry.key[:12]} ({len(entry.objects)} objects, "
-                    f"{wording.size(entry.size)}): unused for {days:.1f} days")  # fmt: skip
+        render.info(
+            f"{verb} environment {entry.key[:12]} ({len(entry.objects)} objects, "
+            f"{wording.size(entry.size)}): unused for {days:.1f} days"
+        )
     if dry_run:
         return
     if not yes:
@@ -197,8 +199,9 @@ def _show_results(found: Plan, done: Collected, json_out: bool) -> None:
     else:
         for d, r in done.nodes:
             if r.skipped:
-                render.out().print(f"skipped {d.node.name} ({d.node.zone}): {r.message}",
-                                   highlight=False)  # fmt: skip
+                render.out().print(
+                    f"skipped {d.node.name} ({d.node.zone}): {r.message}", highlight=False
+                )
                 continue
             verb = "deleted" if r.ok else "FAILED to delete"
             render.out().print(_line(d, verb), highlight=False)

@@ -21,7 +21,7 @@ from tpuctl.cli.options import (
     SortBy,
     Wide,
     app_of,
-)  # fmt: skip
+)
 
 Bucket = Annotated[
     str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
@@ -102,8 +102,7 @@ def jobs(
     if one and not rows:
         from tpuctl.errors import NotFoundError
 
-        raise NotFoundError(f"no job {one[0]} in gs://{b.name}/",
-                            hint="`tpuctl jobs` lists them")  # fmt: skip
+        raise NotFoundError(f"no job {one[0]} in gs://{b.name}/", hint="`tpuctl jobs` lists them")
     usage_notes(rows)
     from tpuctl.cli.projection import chosen
 
@@ -124,18 +123,20 @@ def jobs(
             util += " input-bound?"
         elif r["metricsNote"] == "no metrics yet":
             util = "no metrics yet"
-        table.append([
-            r["id"],
-            r["name"] if r["name"] != r["id"] else "-",
-            r["node"],
-            r["state"],
-            "-" if r["exitStatus"] is None else str(r["exitStatus"]),
-            r["created"][:19],
-            render.human_age(r["duration"]),
-            str(r["restarts"]),
-            util,
-            "-" if r["idleShare"] is None else f"{r['idleShare']:.0%}",
-        ])  # fmt: skip
+        table.append(
+            [
+                r["id"],
+                r["name"] if r["name"] != r["id"] else "-",
+                r["node"],
+                r["state"],
+                "-" if r["exitStatus"] is None else str(r["exitStatus"]),
+                r["created"][:19],
+                render.human_age(r["duration"]),
+                str(r["restarts"]),
+                util,
+                "-" if r["idleShare"] is None else f"{r['idleShare']:.0%}",
+            ]
+        )
     render.show_fitted(JOB_COLUMNS, table, wide)
     if one:
         from tpuctl.services.run.environment import describe
@@ -232,8 +233,10 @@ def cancel(
         render.info(f"job {job} is already {done.state}: nothing to stop{later}")
     elif done.asked == 0:
         node = "the node made for it is deleted" if done.teardown else "its node is kept"
-        render.info(f"job {job} is {done.state}: cancelled before it started, its script "
-                    f"will not run; {node}")  # fmt: skip
+        render.info(
+            f"job {job} is {done.state}: cancelled before it started, its script "
+            f"will not run; {node}"
+        )
     else:
         render.info(f"asked {done.asked} worker(s) to stop job {job} ({done.state})")
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tpuctl.cli import render
+from tpuctl.cli import render, views
 from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Wide, Zone, app_of
 from tpuctl.cloud import registry
 from tpuctl.errors import TpuctlError
@@ -96,10 +96,10 @@ def list_nodes(
         }
         # an API column once a node is not on the default API
         both = bool({n.api for n in nodes} - {registry.default().key})
-        render.show_fitted(render.node_columns(both), render.node_rows(nodes, measured, both), wide)
+        render.show_fitted(views.node_columns(both), views.node_rows(nodes, measured, both), wide)
     if queued:
         if nodes:
             render.out().print()
-        render.show_fitted(render.QUEUED_COLUMNS, render.queued_rows(queued), wide)
+        render.show_fitted(views.QUEUED_COLUMNS, views.queued_rows(queued), wide)
     if nodes:
         render.info(f"costs are {cost.note()}")

@@ -69,9 +69,15 @@ def request(
     from tpuctl.services import quota
 
     filed = quota.file_request(
-        app.factory.quotas(), target.project, spec, location, value,
-        justification=justification, email=contact, allow_decrease=allow_decrease,
-    )  # fmt: skip
+        app.factory.quotas(),
+        target.project,
+        spec,
+        location,
+        value,
+        justification=justification,
+        email=contact,
+        allow_decrease=allow_decrease,
+    )
     made, now = filed.request, "unknown" if filed.current is None else filed.current
     if json_out:
         render.print_json({**made.to_json(), "currentLimit": filed.current})

@@ -10,7 +10,7 @@ import typer
 
 from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
-from tpuctl.cli import checkup, render
+from tpuctl.cli import doctor_gate, render
 from tpuctl.cli import node_options as opt
 from tpuctl.cli.options import Accelerator, Json, Project, RunApi, Zones, app_of, seconds
 from tpuctl.errors import TpuctlError
@@ -225,7 +225,7 @@ def _run(
             "bucket (--no-requirements: none)"
         )
     if not o.no_check:  # before anything is created: a mistake found here costs no TPU time
-        checkup.gate_run(root, rel, spec, o.force)
+        doctor_gate.gate_run(root, rel, spec, o.force)
     app, json_out = app_of(ctx), o.json_out
     target = request.place(app.target(o.project, o.zone, many_zones=True))
     # --bucket, else the config file's `bucket`, else the default: as `jobs` finds it.

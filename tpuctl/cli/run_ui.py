@@ -61,8 +61,14 @@ def _usage(app: Any, runner: Any, project: str, outcome: Any, began: float) -> A
     bucket = runner.bucket
     if not outcome.started or bucket is None:
         return None
-    return usage.for_job(lambda: jobs.statuses(bucket, outcome.job_id), app.factory.monitoring,
-                         project, runner.zone, runner.job.slice_ids, began)  # fmt: skip
+    return usage.for_job(
+        lambda: jobs.statuses(bucket, outcome.job_id),
+        app.factory.monitoring,
+        project,
+        runner.zone,
+        runner.job.slice_ids,
+        began,
+    )
 
 
 def failed_json(runner: Any, error: TpuctlError) -> None:

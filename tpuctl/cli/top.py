@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tpuctl.cli import render
+from tpuctl.cli import render, views
 from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Zone, app_of, seconds
 
 if TYPE_CHECKING:
@@ -143,14 +143,24 @@ def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
     rows = []
     for r in ordered(shot.rows, key):
         j = r.to_json()
-        rows.append([
-            r.node.name, r.node.zone, r.node.accelerator_type, r.node.state,
-            render.human_age(j["ageSeconds"]), cost.money(j["hourlyUsd"]),
-            "~" + cost.money(j["costSoFarUsd"]), percent(r.util), sparkline(j["history"]),
-            render.human_age(r.idle_seconds), j["job"] or "-", j["jobState"] or "-",
-            render.expiry_column(r.node.labels),
-            j["owner"] or "-",
-        ])  # fmt: skip
+        rows.append(
+            [
+                r.node.name,
+                r.node.zone,
+                r.node.accelerator_type,
+                r.node.state,
+                render.human_age(j["ageSeconds"]),
+                cost.money(j["hourlyUsd"]),
+                "~" + cost.money(j["costSoFarUsd"]),
+                percent(r.util),
+                sparkline(j["history"]),
+                render.human_age(r.idle_seconds),
+                j["job"] or "-",
+                j["jobState"] or "-",
+                views.expiry_column(r.node.labels),
+                j["owner"] or "-",
+            ]
+        )
     return render.fitted(TOP_COLUMNS, rows, width)
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.errors import QuotaError
 from tpuctl.models import (
     CreateSpec,
@@ -35,7 +36,6 @@ from tpuctl.models import (
     QueueSpec,
     QuotaPool,
 )
-from tpuctl.shapes import SliceShape
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi
@@ -113,9 +113,13 @@ class TpuBackend(Protocol):
         ...
 
     def headroom(
-        self, quotas: QuotaApi | None, project: str, shape: SliceShape, scheduling: str,
+        self,
+        quotas: QuotaApi | None,
+        project: str,
+        shape: SliceShape,
+        scheduling: str,
         zones: list[str],
-    ) -> dict[str, str]:  # fmt: skip
+    ) -> dict[str, str]:
         """For each zone, one phrase on the quota a create of `shape` would count against."""
         ...
 
@@ -221,9 +225,13 @@ class BackendDefaults:
         return error
 
     def headroom(
-        self, quotas: QuotaApi | None, project: str, shape: SliceShape, scheduling: str,
+        self,
+        quotas: QuotaApi | None,
+        project: str,
+        shape: SliceShape,
+        scheduling: str,
         zones: list[str],
-    ) -> dict[str, str]:  # fmt: skip
+    ) -> dict[str, str]:
         return {z: "quota: checked at the create" for z in zones}
 
     def own_quota(

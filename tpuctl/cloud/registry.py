@@ -15,9 +15,9 @@ from tpuctl.cloud import compute, tpu
 from tpuctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from tpuctl.catalog.shapes import SliceShape
     from tpuctl.cloud.backend import BackendKind, TpuBackend
     from tpuctl.models import Node
-    from tpuctl.shapes import SliceShape
 
 KINDS: list[BackendKind] = [tpu.KIND, compute.KIND]
 AUTO = "auto"  # --api auto: any API that offers the shape, in order

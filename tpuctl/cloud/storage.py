@@ -300,7 +300,7 @@ class Bucket:
                     int(b.generation or 0),
                     b.md5_hash or "",
                     b.updated.timestamp() if b.updated else 0.0,
-                )  # fmt: skip
+                )
                 for b in blobs
             ]
 

@@ -297,8 +297,10 @@ def _undo(a: Adapters, target: Target, name: str, ui: Ui, why: str) -> None:
     if result.ok:
         ui.info(f"deleted {name} in {zone} ({a.backend.made_of(node.slice)})")
     else:
-        ui.info(f"could not delete {name} in {zone}: {result.message}; "
-                f"delete it with `tpuctl delete {name} --zone {zone} --yes`")  # fmt: skip
+        ui.info(
+            f"could not delete {name} in {zone}: {result.message}; "
+            f"delete it with `tpuctl delete {name} --zone {zone} --yes`"
+        )
 
 
 def _wait_all_ssh(a: Adapters, request: CreateRequest, made: list[Node], ui: Ui) -> None:
@@ -317,9 +319,14 @@ def wait_ssh(a: Adapters, node: Node, internal_ip: bool, ui: Ui) -> None:
     with ui.progress(f"waiting for SSH on {workers} worker(s) of {node.name}:") as update:
         update("connecting", 0.0)
         plan = ssh_service.plan(
-            a.backend, ssh_api, node.full_name, "all", internal_ip, wait=SSH_WAIT,
+            a.backend,
+            ssh_api,
+            node.full_name,
+            "all",
+            internal_ip,
+            wait=SSH_WAIT,
             progress=lambda _, waited: update("host keys", waited),
-        )  # fmt: skip
+        )
         update("connecting", 0.0)
         results = remote.wait_ssh(ssh_api, plan, timeout=SSH_WAIT)
     if a.report_ssh(results):

@@ -44,9 +44,12 @@ def _grants(project: str, roles: list[str], account: str) -> str:
 
 # -- 3. the caller's permissions ----------------------------------------------------------
 def check_permissions(
-    iam: IamApi, tpu: TpuBackend, target: Target, account: str | None,
+    iam: IamApi,
+    tpu: TpuBackend,
+    target: Target,
+    account: str | None,
     extra: tuple[str, ...] = (),
-) -> Step:  # fmt: skip
+) -> Step:
     """Test what tpuctl needs of the caller (and `extra`: Compute Engine's, where the
     project's TPUs are there)."""
     project = target.project

@@ -180,8 +180,11 @@ def read_logs(
     st = statuses(bucket, job_id)
     if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
         raise UsageError(f"job {job_id} has no worker {worker}")
-    logs = [(w, str(s["log"]), offsets.get(str(s["log"]), 0)) for w, s in st.items()
-            if (worker is None or w == worker) and s.get("log")]  # fmt: skip
+    logs = [
+        (w, str(s["log"]), offsets.get(str(s["log"]), 0))
+        for w, s in st.items()
+        if (worker is None or w == worker) and s.get("log")
+    ]
     chunks = []
     for w, log, data in log_tails(bucket, job_id, logs):
         chunks.append((w, data))
@@ -285,8 +288,9 @@ def cancel(bucket: Bucket, job_id: str) -> Cancelled:
 
 def _not_cancelled(job_id: str, error: TpuctlError, worker: int | None = None) -> TpuctlError:
     what = "its cancel marker" if worker is None else f"worker {worker}'s status"
-    failed = TpuctlError(f"could not cancel job {job_id}: writing {what} failed: {error}",
-                         hint=error.hint)  # fmt: skip
+    failed = TpuctlError(
+        f"could not cancel job {job_id}: writing {what} failed: {error}", hint=error.hint
+    )
     failed.exit_code = error.exit_code
     return failed
 

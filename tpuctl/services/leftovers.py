@@ -49,8 +49,9 @@ class LeftoverDecision:
         return f"{lo.slice} ({lo.zone}, {lo.describe()})"
 
 
-def decide(lo: Leftover, api: TpuBackend, *, owner: str | None, now: float,
-           grace: float = GRACE) -> LeftoverDecision | None:  # fmt: skip
+def decide(
+    lo: Leftover, api: TpuBackend, *, owner: str | None, now: float, grace: float = GRACE
+) -> LeftoverDecision | None:
     """What gc does with one leftover; None when it is none of gc's business."""
     labels = lo.labels
     if labels and labels.get(MANAGED_BY) != MANAGED_BY_VALUE:
@@ -65,15 +66,19 @@ def decide(lo: Leftover, api: TpuBackend, *, owner: str | None, now: float,
     age = None if lo.newest is None else now - lo.newest
     if age is None or age < grace:
         shown = "of unknown age" if age is None else f"made {format_duration(max(0.0, age))} ago"
-        why = (f"{lo.why}, but {shown}: may be a create under way "
-               f"(collected once {format_duration(grace)} old)")  # fmt: skip
+        why = (
+            f"{lo.why}, but {shown}: may be a create under way "
+            f"(collected once {format_duration(grace)} old)"
+        )
         return LeftoverDecision(lo, why, False, api)
-    return LeftoverDecision(lo, f"orphaned: {lo.why}; costs nothing, clutters the project",
-                            True, api)  # fmt: skip
+    return LeftoverDecision(
+        lo, f"orphaned: {lo.why}; costs nothing, clutters the project", True, api
+    )
 
 
-def plan(backends: Sequence[TpuBackend], parent: str, *, owner: str | None,
-         now: float) -> tuple[list[LeftoverDecision], list[str]]:  # fmt: skip
+def plan(
+    backends: Sequence[TpuBackend], parent: str, *, owner: str | None, now: float
+) -> tuple[list[LeftoverDecision], list[str]]:
     """The decisions on every leftover of the backends that have leftovers, and why a
     backend could not be looked at (a project with Compute Engine off has none)."""
     decisions: list[LeftoverDecision] = []
@@ -94,8 +99,9 @@ def plan(backends: Sequence[TpuBackend], parent: str, *, owner: str | None,
     return decisions, skipped
 
 
-def collect(doomed: list[LeftoverDecision], *, project: str,
-            log: Path) -> list[tuple[LeftoverDecision, str]]:  # fmt: skip
+def collect(
+    doomed: list[LeftoverDecision], *, project: str, log: Path
+) -> list[tuple[LeftoverDecision, str]]:
     """Delete each doomed leftover (its group, then its template, then its policy), once
     read again: one that changed since gc looked (a part made again, a VM appeared: a
     create under way) is left alone. One audit line each. Returns each decision with its
@@ -129,9 +135,19 @@ def collect(doomed: list[LeftoverDecision], *, project: str,
             except TpuctlError as e:
                 result = f"failed: {e}"
         out.append((d, result))
-        audit(log, AuditEntry(project=project, kind="computeLeftovers", name=lo.slice,
-                              zone=lo.zone, accelerator="", reason=f"{d.reason} ({lo.describe()})",
-                              hourly=None, result=result))  # fmt: skip
+        audit(
+            log,
+            AuditEntry(
+                project=project,
+                kind="computeLeftovers",
+                name=lo.slice,
+                zone=lo.zone,
+                accelerator="",
+                reason=f"{d.reason} ({lo.describe()})",
+                hourly=None,
+                result=result,
+            ),
+        )
     return out
 
 

@@ -123,8 +123,9 @@ def read(
         return out
 
     def one(c: Call) -> list[Series]:
-        return api.series(project, c[0], resource=c[3], zone=c[1], minutes=minutes,
-                          aligner=c[2], now=at)  # fmt: skip
+        return api.series(
+            project, c[0], resource=c[3], zone=c[1], minutes=minutes, aligner=c[2], now=at
+        )
 
     # The resources the descriptor names are asked at the same time as the series of the
     # two the TPU metrics are known on (one round trip, not two); a resource it names

@@ -213,17 +213,25 @@ def openssh_command(plan: Plan, extra: list[str], ssh: str = "ssh") -> list[str]
     ep = plan.endpoints[0]
     return [
         ssh,
-        "-i", str(plan.key),
-        "-l", plan.user,
-        "-p", str(ep.port),
-        "-o", f"UserKnownHostsFile={plan.known_hosts}",
-        "-o", "GlobalKnownHostsFile=/dev/null",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", "IdentitiesOnly=yes",
-        "-o", "CheckHostIP=no",
+        "-i",
+        str(plan.key),
+        "-l",
+        plan.user,
+        "-p",
+        str(ep.port),
+        "-o",
+        f"UserKnownHostsFile={plan.known_hosts}",
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "CheckHostIP=no",
         ep.host,
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 def printable(argv: list[str]) -> str:

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.compute import leftovers as compute_orphans
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.cloud.compute.rules import ComputeRules
 from tpuctl.errors import CloudError, NotFoundError, PreconditionFailedError, UsageError
 from tpuctl.models import CreateSpec, Leftover, Node, OperationStatus, QueuedResource, QueueSpec
-from tpuctl.shapes import SliceShape
 
 MAX_RUN_SECONDS = 120 * 86400  # scheduling.maxRunDuration's limit
 SLICE_OP = "~slice~"  # an operation name's tail: the create of a slice, waited until its VMs run
@@ -37,9 +37,12 @@ class ComputeTpuApi(ComputeRules):
     """TPU VMs and slices on Compute Engine, as tpuctl's services use a TPU API."""
 
     def __init__(
-        self, session: Callable[[], Any], endpoint: str, where: str = "Compute Engine",
+        self,
+        session: Callable[[], Any],
+        endpoint: str,
+        where: str = "Compute Engine",
         hint: str = "",
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._session = session
         self._endpoint = endpoint.rstrip("/")  # .../compute/v1
         self._where, self._hint = where, hint
@@ -48,9 +51,15 @@ class ComputeTpuApi(ComputeRules):
         from tpuctl.cloud import rest
 
         return rest.call(
-            self._session, method, f"{self._endpoint}/{path}", subject=subject,
-            where=self._where, hint=self._hint, project=project, **kw,
-        )  # fmt: skip
+            self._session,
+            method,
+            f"{self._endpoint}/{path}",
+            subject=subject,
+            where=self._where,
+            hint=self._hint,
+            project=project,
+            **kw,
+        )
 
     def _instance(self, name: str) -> tuple[str, str, str, str]:
         project, zone, node = _parts(name)
@@ -78,8 +87,10 @@ class ComputeTpuApi(ComputeRules):
         mig, template, policy = compute_slice.paths(project, zone, name)
         group = self._ours(mig, "managed instance group", name, zone, project)
         if group is None:
-            parts = [self._ours(template, "instance template", name, zone, project),
-                     self._ours(policy, "workload policy", name, zone, project)]  # fmt: skip
+            parts = [
+                self._ours(template, "instance template", name, zone, project),
+                self._ours(policy, "workload policy", name, zone, project),
+            ]
             if parts == [None, None]:
                 raise missing
             return compute_slice.leftovers(project, zone, name, *parts)
@@ -94,16 +105,21 @@ class ComputeTpuApi(ComputeRules):
         return found if compute_slice.ours(found, what, name, zone) else None
 
     def _managed(self, mig: str, project: str) -> list[dict[str, Any]]:
-        page = self._call("POST", f"{mig}/listManagedInstances",
-                          f"managed instance group {mig.rsplit('/', 1)[-1]}", project)  # fmt: skip
+        page = self._call(
+            "POST",
+            f"{mig}/listManagedInstances",
+            f"managed instance group {mig.rsplit('/', 1)[-1]}",
+            project,
+        )
         return list(page.get("managedInstances") or [])
 
     def _members(self, project: str, zone: str, name: str) -> list[dict[str, Any]]:
         """The VMs the MIG `name` made, from one filtered list of the zone."""
         path = f"projects/{project}/zones/{zone}/instances"
         found: list[dict[str, Any]] = []
-        for page in self._pages(path, f"instances in zone {zone}", project,
-                                {"filter": f'name eq "{name}-.*"'}):  # fmt: skip
+        for page in self._pages(
+            path, f"instances in zone {zone}", project, {"filter": f'name eq "{name}-.*"'}
+        ):
             found += page.get("items") or []
         return [i for i in found if compute_slice.group_of(i) == name]
 
@@ -166,8 +182,11 @@ class ComputeTpuApi(ComputeRules):
         with no group, a group with no VM (`leftovers.py`). `delete_node` of a
         leftover's `full_name` deletes it."""
         project, zone = parent.split("/")[1], parent.split("/")[3]
-        return compute_orphans.find(lambda path, subject: self._pages(path, subject, project),
-                                    project, None if zone == "-" else zone)  # fmt: skip
+        return compute_orphans.find(
+            lambda path, subject: self._pages(path, subject, project),
+            project,
+            None if zone == "-" else zone,
+        )
 
     def create_node(self, parent: str, spec: CreateSpec) -> str | None:
         project, zone = parent.split("/")[1], parent.split("/")[3]
@@ -182,10 +201,12 @@ class ComputeTpuApi(ComputeRules):
             op_name = f"{made['name']}{SLICE_OP}{spec.name}"
             return f"projects/{project}/locations/{zone}/operations/{op_name}"
         op = self._call(
-            "POST", f"projects/{project}/zones/{zone}/instances",
-            f"instance '{spec.name}' in zone {zone}", project,
+            "POST",
+            f"projects/{project}/zones/{zone}/instances",
+            f"instance '{spec.name}' in zone {zone}",
+            project,
             json=compute_wire.instance_body(spec, zone),
-        )  # fmt: skip
+        )
         return f"projects/{project}/locations/{zone}/operations/{op['name']}"
 
     def _action(self, name: str, verb: str) -> str | None:
@@ -217,8 +238,11 @@ class ComputeTpuApi(ComputeRules):
             missing = e
         mig, template, policy = compute_slice.paths(project, zone, node)
         gone = True
-        for path, what in ((mig, "managed instance group"), (template, "instance template"),
-                           (policy, "workload policy")):  # fmt: skip
+        for path, what in (
+            (mig, "managed instance group"),
+            (template, "instance template"),
+            (policy, "workload policy"),
+        ):
             if self._ours(path, what, node, zone, project) is None:
                 continue
             gone = False
@@ -255,9 +279,16 @@ class ComputeTpuApi(ComputeRules):
         project, zone, node, path = self._instance(name)
         subject = f"instance '{node}' in zone {zone}"
         current = self._call("GET", path, subject, project)
-        op = self._call("POST", f"{path}/setLabels", subject, project, json={
-            "labels": labels, "labelFingerprint": current.get("labelFingerprint", ""),
-        })  # fmt: skip
+        op = self._call(
+            "POST",
+            f"{path}/setLabels",
+            subject,
+            project,
+            json={
+                "labels": labels,
+                "labelFingerprint": current.get("labelFingerprint", ""),
+            },
+        )
         return f"projects/{project}/locations/{zone}/operations/{op['name']}"
 
     def _vms(self, name: str) -> list[dict[str, Any]]:
@@ -286,11 +317,15 @@ class ComputeTpuApi(ComputeRules):
                 wanted = change(items)
                 if wanted is None:
                     break
-                body = {"fingerprint": md.get("fingerprint", ""),
-                        "items": [{"key": k, "value": v} for k, v in wanted.items()]}  # fmt: skip
+                body = {
+                    "fingerprint": md.get("fingerprint", ""),
+                    "items": [{"key": k, "value": v} for k, v in wanted.items()],
+                }
                 try:
-                    self._wait(self._call("POST", f"{path}/setMetadata", subject, project,
-                                          json=body), f"the metadata of {subject}")  # fmt: skip
+                    self._wait(
+                        self._call("POST", f"{path}/setMetadata", subject, project, json=body),
+                        f"the metadata of {subject}",
+                    )
                     break
                 except PreconditionFailedError:
                     vm = self._call("GET", path, subject, project)  # changed meanwhile
@@ -305,15 +340,20 @@ class ComputeTpuApi(ComputeRules):
         for vm in self._vms(name):
             path = str(vm.get("selfLink", "")).split("/compute/", 1)[-1].split("/", 1)[-1]
             try:
-                data = self._call("GET", f"{path}/getGuestAttributes",
-                                  f"instance '{vm.get('name')}'", project,
-                                  params={"queryPath": query_path})  # fmt: skip
+                data = self._call(
+                    "GET",
+                    f"{path}/getGuestAttributes",
+                    f"instance '{vm.get('name')}'",
+                    project,
+                    params={"queryPath": query_path},
+                )
             except NotFoundError:
                 out.append({})  # nothing published yet
                 continue
             items = (data.get("queryValue") or {}).get("items") or []
-            out.append({f"{i.get('namespace', '')}/{i.get('key', '')}": i.get("value", "")
-                        for i in items})  # fmt: skip
+            out.append(
+                {f"{i.get('namespace', '')}/{i.get('key', '')}": i.get("value", "") for i in items}
+            )
         return out
 
     def operation_status(self, name: str, subject: str) -> OperationStatus:
@@ -321,8 +361,12 @@ class ComputeTpuApi(ComputeRules):
         if SLICE_OP in op_name:
             mig_op, slice_name = op_name.split(SLICE_OP)
             return self._slice_status(project, zone, mig_op, slice_name, subject)
-        op = self._call("GET", f"projects/{project}/zones/{zone}/operations/{op_name}",
-                        f"operation {op_name}", project)  # fmt: skip
+        op = self._call(
+            "GET",
+            f"projects/{project}/zones/{zone}/operations/{op_name}",
+            f"operation {op_name}",
+            project,
+        )
         return OperationStatus(
             op.get("status") == "DONE", compute_wire.operation_error(op, subject)
         )
@@ -332,8 +376,12 @@ class ComputeTpuApi(ComputeRules):
     ) -> OperationStatus:
         """A slice's create: done once the MIG exists and all its VMs run; the first VM
         the group could not make (no capacity, no quota) fails it."""
-        op = self._call("GET", f"projects/{project}/zones/{zone}/operations/{op_name}",
-                        f"operation {op_name}", project)  # fmt: skip
+        op = self._call(
+            "GET",
+            f"projects/{project}/zones/{zone}/operations/{op_name}",
+            f"operation {op_name}",
+            project,
+        )
         error = compute_wire.operation_error(op, subject)
         if op.get("status") != "DONE" or error is not None:
             return OperationStatus(op.get("status") == "DONE", error)
@@ -352,8 +400,9 @@ class ComputeTpuApi(ComputeRules):
     # -- what a zone offers ------------------------------------------------------
     def accelerator_types(self, parent: str) -> list[str]:
         project, zone = parent.split("/")[1], parent.split("/")[3]
-        page = self._call("GET", f"projects/{project}/zones/{zone}/machineTypes",
-                          f"zone {zone}", project)  # fmt: skip
+        page = self._call(
+            "GET", f"projects/{project}/zones/{zone}/machineTypes", f"zone {zone}", project
+        )
         offered = {str(m.get("name", "")) for m in page.get("items") or []}
         return [s.name for s in catalog.SHAPES.values() if s.machine_type in offered]
 

@@ -29,13 +29,14 @@ def check(spec: CreateSpec, options: QueueOptions) -> None:
     settings on the spec."""
     queue_spec(spec, options)  # the same rules as on the Cloud TPU API
     if spec.reservation:
-        raise UsageError("--flex-start and --reservation are exclusive: choose one provisioning "
-                         "model")  # fmt: skip
+        raise UsageError(
+            "--flex-start and --reservation are exclusive: choose one provisioning model"
+        )
     if options.slices > 1:
         raise UsageError(
-            "--slices is the Cloud TPU API's (a multislice queued resource), not Compute "
-            "Engine's", hint="use --api tpu for a multislice flex-start request"
-        )  # fmt: skip
+            "--slices is the Cloud TPU API's (a multislice queued resource), not Compute Engine's",
+            hint="use --api tpu for a multislice flex-start request",
+        )
     if options.valid_until_time:
         raise UsageError(
             "--valid-until-time: a flex-start VM on Compute Engine waits a duration",

@@ -84,8 +84,11 @@ def find(pages: Pages, project: str, zone: str | None = None) -> list[Leftover]:
             why = "left without its managed instance group (a create or delete that did not finish)"
         template = parts.get(TEMPLATE) or {}
         labels = dict((template.get("properties") or {}).get("labels") or {})
-        listed = [Part(what, str(parts[what].get("name")), _created(parts[what]))
-                  for what in (GROUP, TEMPLATE, POLICY) if what in parts]  # fmt: skip
+        listed = [
+            Part(what, str(parts[what].get("name")), _created(parts[what]))
+            for what in (GROUP, TEMPLATE, POLICY)
+            if what in parts
+        ]
         out.append(Leftover(project, where, name, listed, why, labels))
     return out
 

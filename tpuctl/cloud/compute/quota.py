@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import TpuBackend
 from tpuctl.cloud.compute import quotas as compute_quotas
 from tpuctl.cloud.compute.quotas import ComputeQuota
 from tpuctl.cloud.quota import QuotaApi
 from tpuctl.errors import QuotaError, TpuctlError
 from tpuctl.models import NODE_HOLDS_NO_QUOTA, Node
-from tpuctl.shapes import SliceShape
 
 log = logging.getLogger("tpuctl.quota")
 
@@ -35,8 +35,11 @@ def request_url(project: str) -> str:
 def regions() -> list[str]:
     """The regions whose zones offer Compute Engine's TPUs (v6e, v5p; TPU7x in
     us-central1)."""
-    found = {catalog.region_of(z) for q in compute_quotas.QUOTAS
-             for z in catalog.zones_offering(q.generation)}  # fmt: skip
+    found = {
+        catalog.region_of(z)
+        for q in compute_quotas.QUOTAS
+        for z in catalog.zones_offering(q.generation)
+    }
     return sorted(found | {"us-central1"})
 
 
@@ -83,14 +86,19 @@ def rows(
     nodes = compute.list_nodes(f"projects/{project}/locations/-")
     return [
         ComputeQuotaRow(q, r, _limit(limits, q, r), sum(_holds(n, q, r) for n in nodes))
-        for r in regions for q in compute_quotas.QUOTAS
-    ]  # fmt: skip
+        for r in regions
+        for q in compute_quotas.QUOTAS
+    ]
 
 
 def check_create(
-    quotas: QuotaApi, compute: TpuBackend, project: str, zone: str, shape: SliceShape,
+    quotas: QuotaApi,
+    compute: TpuBackend,
+    project: str,
+    zone: str,
+    shape: SliceShape,
     preemptible: bool,
-) -> None:  # fmt: skip
+) -> None:
     """Raise QuotaError when `shape` in `zone` would exceed its Compute Engine quota."""
     quota = compute_quotas.quota_for(shape.generation, preemptible)
     if quota is None or not shape.known:

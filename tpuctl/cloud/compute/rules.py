@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tpuctl import catalog
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import BackendDefaults, BackendKind
 from tpuctl.cloud.compute import KIND, flex, quotas
 from tpuctl.cloud.compute import quota as pool
 from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.models import CreateSpec, PoolRow, QuotaPool
-from tpuctl.shapes import SliceShape
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend

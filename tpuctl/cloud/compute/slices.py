@@ -114,35 +114,53 @@ def group_body(spec: CreateSpec, project: str, zone: str) -> dict[str, Any]:
 
 
 # -- making it ----------------------------------------------------------------------
-def create(call: Call, wait: Callable[[dict[str, Any], str], None], project: str,
-           spec: CreateSpec, zone: str) -> dict[str, Any]:  # fmt: skip
+def create(
+    call: Call,
+    wait: Callable[[dict[str, Any], str], None],
+    project: str,
+    spec: CreateSpec,
+    zone: str,
+) -> dict[str, Any]:
     """Make the policy and the template (waiting for each), then ask for the MIG: its
     zone operation. A failure on the way deletes what this call made, then raises."""
     check_name(spec, zone)
     r = region(zone)
     steps = (
-        (f"projects/{project}/regions/{r}/resourcePolicies", policy_body(spec, zone),
-         "workload policy"),
-        (f"projects/{project}/regions/{r}/instanceTemplates", template_body(spec, zone),
-         "instance template"),
-    )  # fmt: skip
+        (
+            f"projects/{project}/regions/{r}/resourcePolicies",
+            policy_body(spec, zone),
+            "workload policy",
+        ),
+        (
+            f"projects/{project}/regions/{r}/instanceTemplates",
+            template_body(spec, zone),
+            "instance template",
+        ),
+    )
     made: list[str] = []
     try:
         for path, body, what in steps:
             subject = f"{what} {body['name']}"
             wait(call("POST", path, subject, project, json=body), subject)
             made.append(f"{path}/{body['name']}")
-        return dict(call("POST", f"projects/{project}/zones/{zone}/instanceGroupManagers",
-                         f"managed instance group {spec.name}", project,
-                         json=group_body(spec, project, zone)))  # fmt: skip
+        return dict(
+            call(
+                "POST",
+                f"projects/{project}/zones/{zone}/instanceGroupManagers",
+                f"managed instance group {spec.name}",
+                project,
+                json=group_body(spec, project, zone),
+            )
+        )
     except BaseException:
         for path in reversed(made):
             _delete_quietly(call, wait, project, path)
         raise
 
 
-def _delete_quietly(call: Call, wait: Callable[[dict[str, Any], str], None], project: str,
-                    path: str) -> None:  # fmt: skip
+def _delete_quietly(
+    call: Call, wait: Callable[[dict[str, Any], str], None], project: str, path: str
+) -> None:
     with contextlib.suppress(NotFoundError):
         wait(call("DELETE", path, path.rsplit("/", 1)[-1], project), path)
 
@@ -183,8 +201,12 @@ def in_order(instances: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(instances, key=key)
 
 
-def node(group: dict[str, Any], managed: list[dict[str, Any]] | None,
-         instances: list[dict[str, Any]], project: str) -> Node:  # fmt: skip
+def node(
+    group: dict[str, Any],
+    managed: list[dict[str, Any]] | None,
+    instances: list[dict[str, Any]],
+    project: str,
+) -> Node:
     """The slice as one Node: workers in worker order, state from the VMs, the MIG's
     actions and its accelerator topology. `managed` (listManagedInstances) may be None
     in a list, which reads groups and instances only."""
@@ -201,8 +223,15 @@ def node(group: dict[str, Any], managed: list[dict[str, Any]] | None,
     for n, vm in enumerate(vms):
         nics = vm.get("networkInterfaces") or [{}]
         nat = [a.get("natIP") for a in nics[0].get("accessConfigs") or [] if a.get("natIP")]
-        workers.append(Worker(n, str(nics[0].get("networkIP", "")), nat[0] if nat else None,
-                              str(vm.get("id", "")), str(vm.get("name", ""))))  # fmt: skip
+        workers.append(
+            Worker(
+                n,
+                str(nics[0].get("networkIP", "")),
+                nat[0] if nat else None,
+                str(vm.get("id", "")),
+                str(vm.get("name", "")),
+            )
+        )
     created = group.get("creationTimestamp")
     from tpuctl.timestamps import parse_rfc3339
 
@@ -226,20 +255,26 @@ def node(group: dict[str, Any], managed: list[dict[str, Any]] | None,
         shape=shape,
         topology=" ".join(
             filter(None, (topology.get("acceleratorTopology"), topology.get("state")))
-        ),  # fmt: skip
+        ),
         raw={"group": group, "managed": managed, "instances": vms},
     )
 
 
 def _shape(vms: list[dict[str, Any]], hosts: int) -> catalog.SliceShape | None:
     machine = str(vms[0].get("machineType", "")).rsplit("/", 1)[-1] if vms else ""
-    return next((s for s in catalog.SHAPES.values()
-                 if s.machine_type == machine and s.hosts == hosts), None)  # fmt: skip
+    return next(
+        (s for s in catalog.SHAPES.values() if s.machine_type == machine and s.hosts == hosts), None
+    )
 
 
-def _state(vms: list[dict[str, Any]], size: int, topology: str | None,
-           actions: dict[str, Any], first: Node | None,
-           flex: bool = False) -> tuple[str, str]:  # fmt: skip
+def _state(
+    vms: list[dict[str, Any]],
+    size: int,
+    topology: str | None,
+    actions: dict[str, Any],
+    first: Node | None,
+    flex: bool = False,
+) -> tuple[str, str]:
     statuses = [str(v.get("status", "")) for v in vms]
     if int(actions.get("deleting") or 0) or topology == "DEACTIVATING":
         return "DELETING", ""
@@ -262,17 +297,27 @@ def _flex(group: dict[str, Any]) -> bool:
     return (group.get("targetSizePolicy") or {}).get("mode") == "BULK"
 
 
-def leftovers(project: str, zone: str, name: str, template: dict | None,
-              policy: dict | None) -> Node:  # fmt: skip
+def leftovers(
+    project: str, zone: str, name: str, template: dict | None, policy: dict | None
+) -> Node:
     """A slice whose MIG is gone but whose template or policy is left (a create or a
     delete that did not finish): no node, to be deleted."""
-    left = [what for what, r in (("instance template", template), ("workload policy", policy))
-            if r is not None]  # fmt: skip
+    left = [
+        what
+        for what, r in (("instance template", template), ("workload policy", policy))
+        if r is not None
+    ]
     return Node(
-        name=name, project=project, zone=zone, accelerator_type="", state="TERMINATED",
-        runtime_version="", health_description=f"no VMs: only its {' and '.join(left)} left",
-        api="compute", raw={"template": template, "policy": policy},
-    )  # fmt: skip
+        name=name,
+        project=project,
+        zone=zone,
+        accelerator_type="",
+        state="TERMINATED",
+        runtime_version="",
+        health_description=f"no VMs: only its {' and '.join(left)} left",
+        api="compute",
+        raw={"template": template, "policy": policy},
+    )
 
 
 def capacity_error(managed: list[dict[str, Any]], subject: str) -> TpuctlError | None:

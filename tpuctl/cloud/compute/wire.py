@@ -54,8 +54,10 @@ def default_image(shape: catalog.SliceShape) -> str:
 def instance_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
     """The Instance JSON of `instances.insert` for a single-host TPU VM."""
     family = spec.version or default_image(spec.shape)
-    interface: dict[str, Any] = {"network": spec.network or "global/networks/default",
-                                 "nicType": "GVNIC"}  # fmt: skip
+    interface: dict[str, Any] = {
+        "network": spec.network or "global/networks/default",
+        "nicType": "GVNIC",
+    }
     if spec.subnetwork:
         interface["subnetwork"] = spec.subnetwork
     if not spec.internal_ip_only:
@@ -133,8 +135,11 @@ def reservation_affinity(spec: CreateSpec) -> dict[str, Any] | None:
     """What `gcloud compute instances create --reservation-affinity specific --reservation
     R` (or `any`) sends: a specific reservation by name, or any matching one (--reserved)."""
     if spec.reservation:
-        return {"consumeReservationType": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
-                "values": [spec.reservation]}  # fmt: skip
+        return {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": RESERVATION_KEY,
+            "values": [spec.reservation],
+        }
     if spec.reserved:
         return {"consumeReservationType": "ANY_RESERVATION"}
     return None

@@ -1,6 +1,7 @@
 """The Cloud TPU API (tpu.googleapis.com, v2) through google-cloud-tpu: `api.TpuApi`, the
-adapter; `wire.py`, its request bodies and answers; `quota_check.py` and `usage.py`, its
-quota pool (the Cloud Quotas API's `tpu.googleapis.com` limits).
+adapter, on `transport.py`'s client, REST session and call seam; `wire.py`, its request
+bodies and answers; `quota_check.py` and `usage.py`, its quota pool (the Cloud Quotas
+API's `tpu.googleapis.com` limits).
 
 This module loads no client library: it is the registry's entry (`cloud/registry.py`).
 """
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import BackendKind
-from tpuctl.shapes import SliceShape
 
 
 def _type_name(shape: SliceShape) -> str | None:

@@ -1,99 +1,37 @@
 """TpuApi: the adapter over the Cloud TPU v2 API, the first implementation of the
 backend protocol (`cloud/backend.py`).
 
-Every call goes through `_call`, the one seam that retries transient faults and
-translates Google's exceptions into tpuctl's errors. Nodes cross this boundary
-as `tpuctl.models.Node`, never as protobuf messages or JSON; the request bodies and the
-reading of answers are `wire.py`'s; its rules and quota, `rules.py`'s.
+Every call goes through `_call` (`transport.py`, with the client, the REST session and
+the operations), the one seam that retries transient faults and translates Google's
+exceptions into tpuctl's errors. Nodes cross this boundary as `tpuctl.models.Node`, never
+as protobuf messages or JSON; the request bodies and the reading of answers are
+`wire.py`'s; its rules and quota, `rules.py`'s.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
-from tpuctl.cloud.retry import call
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.tpu import wire as tpu_wire
 from tpuctl.cloud.tpu.rules import TpuRules
+from tpuctl.cloud.tpu.transport import TIMEOUT, TpuTransport, subject_of, to_dict
 from tpuctl.errors import CloudError, NotFoundError
 from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
-from tpuctl.shapes import SliceShape
 from tpuctl.waiting import poll_until
 
-if TYPE_CHECKING:
-    from google.cloud import tpu_v2
 
-T = TypeVar("T")
-TIMEOUT = 60.0  # per HTTP call; a hung call becomes a retry
-
-
-def _to_dict(message: Any) -> dict[str, Any]:
-    from google.protobuf import json_format
-
-    return json_format.MessageToDict(type(message).pb(message))
-
-
-class TpuApi(TpuRules):
+class TpuApi(TpuTransport, TpuRules):
     """The Cloud TPU v2 API as tpuctl uses it."""
-
-    def __init__(
-        self,
-        client: tpu_v2.TpuClient | Callable[[], tpu_v2.TpuClient],
-        where: str = "the TPU API",
-        unreachable_hint: str = "",
-        session: Callable[[], Any] | None = None,
-        endpoint: str = "https://tpu.googleapis.com",
-    ) -> None:
-        # google-cloud-tpu's client (or what makes it, on first use: importing it costs
-        # ~0.3 s, which the lists, read over REST when a session is given, never pay)
-        self._made: tpu_v2.TpuClient | None = None if callable(client) else client
-        self._make = client if callable(client) else None
-        self._where = where
-        self._hint = unreachable_hint
-        # REST through google-auth's session: the lists, and v2alpha1 for the fields
-        # google-cloud-tpu's messages lack (flex-start)
-        self._session = session
-        self._endpoint = endpoint.rstrip("/")
-
-    @property
-    def _client(self) -> tpu_v2.TpuClient:
-        if self._made is None:
-            assert self._make is not None
-            self._made = self._make()
-        return self._made
-
-    def _call(self, subject: str, fn: Callable[[], T]) -> T:
-        def translated(e: BaseException) -> BaseException:
-            from tpuctl.cloud.errors import translate  # on a failure only: it loads grpc
-
-            return translate(e, subject, self._where, self._hint)
-
-        return call(fn, translated)
-
-    def _rest_list(self, parent: str, collection: str, subject: str) -> list[dict[str, Any]]:
-        """Every item of `GET /v2/{parent}/{collection}` (camelCase JSON, as the client's
-        messages become with MessageToDict), page by page."""
-        from tpuctl.cloud import rest
-
-        assert self._session is not None
-        items: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            page = rest.call(
-                self._session, "GET", f"{self._endpoint}/v2/{parent}/{collection}",
-                subject=subject, where=self._where, hint=self._hint,
-                project=_project(parent), params={"pageToken": token} if token else None,
-            )  # fmt: skip
-            items += page.get(collection) or []
-            token = str(page.get("nextPageToken") or "")
-            if not token:
-                return items
 
     # -- nodes --------------------------------------------------------------
     def get_node(self, name: str) -> Node:
-        node = self._call(_subject(name), lambda: self._client.get_node(name=name, timeout=TIMEOUT))
-        return tpu_wire.node_from_json(_to_dict(node))
+        node = self._call(
+            subject_of(name), lambda: self._client.get_node(name=name, timeout=TIMEOUT)
+        )
+        return tpu_wire.node_from_json(to_dict(node))
 
     def list_nodes(self, parent: str) -> list[Node]:
         subject = f"nodes in {parent}"
@@ -102,7 +40,7 @@ class TpuApi(TpuRules):
 
         def fetch() -> list[Node]:
             pager = self._client.list_nodes(parent=parent, timeout=TIMEOUT)
-            return [tpu_wire.node_from_json(_to_dict(n)) for n in pager]
+            return [tpu_wire.node_from_json(to_dict(n)) for n in pager]
 
         return self._call(subject, fetch)
 
@@ -134,7 +72,7 @@ class TpuApi(TpuRules):
                 raise
             return str(op.operation.name)
 
-        return self._call(_subject(f"{parent}/nodes/{node_id}"), create)
+        return self._call(subject_of(f"{parent}/nodes/{node_id}"), create)
 
     def _transition(self, name: str, call: Callable[[], Any], settled: set[str]) -> str | None:
         """Start a delete/stop/start; returns the operation name, or None when already done.
@@ -162,7 +100,7 @@ class TpuApi(TpuRules):
                     return None
                 raise
 
-        return self._call(_subject(name), once)
+        return self._call(subject_of(name), once)
 
     def delete_node(self, name: str) -> str | None:
         return self._transition(
@@ -196,7 +134,7 @@ class TpuApi(TpuRules):
 
         node = tpu_v2.Node.from_json(json.dumps({"name": name, **fields}))
         op = self._call(
-            _subject(name),
+            subject_of(name),
             lambda: self._client.update_node(
                 node=node, update_mask=field_mask_pb2.FieldMask(paths=mask), timeout=TIMEOUT
             ),
@@ -213,7 +151,7 @@ class TpuApi(TpuRules):
         returns the new one, or None when nothing needs changing. A concurrent update
         (409, FAILED_PRECONDITION, ABORTED, or a write that lost to another one and is
         gone when read back) is retried from a fresh read. Returns the node as it ends."""
-        subject = _subject(name)
+        subject = subject_of(name)
 
         def check() -> tuple[Node | None, str]:
             node = self.get_node(name)
@@ -258,33 +196,15 @@ class TpuApi(TpuRules):
             ),
         )
 
-    def _wait_operation(self, operation: str, subject: str, timeout: float = 300.0) -> None:
-        def check() -> tuple[bool | None, str]:
-            op = self._get_operation(operation)
-            if not op.get("done"):
-                return None, "RUNNING"
-            if op.get("error"):
-                raise CloudError(f"{subject}: {op['error'].get('message', 'update failed')}")
-            return True, "DONE"
-
-        poll_until(
-            check,
-            what=f"the update of {subject}",
-            timeout=timeout,
-            timed_out=lambda state, elapsed: CloudError(
-                f"{subject}: the update did not finish in {timeout:.0f} s"
-            ),
-        )
-
     def get_guest_attributes(self, name: str, query_path: str = "") -> list[dict[str, str]]:
         """Guest attribute items per worker, in worker order."""
         resp = self._call(
-            _subject(name),
+            subject_of(name),
             lambda: self._client.get_guest_attributes(
                 request={"name": name, "query_path": query_path}, timeout=TIMEOUT
             ),
         )
-        data = _to_dict(resp)
+        data = to_dict(resp)
         return [
             {
                 f"{i.get('namespace', '')}/{i.get('key', '')}": i.get("value", "")
@@ -332,30 +252,13 @@ class TpuApi(TpuRules):
                     return None  # the request our lost first attempt made
                 raise
 
-        return self._call(_subject(f"{parent}/queuedResources/{qr_id}"), create)
-
-    def _create_alpha(self, parent: str, qr_id: str, body: dict[str, Any]) -> str:
-        """`queuedResources.create` in v2alpha1 over REST, as gcloud alpha sends it: the
-        flex-start fields exist only there, and google-cloud-tpu's v2alpha1 messages
-        (gRPC only) do not have them. Its operation is read back through v2 as any
-        other: operations are one store for both versions."""
-        from google.api_core import exceptions as gx
-
-        if self._session is None:
-            raise CloudError("flex-start needs the TPU API's REST endpoint; none was given")
-        url = f"{self._endpoint}/v2alpha1/{parent}/queuedResources"
-        response = self._session().post(
-            url, params={"queuedResourceId": qr_id}, json=body, timeout=TIMEOUT
-        )
-        if response.status_code >= 400:
-            raise gx.from_http_response(response)
-        return str(response.json().get("name", ""))
+        return self._call(subject_of(f"{parent}/queuedResources/{qr_id}"), create)
 
     def get_queued_resource(self, name: str) -> QueuedResource:
         qr = self._call(
-            _subject(name), lambda: self._client.get_queued_resource(name=name, timeout=TIMEOUT)
+            subject_of(name), lambda: self._client.get_queued_resource(name=name, timeout=TIMEOUT)
         )
-        return tpu_wire.queued_from_json(_to_dict(qr))
+        return tpu_wire.queued_from_json(to_dict(qr))
 
     def list_queued_resources(self, parent: str) -> list[QueuedResource]:
         subject = f"queued resources in {parent}"
@@ -365,7 +268,7 @@ class TpuApi(TpuRules):
 
         def fetch() -> list[QueuedResource]:
             pager = self._client.list_queued_resources(parent=parent, timeout=TIMEOUT)
-            return [tpu_wire.queued_from_json(_to_dict(q)) for q in pager]
+            return [tpu_wire.queued_from_json(to_dict(q)) for q in pager]
 
         return self._call(subject, fetch)
 
@@ -382,7 +285,7 @@ class TpuApi(TpuRules):
                 return None
             return str(op.operation.name)
 
-        return self._call(_subject(name), delete)
+        return self._call(subject_of(name), delete)
 
     # -- operations ---------------------------------------------------------
     def whole_at_once(self, shape: SliceShape) -> bool:
@@ -394,16 +297,6 @@ class TpuApi(TpuRules):
         and the rest told apart, `subject` naming what it was for)."""
         op = self._get_operation(name)
         return OperationStatus(bool(op.get("done")), tpu_wire.operation_error(op, subject))
-
-    def _get_operation(self, name: str) -> dict[str, Any]:
-        """The operation as JSON ({name, done, error?, ...})."""
-        from google.protobuf import json_format
-
-        op = self._call(
-            f"operation {name}",
-            lambda: self._client.get_operation(request={"name": name}, timeout=TIMEOUT),
-        )
-        return json_format.MessageToDict(op)
 
     # -- catalog ------------------------------------------------------------
     def accelerator_types(self, parent: str) -> list[str]:
@@ -438,19 +331,3 @@ class TpuApi(TpuRules):
                     return zones
 
         return self._call(f"the TPU locations of project {project}", fetch)
-
-
-def _project(name: str) -> str:
-    """`projects/p/...` -> p."""
-    parts = name.split("/")
-    return parts[1] if len(parts) > 1 and parts[0] == "projects" else ""
-
-
-def _subject(name: str) -> str:
-    """`projects/p/locations/z/nodes/n` -> "node 'n' in zone z"."""
-    parts = name.split("/")
-    if len(parts) >= 6 and parts[4] == "nodes":
-        return f"node '{parts[5]}' in zone {parts[3]}"
-    if len(parts) >= 6 and parts[4] == "queuedResources":
-        return f"queued resource '{parts[5]}' in zone {parts[3]}"
-    return name

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tpuctl import catalog
+from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import BackendDefaults, BackendKind
 from tpuctl.cloud.tpu import KIND, quota_check
 from tpuctl.errors import QuotaError, UsageError
 from tpuctl.models import CreateSpec
-from tpuctl.shapes import SliceShape
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend

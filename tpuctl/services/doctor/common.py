@@ -67,12 +67,15 @@ def _local_outputs(ctx: Context) -> Iterator[Finding]:
         if path is None or path.startswith("gs://"):
             continue
         yield ctx.finding(
-            module, call, "warning", "io-local-checkpoint",
+            module,
+            call,
+            "warning",
+            "io-local-checkpoint",
             f"a checkpoint or model is written to the local path {path!r}, which is deleted "
             "with the node when the job ends",
             "write under os.environ['TPUCTL_OUTPUT_DIR'] (tpuctl uploads it to the job's "
             "bucket as it goes and restores it after a preemption) or to a gs:// path",
-        )  # fmt: skip
+        )
 
 
 def _laptop_inputs(ctx: Context) -> Iterator[Finding]:
@@ -99,22 +102,27 @@ def _laptop_inputs(ctx: Context) -> Iterator[Finding]:
                 "read it from there"
             )
             yield ctx.finding(
-                module, call, "warning", "io-local-data",
-                f"data is read from {path!r}, a path on this computer: the TPU VM has no "
-                "such file",
+                module,
+                call,
+                "warning",
+                "io-local-data",
+                f"data is read from {path!r}, a path on this computer: the TPU VM has no such file",
                 fix,
-            )  # fmt: skip
+            )
 
 
 def _gpu_leftovers(ctx: Context) -> Iterator[Finding]:
     growth = "tensorflow.config.experimental.set_memory_growth"
     for module, call in ctx.calls({growth, "tensorflow.config.set_memory_growth"}):
         yield ctx.finding(
-            module, call, "warning", "gpu-memory-growth",
+            module,
+            call,
+            "warning",
+            "gpu-memory-growth",
             "set_memory_growth is for GPUs: a TPU VM has none (indexing its GPU list "
             "raises IndexError)",
             "remove the GPU memory set-up; TPU memory needs none",
-        )  # fmt: skip
+        )
     for module in ctx.program.modules:
         for node in ast.walk(module.tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -125,21 +133,30 @@ def _gpu_string(ctx: Context, module: Module, node: ast.Constant, text: str) -> 
     in_call = any(isinstance(a, ast.Call) for a in module.ancestors(node))
     if text == "CUDA_VISIBLE_DEVICES":
         yield ctx.finding(
-            module, node, "warning", "gpu-cuda-env",
+            module,
+            node,
+            "warning",
+            "gpu-cuda-env",
             "CUDA_VISIBLE_DEVICES selects GPUs: on a TPU VM it selects nothing",
             "remove it; every process on a worker sees that worker's TPU chips",
-        )  # fmt: skip
+        )
     elif in_call and (text == "nvidia-smi" or text.startswith("nvidia-smi ")):
         yield ctx.finding(
-            module, node, "warning", "gpu-nvidia-smi",
+            module,
+            node,
+            "warning",
+            "gpu-nvidia-smi",
             "nvidia-smi does not exist on a TPU VM: the command fails",
             "drop it; to see the TPU devices use jax.devices() or "
             "tf.config.list_logical_devices('TPU')",
-        )  # fmt: skip
+        )
     elif in_call and text == "mixed_float16":
         yield ctx.finding(
-            module, node, "warning", "gpu-mixed-float16",
+            module,
+            node,
+            "warning",
+            "gpu-mixed-float16",
             "mixed_float16 is the GPU policy: TPUs compute in bfloat16, and float16 is slow "
             "or unsupported there",
             "use the 'mixed_bfloat16' policy (it needs no loss scaling)",
-        )  # fmt: skip
+        )

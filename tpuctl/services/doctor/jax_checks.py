@@ -25,12 +25,15 @@ def check(ctx: Context) -> Iterator[Finding]:
         module = modules[0]
         line = min(n for name, n in module.imports.items() if name.split(".")[0] == "jax")
         yield Finding(
-            module.rel, line, "warning", "jax-distributed",
+            module.rel,
+            line,
+            "warning",
+            "jax-distributed",
             f"a {acc.name} has {acc.workers} hosts and jax.distributed.initialize() is never "
             "called: the hosts may not join one computation, and each sees only its own "
             "devices",
             "call jax.distributed.initialize() first thing, before any other JAX call",
-        )  # fmt: skip
+        )
     if acc is not None:
         yield from _device_counts(ctx, modules, local_devices(acc), acc.name)
     yield from _requirements(ctx)
@@ -43,11 +46,14 @@ def _device_counts(ctx: Context, modules: list[Module], local: int, acc: str) ->
             count = _hard_coded(module, node, pmap)
             if count is not None and count != local:
                 yield ctx.finding(
-                    module, node, "error", "jax-device-count",
+                    module,
+                    node,
+                    "error",
+                    "jax-device-count",
                     f"the code assumes {count} local devices; each host of a {acc} has "
                     f"{local}, so pmap over it fails on a shape mismatch",
                     "use jax.local_device_count() instead of the number",
-                )  # fmt: skip
+                )
 
 
 def _hard_coded(module: Module, node: ast.AST, pmap: bool) -> int | None:
@@ -89,8 +95,11 @@ def _requirements(ctx: Context) -> Iterator[Finding]:
             match = REQUIREMENT.match(line)
             if match and match.group(1).lower() == "jax" and "tpu" not in (match.group(3) or ""):
                 yield Finding(
-                    path.name, number, "error", "jax-tpu-extra",
+                    path.name,
+                    number,
+                    "error",
+                    "jax-tpu-extra",
                     "jax without the [tpu] extra installs no libtpu: JAX runs on the host "
                     "CPU of the TPU VM, without an error",
                     f"write jax[tpu] (same version: {line.strip().replace('jax', 'jax[tpu]', 1)})",
-                )  # fmt: skip
+                )

@@ -51,8 +51,11 @@ class Report:
         return any(c.status == "fail" for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "failed": self.failed,
-                "checks": [c.to_json() for c in self.checks]}  # fmt: skip
+        return {
+            "node": self.node,
+            "failed": self.failed,
+            "checks": [c.to_json() for c in self.checks],
+        }
 
 
 def _gather(

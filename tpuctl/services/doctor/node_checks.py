@@ -47,38 +47,69 @@ def node_state(node: Node) -> Check:
         evidence.append(f"upcoming maintenance: {node.upcoming_maintenance}")
     name = node.name
     if node.state == "PREEMPTED":
-        return Check("node-state", "fail", "the node was preempted", evidence,
-                     f"a preempted node cannot be restarted: `tpuctl delete {name}` and create "
-                     "it again (or use `tpuctl run --restarts`)")  # fmt: skip
+        return Check(
+            "node-state",
+            "fail",
+            "the node was preempted",
+            evidence,
+            f"a preempted node cannot be restarted: `tpuctl delete {name}` and create "
+            "it again (or use `tpuctl run --restarts`)",
+        )
     if node.state in ("STOPPED", "STOPPING"):
-        return Check("node-state", "fail", f"the node is {node.state}", evidence,
-                     f"`tpuctl start {name}`")  # fmt: skip
+        return Check(
+            "node-state", "fail", f"the node is {node.state}", evidence, f"`tpuctl start {name}`"
+        )
     if node.state != "READY":
-        return Check("node-state", "fail", f"the node is {node.state}, not READY", evidence,
-                     f"wait until it is READY (`tpuctl describe {name}`); if it stays "
-                     f"{node.state}, delete it and create it again")  # fmt: skip
+        return Check(
+            "node-state",
+            "fail",
+            f"the node is {node.state}, not READY",
+            evidence,
+            f"wait until it is READY (`tpuctl describe {name}`); if it stays "
+            f"{node.state}, delete it and create it again",
+        )
     if node.health == "UNHEALTHY_MAINTENANCE":
-        return Check("node-state", "fail", "the node is under maintenance", evidence,
-                     "wait for the maintenance to end, or move the job elsewhere")  # fmt: skip
+        return Check(
+            "node-state",
+            "fail",
+            "the node is under maintenance",
+            evidence,
+            "wait for the maintenance to end, or move the job elsewhere",
+        )
     if node.health not in ("", "HEALTHY"):
-        return Check("node-state", "fail", f"the node is unhealthy ({node.health})", evidence,
-                     f"the TPU runtime of the node is unwell: `tpuctl delete {name}` and "
-                     "create it again (a restart may not clear it)")  # fmt: skip
+        return Check(
+            "node-state",
+            "fail",
+            f"the node is unhealthy ({node.health})",
+            evidence,
+            f"the TPU runtime of the node is unwell: `tpuctl delete {name}` and "
+            "create it again (a restart may not clear it)",
+        )
     if node.symptoms or node.upcoming_maintenance:
-        return Check("node-state", "warn", "READY, with symptoms or maintenance ahead", evidence,
-                     "read the symptoms above; OUT_OF_MEMORY / HBM_OUT_OF_MEMORY want a "
-                     "smaller batch or model per chip")  # fmt: skip
+        return Check(
+            "node-state",
+            "warn",
+            "READY, with symptoms or maintenance ahead",
+            evidence,
+            "read the symptoms above; OUT_OF_MEMORY / HBM_OUT_OF_MEMORY want a "
+            "smaller batch or model per chip",
+        )
     return Check("node-state", "pass", "READY and HEALTHY", evidence)
 
 
 def devices(worker: int, report: dict[str, Any]) -> Check:
     found = report.get("devices") or []
     if not found:
-        return Check("tpu-devices", "fail", "no TPU device on the worker",
-                     ["no /dev/accel* and no /dev/vfio/*"],
-                     "the VM sees no TPU chip: a runtime version for another TPU generation, "
-                     "or a broken VM; recreate the node with the runtime version of its "
-                     "generation", worker)  # fmt: skip
+        return Check(
+            "tpu-devices",
+            "fail",
+            "no TPU device on the worker",
+            ["no /dev/accel* and no /dev/vfio/*"],
+            "the VM sees no TPU chip: a runtime version for another TPU generation, "
+            "or a broken VM; recreate the node with the runtime version of its "
+            "generation",
+            worker,
+        )
     return Check("tpu-devices", "pass", f"{len(found)} TPU device(s)", found[:8], "", worker)
 
 
@@ -86,18 +117,34 @@ def lockfile(worker: int, report: dict[str, Any], fixed: list[str]) -> Check:
     lock = report.get("lockfile") or {}
     done = [f for f in fixed if "lockfile" in f]
     if not lock.get("exists"):
-        return Check("libtpu-lockfile", "pass", "no libtpu lockfile" if not done else done[0],
-                     done, "", worker)  # fmt: skip
+        return Check(
+            "libtpu-lockfile",
+            "pass",
+            "no libtpu lockfile" if not done else done[0],
+            done,
+            "",
+            worker,
+        )
     since = _ago(lock.get("mtime"))
     if lock.get("stale"):
-        return Check("libtpu-lockfile", "fail",
-                     f"a stale {lock['path']} (from {since}): its owner is gone",
-                     [f"{lock['path']} exists; no process holds a TPU device or the file", *done],
-                     "the next job will say the TPU is in use: `tpuctl doctor NODE --fix` "
-                     f"removes it (or: sudo rm {lock['path']})", worker)  # fmt: skip
+        return Check(
+            "libtpu-lockfile",
+            "fail",
+            f"a stale {lock['path']} (from {since}): its owner is gone",
+            [f"{lock['path']} exists; no process holds a TPU device or the file", *done],
+            "the next job will say the TPU is in use: `tpuctl doctor NODE --fix` "
+            f"removes it (or: sudo rm {lock['path']})",
+            worker,
+        )
     owners = ", ".join(f"pid {p}" for p in lock.get("owners") or [])
-    return Check("libtpu-lockfile", "pass", f"{lock['path']} is held by {owners}",
-                 [f"created {since}"], "", worker)  # fmt: skip
+    return Check(
+        "libtpu-lockfile",
+        "pass",
+        f"{lock['path']} is held by {owners}",
+        [f"created {since}"],
+        "",
+        worker,
+    )
 
 
 def _tensorcores(holder: dict[str, Any]) -> str:
@@ -124,8 +171,10 @@ def holders(worker: int, report: dict[str, Any], fixed: list[str]) -> Check:
     idle = [h for h in held if not h.get("busy")]
     status: Status = "fail" if idle else "warn"
     summary = f"{len(held)} process(es) hold the TPU" + (f", {len(idle)} idle" if idle else "")
-    fix = ("a job on this node cannot take the TPU while they run: stop them "
-           "(`tpuctl doctor NODE --fix` asks first; --yes agrees)")  # fmt: skip
+    fix = (
+        "a job on this node cannot take the TPU while they run: stop them "
+        "(`tpuctl doctor NODE --fix` asks first; --yes agrees)"
+    )
     return Check("tpu-holder", status, summary, evidence + done, fix, worker)
 
 
@@ -137,19 +186,35 @@ def framework_versions(worker: int, report: dict[str, Any], runtime: str) -> Che
         dist = {"torch_xla": "torch-xla"}.get(name, name)
         have = packages.get(dist)
         if have is None:
-            return Check("framework", "fail",
-                         f"{runtime} carries {dist} {version}, but it is not installed",
-                         evidence, f"reinstall it (pip install {dist}=={version}) or recreate "
-                         "the node: something removed the image's framework", worker)  # fmt: skip
+            return Check(
+                "framework",
+                "fail",
+                f"{runtime} carries {dist} {version}, but it is not installed",
+                evidence,
+                f"reinstall it (pip install {dist}=={version}) or recreate "
+                "the node: something removed the image's framework",
+                worker,
+            )
         if not frameworks.matches(version, have):
-            return Check("framework", "fail",
-                         f"{runtime} carries {dist} {version}, but {have} is installed",
-                         evidence, f"pip install {dist}=={version} (the image's libtpu fits "
-                         "its own version), or a runtime version that carries "
-                         f"{have}", worker)  # fmt: skip
+            return Check(
+                "framework",
+                "fail",
+                f"{runtime} carries {dist} {version}, but {have} is installed",
+                evidence,
+                f"pip install {dist}=={version} (the image's libtpu fits "
+                "its own version), or a runtime version that carries "
+                f"{have}",
+                worker,
+            )
     if packages.get("jax") and not (packages.get("libtpu") or packages.get("libtpu-nightly")):
-        return Check("framework", "fail", "jax is installed without libtpu: it runs on the CPU",
-                     evidence, f"--setup '{frameworks.SETUP['jax']}'", worker)  # fmt: skip
+        return Check(
+            "framework",
+            "fail",
+            "jax is installed without libtpu: it runs on the CPU",
+            evidence,
+            f"--setup '{frameworks.SETUP['jax']}'",
+            worker,
+        )
     # a Compute Engine TPU VM has no runtime version: its image pins no framework
     fits = f"fits {runtime}" if runtime else "installed (the VM's image pins no framework)"
     return Check("framework", "pass", fits, evidence, "", worker)
@@ -163,8 +228,16 @@ def storage(worker: int, report: dict[str, Any]) -> list[Check]:
         if status == 200:
             prefix = url[len("gs://") :].partition("/")[2]
             if not r.get("write") and prefix and not r.get("found"):
-                out.append(Check("storage", "warn", f"{url}: reachable, but nothing is there",
-                                 ["the listing is empty"], "check the path", worker))  # fmt: skip
+                out.append(
+                    Check(
+                        "storage",
+                        "warn",
+                        f"{url}: reachable, but nothing is there",
+                        ["the listing is empty"],
+                        "check the path",
+                        worker,
+                    )
+                )
             else:
                 out.append(
                     Check(
@@ -174,13 +247,23 @@ def storage(worker: int, report: dict[str, Any]) -> list[Check]:
             continue
         message = r.get("message", "")
         if r.get("write") and status == 404:
-            out.append(Check("storage", "skip", f"{url}: the job bucket does not exist yet",
-                             [message], "`tpuctl run` creates it", worker))  # fmt: skip
+            out.append(
+                Check(
+                    "storage",
+                    "skip",
+                    f"{url}: the job bucket does not exist yet",
+                    [message],
+                    "`tpuctl run` creates it",
+                    worker,
+                )
+            )
             continue
         if status == 403:
-            fix = ("give the node's service account roles/storage.objectViewer (to read) or "
-                   "objectAdmin (to write) on the bucket, and create the node with a scope "
-                   "that allows it (e.g. cloud-platform)")  # fmt: skip
+            fix = (
+                "give the node's service account roles/storage.objectViewer (to read) or "
+                "objectAdmin (to write) on the bucket, and create the node with a scope "
+                "that allows it (e.g. cloud-platform)"
+            )
         elif status == 404:
             fix = "the bucket does not exist: check the name (gs://BUCKET/...)"
         else:
@@ -203,10 +286,18 @@ def headroom(worker: int, report: dict[str, Any]) -> list[Check]:
             f"{d['path']}: {wording.size(d['free'])} free of {wording.size(d['size'])} ({free:.0%})"
         )
         if free < DISK_FAIL or d["free"] < DISK_FAIL_BYTES:
-            out.append(Check("disk", "fail", f"the disk is full at {d['path']}", [line],
-                             "delete old outputs, logs and checkpoints (they belong in the "
-                             "bucket: $TPUCTL_OUTPUT_DIR is synced there), or attach a data "
-                             "disk", worker))  # fmt: skip
+            out.append(
+                Check(
+                    "disk",
+                    "fail",
+                    f"the disk is full at {d['path']}",
+                    [line],
+                    "delete old outputs, logs and checkpoints (they belong in the "
+                    "bucket: $TPUCTL_OUTPUT_DIR is synced there), or attach a data "
+                    "disk",
+                    worker,
+                )
+            )
         elif free < DISK_WARN:
             out.append(
                 Check(
@@ -241,8 +332,13 @@ def last_job(job_id: str | None, state: str | None, tail: list[str], error: str 
         return Check("last-job", "warn", f"job {job_id}: {error}", [], "")
     evidence = [f"log tail: {line}" for line in tail]
     if state in protocol.FINAL and state != protocol.SUCCEEDED:
-        return Check("last-job", "warn", f"the last job, {job_id}, ended {state}", evidence,
-                     f"`tpuctl logs {job_id}` shows the whole log")  # fmt: skip
+        return Check(
+            "last-job",
+            "warn",
+            f"the last job, {job_id}, ended {state}",
+            evidence,
+            f"`tpuctl logs {job_id}` shows the whole log",
+        )
     return Check("last-job", "pass", f"the last job, {job_id}, is {state}", evidence)
 
 

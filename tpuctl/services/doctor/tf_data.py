@@ -16,11 +16,24 @@ from tpuctl.services.doctor.tf_setup import TPU_STRATEGY
 SOURCES = ("tensorflow.data.", "tensorflow_datasets.", "tensorflow.keras.utils.")
 METHODS = frozenset(
     {
-        "batch", "padded_batch", "shuffle", "repeat", "prefetch", "interleave", "cache",
-        "unbatch", "with_options", "from_tensor_slices", "from_tensors", "from_generator",
-        "list_files", "flat_map", "rebatch", "shard",
+        "batch",
+        "padded_batch",
+        "shuffle",
+        "repeat",
+        "prefetch",
+        "interleave",
+        "cache",
+        "unbatch",
+        "with_options",
+        "from_tensor_slices",
+        "from_tensors",
+        "from_generator",
+        "list_files",
+        "flat_map",
+        "rebatch",
+        "shard",
     }
-)  # fmt: skip
+)
 DATASET_NAMES = frozenset({"ds", "dataset", "datasets"})
 # Keras evaluates and predicts partial batches on a TPU itself: only training needs
 # drop_remainder, and a pipeline named for evaluation is left alone.
@@ -47,20 +60,26 @@ def check(ctx: Context) -> Iterator[Finding]:
         drop = kwarg(call, "drop_remainder", position)
         if drop is None or (isinstance(drop, ast.Constant) and drop.value is False):
             yield ctx.finding(
-                module, call, "warning", "tf-drop-remainder",
+                module,
+                call,
+                "warning",
+                "tf-drop-remainder",
                 "the training dataset is batched without drop_remainder=True: the last, "
                 "smaller batch has another shape, which the TPU compiles again (or which "
                 "fails in a custom step)",
                 "batch(global_batch_size, drop_remainder=True)",
-            )  # fmt: skip
+            )
     if train_batches and not any(ctx.method_calls({"prefetch"}, modules)):
         module, call = train_batches[0]
         yield ctx.finding(
-            module, call, "warning", "tf-prefetch",
+            module,
+            call,
+            "warning",
+            "tf-prefetch",
             "the input pipeline has no prefetch: the TPU waits for each batch to be "
             "prepared on the host",
             "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
-        )  # fmt: skip
+        )
     yield from _batch_sizes(ctx, batches)
     yield from _maps(ctx, modules)
     yield from _endless_epochs(ctx, modules)
@@ -126,23 +145,29 @@ def _batch_sizes(ctx: Context, batches: list[tuple[Module, ast.Call]]) -> Iterat
         per_core = next((name for name in known.names if PER_CORE.search(name)), None)
         if per_core:
             yield ctx.finding(
-                module, call, "warning", "tf-batch-per-core",
+                module,
+                call,
+                "warning",
+                "tf-batch-per-core",
                 f"the batch is {per_core} = {batch}, a per-core size, where TPUStrategy "
                 f"expects the global batch: it splits it over the {n} cores of a {acc.name}, "
                 f"so each core gets {batch // n or 'less than 1'}",
                 f"batch by the global size, {n} x {batch} = {n * batch} on a {acc.name}: "
                 f"{per_core} * strategy.num_replicas_in_sync",
-            )  # fmt: skip
+            )
         elif batch % n:
             up = -(-batch // n) * n
             yield ctx.finding(
-                module, call, "error", "tf-batch-replicas",
+                module,
+                call,
+                "error",
+                "tf-batch-replicas",
                 f"the global batch {batch} is not a multiple of the {n} cores of a "
                 f"{acc.name}: the cores would get batches of different shapes, which one "
                 "compiled TPU program cannot take",
                 f"use a multiple of {n}, e.g. {up} (or {n} x {batch} = {n * batch} if "
                 f"{batch} was meant per core)",
-            )  # fmt: skip
+            )
 
 
 def _maps(ctx: Context, modules: list[Module]) -> Iterator[Finding]:
@@ -152,19 +177,25 @@ def _maps(ctx: Context, modules: list[Module]) -> Iterator[Finding]:
         py = _python_call(ctx, module, call.args[0])
         if py is not None:
             yield ctx.finding(
-                module, call, "warning", "tf-map-py-function",
+                module,
+                call,
+                "warning",
+                "tf-map-py-function",
                 f"dataset.map runs {py}: Python in the input pipeline holds the GIL, runs "
                 "one element at a time and starves the TPU",
                 "write the transformation with TensorFlow ops (tf.image, tf.strings, ...) or "
                 "preprocess the data once, before training",
-            )  # fmt: skip
+            )
         if kwarg(call, "num_parallel_calls", 1) is None:
             yield ctx.finding(
-                module, call, "hint", "tf-map-parallel",
+                module,
+                call,
+                "hint",
+                "tf-map-parallel",
                 "dataset.map without num_parallel_calls transforms one element at a time on "
                 "one host core",
                 "map(fn, num_parallel_calls=tf.data.AUTOTUNE)",
-            )  # fmt: skip
+            )
 
 
 def _python_call(ctx: Context, module: Module, fn: ast.AST, depth: int = 3) -> str | None:
@@ -208,11 +239,14 @@ def _endless_epochs(ctx: Context, modules: list[Module]) -> Iterator[Finding]:
                 continue
             if _repeats_forever(ctx, module, data):
                 yield ctx.finding(
-                    module, call, "error", "tf-repeat-steps",
+                    module,
+                    call,
+                    "error",
+                    "tf-repeat-steps",
                     f"{attr(call)}() gets a dataset that repeat()s forever and no {steps}: "
                     "the first epoch never ends, and the TPU bills until the job is killed",
                     f"pass {steps}=<number of batches>, or drop the repeat()",
-                )  # fmt: skip
+                )
 
 
 def _repeats_forever(ctx: Context, module: Module, data: ast.AST) -> bool:

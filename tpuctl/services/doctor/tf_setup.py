@@ -60,21 +60,27 @@ def check(ctx: Context) -> Iterator[Finding]:
         for module, call in gpu:
             name = (module.qual(call.func) or "").rpartition(".")[2]
             yield ctx.finding(
-                module, call, "error", "tf-gpu-strategy",
+                module,
+                call,
+                "error",
+                "tf-gpu-strategy",
                 f"{name} is for GPUs: on a TPU VM it finds no GPU and trains on the host CPU, "
                 "without an error",
                 "create a tf.distribute.TPUStrategy after connecting to and initializing the "
                 "TPU system (docs/doctor.md shows the four lines)",
-            )  # fmt: skip
+            )
         if not gpu and created:
             module, call, kind = created[0]
             yield ctx.finding(
-                module, call, "error", "tf-no-strategy",
+                module,
+                call,
+                "error",
+                "tf-no-strategy",
                 f"a Keras {kind} is created with no distribution strategy: TensorFlow uses "
                 "the host CPU of the TPU VM and never the TPU",
                 "create a tf.distribute.TPUStrategy and build the model, optimizer and "
                 "metrics in `with strategy.scope():`",
-            )  # fmt: skip
+            )
     yield from _eager_steps(ctx)
 
 
@@ -85,11 +91,14 @@ def _initialization(ctx: Context, strategies: list[tuple[Module, ast.Call]]) -> 
     multi_host = ctx.accelerator is not None and ctx.accelerator.multi_host
     if not inits:
         yield ctx.finding(
-            first_module, first, "error", "tf-init-missing",
+            first_module,
+            first,
+            "error",
+            "tf-init-missing",
             "TPUStrategy is created but the TPU system is never initialized: TensorFlow "
-            "stops with \"Cannot find TPU device\" (or finds no TPU devices)",
+            'stops with "Cannot find TPU device" (or finds no TPU devices)',
             "before creating the strategy: tf.tpu.experimental.initialize_tpu_system(resolver)",
-        )  # fmt: skip
+        )
     if not connects:
         where = (
             "on a multi-host slice each worker sees only its own chips"
@@ -97,44 +106,59 @@ def _initialization(ctx: Context, strategies: list[tuple[Module, ast.Call]]) -> 
             else ("needed on multi-host slices (harmless on one host)")
         )
         yield ctx.finding(
-            first_module, first, "error" if multi_host else "hint", "tf-init-missing",
+            first_module,
+            first,
+            "error" if multi_host else "hint",
+            "tf-init-missing",
             f"no tf.config.experimental_connect_to_cluster(resolver) before the TPU is "
             f"initialized: {where}",
             "call tf.config.experimental_connect_to_cluster(resolver) right after creating "
             "the TPUClusterResolver",
-        )  # fmt: skip
+        )
     for module, init in inits:
         for smod, strategy in strategies:
             if _before(module, strategy, init, smod):
                 yield ctx.finding(
-                    module, init, "error", "tf-init-order",
+                    module,
+                    init,
+                    "error",
+                    "tf-init-order",
                     f"the TPU system is initialized after TPUStrategy is created (line "
                     f"{strategy.lineno}): the strategy saw no initialized TPU",
                     "initialize the TPU system first, then create the TPUStrategy",
-                )  # fmt: skip
+                )
         for cmod, connect in connects:
             if _before(cmod, init, connect, module):
                 yield ctx.finding(
-                    cmod, connect, "error", "tf-init-order",
+                    cmod,
+                    connect,
+                    "error",
+                    "tf-init-order",
                     f"connect_to_cluster comes after initialize_tpu_system (line "
                     f"{init.lineno}): the TPU system was initialized before TensorFlow "
                     "connected to the cluster",
                     "resolver, then connect_to_cluster, then initialize_tpu_system",
-                )  # fmt: skip
+                )
         if ctx.in_loop(module, init):
             yield ctx.finding(
-                module, init, "error", "tf-init-repeated",
+                module,
+                init,
+                "error",
+                "tf-init-repeated",
                 "initialize_tpu_system runs in a loop: each call wipes the TPU's memory, "
                 "so variables and compiled programs from before are gone",
                 "initialize the TPU system once, at start-up, outside any loop",
-            )  # fmt: skip
+            )
     for module, init in inits[1:]:
         yield ctx.finding(
-            module, init, "warning", "tf-init-repeated",
+            module,
+            init,
+            "warning",
+            "tf-init-repeated",
             f"initialize_tpu_system is called more than once (first at {inits[0][0].rel}:"
             f"{inits[0][1].lineno}): a second call wipes the TPU's memory",
             "initialize once, before the strategy is created, and pass the strategy around",
-        )  # fmt: skip
+        )
 
 
 def _before(mod_a: Module, a: ast.AST, b: ast.AST, mod_b: Module) -> bool:
@@ -217,12 +241,15 @@ def _outside_scope(ctx: Context, created: list[tuple[Module, ast.Call, str]]) ->
         if _in_scope(module, call) or (owner is not None and owner not in reached):
             continue
         yield ctx.finding(
-            module, call, "error", "tf-outside-scope",
+            module,
+            call,
+            "error",
+            "tf-outside-scope",
             f"a Keras {kind} is created outside strategy.scope(): its variables live on "
             "the host CPU, so it trains there (or fails when the TPU step uses it), "
             "without the TPU",
             "create the model, optimizer and metrics inside `with strategy.scope():`",
-        )  # fmt: skip
+        )
 
 
 def _is_graph(module: Module, func: Func) -> bool:
@@ -283,9 +310,12 @@ def _eager_steps(ctx: Context) -> Iterator[Finding]:
             flagged.add(func)
             where = f"`{func.name}`" if func else "module-level code"
             yield ctx.finding(
-                module, func or call, "warning", "tf-function",
+                module,
+                func or call,
+                "warning",
+                "tf-function",
                 f"{where} runs a custom training step (GradientTape or strategy.run) "
                 "eagerly: each op goes to the TPU one at a time and strategy.run retraces "
                 "on every call",
                 "decorate the step with @tf.function (what it calls is compiled with it)",
-            )  # fmt: skip
+            )

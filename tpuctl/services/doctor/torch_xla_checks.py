@@ -37,18 +37,24 @@ def _cuda(ctx: Context, module: Module) -> Iterator[Finding]:
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Call) and attr(node) == "cuda" and module.qual(node.func) is None:
             yield ctx.finding(
-                module, node, "error", "xla-cuda",
+                module,
+                node,
+                "error",
+                "xla-cuda",
                 ".cuda() needs an NVIDIA GPU: on a TPU VM it raises (no CUDA driver)",
                 "use the XLA device: device = torch_xla.device() (or xm.xla_device()), "
                 "then .to(device)",
-            )  # fmt: skip
+            )
         elif _is_cuda_device(module, node):
             yield ctx.finding(
-                module, node, "error", "xla-cuda",
+                module,
+                node,
+                "error",
+                "xla-cuda",
                 f"device {node.value!r}: a TPU VM has no CUDA, so this raises or falls "  # type: ignore[attr-defined]
                 "back to the CPU, and the TPU stays idle",
                 "use the XLA device: device = torch_xla.device() (or xm.xla_device())",
-            )  # fmt: skip
+            )
 
 
 def _is_cuda_device(module: Module, node: ast.AST) -> bool:
@@ -99,12 +105,15 @@ def _unstepped_loops(ctx: Context, module: Module) -> Iterator[Finding]:
         if any("backward" in set(_calls_in(ctx, module, n)) for n in inner):
             continue  # the inner loop is the training loop: judged on its own
         yield ctx.finding(
-            module, loop, "warning", "xla-mark-step",
+            module,
+            loop,
+            "warning",
+            "xla-mark-step",
             "this training loop never calls xm.mark_step(): PyTorch/XLA keeps growing one "
             "lazy graph over the steps, so the TPU runs late, recompiles, or runs out of memory",
             "call xm.mark_step() (torch_xla.sync()) at the end of each step, or iterate over "
             "a pl.MpDeviceLoader, which does it for you",
-        )  # fmt: skip
+        )
 
 
 def _barrier_step(loop: ast.AST) -> bool:

@@ -51,10 +51,18 @@ def slice_plan(job: Job, progress: Progress = noop) -> tuple[ssh_service.Plan, l
         for ep in plan.endpoints
     ]
     extra = [
-        ["--slice", str(g // per), "--slices", str(len(plans)),
-         "--coordinator", coordinator, "--request", job.node_name]
+        [
+            "--slice",
+            str(g // per),
+            "--slices",
+            str(len(plans)),
+            "--coordinator",
+            coordinator,
+            "--request",
+            job.node_name,
+        ]
         for g in range(len(endpoints))
-    ]  # fmt: skip
+    ]
     merged = dataclasses.replace(plans[0], endpoints=endpoints)
     merged.key_added = any(p.key_added for p in plans)
     return merged, extra

@@ -153,8 +153,10 @@ def take(job: Job, node: Node) -> None:
         why = _alive(job, holder, _updated(job, path) or claimed)
         if why:
             raise _busy(job, holder, value, why)
-        job.ui.info(f"node {job.node_name}: the claim of job {holder} is stale "
-                    "(its job has ended or gone silent): taking it over")  # fmt: skip
+        job.ui.info(
+            f"node {job.node_name}: the claim of job {holder} is stale "
+            "(its job has ended or gone silent): taking it over"
+        )
     raise PreconditionFailedError(f"the claim on node {job.node_name} kept changing; try again")
 
 

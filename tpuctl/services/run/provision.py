@@ -61,9 +61,11 @@ def _node_spec(job: Job, attempt: int) -> CreateSpec:
 def _queue(job: Job) -> queued.QueueOptions:
     spec = job.spec
     return queued.QueueOptions(
-        valid_until=spec.valid_until, slices=spec.slices, flex_start=spec.flex_start,
+        valid_until=spec.valid_until,
+        slices=spec.slices,
+        flex_start=spec.flex_start,
         max_run_duration=spec.max_run_duration,
-    )  # fmt: skip
+    )
 
 
 def existing_node(job: Job) -> Node | None:

@@ -160,9 +160,12 @@ class RunRequest:
         from tpuctl.services.run import environment
 
         env_spec, by_default = environment.spec_of(
-            self.requirements, self.no_requirements, root, self.rebuild_env,
+            self.requirements,
+            self.no_requirements,
+            root,
+            self.rebuild_env,
             self.system_site_packages,
-        )  # fmt: skip
+        )
 
         durations = {
             key: parse_duration(getattr(self, key), f"--{key.replace('_', '-')}")
@@ -173,7 +176,7 @@ class RunRequest:
                 "start_lease",
                 "heartbeat_deadline",
                 "max_run_duration",
-            )  # fmt: skip
+            )
             if getattr(self, key)
         }
         return RunSpec(

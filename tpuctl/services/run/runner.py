@@ -97,9 +97,12 @@ class Runner:
         job.bucket = job.adapters.bucket(staging.bucket_name(spec.bucket, {}, job.target.project))
         # before anything is created or uploaded: the bucket is this project's
         staging.check_owner(
-            job.bucket, job.target.project, job.adapters.project_number,
-            spec.bucket_named_by, job.ui.info,
-        )  # fmt: skip
+            job.bucket,
+            job.target.project,
+            job.adapters.project_number,
+            spec.bucket_named_by,
+            job.ui.info,
+        )
         with lease.held(job), teardown.guard(job):
             node = self._provision_and_stage()
             agents.start(job)
@@ -265,8 +268,11 @@ class Runner:
         if code == 0 and any(state != protocol.SUCCEEDED for state in states.values()):
             code = 1  # a job that did not succeed never exits 0 (docs/run.md)
         outcome = job.outcome(code, states)
-        said = [f"{job.label(w)} {s['state']}: {s['message']}" for w, s in sorted(final.items())
-                if s.get("message") and s.get("state") != protocol.SUCCEEDED]  # fmt: skip
+        said = [
+            f"{job.label(w)} {s['state']}: {s['message']}"
+            for w, s in sorted(final.items())
+            if s.get("message") and s.get("state") != protocol.SUCCEEDED
+        ]
         if said:
             outcome.message = "; ".join(said)
         outcome.environment = environment.summary(final)

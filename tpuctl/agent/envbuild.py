@@ -1,0 +1,209 @@
+"""The build of a job's environment (`Builder`, which `envs.Environments` is): by the one
+worker holding the entry's lock, `pip wheel` for this VM's Python from the user's indexes,
+the wheels uploaded content-addressed, the index written LAST, the lock kept fresh while
+it goes on and let go after (envs.py: the whole protocol).
+
+Standard library only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+from . import envkeys
+from .downloads import md5_base64
+from .net import HttpError, Json
+from .storage import Storage
+from .streams import Transfers
+
+LOCK_REFRESH = 15.0  # seconds between the builder's rewrites of its lock
+PYPI = "https://pypi.org/simple"
+
+
+class EnvFailed(Exception):
+    """The environment could not be made: one line saying why (the job's message, from
+    the worker that met it: `here`; the others only log it)."""
+
+    def __init__(self, message: str, here: bool = True) -> None:
+        super().__init__(message)
+        self.here = here
+
+
+class Wanted(NamedTuple):
+    """An environment to obtain: its key, requirement set, VM facts, local wheel folder
+    and the job's environment (for pip)."""
+
+    key: str
+    lines: list[str]
+    facts: Json
+    wheels: Path
+    env: dict[str, str]
+
+
+class Builder:
+    """The build of an environment's wheels and index (an `Environments` is one: these
+    are its attributes)."""
+
+    storage: Storage
+    job: str
+    attempt: int
+    worker: int
+    say: Callable[[str], None]
+    log: Path
+    python: str
+    phases: dict[str, float]
+    outcome: Json
+
+    def lock_value(self, **more: Any) -> Json:
+        return dict(
+            job=self.job, attempt=self.attempt, worker=self.worker, at=round(time.time(), 3), **more
+        )
+
+    def build(self, want: Wanted) -> Json:
+        """Resolve and build the wheels here (the lock held, and kept fresh), upload them,
+        write the index last, let the lock go; on a failure the lock says it."""
+        lock = envkeys.lock_path(want.key)
+        stop = threading.Event()
+        keeper = threading.Thread(target=self.keep_lock, args=(lock, stop), daemon=True)
+        keeper.start()
+        try:
+            index = self._build(want)
+        except EnvFailed as e:
+            stop.set()
+            keeper.join()
+            self.storage.write_json(lock, self.lock_value(error=str(e)))
+            raise
+        finally:
+            stop.set()
+            keeper.join()
+        self.storage.write_json(envkeys.index_path(want.key), index)  # LAST: the entry is whole
+        self.storage.delete(lock)
+        return index
+
+    def keep_lock(self, lock: str, stop: threading.Event) -> None:
+        """A thread: the lock rewritten while the build goes on (others see it live)."""
+        while not stop.wait(LOCK_REFRESH):
+            try:
+                self.storage.write_json(lock, self.lock_value())
+            except HttpError:
+                continue
+
+    def _build(self, want: Wanted) -> Json:
+        key, wheels, env, t = want.key, want.wheels, want.env, time.monotonic()
+        if wheels.exists():
+            shutil.rmtree(str(wheels))
+        wheels.mkdir(parents=True)
+        requirements = wheels.parent / "requirements.txt"
+        requirements.write_text("".join(line + "\n" for line in want.lines))
+        command = [
+            self.python,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-cache-dir",
+            "--no-input",
+            "--disable-pip-version-check",
+            "-w",
+            str(wheels),
+            "-r",
+            str(requirements),
+        ]
+        self.say(
+            f"environment {key[:12]}: resolving and building {len(want.lines)} "
+            f"requirement(s) from {index_named(env)}"
+        )
+        out = subprocess.run(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=str(wheels.parent),
+        )
+        with open(str(self.log), "ab") as log:
+            log.write(out.stdout)
+        if out.returncode:
+            raise EnvFailed(resolution_error(out.stdout.decode(errors="replace"), env))
+        self.phases["resolve"] = time.monotonic() - t
+        t = time.monotonic()
+        prefix = envkeys.env_prefix(key) + "wheels/"
+        listed = {item["name"]: item.get("md5Hash") for item in self.storage.objects(prefix)}
+        entries, sent = [], 0
+        with Transfers(self.storage) as transfers:
+            for path in sorted(wheels.glob("*.whl")):
+                sha, size = sha256_of(path), path.stat().st_size
+                entries.append({"file": path.name, "sha256": sha, "size": size})
+                name = envkeys.wheel_path(key, sha, path.name)
+                if listed.get(name) != md5_of(path):  # there already, whole: not sent again
+                    sent += size
+                    transfers.upload(name, path)
+        self.phases["upload"] = time.monotonic() - t
+        self.outcome.update(how="built", bytes=sent, wheels=len(entries))
+        return {
+            "version": envkeys.INDEX_VERSION,
+            "key": key,
+            "recipe": envkeys.RECIPE,
+            "requirements": want.lines,
+            "facts": want.facts,
+            "wheels": entries,
+            "packages": [package_of(str(e["file"])) for e in entries],
+            "job": self.job,
+            "attempt": self.attempt,
+            "worker": self.worker,
+            "built": round(time.time(), 3),
+        }
+
+
+def sha256_of(path: Path) -> str:
+    return _hashed(path, hashlib.sha256()).hexdigest()
+
+
+def md5_of(path: Path) -> str:
+    """As Cloud Storage lists it (`md5Hash`)."""
+    return md5_base64(_hashed(path, hashlib.md5()))
+
+
+def _hashed(path: Path, digest: Any) -> Any:
+    with open(str(path), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest
+
+
+def package_of(wheel: str) -> str:
+    """`name==version` of a wheel's file name (PEP 427)."""
+    parts = wheel.split("-")
+    return f"{parts[0]}=={parts[1]}" if len(parts) >= 2 else wheel
+
+
+def index_named(env: dict[str, str]) -> str:
+    """The indexes pip asks, credentials left out."""
+    names = [env.get("PIP_INDEX_URL") or PYPI, *(env.get("PIP_EXTRA_INDEX_URL") or "").split()]
+    return " + ".join(re.sub(r"://[^/@]*@", "://", n) for n in names if n)
+
+
+def resolution_error(output: str, env: dict[str, str]) -> str:
+    """pip's failure as one line naming the requirement and the index."""
+    where = index_named(env)
+    found = re.search(r"^(\S+): No module named pip\s*$", output, re.M)
+    if found:  # the image's Python has no pip (apt's python3-pip): nothing can be built
+        return (
+            f"environment: {found.group(1)} has no pip to build the wheels with: install "
+            "python3-pip in the image, or run with --no-requirements"
+        )
+    found = re.search(r"No matching distribution found for (\S+)", output)
+    if found:
+        return f"environment: no version of {found.group(1)} found on {where}"
+    found = re.search(r"Could not find a version that satisfies the requirement (\S+)", output)
+    if found:
+        return f"environment: no version of {found.group(1)} found on {where}"
+    errors = [ln.strip() for ln in output.splitlines() if ln.strip().startswith("ERROR:")]
+    last = errors[-1] if errors else (output.strip().splitlines() or ["pip failed"])[-1]
+    return f"environment: pip could not build the requirements from {where}: {last[:300]}"
