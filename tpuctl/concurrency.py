@@ -1,4 +1,5 @@
-"""`each`: a function over many items, a few at a time, in threads a Ctrl-C never waits for.
+"""`each`: a function over many items, a few at a time, in threads a Ctrl-C never waits for;
+`run_async`: `asyncio.run` for code a Ctrl-C may interrupt anywhere.
 
 Daemon threads, not a ThreadPoolExecutor: the interpreter waits for an executor's
 threads when it exits, and `with ThreadPoolExecutor()` waits for every task when it is
@@ -9,8 +10,9 @@ caller's wait leaves at once; the threads it leaves behind end with the process.
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -46,3 +48,23 @@ def each(fn: Callable[[T], R], items: list[T], parallel: int) -> list[R]:
     if errors:
         raise errors[0]
     return results
+
+
+def run_async(main: Coroutine[Any, Any, R]) -> R:
+    """`asyncio.run(main)`, where a Ctrl-C (or SIGTERM, SIGHUP under `interrupts.install`)
+    that lands inside one of its tasks is the caller's interruption alone. The signal's
+    KeyboardInterrupt leaves `run_async` as it leaves `asyncio.run`; the task it was raised
+    in keeps a copy of it, which asyncio would otherwise print when the task is collected
+    ("Task exception was never retrieved" and a traceback, after tpuctl said what it did)."""
+
+    async def quietly() -> R:
+        asyncio.get_running_loop().set_exception_handler(_quiet_interruptions)
+        return await main
+
+    return asyncio.run(quietly())
+
+
+def _quiet_interruptions(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if isinstance(context.get("exception"), (KeyboardInterrupt, asyncio.CancelledError)):
+        return  # an interruption, which the caller has handled
+    loop.default_exception_handler(context)

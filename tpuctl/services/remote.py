@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tpuctl.concurrency import run_async
 from tpuctl.errors import (
     AuthRejected,
     ConnectionDropped,
@@ -189,7 +190,7 @@ def on_workers(
             if ticker is not None:
                 ticker.cancel()
 
-    return asyncio.run(main())
+    return run_async(main())
 
 
 def run_command(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl.agent import bundle, protocol
+from tpuctl.concurrency import run_async
 from tpuctl.errors import (
     CloudError,
     ConnectionDropped,
@@ -87,7 +88,7 @@ def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
     Raises `Preempted` when the node goes away under the job, or its agents ended the
     attempt on a preemption notice (they synced the outputs first)."""
     offsets = dict.fromkeys(range(workers), 0)
-    final, lost = asyncio.run(_watch(job, workers, offsets))
+    final, lost = run_async(_watch(job, workers, offsets))
     if not lost and any(s.get("state") == protocol.PREEMPTED for s in final.values()):
         _print_rest_from_bucket(job, final, offsets)
         lost = protocol.PREEMPTED
