@@ -77,7 +77,14 @@ def pip_index(page: Path, tmp_path: Path) -> Iterator[Index | None]:
         yield index
 
 
+# A page's script is given PAGE_BUDGET seconds: a guard against a hang, not a speed check.
+# It runs beside the other long tests on a loaded 2-core machine (`make test`'s 4
+# workers start the long tests together), where a page of 35-55 s has taken over 240 s.
+PAGE_BUDGET = 540
+
+
 @pytest.mark.long
+@pytest.mark.timeout(PAGE_BUDGET + 90)
 @pytest.mark.parametrize("page", RUNNABLE, ids=[p.name for p in RUNNABLE])
 def test_runnable_examples_run_as_written(
     page: Path, isolated_env: Path, tmp_path: Path, pip_index: Index | None
@@ -102,8 +109,13 @@ def test_runnable_examples_run_as_written(
             env=env,
             capture_output=True,
             text=True,
-            timeout=240,
+            timeout=PAGE_BUDGET,
             check=False,
+        )
+    except subprocess.TimeoutExpired as e:  # say where it stood, for the next look
+        pytest.fail(
+            f"{page.name}: still running after {PAGE_BUDGET} s\n--- stdout\n{_text(e.output)}"
+            f"\n--- stderr\n{_text(e.stderr)}"
         )
     finally:  # whatever happened, no emulator is left running
         subprocess.run(
@@ -123,6 +135,12 @@ def test_runnable_examples_run_as_written(
         # one resolution, by the first run's build: the second run asked the index nothing
         resolved = [p for p in pip_index.requests if p.startswith("/simple/")]
         assert sorted(resolved) == sorted(f"/simple/{name}/" for name, _ in pins(page))
+
+
+def _text(output: bytes | str | None) -> str:
+    if isinstance(output, bytes):
+        return output.decode("utf-8", "replace")
+    return output or ""
 
 
 def test_the_readme_shows_every_capture_that_make_docs_images_writes() -> None:
