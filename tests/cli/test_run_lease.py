@@ -74,10 +74,12 @@ def test_a_second_ctrl_c_during_the_cleanup_leaves_a_node_being_deleted(emulator
     try:
         with _running(project / "job.py") as proc:
             wait_for(lambda: [n["state"] for n in emulator.nodes()] == ["READY"])
-            emulator.faults(rate=0, delay=2.0)  # every call takes 2 s
+            # every call takes 10 s: the second Ctrl-C below reaches the run while the
+            # cloud still holds the cleanup's read, however loaded the machine
+            emulator.faults(rate=0, delay=10.0)
             asked = emulator.requests().get("GET get", 0)
             proc.send_signal(signal.SIGINT)
-            # the cleanup's read of the node has reached the cloud, which takes 2 s over it
+            # the cleanup's read of the node has reached the cloud, which takes 10 s over it
             wait_for(lambda: emulator.requests().get("GET get", 0) > asked)
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=60)
