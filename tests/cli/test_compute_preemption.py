@@ -43,8 +43,12 @@ def test_a_vm_with_stop_as_its_termination_action_is_stopped(emulator) -> None:
         "scheduling": {"onHostMaintenance": "TERMINATE", "provisioningModel": "SPOT",
                        "automaticRestart": False, "instanceTerminationAction": "STOP"},
     }  # fmt: skip
-    request = urllib.request.Request(f"{base}/instances", data=json.dumps(body).encode(),
-                                     method="POST")  # fmt: skip
+    request = urllib.request.Request(
+        f"{base}/instances",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     urllib.request.urlopen(request, timeout=10).close()
     emulator.advance(f"projects/{PROJECT}/zones/{ZONE}/instances/stopper")
     emulator.preempt_instance("stopper", notice=0)
