@@ -40,13 +40,17 @@ def test_read_logs_reads_each_log_from_where_it_stopped(bucket: Bucket) -> None:
         bucket.write_json(protocol.status_path(job, w), status)
     bucket.upload_bytes(logs[0], b"zero\n")
     offsets: dict[str, int] = {}
-    assert jobs.read_logs(bucket, job, offsets) == ("RUNNING", [(0, b"zero\n")])
-    assert jobs.read_logs(bucket, job, offsets) == ("RUNNING", [])  # nothing new
+    def read(worker: int | None = None) -> tuple[str, list[tuple[int, bytes]]]:
+        state, chunks, _ = jobs.read_logs(bucket, job, offsets, worker)
+        return state, list(chunks)
+
+    assert read() == ("RUNNING", [(0, b"zero\n")])
+    assert read() == ("RUNNING", [])  # nothing new
     bucket.upload_bytes(logs[0], b"zero\nmore\n")
     bucket.upload_bytes(logs[1], b"one\n")
     before = bucket.received
-    assert jobs.read_logs(bucket, job, offsets)[1] == [(0, b"more\n"), (1, b"one\n")]
+    assert read()[1] == [(0, b"more\n"), (1, b"one\n")]
     assert offsets == {logs[0]: 10, logs[1]: 4}
     assert bucket.received - before < 1000  # the new bytes and the small JSON objects
     offsets[logs[1]] = 50  # printed from the VM already, ahead of the bucket's copy
-    assert jobs.read_logs(bucket, job, offsets, worker=1)[1] == []
+    assert read(worker=1)[1] == []

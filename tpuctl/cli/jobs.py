@@ -183,9 +183,19 @@ def logs(
         factory = app.factory
         live_logs.follow(b, factory.backends(), factory.ssh(), job, worker, out.write, render.info)
         return
-    _, chunks = jobs_service.read_logs(b, job, {}, worker)
+    # a terminal gets the end of a long log; a file or a pipe gets it all
+    tail = TERMINAL_TAIL if sys.stdout.isatty() else None
+    _, chunks, skipped = jobs_service.read_logs(b, job, {}, worker, tail)
+    for w, left_out in skipped.items():
+        render.info(
+            f"the first {left_out:,} bytes of {name(w)}'s log are not shown here; "
+            f"`tpuctl logs {job} > FILE` writes it all"
+        )
     for w, data in chunks:
         out.write(w, data)
+
+
+TERMINAL_TAIL = 1 << 20  # bytes of each log's end `logs` prints to a terminal
 
 
 class _Lines:

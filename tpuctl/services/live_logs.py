@@ -48,7 +48,7 @@ def follow(
     followed: set[tuple[int, int, int]] = set()  # (worker, attempt, agent pid) seen to end
     live = True
     while True:
-        state, chunks = jobs.read_logs(bucket, job_id, offsets, worker)
+        state, chunks, _ = jobs.read_logs(bucket, job_id, offsets, worker)
         for w, data in chunks:
             write(w, data)
         if state in protocol.FINAL:

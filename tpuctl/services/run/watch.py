@@ -203,6 +203,6 @@ def _print_rest_from_bucket(
     from where they stopped)."""
     assert job.bucket is not None
     logs = [(w, str(s["log"]), offsets.get(w, 0)) for w, s in sorted(final.items()) if s.get("log")]
-    for worker, _, data in jobs.log_tails(job.bucket, job.job_id, logs):
+    for worker, _, start, data in jobs.log_tails(job.bucket, job.job_id, logs):
         job.ui.log(worker, data)
-        offsets[worker] = offsets.get(worker, 0) + len(data)
+        offsets[worker] = start + len(data)
