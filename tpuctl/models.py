@@ -276,6 +276,7 @@ class CreateSpec:
     max_run_duration: int | None = None
     request_valid_for: int | None = None
     reservation: str | None = None
+    owner: str = ""  # `tpuctl-owner`: names.owner_label of the account (empty: local login)
 
     @property
     def scheduling(self) -> str:

@@ -219,6 +219,9 @@ def _run(
         shown = named if named.is_file() else root / rel
         write_spec(ctx, o, from_file, shown, request.restarts_or_default)
         return 0
+    from tpuctl.services.names import owner_label
+
+    spec.node_spec.owner = owner_label(app_of(ctx).factory.account())  # who gc says it is
     if spec.environment_by_default:
         render.info(
             "environment: the work dir's requirements.txt, built once and cached in the "

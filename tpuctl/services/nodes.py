@@ -125,7 +125,8 @@ def prepare(
         raise UsageError("--spot and --preemptible are exclusive: choose one")
     created = int(now if now is not None else time.time())
     labels = dict(spec.labels)
-    labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: local_user(), CREATED: str(created)})
+    owner = spec.owner or local_user()
+    labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: owner, CREATED: str(created)})
     if spec.ttl:
         labels[EXPIRES] = str(created + spec.ttl)
     if spec.max_cost:  # a deadline too: the earlier of the two is the node's expiry
