@@ -25,10 +25,13 @@ if TYPE_CHECKING:
 
 
 def escape(text: str) -> str:
-    """`text` with rich's markup characters escaped."""
+    """`text` with rich's markup characters escaped, and what a terminal would act on
+    (control characters, bidirectional overrides) written as escapes."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    from tpuctl.wording import printable
+
+    return rich_escape(printable(text))
 
 
 def new_table(**options: Any) -> Table:

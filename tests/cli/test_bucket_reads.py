@@ -1,6 +1,7 @@
-"""A job's log is read in bounded memory whatever its size (the bucket is shared: whoever
-can write it can make a log object of any size), a terminal gets its end, a file all of it;
-one object in a job's status folder that is not a status hides no job from `jobs`."""
+"""What tpuctl reads from the bucket, which is shared ground (whoever can write it can
+make an object of any size and content): a job's log is read in bounded memory, a terminal
+gets its end and a file all of it; one object in a job's status folder that is not a status
+hides no job from `jobs`; what a terminal would act on in a job's name is shown escaped."""
 
 from __future__ import annotations
 
@@ -129,3 +130,14 @@ def test_a_record_larger_than_any_tpuctl_writes_is_refused_unread(
     with pytest.raises(UnreadableObjectError, match="is larger than 1,000 bytes"):
         bucket.read_json("tpuctl/big.json")
     assert bucket.received - before <= 1001
+
+
+def test_a_job_name_with_terminal_controls_is_shown_escaped(cli, bucket: Bucket) -> None:
+    job = a_job(bucket, b"hi\n")
+    record, _ = bucket.read_json(protocol.job_record_path(job))
+    record["name"] = "evil\u202etxt.exe\x1b]0;owned\x07"  # reversed text, a terminal title
+    bucket.write_json(protocol.job_record_path(job), record)
+    r = cli("jobs")
+    assert r.code == 0, r.err
+    assert "evil\\u202etxt.exe\\x1b]0;owned\\x07" in r.out
+    assert "\u202e" not in r.out and "\x1b" not in r.out and "\x07" not in r.out
