@@ -40,6 +40,7 @@ def test_read_logs_reads_each_log_from_where_it_stopped(bucket: Bucket) -> None:
         bucket.write_json(protocol.status_path(job, w), status)
     bucket.upload_bytes(logs[0], b"zero\n")
     offsets: dict[str, int] = {}
+
     def read(worker: int | None = None) -> tuple[str, list[tuple[int, bytes]]]:
         state, chunks, _ = jobs.read_logs(bucket, job, offsets, worker)
         return state, list(chunks)
@@ -54,3 +55,14 @@ def test_read_logs_reads_each_log_from_where_it_stopped(bucket: Bucket) -> None:
     assert bucket.received - before < 1000  # the new bytes and the small JSON objects
     offsets[logs[1]] = 50  # printed from the VM already, ahead of the bucket's copy
     assert read(worker=1)[1] == []
+
+
+def test_a_job_cancelled_before_any_agent_reported_ends_cancelled(bucket: Bucket) -> None:
+    job = staging.new_job_id()  # killed before its agents started: a record, no status
+    bucket.write_json(protocol.job_record_path(job), {"id": job, "workers": 2})
+    assert jobs.JobStates(bucket)([job]) == {job: "PENDING"}
+    done = jobs.cancel(bucket, job)
+    assert done.state == "PENDING" and done.marked
+    st = jobs.statuses(bucket, job)
+    assert {w: s["state"] for w, s in st.items()} == {0: "CANCELLED", 1: "CANCELLED"}
+    assert jobs.JobStates(bucket)([job]) == {job: "CANCELLED"}

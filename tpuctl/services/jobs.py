@@ -352,6 +352,12 @@ def cancel(bucket: Bucket, job_id: str) -> Cancelled:
         except TpuctlError as e:
             raise _not_cancelled(job_id, e, worker) from e
         count += 1
+    if marked:  # a worker whose agent never reported never will run the script: ended here
+        attempt = max((int(st.get("attempt") or 1) for st in found.values()), default=1)
+        silent = [w for w in range(int(record.get("workers", 1))) if w not in found]
+        mark_final(
+            bucket, job_id, silent, attempt, protocol.CANCELLED, "cancelled before it started"
+        )
     return Cancelled(state, count, marked, bool(record.get("teardown")))
 
 
