@@ -33,8 +33,13 @@ def _bucket(app: AppEnv, project: str | None, bucket: str | None) -> Any:
     from tpuctl.services import staging
 
     target = app.target(project, None, need_zone=False)
-    name = staging.bucket_name(bucket, load_config_file(), target.project)
-    return app.factory.bucket(name, target.project)
+    config = load_config_file()
+    b = app.factory.bucket(staging.bucket_name(bucket, config, target.project), target.project)
+    # the default name is predictable: one another project made is not read (or written,
+    # by cancel) as this project's, as `run` will not use it
+    named_by = staging.bucket_source(bucket, config, target.project)
+    staging.check_owner(b, target.project, app.factory.iam().project_number, named_by, render.info)
+    return b
 
 
 def usage_notes(rows: list[dict[str, Any]]) -> None:
