@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle, protocol
+from tpuctl.agent.labels import JOB
 from tpuctl.errors import TpuctlError
 from tpuctl.services import jobs, remote, staging
 from tpuctl.services import ssh as ssh_service
@@ -106,8 +107,18 @@ def _stream(
     offsets: dict[str, int],
     write: Write,
 ) -> None:
-    """Follow these workers' logs on their VMs until their agents have exited."""
-    plan = ssh_service.plan(tpu, ssh, node, workers=",".join(map(str, sorted(running))))
+    """Follow these workers' logs on their VMs until their agents have exited. Only on a
+    node that carries the job's label: the record naming the node is in the shared bucket,
+    and no key of yours goes to, and no session is opened on, a node it names falsely."""
+    from tpuctl.services.lookup import find_node
+
+    api, found = find_node(tpu, node)
+    if found.labels.get(JOB) != job_id:
+        raise TpuctlError(
+            f"node {found.name} is not job {job_id}'s (its {JOB} label is "
+            f"{found.labels.get(JOB) or 'absent'}): its log is not followed there"
+        )
+    plan = ssh_service.plan(api, ssh, node, workers=",".join(map(str, sorted(running))), node=found)
     agent = bundle.build()
     refused: list[str] = []
 
