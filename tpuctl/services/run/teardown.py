@@ -120,8 +120,12 @@ def _asked(job: Job) -> None:
 
 
 def _claimed_by_other(job: Job) -> bool:
-    if other := lease.claimed_by_other(job):  # it took over this job's stale claim
-        job.ui.info(f"{job.what} is claimed by job {other} now: not deleting it")
+    other, why = lease.claimed_by_other(job)
+    if other:  # it took over this job's stale claim, and is alive
+        job.ui.info(
+            f"{job.what} is claimed by job {other} now: not deleting it ({why}); it bills "
+            f"until that job ends, or `tpuctl delete {job.node_name} --zone {job.target.zone}`"
+        )
         return True
     return False
 
