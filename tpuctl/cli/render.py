@@ -176,6 +176,13 @@ def fitted(cols: list[Col], rows: list[list[str]], width: int | None, wide: bool
     when it fits or `wide`, else without the lowest-value columns, dropped one at a time
     (highest `drop` first) until it fits. Identifiers keep their full width whatever
     happens; a line longer than the terminal wraps rather than cut one."""
+    return _fit(cols, rows, width, wide)[0]
+
+
+def _fit(
+    cols: list[Col], rows: list[list[str]], width: int | None, wide: bool
+) -> tuple[Table, list[str]]:
+    """`fitted`'s table, and the headers of the columns it left out."""
     from rich.cells import cell_len
 
     def natural(i: int) -> int:
@@ -207,7 +214,7 @@ def fitted(cols: list[Col], rows: list[list[str]], width: int | None, wide: bool
         )
     for row in rows:
         table.add_row(*(escape(row[i]) for i in shown))
-    return table
+    return table, [c.header for i, c in enumerate(cols) if i not in shown]
 
 
 def table_width(console: Console, wide: bool) -> int | None:
@@ -218,10 +225,13 @@ def table_width(console: Console, wide: bool) -> int | None:
 def show_fitted(cols: list[Col], rows: list[list[str]], wide: bool = False) -> None:
     """Print a list fitted to the terminal (everything with `wide`, lines wrapping)."""
     console = out()
-    table = fitted(cols, rows, table_width(console, wide), wide)
+    width = table_width(console, wide)
+    table, hidden = _fit(cols, rows, width, wide)
     if wide and console.is_terminal:
         console.width = max(console.width, 400)  # nothing cut: the terminal wraps the lines
     show(table, console)
+    if hidden and rows:  # said, never left out in silence (on stderr: stdout is the table)
+        info(f"hidden: {', '.join(hidden)}; --wide shows all")
 
 
 class StderrUi:
