@@ -70,9 +70,9 @@ def test_pip_failures_become_one_line_naming_package_and_index() -> None:
         "(from versions: none)\n"
         "ERROR: No matching distribution found for nosuch==1\n"
     )
-    env = {"PIP_INDEX_URL": "https://me:secret@pkgs.example.com/simple"}
+    env = {"PIP_INDEX_URL": "https://me:secret@pkgs.example.com/T0KEN-in-path/simple"}
     said = resolution_error(out, env)
-    assert said == "environment: no version of nosuch==1 found on https://pkgs.example.com/simple"
+    assert said == "environment: no version of nosuch==1 found on https://pkgs.example.com/…"
     assert package_of("jax-0.4.30-py3-none-any.whl") == "jax==0.4.30"
 
 
