@@ -119,5 +119,7 @@ def test_an_index_url_with_a_token_never_reaches_the_bucket(
     logs = b"".join(v for k, v in objects.items() if k.endswith(".log"))
     assert b"Collecting tinya" in logs  # pip's output is in the job's log...
     assert [k for k, v in objects.items() if b"SECRET-TOKEN" in v] == []  # ...not the token
+    key = (state_dir() / "signing.key").read_text().strip().encode()
+    assert [k for k, v in objects.items() if key in v] == []  # nor the signing key
     assert any(k.endswith("/lock.json") for k in objects)  # the failure's lock, said
     assert "SECRET-TOKEN" not in ok.out + failed.out
