@@ -190,7 +190,8 @@ class OutputSync:
 
     def recheck(self) -> int:
         """Forget the files sent that the bucket no longer has (a lifecycle rule deleted
-        them), so that the next sync uploads them again; returns how many."""
+        them), so that the next sync uploads them again, and write the manifest again
+        (`on_synced`); returns how many."""
         present = {item["name"][len(self.prefix) :] for item in self.storage.objects(self.prefix)}
         with self._lock:
             gone = [relative for relative in self._seen if relative not in present]
@@ -198,6 +199,8 @@ class OutputSync:
                 del self._seen[relative]
             if self._remote is not None:
                 self._remote = {k: v for k, v in self._remote.items() if k in present}
+        if self.on_synced is not None and self.hashes:  # (the manifest: kept against the
+            self.on_synced(dict(self.hashes))  # lifecycle rule as the outputs are)
         return len(gone)
 
     def sync(self) -> int:
