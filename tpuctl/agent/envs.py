@@ -9,9 +9,9 @@ for every worker, every run and every recovery, cached in the bucket, installed 
   client: another job VM can write the bucket) is never used, said in one line, and the
   entry rebuilt. The wheels are fetched in parallel (streams.py, ranged and streamed to
   disk), each checked against its sha256, then unpacked into a new venv (wheels.py: no
-  pip, no process) and removed: no request to any package index. A wheel that is missing or does not
-  match makes the entry corrupt: its index is deleted (only the generation read) and
-  the entry rebuilt.
+  pip, no process) and removed: no request to any package index. A wheel that is
+  missing or does not match makes the entry corrupt: its index is deleted (only the
+  generation read) and the entry rebuilt.
 - No index: one worker builds (envbuild.py). It is the one whose write of `lock.json` with
   ifGenerationMatch=0 succeeds and who then still finds no index (or worker 0 with
   --rebuild-env, which overwrites the lock); it runs `python3 -m pip wheel -r` for this
