@@ -24,6 +24,7 @@ from typing import Any, Callable
 from . import claims, envs, protocol, target
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
+from .outputs import Outputs
 from .protocol import Beats, Refused, job_path, log_path, status_path
 from .retention import Kept
 from .storage import Storage
@@ -70,7 +71,22 @@ class Job(Teardown):
         # Each slice syncs (and restores) outputs of its own: two slices' worker 0 never
         # overwrite each other's files.
         outputs = ("outputs", f"slice-{args.slice}", "") if args.slices > 1 else ("outputs", "")
-        self.sync = OutputSync(self.storage, self.outputs, job_path(args.job_id, *outputs))
+        # What a later attempt may restore: the signed manifests of what was synced.
+        self.manifests = Outputs(
+            self.storage,
+            args.job_id,
+            args.slice,
+            self.worker,
+            args.attempt,
+            getattr(args, "signing_key", ""),
+            self.say,
+        )
+        self.sync = OutputSync(
+            self.storage,
+            self.outputs,
+            job_path(args.job_id, *outputs),
+            on_synced=self.manifests.write,
+        )
         self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
@@ -316,7 +332,7 @@ class Job(Teardown):
         try:
             request = fetch_code(self.storage, self.args.job_id, self.code, self.args.digest)
             self.kept.keep(request)
-            self.sync.restore()
+            self.manifests.restore(self.sync)  # none on attempt 1 (outputs.py)
             env = self.env(request)
             script = request["script"]
             command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]

@@ -98,6 +98,12 @@ REQUEST_KEYS = ("version", "id", "script", "args", "setup", "env", "manifest", "
 FILE_MODES = (0o755, 0o644)  # the only modes a code file gets on the VM
 
 
+# The client's signing key (signing.py) goes to each agent start over SSH, in the JSON
+# object of its standard input beside the env values, under this name (no environment
+# variable can be named with `=`).
+SIGNING_KEY = "=signing-key"
+
+
 class Refused(Exception):
     """What the agent will not run, and why (said in the job's log and status)."""
 

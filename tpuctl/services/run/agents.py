@@ -13,6 +13,7 @@ from tpuctl.agent.protocol import Beats
 from tpuctl.errors import CloudError, PermissionDeniedError, SshError, TpuctlError, WaitTimedOut
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
+from tpuctl.services.run import signing
 from tpuctl.services.run.spec import MEGASCALE_PORT, Job
 from tpuctl.waiting import Progress, noop, poll_until
 
@@ -122,7 +123,8 @@ def start(job: Job) -> None:
         # keys yet: the wait for them shows on this line, and only when there is one.
         job.plan, multislice = slice_plan(job, lambda _, waited: update("host keys", waited))
         agent = bundle.build()
-        env_json = json.dumps(job.spec.env).encode()
+        # the env values and the signing key: by SSH only, never the bucket (signing.py)
+        env_json = json.dumps({**job.spec.env, protocol.SIGNING_KEY: signing.key()}).encode()
         job.agent_teardown = tears_down(job)
         update("SSH", 0.0)
         # Installing is idempotent, and so is `agent start` for one job and attempt
