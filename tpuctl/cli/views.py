@@ -111,7 +111,7 @@ def node_rows(
                 str(len(n.workers)),
                 human_age(n.age_seconds()),
                 cost.money(cost.node_hourly(n)),
-                "~" + cost.money(cost.so_far(n)),
+                cost.estimate(cost.so_far(n)),
                 n.owner if n.owner else ("-" if n.managed else "(unmanaged)"),
                 util,
                 idle_column(n, measured=idle),
@@ -180,7 +180,9 @@ def describe_node(node: Node) -> Table:
         (
             "cost",
             f"{cost.money(cost.node_hourly(node), per_hour=True)} now, "
-            f"~{cost.money(cost.so_far(node))} since creation ({cost.note()})",
+            f"{cost.estimate(cost.so_far(node))} since creation ({cost.note()})"
+            if cost.node_hourly(node) is not None or not node.slice.known
+            else str(cost.unpriced([node.slice.generation])),
         ),
     ]
     if node.topology:
