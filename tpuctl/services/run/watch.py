@@ -90,7 +90,8 @@ def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
     offsets = dict.fromkeys(range(workers), 0)
     final, lost = run_async(_watch(job, workers, offsets))
     if lost:  # first the workers that still run: their outputs, their final statuses
-        agents.settle_preempted(job, workers, lost)
+        with contextlib.suppress(TpuctlError):  # the bucket unreadable: recreated all the same
+            agents.settle_preempted(job, workers, lost)
     if not lost and any(s.get("state") == protocol.PREEMPTED for s in final.values()):
         _print_rest_from_bucket(job, final, offsets)
         lost = protocol.PREEMPTED
