@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -90,6 +91,7 @@ class Job(Teardown):
         self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
+        self.passing: threading.Thread | None = None  # the notice passed on to the peers
         self.ran = False  # has the setup or the script started?
 
     @property
@@ -113,9 +115,14 @@ class Job(Teardown):
         )
         return body.decode().strip().upper() == "TRUE", head.get("etag", "")
 
-    def notice(self, how: str) -> None:
+    def notice(self, how: str, passed: bool = False) -> None:
+        """The attempt ends on a preemption notice: this VM's own, or (`passed`) one a
+        peer's VM got, passed on to this worker (protocol.with_notice)."""
         if self.noticed_at is not None:
             return
+        if not passed and self.total > 1:  # the other VMs of a slice get no notice
+            self.passing = threading.Thread(target=self.pass_notice, daemon=True)
+            self.passing.start()
         self.noticed_at = time.monotonic()
         self.stop_reason = "preemption notice"
         self.status.value["message"] = f"preempted ({how})"
@@ -123,6 +130,27 @@ class Job(Teardown):
             f"preemption notice ({how}): passing SIGTERM to the job; it may save its "
             f"state into TPUCTL_OUTPUT_DIR, outputs are synced a last time"
         )
+
+    def pass_notice(self) -> None:
+        """Tell every other worker's agent that the attempt ends on this VM's preemption:
+        they sync their outputs and report PREEMPTED before the slice goes."""
+        why = f"the VM of worker {self.worker} is being preempted"
+        for k in range(self.total):
+            if k != self.worker:
+                self.quietly(partial(self.tell, status_path(self.args.job_id, k), why))
+
+    def tell(self, name: str, why: str) -> None:
+        for _ in range(5):
+            value, generation = self.storage.read_json(name)
+            told = protocol.with_notice(value, self.args.attempt, why)
+            if told is None:
+                return
+            try:
+                self.storage.write_json(name, told, generation)
+                return
+            except HttpError as e:
+                if e.status != 412:
+                    raise
 
     def watch_preemption(self, stop: threading.Event) -> None:
         """A thread: the notice as soon as the metadata server gives it."""
@@ -285,6 +313,8 @@ class Job(Teardown):
         the outputs): the status rewritten, and on worker 0 its peers looked at."""
         while not stop.wait(self.args.heartbeat):
             self.quietly(self.status.write)
+            if self.status.notice_requested:  # a peer's VM is preempted
+                self.notice(self.status.notice_requested, passed=True)
             if self.worker == 0 and self.total > 1:
                 self.quietly(self.watch_peers)
 
@@ -374,6 +404,8 @@ class Job(Teardown):
             self.status.value["message"] = repr(e)[:500]
             exit_status = code
         self.quietly(self.sync.sync)  # first: what a preempted job resumes from
+        if self.passing is not None:  # the peers told before this VM goes
+            self.passing.join(timeout=self.args.heartbeat * 3)
         self.quietly(lambda: self.log.upload(force=True))
         self.quietly(
             lambda: self.status.write(state=state, exit_status=exit_status, ended=time.time())

@@ -202,6 +202,31 @@ def with_cancel(status: Json | None) -> Json:
     return dict(status or {}, cancel=True)
 
 
+# A preemption notice passed on. Compute Engine preempts the VMs of a slice one at a
+# time, and only the preempted VM gets the notice; the others would run on until the
+# slice is deleted or made again, and lose what they wrote since their last output sync.
+# So the agent of a worker whose VM got the notice, and the client once it sees a worker
+# PREEMPTED or the node lost, write `"notice": WHY` in every other worker's status of
+# the attempt; each agent then ends the attempt as on a notice of its own (the script
+# gets SIGTERM, the outputs are synced a last time, the status says PREEMPTED).
+def notice_asked(status: Json | None, attempt: int) -> str:
+    """Why the agent of `attempt` was told that the attempt ends on a preemption ("":
+    it was not)."""
+    if not status or status.get("attempt") != attempt:
+        return ""
+    return str(status.get("notice") or "")
+
+
+def with_notice(status: Json | None, attempt: int, why: str) -> Json | None:
+    """The status with the notice passed on; None when there is nothing to tell (no
+    status of `attempt` yet, one already final or already told)."""
+    if not status or status.get("attempt") != attempt or is_final(status):
+        return None
+    if status.get("notice"):
+        return None
+    return dict(status, notice=why)
+
+
 # A job is cancelled as a whole by its cancel marker (`cancel_path`), which reaches agents
 # that have written no status yet: the client writes it before it asks the running agents
 # to stop, and every agent reads it after its status says the phase it is about to start

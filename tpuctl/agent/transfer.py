@@ -16,7 +16,15 @@ from typing import Any, Callable
 
 from .downloads import TMP_SUFFIX
 from .net import HttpError, Json, Mismatch
-from .protocol import BLOBS, Refused, cancel_asked, file_mode, request_path, verified_request
+from .protocol import (
+    BLOBS,
+    Refused,
+    cancel_asked,
+    file_mode,
+    notice_asked,
+    request_path,
+    verified_request,
+)
 from .storage import Storage
 from .streams import Transfers
 
@@ -244,6 +252,7 @@ class StatusWriter:
         self.storage, self.name, self.value = storage, name, value
         self.generation: int | None = None
         self.cancel_requested = False
+        self.notice_requested = ""  # a peer's preemption notice passed on (protocol.py)
         self.lock = threading.Lock()  # the heartbeat thread writes too
 
     def write(self, **changes: Any) -> None:
@@ -257,6 +266,9 @@ class StatusWriter:
                 current, self.generation = self.storage.read_json(self.name)
                 if cancel_asked(current, self.value["attempt"]):
                     self.cancel_requested = self.value["cancel"] = True
+                told = notice_asked(current, self.value["attempt"])
+                if told:  # kept in what it writes, as the cancel is
+                    self.notice_requested = self.value["notice"] = told
             try:
                 self.generation = self.storage.write_json(self.name, self.value, self.generation)
                 return
