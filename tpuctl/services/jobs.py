@@ -78,6 +78,23 @@ def _status_or_none(bucket: Bucket, name: str) -> dict[str, Any] | None:
     return value if value.get("worker", 0) == int(worker.group(1)) else None
 
 
+def job_state(
+    bucket: Bucket, job_id: str, found: Iterable[dict[str, Any] | str], workers: int
+) -> str:
+    """The job's state from its workers' statuses (or their states), as `overall` says;
+    a job no agent has reported on whose cancel marker is there is CANCELLED (killed
+    before its agents started, then cancelled: no agent will ever say so)."""
+    states = [str(s.get("state")) if isinstance(s, dict) else s for s in found]
+    state = overall(states, workers)
+    if state != protocol.PENDING:
+        return state
+    try:
+        marker, _ = bucket.read_json(protocol.cancel_path(job_id))
+    except (NotFoundError, UnreadableObjectError):
+        return state
+    return protocol.CANCELLED if protocol.cancel_marked(marker) else state
+
+
 def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
     """Every status object of the job (one listing, then the objects read concurrently),
     by worker; an object that is not a worker's status is left out."""
@@ -121,9 +138,7 @@ def list_jobs(
                 "id": job_id,
                 "name": record.get("name", job_id),
                 "node": record.get("node", ""),
-                "state": overall(
-                    [str(s.get("state")) for s in st.values()], int(record.get("workers", 1))
-                ),
+                "state": job_state(bucket, job_id, st.values(), int(record.get("workers", 1))),
                 "exitStatus": (
                     nonzero[0] if nonzero else (0 if exits and None not in exits else None)
                 ),
@@ -170,7 +185,10 @@ class JobStates:
                 unreadable.add(job_id)
             elif value is not None:
                 states[job_id].append(str(value.get("state")))
-        found = {j: "?" if j in unreadable else overall(states[j], self.workers[j]) for j in todo}
+        found = {
+            j: "?" if j in unreadable else job_state(self.bucket, j, states[j], self.workers[j])
+            for j in todo
+        }
         self.final.update((j, s) for j, s in found.items() if s in FINAL)
         return {j: self.final.get(j) or found[j] for j in wanted}
 
@@ -231,7 +249,7 @@ def read_logs(
             offsets[log] = start + len(data)
             yield w, data
 
-    state = overall([str(s.get("state")) for s in st.values()], int(record.get("workers", 1)))
+    state = job_state(bucket, job_id, st.values(), int(record.get("workers", 1)))
     return Logs(state, chunks(), skipped)
 
 
@@ -352,12 +370,6 @@ def cancel(bucket: Bucket, job_id: str) -> Cancelled:
         except TpuctlError as e:
             raise _not_cancelled(job_id, e, worker) from e
         count += 1
-    if marked:  # a worker whose agent never reported never will run the script: ended here
-        attempt = max((int(st.get("attempt") or 1) for st in found.values()), default=1)
-        silent = [w for w in range(int(record.get("workers", 1))) if w not in found]
-        mark_final(
-            bucket, job_id, silent, attempt, protocol.CANCELLED, "cancelled before it started"
-        )
     return Cancelled(state, count, marked, bool(record.get("teardown")))
 
 
