@@ -307,6 +307,11 @@ def leftovers(
         for what, r in (("instance template", template), ("workload policy", policy))
         if r is not None
     ]
+    named = [
+        f"{what} {r.get('name', '')}"
+        for what, r in (("instance template", template), ("workload policy", policy))
+        if r is not None
+    ]
     return Node(
         name=name,
         project=project,
@@ -316,6 +321,7 @@ def leftovers(
         runtime_version="",
         health_description=f"no VMs: only its {' and '.join(left)} left",
         api="compute",
+        free_parts=f"its {' and '.join(named)}",  # they bill nothing: only VMs and disks do
         raw={"template": template, "policy": policy},
     )
 

@@ -1,0 +1,26 @@
+"""The end of a job on a Compute Engine slice: worker 0's agent deletes the managed
+instance group (the VMs, what bills), the client waits for the VMs to go, then deletes
+the slice's instance template and workload policy (which bill nothing) and says so; a
+job that succeeded exits 0 whatever that bookkeeping meets."""
+
+from __future__ import annotations
+
+import time
+
+from tests.cli.test_run import project
+from tests.cli.test_run_compute import SLICE, _kinds
+
+__all__ = ["project"]  # the fixture, shared
+
+
+def test_a_slice_job_whose_vms_take_a_while_to_delete_ends_soon_with_nothing_left(
+    cli, emulator, project
+) -> None:
+    emulator.durations(delete=10.0)  # the group's VMs take 10 s to go
+    started = time.monotonic()
+    r = cli("run", str(project / "job.py"), *SLICE, "--no-outputs")
+    assert r.code == 0, r.err
+    assert time.monotonic() - started < 120  # not the 30 min of a wait for what never goes
+    assert "teardown failed" not in r.err
+    assert "instance template" in r.err and "workload policy" in r.err  # said what went
+    assert _kinds(emulator) == []  # no instance, group, template or policy
