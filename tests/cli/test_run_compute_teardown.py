@@ -6,6 +6,9 @@ job that succeeded exits 0 whatever that bookkeeping meets."""
 from __future__ import annotations
 
 import time
+import uuid
+
+import pytest
 
 from tests.cli.test_run import project
 from tests.cli.test_run_compute import SLICE, _kinds
@@ -24,3 +27,31 @@ def test_a_slice_job_whose_vms_take_a_while_to_delete_ends_soon_with_nothing_lef
     assert "teardown failed" not in r.err
     assert "instance template" in r.err and "workload policy" in r.err  # said what went
     assert _kinds(emulator) == []  # no instance, group, template or policy
+
+
+# -- a create whose answer is lost: Compute Engine's requestId, and adoption ---------------
+@pytest.mark.parametrize(
+    ("shape", "collection"),
+    [
+        (("-a", "tpu7x-8", "--zone", "us-central1-c"), "instances"),
+        (SLICE, "resourcePolicies"),
+        (SLICE, "instanceTemplates"),
+        (SLICE, "instanceGroupManagers"),
+    ],
+)
+def test_a_job_whose_insert_answer_is_lost_runs_and_leaves_nothing(
+    cli, emulator, project, shape, collection
+) -> None:
+    """One 503 after the insert took effect: the retry, with the same requestId, gets the
+    first operation; the job runs and nothing is left."""
+    emulator.faults(rate=1.0, codes=[503], after_rate=1.0, count=1,
+                    paths=f"/{collection}\\?requestId=")  # fmt: skip
+    r = cli("run", str(project / "job.py"), *shape, "--no-outputs")
+    assert r.code == 0, r.err
+    assert "already exists" not in r.err and "already being used" not in r.err
+    verb = {"instanceTemplates": "regionInstanceTemplates"}.get(collection, collection)
+    inserts = emulator.bodies(f"compute.{verb}.insert")
+    assert len(inserts) == 2  # the first, whose answer was lost, and its retry
+    assert inserts[0]["query"]["requestId"] == inserts[1]["query"]["requestId"]
+    uuid.UUID(inserts[0]["query"]["requestId"])  # a UUID
+    assert _kinds(emulator) == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from typing import Any
 
 from .labels import LAST_ACTIVE, number
@@ -129,8 +130,11 @@ class ComputeNode:
     def delete(self) -> Json | None:
         """Ask Compute Engine to delete the instance or the group: its operation, or None
         when it is gone already."""
+        # one requestId for the call's tries: a retry of a delete that took effect gets
+        # its first operation (Compute Engine's `requestId`, cloud/compute/wire.py `once`)
+        path = f"{self.path}?requestId={uuid.uuid4()}"
         try:
-            return dict(json.loads(compute(self.token, "DELETE", self.path) or b"{}"))
+            return dict(json.loads(compute(self.token, "DELETE", path) or b"{}"))
         except HttpError as e:
             if e.status == 404:
                 return None

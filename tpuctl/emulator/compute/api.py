@@ -20,6 +20,10 @@ from tpuctl.emulator.tpu.models import project_number
 from tpuctl.emulator.tpu.rules import page
 
 MAX_DONE_OPERATIONS = 500
+# how long a retry with the same requestId is recognised: at least 60 minutes after the
+# first request (instances.insert's reference,
+# https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert)
+REQUEST_IDS_KEPT = 3600.0
 # An operation that failed for capacity: its code and message (Compute's resource-
 # availability troubleshooting page), and the HTTP status gcloud prints (UNCONFIRMED)
 STOCKOUT = "ZONE_RESOURCE_POOL_EXHAUSTED"
@@ -136,9 +140,15 @@ def _begin(state: State, instance: Instance, verb: str, op_type: str) -> ZoneOpe
 
 
 def _keep(state: State, op: ZoneOperation) -> None:
+    """Keep `op`, and the last MAX_DONE_OPERATIONS done ones (and those a `requestId`
+    made in the last REQUEST_IDS_KEPT seconds, which a retry may ask for again)."""
     ops = state.compute.operations
     ops[op.path] = op
-    done = sorted((o for o in ops.values() if o.done), key=lambda o: o.inserted)
+    recent = state.now() - REQUEST_IDS_KEPT
+    done = sorted(
+        (o for o in ops.values() if o.done and not (o.request_id and o.inserted > recent)),
+        key=lambda o: o.inserted,
+    )
     for old in done[: max(0, len(done) - MAX_DONE_OPERATIONS)]:
         del ops[old.path]
     state.changed()
@@ -216,6 +226,26 @@ def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneO
         admission.hold(state, instance, state.now() + admission.wait_seconds(kept))
         return op
     return _begin(state, instance, "create", "insert")
+
+
+def once(state: State, request_id: str, fn: Any, project: str, *args: Any) -> ZoneOperation:
+    """`fn(state, project, *args)`, an insert, delete or other change, asked with the query
+    parameter `requestId` (or ""): a request whose id a kept operation of the project was
+    made with is not done again, and that first operation is the answer (each mutating
+    method's reference: "if you must retry your request, the server will know to ignore
+    the request if it has already been completed", e.g.
+    https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert)."""
+    if not request_id:
+        op: ZoneOperation = fn(state, project, *args)
+        return op
+    rules.check_request_id(request_id)
+    first = state.compute.by_request(project, request_id)
+    if first is not None:
+        return first
+    op = fn(state, project, *args)
+    op.request_id = request_id
+    state.changed()
+    return op
 
 
 def _find(store: dict[str, Any], zone: str, path: str) -> Any:

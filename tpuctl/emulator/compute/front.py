@@ -231,23 +231,31 @@ class ComputeFront:
             r, op = self._run(version, fn, *args)
             return r.operation(op)
 
-    def insert(self, version: str, project: str, zone: str, body: dict) -> dict:
-        return self._op(version, api.insert, project, zone, body)
+    def _change(self, version: str, request_id: str, fn: Any, *args: Any) -> dict[str, Any]:
+        """A mutating method asked with `requestId` (or ""): `api.once`."""
+        return self._op(version, api.once, request_id, fn, *args)
 
-    def delete(self, version: str, project: str, zone: str, name: str) -> dict:
-        return self._op(version, api.delete, project, zone, name)
+    def insert(self, version: str, project: str, zone: str, body: dict, rid: str = "") -> dict:
+        return self._change(version, rid, api.insert, project, zone, body)
 
-    def stop(self, version: str, project: str, zone: str, name: str) -> dict:
-        return self._op(version, api.power, project, zone, name, "stop")
+    def delete(self, version: str, project: str, zone: str, name: str, rid: str = "") -> dict:
+        return self._change(version, rid, api.delete, project, zone, name)
 
-    def start(self, version: str, project: str, zone: str, name: str) -> dict:
-        return self._op(version, api.power, project, zone, name, "start")
+    def stop(self, version: str, project: str, zone: str, name: str, rid: str = "") -> dict:
+        return self._change(version, rid, api.power, project, zone, name, "stop")
 
-    def set_labels(self, version: str, project: str, zone: str, name: str, body: dict) -> dict:
-        return self._op(version, api.set_labels, project, zone, name, body)
+    def start(self, version: str, project: str, zone: str, name: str, rid: str = "") -> dict:
+        return self._change(version, rid, api.power, project, zone, name, "start")
 
-    def set_metadata(self, version: str, project: str, zone: str, name: str, body: dict) -> dict:
-        return self._op(version, api.set_metadata, project, zone, name, body)
+    def set_labels(
+        self, version: str, project: str, zone: str, name: str, body: dict, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, api.set_labels, project, zone, name, body)
+
+    def set_metadata(
+        self, version: str, project: str, zone: str, name: str, body: dict, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, api.set_metadata, project, zone, name, body)
 
     def get_operation(self, version: str, project: str, zone: str, name: str) -> dict:
         return self._op(version, api.get_operation, project, zone, name)

@@ -4,6 +4,7 @@ takes: pure functions. Each wording cites where it was seen (compute/errors.py).
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 from tpuctl.emulator.compute import catalog, errors
@@ -21,6 +22,20 @@ MAINTENANCE = ("MIGRATE", "TERMINATE")
 def check_zone(zone: str) -> None:
     if zone not in catalog.zones():
         raise errors.unknown_zone(zone)
+
+
+def check_request_id(value: str) -> None:
+    """ "The request ID must be a valid UUID with the exception that zero UUID is not
+    supported (00000000-0000-0000-0000-000000000000)" (the `requestId` parameter of every
+    mutating method, e.g. instances.insert's reference); the refusal's wording is the
+    emulator's own (docs/emulator.md)."""
+    try:
+        valid = uuid.UUID(value).int != 0
+    except ValueError:
+        valid = False
+    if not valid:
+        why = "The request ID must be a valid UUID other than the zero UUID."
+        raise errors.invalid_value("requestId", value, why)
 
 
 def check_name(name: Any, field: str = "resource.name") -> str:
