@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tpuctl.emulator.compute import admission, catalog, errors, rules
+from tpuctl.emulator.compute import admission, catalog, changes, errors, rules
 from tpuctl.emulator.compute.catalog import MachineType
 from tpuctl.emulator.compute.models import ALLOWED_FROM, Instance, ZoneOperation
 from tpuctl.emulator.core.state import State
@@ -185,8 +185,11 @@ def _capacity_error(state: State, instance: Instance) -> str | None:
 
 
 # -- instances -------------------------------------------------------------------------
-def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneOperation:
-    rules.check_zone(zone)
+def insert(
+    state: State, project: str, zone: str, body: dict[str, Any], source: str = ""
+) -> ZoneOperation:
+    rules.check_zone(zone, project)
+    body = changes.from_template(state, project, zone, body, source)
     name = rules.check_name(body.get("name"))
     mtype = rules.machine_type(zone, body.get("machineType"))
     scheduling = rules.check_scheduling(body.get("scheduling"))
@@ -228,29 +231,9 @@ def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneO
     return _begin(state, instance, "create", "insert")
 
 
-def once(state: State, request_id: str, fn: Any, project: str, *args: Any) -> ZoneOperation:
-    """`fn(state, project, *args)`, an insert, delete or other change, asked with the query
-    parameter `requestId` (or ""): a request whose id a kept operation of the project was
-    made with is not done again, and that first operation is the answer (each mutating
-    method's reference: "if you must retry your request, the server will know to ignore
-    the request if it has already been completed", e.g.
-    https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert)."""
-    if not request_id:
-        op: ZoneOperation = fn(state, project, *args)
-        return op
-    rules.check_request_id(request_id)
-    first = state.compute.by_request(project, request_id)
-    if first is not None:
-        return first
-    op = fn(state, project, *args)
-    op.request_id = request_id
-    state.changed()
-    return op
-
-
 def _find(store: dict[str, Any], zone: str, path: str) -> Any:
     """The instance or operation at `path`, in a zone that must exist."""
-    rules.check_zone(zone)
+    rules.check_zone(zone, path.split("/")[1])
     if path not in store:
         raise errors.not_found(path)
     return store[path]
@@ -287,7 +270,7 @@ def _listed(state: State, project: str, zones: list[str], filter_: str) -> list[
 def list_page(
     state: State, project: str, zone: str, filter_: str, max_results: str, token: str
 ) -> tuple[list[Instance], str | None]:
-    rules.check_zone(zone)
+    rules.check_zone(zone, project)
     return page(_listed(state, project, [zone], filter_), _max(max_results), token)
 
 
@@ -400,7 +383,7 @@ def get_operation(state: State, project: str, zone: str, name: str) -> ZoneOpera
 
 # -- machine types and images ------------------------------------------------------------
 def get_machine_type(state: State, project: str, zone: str, name: str) -> MachineType:
-    rules.check_zone(zone)
+    rules.check_zone(zone, project)
     found = catalog.machine_type(zone, name)
     if found is None:
         raise errors.not_found(f"projects/{project}/zones/{zone}/machineTypes/{name}")
@@ -410,7 +393,7 @@ def get_machine_type(state: State, project: str, zone: str, name: str) -> Machin
 def list_machine_types(
     state: State, project: str, zone: str, filter_: str, max_results: str, token: str
 ) -> tuple[list[MachineType], str | None]:
-    rules.check_zone(zone)
+    rules.check_zone(zone, project)
     terms = rules.parse_filter(filter_)
     found = [m for m in catalog.machine_types(zone) if rules.matches({"name": m.name}, terms)]
     return page(found, _max(max_results), token)

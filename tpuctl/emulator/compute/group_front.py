@@ -375,7 +375,7 @@ class GroupFront(ComputeFront):
 
         from tpuctl.emulator.compute import rules
 
-        rules.check_zone(zone)
+        rules.check_zone(zone, project)
         return self._render(version, draw)
 
     def aggregated_groups(self, version: str, project: str, query: dict) -> dict:
@@ -401,7 +401,7 @@ class GroupFront(ComputeFront):
         from tpuctl.emulator.compute import rules
 
         def draw(r: GroupRenderer, s: State) -> dict:
-            rules.check_zone(zone)
+            rules.check_zone(zone, project)
             found, token = regional_api.paged(
                 group_api.groups(s, project, zone),
                 query.get("maxResults", ""),
@@ -422,7 +422,7 @@ class GroupFront(ComputeFront):
     def list_autoscalers(self, version: str, project: str, zone: str, query: dict) -> dict:
         from tpuctl.emulator.compute import rules
 
-        rules.check_zone(zone)
+        rules.check_zone(zone, project)
         link = f"{self._base(version)}projects/{project}/zones/{zone}/autoscalers"
         return _list("compute#autoscalerList", [], None, link)
 

@@ -20,7 +20,7 @@ _GT = _P + r"/global/instanceTemplates"
 _RT = _R + r"/instanceTemplates"
 _MIG = _Z + r"/instanceGroupManagers"
 _N = r"/(?P<name>[^/]+)"
-_ID = "?requestId"  # a mutating method's: a retry with it gets the first operation (api.once)
+_ID = "?requestId"  # a mutating method's: a retry with it gets the first operation (changes.once)
 
 
 def _c(method: str) -> OnFront:
@@ -40,7 +40,13 @@ ROUTES: list[Route] = [
         ("version", "project", "query"),
     ),
     ("GET", _Z + "/instances", "compute.instances.list", _c("list"), (*_VPZ, "query")),
-    ("POST", _Z + "/instances", "compute.instances.insert", _c("insert"), (*_VPZ, "body", _ID)),
+    (
+        "POST",
+        _Z + "/instances",
+        "compute.instances.insert",
+        _c("insert"),
+        (*_VPZ, "body", _ID, "?sourceInstanceTemplate"),
+    ),
     ("GET", _I, "compute.instances.get", _c("get"), (*_VPZ, "name")),
     ("DELETE", _I, "compute.instances.delete", _c("delete"), (*_VPZ, "name", _ID)),
     ("POST", _I + "/stop", "compute.instances.stop", _c("stop"), (*_VPZ, "name", _ID)),
