@@ -55,3 +55,21 @@ def test_a_job_whose_insert_answer_is_lost_runs_and_leaves_nothing(
     assert inserts[0]["query"]["requestId"] == inserts[1]["query"]["requestId"]
     uuid.UUID(inserts[0]["query"]["requestId"])  # a UUID
     assert _kinds(emulator) == []
+
+
+def test_a_slice_job_that_succeeded_exits_0_when_its_free_parts_cannot_go(
+    cli, emulator, project
+) -> None:
+    """The VMs went (the agent's delete); the policy's delete is refused: said, with how
+    to finish, and no exit status of its own. `tpuctl delete` removes what is left."""
+    emulator.durations(delete=10.0)
+    emulator.config(denied_permissions=["compute.resourcePolicies.delete"])
+    r = cli("run", str(project / "job.py"), *SLICE, "--no-outputs")
+    assert r.code == 0, r.err
+    assert "could not be deleted" in r.err and "tpuctl gc --yes" in r.err
+    assert _kinds(emulator) == ["policy"]  # it bills nothing
+    emulator.config(denied_permissions=[])
+    (policy,) = [x["name"] for x in emulator.instances()]
+    name = policy.rsplit("/", 1)[-1].removesuffix("-d-wp")  # the slice's (compute/slices.py)
+    assert cli("delete", name, "--zone", "us-east1-d", "--yes").code == 0
+    assert _kinds(emulator) == []
