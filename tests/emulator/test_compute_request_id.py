@@ -68,3 +68,29 @@ def test_a_request_id_that_is_no_uuid_is_refused(clients, emulator) -> None:
         with pytest.raises(BadRequest, match="requestId"):
             _insert(c, body, bad)
     assert emulator.instances() == []
+
+
+def test_a_request_ids_operation_is_kept_an_hour_past_the_done_operations_cap() -> None:
+    """Done operations are trimmed to the last 500, but one made with a requestId stays
+    for at least 60 minutes (the reference's promise), then goes like the rest."""
+    from tpuctl.emulator.compute import api, changes
+    from tpuctl.emulator.compute.models import ZoneOperation
+    from tpuctl.emulator.core.state import State
+
+    clock = [1_800_000_000.0]
+    state = State(clock=lambda: clock[0])
+    rid = str(uuid.uuid4())
+
+    def noop(s: State, project: str) -> ZoneOperation:
+        op = ZoneOperation.on(project, "zones", ZONE, "setLabels", "x", "1", s.now())
+        op.succeed(s.now())
+        api._keep(s, op)
+        return op
+
+    first = changes.once(state, rid, noop, PROJECT)
+    for _ in range(api.MAX_DONE_OPERATIONS + 10):
+        noop(state, PROJECT)
+    assert changes.once(state, rid, noop, PROJECT) is first
+    clock[0] += api.REQUEST_IDS_KEPT + 1
+    noop(state, PROJECT)
+    assert state.compute.by_request(PROJECT, rid) is None
