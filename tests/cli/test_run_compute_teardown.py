@@ -73,3 +73,21 @@ def test_a_slice_job_that_succeeded_exits_0_when_its_free_parts_cannot_go(
     name = policy.rsplit("/", 1)[-1].removesuffix("-d-wp")  # the slice's (compute/slices.py)
     assert cli("delete", name, "--zone", "us-east1-d", "--yes").code == 0
     assert _kinds(emulator) == []
+
+
+def test_delete_of_a_slice_someone_else_is_deleting_removes_its_template_and_policy(
+    cli, emulator
+) -> None:
+    """The group's delete asked by another (a VM's agent): `tpuctl delete` waits for the
+    VMs, then deletes the template and the policy itself, saying so."""
+    import requests
+
+    zone = ("--zone", "us-east1-d")
+    assert cli("create", "gone", "-a", "v6e-16", "--api", "compute", *zone).code == 0
+    emulator.durations(delete=10.0)
+    group = "compute/v1/projects/tpuctl-demo/zones/us-east1-d/instanceGroupManagers/gone"
+    assert requests.delete(f"http://{emulator.address}/{group}", timeout=10).ok
+    r = cli("delete", "gone", *zone, "--yes")
+    assert r.code == 0, r.err
+    assert "deleted its instance template gone-d-it and workload policy gone-d-wp" in r.err
+    assert _kinds(emulator) == []

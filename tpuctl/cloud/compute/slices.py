@@ -338,16 +338,13 @@ def leftovers(
 ) -> Node:
     """A slice whose MIG is gone but whose template or policy is left (a create or a
     delete that did not finish): no node, to be deleted."""
-    left = [
-        what
+    parts = [
+        (what, r)
         for what, r in (("instance template", template), ("workload policy", policy))
         if r is not None
     ]
-    named = [
-        f"{what} {r.get('name', '')}"
-        for what, r in (("instance template", template), ("workload policy", policy))
-        if r is not None
-    ]
+    left = [what for what, _r in parts]
+    named = [f"{what} {r.get('name', '')}" for what, r in parts]
     return Node(
         name=name,
         project=project,
