@@ -57,6 +57,8 @@ MODULES = (
     "envbuild.py",
     "envs.py",
     "wheels.py",
+    "hang.py",
+    "stacks.py",
 )
 REMOTE_ROOT = "~/.tpuctl"  # a shell word: `~` is left to the remote shell to expand
 # What `python3 BUNDLE` runs, as the standard library's zipapp writes it for `pkg.mod:fn`.

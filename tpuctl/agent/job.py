@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from . import claims, envs, protocol, target
+from . import claims, envs, hang, protocol, stacks, target
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
 from .protocol import Beats, Refused, job_path, log_path, status_path
@@ -75,6 +75,12 @@ class Job(Teardown):
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
         self.ran = False  # has the setup or the script started?
+        # hangs and stacks (hang.py, stacks.py): no output and idle chips, said once
+        self.hang = hang.Watch(
+            self,
+            getattr(args, "hang_after", 0.0),
+            lambda now: self.node.tensorcore_idle(self.me["worker"], now),
+        )
 
     @property
     def cancelled(self) -> bool:
@@ -165,6 +171,7 @@ class Job(Teardown):
             TPUCTL_SLICE_ID=str(self.args.slice),
             TPUCTL_NUM_SLICES=str(self.args.slices),
         )
+        env.update(stacks.site_env(self.dir, env))  # `tpuctl stacks` (stacks.py)
         return env
 
     def hosts_env(self, env: dict[str, str]) -> dict[str, str]:
@@ -303,7 +310,7 @@ class Job(Teardown):
         self.code.mkdir(exist_ok=True)
         self.quietly(lambda: self.status.write(state=protocol.FETCHING))
         stop = threading.Event()
-        for work in (self.heartbeat, self.watch_preemption):
+        for work in (self.heartbeat, self.watch_preemption, self.hang.watch):
             threading.Thread(target=work, args=(stop,), daemon=True).start()
         try:
             return self._run()
