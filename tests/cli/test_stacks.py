@@ -72,6 +72,11 @@ def test_a_hung_job_is_reported_and_its_stacks_point_at_the_odd_worker(
         assert sorted(k.rsplit("/", 1)[1] for k in kept) == [f"worker-{k}.txt" for k in range(4)]
         # the job went on: a stack is no stop, and the log says the hang once per worker
         wait_for(lambda: cli("logs", job).out.count("may be hung") == 4)
+        bad = cli("stacks", job, "-w", "4")
+        assert bad.code == 2 and f"job {job} has no worker 4" in bad.err
     finally:
         assert cli("cancel", job).code == 0
         wait_for(lambda: emulator.nodes() == [], timeout=120)
+    wait_for(lambda: json.loads(cli("jobs", job, "--json").out)["state"] == "CANCELLED")
+    ended = cli("stacks", job)
+    assert ended.code == 1 and f"job {job} runs no setup or script now" in ended.err

@@ -148,9 +148,10 @@ def jobs(
 
         for r in rows:  # as at the end of `run`
             if r["hungSince"]:
+                name = jobs_service.worker_names(b, r["id"])
                 sys.stdout.write(
                     f"no output and idle chips for {_hung_for(r)} on "
-                    f"{', '.join(f'w{w}' for w in r['hungWorkers'])}: `tpuctl stacks {r['id']}` "
+                    f"{', '.join(map(name, r['hungWorkers']))}: `tpuctl stacks {r['id']}` "
                     "shows where its threads wait\n"
                 )
             if r["environment"]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tpuctl.agent import bundle, protocol
-from tpuctl.errors import TpuctlError
+from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import jobs, live_logs, remote, staging
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ def take(
 ) -> Taken:
     """The stacks of the job's script on every worker running it (or `worker`)."""
     record = staging.read_job_record(bucket, job_id)
+    if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
+        raise UsageError(f"job {job_id} has no worker {worker}")
     if int(record.get("slices", 1)) > 1:
         raise TpuctlError(
             f"job {job_id} is a multislice job: `tpuctl stacks` takes the stacks of a "
