@@ -124,3 +124,20 @@ def test_py_spy_is_used_where_the_vm_has_it(job_dir: Path, procs, monkeypatch) -
     pid = _script(job_dir, dict(os.environ), procs)
     text, how = stacks.take(job_dir, pid, 5.0)
     assert how == "py-spy" and "(native)" in text
+
+
+def test_py_spy_without_native_frames_where_it_cannot_unwind_them(
+    tmp_path: Path, monkeypatch
+) -> None:
+    tool = tmp_path / "bin" / "py-spy"
+    tool.parent.mkdir()
+    tool.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--native*) exit 1;; esac\n'
+        'echo "Process $3: python (python frames)"\n'
+    )
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    assert stacks.py_spy(4321) == "Process 4321: python (python frames)\n"
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert stacks.py_spy(4321) is None

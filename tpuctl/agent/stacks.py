@@ -157,21 +157,23 @@ def command_line(pid: int) -> str:
 
 
 def py_spy(pid: int) -> str | None:
-    """py-spy's dump of `pid` (Python and native frames), or None without py-spy or
-    when it cannot attach (ptrace not allowed)."""
+    """py-spy's dump of `pid` (Python and native frames; Python's alone where py-spy
+    cannot unwind native ones), or None without py-spy or when it cannot attach (ptrace
+    not allowed)."""
     tool = shutil.which("py-spy")
-    if tool is None:
-        return None
-    try:
-        done = subprocess.run(
-            [tool, "dump", "--native", "--pid", str(pid)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=PY_SPY_TIMEOUT,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.decode(errors="replace") if done.returncode == 0 else None
+    for native in (["--native"], []) if tool else []:
+        try:
+            done = subprocess.run(
+                [str(tool), "dump", *native, "--pid", str(pid)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                timeout=PY_SPY_TIMEOUT,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if done.returncode == 0:
+            return done.stdout.decode(errors="replace")
+    return None
 
 
 def faulthandler_dumps(files: dict[int, Path], wait: float) -> dict[int, str]:

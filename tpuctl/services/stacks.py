@@ -65,7 +65,7 @@ def take(
         for w, s in jobs.statuses(bucket, job_id).items()
         if (worker is None or w == worker)
         and s.get("state") == protocol.RUNNING
-        and s.get("child_pid")
+        and isinstance(s.get("child_pid"), int)  # (the bucket is shared: only a pid)
     }
     if not running:
         raise TpuctlError(
