@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .metadata import Token
 from .net import HttpError
+from .processes import in_group
 from .protocol import stacks_path
 from .storage import Storage
 
@@ -127,18 +128,13 @@ def registered(dumps: Path) -> dict[int, Path]:
 def group_pythons(group: int) -> list[int]:
     """The Python processes of process group `group` (py-spy's candidates)."""
     pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in in_group(group):
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            exe = os.path.basename(os.readlink(f"/proc/{entry}/exe"))
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == group and exe.startswith("python"):
-            pids.append(int(entry))
+        if exe.startswith("python"):
+            pids.append(pid)
     return sorted(pids)
 
 

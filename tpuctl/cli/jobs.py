@@ -150,7 +150,7 @@ def jobs(
             if r["hungSince"]:
                 name = jobs_service.worker_names(b, r["id"])
                 sys.stdout.write(
-                    f"no output and idle chips for {_hung_for(r)} on "
+                    f"no output, CPU or chip work for {_hung_for(r)} on "
                     f"{', '.join(map(name, r['hungWorkers']))}: `tpuctl stacks {r['id']}` "
                     "shows where its threads wait\n"
                 )
