@@ -55,6 +55,14 @@ class Watch:
         self.since, self.since_wall = time.monotonic(), time.time()
         self.hung = False
 
+    @classmethod
+    def of(cls, job: Any) -> Watch:
+        """The watch of a Job: its --hang-after, its worker's TensorCores' evidence."""
+        chips = job.node.tensorcore_idle
+        return cls(
+            job, getattr(job.args, "hang_after", 0.0), lambda now: chips(job.me["worker"], now)
+        )
+
     def watch(self, stop: threading.Event) -> None:
         """A thread: look every `every` seconds until `stop` (nothing with --hang-after 0)."""
         if self.after <= 0:

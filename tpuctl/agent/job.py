@@ -75,12 +75,7 @@ class Job(Teardown):
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
         self.ran = False  # has the setup or the script started?
-        # hangs and stacks (hang.py, stacks.py): no output and idle chips, said once
-        self.hang = hang.Watch(
-            self,
-            getattr(args, "hang_after", 0.0),
-            lambda now: self.node.tensorcore_idle(self.me["worker"], now),
-        )
+        self.hang = hang.Watch.of(self)  # no output, CPU or chip work: said once (hang.py)
 
     @property
     def cancelled(self) -> bool:
