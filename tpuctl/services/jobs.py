@@ -144,7 +144,7 @@ def list_jobs(
 
 
 def hung(st: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """Since when the job has looked hung (agent/hang.py: no output and idle chips), by
+    """Since when the job has looked hung (agent/hang.py: no output, CPU or chip work), by
     the earliest of its running workers that say so, and which workers say so."""
     found = {
         w: float(s["hung_since"])
