@@ -272,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
         "between rewrites of the job record and checks that the outputs "
         "are still in the bucket (Job.refresh)",
     )
+    parser.add_argument(
+        "--hang-after",
+        type=float,
+        default=600.0,
+        help="no output and idle chips this long (seconds) is said to be a hang (hang.py); 0: off",
+    )
     # A multislice job (docs/multislice.md): this worker's slice, how many there are, the
     # MEGASCALE coordinator (worker 0 of slice 0, HOST:PORT), and the queued resource
     # worker 0 deletes at the end.

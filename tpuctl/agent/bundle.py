@@ -47,6 +47,8 @@ MODULES = (
     "agent.py",
     "idle.py",
     "follow.py",
+    "hang.py",
+    "stacks.py",
     "guard.py",
     "checkup.py",
     "claims.py",

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from . import claims, envs, protocol, target
+from . import claims, envs, hang, protocol, stacks, target
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
 from .outputs import Outputs
@@ -93,6 +93,7 @@ class Job(Teardown):
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
         self.passing: threading.Thread | None = None  # the notice passed on to the peers
         self.ran = False  # has the setup or the script started?
+        self.hang = hang.Watch.of(self)  # no output, CPU or chip work: said once (hang.py)
 
     @property
     def cancelled(self) -> bool:
@@ -209,6 +210,7 @@ class Job(Teardown):
             TPUCTL_SLICE_ID=str(self.args.slice),
             TPUCTL_NUM_SLICES=str(self.args.slices),
         )
+        env.update(stacks.site_env(self.dir, env))  # `tpuctl stacks` (stacks.py)
         return env
 
     def hosts_env(self, env: dict[str, str]) -> dict[str, str]:
@@ -349,7 +351,7 @@ class Job(Teardown):
         self.code.mkdir(exist_ok=True)
         self.quietly(lambda: self.status.write(state=protocol.FETCHING))
         stop = threading.Event()
-        for work in (self.heartbeat, self.watch_preemption):
+        for work in (self.heartbeat, self.watch_preemption, self.hang.watch):
             threading.Thread(target=work, args=(stop,), daemon=True).start()
         try:
             return self._run()

@@ -26,6 +26,7 @@ Json = Dict[str, Any]
 #   tpuctl/jobs/<job-id>/status/worker-<k>.json            worker k's status
 #   tpuctl/jobs/<job-id>/logs/attempt-<a>/worker-<k>.log   worker k's log of attempt a
 #   tpuctl/jobs/<job-id>/outputs/[slice-<s>/]...           TPUCTL_OUTPUT_DIR, merged
+#   tpuctl/jobs/<job-id>/stacks/<stamp>/worker-<k>.txt     `tpuctl stacks`: one take
 ROOT = "tpuctl/"
 BLOBS = ROOT + "blobs/"
 JOBS = ROOT + "jobs/"
@@ -71,6 +72,11 @@ def logs_prefix(job_id: str) -> str:
 
 def log_path(job_id: str, attempt: int, worker: int) -> str:
     return job_path(job_id, "logs", f"attempt-{attempt}", f"worker-{worker}.log")
+
+
+def stacks_path(job_id: str, stamp: str, worker: int) -> str:
+    """Worker k's stacks of one `tpuctl stacks` (`stamp`: its UTC time, YYYYmmdd-HHMMSS)."""
+    return job_path(job_id, "stacks", stamp, f"worker-{worker}.txt")
 
 
 def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:

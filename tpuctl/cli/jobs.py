@@ -133,7 +133,7 @@ def jobs(
                 r["id"],
                 r["name"] if r["name"] != r["id"] else "-",
                 r["node"],
-                r["state"],
+                r["state"] + (f" (hung {_hung_for(r)}?)" if r["hungSince"] else ""),
                 "-" if r["exitStatus"] is None else str(r["exitStatus"]),
                 r["created"][:19],
                 render.human_age(r["duration"]),
@@ -147,8 +147,21 @@ def jobs(
         from tpuctl.services.run.environment import describe
 
         for r in rows:  # as at the end of `run`
+            if r["hungSince"]:
+                name = jobs_service.worker_names(b, r["id"])
+                sys.stdout.write(
+                    f"no output, CPU or chip work for {_hung_for(r)} on "
+                    f"{', '.join(map(name, r['hungWorkers']))}: `tpuctl stacks {r['id']}` "
+                    "shows where its threads wait\n"
+                )
             if r["environment"]:
                 sys.stdout.write(describe(r["environment"]) + "\n")
+
+
+def _hung_for(row: dict[str, Any]) -> str:
+    import time
+
+    return render.human_age(max(0.0, time.time() - float(row["hungSince"])))
 
 
 def logs(
@@ -283,3 +296,50 @@ def outputs(
         render.info(f"downloaded {len(written)} output file(s) of job {job} to {target}")
     else:
         render.info(f"job {job} has no outputs in gs://{b.name}/ (yet)")
+
+
+def stacks(
+    ctx: typer.Context,
+    job: JobRef,
+    worker: Annotated[int | None, typer.Option("--worker", "-w", help="Only this worker.")] = None,
+    project: Project = None,
+    bucket: Bucket = None,
+) -> None:
+    """Show a running job's Python stacks on every worker.
+
+    Workers with the same stacks are shown once; a worker whose stacks differ is called
+    out (in a hang, often the one the others wait for). py-spy's dump where the VM has
+    it (native frames too), else Python's faulthandler. Kept in the bucket under
+    the job's stacks/ folder.
+
+    Example: tpuctl stacks 20261129-153012-ab12cd
+    """
+    from tpuctl.services import jobs as jobs_service
+    from tpuctl.services import stacks as stacks_service
+
+    app = app_of(ctx)
+    b = _bucket(app, project, bucket)
+    job = jobs_service.resolve(b, job)
+    factory = app.factory
+    taken = stacks_service.take(b, factory.backends(), factory.ssh(), job, worker)
+    name = jobs_service.worker_names(b, job)
+    for w, why in sorted(taken.missing.items()):
+        render.info(f"{name(w)}: no stacks: {why}")
+    for w, why in sorted(taken.notes.items()):
+        render.info(f"{name(w)}: {why}")
+    if not taken.stacks:
+        from tpuctl.errors import TpuctlError
+
+        raise TpuctlError(f"no worker of job {job} gave its stacks")
+    groups = stacks_service.grouped(taken.stacks)
+    count = len(taken.stacks)
+    for workers, text in groups:
+        who = ", ".join(name(w) for w in workers)
+        if len(groups) == 1:
+            head = f"all {count} workers have these stacks" if count > 1 else who
+        elif len(workers) == 1 and len(groups[0][0]) > 1:
+            head = f"{who} DIFFERS from the others"
+        else:
+            head = f"{who} ({len(workers)} of {count})"
+        sys.stdout.write(f"=== {head}:\n{text}\n")
+    render.info(f"kept in gs://{b.name}/{stacks_service.folder(job, taken.stamp)}")

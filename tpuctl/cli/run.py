@@ -147,6 +147,15 @@ def run(
             help="Time between output uploads (checkpoints), e.g. 5m (default 30s).",
         ),
     ] = 30.0,
+    hang_after: Annotated[
+        float | None,
+        typer.Option(
+            "--hang-after",
+            parser=seconds("--hang-after"),
+            show_default=False,
+            help="No output and idle chips this long is reported as a hang (default 10m; 0: off).",
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Run even when `tpuctl doctor` finds errors.")
     ] = False,

@@ -146,6 +146,7 @@ def list_jobs(
                 "duration": (max(ended) - started) if ended and started else None,
                 "restarts": max((int(s.get("attempt", 1)) - 1 for s in st.values()), default=0),
                 "workers": record.get("workers", 1),
+                **hung(st),
                 # the workers' statuses' (agent/envs.py): built, from the bucket, reused
                 "environment": summary(st),
             }
@@ -155,6 +156,17 @@ def list_jobs(
         for row in rows:
             row.update(found.get(row["id"], usage.Usage(note="no node recorded")).to_json())
     return rows
+
+
+def hung(st: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Since when the job has looked hung (agent/hang.py: no output, CPU or chip work), by
+    the earliest of its running workers that say so, and which workers say so."""
+    found = {
+        w: float(s["hung_since"])
+        for w, s in st.items()
+        if s.get("state") == protocol.RUNNING and isinstance(s.get("hung_since"), int | float)
+    }
+    return {"hungSince": min(found.values(), default=None), "hungWorkers": sorted(found)}
 
 
 class JobStates:

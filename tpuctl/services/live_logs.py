@@ -98,6 +98,29 @@ def _running(
     }
 
 
+def job_plan(
+    tpu: Sequence[TpuBackend],
+    ssh: SshApi,
+    node: str,
+    job_id: str,
+    workers: list[int],
+    refusal: str,
+) -> ssh_service.Plan:
+    """The SSH plan to these workers of the job's node, only when the node carries the
+    job's label: the record naming the node is in the shared bucket, and no key of yours
+    goes to, and no session is opened on, a node it names falsely (`refusal` says what is
+    then not done)."""
+    from tpuctl.services.lookup import find_node
+
+    api, found = find_node(tpu, node)
+    if found.labels.get(JOB) != job_id:
+        raise TpuctlError(
+            f"node {found.name} is not job {job_id}'s (its {JOB} label is "
+            f"{found.labels.get(JOB) or 'absent'}): {refusal}"
+        )
+    return ssh_service.plan(api, ssh, node, workers=",".join(map(str, workers)), node=found)
+
+
 def _stream(
     tpu: Sequence[TpuBackend],
     ssh: SshApi,
@@ -110,15 +133,7 @@ def _stream(
     """Follow these workers' logs on their VMs until their agents have exited. Only on a
     node that carries the job's label: the record naming the node is in the shared bucket,
     and no key of yours goes to, and no session is opened on, a node it names falsely."""
-    from tpuctl.services.lookup import find_node
-
-    api, found = find_node(tpu, node)
-    if found.labels.get(JOB) != job_id:
-        raise TpuctlError(
-            f"node {found.name} is not job {job_id}'s (its {JOB} label is "
-            f"{found.labels.get(JOB) or 'absent'}): its log is not followed there"
-        )
-    plan = ssh_service.plan(api, ssh, node, workers=",".join(map(str, sorted(running))), node=found)
+    plan = job_plan(tpu, ssh, node, job_id, sorted(running), "its log is not followed there")
     agent = bundle.build()
     refused: list[str] = []
 

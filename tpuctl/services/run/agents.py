@@ -113,6 +113,8 @@ def start(job: Job) -> None:
             str(job.spec.sync_every),
             "--stale",
             str(job.spec.heartbeat_deadline),
+            "--hang-after",
+            str(job.spec.hang_after),
             # what the user submitted, by SSH: the bucket cannot change it (protocol.py)
             "--digest",
             job.digest,
