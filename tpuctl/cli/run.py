@@ -250,7 +250,7 @@ def _run(
     spec.queued = spec.queued or (spec.flex_start and backend.kind.queues_flex_start)
     adapters = Adapters(
         backend=backend,
-        other=_other(factory, spec, backend),
+        others=_others(factory, spec, backend),
         ssh=factory.ssh(),
         bucket=lambda b: factory.bucket(b, target.project),
         project_number=factory.iam().project_number,
@@ -292,12 +292,11 @@ def _backend(factory: Any, spec: Any, config: Any, target: Any) -> Any:
     return factory.backend(create_service.choose_api(spec.shape, asked, config))
 
 
-def _other(factory: Any, spec: Any, backend: Any) -> Any:
-    """With --api auto, the API tried after `backend` in each zone (None when the
-    accelerator is offered by one API only, or for an existing --node)."""
+def _others(factory: Any, spec: Any, backend: Any) -> tuple[Any, ...]:
+    """With --api auto, every other API that offers the accelerator, tried after
+    `backend` in each zone (none for an existing --node or an unknown accelerator)."""
     from tpuctl.cloud import registry
 
     if not registry.is_auto(spec.api) or spec.node or not spec.shape.known:
-        return None
-    others = [k for k in registry.offering(spec.shape) if k is not backend.kind]
-    return others[0].build(factory) if others else None
+        return ()
+    return tuple(k.build(factory) for k in registry.offering(spec.shape) if k is not backend.kind)

@@ -152,8 +152,9 @@ class Adapters:
     bucket: Callable[[str], Bucket]
     project_number: Callable[[str], str]  # Resource Manager's projects.get
     quotas: QuotaApi | None = None
-    # --api auto: the other API, tried in each zone after `backend` (provision.place)
-    other: TpuBackend | None = None
+    # --api auto: the other APIs that offer the accelerator, tried in each zone after
+    # `backend`, in the registry's order (provision.place)
+    others: tuple[TpuBackend, ...] = ()
 
 
 @dataclass
