@@ -40,6 +40,8 @@ READERS: dict[str, tuple[int, str]] = {
     "torch.load": (0, "f"),
     "glob.glob": (0, "pathname"),
 }
+TF_DEVICE = frozenset({"tensorflow.device", "tensorflow.compat.v1.device"})
+GPU_DEVICE = re.compile(r"(^|/|:)gpu(:|$)", re.IGNORECASE)  # /gpu:0, /device:GPU:1, GPU
 LAPTOP = re.compile(r"^(/Users/|/home/|~|[A-Za-z]:[\\/])")
 
 
@@ -123,6 +125,19 @@ def _gpu_leftovers(ctx: Context) -> Iterator[Finding]:
             "raises IndexError)",
             "remove the GPU memory set-up; TPU memory needs none",
         )
+    for module, call in ctx.calls(TF_DEVICE):
+        name = call.args[0] if call.args else kwarg(call, "device_name")
+        if isinstance(name, ast.Constant) and GPU_DEVICE.search(str(name.value)):
+            yield ctx.finding(
+                module,
+                call,
+                "warning",
+                "gpu-device",
+                f"tf.device({name.value!r}) names a GPU: a TPU VM has none, so its ops run "
+                "on the CPU (soft placement) or fail",
+                "remove the tf.device block: TPUStrategy places the model's ops on the TPU "
+                "(build it in strategy.scope())",
+            )
     for module in ctx.program.modules:
         for node in ast.walk(module.tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
