@@ -27,7 +27,7 @@ from tpuctl import catalog, wording
 from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
-from tpuctl.services import jobs, staging
+from tpuctl.services import jobs, staging, workdir
 from tpuctl.services.run import agents, environment, lease, provision, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
@@ -129,7 +129,9 @@ class Runner:
         def stage() -> staging.StagedJob:
             bucket.ensure(catalog.region_of(job.target.zone))
             job.staging = True
-            return staging.stage_job(bucket, self._job_record(workers), spec.workdir, spec.excludes)
+            omit = workdir.own_files(spec.outputs)
+            record = self._job_record(workers)
+            return staging.stage_job(bucket, record, spec.workdir, spec.excludes, omit=omit)
 
         staged: list[Future[staging.StagedJob]] = []
 
@@ -161,6 +163,8 @@ class Runner:
             f"({wording.size(record.uploaded_bytes)}) to gs://{bucket.name}/"
             f"{protocol.job_prefix(job.job_id)}"
         )
+        for line in staging.left_out(record):
+            job.ui.info(line)
         return node
 
     def _job_record(self, workers: int) -> staging.JobSpec:
