@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run import bucket_objects
+from tests.cli.test_run import _node_name, _running, bucket_objects, wait_for
 
 SCRIPT = """\
 import os
@@ -85,3 +86,59 @@ def test_outputs_asked_for_inside_the_work_dir_are_not_staged(cli, emulator, fol
     assert "as tpuctl's own: results/ (where job outputs come home)" in r.err
     assert list(manifests(emulator).values()) == [{"t.py"}]
     assert (folder / "results" / "result.txt").read_text() == "done"
+
+
+WAITS = """\
+import os, time
+open(os.path.join(os.environ["TPUCTL_OUTPUT_DIR"], "result.txt"), "w").write("so far")
+time.sleep(120)
+"""
+
+
+def _wait_outputs_synced(emulator) -> str:  # noqa: ANN001
+    """Until the job's result.txt is in the bucket; the job's id."""
+    wait_for(lambda: any(k.endswith("/outputs/result.txt") for k in bucket_objects(emulator)))
+    (name,) = [k for k in bucket_objects(emulator) if k.endswith("/outputs/result.txt")]
+    return name.split("/")[2]
+
+
+def test_outputs_synced_before_a_ctrl_c_come_home(emulator, folder) -> None:
+    (folder / "t.py").write_text(WAITS)
+    with _running(folder / "t.py", "--sync-every", "1") as proc:
+        job = _wait_outputs_synced(emulator)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    home = Path("outputs") / job
+    assert (home / "result.txt").read_text() == "so far"
+    assert err.strip().splitlines()[-1] == (
+        f"error: interrupted: stopped job {job} and deleted its node; "
+        f"downloaded 1 output file(s) to {home}"
+    )
+    assert emulator.nodes() == []
+
+
+def test_a_ctrl_c_with_no_outputs_names_the_command_that_fetches_them(emulator, folder) -> None:
+    (folder / "t.py").write_text(WAITS)
+    with _running(folder / "t.py", "--sync-every", "1", "--no-outputs") as proc:
+        job = _wait_outputs_synced(emulator)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert not Path("outputs").exists()
+    assert err.strip().splitlines()[-1] == f"hint: `tpuctl outputs {job}` fetches its outputs"
+    assert emulator.nodes() == []
+
+
+def test_outputs_synced_before_a_preemption_without_restarts_come_home(emulator, folder):
+    (folder / "t.py").write_text(WAITS)
+    with _running(folder / "t.py", "--spot", "--restarts", "0", "--sync-every", "1") as proc:
+        job = _wait_outputs_synced(emulator)
+        emulator.preempt(_node_name(emulator))
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "was PREEMPTED during attempt 1 and the job has used its 0 restart(s)" in err
+    home = Path("outputs") / job
+    assert (home / "result.txt").read_text() == "so far"
+    assert f"downloaded 1 output file(s) to {home}" in err
+    assert emulator.nodes() == []

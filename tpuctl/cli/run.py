@@ -257,6 +257,11 @@ def _run(
             outcome = runner.run()
         except KeyboardInterrupt:
             raise run_request.stop(runner, runner.zone, ui.flush) from None
+        except TpuctlError as e:  # after the job started, its outputs may be in the bucket
+            if runner.job.agents_started:
+                fetch = run_request.fetch_outputs(runner.job_id)
+                e.hint = f"{e.hint}; {fetch}" if e.hint else fetch
+            raise
     finally:
         interrupts.restore(replaced)
     ui.flush()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tpuctl import catalog
 from tpuctl.cloud import registry
 from tpuctl.durations import parse_duration
-from tpuctl.errors import Interrupted, UsageError
+from tpuctl.errors import Interrupted, TpuctlError, UsageError
 from tpuctl.services.run.spec import (
     HEARTBEAT_DEADLINE,
     START_DEADLINE,
@@ -306,7 +306,8 @@ def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
         if not job.agents_started:
             return Interrupted(f"left at once; {left(runner, zone)}", hint=hint)
         return Interrupted(
-            f"left at once: job {runner.job_id} may still run; {left(runner, zone)}", hint=hint
+            f"left at once: job {runner.job_id} may still run; {left(runner, zone)}",
+            hint=f"{hint}; {fetch_outputs(runner.job_id)} once it ends",
         )
     if not stopped.started:
         what = left(runner, zone) if job.created else "no node was created"
@@ -317,4 +318,20 @@ def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
         )
     what = "every slice" if job.multislice else "its node"
     gone = f" and deleted {what}" if stopped.torn_down else ""
-    return Interrupted(f"interrupted: stopped job {runner.job_id}{gone}")
+    said = f"interrupted: stopped job {runner.job_id}{gone}"
+    try:  # what the job synced before it stopped comes home as on any other end
+        outputs = runner.bring_outputs()
+    except (KeyboardInterrupt, TpuctlError):
+        return Interrupted(
+            f"{said}; its outputs were not downloaded", hint=fetch_outputs(job.job_id)
+        )
+    if outputs is None:
+        return Interrupted(said, hint=fetch_outputs(job.job_id))
+    if outputs:
+        said += f"; downloaded {len(outputs)} output file(s) to {job.outputs_dir}"
+    return Interrupted(said)
+
+
+def fetch_outputs(job_id: str) -> str:
+    """The command that brings a job's outputs home, said where tpuctl did not."""
+    return f"`tpuctl outputs {job_id}` fetches its outputs"

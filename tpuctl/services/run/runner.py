@@ -21,6 +21,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl import catalog, wording
@@ -242,6 +243,7 @@ class Runner:
         )
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job, wait_for_agent=0)
+        outcome.outputs = self.bring_outputs() or []  # what was synced before the end
         return outcome
 
     def _lost(self, workers: int) -> JobOutcome:
@@ -280,11 +282,18 @@ class Runner:
         if said:
             outcome.message = "; ".join(said)
         outcome.environment = environment.summary(final)
-        if job.outputs_dir is not None and job.bucket is not None:
-            outcome.outputs = jobs.download_outputs(job.bucket, job.job_id, job.outputs_dir)
+        outcome.outputs = self.bring_outputs() or []
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)
         return outcome
+
+    def bring_outputs(self) -> list[Path] | None:
+        """Download the outputs the bucket has of the job to where they come home, on
+        every way the job ends; None when they stay in the bucket (--no-outputs)."""
+        job = self.job
+        if job.outputs_dir is None or job.bucket is None:
+            return None
+        return jobs.download_outputs(job.bucket, job.job_id, job.outputs_dir)
 
     def stop(self, grace: float = STOP_GRACE) -> JobOutcome:
         """After an interruption: stop the job on every worker, then tear down as asked.
