@@ -104,6 +104,8 @@ class Runner:
             spec.bucket_named_by,
             job.ui.info,
         )
+        if not spec.node:  # before the lease makes the bucket, so in a zone that is kept
+            provision.survey_zones(job)
         with lease.held(job), teardown.guard(job):
             node = self._provision_and_stage()
             agents.start(job)
@@ -114,15 +116,14 @@ class Runner:
             return self._attempts(job.workers)
 
     def _provision_and_stage(self) -> Node:
-        """The job's node, READY, and its code in the bucket (staged while the node boots)."""
+        """The job's node, READY, and its code in the bucket (staged while the node boots;
+        a new node's zones were surveyed before)."""
         job, spec = self.job, self.job.spec
         bucket = job.bucket
         assert bucket is not None
         existing = provision.existing_node(job)
         if spec.teardown is None:  # --node without --teardown/--keep: delete it if made here
             spec.teardown = existing is None
-        if existing is None:
-            provision.survey_zones(job)
         workers = len(existing.workers) if existing else spec.shape.hosts
         workers *= spec.slices  # every slice has the same workers
         job.workers = workers
