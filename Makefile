@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/envs.py
 	$(BIN)/python bench/doctor.py
 	$(BIN)/python bench/top.py
+	$(BIN)/python bench/logs.py
 	$(BIN)/python bench/checkpoints.py
 
 # reliability under faults, kills, signals and bad input (docs/reliability.md); ~15 min

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -56,3 +57,49 @@ def test_run_async_still_reports_a_real_error_of_a_forgotten_task(caplog) -> Non
     gc.collect()
     said = caplog.text
     assert "Task exception was never retrieved" in said and "ValueError: lost" in said
+
+
+async def _interrupted_twice(closed: list[str]) -> None:
+    """A first Ctrl-C in the main task, a second while the tasks it leaves are being
+    cancelled (`run`'s double Ctrl-C while SSH sessions start), landing in one of them
+    while another still needs the loop to close its connection."""
+
+    async def session() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            await asyncio.sleep(0.01)  # as an SSH connection's close is awaited
+            closed.append("closed")
+
+    async def elsewhere() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None  # the second signal lands in this task
+
+    for work in (session(), elsewhere()):
+        asyncio.ensure_future(work)
+    await asyncio.sleep(0)
+    raise KeyboardInterrupt
+
+
+def _said_after_twice(runner: Callable[[Any], Any], caplog: pytest.LogCaptureFixture) -> list[str]:
+    caplog.clear()
+    closed: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # what asyncio alone leaves: an unraisable error
+        with pytest.raises(KeyboardInterrupt):
+            runner(_interrupted_twice(closed))
+        gc.collect()
+    return [*closed, *caplog.messages]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its leftovers
+def test_asyncio_alone_leaves_tasks_half_cancelled_on_a_second_interruption(caplog) -> None:  # noqa: ANN001
+    said = _said_after_twice(asyncio.run, caplog)
+    assert "closed" not in said, said  # the loop was closed under the session
+    assert any("never retrieved" in m or "destroyed but it is pending" in m for m in said), said
+
+
+def test_run_async_ends_every_task_before_a_second_interruption_leaves(caplog) -> None:  # noqa: ANN001
+    assert _said_after_twice(run_async, caplog) == ["closed"]

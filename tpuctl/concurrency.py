@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+WIND_DOWN = 3.0  # seconds the tasks left by an interruption have to end (connections close)
+_ABANDONED: list[asyncio.Task[Any]] = []  # tasks whose clean-up hung: never collected
 
 
 def each(fn: Callable[[T], R], items: list[T], parallel: int) -> list[R]:
@@ -52,16 +55,63 @@ def each(fn: Callable[[T], R], items: list[T], parallel: int) -> list[R]:
 
 def run_async(main: Coroutine[Any, Any, R]) -> R:
     """`asyncio.run(main)`, where a Ctrl-C (or SIGTERM, SIGHUP under `interrupts.install`)
-    that lands inside one of its tasks is the caller's interruption alone. The signal's
-    KeyboardInterrupt leaves `run_async` as it leaves `asyncio.run`; the task it was raised
-    in keeps a copy of it, which asyncio would otherwise print when the task is collected
-    ("Task exception was never retrieved" and a traceback, after tpuctl said what it did)."""
+    may land anywhere, also twice, and is the caller's interruption alone: its
+    KeyboardInterrupt leaves `run_async` as it leaves `asyncio.run`, and nothing is
+    printed for the event loop's tasks afterwards.
 
-    async def quietly() -> R:
-        asyncio.get_running_loop().set_exception_handler(_quiet_interruptions)
-        return await main
+    - The task a signal's KeyboardInterrupt was raised in keeps a copy of it, which
+      asyncio would print when the task is collected ("Task exception was never
+      retrieved" and a traceback, after tpuctl said what it did): not printed here.
+    - After the first interruption every task left is cancelled and run to its end (its
+      `finally`: SSH connections closed) before the loop is closed. A second signal
+      during that (`asyncio.run` stops there, closes the loop under tasks half cancelled,
+      and their collection prints "Task was destroyed but it is pending!" or "Event loop
+      is closed") is raised once they have ended, at most WIND_DOWN seconds later."""
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_quiet_interruptions)
+    asyncio.set_event_loop(loop)
+    try:
+        result = loop.run_until_complete(main)
+    except BaseException:
+        _wind_down(loop)  # a signal meanwhile: one is being raised already
+        raise
+    if _wind_down(loop):
+        raise KeyboardInterrupt
+    return result
 
-    return asyncio.run(quietly())
+
+def _wind_down(loop: asyncio.AbstractEventLoop) -> bool:
+    """Cancel the tasks left and run them to their end (for WIND_DOWN seconds at most),
+    then close the loop; True when a signal's KeyboardInterrupt came meanwhile."""
+    interrupted = False
+    deadline = time.monotonic() + WIND_DOWN
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    ended = asyncio.gather(*pending, return_exceptions=True) if pending else None
+    while ended is not None and not ended.done() and time.monotonic() < deadline:
+        stop = loop.call_later(max(0.0, deadline - time.monotonic()), loop.stop)
+        try:
+            loop.run_until_complete(ended)
+        except KeyboardInterrupt:
+            interrupted = True
+        except RuntimeError:  # stopped at the deadline
+            pass
+        finally:
+            stop.cancel()
+    asyncio.set_event_loop(None)
+    left = [task for task in pending if not task.done()]
+    if left:
+        # A clean-up that hangs: left as it is, the loop open (closing it under them
+        # would make their clean-up fail, loudly, when they are collected).
+        _ABANDONED.extend(left)
+        return interrupted
+    try:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except KeyboardInterrupt:
+        interrupted = True
+    loop.close()
+    return interrupted
 
 
 def _quiet_interruptions(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

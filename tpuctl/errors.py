@@ -55,6 +55,10 @@ class NotFoundError(TpuctlError):
     exit_code = ExitCode.NOT_FOUND
 
 
+class UnreadableObjectError(TpuctlError):
+    """An object of the bucket is not what tpuctl writes there (not JSON, too large)."""
+
+
 class AlreadyExistsError(TpuctlError):
     exit_code = ExitCode.FAILED
 

@@ -97,6 +97,11 @@ class Node:
     upcoming_maintenance: str = ""  # as the API describes it, "" when none
     topology: str = ""  # a Compute Engine slice's interconnect: "4x4 ACTIVE" ("" elsewhere)
     shape: SliceShape | None = None  # what the adapter resolved; else from the type's name
+    # What is left of a node whose billing parts (its VMs) are gone, when parts that bill
+    # nothing remain (a Compute Engine slice's instance template and workload policy once
+    # its managed instance group is gone), as a phrase: "its instance template b-d-it and
+    # workload policy b-d-wp"; "" for a node. `delete_node` of such a node deletes them.
+    free_parts: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the API's answer, shown by
     # `describe --json` and never read by services
 
@@ -276,6 +281,7 @@ class CreateSpec:
     max_run_duration: int | None = None
     request_valid_for: int | None = None
     reservation: str | None = None
+    owner: str = ""  # `tpuctl-owner`: names.owner_label of the account (empty: local login)
 
     @property
     def scheduling(self) -> str:

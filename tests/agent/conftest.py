@@ -23,6 +23,7 @@ from tpuctl.cloud.tpu import KIND
 from tpuctl.services import staging
 
 # TPUCTL_TEST_AGENT_PYTHON=/path/to/python3.8 runs the agent under another interpreter
+SIGNING_KEY = "k" * 64  # the client's (tpuctl/agent/signing.py), as Worker.run gives it
 AGENT_PYTHON = os.environ.get("TPUCTL_TEST_AGENT_PYTHON") or sys.executable
 PROJECT = "tpuctl-demo"
 FAST = ["--heartbeat", "0.1", "--sync-every", "0.2", "--grace", "2", "--stale", "30"]
@@ -74,7 +75,8 @@ class Worker:
             timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
         return subprocess.run(
             self.command("run", job_id, bucket, *extra),
-            input=json.dumps(env_values or {}),
+            # as the runner gives it: the env values and the client's signing key
+            input=json.dumps({protocol.SIGNING_KEY: SIGNING_KEY, **(env_values or {})}),
             env=self.env,
             capture_output=True,
             text=True,

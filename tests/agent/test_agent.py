@@ -8,7 +8,8 @@ import signal
 from pathlib import Path
 
 import tpuctl.agent.streams as streams
-from tests.agent.conftest import PROJECT, Cluster, wait_for
+from tests.agent.conftest import PROJECT, SIGNING_KEY, Cluster, wait_for
+from tpuctl.agent import protocol
 from tpuctl.agent.protocol import FINAL
 
 TRAIN = """\
@@ -254,23 +255,25 @@ def test_a_job_outliving_the_retention_rule_keeps_its_record_and_outputs(
     go = tmp_path / "go"
     proc = cluster.worker(node, 0).popen("run", job, cluster.bucket.name, "--refresh-every", "0.3")
     assert proc.stdin is not None
-    proc.stdin.write(json.dumps({"GO": str(go)}))
+    proc.stdin.write(json.dumps({"GO": str(go), protocol.SIGNING_KEY: SIGNING_KEY}))
     proc.stdin.close()
     record_name = f"tpuctl/jobs/{job}/job.json"
     output = f"tpuctl/jobs/{job}/outputs/config.json"
+    manifest = f"tpuctl/jobs/{job}/manifests/slice-0/worker-0.json"  # what a restart trusts
 
     def names() -> set[str]:
         return {o.name for o in cluster.bucket.objects(f"tpuctl/jobs/{job}/")}
 
     try:
         record = cluster.bucket.read_json(record_name)[0]
-        wait_for(lambda: output in names(), "the output's first sync")
+        wait_for(lambda: {output, manifest} <= names(), "the output's first sync")
         cluster.bucket.add_delete_rule("tpuctl/jobs/", 1)
         deleted = cluster.emulator.run_lifecycle(2)["deleted"][cluster.bucket.name]
-        assert record_name in deleted and output in deleted  # as Cloud Storage would
+        assert {record_name, output, manifest} <= set(deleted)  # as Cloud Storage would
         wait_for(lambda: record_name in names(), "the record written again")
         assert cluster.bucket.read_json(record_name)[0] == record
         wait_for(lambda: output in names(), "the output uploaded again")
+        wait_for(lambda: manifest in names(), "the manifest written again")
         go.touch()
         assert proc.wait(timeout=30) == 0
     finally:

@@ -56,6 +56,19 @@ def test_a_cancel_is_asked_for_one_attempt_and_kept() -> None:
     assert not protocol.cancel_asked(running, 2) and not protocol.cancel_asked(None, 2)
 
 
+def test_a_preemption_notice_is_passed_on_to_a_working_status_of_its_attempt_only() -> None:
+    running = {"worker": 1, "attempt": 2, "state": "RUNNING"}
+    told = protocol.with_notice(running, 2, "the VM of worker 0 is being preempted")
+    assert told == {**running, "notice": "the VM of worker 0 is being preempted"}
+    assert protocol.notice_asked(told, 2) == "the VM of worker 0 is being preempted"
+    assert protocol.notice_asked(told, 3) == "" and protocol.notice_asked(running, 2) == ""
+    assert protocol.with_notice(told, 2, "again") is None  # told once
+    assert protocol.with_notice(None, 2, "why") is None  # no agent yet: nothing written
+    assert protocol.with_notice(running, 3, "why") is None  # an earlier attempt's status
+    ended = {**running, "state": "SUCCEEDED"}
+    assert protocol.with_notice(ended, 2, "why") is None  # a final status stays as it is
+
+
 def test_is_final() -> None:
     assert protocol.is_final({"state": "PREEMPTED", "attempt": 1})
     assert protocol.is_final({"state": "FAILED", "attempt": 1}, 1)

@@ -67,7 +67,8 @@ class Index:
 
 @contextmanager
 def serving(folder: Path) -> Iterator[Index]:
-    """The wheels in `folder` as an index at http://127.0.0.1:PORT/simple."""
+    """The wheels in `folder` as an index at http://127.0.0.1:PORT/simple (and at
+    http://127.0.0.1:PORT/ANY-TOKEN/simple, as a private index with a token in its path)."""
     folder.mkdir(parents=True, exist_ok=True)
     index = Index("", folder)
 
@@ -76,6 +77,8 @@ def serving(folder: Path) -> Iterator[Index]:
             with index.lock:
                 index.requests.append(self.path)
             parts = [p for p in self.path.split("?")[0].split("/") if p]
+            # a private index's token in the path (/TOKEN/simple/...): kept in the links
+            token = f"/{parts.pop(0)}" if parts and parts[0] not in ("simple", "files") else ""
             body, kind = b"", "text/html"
             if len(parts) == 2 and parts[0] == "simple":
                 project = parts[1].lower().replace("_", "-")
@@ -85,8 +88,8 @@ def serving(folder: Path) -> Iterator[Index]:
                     if w.name.split("-")[0].lower().replace("_", "-") == project
                 ]
                 links = [
-                    f'<a href="/files/{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}"'
-                    f">{w.name}</a>"
+                    f'<a href="{token}/files/{w.name}'
+                    f'#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>'
                     for w in wheels
                 ]
                 if links:

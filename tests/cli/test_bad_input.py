@@ -71,6 +71,8 @@ NINES = "9" * 400
         (["gc", "--zone", ""], {}, None, 2, "invalid --zone '': empty"),
         (["run", "{script}", "--bucket", "gs://UPPER_bucket"], {}, None, 2,
          "invalid bucket name gs://UPPER_bucket (--bucket): only lowercase letters"),
+        (["run", "{script}", "--hang-after", "soon"], {}, None, 2,
+         "invalid --hang-after 'soon': use e.g. 30s, 5m or 1h30m"),
         (["run", "{script}", "--outputs", "{bin}/sub"], {}, None, 2,
          "invalid --outputs {bin}/sub: {bin} is not a folder"),
     ],

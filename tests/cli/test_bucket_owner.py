@@ -48,6 +48,18 @@ def test_run_refuses_a_default_bucket_another_project_owns(cli, emulator, script
     assert emulator.nodes() == [] and _objects(emulator) == []  # nothing made, nothing sent
 
 
+@pytest.mark.parametrize(
+    "command", [("jobs",), ("logs", "nightly"), ("outputs", "nightly"), ("cancel", "nightly")]
+)
+def test_job_commands_refuse_a_default_bucket_another_project_owns(
+    cli, emulator, command: tuple[str, ...]
+) -> None:
+    _squat(emulator)
+    r = cli(*command)
+    assert r.code == 3, r.err
+    assert f"the bucket gs://{DEFAULT} belongs to another project (number " in one_line_error(r)
+
+
 def test_a_bucket_named_by_the_user_is_trusted_and_said_so(cli, emulator, script) -> None:
     _squat(emulator)
     r = cli("run", str(script), "--bucket", f"gs://{DEFAULT}")

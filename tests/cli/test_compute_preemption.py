@@ -43,8 +43,12 @@ def test_a_vm_with_stop_as_its_termination_action_is_stopped(emulator) -> None:
         "scheduling": {"onHostMaintenance": "TERMINATE", "provisioningModel": "SPOT",
                        "automaticRestart": False, "instanceTerminationAction": "STOP"},
     }  # fmt: skip
-    request = urllib.request.Request(f"{base}/instances", data=json.dumps(body).encode(),
-                                     method="POST")  # fmt: skip
+    request = urllib.request.Request(
+        f"{base}/instances",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     urllib.request.urlopen(request, timeout=10).close()
     emulator.advance(f"projects/{PROJECT}/zones/{ZONE}/instances/stopper")
     emulator.preempt_instance("stopper", notice=0)
@@ -84,3 +88,37 @@ def test_a_preempted_worker_leaves_the_slice_preempted(cli, emulator) -> None:
     gone = cli("delete", "ss", "--zone", SLICE_ZONE, "--yes")
     assert gone.code == 0, one_line_error(gone) if gone.err else gone.out
     assert emulator.instances() == []
+
+
+def test_emulator_preempt_takes_a_compute_engine_vm_by_its_node_name(cli, emulator) -> None:
+    assert cli("create", "cv", "-a", "tpu7x-8", "--zone", ZONE, "--spot").code == 0
+    r = cli("emulator", "preempt", "cv", "--zone", ZONE, "--notice", "5")
+    assert r.code == 0, r.err
+    assert "preempting cv in us-central1-c: its notice has begun" in r.err
+    assert _preempted(emulator, "cv") == "TRUE"
+    (vm,) = emulator.instances()
+    assert emulator.advance(vm["name"]) == [vm["name"]]
+    assert emulator.instances() == []  # tpuctl's VMs are deleted on preemption
+
+
+def test_emulator_preempt_takes_one_vm_of_a_compute_engine_slice_by_worker(cli, emulator) -> None:
+    r = cli("create", "cs", "-a", "v6e-16", "--api", "compute", "--zone", SLICE_ZONE, "--spot")
+    assert r.code == 0, r.err
+    whole = cli("emulator", "preempt", "cs", "--zone", SLICE_ZONE)
+    assert whole.code == 1 and "cs is a slice of 4 VMs: name one with worker (0 to 3)" in whole.err
+    wrong = cli("emulator", "preempt", "cs", "--zone", SLICE_ZONE, "--worker", "4")
+    assert wrong.code == 1 and "worker must be 0 to 3 for cs" in wrong.err, wrong.err
+    r = cli("emulator", "preempt", "cs", "--zone", SLICE_ZONE, "--worker", "2", "--notice", "30")
+    assert r.code == 0, r.err
+    assert "preempting worker 2 of cs in us-east1-d: its notice has begun" in r.err
+    seen = [_preempted(emulator, "cs", k, SLICE_ZONE) for k in range(4)]
+    assert seen == ["FALSE", "FALSE", "TRUE", "FALSE"]  # that VM's notice, the others' none
+    assert emulator.advance() != []  # the notice is over: that VM is deleted, not remade
+    assert len([i for i in emulator.instances() if "/instances/" in i["name"]]) == 3
+    assert cli("delete", "cs", "--zone", SLICE_ZONE, "--yes").code == 0
+
+
+def test_emulator_preempt_names_a_node_that_is_on_neither_api(cli, emulator) -> None:
+    r = cli("emulator", "preempt", "nowhere", "--zone", ZONE)
+    assert r.code == 1
+    assert "no node nowhere in us-central1-c: neither a Cloud TPU API node nor a Compute" in r.err

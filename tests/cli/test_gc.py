@@ -284,3 +284,32 @@ def test_a_node_not_yet_idle_for_the_limit_is_told_as_the_metrics_know_it(cli, e
         assert "active" not in line
     finally:
         assert cli("delete", "fresh", "--zone", Z, "--yes").code == 0
+
+
+def test_owner_is_the_account_not_the_login_name(cli, emulator) -> None:
+    """A node tpuctl made as another account, whose machine's login name is the same as
+    this one's, is not this account's: gc leaves it unless --all-owners."""
+    from tpuctl.services.names import local_user
+
+    emulator.config(caller="ada@example.com")
+    assert cli("create", "adas", "-a", "v3-8", "--zone", Z, "--ttl", "1h").code == 0
+    labels = emulator.tpu_client().get_node(name=f"{PARENT}/nodes/adas").labels
+    assert labels["tpuctl-owner"] == "ada-example-com"
+    expire(emulator, "adas")
+    managed = {"managed-by": "tpuctl", "tpuctl-owner": local_user(), "tpuctl-expires": "1"}
+    foreign_node(emulator, "same-login", managed)  # another account, same login name
+
+    emulator.config(caller="bob@example.com")
+    r = cli("gc", "--dry-run", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == []
+    r = cli("gc", "--dry-run", "--owner", "ada@example.com", "--json")
+    assert [row["name"] for row in json.loads(r.out)] == ["adas"]
+    r = cli("gc", "--dry-run", "--all-owners", "--json")
+    assert sorted(row["name"] for row in json.loads(r.out)) == ["adas", "same-login"]
+
+    emulator.config(caller="ada@example.com")
+    r = cli("gc", "--yes")
+    assert r.code == 0, r.err
+    assert names(emulator) == ["same-login"]
+    emulator.tpu_client().delete_node(name=f"{PARENT}/nodes/same-login").result()

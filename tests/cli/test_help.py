@@ -11,8 +11,8 @@ from tpuctl.cli import app, main
 COMMANDS = [
     ["create"], ["list"], ["top"], ["describe"], ["stop"], ["start"], ["delete"], ["keep"],
     ["gc"], ["quota"], ["quota", "request"], ["run"], ["doctor"], ["jobs"], ["logs"],
-    ["cancel"], ["outputs"], ["ssh"], ["exec"], ["scp"], ["init"], ["emulator", "start"],
-    ["emulator", "preempt"],
+    ["cancel"], ["outputs"], ["stacks"], ["ssh"], ["exec"], ["scp"], ["init"],
+    ["emulator", "start"], ["emulator", "preempt"],
 ]  # fmt: skip
 
 
@@ -117,13 +117,16 @@ def _options() -> list:  # noqa: ANN401
     return found
 
 
-TIME = re.compile(r"timeout|interval|every|notice|deadline|ttl|^idle$|older_than|valid_until$")
+TIME = re.compile(
+    r"timeout|interval|every|notice|deadline|ttl|^idle$|older_than|valid_until$|hang_after"
+)
 
 
 def test_every_flag_that_takes_a_time_takes_a_duration() -> None:
     timed = [(c, p) for c, p in _options() if TIME.search(p.name or "") and not p.is_flag]
     assert {p.name for _, p in timed} >= {
         "sync_every", "interval", "connect_timeout", "notice", "ttl", "idle_timeout", "timeout",
+        "hang_after",
     }  # fmt: skip
     for command, p in timed:
         assert p.metavar == "DURATION", (command, p.name)
@@ -136,6 +139,7 @@ def test_every_flag_that_takes_a_time_takes_a_duration() -> None:
         (["top", "--interval"], 60.0),
         (["ssh", "n", "--connect-timeout"], 60.0),
         (["run", "x.py", "--sync-every"], 60.0),
+        (["run", "x.py", "--hang-after"], 60.0),
         (["emulator", "preempt", "n", "--notice"], 60.0),
     ],
     ids=lambda v: v[0] if isinstance(v, list) else "",

@@ -83,3 +83,32 @@ def _drain(lines: queue.Queue[str]) -> list[str]:
             out.append(lines.get(timeout=2.0))
         except queue.Empty:
             return out
+
+
+def test_logs_follow_opens_no_session_on_a_node_the_record_names_falsely(cli, emulator) -> None:
+    """The record naming a job's node is in the shared bucket: rewritten to name another
+    node, it gets no key of the user's and no session, only a refusal (the bucket's copy
+    is followed instead)."""
+    import pytest
+
+    from tpuctl.cloud.clients import ClientFactory
+    from tpuctl.errors import TpuctlError
+    from tpuctl.services import live_logs
+
+    assert cli("create", "unrelated", "-a", "v3-8", "-z", "us-central1-a").code == 0
+    full = "projects/tpuctl-demo/locations/us-central1-a/nodes/unrelated"
+    before = dict(emulator.tpu_client().get_node(name=full).metadata)
+    factory = ClientFactory()
+    running = {0: {"worker": 0, "attempt": 1, "state": "RUNNING", "pid": 1, "log": "x"}}
+    with pytest.raises(TpuctlError, match="node unrelated is not job 20261205-000000-abcdef"):
+        live_logs._stream(
+            factory.backends(),
+            factory.ssh(),
+            full,
+            "20261205-000000-abcdef",
+            running,
+            {},
+            lambda *_: None,
+        )
+    assert dict(emulator.tpu_client().get_node(name=full).metadata) == before  # no key added
+    assert cli("delete", "unrelated", "-z", "us-central1-a", "--yes").code == 0

@@ -32,14 +32,30 @@ def test_list_at_80_columns_keeps_names_and_zones_whole(cli, emulator) -> None:
     lines = _on_an_80_column_terminal("list")
     (header,) = [ln for ln in lines if ln.startswith("NAME")]
     (row,) = [ln for ln in lines if ln.startswith(NAME)]
-    assert all(len(ln) <= 80 for ln in lines), [len(ln) for ln in lines]
+    assert all(len(ln) <= 80 for ln in lines if not ln.startswith("hidden: ")), lines
     assert row.split()[:3] == [NAME, "us-central1-a", "v3-8"]  # whole, to paste
     assert not any("…" in ln for ln in lines)  # nothing cut: what does not fit folds
     assert "HEALTH" not in header and "OWNER" not in header  # dropped first
+    (said,) = [ln for ln in lines if ln.startswith("hidden: ")]  # never in silence
+    assert "OWNER" in said and "HEALTH" in said and said.endswith("; --wide shows all")
     wide = _on_an_80_column_terminal("list", "--wide")
     assert any("OWNER" in ln and "HEALTH" in ln for ln in wide)  # every column
     assert not any("…" in ln for ln in wide)
+    assert not any(ln.startswith("hidden: ") for ln in wide)
     assert cli("delete", NAME, "--yes").code == 0
+
+
+def test_list_at_80_columns_shows_when_a_node_goes_and_what_it_cost(cli, emulator) -> None:
+    assert cli("create", "exp1", "-a", "v3-8", "--ttl", "8h").code == 0
+    lines = _on_an_80_column_terminal("list")
+    (header,) = [ln for ln in lines if ln.startswith("NAME")]
+    assert "EXPIRES" in header and "COST" in header  # money goes last
+    (row,) = [ln for ln in lines if ln.startswith("exp1")]
+    assert re.search(r" 7h5\dm$", row), row  # when the node deletes itself
+    assert cli("keep", "exp1").code == 0
+    (row,) = [ln for ln in _on_an_80_column_terminal("list") if ln.startswith("exp1")]
+    assert row.endswith(" kept")  # never deleted at its expiry
+    assert cli("delete", "exp1", "--yes").code == 0
 
 
 def test_fitted_drops_the_highest_drop_first_and_keeps_identifiers() -> None:

@@ -475,6 +475,12 @@ def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
     assert proc.returncode == 1, err
     assert "was PREEMPTED during attempt 2 and the job has used its 1 restart(s)" in err
     assert emulator.nodes() == []
+    # no notice (the suite's preempt_notice is 0): the agent died without a word, and the
+    # client recorded its end, so the job's record does not stay RUNNING
+    states = [
+        json.loads(v)["state"] for k, v in bucket_objects(emulator).items() if "/status/" in k
+    ]
+    assert states == ["PREEMPTED"], states
 
 
 def test_run_queued_provisions_through_the_queue_and_leaves_nothing(cli, emulator, project):

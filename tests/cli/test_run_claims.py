@@ -21,6 +21,15 @@ def _claim(emulator) -> dict | None:  # noqa: ANN001
     return json.loads(raw) if raw else None
 
 
+def _claim_as_a_client(emulator, claim: str, value: dict) -> None:  # type: ignore[type-arg]  # noqa: ANN001
+    """Take a claim as `run` does: its job's lease written first (lease.held), then the
+    claim."""
+    bucket = emulator.storage_client().bucket("tpuctl-demo-tpuctl")
+    lease = claims.lease(str(value["job"]), 90.0, 0)
+    bucket.blob(claims.lease_path(str(value["job"]))).upload_from_string(json.dumps(lease))
+    bucket.blob(claim).upload_from_string(json.dumps(value))
+
+
 def _names(emulator) -> list[str]:  # noqa: ANN001
     return [n["name"].rsplit("/", 1)[1] for n in emulator.nodes()]
 
@@ -85,9 +94,7 @@ def test_the_agents_teardown_leaves_a_node_another_job_holds(cli, emulator, proj
         holder = (_claim(emulator) or {})["job"]
         # B's claim, as `take` writes it over a stale one.
         theirs = claims.claim("20200101-000000-abcdef", "", "b", "elsewhere")
-        emulator.storage_client().bucket("tpuctl-demo-tpuctl").blob(CLAIM).upload_from_string(
-            json.dumps(theirs)
-        )
+        _claim_as_a_client(emulator, CLAIM, theirs)
         out, err = a.communicate(timeout=120)
     assert a.returncode == 0, err
     assert "is claimed by job 20200101-000000-abcdef now: not deleting it" in err
@@ -96,6 +103,22 @@ def test_the_agents_teardown_leaves_a_node_another_job_holds(cli, emulator, proj
     assert _names(emulator) == ["shared"]
     assert (_claim(emulator) or {}).get("job") == "20200101-000000-abcdef"  # theirs stays
     assert cli("delete", "shared", "--yes").code == 0
+
+
+def test_a_forged_claim_leaves_no_node_billing(cli, emulator, project) -> None:
+    """A claim written into the bucket by someone else than a client (no lease, no agent
+    of its job) holds nothing: the job's teardown deletes its node all the same."""
+    assert cli("create", "shared", "-a", "v3-8").code == 0
+    with _running(project / "job.py", "--node", "shared", "--teardown", "--env", "NAP=4") as a:
+        wait_for(lambda: (_claim(emulator) or {}).get("job") not in (None, ""))
+        forged = claims.claim("20200101-000000-f0f0f0", "", "mallory", "elsewhere")
+        blob = emulator.storage_client().bucket("tpuctl-demo-tpuctl").blob(CLAIM)
+        blob.upload_from_string(json.dumps(forged))
+        _, err = a.communicate(timeout=120)
+    assert a.returncode == 0, err
+    assert "claimed by job 20200101-000000-f0f0f0 now: not deleting it" not in err
+    assert _names(emulator) == []
+    blob.delete()
 
 
 def test_ctrl_c_releases_the_claim(cli, emulator, project) -> None:
@@ -138,7 +161,7 @@ def test_on_compute_engine_the_teardown_reads_the_vms_create_time_not_the_tpu_ap
             ours = claimed()["node_created"]
             assert ours  # the client's create time of the VM, in seconds
             theirs = claims.claim("20200101-000000-abcdef", created or ours, "b", "elsewhere")
-            blob.upload_from_string(json.dumps(theirs))
+            _claim_as_a_client(emulator, claim, theirs)
             _, err = a.communicate(timeout=120)
         assert a.returncode == 0, err
         (log,) = [v for k, v in bucket_objects(emulator).items() if f"{holder}/logs/" in k]

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from tpuctl.agent import envkeys
-from tpuctl.agent.envbuild import EnvFailed, Wanted, package_of, resolution_error
+from tpuctl.agent.envbuild import (
+    EnvFailed,
+    Wanted,
+    index_named,
+    package_of,
+    resolution_error,
+    scrub,
+)
 from tpuctl.agent.envs import Environments
 from tpuctl.services.run.environment import lines_of
 
@@ -70,10 +77,31 @@ def test_pip_failures_become_one_line_naming_package_and_index() -> None:
         "(from versions: none)\n"
         "ERROR: No matching distribution found for nosuch==1\n"
     )
-    env = {"PIP_INDEX_URL": "https://me:secret@pkgs.example.com/simple"}
+    env = {"PIP_INDEX_URL": "https://me:secret@pkgs.example.com/T0KEN-in-path/simple"}
     said = resolution_error(out, env)
-    assert said == "environment: no version of nosuch==1 found on https://pkgs.example.com/simple"
+    assert said == "environment: no version of nosuch==1 found on https://pkgs.example.com/…"
     assert package_of("jax-0.4.30-py3-none-any.whl") == "jax==0.4.30"
+
+
+def test_pips_output_reaches_the_log_without_index_urls_or_env_values() -> None:
+    hidden = ["https://me:pa55word@pkgs.example.com/T0KEN-in-path/simple", "sk-0123456789"]
+    out = (
+        "Looking in indexes: https://me:****@pkgs.example.com/T0KEN-in-path/simple\n"
+        "Collecting tinya\n"
+        "  Downloading https://pkgs.example.com/T0KEN-in-path/files/tinya-1.0.whl (1 kB)\n"
+        "WARNING: 401 from https://me:****@pkgs.example.com/T0KEN-in-path/simple/tinya/\n"
+        "the key sk-0123456789 and its token T0KEN-in-path, said by a build backend\n"
+    )
+    said = scrub(out, hidden)
+    assert said == (
+        "Collecting tinya\n"
+        "  Downloading https://pkgs.example.com/… (1 kB)\n"
+        "WARNING: 401 from https://pkgs.example.com/…\n"
+        "the key [redacted] and its token [redacted], said by a build backend\n"
+    )
+    assert index_named({"PIP_EXTRA_INDEX_URL": hidden[0]}) == (
+        "https://pypi.org/… + https://pkgs.example.com/…"
+    )
 
 
 def test_an_index_is_valid_only_with_a_sha256_per_wheel() -> None:

@@ -113,7 +113,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "--setup", "pip install -r requirements.txt", "--keep", "--detach", "--no-check",
         "--heartbeat-deadline", "90s", "--start-deadline", "15m", "--retry-on-failure",
         "--max-cost", "25", "--start-lease", "30s", "--api", "compute",
-        "--flex-start", "--max-run-duration", "4h",
+        "--flex-start", "--max-run-duration", "4h", "--hang-after", "5m",
         "--bucket", "gs://mine", "--project", "my-project", "--version", "tpu-vm-base",
         "--force", "--env", 'Q=say "hi"', "--service-account", SA, "--scopes", "cloud-platform",
         "--requirements", str(repo / "reqs.txt"), "--rebuild-env", "--system-site-packages",
@@ -139,7 +139,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "exclude": ["*.ckpt"], "slices": 2, "max_cost": "25", "start_lease": "30s",
         "api": "compute", "flex_start": True, "max_run_duration": "4h", "preemptible": True,
         "reserved": True, "reservation": "r1", "labels": ["team=ml"], "network": "net",
-        "subnetwork": "sub", "tags": ["ssh,web"], "internal_ip_only": True,
+        "subnetwork": "sub", "tags": ["ssh,web"], "internal_ip_only": True, "hang_after": 300.0,
     }.items():  # fmt: skip
         assert spec[key] == value, key
     # all but what was not given (the job file gives outputs, so not --no-outputs)

@@ -13,9 +13,10 @@ import pytest
 from tests.backends import lab
 from tpuctl.cloud import registry
 from tpuctl.models import CREATED, EXPIRES, MANAGED_BY, MANAGED_BY_VALUE, OWNER, Node
-from tpuctl.services.names import local_user
+from tpuctl.services.names import owner_label
 
 Z = "us-central1-a"
+CALLER = "you@example.com"  # the emulator's caller
 
 
 @pytest.fixture
@@ -32,7 +33,12 @@ def _node(name: str, labels: dict[str, str]) -> Node:
 
 
 def _ours(**more: str) -> dict[str, str]:
-    labels = {MANAGED_BY: MANAGED_BY_VALUE, OWNER: local_user(), CREATED: str(int(time.time()))}
+    # made by the emulator's caller (you@example.com), as tpuctl labels it
+    labels = {
+        MANAGED_BY: MANAGED_BY_VALUE,
+        OWNER: owner_label(CALLER),
+        CREATED: str(int(time.time())),
+    }
     return {**labels, **more}
 
 

@@ -29,9 +29,14 @@ def client(emulator) -> Any:
     return ClientFactory().oslogin_client()
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def http(emulator: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{emulator.address}{path}", data=data, method=method)
+    request = urllib.request.Request(
+        f"http://{emulator.address}{path}", data=data, method=method, headers=JSON
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.load(response)

@@ -1,7 +1,8 @@
 """The emulator's workers stand for VMs of an image made on this machine: a VM's pip
 honours its image's settings, so a worker's pip has those of the shell that started the
-emulator (PIP_INDEX_URL, ...); a client's own environment does not reach a worker (but for
-LANG and LC_*, as OpenSSH's AcceptEnv)."""
+emulator (PIP_INDEX_URL, ...); nothing else of that shell does (a credential, a virtualenv,
+its PATH: emulator/workers/guest_env.py), and a client's own environment does not reach a
+worker (but for LANG and LC_*, as OpenSSH's AcceptEnv)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def test_a_worker_has_the_pip_settings_of_the_shell_that_started_the_emulator(
 ) -> None:
     port, state = free_port(), tmp_path / "emu"
     shell = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    started = dict(shell, **PIP)
+    started = dict(shell, **PIP, AWS_SECRET_ACCESS_KEY="shh", PYTHONPATH="/laptop/lib")
+    started["PATH"] = f"/laptop/bin{os.pathsep}{shell['PATH']}"
     laptop = dict(shell, TPUCTL_EMULATOR_HOST=f"127.0.0.1:{port}", LAPTOP_ONLY="1",
                   PIP_INDEX_URL="http://127.0.0.1:8/the-laptop-s/simple")  # fmt: skip
     flags = ["--port", str(port), "--state-dir", str(state)]
@@ -47,6 +49,9 @@ def test_a_worker_has_the_pip_settings_of_the_shell_that_started_the_emulator(
             seen = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
             assert {k: seen.get(k) for k in PIP} == PIP  # the emulator's, not the laptop's
             assert "LAPTOP_ONLY" not in seen
+            assert "AWS_SECRET_ACCESS_KEY" not in seen  # the emulator's shell's, not a VM's
+            assert "/laptop" not in seen["PATH"] and "/laptop" not in seen.get("PYTHONPATH", "")
+            assert seen["PATH"].endswith("/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin")
             assert not {k for k in seen if k.startswith("PIP_")} - set(PIP)
         finally:
             gone = tpuctl(laptop, "delete", "n1", "--zone", "us-central1-a", "--yes")

@@ -65,6 +65,13 @@ NAME = "ünï"
     assert job.where("ttl") == f"{path}:10"
 
 
+@pytest.mark.parametrize(("text", "seconds"), [('"10m"', 600.0), ("90", 90.0), ("0", 0.0)])
+def test_hang_after_is_a_duration_or_seconds_and_0_turns_it_off(
+    tmp_path: Path, text: str, seconds: float
+) -> None:
+    assert jobfile.load(write(tmp_path, f"hang_after = {text}\n")).values["hang_after"] == seconds
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -80,6 +87,8 @@ NAME = "ünï"
         ("restarts = 1.5\n", ":1: restarts: expected a whole number"),
         ("sync_every = 0.5\n", ":1: sync_every: expected a number of seconds, at least 1"),
         ('spot = "yes"\n', ":1: spot: expected true or false, not 'yes'"),
+        ('hang_after = "soon"\n', ":1: hang_after: invalid hang_after 'soon': use e.g. 30s"),
+        ("hang_after = true\n", ':1: hang_after: expected a duration: a string like "10m"'),
         ('exclude = "*.ckpt"\n', ":1: exclude: expected a list of strings, not '*.ckpt'"),
         ("args = [1, 2]\n", ":1: args: expected a list of strings"),
         ("env_file = 3\n", ":1: env_file: expected a string or a list of strings"),

@@ -40,13 +40,29 @@ def test_read_logs_reads_each_log_from_where_it_stopped(bucket: Bucket) -> None:
         bucket.write_json(protocol.status_path(job, w), status)
     bucket.upload_bytes(logs[0], b"zero\n")
     offsets: dict[str, int] = {}
-    assert jobs.read_logs(bucket, job, offsets) == ("RUNNING", [(0, b"zero\n")])
-    assert jobs.read_logs(bucket, job, offsets) == ("RUNNING", [])  # nothing new
+
+    def read(worker: int | None = None) -> tuple[str, list[tuple[int, bytes]]]:
+        state, chunks, _ = jobs.read_logs(bucket, job, offsets, worker)
+        return state, list(chunks)
+
+    assert read() == ("RUNNING", [(0, b"zero\n")])
+    assert read() == ("RUNNING", [])  # nothing new
     bucket.upload_bytes(logs[0], b"zero\nmore\n")
     bucket.upload_bytes(logs[1], b"one\n")
     before = bucket.received
-    assert jobs.read_logs(bucket, job, offsets)[1] == [(0, b"more\n"), (1, b"one\n")]
+    assert read()[1] == [(0, b"more\n"), (1, b"one\n")]
     assert offsets == {logs[0]: 10, logs[1]: 4}
     assert bucket.received - before < 1000  # the new bytes and the small JSON objects
     offsets[logs[1]] = 50  # printed from the VM already, ahead of the bucket's copy
-    assert jobs.read_logs(bucket, job, offsets, worker=1)[1] == []
+    assert read(worker=1)[1] == []
+
+
+def test_a_job_cancelled_before_any_agent_reported_shows_cancelled(bucket: Bucket) -> None:
+    job = staging.new_job_id()  # killed before its agents started: a record, no status
+    bucket.write_json(protocol.job_record_path(job), {"id": job, "workers": 2})
+    assert jobs.JobStates(bucket)([job]) == {job: "PENDING"}
+    done = jobs.cancel(bucket, job)
+    assert done.state == "PENDING" and done.marked
+    assert jobs.JobStates(bucket)([job]) == {job: "CANCELLED"}
+    assert jobs.list_jobs(bucket, job_ids=[job])[0]["state"] == "CANCELLED"
+    assert jobs.read_logs(bucket, job, {}).state == "CANCELLED"

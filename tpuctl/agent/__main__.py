@@ -5,6 +5,7 @@
     follow PATH OFFSET PID     the live log follower (follow.py)
     guard [--poll S]           the boot guard of a node made for a job (guard.py)
     checkup [--gs URL]...      tpuctl doctor NODE's look at the worker (checkup.py)
+    stacks --job-id J ...      the job's Python stacks on this worker (stacks.py)
     verify SHA256              exit 0 when this bundle's file has that sha256 (the
                                install checks an upload before renaming it into place)
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import sys
 
-from . import agent, checkup, follow, guard, idle
+from . import agent, checkup, follow, guard, idle, stacks
 
 PROGRAMS = {
     "agent": agent.main,
@@ -25,6 +26,7 @@ PROGRAMS = {
     "follow": follow.main,
     "guard": guard.main,
     "checkup": checkup.main,
+    "stacks": stacks.main,
 }
 
 
@@ -39,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         return verify(args[1])
     if not args or args[0] not in PROGRAMS:
         print(
-            "usage: python3 BUNDLE agent|idle|follow|guard|checkup|verify ARGS...", file=sys.stderr
+            "usage: python3 BUNDLE agent|idle|follow|guard|checkup|stacks|verify ARGS...",
+            file=sys.stderr,
         )
         return 2
     return int(PROGRAMS[args[0]](args[1:]) or 0)

@@ -16,7 +16,8 @@ has worker 0 delete the node at the end.
 A multislice job (docs/multislice.md) adds `--slice S --slices N --coordinator HOST:PORT
 --request QR`: K is then the worker's number across the job (S * workers per slice + its
 number in its slice), and worker 0 (of slice 0) watches and tears down every slice.
-stdin holds the user's env values as a JSON object (never stored in the bucket). Cloud
+stdin holds the user's env values as a JSON object (never stored in the bucket), and the
+client's signing key (signing.py) under a name no env variable can have. Cloud
 Storage (JSON API), the TPU API and the metadata server are reached at the endpoints in
 TPUCTL_STORAGE_URL, TPUCTL_TPU_URL and TPUCTL_METADATA_URL, Google's by default, with
 the token of the VM's service account. docs/runner-internals.md is the protocol.
@@ -271,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
         "between rewrites of the job record and checks that the outputs "
         "are still in the bucket (Job.refresh)",
     )
+    parser.add_argument(
+        "--hang-after",
+        type=float,
+        default=600.0,
+        help="no output and idle chips this long (seconds) is said to be a hang (hang.py); 0: off",
+    )
     # A multislice job (docs/multislice.md): this worker's slice, how many there are, the
     # MEGASCALE coordinator (worker 0 of slice 0, HOST:PORT), and the queued resource
     # worker 0 deletes at the end.
@@ -281,4 +288,6 @@ def main(argv: list[str] | None = None) -> int:
     target.add_arguments(parser)  # --target KIND:NAME
     args = parser.parse_args(argv)
     user_env = _read_env(sys.stdin)
+    # the client's signing key (signing.py): the agent's alone, never the script's
+    args.signing_key = user_env.pop(protocol.SIGNING_KEY, "")
     return (start if args.command == "start" else serve)(args, user_env)

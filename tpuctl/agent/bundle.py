@@ -47,6 +47,8 @@ MODULES = (
     "agent.py",
     "idle.py",
     "follow.py",
+    "hang.py",
+    "stacks.py",
     "guard.py",
     "checkup.py",
     "claims.py",
@@ -57,6 +59,8 @@ MODULES = (
     "envbuild.py",
     "envs.py",
     "wheels.py",
+    "signing.py",
+    "outputs.py",
 )
 REMOTE_ROOT = "~/.tpuctl"  # a shell word: `~` is left to the remote shell to expand
 # What `python3 BUNDLE` runs, as the standard library's zipapp writes it for `pkg.mod:fn`.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from typing import Any
 
 from .labels import LAST_ACTIVE, number
@@ -34,6 +35,13 @@ def compute(token: Token, method: str, path: str, body: bytes | None = None) -> 
     headers = token.headers(**({"Content-Type": "application/json"} if body else {}))
     url = f"{COMPUTE_URL}/compute/v1/{path}"
     return http(method, url, body, headers, attempts=5, timeout=30)[2]
+
+
+def once(path: str) -> str:
+    """`path` with a new `requestId`, one for all the tries `compute` makes of the call:
+    a retry of a change that took effect gets its first operation instead of doing it
+    again or failing (Compute Engine's `requestId`; the client's cloud/compute/wire.py)."""
+    return f"{path}?requestId={uuid.uuid4()}"
 
 
 class ComputeNode:
@@ -120,17 +128,17 @@ class ComputeNode:
             }
         )
         path = f"projects/{self.project}/zones/{self.zone}/instances/{name}/setLabels"
-        compute(self.token, "POST", path, body.encode())
+        compute(self.token, "POST", once(path), body.encode())
 
     def stop(self) -> None:
         """Stop the VM (a slice is refused before: its VMs do not stop as one)."""
-        compute(self.token, "POST", f"{self.path}/stop", b"{}")
+        compute(self.token, "POST", once(f"{self.path}/stop"), b"{}")
 
     def delete(self) -> Json | None:
         """Ask Compute Engine to delete the instance or the group: its operation, or None
         when it is gone already."""
         try:
-            return dict(json.loads(compute(self.token, "DELETE", self.path) or b"{}"))
+            return dict(json.loads(compute(self.token, "DELETE", once(self.path)) or b"{}"))
         except HttpError as e:
             if e.status == 404:
                 return None

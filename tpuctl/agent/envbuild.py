@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from . import envkeys
+from . import envkeys, signing
 from .downloads import md5_base64
 from .net import HttpError, Json
 from .storage import Storage
@@ -60,6 +60,8 @@ class Builder:
     python: str
     phases: dict[str, float]
     outcome: Json
+    signing_key: str  # the client's (signing.py): the index is signed with it
+    hidden: list[str]  # the job's --env values: never in the log, the lock or a status
 
     def lock_value(self, **more: Any) -> Json:
         return dict(
@@ -74,7 +76,7 @@ class Builder:
         keeper = threading.Thread(target=self.keep_lock, args=(lock, stop), daemon=True)
         keeper.start()
         try:
-            index = self._build(want)
+            index = signing.sign(self._build(want), self.signing_key)
         except EnvFailed as e:
             stop.set()
             keeper.join()
@@ -127,10 +129,11 @@ class Builder:
             stdin=subprocess.DEVNULL,
             cwd=str(wheels.parent),
         )
+        said = scrub(out.stdout.decode(errors="replace"), self.hidden)
         with open(str(self.log), "ab") as log:
-            log.write(out.stdout)
+            log.write(said.encode())
         if out.returncode:
-            raise EnvFailed(resolution_error(out.stdout.decode(errors="replace"), env))
+            raise EnvFailed(resolution_error(said, env))
         self.phases["resolve"] = time.monotonic() - t
         t = time.monotonic()
         prefix = envkeys.env_prefix(key) + "wheels/"
@@ -184,9 +187,36 @@ def package_of(wheel: str) -> str:
 
 
 def index_named(env: dict[str, str]) -> str:
-    """The indexes pip asks, credentials left out."""
+    """The indexes pip asks, each reduced to its host (`https://host/…`): a token may be
+    in the credentials or the path."""
     names = [env.get("PIP_INDEX_URL") or PYPI, *(env.get("PIP_EXTRA_INDEX_URL") or "").split()]
-    return " + ".join(re.sub(r"://[^/@]*@", "://", n) for n in names if n)
+    return " + ".join(host_only(n) for n in names if n)
+
+
+# scheme://[credentials@]host[:port] and the rest of the URL
+_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?:[^\s/@]*@)?([^\s/:@?#'\"]+(?::\d+)?)[^\s'\"]*")
+# pip's own lines naming the indexes it asks, whole
+_INDEX_LINE = re.compile(r"(?im)^\s*Looking in (?:indexes|links):.*(?:\n|$)")
+
+
+def host_only(text: str) -> str:
+    """Every URL in `text` reduced to its scheme and host (`https://host/…`)."""
+    return _URL.sub(lambda m: f"{m.group(1)}{m.group(2)}/…", text)
+
+
+def scrub(text: str, hidden: list[str]) -> str:
+    """pip's output as tpuctl writes it to the job's log: no line naming the indexes,
+    every URL reduced to its host, no `--env` value (`hidden`) left in it, whole or as
+    one of its parts."""
+    text = host_only(_INDEX_LINE.sub("", text))
+    parts = {v for v in hidden if len(v) >= 4}
+    hosts = {m.group(2).split(":")[0] for v in hidden for m in _URL.finditer(v)}
+    for value in hidden:  # a URL's credentials, path and query pieces too (not its host)
+        parts.update(p for p in re.split(r"[/:@?&=#\s]+", value) if len(p) >= 8)
+    parts -= hosts
+    for part in sorted(parts, key=len, reverse=True):
+        text = text.replace(part, "[redacted]")
+    return text
 
 
 def resolution_error(output: str, env: dict[str, str]) -> str:

@@ -8,10 +8,12 @@ The key is the sha256 of the canonical JSON (protocol.canonical) of
     {"recipe": 1, "requirements": [the normalized lines, sorted],
      "python": "3.10.12", "implementation": "cpython", "abi": SOABI,
      "platform": sysconfig.get_platform(), "libc": "glibc 2.35",
-     "runtime": the node's runtime version, "system_site_packages": bool}
+     "runtime": the node's runtime version, "system_site_packages": bool,
+     "signer": the public name of the client's signing key (signing.py)}
 
 taken on the VM (`vm_facts`): two VMs with the same image and runtime share their
-environments, a different Python or platform never does. A lock file (every line pinned
+environments, a different Python or platform never does, nor do two clients (each
+trusts only the indexes signed with its own key). A lock file (every line pinned
 `==`, with or without `--hash`) is the resolved set itself; for a file with ranges the
 key is of the lines as written, and the index records what they resolved to (so a new
 release upstream reaches the job with --rebuild-env, not behind its back).
@@ -93,10 +95,10 @@ def vm_facts(runtime: str, system_site_packages: bool) -> Json:
     }
 
 
-def env_key(lines: list[str], facts: Json) -> str:
+def env_key(lines: list[str], facts: Json, signer: str = "") -> str:
     from .protocol import canonical
 
-    value = dict(facts, recipe=RECIPE, requirements=sorted(lines))
+    value = dict(facts, recipe=RECIPE, requirements=sorted(lines), signer=signer)
     return hashlib.sha256(canonical(value)).hexdigest()
 
 

@@ -3,12 +3,15 @@ for every worker, every run and every recovery, cached in the bucket, installed 
 
 - A venv per key on the VM (`~/.tpuctl/envs/<key>/venv`), ready once its marker
   (`ready.json`) is written last: a worker that has it reuses it with no install at all.
-- Else the bucket: `tpuctl/envs/<key>/index.json` names every wheel with its sha256. The
-  wheels are fetched in parallel (streams.py, ranged and streamed to disk), each checked
-  against its sha256, then unpacked into a new venv (wheels.py: no pip, no process)
-  and removed: no request to any package index. A wheel that is missing or does not
-  match makes the entry corrupt: its index is deleted (only the generation read) and
-  the entry rebuilt.
+- Else the bucket: `tpuctl/envs/<key>/index.json` names every wheel with its sha256, and
+  is signed with the client's signing key (signing.py), which the key of the entry also
+  depends on: an index without a valid signature (written by anyone but an agent of this
+  client: another job VM can write the bucket) is never used, said in one line, and the
+  entry rebuilt. The wheels are fetched in parallel (streams.py, ranged and streamed to
+  disk), each checked against its sha256, then unpacked into a new venv (wheels.py: no
+  pip, no process) and removed: no request to any package index. A wheel that is
+  missing or does not match makes the entry corrupt: its index is deleted (only the
+  generation read) and the entry rebuilt.
 - No index: one worker builds (envbuild.py). It is the one whose write of `lock.json` with
   ifGenerationMatch=0 succeeds and who then still finds no index (or worker 0 with
   --rebuild-env, which overwrites the lock); it runs `python3 -m pip wheel -r` for this
@@ -36,7 +39,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from . import envkeys
+from . import envkeys, signing
 from . import wheels as installer
 from .envbuild import Builder, EnvFailed, Wanted, package_of, sha256_of
 from .net import HttpError, Json, Mismatch
@@ -86,6 +89,8 @@ def for_job(job: Any, spec: Json, env: dict[str, str]) -> tuple[dict[str, str], 
         job.me.get("runtime", ""),
         job.say,
         job.local_log,
+        signing_key=getattr(job.args, "signing_key", ""),
+        hidden=sorted(job.user_env.values()),
     )
     try:
         venv = made.prepare(spec, env)
@@ -109,10 +114,12 @@ class Environments(Builder):
         say: Callable[[str], None],
         log: Path,
         python: str = sys.executable,
+        signing_key: str = "",
+        hidden: list[str] | None = None,
     ) -> None:
         self.storage, self.root, self.job, self.attempt = storage, root, job, attempt
         self.worker, self.runtime, self.say, self.log = worker, runtime, say, log
-        self.python = python
+        self.python, self.signing_key, self.hidden = python, signing_key, hidden or []
         self.phases: dict[str, float] = {}
         self.outcome: Json = {}
 
@@ -124,9 +131,14 @@ class Environments(Builder):
             lines = envkeys.requirement_lines(str(spec.get("requirements") or ""))
         except envkeys.BadRequirements as e:
             raise EnvFailed(f"environment: {spec.get('source')}: {e}") from None
+        if not self.signing_key:
+            raise EnvFailed(
+                "environment: the agent was given no signing key, so no environment of "
+                "the bucket can be trusted: start the job with this version of tpuctl"
+            )
         system = bool(spec.get("system_site_packages"))
         facts = envkeys.vm_facts(self.runtime, system)
-        key = envkeys.env_key(lines, facts)
+        key = envkeys.env_key(lines, facts, signing.signer(self.signing_key))
         here = self.root / "envs" / key
         venv, marker = here / "venv", here / "ready.json"
         rebuild = bool(spec.get("rebuild")) and self.attempt == 1
@@ -219,12 +231,19 @@ class Environments(Builder):
         while True:
             index, generation = self.storage.read_json(envkeys.index_path(key))
             if index is not None and (not rebuild or index.get("job") == self.job):
-                if envkeys.valid_index(index, key) and self.fetch(key, index, want.wheels):
+                if not signing.signed(index, self.signing_key):
+                    self.say(
+                        f"environment {key[:12]}: the cached index is not signed with "
+                        "this client's key (another writer of the bucket made it): "
+                        "nothing of it is installed; rebuilding it"
+                    )
+                elif envkeys.valid_index(index, key) and self.fetch(key, index, want.wheels):
                     return index
-                self.say(
-                    f"environment {key[:12]}: the cached entry is corrupt (a wheel "
-                    "is missing or does not match its sha256): rebuilding it"
-                )
+                else:
+                    self.say(
+                        f"environment {key[:12]}: the cached entry is corrupt (a wheel "
+                        "is missing or does not match its sha256): rebuilding it"
+                    )
                 self.storage.delete(envkeys.index_path(key), if_generation_match=generation)
                 continue
             lock, lock_gen = self.storage.read_json(envkeys.lock_path(key))

@@ -18,12 +18,14 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from . import claims, envs, protocol, target
+from . import claims, envs, hang, protocol, stacks, target
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
+from .outputs import Outputs
 from .protocol import Beats, Refused, job_path, log_path, status_path
 from .retention import Kept
 from .storage import Storage
@@ -70,11 +72,28 @@ class Job(Teardown):
         # Each slice syncs (and restores) outputs of its own: two slices' worker 0 never
         # overwrite each other's files.
         outputs = ("outputs", f"slice-{args.slice}", "") if args.slices > 1 else ("outputs", "")
-        self.sync = OutputSync(self.storage, self.outputs, job_path(args.job_id, *outputs))
+        # What a later attempt may restore: the signed manifests of what was synced.
+        self.manifests = Outputs(
+            self.storage,
+            args.job_id,
+            args.slice,
+            self.worker,
+            args.attempt,
+            getattr(args, "signing_key", ""),
+            self.say,
+        )
+        self.sync = OutputSync(
+            self.storage,
+            self.outputs,
+            job_path(args.job_id, *outputs),
+            on_synced=self.manifests.write,
+        )
         self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
+        self.passing: threading.Thread | None = None  # the notice passed on to the peers
         self.ran = False  # has the setup or the script started?
+        self.hang = hang.Watch.of(self)  # no output, CPU or chip work: said once (hang.py)
 
     @property
     def cancelled(self) -> bool:
@@ -97,9 +116,14 @@ class Job(Teardown):
         )
         return body.decode().strip().upper() == "TRUE", head.get("etag", "")
 
-    def notice(self, how: str) -> None:
+    def notice(self, how: str, passed: bool = False) -> None:
+        """The attempt ends on a preemption notice: this VM's own, or (`passed`) one a
+        peer's VM got, passed on to this worker (protocol.with_notice)."""
         if self.noticed_at is not None:
             return
+        if not passed and self.total > 1:  # the other VMs of a slice get no notice
+            self.passing = threading.Thread(target=self.pass_notice, daemon=True)
+            self.passing.start()
         self.noticed_at = time.monotonic()
         self.stop_reason = "preemption notice"
         self.status.value["message"] = f"preempted ({how})"
@@ -107,6 +131,27 @@ class Job(Teardown):
             f"preemption notice ({how}): passing SIGTERM to the job; it may save its "
             f"state into TPUCTL_OUTPUT_DIR, outputs are synced a last time"
         )
+
+    def pass_notice(self) -> None:
+        """Tell every other worker's agent that the attempt ends on this VM's preemption:
+        they sync their outputs and report PREEMPTED before the slice goes."""
+        why = f"the VM of worker {self.worker} is being preempted"
+        for k in range(self.total):
+            if k != self.worker:
+                self.quietly(partial(self.tell, status_path(self.args.job_id, k), why))
+
+    def tell(self, name: str, why: str) -> None:
+        for _ in range(5):
+            value, generation = self.storage.read_json(name)
+            told = protocol.with_notice(value, self.args.attempt, why)
+            if told is None:
+                return
+            try:
+                self.storage.write_json(name, told, generation)
+                return
+            except HttpError as e:
+                if e.status != 412:
+                    raise
 
     def watch_preemption(self, stop: threading.Event) -> None:
         """A thread: the notice as soon as the metadata server gives it."""
@@ -165,6 +210,7 @@ class Job(Teardown):
             TPUCTL_SLICE_ID=str(self.args.slice),
             TPUCTL_NUM_SLICES=str(self.args.slices),
         )
+        env.update(stacks.site_env(self.dir, env))  # `tpuctl stacks` (stacks.py)
         return env
 
     def hosts_env(self, env: dict[str, str]) -> dict[str, str]:
@@ -269,6 +315,8 @@ class Job(Teardown):
         the outputs): the status rewritten, and on worker 0 its peers looked at."""
         while not stop.wait(self.args.heartbeat):
             self.quietly(self.status.write)
+            if self.status.notice_requested:  # a peer's VM is preempted
+                self.notice(self.status.notice_requested, passed=True)
             if self.worker == 0 and self.total > 1:
                 self.quietly(self.watch_peers)
 
@@ -303,7 +351,7 @@ class Job(Teardown):
         self.code.mkdir(exist_ok=True)
         self.quietly(lambda: self.status.write(state=protocol.FETCHING))
         stop = threading.Event()
-        for work in (self.heartbeat, self.watch_preemption):
+        for work in (self.heartbeat, self.watch_preemption, self.hang.watch):
             threading.Thread(target=work, args=(stop,), daemon=True).start()
         try:
             return self._run()
@@ -316,7 +364,7 @@ class Job(Teardown):
         try:
             request = fetch_code(self.storage, self.args.job_id, self.code, self.args.digest)
             self.kept.keep(request)
-            self.sync.restore()
+            self.manifests.restore(self.sync)  # none on attempt 1 (outputs.py)
             env = self.env(request)
             script = request["script"]
             command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
@@ -358,6 +406,8 @@ class Job(Teardown):
             self.status.value["message"] = repr(e)[:500]
             exit_status = code
         self.quietly(self.sync.sync)  # first: what a preempted job resumes from
+        if self.passing is not None:  # the peers told before this VM goes
+            self.passing.join(timeout=self.args.heartbeat * 3)
         self.quietly(lambda: self.log.upload(force=True))
         self.quietly(
             lambda: self.status.write(state=state, exit_status=exit_status, ended=time.time())

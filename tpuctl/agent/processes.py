@@ -13,6 +13,24 @@ import os
 BUNDLE_PREFIX, BUNDLE_SUFFIX = "tpuctl-agent-", ".pyz"
 
 
+def in_group(group: int) -> dict[int, list[bytes]]:
+    """The processes of process group `group`: their /proc/PID/stat fields after the
+    command's name (so [0] is the state, [2] the group, [11] and [12] utime and stime)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 12 and int(fields[2]) == group:
+            found[int(entry)] = fields
+    return found
+
+
 def alive(pid: int) -> bool:
     """Does process `pid` exist (also when it belongs to another user)?"""
     try:

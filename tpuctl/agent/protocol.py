@@ -26,6 +26,7 @@ Json = Dict[str, Any]
 #   tpuctl/jobs/<job-id>/status/worker-<k>.json            worker k's status
 #   tpuctl/jobs/<job-id>/logs/attempt-<a>/worker-<k>.log   worker k's log of attempt a
 #   tpuctl/jobs/<job-id>/outputs/[slice-<s>/]...           TPUCTL_OUTPUT_DIR, merged
+#   tpuctl/jobs/<job-id>/stacks/<stamp>/worker-<k>.txt     `tpuctl stacks`: one take
 ROOT = "tpuctl/"
 BLOBS = ROOT + "blobs/"
 JOBS = ROOT + "jobs/"
@@ -73,6 +74,11 @@ def log_path(job_id: str, attempt: int, worker: int) -> str:
     return job_path(job_id, "logs", f"attempt-{attempt}", f"worker-{worker}.log")
 
 
+def stacks_path(job_id: str, stamp: str, worker: int) -> str:
+    """Worker k's stacks of one `tpuctl stacks` (`stamp`: its UTC time, YYYYmmdd-HHMMSS)."""
+    return job_path(job_id, "stacks", stamp, f"worker-{worker}.txt")
+
+
 def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:
     """Where the workers' outputs go: one namespace for the job, or, on a multislice
     job, one per slice."""
@@ -96,6 +102,12 @@ def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:
 REQUEST_VERSION = 2
 REQUEST_KEYS = ("version", "id", "script", "args", "setup", "env", "manifest", "environment")
 FILE_MODES = (0o755, 0o644)  # the only modes a code file gets on the VM
+
+
+# The client's signing key (signing.py) goes to each agent start over SSH, in the JSON
+# object of its standard input beside the env values, under this name (no environment
+# variable can be named with `=`).
+SIGNING_KEY = "=signing-key"
 
 
 class Refused(Exception):
@@ -194,6 +206,31 @@ def cancel_asked(status: Json | None, attempt: int) -> bool:
 def with_cancel(status: Json | None) -> Json:
     """The status with the request to stop."""
     return dict(status or {}, cancel=True)
+
+
+# A preemption notice passed on. Compute Engine preempts the VMs of a slice one at a
+# time, and only the preempted VM gets the notice; the others would run on until the
+# slice is deleted or made again, and lose what they wrote since their last output sync.
+# So the agent of a worker whose VM got the notice, and the client once it sees a worker
+# PREEMPTED or the node lost, write `"notice": WHY` in every other worker's status of
+# the attempt; each agent then ends the attempt as on a notice of its own (the script
+# gets SIGTERM, the outputs are synced a last time, the status says PREEMPTED).
+def notice_asked(status: Json | None, attempt: int) -> str:
+    """Why the agent of `attempt` was told that the attempt ends on a preemption ("":
+    it was not)."""
+    if not status or status.get("attempt") != attempt:
+        return ""
+    return str(status.get("notice") or "")
+
+
+def with_notice(status: Json | None, attempt: int, why: str) -> Json | None:
+    """The status with the notice passed on; None when there is nothing to tell (no
+    status of `attempt` yet, one already final or already told)."""
+    if not status or status.get("attempt") != attempt or is_final(status):
+        return None
+    if status.get("notice"):
+        return None
+    return dict(status, notice=why)
 
 
 # A job is cancelled as a whole by its cancel marker (`cancel_path`), which reaches agents

@@ -12,11 +12,19 @@ import threading
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .downloads import TMP_SUFFIX
 from .net import HttpError, Json, Mismatch
-from .protocol import BLOBS, Refused, cancel_asked, file_mode, request_path, verified_request
+from .protocol import (
+    BLOBS,
+    Refused,
+    cancel_asked,
+    file_mode,
+    notice_asked,
+    request_path,
+    verified_request,
+)
 from .storage import Storage
 from .streams import Transfers
 
@@ -63,6 +71,16 @@ def fetch_code(storage: Storage, job_id: str, dest: Path, digest: str, workers: 
     return dict(request)
 
 
+def _digests(path: Path) -> tuple[str, str]:
+    """(md5 as Cloud Storage lists it, sha256 in hex) of a file, read once."""
+    md5, sha = hashlib.md5(), hashlib.sha256()
+    with open(str(path), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            md5.update(chunk)
+            sha.update(chunk)
+    return base64.b64encode(md5.digest()).decode(), sha.hexdigest()
+
+
 def _digest(path: Path, algorithm: str) -> str:
     digest = hashlib.new(algorithm)
     with open(str(path), "rb") as f:
@@ -106,50 +124,82 @@ RESTORE_ATTEMPTS = 5
 
 class OutputSync:
     """Mirrors a local dir into `prefix`, uploading only the files that changed, many at
-    once; large files are streamed in slices and chunks (streams.py)."""
+    once; large files are streamed in slices and chunks (streams.py). `hashes`: the
+    sha256 of each file it knows the bucket holds as the local dir does (sent, kept or
+    restored), handed to `on_synced` after a sync that changed them (outputs.py)."""
 
-    def __init__(self, storage: Storage, local: Path, prefix: str, **transfers: Any) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        local: Path,
+        prefix: str,
+        on_synced: Callable[[dict[str, str]], Any] | None = None,
+        **transfers: Any,
+    ) -> None:
         self.storage, self.local, self.prefix = storage, local, prefix
         self.transfers = transfers  # Transfers' options: threads, slice_size, chunk_size...
+        self.on_synced = on_synced
         self._seen: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime) sent
         self._remote: dict[str, str] | None = None  # relative path -> md5 in the bucket
+        self.hashes: dict[str, str] = {}  # relative path -> sha256
+        self.skipped: list[str] = []  # the last restore's: in the bucket, not allowed
+        self.refused: list[str] = []  # ... allowed, but not with that content
         self._lock = threading.Lock()
 
-    def restore(self) -> int:
-        """Download what earlier attempts left in the bucket (a script may resume from it).
+    def start_empty(self) -> None:
+        """Restore nothing: a job's first attempt starts with what its script writes."""
+        self._remote = {}
+
+    def restore(self, allowed: dict[str, set[str]] | None = None) -> int:
+        """Download what earlier attempts left in the bucket (a script may resume from it):
+        everything, or only the files of `allowed`, each with one of its sha256 there
+        (the others are left out: `skipped`, `refused`).
 
         The listing pins each object's generation; another worker writing the same name
         in between (workers of a slice share its outputs) replaces that generation, and
         its download answers 404: the listing is read again and the newer one fetched."""
         for _ in range(RESTORE_ATTEMPTS - 1):
             try:
-                return self._restore_once()
+                return self._restore_once(allowed)
             except HttpError as e:
                 if e.status != 404:
                     raise
-        return self._restore_once()
+        return self._restore_once(allowed)
 
-    def _restore_once(self) -> int:
+    def _restore_once(self, allowed: dict[str, set[str]] | None) -> int:
         remote: dict[str, str] = {}
         wanted = []
+        self.skipped, self.refused = [], []
         for item in self.storage.objects(self.prefix):
             relative = item["name"][len(self.prefix) :]
             target = self.local.joinpath(*_safe_parts(relative))
+            if allowed is not None and relative not in allowed:
+                self.skipped.append(relative)
+                continue
             remote[relative] = item.get("md5Hash", "")
             if not target.exists():
-                wanted.append((item, target))
+                wanted.append((item, target, relative))
         with Transfers(self.storage, **self.transfers) as transfers:
-            for item, target in wanted:
+            for item, target, _ in wanted:
                 generation = int(item.get("generation") or 0) or None
                 transfers.download(
                     item["name"], target, md5=item.get("md5Hash"), generation=generation
                 )
+        for _, target, relative in wanted if allowed is not None else []:
+            sha = _digest(target, "sha256")
+            if sha in allowed.get(relative, set()):  # type: ignore[union-attr]
+                self.hashes[relative] = sha
+                continue
+            target.unlink()
+            del remote[relative]
+            self.refused.append(relative)
         self._remote = remote
-        return len(wanted)
+        return len(wanted) - len(self.refused)
 
     def recheck(self) -> int:
         """Forget the files sent that the bucket no longer has (a lifecycle rule deleted
-        them), so that the next sync uploads them again; returns how many."""
+        them), so that the next sync uploads them again, and write the manifest again
+        (`on_synced`); returns how many."""
         present = {item["name"][len(self.prefix) :] for item in self.storage.objects(self.prefix)}
         with self._lock:
             gone = [relative for relative in self._seen if relative not in present]
@@ -157,17 +207,19 @@ class OutputSync:
                 del self._seen[relative]
             if self._remote is not None:
                 self._remote = {k: v for k, v in self._remote.items() if k in present}
+        if self.on_synced is not None and self.hashes:  # (the manifest: kept against the
+            self.on_synced(dict(self.hashes))  # lifecycle rule as the outputs are)
         return len(gone)
 
     def sync(self) -> int:
         """Upload new and changed files; returns how many."""
-        if self._remote is None:
-            self.restore()
-        remote = self._remote if self._remote is not None else {}
-        uploaded = []
+        if self._remote is None:  # nothing restored: what is there is not this job's
+            self._remote = {}
+        remote = self._remote
+        uploaded, before = [], dict(self.hashes)
 
         def one(transfers: Transfers, path: Path, relative: str, st: os.stat_result) -> None:
-            md5 = _digest(path, "md5")
+            md5, sha = _digests(path)
             if remote.get(relative) != md5:
                 obj = transfers.upload_now(self.prefix + relative, path)
                 with self._lock:
@@ -175,6 +227,7 @@ class OutputSync:
                     uploaded.append(relative)
             with self._lock:
                 self._seen[relative] = (st.st_size, st.st_mtime_ns)
+                self.hashes[relative] = sha
 
         with Transfers(self.storage, **self.transfers) as transfers:
             for root, _dirs, files in os.walk(str(self.local)):
@@ -184,6 +237,8 @@ class OutputSync:
                     st = path.stat()
                     if self._seen.get(relative) != (st.st_size, st.st_mtime_ns):
                         transfers.submit(one, transfers, path, relative, st)
+        if self.on_synced is not None and self.hashes != before:
+            self.on_synced(dict(self.hashes))
         return len(uploaded)
 
 
@@ -197,6 +252,7 @@ class StatusWriter:
         self.storage, self.name, self.value = storage, name, value
         self.generation: int | None = None
         self.cancel_requested = False
+        self.notice_requested = ""  # a peer's preemption notice passed on (protocol.py)
         self.lock = threading.Lock()  # the heartbeat thread writes too
 
     def write(self, **changes: Any) -> None:
@@ -210,6 +266,9 @@ class StatusWriter:
                 current, self.generation = self.storage.read_json(self.name)
                 if cancel_asked(current, self.value["attempt"]):
                     self.cancel_requested = self.value["cancel"] = True
+                told = notice_asked(current, self.value["attempt"])
+                if told:  # kept in what it writes, as the cancel is
+                    self.notice_requested = self.value["notice"] = told
             try:
                 self.generation = self.storage.write_json(self.name, self.value, self.generation)
                 return

@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str] | tuple[str, str, str | None]] = {
     "logs": ("jobs", "logs"),
     "cancel": ("jobs", "cancel"),
     "outputs": ("jobs", "outputs"),
+    "stacks": ("jobs", "stacks"),
     "ssh": ("ssh", "ssh"),
     "exec": ("exec_cmd", "exec_command"),
     "scp": ("scp", "scp"),

@@ -61,6 +61,7 @@ def delete(
                 wait=not no_wait,
                 progress=lambda name, state, elapsed: update(f"{name} {state}", elapsed),
                 asked=asked.append,
+                say=render.info,
             )
     except KeyboardInterrupt:
         raise _interrupted(doomed, asked, target.zone) from None

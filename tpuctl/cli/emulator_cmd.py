@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -229,7 +229,7 @@ def status(
 @app.command()
 def preempt(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="A spot or preemptible node.")],
+    name: Annotated[str, typer.Argument(help="A spot or preemptible node, on either API.")],
     zone: Annotated[str | None, typer.Option("--zone", "-z")] = None,
     project: Annotated[str | None, typer.Option("--project", "-p")] = None,
     notice: Annotated[
@@ -238,13 +238,24 @@ def preempt(
             "--notice",
             parser=seconds("--notice", 0, 3600),
             help="Notice (instance/preempted TRUE, SIGTERM to the processes) before the "
-            "node is PREEMPTED, e.g. 5s; 0: none. Default: the emulator's (30s).",
+            "node is PREEMPTED, e.g. 5s; 0: none. Default: the emulator's (30s; on "
+            "Compute Engine at most 30s).",
+        ),
+    ] = None,
+    worker: Annotated[
+        int | None,
+        typer.Option(
+            "--worker",
+            min=0,
+            help="On a Compute Engine slice: the worker whose VM is preempted (Compute "
+            "Engine preempts VMs one at a time). A Cloud TPU API node is preempted whole.",
         ),
     ] = None,
 ) -> None:
     """Preempt an emulated spot or preemptible node, as the cloud may.
 
-    First the notice (about 30 s on Google Cloud), then PREEMPTED.
+    First the notice (about 30 s on Google Cloud), then PREEMPTED. A Compute Engine VM
+    is then stopped or deleted, as its termination action says; on a slice, one VM.
 
     Example: tpuctl emulator preempt my-spot-tpu --notice 5
     """
@@ -258,13 +269,51 @@ def preempt(
             hint="`tpuctl emulator start --detach` prints the line to set it",
         )
     target = app_env.target(project, zone)
+    control = EmulatorControl(address)
     try:
-        node = EmulatorControl(address).preempt(f"{target.parent}/nodes/{name}", notice)
+        node = None
+        if worker is None:  # a Cloud TPU API node first; one VM of a slice is Compute's
+            node = _preempt_node(control, f"{target.parent}/nodes/{name}", notice)
+        if node is None:
+            node = _preempt_vm(control, target.project, target.zone, name, worker, notice)
     except ControlError as exc:
         raise TpuctlError(f"cannot preempt {name}: {exc}") from None
     except OSError as exc:
         raise TpuctlError(f"cannot reach the emulator at {address}: {exc}") from None
-    if node.get("state") == "PREEMPTED":
-        typer.echo(f"preempted {name} in {target.zone}", err=True)
+    what = name if worker is None else f"worker {worker} of {name}"
+    if node.get("state") in ("PREEMPTED", "TERMINATED", "GONE"):
+        typer.echo(f"preempted {what} in {target.zone}", err=True)
     else:
-        typer.echo(f"preempting {name} in {target.zone}: its notice has begun", err=True)
+        typer.echo(f"preempting {what} in {target.zone}: its notice has begun", err=True)
+
+
+def _preempt_node(control: Any, path: str, notice: float | None) -> dict[str, Any] | None:
+    """The Cloud TPU API node at `path`, preempted; None when there is none."""
+    from tpuctl.emulator.control.client import ControlError
+
+    try:
+        return dict(control.preempt(path, notice))
+    except ControlError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _preempt_vm(
+    control: Any, project: str, zone: str, name: str, worker: int | None, notice: float | None
+) -> dict[str, Any]:
+    """A Compute Engine VM of the node `name` (its worker `worker` on a slice); the
+    answer in the TPU node's words (`state`)."""
+    from tpuctl.emulator.control.client import ControlError
+
+    try:
+        vm = control.preempt_worker(project, zone, name, worker, notice)
+    except ControlError as exc:
+        if exc.status == 404:
+            raise ControlError(
+                f"no node {name} in {zone}: neither a Cloud TPU API node nor a Compute "
+                "Engine VM or slice (`tpuctl list` shows them)",
+                404,
+            ) from None
+        raise
+    return {"state": vm.get("status"), "name": vm.get("name")}

@@ -30,7 +30,13 @@ def gc(
         bool, typer.Option("--all-zones", help="Every zone (the default).")
     ] = False,
     project: Project = None,
-    owner: Annotated[str | None, typer.Option("--owner", help="Nodes of this owner.")] = None,
+    owner: Annotated[
+        str | None,
+        typer.Option(
+            "--owner",
+            help="Nodes of this owner: an account's email, or its tpuctl-owner label.",
+        ),
+    ] = None,
     all_owners: Annotated[bool, typer.Option("--all-owners", help="Everyone's nodes.")] = False,
     envs_unused: Annotated[
         str | None,
@@ -52,7 +58,9 @@ def gc(
 ) -> None:
     """Delete expired, idle or preempted nodes that tpuctl made.
 
-    Nothing that tpuctl did not create is ever deleted.
+    Only nodes labelled managed-by=tpuctl, by default only your account's (the
+    tpuctl-owner label). Labels keep gc from deleting by accident, not from someone who may
+    write them: anyone who may create nodes in the project may set any label.
 
     Example: tpuctl gc --dry-run      (cron: */10 * * * * tpuctl gc --yes --idle 1h)
     """
@@ -61,7 +69,6 @@ def gc(
     from tpuctl.services import gc as gc_service
     from tpuctl.services import leftovers as left
     from tpuctl.services import metrics as metrics_service
-    from tpuctl.services.names import local_user
 
     if owner and all_owners:
         raise UsageError("--owner and --all-owners are exclusive: choose one")
@@ -91,7 +98,7 @@ def gc(
     found = gc_service.plan(
         backends,
         f"projects/{target.project}/locations/{zone or '-'}",
-        owner=None if all_owners else (owner or local_user()),
+        owner=None if all_owners else _owner(owner, app.factory.account()),
         idle_limit=idle_limit,
         # Cloud Monitoring first; where its metrics are missing or old, a node whose labels
         # say idle is looked at over SSH before it counts as idle.
@@ -120,6 +127,16 @@ def gc(
             hint="these may still be billing or queued; run `tpuctl gc` again or delete them "
             "by hand",
         )
+
+
+def _owner(given: str | None, account: str | None) -> str:
+    """The `tpuctl-owner` label gc looks for: `--owner` as an account's email or as the
+    label itself, else the account tpuctl acts as."""
+    from tpuctl.services.names import owner_label
+
+    if given:
+        return owner_label(given) if "@" in given else given
+    return owner_label(account)
 
 
 def _prune_envs(

@@ -33,6 +33,7 @@ _TAKES = {
     "exclude": "PATTERN",
     "accelerator": "TYPE",
     "sync_every": "DURATION",
+    "hang_after": "DURATION",
     "connect_timeout": "DURATION",
     "notice": "DURATION",
     "timeout": "DURATION",

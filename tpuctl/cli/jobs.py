@@ -33,8 +33,13 @@ def _bucket(app: AppEnv, project: str | None, bucket: str | None) -> Any:
     from tpuctl.services import staging
 
     target = app.target(project, None, need_zone=False)
-    name = staging.bucket_name(bucket, load_config_file(), target.project)
-    return app.factory.bucket(name, target.project)
+    config = load_config_file()
+    b = app.factory.bucket(staging.bucket_name(bucket, config, target.project), target.project)
+    # the default name is predictable: one another project made is not read (or written,
+    # by cancel) as this project's, as `run` will not use it
+    named_by = staging.bucket_source(bucket, config, target.project)
+    staging.check_owner(b, target.project, app.factory.iam().project_number, named_by, render.info)
+    return b
 
 
 def usage_notes(rows: list[dict[str, Any]]) -> None:
@@ -128,7 +133,7 @@ def jobs(
                 r["id"],
                 r["name"] if r["name"] != r["id"] else "-",
                 r["node"],
-                r["state"],
+                r["state"] + (f" (hung {_hung_for(r)}?)" if r["hungSince"] else ""),
                 "-" if r["exitStatus"] is None else str(r["exitStatus"]),
                 r["created"][:19],
                 render.human_age(r["duration"]),
@@ -142,8 +147,21 @@ def jobs(
         from tpuctl.services.run.environment import describe
 
         for r in rows:  # as at the end of `run`
+            if r["hungSince"]:
+                name = jobs_service.worker_names(b, r["id"])
+                sys.stdout.write(
+                    f"no output, CPU or chip work for {_hung_for(r)} on "
+                    f"{', '.join(map(name, r['hungWorkers']))}: `tpuctl stacks {r['id']}` "
+                    "shows where its threads wait\n"
+                )
             if r["environment"]:
                 sys.stdout.write(describe(r["environment"]) + "\n")
+
+
+def _hung_for(row: dict[str, Any]) -> str:
+    import time
+
+    return render.human_age(max(0.0, time.time() - float(row["hungSince"])))
 
 
 def logs(
@@ -183,9 +201,19 @@ def logs(
         factory = app.factory
         live_logs.follow(b, factory.backends(), factory.ssh(), job, worker, out.write, render.info)
         return
-    _, chunks = jobs_service.read_logs(b, job, {}, worker)
+    # a terminal gets the end of a long log; a file or a pipe gets it all
+    tail = TERMINAL_TAIL if sys.stdout.isatty() else None
+    _, chunks, skipped = jobs_service.read_logs(b, job, {}, worker, tail)
+    for w, left_out in skipped.items():
+        render.info(
+            f"the first {left_out:,} bytes of {name(w)}'s log are not shown here; "
+            f"`tpuctl logs {job} > FILE` writes it all"
+        )
     for w, data in chunks:
         out.write(w, data)
+
+
+TERMINAL_TAIL = 1 << 20  # bytes of each log's end `logs` prints to a terminal
 
 
 class _Lines:
@@ -268,3 +296,50 @@ def outputs(
         render.info(f"downloaded {len(written)} output file(s) of job {job} to {target}")
     else:
         render.info(f"job {job} has no outputs in gs://{b.name}/ (yet)")
+
+
+def stacks(
+    ctx: typer.Context,
+    job: JobRef,
+    worker: Annotated[int | None, typer.Option("--worker", "-w", help="Only this worker.")] = None,
+    project: Project = None,
+    bucket: Bucket = None,
+) -> None:
+    """Show a running job's Python stacks on every worker.
+
+    Workers with the same stacks are shown once; a worker whose stacks differ is called
+    out (in a hang, often the one the others wait for). py-spy's dump where the VM has
+    it (native frames too), else Python's faulthandler. Kept in the bucket under
+    the job's stacks/ folder.
+
+    Example: tpuctl stacks 20261129-153012-ab12cd
+    """
+    from tpuctl.services import jobs as jobs_service
+    from tpuctl.services import stacks as stacks_service
+
+    app = app_of(ctx)
+    b = _bucket(app, project, bucket)
+    job = jobs_service.resolve(b, job)
+    factory = app.factory
+    taken = stacks_service.take(b, factory.backends(), factory.ssh(), job, worker)
+    name = jobs_service.worker_names(b, job)
+    for w, why in sorted(taken.missing.items()):
+        render.info(f"{name(w)}: no stacks: {why}")
+    for w, why in sorted(taken.notes.items()):
+        render.info(f"{name(w)}: {why}")
+    if not taken.stacks:
+        from tpuctl.errors import TpuctlError
+
+        raise TpuctlError(f"no worker of job {job} gave its stacks")
+    groups = stacks_service.grouped(taken.stacks)
+    count = len(taken.stacks)
+    for workers, text in groups:
+        who = ", ".join(name(w) for w in workers)
+        if len(groups) == 1:
+            head = f"all {count} workers have these stacks" if count > 1 else who
+        elif len(workers) == 1 and len(groups[0][0]) > 1:
+            head = f"{who} DIFFERS from the others"
+        else:
+            head = f"{who} ({len(workers)} of {count})"
+        sys.stdout.write(f"=== {head}:\n{text}\n")
+    render.info(f"kept in gs://{b.name}/{stacks_service.folder(job, taken.stamp)}")

@@ -103,3 +103,5 @@ def list_nodes(
         render.show_fitted(views.QUEUED_COLUMNS, views.queued_rows(queued), wide)
     if nodes:
         render.info(f"costs are {cost.note()}")
+        if missing := cost.unpriced(n.slice.generation for n in nodes):
+            render.info(missing)

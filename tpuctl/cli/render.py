@@ -25,10 +25,13 @@ if TYPE_CHECKING:
 
 
 def escape(text: str) -> str:
-    """`text` with rich's markup characters escaped."""
+    """`text` with rich's markup characters escaped, and what a terminal would act on
+    (control characters, bidirectional overrides) written as escapes."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    from tpuctl.wording import printable
+
+    return rich_escape(printable(text))
 
 
 def new_table(**options: Any) -> Table:
@@ -173,6 +176,13 @@ def fitted(cols: list[Col], rows: list[list[str]], width: int | None, wide: bool
     when it fits or `wide`, else without the lowest-value columns, dropped one at a time
     (highest `drop` first) until it fits. Identifiers keep their full width whatever
     happens; a line longer than the terminal wraps rather than cut one."""
+    return _fit(cols, rows, width, wide)[0]
+
+
+def _fit(
+    cols: list[Col], rows: list[list[str]], width: int | None, wide: bool
+) -> tuple[Table, list[str]]:
+    """`fitted`'s table, and the headers of the columns it left out."""
     from rich.cells import cell_len
 
     def natural(i: int) -> int:
@@ -204,7 +214,7 @@ def fitted(cols: list[Col], rows: list[list[str]], width: int | None, wide: bool
         )
     for row in rows:
         table.add_row(*(escape(row[i]) for i in shown))
-    return table
+    return table, [c.header for i, c in enumerate(cols) if i not in shown]
 
 
 def table_width(console: Console, wide: bool) -> int | None:
@@ -215,10 +225,13 @@ def table_width(console: Console, wide: bool) -> int | None:
 def show_fitted(cols: list[Col], rows: list[list[str]], wide: bool = False) -> None:
     """Print a list fitted to the terminal (everything with `wide`, lines wrapping)."""
     console = out()
-    table = fitted(cols, rows, table_width(console, wide), wide)
+    width = table_width(console, wide)
+    table, hidden = _fit(cols, rows, width, wide)
     if wide and console.is_terminal:
         console.width = max(console.width, 400)  # nothing cut: the terminal wraps the lines
     show(table, console)
+    if hidden and rows:  # said, never left out in silence (on stderr: stdout is the table)
+        info(f"hidden: {', '.join(hidden)}; --wide shows all")
 
 
 class StderrUi:

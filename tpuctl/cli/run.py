@@ -158,6 +158,15 @@ def run(
             help="Time between output uploads (checkpoints), e.g. 5m (default 30s).",
         ),
     ] = 30.0,
+    hang_after: Annotated[
+        float | None,
+        typer.Option(
+            "--hang-after",
+            parser=seconds("--hang-after"),
+            show_default=False,
+            help="No output and idle chips this long is reported as a hang (default 10m; 0: off).",
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Run even when `tpuctl doctor` finds errors.")
     ] = False,
@@ -231,6 +240,9 @@ def _run(
         write_spec(ctx, o, from_file, shown, request.restarts_or_default)
         return 0
     nodes.check_scheduling(spec.node_spec)  # before anything is staged or made
+    from tpuctl.services.names import owner_label
+
+    spec.node_spec.owner = owner_label(app_of(ctx).factory.account())  # who gc says it is
     if spec.environment_by_default:
         render.info(
             "environment: the work dir's requirements.txt, built once and cached in the "
@@ -250,7 +262,7 @@ def _run(
     spec.queued = spec.queued or (spec.flex_start and backend.kind.queues_flex_start)
     adapters = Adapters(
         backend=backend,
-        other=_other(factory, spec, backend),
+        others=_others(factory, spec, backend),
         ssh=factory.ssh(),
         bucket=lambda b: factory.bucket(b, target.project),
         project_number=factory.iam().project_number,
@@ -297,12 +309,11 @@ def _backend(factory: Any, spec: Any, config: Any, target: Any) -> Any:
     return factory.backend(create_service.choose_api(spec.shape, asked, config))
 
 
-def _other(factory: Any, spec: Any, backend: Any) -> Any:
-    """With --api auto, the API tried after `backend` in each zone (None when the
-    accelerator is offered by one API only, or for an existing --node)."""
+def _others(factory: Any, spec: Any, backend: Any) -> tuple[Any, ...]:
+    """With --api auto, every other API that offers the accelerator, tried after
+    `backend` in each zone (none for an existing --node or an unknown accelerator)."""
     from tpuctl.cloud import registry
 
     if not registry.is_auto(spec.api) or spec.node or not spec.shape.known:
-        return None
-    others = [k for k in registry.offering(spec.shape) if k is not backend.kind]
-    return others[0].build(factory) if others else None
+        return ()
+    return tuple(k.build(factory) for k in registry.offering(spec.shape) if k is not backend.kind)

@@ -151,7 +151,7 @@ def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
                 r.node.state,
                 render.human_age(j["ageSeconds"]),
                 cost.money(j["hourlyUsd"]),
-                "~" + cost.money(j["costSoFarUsd"]),
+                cost.estimate(j["costSoFarUsd"]),
                 percent(r.util),
                 sparkline(j["history"]),
                 render.human_age(r.idle_seconds),

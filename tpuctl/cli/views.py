@@ -10,7 +10,15 @@ from tpuctl.agent.labels import expiry
 from tpuctl.cli.render import Col, escape, human_age, info, new_table, out, print_json
 from tpuctl.cloud import registry
 from tpuctl.durations import format_duration
-from tpuctl.models import CREATED, IDLE_TIMEOUT, LAST_ACTIVE, MAX_COST, Node, QueuedResource
+from tpuctl.models import (
+    CREATED,
+    IDLE_TIMEOUT,
+    KEEP,
+    LAST_ACTIVE,
+    MAX_COST,
+    Node,
+    QueuedResource,
+)
 from tpuctl.services import cost
 from tpuctl.timestamps import utc_clock
 
@@ -22,7 +30,9 @@ if TYPE_CHECKING:
 
 def expiry_column(labels: dict[str, str], now: float | None = None) -> str:
     """How long until the node deletes itself at its expiry: `12h30m`, `12h30m $50 cap`
-    when its --max-cost is what ends it first, `expired`, or `-`."""
+    when its --max-cost is what ends it first, `expired`, `kept` (`tpuctl keep`), or `-`."""
+    if labels.get(KEEP) == "true":  # never deleted at its expiry (tpuctl keep)
+        return "kept"
     at, why = expiry(labels)
     if at is None:
         return "-"
@@ -55,24 +65,26 @@ def idle_column(node: Node, now: float | None = None, measured: float | None = N
 Measured = dict[str, tuple[str, float | None]]
 
 
+# On a narrow terminal the highest `drop` goes first; what tells of money (when the node
+# goes, what it has cost, what it costs an hour) goes last.
 NODE_COLUMNS = [
     Col("NAME", ident=True),
     Col("ZONE", ident=True),
     Col("ACCELERATOR"),
     Col("STATE"),
-    Col("HEALTH", drop=9),
-    Col("WORKERS", drop=4),
-    Col("AGE", drop=3),
-    Col("$/H", drop=1, right=True),
-    Col("COST", drop=5, right=True),
-    Col("OWNER", drop=8),
-    Col("UTIL", drop=6, right=True),
-    Col("IDLE", drop=7),
-    Col("EXPIRES", drop=10),
+    Col("HEALTH", drop=7),
+    Col("WORKERS", drop=10),
+    Col("AGE", drop=6),
+    Col("$/H", drop=3, right=True),
+    Col("COST", drop=2, right=True),
+    Col("OWNER", drop=9),
+    Col("UTIL", drop=5, right=True),
+    Col("IDLE", drop=8),
+    Col("EXPIRES", drop=1),
 ]
 
 
-API_COLUMN = Col("API", drop=2)  # tpu (the Cloud TPU API) or compute (Compute Engine)
+API_COLUMN = Col("API", drop=4)  # tpu (the Cloud TPU API) or compute (Compute Engine)
 
 
 def node_columns(with_api: bool = False) -> list[Col]:
@@ -99,7 +111,7 @@ def node_rows(
                 str(len(n.workers)),
                 human_age(n.age_seconds()),
                 cost.money(cost.node_hourly(n)),
-                "~" + cost.money(cost.so_far(n)),
+                cost.estimate(cost.so_far(n)),
                 n.owner if n.owner else ("-" if n.managed else "(unmanaged)"),
                 util,
                 idle_column(n, measured=idle),
@@ -168,7 +180,9 @@ def describe_node(node: Node) -> Table:
         (
             "cost",
             f"{cost.money(cost.node_hourly(node), per_hour=True)} now, "
-            f"~{cost.money(cost.so_far(node))} since creation ({cost.note()})",
+            f"{cost.estimate(cost.so_far(node))} since creation ({cost.note()})"
+            if cost.node_hourly(node) is not None or not node.slice.known
+            else str(cost.unpriced([node.slice.generation])),
         ),
     ]
     if node.topology:

@@ -151,7 +151,9 @@ class TpuBackend(Protocol):
         ...
 
     def delete_node(self, name: str) -> str | None:
-        """Start the delete; None when the node is already gone or going."""
+        """Start the delete; None when the node is already gone or going. Of a node whose
+        billing parts are gone and whose free parts are left (`Node.free_parts`, a
+        Compute Engine slice's template and policy), delete those."""
         ...
 
     def stop_node(self, name: str) -> str | None: ...

@@ -153,6 +153,7 @@ class Endpoints:
         except (OSError, ValueError):
             config = {}
         if not config:
+            self._check_listening()  # a closed port says so
             raise CloudError(
                 f"cannot reach the local emulator at {self._emulator}",
                 hint=self.unreachable_hint(),

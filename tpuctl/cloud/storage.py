@@ -27,12 +27,15 @@ from tpuctl.errors import (
     NotFoundError,
     PreconditionFailedError,
     TpuctlError,
+    UnreadableObjectError,
     UsageError,
 )
 
 T = TypeVar("T")
 TIMEOUT = 60.0
 UPLOAD_WORKERS = 8  # requests' default connection pool holds 10
+READ_BLOCK = 1 << 20  # a log is read this much at a time (bounded memory, whatever its size)
+JSON_LIMIT = 16 << 20  # the largest record, status or lease tpuctl reads (its own are KiBs)
 _BUCKET_HINT = 'pass --bucket gs://NAME with a bucket of yours, or set `bucket = "NAME"` in '
 _BUCKET_HINT += "tpuctl's config file"
 
@@ -329,27 +332,41 @@ class Bucket:
             lambda: self._bucket.blob(path).exists(timeout=TIMEOUT, retry=None),
         )
 
-    def read_bytes(self, path: str) -> tuple[bytes, int]:
-        """An object's content and generation; NotFoundError when absent."""
+    def read_bytes(self, path: str, limit: int | None = None) -> tuple[bytes, int]:
+        """An object's content and generation; NotFoundError when absent. With `limit`,
+        no more than `limit` bytes are read: a larger object is an error naming it (the
+        bucket is shared: an object another principal made may be of any size)."""
 
         def download() -> tuple[bytes, int]:
             blob = self._bucket.blob(path)
-            data = blob.download_as_bytes(timeout=TIMEOUT, retry=None)
+            end = None if limit is None else limit  # inclusive: one byte past the limit
+            try:
+                data = blob.download_as_bytes(end=end, timeout=TIMEOUT, retry=None)
+            except gx.RequestRangeNotSatisfiable:  # an empty object, read with a range
+                data = b""
             return data, int(blob.generation or 0)
 
         data, generation = self._call(self._subject(path), download)
         self._received(data)
+        if limit is not None and len(data) > limit:
+            raise UnreadableObjectError(
+                f"{self._subject(path)} is larger than {limit:,} bytes, which tpuctl never "
+                "writes there: not read",
+                hint="another principal with write access to the bucket may have written it",
+            )
         return data, generation
 
-    def read_range(self, path: str, start: int) -> bytes:
-        """An object's content from byte `start` on (one ranged GET): b"" when it has no
-        byte there (a 416: `start` is its size, or past it); NotFoundError when absent.
-        How a log that only grows is followed without reading it whole at every look."""
+    def read_range(self, path: str, start: int, length: int = READ_BLOCK) -> bytes:
+        """At most `length` bytes of an object from byte `start` on (one ranged GET; b""
+        past its end, a 416): a growing log followed in bounded memory."""
 
         def download() -> bytes:
             blob = self._bucket.blob(path)
+            end = start + length - 1
             try:
-                return bytes(blob.download_as_bytes(start=start, timeout=TIMEOUT, retry=None))
+                return bytes(
+                    blob.download_as_bytes(start=start, end=end, timeout=TIMEOUT, retry=None)
+                )
             except gx.RequestRangeNotSatisfiable:
                 return b""
 
@@ -364,11 +381,11 @@ class Bucket:
     # -- JSON objects (job records, status) --------------------------------------
     def read_json(self, path: str) -> tuple[Any, int]:
         """A JSON object's value and generation (to write it back conditionally)."""
-        data, generation = self.read_bytes(path)
+        data, generation = self.read_bytes(path, JSON_LIMIT)
         try:
             return json.loads(data), generation
         except ValueError as e:
-            raise TpuctlError(f"{self._subject(path)} is not valid JSON: {e}") from None
+            raise UnreadableObjectError(f"{self._subject(path)} is not valid JSON: {e}") from None
 
     def write_json(self, path: str, value: Any, *, if_generation_match: int | None = None) -> int:
         """Write a JSON object; with a generation, only if nobody wrote it since (else

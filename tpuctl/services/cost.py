@@ -8,7 +8,7 @@ discounts and commitments differ, and a stopped node's chips are not billed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tpuctl import catalog
@@ -27,11 +27,13 @@ def price_table(config: Mapping[str, Any] | None = None) -> dict[str, tuple[floa
     if not isinstance(overrides, Mapping):
         raise _bad("prices", overrides, "a table of [prices.<generation>]")
     for gen, override in overrides.items():
-        if gen not in table:
-            raise _bad(f"prices.{gen}", "", f"a generation: {', '.join(sorted(table))}")
+        if gen not in catalog.GENERATIONS:
+            raise _bad(f"prices.{gen}", "", f"a generation: {', '.join(catalog.GENERATIONS)}")
         if not isinstance(override, Mapping):
             raise _bad(f"prices.{gen}", override, "a table with on_demand and/or spot")
-        on_demand, spot = table[gen]
+        if gen not in table and "on_demand" not in override:  # no list price to start from
+            raise _bad(f"prices.{gen}", "", "on_demand (it has no public list price)")
+        on_demand, spot = table.get(gen) or (override["on_demand"], override["on_demand"])
         for key, value in override.items():
             ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
             if key not in KINDS or not ok:
@@ -83,6 +85,19 @@ def note() -> str:
     return f"estimates from {source}; your bill may differ"
 
 
+def unpriced(generations: Iterable[str]) -> str | None:
+    """`no public price for tpu7x: ...`, once for those of `generations` tpuctl has no
+    price for (None when it has one for each): never a `~-` left to guess at."""
+    missing = sorted({g for g in generations if g and g not in in_force()})
+    if not missing:
+        return None
+    names = ", ".join(missing)
+    return (
+        f"no public price for {names}: its cost is not estimated (set one in the config "
+        f"file, [prices.{missing[0]}] on_demand = USD per chip-hour)"
+    )
+
+
 def hourly(
     shape: catalog.SliceShape, cheap: bool, prices: Mapping[str, tuple[float, float]] | None = None
 ) -> float | None:
@@ -119,6 +134,11 @@ def money(value: float | None, per_hour: bool = False) -> str:
         return "-"
     text = f"${value:,.2f}" if value >= 0.995 or value == 0 else f"${value:.3f}"
     return text + ("/h" if per_hour else "")
+
+
+def estimate(value: float | None) -> str:
+    """`~$12.40`, or `-` where there is no price (never `~-`)."""
+    return "-" if value is None else "~" + money(value)
 
 
 MAX_DOLLARS = 1_000_000.0  # a cap past this is a typo

@@ -112,10 +112,11 @@ def choose_api(shape: SliceShape, asked: str | None, config: Mapping[str, Any]) 
 
 
 def price_line(spec: CreateSpec, slices: int = 1) -> str | None:
-    """`2 x v4-32 spot: about $20.61/h (...)`, or None for a shape without a price."""
+    """`2 x v4-32 spot: about $20.61/h (...)`; for a known shape with no public price,
+    says so; None for an unknown shape."""
     rate = cost.hourly(spec.shape, spec.spot or spec.preemptible)
     if rate is None:
-        return None
+        return cost.unpriced([spec.shape.generation]) if spec.shape.known else None
     what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
     price = cost.money(rate * slices, per_hour=True)
     kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"

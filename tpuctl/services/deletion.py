@@ -117,10 +117,12 @@ def delete(
     wait: bool = True,
     progress: Callable[[str, str, float], None] | None = None,
     asked: Callable[[str], None] = lambda name: None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> list[DeleteResult]:
     """Delete the requests (with their nodes; the first backend's), then the nodes, each
     through the backend that holds it; one result each, in that order. `asked(name)` once
-    the cloud has a node's or a request's delete."""
+    the cloud has a node's or a request's delete; `say`, what else was deleted (the free
+    parts of a node someone else was deleting: `nodes.delete_nodes`)."""
     from tpuctl.cloud import registry
 
     api = backends[0]
@@ -138,7 +140,12 @@ def delete(
         if not mine:
             continue
         made = delete_nodes(
-            backend, mine, wait=wait, progress=progress, asked=lambda node: asked(node.name)
+            backend,
+            mine,
+            wait=wait,
+            progress=progress,
+            asked=lambda node: asked(node.name),
+            say=say,
         )
         done.update({id(n): r for n, r in zip(mine, made, strict=True)})
     return results + [done[id(n)] for n in doomed.nodes]

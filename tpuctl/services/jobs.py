@@ -5,14 +5,21 @@ objects are, what the states mean and how a status is changed are the job protoc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tpuctl.agent import protocol
 from tpuctl.agent.protocol import FINAL, overall
 from tpuctl.concurrency import each
-from tpuctl.errors import NotFoundError, PreconditionFailedError, TpuctlError, UsageError
+from tpuctl.errors import (
+    NotFoundError,
+    PreconditionFailedError,
+    TpuctlError,
+    UnreadableObjectError,
+    UsageError,
+)
 from tpuctl.services import staging
 from tpuctl.services.run.spec import worker_label
 
@@ -23,6 +30,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 READERS = 8  # objects read at once (the storage client's connection pool holds 10)
+_STATUS_NAME = re.compile(r"worker-(\d+)\.json")  # protocol.status_path's last part
+READ_BLOCK = 1 << 20  # a log is read this much at a time, whatever its size
+FIRST_BLOCK = 64 << 10  # the least of a log's first block (read beside the other logs')
 
 
 def _each(fn: Callable[[T], R], items: list[T]) -> list[R]:
@@ -54,12 +64,43 @@ def _read_status(bucket: Bucket, name: str) -> dict[str, Any] | None:
     return dict(value)
 
 
+def _status_or_none(bucket: Bucket, name: str) -> dict[str, Any] | None:
+    """Worker k's status as its own object holds it, or None when that object is not a
+    status (not JSON, not an object, too large, another worker's): the bucket is shared,
+    and one object nobody should have written must not hide every job from `jobs`."""
+    worker = _STATUS_NAME.fullmatch(name.rsplit("/", 1)[-1])
+    try:
+        value, _ = bucket.read_json(name)
+    except (NotFoundError, UnreadableObjectError):
+        return None
+    if not isinstance(value, dict) or worker is None:
+        return None
+    return value if value.get("worker", 0) == int(worker.group(1)) else None
+
+
+def job_state(
+    bucket: Bucket, job_id: str, found: Iterable[dict[str, Any] | str], workers: int
+) -> str:
+    """The job's state from its workers' statuses (or their states), as `overall` says;
+    a job no agent has reported on whose cancel marker is there is CANCELLED (killed
+    before its agents started, then cancelled: no agent will ever say so)."""
+    states = [str(s.get("state")) if isinstance(s, dict) else s for s in found]
+    state = overall(states, workers)
+    if state != protocol.PENDING:
+        return state
+    try:
+        marker, _ = bucket.read_json(protocol.cancel_path(job_id))
+    except (NotFoundError, UnreadableObjectError):
+        return state
+    return protocol.CANCELLED if protocol.cancel_marked(marker) else state
+
+
 def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
     """Every status object of the job (one listing, then the objects read concurrently),
-    by worker."""
+    by worker; an object that is not a worker's status is left out."""
     names = sorted(bucket.names(protocol.status_prefix(job_id)))
     found: dict[int, dict[str, Any]] = {}
-    for value in _each(lambda name: _read_status(bucket, name), names):
+    for value in _each(lambda name: _status_or_none(bucket, name), names):
         if value is not None:
             found[int(value.get("worker", 0))] = value
     return dict(sorted(found.items()))
@@ -97,9 +138,7 @@ def list_jobs(
                 "id": job_id,
                 "name": record.get("name", job_id),
                 "node": record.get("node", ""),
-                "state": overall(
-                    [str(s.get("state")) for s in st.values()], int(record.get("workers", 1))
-                ),
+                "state": job_state(bucket, job_id, st.values(), int(record.get("workers", 1))),
                 "exitStatus": (
                     nonzero[0] if nonzero else (0 if exits and None not in exits else None)
                 ),
@@ -107,6 +146,7 @@ def list_jobs(
                 "duration": (max(ended) - started) if ended and started else None,
                 "restarts": max((int(s.get("attempt", 1)) - 1 for s in st.values()), default=0),
                 "workers": record.get("workers", 1),
+                **hung(st),
                 # the workers' statuses' (agent/envs.py): built, from the bucket, reused
                 "environment": summary(st),
             }
@@ -116,6 +156,17 @@ def list_jobs(
         for row in rows:
             row.update(found.get(row["id"], usage.Usage(note="no node recorded")).to_json())
     return rows
+
+
+def hung(st: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Since when the job has looked hung (agent/hang.py: no output, CPU or chip work), by
+    the earliest of its running workers that say so, and which workers say so."""
+    found = {
+        w: float(s["hung_since"])
+        for w, s in st.items()
+        if s.get("state") == protocol.RUNNING and isinstance(s.get("hung_since"), int | float)
+    }
+    return {"hungSince": min(found.values(), default=None), "hungWorkers": sorted(found)}
 
 
 class JobStates:
@@ -146,7 +197,10 @@ class JobStates:
                 unreadable.add(job_id)
             elif value is not None:
                 states[job_id].append(str(value.get("state")))
-        found = {j: "?" if j in unreadable else overall(states[j], self.workers[j]) for j in todo}
+        found = {
+            j: "?" if j in unreadable else job_state(self.bucket, j, states[j], self.workers[j])
+            for j in todo
+        }
         self.final.update((j, s) for j, s in found.items() if s in FINAL)
         return {j: self.final.get(j) or found[j] for j in wanted}
 
@@ -171,11 +225,25 @@ def worker_names(bucket: Bucket, job_id: str) -> Callable[[int], str]:
     return lambda w: worker_label(w, workers, slices)
 
 
+class Logs(NamedTuple):
+    """What `read_logs` found: the job's state, the new log bytes per worker (read as they
+    are taken, in bounded memory), and the bytes left out before a tail, by worker."""
+
+    state: str
+    chunks: Iterator[tuple[int, bytes]]
+    skipped: dict[int, int]
+
+
 def read_logs(
-    bucket: Bucket, job_id: str, offsets: dict[str, int], worker: int | None = None
-) -> tuple[str, list[tuple[int, bytes]]]:
+    bucket: Bucket,
+    job_id: str,
+    offsets: dict[str, int],
+    worker: int | None = None,
+    tail: int | None = None,
+) -> Logs:
     """New log bytes per worker since `offsets` (by log object: one per attempt and
-    worker; updated), and the job's state."""
+    worker; updated as the chunks are taken), and the job's state. With `tail`, no more
+    than the last `tail` bytes of each log are read."""
     record = staging.read_job_record(bucket, job_id)
     st = statuses(bucket, job_id)
     if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
@@ -185,35 +253,66 @@ def read_logs(
         for w, s in st.items()
         if (worker is None or w == worker) and s.get("log")
     ]
-    chunks = []
-    for w, log, data in log_tails(bucket, job_id, logs):
-        chunks.append((w, data))
-        offsets[log] = offsets.get(log, 0) + len(data)
-    return overall(
-        [str(s.get("state")) for s in st.values()], int(record.get("workers", 1))
-    ), chunks
+    skipped: dict[int, int] = {}
+    tails = log_tails(bucket, job_id, logs, tail, skipped)
+
+    def chunks() -> Iterator[tuple[int, bytes]]:
+        for w, log, start, data in tails:
+            offsets[log] = start + len(data)
+            yield w, data
+
+    state = job_state(bucket, job_id, st.values(), int(record.get("workers", 1)))
+    return Logs(state, chunks(), skipped)
 
 
 def log_tails(
-    bucket: Bucket, job_id: str, logs: list[tuple[int, str, int]]
-) -> list[tuple[int, str, bytes]]:
-    """What each (worker, log object, offset) has past its offset, for those that have
-    anything, in order: the job's logs listed once (their sizes), then only those that
-    grew read, from the offset on (ranged reads, concurrently). A log only grows (one
-    object per attempt and worker), so a poll costs about the bytes that are new."""
+    bucket: Bucket,
+    job_id: str,
+    logs: list[tuple[int, str, int]],
+    tail: int | None = None,
+    skipped: dict[int, int] | None = None,
+) -> Iterator[tuple[int, str, int, bytes]]:
+    """What each (worker, log object, offset) has past its offset, as (worker, log, where
+    the bytes start, bytes), log after log: the job's logs listed once (their sizes), then
+    only those that grew read, from the offset on, by ranged reads. The first block of
+    every grown log is read concurrently (a poll costs about the bytes that are new), the
+    rest of a log block by block as it is taken, so memory holds a few MiB whatever the
+    logs' sizes (a log object is as large as whoever wrote it made it). With `tail`, a log
+    is read from no earlier than `tail` bytes before its end (the bytes left out are
+    added to `skipped`). The listing is made at once, the reads as the result is taken."""
     if not logs:
-        return []
+        return iter(())
     sizes = {o.name: o.size for o in bucket.objects(protocol.logs_prefix(job_id))}
-    grown = [(w, log, offset) for w, log, offset in logs if sizes.get(log, 0) > offset]
+    plan: list[tuple[int, str, int, int]] = []  # worker, log, from, to
+    for w, log, offset in logs:
+        size = sizes.get(log, 0)
+        if tail is not None and size - offset > tail:
+            if skipped is not None:
+                skipped[w] = skipped.get(w, 0) + size - tail - offset
+            offset = size - tail
+        if size > offset:
+            plan.append((w, log, offset, size))
+    return _read_tails(bucket, plan)
 
-    def tail(item: tuple[int, str, int]) -> bytes:
+
+def _read_tails(
+    bucket: Bucket, plan: list[tuple[int, str, int, int]]
+) -> Iterator[tuple[int, str, int, bytes]]:
+    first = max(FIRST_BLOCK, READ_BLOCK // max(len(plan), 1))
+
+    def block(start: int, item: tuple[int, str, int, int], most: int) -> bytes:
         try:
-            return bucket.read_range(item[1], item[2])
+            return bucket.read_range(item[1], start, min(most, item[3] - start))
         except NotFoundError:
             return b""
 
-    read = _each(tail, grown)
-    return [(w, log, data) for (w, log, _), data in zip(grown, read, strict=True) if data]
+    heads = _each(lambda item: block(item[2], item, first), plan)
+    for item, data in zip(plan, heads, strict=True):
+        start = item[2]
+        while data:
+            yield item[0], item[1], start, data
+            start += len(data)
+            data = block(start, item, READ_BLOCK) if start < item[3] else b""
 
 
 def resolve(bucket: Bucket, job: str) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle, protocol
+from tpuctl.agent.labels import JOB
 from tpuctl.errors import TpuctlError
 from tpuctl.services import jobs, remote, staging
 from tpuctl.services import ssh as ssh_service
@@ -48,7 +49,7 @@ def follow(
     followed: set[tuple[int, int, int]] = set()  # (worker, attempt, agent pid) seen to end
     live = True
     while True:
-        state, chunks = jobs.read_logs(bucket, job_id, offsets, worker)
+        state, chunks, _ = jobs.read_logs(bucket, job_id, offsets, worker)
         for w, data in chunks:
             write(w, data)
         if state in protocol.FINAL:
@@ -97,6 +98,29 @@ def _running(
     }
 
 
+def job_plan(
+    tpu: Sequence[TpuBackend],
+    ssh: SshApi,
+    node: str,
+    job_id: str,
+    workers: list[int],
+    refusal: str,
+) -> ssh_service.Plan:
+    """The SSH plan to these workers of the job's node, only when the node carries the
+    job's label: the record naming the node is in the shared bucket, and no key of yours
+    goes to, and no session is opened on, a node it names falsely (`refusal` says what is
+    then not done)."""
+    from tpuctl.services.lookup import find_node
+
+    api, found = find_node(tpu, node)
+    if found.labels.get(JOB) != job_id:
+        raise TpuctlError(
+            f"node {found.name} is not job {job_id}'s (its {JOB} label is "
+            f"{found.labels.get(JOB) or 'absent'}): {refusal}"
+        )
+    return ssh_service.plan(api, ssh, node, workers=",".join(map(str, workers)), node=found)
+
+
 def _stream(
     tpu: Sequence[TpuBackend],
     ssh: SshApi,
@@ -106,8 +130,10 @@ def _stream(
     offsets: dict[str, int],
     write: Write,
 ) -> None:
-    """Follow these workers' logs on their VMs until their agents have exited."""
-    plan = ssh_service.plan(tpu, ssh, node, workers=",".join(map(str, sorted(running))))
+    """Follow these workers' logs on their VMs until their agents have exited. Only on a
+    node that carries the job's label: the record naming the node is in the shared bucket,
+    and no key of yours goes to, and no session is opened on, a node it names falsely."""
+    plan = job_plan(tpu, ssh, node, job_id, sorted(running), "its log is not followed there")
     agent = bundle.build()
     refused: list[str] = []
 

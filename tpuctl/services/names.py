@@ -33,6 +33,14 @@ def local_user() -> str:
     return label_safe(login_name()) or "unknown"
 
 
+def owner_label(account: str | None) -> str:
+    """The `tpuctl-owner` label of what tpuctl makes as `account` (the credentials' email:
+    `ada@example.com` -> `ada-example-com`), so gc tells your nodes from those of another
+    account whose login name is the same (every notebook VM's user is `jupyter`). Where the
+    account cannot be told, the local login name, as a last resort."""
+    return label_safe(account) if account else local_user()
+
+
 def generated_name(accelerator: str, user: str | None = None) -> str:
     """A unique, readable node name for a create that gave none: `ada-v3-8-4f1c`
     (lowercase letters, digits and hyphens, a letter first, at most 63)."""

@@ -140,7 +140,8 @@ def prepare(
     check_scheduling(spec)
     created = int(now if now is not None else time.time())
     labels = dict(spec.labels)
-    labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: local_user(), CREATED: str(created)})
+    owner = spec.owner or local_user()
+    labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: owner, CREATED: str(created)})
     if spec.ttl:
         labels[EXPIRES] = str(created + spec.ttl)
     if spec.max_cost:  # a deadline too: the earlier of the two is the node's expiry
@@ -306,19 +307,48 @@ def wait_for_state(
 
 
 def wait_gone(
-    api: TpuBackend, name: str, *, progress: Progress = noop, timeout: float = 1800.0
+    api: TpuBackend,
+    name: str,
+    *,
+    progress: Progress = noop,
+    timeout: float = 1800.0,
+    say: Callable[[str], None] = lambda line: None,
 ) -> None:
-    """Poll until the node no longer exists."""
+    """Poll until nothing of the node bills: it no longer exists, or only parts of it that
+    bill nothing are left (`Node.free_parts`), which are deleted then (`remove_free_parts`,
+    telling `say`)."""
 
-    def check() -> tuple[bool | None, str]:
+    def check() -> tuple[Node | bool | None, str]:
         try:
-            return None, api.get_node(name).state
+            node = api.get_node(name)
         except NotFoundError:
             return True, "GONE"
+        return (node if node.free_parts else None), node.state
 
-    poll_until(
+    left = poll_until(
         check, what=f"{name.rsplit('/', 1)[-1]} to be deleted", progress=progress, timeout=timeout
     )
+    if isinstance(left, Node):
+        remove_free_parts(api, left, say)
+
+
+def remove_free_parts(api: TpuBackend, node: Node, say: Callable[[str], None]) -> bool:
+    """Delete what is left of a node whose billing parts are gone (`Node.free_parts`),
+    saying what went. A failure is said, not raised: nothing of it bills, and `tpuctl gc`
+    or `tpuctl delete NAME` collects it later. True when nothing is left."""
+    try:
+        api.delete_node(node.full_name)
+    except NotFoundError:
+        return True
+    except TpuctlError as e:
+        say(
+            f"{node.name}: its VMs are gone, but {node.free_parts} (which bill nothing) "
+            f"could not be deleted: {e}; `tpuctl gc --yes` collects them, or "
+            f"`tpuctl delete {node.name} --zone {node.zone} --yes`"
+        )
+        return False
+    say(f"{node.name}: its VMs are gone; deleted {node.free_parts}, which bill nothing")
+    return True
 
 
 def set_labels(api: TpuBackend, name: str, changes: dict[str, str | None]) -> Node:
@@ -360,12 +390,15 @@ def delete_nodes(
     progress: Callable[[str, str, float], None] | None = None,
     max_parallel: int = 16,
     asked: Callable[[Node], None] = lambda node: None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> list[DeleteResult]:
     """Delete nodes concurrently; one result per node, in the order given. `asked` is
     told of each node once the cloud has its delete (from then on it goes on there,
     whatever becomes of this process).
 
-    A node already gone or already being deleted counts as deleted.
+    A node already gone or already being deleted counts as deleted; waited for, one that
+    someone else is deleting has its free parts deleted here once its VMs are gone
+    (`wait_gone`, telling `say`).
     """
 
     def one(node: Node) -> DeleteResult:
@@ -381,7 +414,7 @@ def delete_nodes(
                     return DeleteResult(node.name, True, "already gone", node)
             asked(node)
             if wait:
-                wait_gone(api, node.full_name, progress=report)
+                wait_gone(api, node.full_name, progress=report, say=say)
                 return DeleteResult(node.name, True, "deleted", node)
             return DeleteResult(node.name, True, "deletion started", node)
         except TpuctlError as e:

@@ -20,8 +20,14 @@ from tpuctl.cloud.compute import leftovers as compute_orphans
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.cloud.compute.rules import ComputeRules
-from tpuctl.errors import CloudError, NotFoundError, PreconditionFailedError, UsageError
-from tpuctl.models import CreateSpec, Leftover, Node, OperationStatus, QueuedResource, QueueSpec
+from tpuctl.errors import (
+    AlreadyExistsError,
+    CloudError,
+    NotFoundError,
+    PreconditionFailedError,
+    UsageError,
+)
+from tpuctl.models import CreateSpec, Leftover, Node, OperationStatus
 
 MAX_RUN_SECONDS = 120 * 86400  # scheduling.maxRunDuration's limit
 SLICE_OP = "~slice~"  # an operation name's tail: the create of a slice, waited until its VMs run
@@ -198,25 +204,36 @@ class ComputeTpuApi(ComputeRules):
             )
         if spec.shape.multi_host:
             made = compute_slice.create(self._call, self._wait, project, spec, zone)
+            if not made:  # its group adopted: made by this create's lost first attempt
+                return None
             op_name = f"{made['name']}{SLICE_OP}{spec.name}"
             return f"projects/{project}/locations/{zone}/operations/{op_name}"
-        op = self._call(
-            "POST",
-            f"projects/{project}/zones/{zone}/instances",
+        subject, instances = (
             f"instance '{spec.name}' in zone {zone}",
-            project,
-            json=compute_wire.instance_body(spec, zone),
+            f"projects/{project}/zones/{zone}/instances",
         )
+        body = compute_wire.instance_body(spec, zone)
+        try:
+            op = self._call(
+                "POST", instances, subject, project, json=body, params=compute_wire.once()
+            )
+        except AlreadyExistsError:  # made by this create's lost first attempt: adopted
+            if compute_wire.made_by(
+                self._call("GET", f"{instances}/{spec.name}", subject, project), spec
+            ):
+                return None
+            raise
         return f"projects/{project}/locations/{zone}/operations/{op['name']}"
 
     def _action(self, name: str, verb: str) -> str | None:
         project, zone, node, path = self._instance(name)
         subject = f"instance '{node}' in zone {zone}"
+        once = compute_wire.once()
         if verb == "delete":
-            op = self._call("DELETE", path, subject, project)
+            op = self._call("DELETE", path, subject, project, params=once)
         else:
             try:
-                op = self._call("POST", f"{path}/{verb}", subject, project)
+                op = self._call("POST", f"{path}/{verb}", subject, project, params=once)
             except NotFoundError as e:
                 if self._slice(project, zone, node, e):
                     raise UsageError(
@@ -248,7 +265,8 @@ class ComputeTpuApi(ComputeRules):
             gone = False
             with contextlib.suppress(NotFoundError):  # gone meanwhile
                 subject = f"{what} {path.rsplit('/', 1)[-1]}"
-                self._wait(self._call("DELETE", path, subject, project), f"the delete of {subject}")
+                op = self._call("DELETE", path, subject, project, params=compute_wire.once())
+                self._wait(op, f"the delete of {subject}")
         if gone:
             raise missing
         return None
@@ -288,6 +306,7 @@ class ComputeTpuApi(ComputeRules):
                 "labels": labels,
                 "labelFingerprint": current.get("labelFingerprint", ""),
             },
+            params=compute_wire.once(),
         )
         return f"projects/{project}/locations/{zone}/operations/{op['name']}"
 
@@ -323,7 +342,14 @@ class ComputeTpuApi(ComputeRules):
                 }
                 try:
                     self._wait(
-                        self._call("POST", f"{path}/setMetadata", subject, project, json=body),
+                        self._call(
+                            "POST",
+                            f"{path}/setMetadata",
+                            subject,
+                            project,
+                            json=body,
+                            params=compute_wire.once(),
+                        ),
                         f"the metadata of {subject}",
                     )
                     break
@@ -408,24 +434,3 @@ class ComputeTpuApi(ComputeRules):
 
     def runtime_versions(self, parent: str) -> list[str]:
         return sorted(set(compute_wire.IMAGE_FAMILIES.values()))
-
-    # -- queued requests: the TPU API's ---------------------------------------------
-    def _no_queue(self) -> UsageError:
-        return UsageError(
-            "queued resources are the Cloud TPU API's (--api tpu); on Compute Engine, "
-            "--flex-start without --queued makes a VM that waits for capacity by itself"
-        )
-
-    def create_queued_resource(
-        self, parent: str, qr_id: str, spec: CreateSpec, queue: QueueSpec
-    ) -> str | None:
-        raise self._no_queue()
-
-    def get_queued_resource(self, name: str) -> QueuedResource:
-        raise NotFoundError(f"no queued resource {name} on Compute Engine")
-
-    def list_queued_resources(self, parent: str) -> list[QueuedResource]:
-        return []
-
-    def delete_queued_resource(self, name: str, force: bool = True) -> str | None:
-        return None

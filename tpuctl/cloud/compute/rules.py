@@ -11,8 +11,8 @@ from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import BackendDefaults, BackendKind
 from tpuctl.cloud.compute import KIND, flex, quotas
 from tpuctl.cloud.compute import quota as pool
-from tpuctl.errors import TpuctlError, UsageError
-from tpuctl.models import CreateSpec, PoolRow, QuotaPool
+from tpuctl.errors import NotFoundError, TpuctlError, UsageError
+from tpuctl.models import CreateSpec, PoolRow, QueuedResource, QueueSpec, QuotaPool
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
@@ -113,3 +113,24 @@ class ComputeRules(BackendDefaults):
         if shape.known and not shape.multi_host:
             return "its VM"
         return "its VMs, instance template and workload policy"
+
+    # -- queued requests: the TPU API's ---------------------------------------------
+    def _no_queue(self) -> UsageError:
+        return UsageError(
+            "queued resources are the Cloud TPU API's (--api tpu); on Compute Engine, "
+            "--flex-start without --queued makes a VM that waits for capacity by itself"
+        )
+
+    def create_queued_resource(
+        self, parent: str, qr_id: str, spec: CreateSpec, queue: QueueSpec
+    ) -> str | None:
+        raise self._no_queue()
+
+    def get_queued_resource(self, name: str) -> QueuedResource:
+        raise NotFoundError(f"no queued resource {name} on Compute Engine")
+
+    def list_queued_resources(self, parent: str) -> list[QueuedResource]:
+        return []
+
+    def delete_queued_resource(self, name: str, force: bool = True) -> str | None:
+        return None

@@ -25,7 +25,7 @@ from typing import Any
 
 from tpuctl import catalog
 from tpuctl.cloud.compute import wire as compute_wire
-from tpuctl.errors import NotFoundError, TpuctlError, UsageError
+from tpuctl.errors import AlreadyExistsError, NotFoundError, TpuctlError, UsageError
 from tpuctl.models import CreateSpec, Node, Worker
 
 MARKER = "tpuctl: {what} of TPU slice {name} in {zone}"
@@ -122,7 +122,8 @@ def create(
     zone: str,
 ) -> dict[str, Any]:
     """Make the policy and the template (waiting for each), then ask for the MIG: its
-    zone operation. A failure on the way deletes what this call made, then raises."""
+    zone operation ({} when the group was adopted: `_insert`). A failure on the way
+    deletes what this call made, then raises."""
     check_name(spec, zone)
     r = region(zone)
     steps = (
@@ -140,29 +141,64 @@ def create(
     made: list[str] = []
     try:
         for path, body, what in steps:
-            subject = f"{what} {body['name']}"
-            wait(call("POST", path, subject, project, json=body), subject)
-            made.append(f"{path}/{body['name']}")
-        return dict(
-            call(
-                "POST",
-                f"projects/{project}/zones/{zone}/instanceGroupManagers",
-                f"managed instance group {spec.name}",
-                project,
-                json=group_body(spec, project, zone),
-            )
-        )
+            op = _insert(call, project, path, body, what, spec, zone)
+            if op:  # {}: adopted, made by a lost first attempt (gc's, if this fails)
+                wait(op, f"{what} {body['name']}")
+                made.append(f"{path}/{body['name']}")
+        groups = f"projects/{project}/zones/{zone}/instanceGroupManagers"
+        # its operation: the group's VMs come once its insert is done
+        return _insert(call, project, groups, group_body(spec, project, zone), GROUP, spec, zone)
     except BaseException:
         for path in reversed(made):
             _delete_quietly(call, wait, project, path)
         raise
 
 
+GROUP = "managed instance group"
+
+
+def _insert(
+    call: Call,
+    project: str,
+    path: str,
+    body: dict[str, Any],
+    what: str,
+    spec: CreateSpec,
+    zone: str,
+) -> dict[str, Any]:
+    """Insert one part with a `requestId` of its own (`wire.once`): its operation, or {}
+    when the part exists already and is this create's own (a first attempt whose answer
+    was lost made it: adopted, as the Cloud TPU API's adapter adopts a node)."""
+    subject = f"{what} {body['name']}"
+    try:
+        return dict(call("POST", path, subject, project, json=body, params=compute_wire.once()))
+    except AlreadyExistsError:
+        found = call("GET", f"{path}/{body['name']}", subject, project)
+        if not _made_by(found, what, spec, project, zone):
+            raise
+        return {}
+
+
+def _made_by(found: dict[str, Any], what: str, spec: CreateSpec, project: str, zone: str) -> bool:
+    """Whether a part found under the name this create gives it is this create's: tpuctl's
+    description of this slice, and for the template this create's labels (the second it
+    was made included), for the group this create's template."""
+    if not ours(found, what, spec.name, zone):
+        return False
+    if what == "instance template":
+        return compute_wire.made_by(found, spec)
+    if what == GROUP:
+        template = paths(project, zone, spec.name)[1]
+        return str(found.get("instanceTemplate", "")).endswith(template)
+    return True  # a policy has no labels: its name and description are all there is
+
+
 def _delete_quietly(
     call: Call, wait: Callable[[dict[str, Any], str], None], project: str, path: str
 ) -> None:
     with contextlib.suppress(NotFoundError):
-        wait(call("DELETE", path, path.rsplit("/", 1)[-1], project), path)
+        op = call("DELETE", path, path.rsplit("/", 1)[-1], project, params=compute_wire.once())
+        wait(op, path)
 
 
 # -- reading it ---------------------------------------------------------------------
@@ -302,11 +338,13 @@ def leftovers(
 ) -> Node:
     """A slice whose MIG is gone but whose template or policy is left (a create or a
     delete that did not finish): no node, to be deleted."""
-    left = [
-        what
+    parts = [
+        (what, r)
         for what, r in (("instance template", template), ("workload policy", policy))
         if r is not None
     ]
+    left = [what for what, _r in parts]
+    named = [f"{what} {r.get('name', '')}" for what, r in parts]
     return Node(
         name=name,
         project=project,
@@ -316,6 +354,7 @@ def leftovers(
         runtime_version="",
         health_description=f"no VMs: only its {' and '.join(left)} left",
         api="compute",
+        free_parts=f"its {' and '.join(named)}",  # they bill nothing: only VMs and disks do
         raw={"template": template, "policy": policy},
     )
 

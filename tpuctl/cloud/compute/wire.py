@@ -46,6 +46,27 @@ STATES = {
 }
 
 
+def once() -> dict[str, str]:
+    """The query of a change to make it idempotent: a new `requestId` (a UUID), chosen
+    once per logical change, before the retried call (`cloud/retry.py` sends the same
+    query again), so that Compute Engine answers a retry whose first attempt took effect
+    with that attempt's operation instead of doing it twice or refusing it ("Specify a
+    unique request ID so that if you must retry your request, the server will know to
+    ignore the request if it has already been completed", e.g.
+    https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert)."""
+    import uuid
+
+    return {"requestId": str(uuid.uuid4())}
+
+
+def made_by(resource: dict[str, Any], spec: CreateSpec) -> bool:
+    """Whether an instance (or an instance template's properties) that exists under the
+    name a create asked for is that create's own: it has every label tpuctl gave it,
+    including the second it was made (`tpuctl-created`) and its owner."""
+    labels = (resource.get("properties") or resource).get("labels") or {}
+    return bool(spec.labels) and all(labels.get(k) == v for k, v in spec.labels.items())
+
+
 def default_image(shape: catalog.SliceShape) -> str:
     """The TPU OS image family for a shape's generation."""
     return IMAGE_FAMILIES.get(shape.generation, IMAGE_FAMILIES["v6e"])

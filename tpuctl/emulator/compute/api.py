@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tpuctl.emulator.compute import admission, catalog, errors, rules
+from tpuctl.emulator.compute import admission, catalog, changes, errors, rules
 from tpuctl.emulator.compute.catalog import MachineType
 from tpuctl.emulator.compute.models import ALLOWED_FROM, Instance, ZoneOperation
 from tpuctl.emulator.core.state import State
@@ -20,6 +20,10 @@ from tpuctl.emulator.tpu.models import project_number
 from tpuctl.emulator.tpu.rules import page
 
 MAX_DONE_OPERATIONS = 500
+# how long a retry with the same requestId is recognised: at least 60 minutes after the
+# first request (instances.insert's reference,
+# https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert)
+REQUEST_IDS_KEPT = 3600.0
 # An operation that failed for capacity: its code and message (Compute's resource-
 # availability troubleshooting page), and the HTTP status gcloud prints (UNCONFIRMED)
 STOCKOUT = "ZONE_RESOURCE_POOL_EXHAUSTED"
@@ -136,9 +140,15 @@ def _begin(state: State, instance: Instance, verb: str, op_type: str) -> ZoneOpe
 
 
 def _keep(state: State, op: ZoneOperation) -> None:
+    """Keep `op`, and the last MAX_DONE_OPERATIONS done ones (and those a `requestId`
+    made in the last REQUEST_IDS_KEPT seconds, which a retry may ask for again)."""
     ops = state.compute.operations
     ops[op.path] = op
-    done = sorted((o for o in ops.values() if o.done), key=lambda o: o.inserted)
+    recent = state.now() - REQUEST_IDS_KEPT
+    done = sorted(
+        (o for o in ops.values() if o.done and not (o.request_id and o.inserted > recent)),
+        key=lambda o: o.inserted,
+    )
     for old in done[: max(0, len(done) - MAX_DONE_OPERATIONS)]:
         del ops[old.path]
     state.changed()
@@ -175,8 +185,11 @@ def _capacity_error(state: State, instance: Instance) -> str | None:
 
 
 # -- instances -------------------------------------------------------------------------
-def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneOperation:
-    rules.check_zone(zone)
+def insert(
+    state: State, project: str, zone: str, body: dict[str, Any], source: str = ""
+) -> ZoneOperation:
+    rules.check_zone(zone, project)
+    body = changes.from_template(state, project, zone, body, source)
     name = rules.check_name(body.get("name"))
     mtype = rules.machine_type(zone, body.get("machineType"))
     scheduling = rules.check_scheduling(body.get("scheduling"))
@@ -220,7 +233,7 @@ def insert(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneO
 
 def _find(store: dict[str, Any], zone: str, path: str) -> Any:
     """The instance or operation at `path`, in a zone that must exist."""
-    rules.check_zone(zone)
+    rules.check_zone(zone, path.split("/")[1])
     if path not in store:
         raise errors.not_found(path)
     return store[path]
@@ -257,7 +270,7 @@ def _listed(state: State, project: str, zones: list[str], filter_: str) -> list[
 def list_page(
     state: State, project: str, zone: str, filter_: str, max_results: str, token: str
 ) -> tuple[list[Instance], str | None]:
-    rules.check_zone(zone)
+    rules.check_zone(zone, project)
     return page(_listed(state, project, [zone], filter_), _max(max_results), token)
 
 
@@ -370,7 +383,7 @@ def get_operation(state: State, project: str, zone: str, name: str) -> ZoneOpera
 
 # -- machine types and images ------------------------------------------------------------
 def get_machine_type(state: State, project: str, zone: str, name: str) -> MachineType:
-    rules.check_zone(zone)
+    rules.check_zone(zone, project)
     found = catalog.machine_type(zone, name)
     if found is None:
         raise errors.not_found(f"projects/{project}/zones/{zone}/machineTypes/{name}")
@@ -380,7 +393,7 @@ def get_machine_type(state: State, project: str, zone: str, name: str) -> Machin
 def list_machine_types(
     state: State, project: str, zone: str, filter_: str, max_results: str, token: str
 ) -> tuple[list[MachineType], str | None]:
-    rules.check_zone(zone)
+    rules.check_zone(zone, project)
     terms = rules.parse_filter(filter_)
     found = [m for m in catalog.machine_types(zone) if rules.matches({"name": m.name}, terms)]
     return page(found, _max(max_results), token)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tpuctl.emulator.compute import api
+from tpuctl.emulator.compute import api, changes
 from tpuctl.emulator.compute.catalog import IMAGE_PROJECT, MachineType
 from tpuctl.emulator.compute.models import Instance, ZoneOperation, fingerprint
 from tpuctl.emulator.core.backend import Backend
@@ -127,6 +127,8 @@ class Renderer:
         }
         if i.labels:
             vm["labels"] = dict(i.labels)
+        if body.get("reservationAffinity"):  # as asked (Instance.reservationAffinity)
+            vm["reservationAffinity"] = body["reservationAffinity"]
         if body.get("description"):
             vm["description"] = body["description"]
         ends = i.ends_at()
@@ -231,23 +233,33 @@ class ComputeFront:
             r, op = self._run(version, fn, *args)
             return r.operation(op)
 
-    def insert(self, version: str, project: str, zone: str, body: dict) -> dict:
-        return self._op(version, api.insert, project, zone, body)
+    def _change(self, version: str, request_id: str, fn: Any, *args: Any) -> dict[str, Any]:
+        """A mutating method asked with `requestId` (or ""): `changes.once`."""
+        return self._op(version, changes.once, request_id, fn, *args)
 
-    def delete(self, version: str, project: str, zone: str, name: str) -> dict:
-        return self._op(version, api.delete, project, zone, name)
+    def insert(
+        self, version: str, project: str, zone: str, body: dict, rid: str = "", source: str = ""
+    ) -> dict:
+        return self._change(version, rid, api.insert, project, zone, body, source)
 
-    def stop(self, version: str, project: str, zone: str, name: str) -> dict:
-        return self._op(version, api.power, project, zone, name, "stop")
+    def delete(self, version: str, project: str, zone: str, name: str, rid: str = "") -> dict:
+        return self._change(version, rid, api.delete, project, zone, name)
 
-    def start(self, version: str, project: str, zone: str, name: str) -> dict:
-        return self._op(version, api.power, project, zone, name, "start")
+    def stop(self, version: str, project: str, zone: str, name: str, rid: str = "") -> dict:
+        return self._change(version, rid, api.power, project, zone, name, "stop")
 
-    def set_labels(self, version: str, project: str, zone: str, name: str, body: dict) -> dict:
-        return self._op(version, api.set_labels, project, zone, name, body)
+    def start(self, version: str, project: str, zone: str, name: str, rid: str = "") -> dict:
+        return self._change(version, rid, api.power, project, zone, name, "start")
 
-    def set_metadata(self, version: str, project: str, zone: str, name: str, body: dict) -> dict:
-        return self._op(version, api.set_metadata, project, zone, name, body)
+    def set_labels(
+        self, version: str, project: str, zone: str, name: str, body: dict, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, api.set_labels, project, zone, name, body)
+
+    def set_metadata(
+        self, version: str, project: str, zone: str, name: str, body: dict, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, api.set_metadata, project, zone, name, body)
 
     def get_operation(self, version: str, project: str, zone: str, name: str) -> dict:
         return self._op(version, api.get_operation, project, zone, name)

@@ -38,7 +38,7 @@ def _resource_path(project: str, value: Any, field_name: str, kind: str) -> str:
 
 
 def insert_group(state: State, project: str, zone: str, body: dict[str, Any]) -> ZoneOperation:
-    rules.check_zone(zone)
+    rules.check_zone(zone, project)
     name = rules.check_name(body.get("name"))
     path = f"projects/{project}/zones/{zone}/instanceGroupManagers/{name}"
     if path in state.compute.groups:
@@ -135,7 +135,7 @@ def _check_topology(policy: Policy, chips_per_vm: int, generation: str, size: in
 
 
 def get_group(state: State, project: str, zone: str, name: str) -> Group:
-    rules.check_zone(zone)
+    rules.check_zone(zone, project)
     group: Group = found(
         state.compute.groups, f"projects/{project}/zones/{zone}/instanceGroupManagers/{name}"
     )

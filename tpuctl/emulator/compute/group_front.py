@@ -207,6 +207,21 @@ def _scoped(key: str, scopes: list[str], found: dict[str, list[Any]]) -> dict:
     return items
 
 
+def _template_methods(fn: Any) -> tuple[Any, Any]:
+    """A global template's method (`region` "") and a regional one's, for `fn`, an insert
+    or a delete of regional_api (its last argument the body or the name)."""
+
+    def global_(self: GroupFront, version: str, project: str, arg: Any, rid: str = "") -> dict:
+        return self._change(version, rid, fn, project, "", arg)
+
+    def regional(
+        self: GroupFront, version: str, project: str, region: str, arg: Any, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, fn, project, region, arg)
+
+    return global_, regional
+
+
 class GroupFront(ComputeFront):
     """The REST methods of policies, templates, groups and region/global operations."""
 
@@ -220,11 +235,15 @@ class GroupFront(ComputeFront):
         return f"http://{self.backend.endpoint}/compute/{version}/"
 
     # -- workload policies
-    def insert_policy(self, version: str, project: str, region: str, body: dict) -> dict:
-        return self._op(version, regional_api.insert_policy, project, region, body)
+    def insert_policy(
+        self, version: str, project: str, region: str, body: dict, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, regional_api.insert_policy, project, region, body)
 
-    def delete_policy(self, version: str, project: str, region: str, name: str) -> dict:
-        return self._op(version, regional_api.delete_policy, project, region, name)
+    def delete_policy(
+        self, version: str, project: str, region: str, name: str, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, regional_api.delete_policy, project, region, name)
 
     def get_policy(self, version: str, project: str, region: str, name: str) -> dict:
         return self._render(
@@ -266,17 +285,8 @@ class GroupFront(ComputeFront):
         return self._render(version, draw)
 
     # -- instance templates ("" region: global)
-    def insert_template(self, version: str, project: str, body: dict, region: str = "") -> dict:
-        return self._op(version, regional_api.insert_template, project, region, body)
-
-    def insert_region_template(self, version: str, project: str, region: str, body: dict) -> dict:
-        return self.insert_template(version, project, body, region)
-
-    def delete_template(self, version: str, project: str, name: str, region: str = "") -> dict:
-        return self._op(version, regional_api.delete_template, project, region, name)
-
-    def delete_region_template(self, version: str, project: str, region: str, name: str) -> dict:
-        return self.delete_template(version, project, name, region)
+    insert_template, insert_region_template = _template_methods(regional_api.insert_template)
+    delete_template, delete_region_template = _template_methods(regional_api.delete_template)
 
     def get_template(self, version: str, project: str, name: str, region: str = "") -> dict:
         return self._render(
@@ -328,11 +338,13 @@ class GroupFront(ComputeFront):
         return self._render(version, draw)
 
     # -- managed instance groups
-    def insert_group(self, version: str, project: str, zone: str, body: dict) -> dict:
-        return self._op(version, group_api.insert_group, project, zone, body)
+    def insert_group(
+        self, version: str, project: str, zone: str, body: dict, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, group_api.insert_group, project, zone, body)
 
-    def delete_group(self, version: str, project: str, zone: str, name: str) -> dict:
-        return self._op(version, group_api.delete_group, project, zone, name)
+    def delete_group(self, version: str, project: str, zone: str, name: str, rid: str = "") -> dict:
+        return self._change(version, rid, group_api.delete_group, project, zone, name)
 
     def get_group(self, version: str, project: str, zone: str, name: str) -> dict:
         return self._render(
@@ -363,7 +375,7 @@ class GroupFront(ComputeFront):
 
         from tpuctl.emulator.compute import rules
 
-        rules.check_zone(zone)
+        rules.check_zone(zone, project)
         return self._render(version, draw)
 
     def aggregated_groups(self, version: str, project: str, query: dict) -> dict:
@@ -389,7 +401,7 @@ class GroupFront(ComputeFront):
         from tpuctl.emulator.compute import rules
 
         def draw(r: GroupRenderer, s: State) -> dict:
-            rules.check_zone(zone)
+            rules.check_zone(zone, project)
             found, token = regional_api.paged(
                 group_api.groups(s, project, zone),
                 query.get("maxResults", ""),
@@ -410,7 +422,7 @@ class GroupFront(ComputeFront):
     def list_autoscalers(self, version: str, project: str, zone: str, query: dict) -> dict:
         from tpuctl.emulator.compute import rules
 
-        rules.check_zone(zone)
+        rules.check_zone(zone, project)
         link = f"{self._base(version)}projects/{project}/zones/{zone}/autoscalers"
         return _list("compute#autoscalerList", [], None, link)
 

@@ -44,6 +44,11 @@ class ComputeHost:
         return "READY" if whole and running else "CREATING"
 
     @property
+    def preempting(self) -> list[int]:
+        """The workers whose VM is in a preemption's notice (scheduling.py)."""
+        return [k for k, i in enumerate(self.instances) if i.preempt_ends is not None]
+
+    @property
     def metadata(self) -> dict[str, str]:
         first = self.instances[0] if self.instances else None
         items = first.body.get("metadata", {}).get("items", []) if first else []

@@ -169,6 +169,7 @@ class ZoneOperation:
     errors: list[dict[str, str]] = field(default_factory=list)
     http_error: tuple[int, str] | None = None
     kind: str = "zones"
+    request_id: str = ""  # the `requestId` it was asked with: a retry gets this operation
 
     @property
     def scope(self) -> str:
@@ -234,6 +235,17 @@ class ComputeState:
     templates: dict[str, Template] = field(default_factory=dict)
     groups: dict[str, Group] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
+
+    def by_request(self, project: str, request_id: str) -> ZoneOperation | None:
+        """The operation a request with `request_id` made in `project`, if kept."""
+        return next(
+            (
+                op
+                for op in self.operations.values()
+                if op.request_id == request_id and op.project == project
+            ),
+            None,
+        )
 
     def chips_in_use(self, zone: str, generation: str, but: Instance | None = None) -> int:
         """The chips of `generation` the instances in `zone` hold (but `but`): a stopped

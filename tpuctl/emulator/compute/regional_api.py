@@ -133,7 +133,10 @@ def insert_template(state: State, project: str, region: str, body: dict[str, Any
         why = "Must be a machine type name, not a URL."
         raise errors.invalid_value("resource.properties.machineType", props["machineType"], why)
     kept = copy.deepcopy(props)
-    kept["scheduling"] = rules.check_scheduling(props.get("scheduling"))
+    # the live-migration rule is a machine type's with accelerators (a TPU type here), not
+    # every template's: an e2-standard-4 migrates (Instance.scheduling, v1 reference)
+    tpus = props["machineType"] in catalog.MACHINE_TYPES or bool(props.get("guestAccelerators"))
+    kept["scheduling"] = rules.check_scheduling(props.get("scheduling"), accelerators=tpus)
     kept["metadata"] = rules.check_metadata(props.get("metadata"))
     kept["labels"] = rules.check_labels(props.get("labels"), "resource.properties.labels")
     for account in kept.get("serviceAccounts") or []:

@@ -4,6 +4,7 @@ takes: pure functions. Each wording cites where it was seen (compute/errors.py).
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 from tpuctl.emulator.compute import catalog, errors
@@ -18,9 +19,33 @@ TERMINATION_ACTIONS = ("STOP", "DELETE")
 MAINTENANCE = ("MIGRATE", "TERMINATE")
 
 
-def check_zone(zone: str) -> None:
-    if zone not in catalog.zones():
-        raise errors.unknown_zone(zone)
+ZONE_SHAPE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+
+
+def check_zone(zone: str, project: str) -> None:
+    """A zone the emulator serves. A name shaped like a zone that it does not serve is a
+    zone that does not exist, 404 (`The resource 'projects/P/zones/us-east1-a' was not
+    found`, GoogleCloudPlatform/gke-terraform-generator#24); anything else, such as a
+    region, is `Unknown zone` (400, inspec/inspec-gcp#301)."""
+    if zone in catalog.zones():
+        return
+    if ZONE_SHAPE.fullmatch(zone):
+        raise errors.not_found(f"projects/{project}/zones/{zone}")
+    raise errors.unknown_zone(zone)
+
+
+def check_request_id(value: str) -> None:
+    """ "The request ID must be a valid UUID with the exception that zero UUID is not
+    supported (00000000-0000-0000-0000-000000000000)" (the `requestId` parameter of every
+    mutating method, e.g. instances.insert's reference); the refusal's wording is the
+    emulator's own (docs/emulator.md)."""
+    try:
+        valid = uuid.UUID(value).int != 0
+    except ValueError:
+        valid = False
+    if not valid:
+        why = "The request ID must be a valid UUID other than the zero UUID."
+        raise errors.invalid_value("requestId", value, why)
 
 
 def check_name(name: Any, field: str = "resource.name") -> str:
@@ -50,20 +75,24 @@ def machine_type(zone: str, value: Any) -> MachineType:
     return found
 
 
-def check_scheduling(scheduling: Any) -> dict[str, Any]:
-    """The scheduling a TPU VM must have: TERMINATE on host maintenance (TPU instances
-    cannot live-migrate), and no automatic restart for Spot."""
+def check_scheduling(scheduling: Any, accelerators: bool = True) -> dict[str, Any]:
+    """The scheduling a VM must have: with `accelerators` (a TPU machine type),
+    TERMINATE on host maintenance (such instances cannot live-migrate); no automatic
+    restart for Spot."""
     if not isinstance(scheduling, dict):
         scheduling = {}
     model = scheduling.get("provisioningModel", "STANDARD")
     if model not in PROVISIONING:
         raise errors.invalid_value("resource.scheduling.provisioningModel", model, "")
-    host = scheduling.get("onHostMaintenance", "MIGRATE")  # the API's default
+    spot = model == "SPOT" or scheduling.get("preemptible") is True
+    # MIGRATE is the API's default, but "For preemptible instances, the default and only
+    # possible behavior is TERMINATE" (Scheduling.onHostMaintenance, the v1 reference,
+    # https://cloud.google.com/compute/docs/reference/rest/v1/instances), Spot's too
+    host = scheduling.get("onHostMaintenance", "TERMINATE" if spot else "MIGRATE")
     if host not in MAINTENANCE:
         raise errors.invalid_value("resource.scheduling.onHostMaintenance", host, "")
-    if host != "TERMINATE":
+    if host != "TERMINATE" and accelerators:
         raise errors.bad_request("Instances with guest accelerators do not support live migration.")
-    spot = model == "SPOT" or scheduling.get("preemptible") is True
     restart = scheduling.get("automaticRestart")
     if spot and restart is True:
         # as Compute words it for preemptible (elasticluster/elasticluster#568)

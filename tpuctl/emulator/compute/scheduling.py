@@ -23,7 +23,12 @@ capacity (PENDING), reservations consumed, and spot preemption with its notice.
   `instance/preempted` TRUE for the notice (30 s on Compute Engine, "Spot VMs" of the
   TPU machine types page; the control plane shortens it), then Compute ends it as its
   `instanceTerminationAction` says: DELETE (gone) or STOP (TERMINATED, the default for
-  Spot). A group under DO_NOTHING does not make it again (group_api.py).
+  Spot). A group under DO_NOTHING does not make it again (group_api.py). The notice is
+  also Compute Engine's ACPI soft off: the guest shuts down, SIGTERM to its processes
+  (workers/ssh.py). Compute Engine preempts VMs one at a time, also one VM of a group
+  (a slice): `preempt_worker` picks it as tpuctl names it. Sources: "Preemption
+  process", https://cloud.google.com/compute/docs/instances/spot#preemption-process, and
+  https://cloud.google.com/compute/docs/instances/create-use-preemptible.
 """
 
 from __future__ import annotations
@@ -131,6 +136,29 @@ def preempt(state: State, path: str, notice: float | None) -> dict[str, Any]:
         if found.path in state.compute.instances
         else "GONE",
     }
+
+
+def preempt_worker(
+    state: State, project: str, zone: str, name: str, worker: int | None, notice: float | None
+) -> dict[str, Any]:
+    """Control plane: preempt the VM of a node as tpuctl names it, a single-host VM or
+    worker `worker` of a slice (a group's VMs in worker order, hosts.py): Compute Engine
+    preempts one VM at a time, whatever group it is in."""
+    from tpuctl.emulator.compute import hosts
+    from tpuctl.emulator.core import errors as core_errors
+
+    found = hosts.host(state, project, zone, name)
+    if found is None:
+        raise core_errors.not_found(f"projects/{project}/zones/{zone}/instances/{name}")
+    count = len(found.instances)
+    if worker is None and count > 1:
+        raise core_errors.invalid_argument(
+            f"{name} is a slice of {count} VMs: name one with worker (0 to {count - 1})"
+        )
+    index = 0 if worker is None else worker
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        raise core_errors.invalid_argument(f"worker must be 0 to {count - 1} for {name}")
+    return preempt(state, found.instances[index].path, notice)
 
 
 def preempted(instance: Instance) -> bool:

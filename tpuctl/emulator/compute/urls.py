@@ -20,6 +20,7 @@ _GT = _P + r"/global/instanceTemplates"
 _RT = _R + r"/instanceTemplates"
 _MIG = _Z + r"/instanceGroupManagers"
 _N = r"/(?P<name>[^/]+)"
+_ID = "?requestId"  # a mutating method's: a retry with it gets the first operation (changes.once)
 
 
 def _c(method: str) -> OnFront:
@@ -39,24 +40,30 @@ ROUTES: list[Route] = [
         ("version", "project", "query"),
     ),
     ("GET", _Z + "/instances", "compute.instances.list", _c("list"), (*_VPZ, "query")),
-    ("POST", _Z + "/instances", "compute.instances.insert", _c("insert"), (*_VPZ, "body")),
+    (
+        "POST",
+        _Z + "/instances",
+        "compute.instances.insert",
+        _c("insert"),
+        (*_VPZ, "body", _ID, "?sourceInstanceTemplate"),
+    ),
     ("GET", _I, "compute.instances.get", _c("get"), (*_VPZ, "name")),
-    ("DELETE", _I, "compute.instances.delete", _c("delete"), (*_VPZ, "name")),
-    ("POST", _I + "/stop", "compute.instances.stop", _c("stop"), (*_VPZ, "name")),
-    ("POST", _I + "/start", "compute.instances.start", _c("start"), (*_VPZ, "name")),
+    ("DELETE", _I, "compute.instances.delete", _c("delete"), (*_VPZ, "name", _ID)),
+    ("POST", _I + "/stop", "compute.instances.stop", _c("stop"), (*_VPZ, "name", _ID)),
+    ("POST", _I + "/start", "compute.instances.start", _c("start"), (*_VPZ, "name", _ID)),
     (
         "POST",
         _I + "/setLabels",
         "compute.instances.setLabels",
         _c("set_labels"),
-        (*_VPZ, "name", "body"),
+        (*_VPZ, "name", "body", _ID),
     ),
     (
         "POST",
         _I + "/setMetadata",
         "compute.instances.setMetadata",
         _c("set_metadata"),
-        (*_VPZ, "name", "body"),
+        (*_VPZ, "name", "body", _ID),
     ),
     (
         "GET",
@@ -96,10 +103,16 @@ ROUTES: list[Route] = [
         ("version", "project", "image"),
     ),
     # a multi-host slice: workload policy, instance template, managed instance group
-    ("POST", _RP, "compute.resourcePolicies.insert", _g("insert_policy"), (*_VPR, "body")),
+    ("POST", _RP, "compute.resourcePolicies.insert", _g("insert_policy"), (*_VPR, "body", _ID)),
     ("GET", _RP, "compute.resourcePolicies.list", _g("list_policies"), (*_VPR, "query")),
     ("GET", _RP + _N, "compute.resourcePolicies.get", _g("get_policy"), (*_VPR, "name")),
-    ("DELETE", _RP + _N, "compute.resourcePolicies.delete", _g("delete_policy"), (*_VPR, "name")),
+    (
+        "DELETE",
+        _RP + _N,
+        "compute.resourcePolicies.delete",
+        _g("delete_policy"),
+        (*_VPR, "name", _ID),
+    ),
     (
         "GET",
         _P + "/aggregated/resourcePolicies",
@@ -112,7 +125,7 @@ ROUTES: list[Route] = [
         _GT,
         "compute.instanceTemplates.insert",
         _g("insert_template"),
-        ("version", "project", "body"),
+        ("version", "project", "body", _ID),
     ),
     (
         "GET",
@@ -133,7 +146,7 @@ ROUTES: list[Route] = [
         _GT + _N,
         "compute.instanceTemplates.delete",
         _g("delete_template"),
-        ("version", "project", "name"),
+        ("version", "project", "name", _ID),
     ),
     (
         "GET",
@@ -147,7 +160,7 @@ ROUTES: list[Route] = [
         _RT,
         "compute.regionInstanceTemplates.insert",
         _g("insert_region_template"),
-        (*_VPR, "body"),
+        (*_VPR, "body", _ID),
     ),
     (
         "GET",
@@ -168,9 +181,15 @@ ROUTES: list[Route] = [
         _RT + _N,
         "compute.regionInstanceTemplates.delete",
         _g("delete_region_template"),
-        (*_VPR, "name"),
+        (*_VPR, "name", _ID),
     ),
-    ("POST", _MIG, "compute.instanceGroupManagers.insert", _g("insert_group"), (*_VPZ, "body")),
+    (
+        "POST",
+        _MIG,
+        "compute.instanceGroupManagers.insert",
+        _g("insert_group"),
+        (*_VPZ, "body", _ID),
+    ),
     ("GET", _MIG, "compute.instanceGroupManagers.list", _g("list_groups"), (*_VPZ, "query")),
     ("GET", _MIG + _N, "compute.instanceGroupManagers.get", _g("get_group"), (*_VPZ, "name")),
     (
@@ -178,7 +197,7 @@ ROUTES: list[Route] = [
         _MIG + _N,
         "compute.instanceGroupManagers.delete",
         _g("delete_group"),
-        (*_VPZ, "name"),
+        (*_VPZ, "name", _ID),
     ),
     (
         "POST",

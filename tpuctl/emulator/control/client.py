@@ -11,7 +11,11 @@ CONTROL_PREFIX = "/_emulator/v1/"
 
 
 class ControlError(RuntimeError):
-    """The control plane answered with an error."""
+    """The control plane answered with an error (`status`: its HTTP status)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class EmulatorControl:
@@ -38,7 +42,7 @@ class EmulatorControl:
                 message = json.load(exc)["error"]["message"]
             except (ValueError, KeyError, TypeError):
                 message = str(exc)
-            raise ControlError(f"{method} {path}: {message}") from None
+            raise ControlError(f"{method} {path}: {message}", exc.code) from None
 
     def status(self) -> dict[str, Any]:
         return dict(self.call("GET", "status"))
@@ -106,6 +110,23 @@ class EmulatorControl:
         if notice is not None:
             body["notice"] = notice
         return dict(self.call("POST", "compute/preempt", body))
+
+    def preempt_worker(
+        self,
+        project: str,
+        zone: str,
+        name: str,
+        worker: int | None = None,
+        notice: float | None = None,
+    ) -> dict[str, Any]:
+        """Preempt the Compute Engine VM of a node as tpuctl names it: a single-host VM,
+        or worker `worker` of a slice (a managed instance group's VMs in worker order)."""
+        body: dict[str, Any] = {"project": project, "zone": zone, "name": name}
+        if worker is not None:
+            body["worker"] = worker
+        if notice is not None:
+            body["notice"] = notice
+        return dict(self.call("POST", "compute/preempt-worker", body))
 
     def reservation(
         self,

@@ -42,6 +42,11 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("POST", "guest-attributes"): ("set_guest_attributes", ("node", "worker", "items"), None),
     ("POST", "preempt"): ("preempt", ("node", "notice?"), render_node),
     ("POST", "compute/preempt"): ("compute_preempt", ("instance", "notice?"), None),
+    ("POST", "compute/preempt-worker"): (
+        "compute_preempt_worker",
+        ("project", "zone", "name", "worker?", "notice?"),
+        None,
+    ),
     ("POST", "compute/reservations"): ("compute_reservation", ("body",), None),
     ("GET", "queued"): ("all_queued", (), _queued),
     ("POST", "queued/fail"): ("queued_control", ("=fail", "name", "message?"), _qr),

@@ -172,6 +172,12 @@ class ControlPlane:
         return compute_scheduling.preempt(self.state, instance, notice)
 
     @locked
+    def compute_preempt_worker(
+        self, project: str, zone: str, name: str, worker: int | None, notice: float | None
+    ) -> dict[str, Any]:
+        return compute_scheduling.preempt_worker(self.state, project, zone, name, worker, notice)
+
+    @locked
     def compute_reservation(self, body: dict[str, Any]) -> dict[str, Any]:
         return compute_admission.set_reservation(self.state, body)
 

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 from tpuctl.emulator.compute import batch
 from tpuctl.emulator.control import urls as control_urls
 from tpuctl.emulator.control.client import CONTROL_PREFIX
-from tpuctl.emulator.core import api_call, errors
+from tpuctl.emulator.core import api_call, browsers, errors
 from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.ports import port_free
@@ -68,6 +68,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _body(self) -> dict[str, Any]:
         raw = self._raw()
+        refused = browsers.body_refusal(self.headers, raw)
+        if refused is not None:
+            raise ApiError(*refused)
         if not raw.strip():
             return {}
         try:
@@ -116,6 +119,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         backend = self.server.backend
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        refused = browsers.refusal(self.headers, self.server.own_host)
+        if refused is not None:  # a web page's request: nothing of it is read or done
+            self.close_connection = True
+            self._send(refused[0], ApiError(*refused).to_dict())
+            return
         if url.path.startswith(metadata.PREFIX):
             self._send_metadata(url.path, query)
             return
@@ -173,6 +181,7 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], backend: Backend, verbose: bool) -> None:
         self.backend = backend
         self.verbose = verbose
+        self.own_host = address[0]
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         super().__init__(address, _RequestHandler)

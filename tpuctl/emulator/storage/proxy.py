@@ -35,6 +35,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tpuctl import apis
+from tpuctl.emulator.core import browsers
+from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.iam import accounts as iam
 from tpuctl.emulator.storage import lifecycle as bucket_lifecycle
 from tpuctl.emulator.tpu.models import project_number
@@ -215,6 +217,11 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _handle(self) -> None:
+        refused = browsers.refusal(self.headers, self.server.host)
+        if refused is not None:  # a web page's request (core/browsers.py): not read, not done
+            self.close_connection = True
+            self._answer(refused[0], "", [], json.dumps(ApiError(*refused).to_dict()).encode())
+            return
         refusal = self._check()
         if refusal is not None:
             self._refuse(refusal)

@@ -37,6 +37,7 @@ from tpuctl import frameworks
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.tpu.models import Node
+from tpuctl.emulator.workers import guest_env
 from tpuctl.emulator.workers.files import WorkerFiles
 from tpuctl.emulator.workers.sandbox import Refused
 
@@ -138,7 +139,7 @@ def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str], bu
             "while True: time.sleep(3600)\n"
         )
     wdir = workers.worker_dir(node, worker)
-    environment = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
+    environment = guest_env.base()
     environment.update(env)
     try:
         argv = workers.sandbox.command(wdir, env["HOME"], [sys.executable, "-c", code])

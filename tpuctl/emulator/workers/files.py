@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuctl.emulator.tpu.models import Node
+from tpuctl.emulator.workers import guest_env
 from tpuctl.emulator.workers.sandbox import Refused, Sandbox
 
 MARKER = "TPUCTL_EMULATOR_WORKER"
@@ -107,7 +108,7 @@ class WorkerFiles:
         # The emulated VM's `python3` is the interpreter running the emulator (a TPU VM
         # has a system Python; here that is ours, with whatever it has installed).
         bin_dir = os.path.dirname(sys.executable)
-        env["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")
+        env["PATH"] = bin_dir + os.pathsep + guest_env.SYSTEM_PATH
         return env
 
     def prepare(self, node: Node, worker: int) -> dict[str, str]:
@@ -146,7 +147,7 @@ class WorkerFiles:
         path.write_text(script)
         path.chmod(0o700)
         argv = [str(path)] if script.startswith("#!") else ["/bin/bash", str(path)]
-        environment = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
+        environment = guest_env.base()
         environment.update(env)
         with open(wdir / "startup-script.log", "ab") as log:
             try:

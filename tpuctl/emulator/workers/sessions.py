@@ -28,6 +28,7 @@ from typing import Any
 
 import asyncssh
 
+from tpuctl.emulator.workers import guest_env
 from tpuctl.emulator.workers.sandbox import Refused, Sandbox
 
 CHUNK = 65536
@@ -62,9 +63,9 @@ class Session:
         self._report: _Report | None = None
 
     def _environment(self) -> dict[str, str]:
-        # The emulator's own environment stands for the image's (a VM's pip honours its
-        # image's settings: PIP_INDEX_URL... of the shell that started the emulator).
-        env = {k: v for k, v in os.environ.items() if k != "TPUCTL_EMULATOR_HOST"}
+        # a VM's environment (guest_env.py: pip's settings of the shell that started the
+        # emulator stand for the image's; nothing else of that shell)
+        env = guest_env.base()
         env.update(self.env)
         user = self.process.get_extra_info("username") or ""
         env.update({"USER": user, "LOGNAME": user, "SHELL": login_shell()})

@@ -107,7 +107,8 @@ class SshWorkers:
         self._workers: dict[tuple[str, int], Worker] = {}  # (node uid, index) -> worker
         self._host_keys: dict[tuple[str, int], list[asyncssh.SSHKey]] = {}
         self._node_dirs: dict[str, str] = {}  # node uid -> its folder's name
-        self._noticed: set[str] = set()  # uids of nodes whose processes got the notice
+        # (node uid, worker) whose processes got a preemption's notice
+        self._noticed: set[tuple[str, int]] = set()
         self._syncing = False
 
     # -- life ---------------------------------------------------------------------
@@ -196,11 +197,12 @@ class SshWorkers:
         for worker in gone:
             backend.workers.kill(worker.uid, worker.index)
         for node in nodes:  # a preemption's notice: the guest shuts down (ACPI -> SIGTERM)
-            if node.transition == "preempt" and node.uid not in self._noticed:
-                self._noticed.add(node.uid)
-                backend.workers.kill(node.uid, sig=signal.SIGTERM)
+            for k in _noticed_workers(node):
+                if (node.uid, k) not in self._noticed:
+                    self._noticed.add((node.uid, k))
+                    backend.workers.kill(node.uid, k, sig=signal.SIGTERM)
         live = {node.uid for node in nodes}
-        self._noticed &= live
+        self._noticed = {seen for seen in self._noticed if seen[0] in live}
         for uid in [uid for uid in self._node_dirs if uid not in live]:
             backend.workers.kill(uid)
             backend.workers.remove_node(self._node_dirs.pop(uid))
@@ -286,3 +288,11 @@ class SshWorkers:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _noticed_workers(node: Any) -> list[int]:
+    """The workers of a node whose VM is in a preemption's notice: every worker of a TPU
+    API node (preempted whole), the one VM of a Compute Engine slice (hosts.py)."""
+    if node.transition == "preempt":
+        return list(range(len(node.addresses)))
+    return list(getattr(node, "preempting", ()))

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 JOB_LABEL = "tpuctl-job"
 TAIL_LINES = 10
+LOG_TAIL = 64 << 10  # bytes of the end of each log read for those lines
 TIMEOUT = 60.0
 
 
@@ -99,14 +100,14 @@ def _last_job(node: Node, bucket: Bucket) -> tuple[Check, list[str]]:
         return nc.last_job(None, None, []), []
     try:
         record = staging.read_job_record(bucket, job_id)
-        state, chunks = jobs.read_logs(bucket, job_id, {})
+        state, chunks, _ = jobs.read_logs(bucket, job_id, {}, tail=LOG_TAIL)
+        lines: list[str] = []
+        for worker, data in chunks:  # read as taken: errors come here too
+            lines += [f"w{worker}: {ln}" for ln in data.decode(errors="replace").splitlines()]
     except NotFoundError:
         return nc.last_job(job_id, None, [], "no record in the bucket"), []
     except TpuctlError as e:
         return nc.last_job(job_id, None, [], f"cannot read it: {e}"), []
-    lines: list[str] = []
-    for worker, data in chunks:
-        lines += [f"w{worker}: {ln}" for ln in data.decode(errors="replace").splitlines()]
     paths = [a for a in record.get("args") or [] if isinstance(a, str) and a.startswith("gs://")]
     return nc.last_job(job_id, state, lines[-TAIL_LINES:]), paths
 

@@ -4,15 +4,24 @@ start it for one attempt (over SSH), then read what the agents write to the buck
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import bundle, protocol
 from tpuctl.agent.protocol import Beats
-from tpuctl.errors import CloudError, PermissionDeniedError, SshError, TpuctlError, WaitTimedOut
+from tpuctl.errors import (
+    CloudError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+    SshError,
+    TpuctlError,
+    WaitTimedOut,
+)
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
+from tpuctl.services.run import signing
 from tpuctl.services.run.spec import MEGASCALE_PORT, Job
 from tpuctl.waiting import Progress, noop, poll_until
 
@@ -22,6 +31,11 @@ if TYPE_CHECKING:
 REMOTE_ROOT = "~/.tpuctl"
 STATUS_POLL = 1.0
 HEARTBEAT = 2  # seconds between the agents' status writes
+# After a node can no longer run the job (a VM of a slice preempted): how long the agents
+# that still work may take to end the attempt as on a notice (their budget is 20 s, then
+# a last sync), and the silence after which one is taken for gone with its VM.
+NOTICE_WAIT = 45.0
+NOTICE_SILENCE = 3 * HEARTBEAT
 START_TIMEOUT = 60.0  # an agent start with no answer by then is a lost one: retried
 # A VM still booting: its workers' host keys, then their SSH, may take this long each
 # (as `create --wait-ssh` allows); the job's lease keeps the node while the client waits.
@@ -99,6 +113,8 @@ def start(job: Job) -> None:
             str(job.spec.sync_every),
             "--stale",
             str(job.spec.heartbeat_deadline),
+            "--hang-after",
+            str(job.spec.hang_after),
             # what the user submitted, by SSH: the bucket cannot change it (protocol.py)
             "--digest",
             job.digest,
@@ -122,7 +138,8 @@ def start(job: Job) -> None:
         # keys yet: the wait for them shows on this line, and only when there is one.
         job.plan, multislice = slice_plan(job, lambda _, waited: update("host keys", waited))
         agent = bundle.build()
-        env_json = json.dumps(job.spec.env).encode()
+        # the env values and the signing key: by SSH only, never the bucket (signing.py)
+        env_json = json.dumps({**job.spec.env, protocol.SIGNING_KEY: signing.key()}).encode()
         job.agent_teardown = tears_down(job)
         update("SSH", 0.0)
         # Installing is idempotent, and so is `agent start` for one job and attempt
@@ -277,3 +294,44 @@ def agent_teardown_failed(job: Job) -> bool:
     """Did worker 0's agent say its delete of the node failed?"""
     status = reported(job).get(0, {})
     return str(status.get("teardown", "")).startswith("failed")
+
+
+def pass_notice(job: Job, workers: int, why: str) -> None:
+    """Pass a preemption notice on to the agents that have not ended the attempt
+    (protocol.with_notice): each ends it as on a notice of its own, its outputs synced.
+    A write that fails is skipped: `settle_preempted` records what they could not."""
+    assert job.bucket is not None
+    for worker in range(workers):
+        name = protocol.status_path(job.job_id, worker)
+        for _ in range(5):
+            try:
+                value, generation = job.bucket.read_json(name)
+                told = protocol.with_notice(value, job.attempt, why)
+                if told is not None:
+                    job.bucket.write_json(name, told, if_generation_match=generation)
+            except PreconditionFailedError:
+                continue  # its agent wrote meanwhile: read it again
+            except TpuctlError:  # none yet, or unreadable now
+                pass
+            break
+
+
+def settle_preempted(job: Job, workers: int, state: str) -> None:
+    """The node can no longer run the job (`state`), and some agents may still work: on
+    a Compute Engine slice only the preempted VM goes, the others run on. Before the node
+    is deleted or made again, they are told (`pass_notice`) and given NOTICE_WAIT to sync
+    their outputs and report; a worker whose agent did not (its VM went first, or it went
+    silent) is recorded PREEMPTED, so that no status of the attempt stays RUNNING."""
+    current = reported(job)
+    if all_final(current, workers):
+        return
+    pass_notice(job, workers, f"the node is {state}")
+    final = wait_final(job, workers, NOTICE_WAIT, silence=NOTICE_SILENCE)
+    job.lost = {}  # silent with their VM: preempted, not lost
+    left = [w for w in range(workers) if not protocol.is_final(final.get(w))]
+    if not left:
+        return
+    assert job.bucket is not None
+    message = f"its agent did not report before the node was {state}"
+    with contextlib.suppress(TpuctlError):
+        jobs.mark_final(job.bucket, job.job_id, left, job.attempt, protocol.PREEMPTED, message)

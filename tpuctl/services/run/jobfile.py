@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tpuctl.catalog import canonical_accelerator
 from tpuctl.cloud import registry
 from tpuctl.config import shape_rule, split_zones
-from tpuctl.durations import parse_duration
+from tpuctl.durations import parse_duration, parse_seconds
 from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import nodes
 from tpuctl.services.cost import parse_dollars
@@ -86,6 +86,7 @@ KEYS: dict[str, str] = {
     "restarts": "count",
     "retry_on_failure": "bool",
     "sync_every": "seconds",
+    "hang_after": "wait",
     "ttl": "duration",
     "max_cost": "dollars",
     "start_deadline": "duration",
@@ -112,6 +113,7 @@ _WANTED = {
     "duration": 'a duration: a string like "90s", "30m", "8h", "2d", or whole seconds',
     "count": "a whole number, 0 or more",
     "seconds": f"a number of seconds, at least {MIN_SYNC_EVERY:g}",
+    "wait": 'a duration: a string like "10m", or seconds; 0 for none',
     "env": 'a table of names to strings, e.g. [env] then STEPS = "100"',
     "dollars": "a number of US dollars, e.g. 50 or 12.5",
 }
@@ -240,6 +242,10 @@ def _convert(key: str, kind: str, value: Any, base: Path) -> Any:
         if kind == "seconds" and not (number and value >= MIN_SYNC_EVERY):
             raise _wrong(kind, value)
         return value if kind == "count" else float(value)
+    if kind == "wait":
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise _wrong(kind, value)
+        return parse_seconds(str(value), key)  # as the flag reads it
     if kind == "dollars":
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise _wrong(kind, value)

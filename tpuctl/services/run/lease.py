@@ -101,7 +101,7 @@ def _server_now(job: Job) -> float:
 
 
 # -- the claim ------------------------------------------------------------------------------
-def _alive(job: Job, holder: str, claimed_at: float) -> str:
+def _alive(job: Job, holder: str) -> str:
     """Why the job `holder` still holds its claim ('' when it is stale)."""
     assert job.bucket is not None
     now = _server_now(job)
@@ -118,8 +118,9 @@ def _alive(job: Job, holder: str, claimed_at: float) -> str:
     deadline = max(job.spec.heartbeat_deadline, lease_seconds)
     if working and beats and now - max(beats) <= deadline:
         return "its agents are running"
-    if lease is None and not states and now - claimed_at <= deadline:
-        return "it was claimed a moment ago"
+    # No lease and no agent: a client writes its lease before it takes a claim (`held`),
+    # so this claim is stale, or was written by someone else than a client (the bucket is
+    # shared): it holds nothing.
     return ""
 
 
@@ -149,8 +150,7 @@ def take(job: Job, node: Node) -> None:
         holder = claims.holder(value, created)
         if not holder or holder == job.job_id:
             continue  # an earlier node's claim, or this job's own: rewritten
-        claimed = float(value.get("claimed") or 0)
-        why = _alive(job, holder, _updated(job, path) or claimed)
+        why = _alive(job, holder)
         if why:
             raise _busy(job, holder, value, why)
         job.ui.info(
@@ -158,11 +158,6 @@ def take(job: Job, node: Node) -> None:
             "(its job has ended or gone silent): taking it over"
         )
     raise PreconditionFailedError(f"the claim on node {job.node_name} kept changing; try again")
-
-
-def _updated(job: Job, path: str) -> float:
-    assert job.bucket is not None
-    return max((o.updated for o in job.bucket.objects(path) if o.name == path), default=0.0)
 
 
 def _busy(job: Job, holder: str, value: dict[str, object], why: str) -> NodeBusyError:
@@ -177,16 +172,23 @@ def _busy(job: Job, holder: str, value: dict[str, object], why: str) -> NodeBusy
     )
 
 
-def claimed_by_other(job: Job) -> str:
-    """The other job that holds the job's node ('' when none, or unknown)."""
+def claimed_by_other(job: Job, node: Node | None = None) -> tuple[str, str]:
+    """The other job that holds the job's node, and why it still does (('', '') when none,
+    or unknown). The claim is in the shared bucket: one that names a job which has ended
+    or gone silent, or an earlier node of the name (`node`: the node as now), holds
+    nothing, so a forged or stale claim never leaves the node billing."""
     if job.bucket is None or job.multislice:
-        return ""
+        return "", ""
+    path = _claim_path(job)
     try:
-        value, _ = job.bucket.read_json(_claim_path(job))
-    except TpuctlError:
-        return ""
-    holder = claims.holder(value, "")
-    return "" if holder == job.job_id else holder
+        value, _ = job.bucket.read_json(path)
+        holder = claims.holder(value, _created(node) if node else "")
+        if not holder or holder == job.job_id:
+            return "", ""
+        why = _alive(job, holder)
+    except (TpuctlError, TypeError, ValueError, AttributeError):
+        return "", ""
+    return (holder, why) if why else ("", "")
 
 
 def release(job: Job) -> None:

@@ -145,9 +145,9 @@ def survey_zones(job: Job) -> None:
     if len(t.candidates) < 2:
         return
     views = zones.survey(a.backend, a.quotas, t, spec.shape, spec.spot)
-    if a.other is not None:
-        others = {v.zone: v for v in zones.survey(a.other, a.quotas, t, spec.shape, spec.spot)}
-        views = [others[v.zone] if v.dropped and not others[v.zone].dropped else v for v in views]
+    for other in a.others:
+        seen = {v.zone: v for v in zones.survey(other, a.quotas, t, spec.shape, spec.spot)}
+        views = [seen[v.zone] if v.dropped and not seen[v.zone].dropped else v for v in views]
     kind = "spot" if spec.spot else "on-demand"
     job.ui.info(f"zones for {spec.shape.name} ({kind}), tried in this order ({cost.note()}):")
     for view in sorted(views, key=lambda v: bool(v.dropped)):
@@ -158,13 +158,15 @@ def survey_zones(job: Job) -> None:
 
 def places(job: Job, order: Sequence[str]) -> dict[str, tuple[TpuBackend, str]]:
     """Where to try, in order, by the name failover says: each zone, and with --api auto
-    each API in it (the one chosen first, then the other: one zone's price and bucket
-    region are the same on both)."""
+    each API that offers the accelerator in it (the one chosen first, then the others in
+    the registry's order: one zone's price and bucket region are the same on every API)."""
     a = job.adapters
-    if a.other is None:
+    if not a.others:
         return {zone: (a.backend, zone) for zone in order}
     return {
-        f"{zone} ({api.kind.title})": (api, zone) for zone in order for api in (a.backend, a.other)
+        f"{zone} ({api.kind.title})": (api, zone)
+        for zone in order
+        for api in (a.backend, *a.others)
     }
 
 
@@ -183,8 +185,10 @@ def place(
 
     def one(place: str) -> Node:
         backend, zone = where[place]
-        if backend is not job.adapters.backend:  # --api auto: the other API's turn
-            job.adapters.other, job.adapters.backend = job.adapters.backend, backend
+        a = job.adapters
+        if backend is not a.backend:  # --api auto: another API's turn
+            a.others = tuple(x for x in (a.backend, *a.others) if x is not backend)
+            a.backend = backend
         job.target = job.target.in_zone(zone)
         operation = create(job, announce=announce, attempt=attempt)
         on_created()
@@ -201,7 +205,7 @@ def place(
     what = f"{job.spec.shape.name} for job {job.job_id}"
     node = zones.failover(list(where), one, abandon, job.ui.info, what)
     if len(where) > 1:
-        on = f" on {job.adapters.backend.kind.title}" if job.adapters.other else ""
+        on = f" on {job.adapters.backend.kind.title}" if job.adapters.others else ""
         job.ui.info(f"{job.what} is in {job.target.zone}{on}")
     return node
 

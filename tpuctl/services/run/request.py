@@ -21,6 +21,7 @@ from tpuctl.cloud import registry
 from tpuctl.durations import parse_duration
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
 from tpuctl.services.run.spec import (
+    HANG_AFTER,
     HEARTBEAT_DEADLINE,
     START_DEADLINE,
     START_LEASE,
@@ -91,6 +92,7 @@ class RunRequest:
     restarts: int | None = None
     retry_on_failure: bool = False
     sync_every: float = 30.0
+    hang_after: float | None = None
     heartbeat_deadline: str | None = None
     requirements: Path | None = None
     no_requirements: bool = False
@@ -239,6 +241,7 @@ class RunRequest:
             restarts=self.restarts_or_default,
             retry_on_failure=self.retry_on_failure,
             sync_every=self.sync_every,
+            hang_after=HANG_AFTER if self.hang_after is None else self.hang_after,
             start_deadline=durations.get("start_deadline", START_DEADLINE),
             start_lease=durations.get("start_lease", START_LEASE),
             heartbeat_deadline=durations.get("heartbeat_deadline", HEARTBEAT_DEADLINE),

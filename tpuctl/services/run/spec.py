@@ -52,6 +52,8 @@ START_LEASE = 90.0
 # 2 s; a bucket write that fails is retried with back-off for up to ~40 s): the client
 # ends the job, worker 0's agent too when a peer is lost (docs/run.md).
 HEARTBEAT_DEADLINE = 60.0
+# No output and idle chips this long is said to be a hang (agent/hang.py; --hang-after).
+HANG_AFTER = 600.0
 # The fewest seconds between output uploads (--sync-every, `sync_every` in a job file).
 MIN_SYNC_EVERY = 1.0
 # The port of the MEGASCALE coordinator on worker 0 of slice 0 (MEGASCALE_PORT): xpk opens
@@ -91,6 +93,7 @@ class RunSpec:
     restarts: int = 0  # recreate and restart after a preemption at most this often
     retry_on_failure: bool = False  # a failed script counts as restartable too
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
+    hang_after: float = HANG_AFTER  # no output and idle chips this long: a hang (0: off)
     start_deadline: int | None = START_DEADLINE  # a created node's agents start by then
     start_lease: float = START_LEASE  # ...unless a living client renews its lease
     heartbeat_deadline: float = HEARTBEAT_DEADLINE  # an agent silent this long is lost
@@ -149,8 +152,9 @@ class Adapters:
     bucket: Callable[[str], Bucket]
     project_number: Callable[[str], str]  # Resource Manager's projects.get
     quotas: QuotaApi | None = None
-    # --api auto: the other API, tried in each zone after `backend` (provision.place)
-    other: TpuBackend | None = None
+    # --api auto: the other APIs that offer the accelerator, tried in each zone after
+    # `backend`, in the registry's order (provision.place)
+    others: tuple[TpuBackend, ...] = ()
 
 
 @dataclass

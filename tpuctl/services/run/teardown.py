@@ -107,11 +107,16 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
                 node = _node_left(job, 0, update)
             if node is None:
                 return True
-            asked = lambda _: _asked(job)  # noqa: E731
-            [result] = nodes.delete_nodes(a.backend, [node], wait=False, asked=asked)
+            if not node.free_parts:
+                asked = lambda _: _asked(job)  # noqa: E731
+                [result] = nodes.delete_nodes(a.backend, [node], wait=False, asked=asked)
+        if node.free_parts:  # its VMs are gone (the agent's delete): nothing bills
+            nodes.remove_free_parts(a.backend, node, job.ui.info)
+            return True
         if not result.ok:
             raise CloudError(result.message)
-        nodes.wait_gone(a.backend, job.full_name, progress=update)
+        # ends once nothing bills, its free parts (a slice's template and policy) deleted
+        nodes.wait_gone(a.backend, job.full_name, progress=update, say=job.ui.info)
     return True
 
 
@@ -120,8 +125,12 @@ def _asked(job: Job) -> None:
 
 
 def _claimed_by_other(job: Job) -> bool:
-    if other := lease.claimed_by_other(job):  # it took over this job's stale claim
-        job.ui.info(f"{job.what} is claimed by job {other} now: not deleting it")
+    other, why = lease.claimed_by_other(job)
+    if other:  # it took over this job's stale claim, and is alive
+        job.ui.info(
+            f"{job.what} is claimed by job {other} now: not deleting it ({why}); it bills "
+            f"until that job ends, or `tpuctl delete {job.node_name} --zone {job.target.zone}`"
+        )
         return True
     return False
 

@@ -89,6 +89,9 @@ def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
     attempt on a preemption notice (they synced the outputs first)."""
     offsets = dict.fromkeys(range(workers), 0)
     final, lost = run_async(_watch(job, workers, offsets))
+    if lost:  # first the workers that still run: their outputs, their final statuses
+        with contextlib.suppress(TpuctlError):  # the bucket unreadable: recreated all the same
+            agents.settle_preempted(job, workers, lost)
     if not lost and any(s.get("state") == protocol.PREEMPTED for s in final.values()):
         _print_rest_from_bucket(job, final, offsets)
         lost = protocol.PREEMPTED
@@ -129,7 +132,7 @@ async def _watch(
 async def _poll(job: Job, workers: int) -> tuple[dict[int, dict[str, Any]], str | None]:
     """(final statuses, None) once every worker's status is final or an agent is lost
     (`job.lost`), or ({}, the node's state) when the node can no longer run the job."""
-    rounds = 0
+    rounds, told = 0, False
     job.beats, job.lost = None, {}  # a new attempt: every agent starts afresh
     last_read = time.monotonic()
     while True:
@@ -150,6 +153,12 @@ async def _poll(job: Job, workers: int) -> tuple[dict[int, dict[str, Any]], str 
                 return current, None
             if agents.find_lost(job, current, workers, job.spec.heartbeat_deadline):
                 return current, None
+            if not told and any(s.get("state") == protocol.PREEMPTED for s in current.values()):
+                # one VM preempted (a Compute Engine slice's, one at a time): the others
+                # end the attempt too, their outputs synced (their agents were told by
+                # its agent already, unless it could not)
+                told = True
+                await _in_thread(agents.pass_notice, job, workers, "another worker was preempted")
         rounds += 1
         if rounds % NODE_CHECK_EVERY == 0 and (state := await _in_thread(node_lost, job)):
             # Worker 0's agent writes the job's final status, then deletes the node: the
@@ -203,6 +212,6 @@ def _print_rest_from_bucket(
     from where they stopped)."""
     assert job.bucket is not None
     logs = [(w, str(s["log"]), offsets.get(w, 0)) for w, s in sorted(final.items()) if s.get("log")]
-    for worker, _, data in jobs.log_tails(job.bucket, job.job_id, logs):
+    for worker, _, start, data in jobs.log_tails(job.bucket, job.job_id, logs):
         job.ui.log(worker, data)
-        offsets[worker] = offsets.get(worker, 0) + len(data)
+        offsets[worker] = start + len(data)

@@ -1,0 +1,143 @@
+"""The agent's stacks (agent/stacks.py) on real processes: the sitecustomize registers
+faulthandler and still runs the one it hides, a take names the blocking line and leaves
+the process running, and no process that did not register is ever signalled."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tpuctl.agent import stacks
+
+SCRIPT = """\
+import threading
+never = threading.Event()
+
+
+def wait_for_peer():
+    never.wait()  # blocks here
+
+
+print("ready", flush=True)
+wait_for_peer()
+"""
+
+
+@pytest.fixture
+def job_dir(tmp_path: Path) -> Path:
+    (tmp_path / "job" / "code").mkdir(parents=True)
+    (tmp_path / "job" / "code" / "hang.py").write_text(SCRIPT)
+    return tmp_path / "job"
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def _script(job_dir: Path, env: dict[str, str], procs: list[subprocess.Popen[bytes]]) -> int:
+    env = dict(env, **stacks.site_env(job_dir, env))
+    p = subprocess.Popen(
+        [sys.executable, "hang.py"],
+        cwd=job_dir / "code",
+        env=env,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    procs.append(p)
+    assert p.stdout is not None
+    lines = [p.stdout.readline()]
+    while lines[-1] not in (b"ready\n", b""):
+        lines.append(p.stdout.readline())
+    assert lines[-1] == b"ready\n", lines
+    return p.pid
+
+
+def _take_until(job_dir: Path, group: int, wanted: str) -> tuple[str, str]:
+    deadline = time.monotonic() + 30
+    while True:  # the script may still be between its print and its wait
+        text, how = stacks.take(job_dir, group, 5.0)
+        if wanted in text or time.monotonic() > deadline:
+            return text, how
+        time.sleep(0.1)
+
+
+def test_a_take_names_the_blocking_line_and_the_job_runs_on(
+    job_dir: Path, tmp_path: Path, procs, monkeypatch
+) -> None:
+    monkeypatch.setattr(stacks, "py_spy", lambda pid: None)  # faulthandler's way
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text('print("the other sitecustomize ran", flush=True)\n')
+    pid = _script(job_dir, dict(os.environ, PYTHONPATH=str(other)), procs)
+    text, how = _take_until(job_dir, pid, "in wait_for_peer")
+    assert how == "faulthandler"
+    assert f"== process {pid}: " in text
+    assert 'File "hang.py", line 6 in wait_for_peer\n' in text  # the code folder left out
+    assert "never.wait()  # blocks here" in text  # with its source line
+    assert procs[0].poll() is None  # SIGUSR2 did not end it
+    assert stacks.take(job_dir, pid, 5.0)[0].count("in wait_for_peer") == 1  # each take anew
+
+
+def test_the_chained_sitecustomize_runs(job_dir: Path, tmp_path: Path, procs) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text('print("other ran", flush=True)\n')
+    env = dict(os.environ, PYTHONPATH=str(other))
+    env.update(stacks.site_env(job_dir, env))
+    done = subprocess.run(
+        [sys.executable, "-c", "import sitecustomize, sys; print(sitecustomize.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.splitlines()[0] == "other ran"
+
+
+def test_only_processes_that_registered_are_signalled(job_dir: Path, procs, monkeypatch) -> None:
+    monkeypatch.setattr(stacks, "py_spy", lambda pid: None)
+    stacks.site_env(job_dir, {})
+    # a process of the group that is no Python, and a dump file whose pid does not hold it
+    sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    procs.append(sleeper)  # type: ignore[arg-type]
+    (job_dir / "stacks" / f"{sleeper.pid}.txt").write_text("")
+    assert stacks.registered(job_dir / "stacks") == {}
+    assert stacks.take(job_dir, sleeper.pid, 1.0) == ("", "")
+    with pytest.raises(subprocess.TimeoutExpired):  # a SIGUSR2 would have ended it
+        sleeper.wait(timeout=0.5)
+
+
+def test_py_spy_is_used_where_the_vm_has_it(job_dir: Path, procs, monkeypatch) -> None:
+    monkeypatch.setattr(stacks, "py_spy", lambda pid: f"Process {pid}: python hang.py\n(native)")
+    pid = _script(job_dir, dict(os.environ), procs)
+    text, how = stacks.take(job_dir, pid, 5.0)
+    assert how == "py-spy" and "(native)" in text
+
+
+def test_py_spy_without_native_frames_where_it_cannot_unwind_them(
+    tmp_path: Path, monkeypatch
+) -> None:
+    tool = tmp_path / "bin" / "py-spy"
+    tool.parent.mkdir()
+    tool.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--native*) exit 1;; esac\n'
+        'echo "Process $3: python (python frames)"\n'
+    )
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+    assert stacks.py_spy(4321) == "Process 4321: python (python frames)\n"
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert stacks.py_spy(4321) is None
