@@ -85,6 +85,10 @@ def test_a_new_project_is_made_ready_and_a_second_run_changes_nothing(cli, emula
         "ok", "done", "ok", "pending", "done", "ok", "done", "done"
     )
     assert f"  did: enabled {', '.join(REQUIRED)}" in r.out
+    assert (  # the file's own words, not eaten as rich markup
+        "config: done: tpuctl's config file lacked project = tpuctl-demo; "
+        '[projects."tpuctl-demo"] zone = us-west4-a, bucket = tpuctl-demo-tpuctl'
+    ) in r.out
     assert (
         "  did: added a lifecycle rule: objects under tpuctl/jobs/ older than 30 days are deleted"
     ) in r.out

@@ -37,6 +37,18 @@ def test_bucket_create_and_generation_preconditions(emulator) -> None:
         bucket.blob("missing").download_as_bytes()
 
 
+def test_a_bucket_is_where_its_insert_put_it(emulator) -> None:
+    """Cloud Storage keeps the location a bucket is created in, uppercase; with none, US."""
+    client = emulator.storage_client()
+    client.create_bucket("west-bucket", location="us-west4")
+    client.create_bucket("default-bucket")
+    west = client.get_bucket("west-bucket")
+    assert (west.location, west.location_type) == ("US-WEST4", "region")
+    assert client.get_bucket("default-bucket").location == "US"
+    listed = {b.name: b.location for b in client.list_buckets()}
+    assert listed == {"west-bucket": "US-WEST4", "default-bucket": "US"}
+
+
 def test_a_delete_honours_if_generation_match(emulator) -> None:
     """As Cloud Storage does (412 conditionNotMet); fake-gcs-server alone deletes any
     generation. A claim released with its generation never deletes a newer one."""

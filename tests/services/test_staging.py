@@ -12,6 +12,7 @@ from tpuctl.agent import protocol
 from tpuctl.cloud.storage import Bucket
 from tpuctl.errors import AlreadyExistsError, NotFoundError, UsageError
 from tpuctl.services import staging
+from tpuctl.services import workdir as workdir_module
 from tpuctl.services.staging import JobSpec, stage_job
 
 
@@ -111,7 +112,7 @@ def test_unchanged_second_run_uploads_only_the_record(bucket: Bucket, workdir: P
 def test_progress_duplicate_id_and_missing_record(bucket: Bucket, workdir: Path) -> None:
     seen: list[tuple[int, int]] = []
     staged = stage_job(bucket, spec(bucket), workdir, progress=lambda d, t: seen.append((d, t)))
-    assert sorted(seen) == [(1, 3), (2, 3), (3, 3)]
+    assert sorted(seen) == [(1, 4), (2, 4), (3, 4), (4, 4)]  # every file checked off
     with pytest.raises(AlreadyExistsError):
         stage_job(bucket, spec(bucket, job_id=staged.job_id), workdir)
     with pytest.raises(NotFoundError):
@@ -126,3 +127,71 @@ def test_the_script_must_be_staged(bucket: Bucket, workdir: Path) -> None:
     with pytest.raises(UsageError, match="every file there is ignored"):
         stage_job(bucket, spec(bucket), workdir, excludes=["*"])
     assert staging.list_job_ids(bucket) == []
+
+
+def test_what_tpuctl_writes_is_left_out_by_identity(bucket: Bucket, workdir: Path) -> None:
+    (workdir / "outputs" / "job1").mkdir(parents=True)
+    (workdir / "outputs" / "job1" / "result.txt").write_text("an earlier job's\n")
+    (workdir / "run.txt").write_text("this run's stdout\n")
+    omit = {
+        workdir_module.identity(workdir / "run.txt"): "this run's stdout",
+        workdir_module.identity(workdir / "outputs"): "where job outputs come home",
+    }
+    staged = stage_job(bucket, spec(bucket), workdir, omit=omit)  # type: ignore[arg-type]
+    manifest = bucket.read_json(protocol.request_path(staged.job_id))[0]["manifest"]
+    assert set(manifest) == {".gitignore", "pkg/model.py", "pkg/same.py", "train.py"}
+    assert staged.omitted == {
+        "outputs/": "where job outputs come home",
+        "run.txt": "this run's stdout",
+    }
+    assert staging.left_out(staged) == [
+        "left out of the job's code, as tpuctl's own: outputs/ (where job outputs come home), "
+        "run.txt (this run's stdout)"
+    ]
+    ignored = stage_job(bucket, spec(bucket), workdir, ["outputs/", "run.txt"], omit=omit)  # type: ignore[arg-type]
+    assert ignored.omitted == {} and staging.left_out(ignored) == []  # ignored anyway: unsaid
+
+
+class _Growing:
+    """A file whose every read is followed by a line more on disk (a log being written)."""
+
+    def __init__(self, path: Path, mode: str) -> None:
+        self.path, self.f = path, open(path, mode)  # noqa: SIM115 - closed in __exit__
+
+    def __enter__(self) -> _Growing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.f.close()
+
+    def fileno(self) -> int:
+        return self.f.fileno()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        with open(self.path, "ab") as log:
+            log.write(b"one more line\n")
+        return data
+
+
+@pytest.mark.parametrize("limit", [staging.INLINE_LIMIT, 4])  # kept in memory, or copied
+def test_a_file_changing_while_staged_is_staged_as_read(bucket, workdir, monkeypatch, limit):
+    log = workdir / "train.log"
+    log.write_text("step 1\n")
+    (workdir / ".gitignore").unlink()
+    real_open = open
+    monkeypatch.setattr(
+        workdir_module,
+        "open",
+        lambda path, mode="r": _Growing(path, mode) if Path(path) == log else real_open(path, mode),
+        raising=False,
+    )
+    monkeypatch.setattr(staging, "INLINE_LIMIT", limit)
+    staged = stage_job(bucket, spec(bucket), workdir)
+    entry = bucket.read_json(protocol.request_path(staged.job_id))[0]["manifest"]["train.log"]
+    sent = bucket.read_bytes(staging.blob_path(entry["sha256"]))[0]
+    assert sent.startswith(b"step 1\n") and len(sent) == entry["size"]  # the bytes hashed
+    assert hashlib.sha256(sent).hexdigest() == entry["sha256"]
+    assert log.read_bytes() != sent  # the file went on changing after it was read
+    assert staged.changed == ["train.log"]
+    assert staging.left_out(staged) == ["staged as read: train.log changed while tpuctl read it"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tpuctl.errors import UsageError
-from tpuctl.services.workdir import build_manifest, walk
+from tpuctl.services.workdir import read_file, walk
 
 TREE = {
     ".gitignore": "*.pyc\nbuild/\n/top.txt\n*.log\n!keep.log\ndocs/**/draft.md\n**/cache\n"
@@ -119,7 +119,7 @@ def test_manifest_hashes_sizes_and_modes(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "w", {"run.sh": "#!/bin/sh\necho hi\n", "data.txt": "abc"})
     os.chmod(root / "run.sh", 0o700)
     os.chmod(root / "data.txt", 0o600)
-    manifest = build_manifest(root, walk(root))
+    manifest = {relative: read_file(root / relative).entry for relative in walk(root)}
     assert manifest["data.txt"].to_json() == {
         "sha256": hashlib.sha256(b"abc").hexdigest(),
         "size": 3,

@@ -31,10 +31,12 @@ def _leaf(command: Any, args: list[str]) -> tuple[Any, list[str], str]:
 
 
 def check(command: Any, args: list[str]) -> None:
-    """Refuse a single-dash word of several letters among the options of `args`."""
+    """Refuse a single-dash word of several letters among the options of `args`, and both
+    sides of one on/off flag (`--teardown --keep`: click would let the last one win)."""
     leaf, rest, path = _leaf(command, args)
     takes_value: set[str] = set()
     longs: list[str] = []
+    pairs: list[tuple[list[str], list[str]]] = []
     for param in getattr(leaf, "params", []):
         if getattr(param, "param_type_name", "") != "option":
             continue
@@ -42,19 +44,27 @@ def check(command: Any, args: list[str]) -> None:
         longs += [n for n in names if n.startswith("--")]
         if not (param.is_flag or param.count):
             takes_value.update(param.opts)
+        if getattr(param, "secondary_opts", None):
+            pairs.append((list(param.opts), list(param.secondary_opts)))
     skip = False
+    seen: list[str] = []
     for word in rest:
         if skip:
             skip = False
             continue
         if word == "--":
-            return
+            break
         if word in takes_value:
             skip = True
             continue
         stuck = len(word) > 2 and word[0] == "-" and word[1].isalpha()  # -abc, not --abc
         if stuck:
             raise _refusal(word, longs, path)
+        seen.append(word)
+    for on, off in pairs:
+        given = [next(w for w in seen if w in side) for side in (on, off) if set(side) & set(seen)]
+        if len(given) == 2:
+            raise UsageError(f"{given[0]} and {given[1]} are exclusive: choose one")
 
 
 def _refusal(word: str, longs: list[str], path: str) -> UsageError:

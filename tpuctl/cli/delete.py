@@ -72,7 +72,7 @@ def delete(
         )
     else:
         for r in results:
-            render.out().print(f"{r.name}: {r.message}", highlight=False)
+            render.out().print(f"{r.name}: {r.message}", highlight=False, markup=False)
     failed = [r for r in results if not r.ok]
     if failed:
         raise DeleteFailed(

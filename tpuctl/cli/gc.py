@@ -217,18 +217,20 @@ def _show_results(found: Plan, done: Collected, json_out: bool) -> None:
         for d, r in done.nodes:
             if r.skipped:
                 render.out().print(
-                    f"skipped {d.node.name} ({d.node.zone}): {r.message}", highlight=False
+                    f"skipped {d.node.name} ({d.node.zone}): {r.message}",
+                    highlight=False,
+                    markup=False,
                 )
                 continue
             verb = "deleted" if r.ok else "FAILED to delete"
-            render.out().print(_line(d, verb), highlight=False)
+            render.out().print(_line(d, verb), highlight=False, markup=False)
         for q, error in done.requests:
             verb = "deleted" if error is None else "FAILED to delete"
-            render.out().print(_request_line(q, verb), highlight=False)
+            render.out().print(_request_line(q, verb), highlight=False, markup=False)
         for lo, result in done.leftovers:
             verb = result.split(":", 1)[0].replace("failed", "FAILED to delete")
             why = result.split(":", 1)[1].strip() if ":" in result else lo.reason
-            render.out().print(f"{verb} {lo.label}: {why}", highlight=False)
+            render.out().print(f"{verb} {lo.label}: {why}", highlight=False, markup=False)
 
 
 def _confirm(total: int, tty: bool) -> None:

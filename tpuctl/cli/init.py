@@ -145,18 +145,18 @@ def init(
 
 def _print(step: Step) -> None:
     console = render.out()
-    console.print(f"{step.name}: {_MARK[step.status]}: {step.found}", highlight=False)
+    console.print(f"{step.name}: {_MARK[step.status]}: {step.found}", highlight=False, markup=False)
     if step.did:
-        console.print(f"  did: {step.did}", highlight=False)
+        console.print(f"  did: {step.did}", highlight=False, markup=False)
     if step.todo:
         label = {"pending": "waiting", "skipped": "to add it"}.get(step.status, "to do")
-        console.print(f"  {label}: {step.todo}", highlight=False)
+        console.print(f"  {label}: {step.todo}", highlight=False, markup=False)
 
 
 def _summary(report: InitReport, yes: bool) -> None:
     console = render.out()
     if report.ready:
-        console.print(f"all is ready in project {report.project}", highlight=False)
+        console.print(f"all is ready in project {report.project}", highlight=False, markup=False)
         return
     pending = [s.name for s in report.steps if s.status == "pending"]
     left = [s.name for s in report.steps if s.status in ("todo", "failed")]
@@ -168,4 +168,4 @@ def _summary(report: InitReport, yes: bool) -> None:
         line = f"all done that can be done now in project {report.project}"
     if pending:
         line += f"; still pending: {', '.join(pending)} (Google decides; see `tpuctl quota`)"
-    console.print(line, highlight=False)
+    console.print(line, highlight=False, markup=False)

@@ -194,6 +194,21 @@ def seconds(flag: str, minimum: float = 0.0, maximum: float | None = None) -> An
     return convert
 
 
+def whole_number(flag: str, minimum: int, maximum: int) -> Any:
+    """A callback for an option that takes a whole number from `minimum` to `maximum`,
+    refused in those words (not typer's) otherwise."""
+
+    def convert(value: str | int | None) -> int | None:
+        if value is None or isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if not (text.isascii() and text.isdigit() and minimum <= int(text) <= maximum):
+            raise UsageError(f"invalid {flag} {value!r}: a whole number {minimum} to {maximum}")
+        return int(text)
+
+    return convert
+
+
 def _checked(module: str, parser: str) -> Any:
     """A callback that parses an expression at once (a usage error before any call) and
     hands the command its text; the parser is imported only when the flag is given."""

@@ -33,7 +33,7 @@ def _change(
     if json_out:
         render.print_json(node.to_json())
     elif not no_wait:
-        render.out().print(f"{name}  {node.zone}  {node.state}", highlight=False)
+        render.out().print(f"{name}  {node.zone}  {node.state}", highlight=False, markup=False)
 
 
 def stop(

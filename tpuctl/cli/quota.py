@@ -108,15 +108,15 @@ def _print(report: QuotaReport, explicit: bool) -> None:
         if printed and (rows or after_table):
             console.print()
         printed, after_table = True, bool(rows)
-        title = f"[bold]{region}[/]"
+        title = f"[bold]{render.escape(region)}[/]"
         if not rows:
             what = f"no quota for {', '.join(zeros)}" if zeros else "no TPU nodes"
-            console.print(f"{title}  {what}", highlight=False)
+            console.print(f"{title}  {render.escape(what)}", highlight=False)
             continue
-        console.print(f"{title}  (project {report.project})", highlight=False)
+        console.print(f"{title}  (project {render.escape(report.project)})", highlight=False)
         render.show(_table(rows), console)
         if zeros:
-            console.print(f"no quota: {', '.join(zeros)}", highlight=False)
+            console.print(f"no quota: {', '.join(zeros)}", highlight=False, markup=False)
     if not printed:
         render.info(f"no TPU quota or nodes in any region of project {report.project}")
 
@@ -152,7 +152,7 @@ def _print_pool(pool: QuotaPool) -> None:
     heading = f"[bold]{escape(pool.title)}[/] TPU quota ({escape(pool.about)})"
     console.print(heading, highlight=False)
     if not shown:
-        console.print("none in these regions", highlight=False)
+        console.print("none in these regions", highlight=False, markup=False)
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("REGION", "QUOTA", "FAMILY"):
@@ -183,7 +183,7 @@ def _print_requests(requests: list[QuotaRequest]) -> None:
         table.add_row(name, r.quota_id, where, str(r.preferred), granted, r.state)
     console = render.out()
     console.print()
-    console.print("quota increase requests", highlight=False)
+    console.print("quota increase requests", highlight=False, markup=False)
     render.show(table, console)
 
 

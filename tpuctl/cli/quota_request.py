@@ -86,6 +86,7 @@ def request(
         f"requested {value} {spec.unit} of {quota_id} in {spec.dimension} {location}, "
         f"now {now} ({made.name.rsplit('/', 1)[-1]}): {made.state}",
         highlight=False,
+        markup=False,
     )
     if made.pending:
         render.info("note: Google reviews increases, which can take hours; `tpuctl quota` shows it")

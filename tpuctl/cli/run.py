@@ -12,8 +12,18 @@ from tpuctl import interrupts, redact
 from tpuctl.catalog import DEFAULT_ACCELERATOR
 from tpuctl.cli import doctor_gate, render
 from tpuctl.cli import node_options as opt
-from tpuctl.cli.options import Accelerator, Json, Project, RunApi, Zones, app_of, seconds
+from tpuctl.cli.options import (
+    Accelerator,
+    Json,
+    Project,
+    RunApi,
+    Zones,
+    app_of,
+    seconds,
+    whole_number,
+)
 from tpuctl.errors import TpuctlError
+from tpuctl.services.run.request import MAX_RESTARTS
 from tpuctl.services.run.spec import MIN_SYNC_EVERY
 
 if TYPE_CHECKING:
@@ -130,7 +140,8 @@ def run(
         int | None,
         typer.Option(
             "--restarts",
-            min=0,
+            parser=whole_number("--restarts", 0, MAX_RESTARTS),
+            show_default=False,
             help="Recreate the node and restart after a preemption at most N times "
             "(default: 3 with --spot, else 0).",
         ),
@@ -211,7 +222,7 @@ def _run(
     from tpuctl.cli.run_file import write_spec
     from tpuctl.cli.run_ui import CliUI, report
     from tpuctl.config import configured_service_account, load_config_file
-    from tpuctl.services import staging
+    from tpuctl.services import nodes, staging
     from tpuctl.services.run import jobfile
     from tpuctl.services.run import request as run_request
     from tpuctl.services.run.runner import Adapters, Runner
@@ -228,6 +239,7 @@ def _run(
         shown = named if named.is_file() else root / rel
         write_spec(ctx, o, from_file, shown, request.restarts_or_default)
         return 0
+    nodes.check_scheduling(spec.node_spec)  # before anything is staged or made
     from tpuctl.services.names import owner_label
 
     spec.node_spec.owner = owner_label(app_of(ctx).factory.account())  # who gc says it is
@@ -269,6 +281,11 @@ def _run(
             outcome = runner.run()
         except KeyboardInterrupt:
             raise run_request.stop(runner, runner.zone, ui.flush) from None
+        except TpuctlError as e:  # after the job started, its outputs may be in the bucket
+            if runner.job.agents_started:
+                fetch = run_request.fetch_outputs(runner.job_id)
+                e.hint = f"{e.hint}; {fetch}" if e.hint else fetch
+            raise
     finally:
         interrupts.restore(replaced)
     ui.flush()

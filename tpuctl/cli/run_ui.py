@@ -148,5 +148,8 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
             }
         )
     if outcome.message:
-        return JobFailed(outcome.message, hint=f"see `tpuctl logs {outcome.job_id}`")
+        hint = f"see `tpuctl logs {outcome.job_id}`"
+        if runner.job.outputs_dir is None:  # else they came home, if the bucket had any
+            hint += f"; {run_request.fetch_outputs(outcome.job_id)}"
+        return JobFailed(outcome.message, hint=hint)
     return int(outcome.exit_status or 0)

@@ -244,12 +244,15 @@ def show_node(node: Node, json_out: bool) -> None:
         return
     console = out()
     console.print(
-        f"{node.name}  {node.zone}  {node.accelerator_type}  {node.state}", highlight=False
+        f"{node.name}  {node.zone}  {node.accelerator_type}  {node.state}",
+        highlight=False,
+        markup=False,
     )
     for w in node.workers:
         console.print(
             f"  worker {w.index}: {w.external_ip or '-'} (internal {w.internal_ip})",
             highlight=False,
+            markup=False,
         )
 
 

@@ -87,9 +87,13 @@ def check_accelerator(api: TpuBackend, target: Target, shape: SliceShape) -> Non
 def _unknown_type(name: str, zone: str) -> None:
     """A type neither the zone nor the catalogue has, like a known one of the same
     generation (`v4-8x`): refused naming that one and where it is offered."""
+    # a known type behind a word before it (`tpu-v4-8`: v4-8, not the zone's v3-8)
+    inner = [
+        name[i + 1 :] for i, c in enumerate(name) if c == "-" and name[i + 1 :] in catalog.SHAPES
+    ]
     family = name.split("-", 1)[0] + "-"  # of the generation typed: v4-8x, not v9-8
     same = [known for known in catalog.SHAPES if known.startswith(family)]
-    like = difflib.get_close_matches(name, same, n=1, cutoff=0.6)
+    like = inner[:1] or difflib.get_close_matches(name, same, n=1, cutoff=0.6)
     if not like:
         return
     near = catalog.shape(like[0])
@@ -111,6 +115,18 @@ def check_version(api: TpuBackend, target: Target, version: str) -> None:
         )
 
 
+def check_scheduling(spec: CreateSpec) -> None:
+    """One kind of capacity at a time, on every API: spot, preemptible or reserved."""
+    given = [
+        flag
+        for flag, on in (("--spot", spec.spot), ("--preemptible", spec.preemptible))
+        + (("--reserved", spec.reserved),)
+        if on
+    ]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)} are exclusive: choose one")
+
+
 def prepare(
     spec: CreateSpec, now: float | None = None, kind: BackendKind | None = None
 ) -> CreateSpec:
@@ -121,8 +137,7 @@ def prepare(
     from tpuctl.cloud import registry
 
     kind = kind or registry.default()
-    if spec.spot and spec.preemptible:
-        raise UsageError("--spot and --preemptible are exclusive: choose one")
+    check_scheduling(spec)
     created = int(now if now is not None else time.time())
     labels = dict(spec.labels)
     owner = spec.owner or local_user()
@@ -163,6 +178,11 @@ def parse_scopes(values: list[str]) -> list[str]:
     """OAuth scopes from `--scopes a,b` (repeatable): full URLs, or names under
     https://www.googleapis.com/auth/ (`cloud-platform`)."""
     scopes = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    if values and not scopes:
+        raise UsageError(
+            f"invalid --scopes {values[0]!r}: give one or more scopes, e.g. cloud-platform "
+            "(leave --scopes out for the default)"
+        )
     for scope in scopes:
         if "://" in scope and not scope.startswith("https://"):
             raise UsageError(f"invalid --scopes {scope!r}: an https:// URL or a name")

@@ -14,10 +14,11 @@ never reach the bucket: the request and the record keep only their names.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import re
 import secrets
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -45,14 +46,21 @@ from tpuctl.errors import (
     TpuctlError,
     UsageError,
 )
-from tpuctl.services.workdir import FileEntry, build_manifest, walk
+from tpuctl.services.workdir import (
+    FileEntry,
+    Identity,
+    Snapshot,
+    copy_file,
+    read_file,
+    select,
+)
 
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
 
 JOB_RECORD_VERSION = 1
 UPLOAD_WORKERS = 8
-INLINE_LIMIT = 32 << 20  # files up to this size are read once, checked and sent from memory
+INLINE_LIMIT = 32 << 20  # files up to this size are sent from the bytes read; larger, a copy
 
 
 def new_job_id(now: float | None = None) -> str:
@@ -166,6 +174,22 @@ def check_owner(
     )
 
 
+def left_out(staged: StagedJob) -> list[str]:
+    """What the user is told of the files staging did not take as they are: one line for
+    those it left out, one for those it took as read while they changed."""
+    said = []
+    if staged.omitted:
+        what = ", ".join(f"{path} ({why})" for path, why in sorted(staged.omitted.items()))
+        said.append(f"left out of the job's code, as tpuctl's own: {what}")
+    if staged.changed:
+        names = ", ".join(staged.changed[:5]) + (", ..." if len(staged.changed) > 5 else "")
+        said.append(
+            f"staged as read: {names} changed while tpuctl read "
+            f"{'it' if len(staged.changed) == 1 else 'them'}"
+        )
+    return said
+
+
 def _who() -> tuple[str, str]:
     return login_name() or "unknown", socket.gethostname()
 
@@ -199,6 +223,8 @@ class StagedJob:
     files: int  # in the manifest
     uploaded: int  # blobs written now
     uploaded_bytes: int
+    omitted: dict[str, str] = field(default_factory=dict)  # left out by identity: why
+    changed: list[str] = field(default_factory=list)  # staged as read, changing as it was
 
 
 def job_request(spec: JobSpec, manifest: Mapping[str, FileEntry]) -> dict[str, Any]:
@@ -244,14 +270,52 @@ def job_record(spec: JobSpec, digest: str, workdir: Path) -> dict[str, Any]:
     }
 
 
-def _upload_blob(bucket: Bucket, root: Path, relative: str, entry: FileEntry) -> bool:
-    path = root / relative
-    if entry.size > INLINE_LIMIT:
-        return bucket.upload_if_absent(blob_path(entry.sha256), path)
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise UsageError(f"{path} changed while it was being staged", hint="run again")
-    return bucket.upload_if_absent(blob_path(entry.sha256), data)
+class _Sender:
+    """Reads each file once and sends what it read: the manifest names the bytes that
+    were hashed, whatever the file became since (a log still being written is staged as
+    it was when read). A blob already in the bucket, or being sent for another file of
+    the same content, is not sent again."""
+
+    def __init__(self, bucket: Bucket, root: Path, present: set[str], spool: Path) -> None:
+        self.bucket, self.root, self.spool = bucket, root, spool
+        self.claimed = set(present)
+        self.lock = threading.Lock()
+        self.sent: list[int] = []  # the sizes of the blobs written now
+
+    def _claim(self, sha256: str) -> bool:
+        with self.lock:
+            mine = sha256 not in self.claimed
+            self.claimed.add(sha256)
+            return mine
+
+    def _send(self, sha256: str, source: Path | bytes, size: int) -> None:
+        if self.bucket.upload_if_absent(blob_path(sha256), source):
+            with self.lock:
+                self.sent.append(size)
+
+    def one(self, relative: str) -> Snapshot:
+        path = self.root / relative
+        try:
+            shot = read_file(path, keep=INLINE_LIMIT)
+            sha = shot.entry.sha256
+            if shot.data is not None:
+                if self._claim(sha):
+                    self._send(sha, shot.data, shot.entry.size)
+            elif sha not in self.claimed:  # too large to keep: sent from a private copy
+                fd, name = tempfile.mkstemp(dir=self.spool)
+                os.close(fd)
+                copy = Path(name)
+                try:
+                    copied = copy_file(path, copy)
+                    copied.changed |= shot.changed or copied.entry.sha256 != sha
+                    shot = copied
+                    if self._claim(shot.entry.sha256):
+                        self._send(shot.entry.sha256, copy, shot.entry.size)
+                finally:
+                    copy.unlink()
+        except OSError as e:
+            raise UsageError(f"cannot read {path}: {e}") from None
+        return shot
 
 
 def stage_job(
@@ -260,44 +324,44 @@ def stage_job(
     workdir: Path,
     excludes: Iterable[str] = (),
     *,
+    omit: Mapping[Identity, str] | None = None,
     workers: int = UPLOAD_WORKERS,
     progress: Callable[[int, int], None] | None = None,
 ) -> StagedJob:
-    """Upload the work dir's missing blobs in parallel, then write the job record.
+    """Read the work dir's files and upload the missing blobs in parallel, then write the
+    job record.
 
-    `progress(done, total)` is called as blobs are checked off. The bucket must exist
+    `omit`: files and folders left out whatever the ignore rules say (workdir.select).
+    `progress(done, total)` is called as files are checked off. The bucket must exist
     (`Bucket.ensure`). Returns what was staged and how much was uploaded.
     """
     root = workdir.resolve()
-    manifest = build_manifest(root, walk(root, excludes))
-    if spec.script not in manifest:
-        why = "every file there is ignored" if not manifest else f"{spec.script} is not staged"
+    chosen = select(root, excludes, omit)
+    if spec.script not in chosen.files:
+        why = "every file there is ignored" if not chosen.files else f"{spec.script} is not staged"
         raise UsageError(
             f"nothing to run from the work dir {root}: {why}",
             hint="the script must be a file in the work dir that no .gitignore (there, or "
             "above it in its git repository) and no --exclude leaves out",
         )
-    first_path: dict[str, str] = {}  # sha256 -> one file with that content
-    for relative, entry in manifest.items():
-        first_path.setdefault(entry.sha256, relative)
     present = {name[len(BLOBS) :] for name in bucket.names(BLOBS)}
-    todo = [(rel, manifest[rel]) for sha, rel in first_path.items() if sha not in present]
     done = 0
     lock = threading.Lock()
+    with tempfile.TemporaryDirectory(prefix="tpuctl-stage-") as spool:
+        sender = _Sender(bucket, root, present, Path(spool))
 
-    def one(item: tuple[str, FileEntry]) -> int:
-        nonlocal done
-        uploaded = _upload_blob(bucket, root, *item)
-        with lock:
-            done += 1
-            if progress is not None:
-                progress(done, len(todo))
-        return item[1].size if uploaded else -1
+        def one(relative: str) -> Snapshot:
+            nonlocal done
+            shot = sender.one(relative)
+            with lock:
+                done += 1
+                if progress is not None:
+                    progress(done, len(chosen.files))
+            return shot
 
-    sizes: list[int] = []
-    if todo:
-        with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
-            sizes = list(pool.map(one, todo))
+        with ThreadPoolExecutor(max_workers=min(workers, len(chosen.files))) as pool:
+            shots = dict(zip(chosen.files, pool.map(one, chosen.files), strict=True))
+    manifest = {relative: shot.entry for relative, shot in shots.items()}
     request = job_request(spec, manifest)
     digest = request_digest(request)
     record = job_record(spec, digest, root)
@@ -308,8 +372,17 @@ def stage_job(
         raise AlreadyExistsError(
             f"job {spec.job_id} already exists in gs://{bucket.name}", hint="pick another --name"
         ) from None
-    uploaded = [s for s in sizes if s >= 0]
-    return StagedJob(spec.job_id, record, digest, len(manifest), len(uploaded), sum(uploaded))
+    changed = [relative for relative, shot in shots.items() if shot.changed]
+    return StagedJob(
+        spec.job_id,
+        record,
+        digest,
+        len(manifest),
+        len(sender.sent),
+        sum(sender.sent),
+        omitted=chosen.omitted,
+        changed=changed,
+    )
 
 
 def read_job_record(bucket: Bucket, job_id: str) -> dict[str, Any]:

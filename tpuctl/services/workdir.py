@@ -18,19 +18,19 @@ not followed (no cycles, nothing from outside the tree by surprise).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pathspec
 
 from tpuctl.errors import UsageError
 
-HASH_WORKERS = 4
 _CHUNK = 1 << 20
 
 
@@ -112,14 +112,32 @@ class IgnoreRules:
         return False
 
 
-def walk(root: Path, excludes: Iterable[str] = ()) -> list[str]:
-    """The files to stage under `root`, as sorted `/`-separated relative paths."""
+Identity = tuple[int, int]  # (st_dev, st_ino): a file or folder, whatever its name
+
+
+@dataclass
+class Selection:
+    """The files to stage (sorted `/`-separated relative paths) and what was left out by
+    identity (relative path -> why; a folder's path ends with `/`)."""
+
+    files: list[str]
+    omitted: dict[str, str]
+
+
+def select(
+    root: Path, excludes: Iterable[str] = (), omit: Mapping[Identity, str] | None = None
+) -> Selection:
+    """The files to stage under `root`; a file or folder whose identity is in `omit` is
+    left out (its reason noted) when the ignore rules would have staged it."""
     root = root.resolve()
     if not root.is_dir():
         raise UsageError(f"the work dir {root} is not a directory")
+    omit = omit or {}
+    inodes = {ino for _, ino in omit}
     rules = IgnoreRules(excludes)
     rules.enter_repository(root)
     found: list[str] = []
+    omitted: dict[str, str] = {}
 
     def visit(directory: Path, prefix: str) -> None:
         depth = rules.enter(directory, prefix)
@@ -132,6 +150,13 @@ def walk(root: Path, excludes: Iterable[str] = ()) -> list[str]:
             is_dir = entry.is_dir(follow_symlinks=False)
             if rules.ignored(relative, is_dir):
                 continue
+            if entry.inode() in inodes:  # st_dev needs a stat: only for a likely match
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    why = omit.get((st.st_dev, st.st_ino))
+                    if why is not None:
+                        omitted[relative + ("/" if is_dir else "")] = why
+                        continue
             if is_dir:
                 visit(Path(entry.path), relative + "/")
             elif entry.is_file(follow_symlinks=True):  # skips broken links, dir links, fifos
@@ -139,29 +164,103 @@ def walk(root: Path, excludes: Iterable[str] = ()) -> list[str]:
         rules.leave(depth)
 
     visit(root, "")
-    return sorted(found)
+    return Selection(sorted(found), omitted)
 
 
-def hash_file(path: Path) -> FileEntry:
+def walk(root: Path, excludes: Iterable[str] = ()) -> list[str]:
+    """The files to stage under `root`, as sorted `/`-separated relative paths."""
+    return select(root, excludes).files
+
+
+def identity(path: Path) -> Identity | None:
+    """The identity of `path` (None when it does not exist)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+@dataclass
+class Snapshot:
+    """A file as it was read: its entry, its bytes when small enough to keep (else None:
+    `copy` takes a snapshot of it when it must be sent), and whether it changed while it
+    was read (a log still being written, say)."""
+
+    entry: FileEntry
+    data: bytes | None
+    changed: bool
+
+
+def _mode(st: os.stat_result) -> int:
+    return 0o755 if st.st_mode & stat.S_IXUSR else 0o644
+
+
+def _changed(before: os.stat_result, after: os.stat_result, size: int) -> bool:
+    return (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or (
+        size != before.st_size
+    )
+
+
+def _chunks(f: BinaryIO, size: int) -> Iterator[bytes]:
+    """The first `size` bytes of `f` (fewer if it shrank): a file still growing is taken
+    as long as it was when opened."""
+    while size > 0 and (chunk := f.read(min(_CHUNK, size))):
+        size -= len(chunk)
+        yield chunk
+
+
+def read_file(path: Path, keep: int = 0) -> Snapshot:
+    """Hash `path` in one read, as long as it was when opened, keeping its bytes when it
+    is at most `keep` bytes long."""
     digest = hashlib.sha256()
     size = 0
+    data: bytes | None = None
     with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
+        before = os.fstat(f.fileno())
+        if before.st_size <= keep:
+            data = f.read(before.st_size)
+            digest.update(data)
+            size = len(data)
+        else:
+            for chunk in _chunks(f, before.st_size):
+                digest.update(chunk)
+                size += len(chunk)
+        after = os.fstat(f.fileno())
+    entry = FileEntry(digest.hexdigest(), size, _mode(after))
+    return Snapshot(entry, data, _changed(before, after, size))
+
+
+def copy_file(path: Path, dest: Path) -> Snapshot:
+    """Copy `path` to `dest` (a private snapshot of a large file to send), hashing what
+    was copied: the entry is the copy's."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f, open(dest, "wb") as out:
+        before = os.fstat(f.fileno())
+        for chunk in _chunks(f, before.st_size):
             digest.update(chunk)
+            out.write(chunk)
             size += len(chunk)
-    executable = os.stat(path).st_mode & stat.S_IXUSR
-    return FileEntry(digest.hexdigest(), size, 0o755 if executable else 0o644)
+        after = os.fstat(f.fileno())
+    entry = FileEntry(digest.hexdigest(), size, _mode(after))
+    return Snapshot(entry, None, _changed(before, after, size))
 
 
-def build_manifest(root: Path, files: Iterable[str]) -> dict[str, FileEntry]:
-    """relative path -> FileEntry, hashing a few files at a time."""
-    files = list(files)
-
-    def one(relative: str) -> FileEntry:
+def own_files(outputs: Path | None) -> dict[Identity, str]:
+    """What tpuctl itself writes, left out of a job's code wherever it is (and why): this
+    run's stdout and stderr when they go to files (`tpuctl run x.py > run.log`), and the
+    folder the outputs come home to (`outputs`: earlier jobs' outputs are not code)."""
+    streams: dict[Identity, list[str]] = {}
+    for fd, name in ((1, "stdout"), (2, "stderr")):
         try:
-            return hash_file(root / relative)
-        except OSError as e:
-            raise UsageError(f"cannot read {root / relative}: {e}") from None
-
-    with ThreadPoolExecutor(max_workers=HASH_WORKERS) as pool:
-        return dict(zip(files, pool.map(one, files), strict=True))
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            streams.setdefault((st.st_dev, st.st_ino), []).append(name)
+    why = {ident: f"this run's {' and '.join(names)}" for ident, names in streams.items()}
+    folder = identity(outputs) if outputs is not None else None
+    if folder is not None:
+        why[folder] = "where job outputs come home"
+    return why

@@ -12,7 +12,9 @@ fake-gcs-server does not:
 - it keeps the project that owns each bucket: the `project` a bucket's insert names
   (Cloud Storage's buckets.insert takes it as a query parameter), shown as the bucket's
   `projectNumber` as Cloud Storage shows it (fake-gcs-server has no projects), so a
-  bucket name taken by another project is seen as such.
+  bucket name taken by another project is seen as such;
+- it keeps each bucket's location as its insert gave it, uppercase as Cloud Storage
+  shows it (fake-gcs-server shows one location for every bucket).
 Everything else passes on unchanged.
 
 Bodies stream both ways in blocks of BLOCK bytes (a checkpoint of gigabytes is never
@@ -40,6 +42,12 @@ from tpuctl.emulator.storage import lifecycle as bucket_lifecycle
 from tpuctl.emulator.tpu.models import project_number
 
 BLOCK = 1 << 20
+# A bucket is where its insert's `location` says, kept uppercase ("us-west4" is shown as
+# US-WEST4); without one it is in the US multi-region
+# (https://cloud.google.com/storage/docs/json_api/v1/buckets/insert, `location`;
+# https://cloud.google.com/storage/docs/locations).
+_DEFAULT_LOCATION = "US"
+_MULTI_REGIONS = {"US", "EU", "ASIA"}
 _HOP = {
     "connection",
     "keep-alive",
@@ -127,6 +135,9 @@ def _show(item: dict[str, Any], meta: dict[str, Any]) -> None:
     """A bucket resource as Cloud Storage shows it: with what the emulator keeps."""
     if meta.get("projectNumber"):
         item["projectNumber"] = str(meta["projectNumber"])
+    if meta.get("location"):  # fake-gcs-server shows one location for every bucket
+        item["location"] = meta["location"]
+        item["locationType"] = "multi-region" if meta["location"] in _MULTI_REGIONS else "region"
     if meta.get("lifecycle"):
         item["lifecycle"] = meta["lifecycle"]
     else:
@@ -256,11 +267,14 @@ class _Handler(BaseHTTPRequestHandler):
         # counted as /requests shows the API's calls
         self.server.backend.requests.count(f"{self.command} storage.buckets.{verb}")
         given, lifecycle = False, None
+        location = _DEFAULT_LOCATION
         if self.command in ("POST", "PATCH", "PUT") and body:
             try:
                 doc = json.loads(body)
             except ValueError:
                 doc = None  # fake-gcs-server answers it
+            if isinstance(doc, dict) and doc.get("location"):
+                location = str(doc["location"]).upper()
             if isinstance(doc, dict) and "lifecycle" in doc:
                 given = True
                 try:
@@ -293,6 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         "lifecycle": lifecycle,
                         "projectNumber": project_number(owner) if owner else "",
+                        "location": location,
                     }
                     if self.command == "POST"
                     else {}

@@ -278,6 +278,8 @@ def _convert(key: str, kind: str, value: Any, base: Path) -> Any:
             if isinstance(v, bool) or not isinstance(v, str | int | float):
                 raise UsageError(f"{name}: expected a string, not {v!r}")
             try:
+                if "=" in name:  # `A=B = "c"` would reach the script as A='B=c'
+                    raise UsageError(name)
                 parse_env([f"{name}={v}"], [])  # the check --env goes through
             except UsageError:
                 raise UsageError(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tpuctl import catalog
 from tpuctl.cloud import registry
 from tpuctl.durations import parse_duration
-from tpuctl.errors import Interrupted, UsageError
+from tpuctl.errors import Interrupted, TpuctlError, UsageError
 from tpuctl.services.run.spec import (
     HANG_AFTER,
     HEARTBEAT_DEADLINE,
@@ -42,6 +42,10 @@ def no_blame(key: str) -> AbstractContextManager[Any]:
 
 DEFAULT_OUTPUTS = "outputs"  # where a job's outputs come home: ./outputs/<job id>
 SPOT_RESTARTS = 3  # a spot job's --restarts when none is given: preemption is expected
+MAX_RESTARTS = 100  # a node recreated more often than this is a loop, not a job
+# `--setup` runs as one argument of `bash -c` on every worker: Linux takes at most 128 KiB
+# in one argument (MAX_ARG_STRLEN, execve(2)); a longer setup belongs in a script.
+MAX_SETUP = 64 << 10
 
 
 @dataclass
@@ -144,6 +148,19 @@ class RunRequest:
             raise UsageError("--queued asks for a new node: it does not go with --node")
         if self.outputs is not None and self.no_outputs:
             raise UsageError("--outputs and --no-outputs are exclusive: choose one")
+        with blame("restarts") if "restarts" in from_file else contextlib.nullcontext():
+            if self.restarts is not None and not 0 <= self.restarts <= MAX_RESTARTS:
+                raise UsageError(
+                    f"invalid --restarts {self.restarts}: a whole number 0 to {MAX_RESTARTS}"
+                )
+        with blame("setup") if "setup" in from_file else contextlib.nullcontext():
+            if self.setup is not None and len(self.setup.encode()) > MAX_SETUP:
+                raise UsageError(
+                    f"--setup is {len(self.setup.encode()):,} bytes: at most "
+                    f"{MAX_SETUP // 1024} KiB (one shell command)",
+                    hint="put a longer setup in a script in the work dir and give "
+                    "--setup 'bash setup.sh'",
+                )
         if not self.no_outputs:  # found now, not after the job has run (and billed)
             with blame("outputs") if "outputs" in from_file else contextlib.nullcontext():
                 _check_outputs(self.outputs)
@@ -267,6 +284,11 @@ def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
     """(work dir, script path relative to it)."""
     path = Path(script)
     if workdir is None:
+        if path.is_dir():
+            raise UsageError(
+                f"script {script} is a folder: give the file to run in it (a .py file or "
+                f"an executable), e.g. tpuctl run {Path(script, 'train.py')}"
+            )
         if not path.is_file():
             raise UsageError(f"script {script} not found", hint="give the path to a file")
         return path.resolve().parent, path.name
@@ -309,7 +331,8 @@ def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
         if not job.agents_started:
             return Interrupted(f"left at once; {left(runner, zone)}", hint=hint)
         return Interrupted(
-            f"left at once: job {runner.job_id} may still run; {left(runner, zone)}", hint=hint
+            f"left at once: job {runner.job_id} may still run; {left(runner, zone)}",
+            hint=f"{hint}; {fetch_outputs(runner.job_id)} once it ends",
         )
     if not stopped.started:
         what = left(runner, zone) if job.created else "no node was created"
@@ -320,4 +343,20 @@ def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
         )
     what = "every slice" if job.multislice else "its node"
     gone = f" and deleted {what}" if stopped.torn_down else ""
-    return Interrupted(f"interrupted: stopped job {runner.job_id}{gone}")
+    said = f"interrupted: stopped job {runner.job_id}{gone}"
+    try:  # what the job synced before it stopped comes home as on any other end
+        outputs = runner.bring_outputs()
+    except (KeyboardInterrupt, TpuctlError):
+        return Interrupted(
+            f"{said}; its outputs were not downloaded", hint=fetch_outputs(job.job_id)
+        )
+    if outputs is None:
+        return Interrupted(said, hint=fetch_outputs(job.job_id))
+    if outputs:
+        said += f"; downloaded {len(outputs)} output file(s) to {job.outputs_dir}"
+    return Interrupted(said)
+
+
+def fetch_outputs(job_id: str) -> str:
+    """The command that brings a job's outputs home, said where tpuctl did not."""
+    return f"`tpuctl outputs {job_id}` fetches its outputs"

@@ -21,13 +21,14 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl import catalog, wording
 from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
-from tpuctl.services import jobs, staging
+from tpuctl.services import jobs, staging, workdir
 from tpuctl.services.run import agents, environment, lease, provision, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
@@ -103,6 +104,8 @@ class Runner:
             spec.bucket_named_by,
             job.ui.info,
         )
+        if not spec.node:  # before the lease makes the bucket, so in a zone that is kept
+            provision.survey_zones(job)
         with lease.held(job), teardown.guard(job):
             node = self._provision_and_stage()
             agents.start(job)
@@ -113,15 +116,14 @@ class Runner:
             return self._attempts(job.workers)
 
     def _provision_and_stage(self) -> Node:
-        """The job's node, READY, and its code in the bucket (staged while the node boots)."""
+        """The job's node, READY, and its code in the bucket (staged while the node boots;
+        a new node's zones were surveyed before)."""
         job, spec = self.job, self.job.spec
         bucket = job.bucket
         assert bucket is not None
         existing = provision.existing_node(job)
         if spec.teardown is None:  # --node without --teardown/--keep: delete it if made here
             spec.teardown = existing is None
-        if existing is None:
-            provision.survey_zones(job)
         workers = len(existing.workers) if existing else spec.shape.hosts
         workers *= spec.slices  # every slice has the same workers
         job.workers = workers
@@ -129,7 +131,9 @@ class Runner:
         def stage() -> staging.StagedJob:
             bucket.ensure(catalog.region_of(job.target.zone))
             job.staging = True
-            return staging.stage_job(bucket, self._job_record(workers), spec.workdir, spec.excludes)
+            omit = workdir.own_files(spec.outputs)
+            record = self._job_record(workers)
+            return staging.stage_job(bucket, record, spec.workdir, spec.excludes, omit=omit)
 
         staged: list[Future[staging.StagedJob]] = []
 
@@ -161,6 +165,8 @@ class Runner:
             f"({wording.size(record.uploaded_bytes)}) to gs://{bucket.name}/"
             f"{protocol.job_prefix(job.job_id)}"
         )
+        for line in staging.left_out(record):
+            job.ui.info(line)
         return node
 
     def _job_record(self, workers: int) -> staging.JobSpec:
@@ -238,6 +244,7 @@ class Runner:
         )
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job, wait_for_agent=0)
+        outcome.outputs = self.bring_outputs() or []  # what was synced before the end
         return outcome
 
     def _lost(self, workers: int) -> JobOutcome:
@@ -276,11 +283,18 @@ class Runner:
         if said:
             outcome.message = "; ".join(said)
         outcome.environment = environment.summary(final)
-        if job.outputs_dir is not None and job.bucket is not None:
-            outcome.outputs = jobs.download_outputs(job.bucket, job.job_id, job.outputs_dir)
+        outcome.outputs = self.bring_outputs() or []
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)
         return outcome
+
+    def bring_outputs(self) -> list[Path] | None:
+        """Download the outputs the bucket has of the job to where they come home, on
+        every way the job ends; None when they stay in the bucket (--no-outputs)."""
+        job = self.job
+        if job.outputs_dir is None or job.bucket is None:
+            return None
+        return jobs.download_outputs(job.bucket, job.job_id, job.outputs_dir)
 
     def stop(self, grace: float = STOP_GRACE) -> JobOutcome:
         """After an interruption: stop the job on every worker, then tear down as asked.
