@@ -81,8 +81,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raise errors.invalid_argument("Invalid JSON payload received. Expected an object.")
         return body
 
-    def _send(self, status: int, payload: Any) -> None:
-        self._send_bytes(status, "application/json; charset=UTF-8", json.dumps(payload).encode())
+    def _send(self, status: int, payload: Any, end: bytes = b"") -> None:
+        data = json.dumps(payload).encode() + end
+        self._send_bytes(status, "application/json; charset=UTF-8", data)
 
     def _send_bytes(self, status: int, content_type: str, data: bytes) -> None:
         try:
@@ -143,11 +144,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 args = control_urls.control_arguments(spec, {**query, **body})
                 method = attrgetter(name)(backend)
                 if render is None:
-                    self._send(200, method(*args))
+                    self._send(200, method(*args), b"\n")  # a shell's prompt on its own line
                     return
                 with backend.lock:  # rendered as the call left the state
                     answer = render(method(*args))
-                self._send(200, answer)
+                self._send(200, answer, b"\n")
                 return
             result = api_call.call(
                 backend,
