@@ -173,7 +173,7 @@ def test_the_last_job_and_the_tail_of_its_log(cli, emulator, tmp_path) -> None: 
 
 
 def test_unpublished_host_keys_fail_the_ssh_check(cli, emulator, monkeypatch) -> None:  # noqa: ANN001
-    from tpuctl.services.doctor import live
+    from tpuctl.services.node_doctor import live
 
     emulator.durations(hostkeys=3600)
     assert cli("create", "nokeys", "-a", "v3-8").code == 0

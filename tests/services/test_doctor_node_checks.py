@@ -6,7 +6,7 @@ import time
 
 from tpuctl.cloud.tpu.wire import node_from_json
 from tpuctl.models import Node
-from tpuctl.services.doctor import node_checks as nc
+from tpuctl.services.node_doctor import checks as nc
 
 
 def _node(**raw: object) -> Node:

@@ -4,7 +4,7 @@
                            [--stop PID]... [--target KIND:NAME --worker K]
 
 Standard library only, Python 3.8+ (it runs from the agent bundle, bundle.py, sent on
-stdin like `idle check`: services/doctor/node.py). It reports
+stdin like `idle check`: services/node_doctor/live.py). It reports
 - `devices`: the TPU device files (`/dev/accel*`, `/dev/vfio/*`, TPUCTL_TPU_DEVICES);
 - `holders`: the processes holding one open: pid, user, command, start time, and whether
   they are busy: using the CPU now (two /proc samples 0.5 s apart), or, with `--target`

@@ -138,7 +138,7 @@ def _node(
     from tpuctl.config import load_config_file
     from tpuctl.models import BUCKET_ATTRIBUTE, Node
     from tpuctl.services import staging
-    from tpuctl.services.doctor import live
+    from tpuctl.services.node_doctor import live
 
     for path in paths:
         if not path.startswith("gs://") or len(path) <= len("gs://"):

@@ -11,7 +11,7 @@ from tpuctl.cli import render
 
 if TYPE_CHECKING:
     from tpuctl.services.doctor import Finding
-    from tpuctl.services.doctor.live import Report
+    from tpuctl.services.node_doctor.live import Report
     from tpuctl.services.run.spec import RunSpec
 
 

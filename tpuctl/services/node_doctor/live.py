@@ -21,9 +21,9 @@ from tpuctl.errors import NotFoundError, TpuctlError
 from tpuctl.models import Node
 from tpuctl.services import jobs, remote, staging
 from tpuctl.services import ssh as ssh_service
-from tpuctl.services.doctor import node_checks as nc
-from tpuctl.services.doctor.node_checks import Check
 from tpuctl.services.idle import bundle_on_stdin
+from tpuctl.services.node_doctor import checks as nc
+from tpuctl.services.node_doctor.checks import Check
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
