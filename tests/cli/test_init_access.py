@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.cli.test_init import step_lines
-from tpuctl import apis
+from tpuctl import google_apis
 from tpuctl.emulator.tpu.models import project_number
 
 PROJECT = "tpuctl-demo"
@@ -62,7 +62,7 @@ def test_the_default_service_account_holds_what_the_agent_needs(cli, emulator) -
     # asked after the bucket was made: the storage permissions on the bucket itself
     assert f"on project {PROJECT} and bucket gs://{PROJECT}-tpuctl)" in step["found"]
     # each permission the agent needs, and the idle watchdog's
-    assert emulator.requests()["POST iam.troubleshoot"] == len(apis.AGENT_PERMISSIONS) + 1
+    assert emulator.requests()["POST iam.troubleshoot"] == len(google_apis.AGENT_PERMISSIONS) + 1
     assert "optional" not in step["found"]
 
 
@@ -99,13 +99,13 @@ def test_what_the_account_lacks_is_named_with_the_grants(cli, emulator) -> None:
 def test_without_the_troubleshooter_the_account_is_not_checked(cli, emulator) -> None:
     emulator.config(
         service_accounts={DEFAULT_SA: {"denied_permissions": ["tpu.nodes.delete"]}},
-        services={apis.POLICY_TROUBLESHOOTER: False},
+        services={google_apis.POLICY_TROUBLESHOOTER: False},
     )
     step = _service_account_step(cli)
     assert step["status"] == "ok"
     assert step["found"].startswith(
         f"the nodes' service account {DEFAULT_SA} exists; what it holds was not checked "
-        f"(the Policy Troubleshooter API ({apis.POLICY_TROUBLESHOOTER}) is disabled in "
+        f"(the Policy Troubleshooter API ({google_apis.POLICY_TROUBLESHOOTER}) is disabled in "
         f"project {PROJECT});"
     )
     assert "each job checks them before its script starts" in step["found"]

@@ -17,7 +17,7 @@ import re
 from google.api_core import exceptions as gx
 from google.auth import exceptions as auth_x
 
-from tpuctl import apis
+from tpuctl import google_apis
 from tpuctl.cloud.retry import is_rate_limit, is_transient
 from tpuctl.errors import (
     AccessDeniedError,
@@ -109,7 +109,7 @@ def setup_error(
         service = metadata.get("service") or no_quota_project["service"]
         where = project or "PROJECT"
         return ConfigError(
-            f"the {apis.title(service)} ({service}) needs a quota project, and your "
+            f"the {google_apis.title(service)} ({service}) needs a quota project, and your "
             "Application Default Credentials (user credentials) name none",
             hint=f"set one: `gcloud auth application-default set-quota-project {where}` "
             f"(or export GOOGLE_CLOUD_QUOTA_PROJECT={where}); the caller needs "
@@ -118,13 +118,14 @@ def setup_error(
     if reason == "SERVICE_DISABLED" or _DISABLED.search(msg):
         url = _SERVICE_URL.search(msg)
         service = metadata.get("service") or (url["service"] if url else "") or "the API"
-        title = metadata.get("serviceTitle") or apis.title(service)
+        title = metadata.get("serviceTitle") or google_apis.title(service)
         where = _project(project, subject, exc, metadata)
         return ServiceDisabledError(
             f"the {title} ({service}) is disabled in project {where}",
             service=service,
             project=where,
-            hint=f"enable it: `{apis.enable_command(service, where)}` (or run `tpuctl init`)",
+            hint=f"enable it: `{google_apis.enable_command(service, where)}` "
+            "(or run `tpuctl init`)",
         )
     if reason == "BILLING_DISABLED" or "requires billing to be enabled" in msg:
         where = _project(project, subject, exc, metadata)
@@ -141,9 +142,9 @@ def setup_error(
     )
     if permission and (reason == "IAM_PERMISSION_DENIED" or denied):
         where = _project(project, subject, exc, metadata)
-        role = apis.role_for(permission)
+        role = google_apis.role_for(permission)
         grant = (
-            f"grant a role that has it, e.g. `{apis.grant_command(where, role)}`"
+            f"grant a role that has it, e.g. `{google_apis.grant_command(where, role)}`"
             if role
             else "ask a project owner for a role that has it"
         )

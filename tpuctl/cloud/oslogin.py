@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tpuctl import apis
-from tpuctl.apis import member
+from tpuctl import google_apis
 from tpuctl.errors import PermissionDeniedError
+from tpuctl.google_apis import member
 
 T = TypeVar("T")
 TIMEOUT = 30.0
@@ -139,7 +139,7 @@ class OsLoginApi:
         setup = setup_error(e, project=project)
         if setup is not None and not isinstance(setup, PermissionDeniedError):
             return setup  # e.g. the OS Login API disabled in the project
-        grant = apis.grant_command(project, LOGIN_ROLE, member(account))
+        grant = google_apis.grant_command(project, LOGIN_ROLE, member(account))
         return ImportRefused(
             f"OS Login refused your SSH key for {account} in project {project} "
             f"({server_message(e).rstrip('.')}): the account needs {LOGIN_ROLE} "

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tpuctl import apis, catalog
+from tpuctl import catalog, google_apis
 from tpuctl.cloud import registry
 from tpuctl.config import for_project, project_table
 from tpuctl.errors import TpuctlError, UsageError
@@ -129,16 +129,16 @@ def _wait_enabled(api: ServiceUsageApi, project: str, op: str, spec: InitSpec) -
 def check_apis(a: InitAdapters, spec: InitSpec) -> Step:
     project = spec.target.project
     try:
-        states = {api.name: a.service_usage.enabled(project, api.name) for api in apis.APIS}
+        states = {api.name: a.service_usage.enabled(project, api.name) for api in google_apis.APIS}
     except TpuctlError as e:
         return failed("apis", "cannot read the project's APIs", e)
 
-    def needed(api: apis.Api) -> bool:
+    def needed(api: google_apis.Api) -> bool:
         return api.required or api.name == spec.kind.service
 
-    off = [api for api in apis.APIS if not states[api.name] and needed(api)]
-    optional = [api for api in apis.APIS if not states[api.name] and not needed(api)]
-    on = [api.name for api in apis.APIS if states[api.name]]
+    off = [api for api in google_apis.APIS if not states[api.name] and needed(api)]
+    optional = [api for api in google_apis.APIS if not states[api.name] and not needed(api)]
+    on = [api.name for api in google_apis.APIS if states[api.name]]
     found = f"enabled: {', '.join(on) or 'none'}"
     if off:
         found += f"; disabled: {', '.join(api.name for api in off)}"

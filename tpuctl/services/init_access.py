@@ -1,7 +1,7 @@
 """`tpuctl init`, steps 3 and 6: who may do what.
 
 3. The caller's permissions: Cloud Resource Manager's `projects.testIamPermissions` on
-   the project, for every permission tpuctl's commands need (`apis.CALLER_PERMISSIONS`);
+   the project, for every permission tpuctl's commands need (`google_apis.CALLER_PERMISSIONS`);
    the missing ones are named with the roles that grant them, as gcloud commands. The
    TPU API has no testIamPermissions of its own (neither google-cloud-tpu nor its v2
    discovery document has one); where Resource Manager's API is off, listing nodes
@@ -9,7 +9,7 @@
 6. The nodes' service account (the project's default compute account, or the one
    named), checked after the bucket is made: it exists (IAM's
    `projects.serviceAccounts.get`), and it holds what the agent needs
-   (`apis.AGENT_PERMISSIONS`: the job's folder in the bucket, deleting its node), asked
+   (`google_apis.AGENT_PERMISSIONS`: the job's folder in the bucket, deleting its node), asked
    of the Policy Troubleshooter (`iam.troubleshoot`, one permission a call: the storage
    ones on the bucket, the TPU ones on the project). testIamPermissions answers only for
    the caller; the Troubleshooter evaluates every allow policy that counts (the
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpuctl import apis
+from tpuctl import google_apis
 from tpuctl.errors import ConfigError, PermissionDeniedError, ServiceDisabledError, TpuctlError
 from tpuctl.services.init_step import Step, failed
 
@@ -39,7 +39,9 @@ YOU = "YOU@example.com"
 
 
 def _grants(project: str, roles: list[str], account: str) -> str:
-    return "; ".join(f"`{apis.grant_command(project, r, apis.member(account))}`" for r in roles)
+    return "; ".join(
+        f"`{google_apis.grant_command(project, r, google_apis.member(account))}`" for r in roles
+    )
 
 
 # -- 3. the caller's permissions ----------------------------------------------------------
@@ -53,7 +55,7 @@ def check_permissions(
     """Test what tpuctl needs of the caller (and `extra`: Compute Engine's, where the
     project's TPUs are there)."""
     project = target.project
-    wanted = [*apis.CALLER_PERMISSIONS, *extra]
+    wanted = [*google_apis.CALLER_PERMISSIONS, *extra]
     try:
         held = iam.test_permissions(project, wanted)
     except ServiceDisabledError:
@@ -64,7 +66,7 @@ def check_permissions(
     missing = [p for p in wanted if p not in held]
     if not missing:
         return Step("permissions", "ok", f"{found}: you hold them all")
-    roles = sorted({role for p in missing if (role := apis.role_for(p))})
+    roles = sorted({role for p in missing if (role := google_apis.role_for(p))})
     what = "permission" if len(missing) == 1 else "permissions"
     todo = f"{what} {', '.join(missing)} denied in project {project}; grant: " + _grants(
         project, roles, account or YOU
@@ -74,16 +76,17 @@ def check_permissions(
 
 def _by_listing(tpu: TpuBackend, target: Target, account: str | None) -> Step:
     """Without Resource Manager: a harmless call, listing nodes, stands in for the rest."""
-    found = (
-        f"{apis.title(apis.RESOURCE_MANAGER)} is off (testIamPermissions): checked by listing nodes"
-    )
+    manager = google_apis.title(google_apis.RESOURCE_MANAGER)
+    found = f"{manager} is off (testIamPermissions): checked by listing nodes"
     try:
         tpu.list_nodes(target.parent)
     except PermissionDeniedError as e:
         return Step("permissions", "todo", found, todo=f"{e.message}: {e.hint}")
     except TpuctlError as e:
         return failed("permissions", found, e)
-    roles = sorted({apis.ROLES[p] for p in apis.CALLER_PERMISSIONS if p in apis.ROLES})
+    roles = sorted(
+        {google_apis.ROLES[p] for p in google_apis.CALLER_PERMISSIONS if p in google_apis.ROLES}
+    )
     return Step(
         "permissions",
         "ok",
@@ -102,9 +105,13 @@ def check_service_account(
         exists = iam.service_account(project, email) is not None
     except TpuctlError as e:
         return failed("service-account", "cannot look up the nodes' service account", e)
-    member = apis.member(email)
-    bucket_grant = f"`{apis.bucket_grant_command(bucket, apis.AGENT_BUCKET_ROLE, member)}`"
-    project_grant = f"`{apis.grant_command(project, apis.AGENT_PROJECT_ROLE, member)}`"
+    member = google_apis.member(email)
+    bucket_grant = (
+        f"`{google_apis.bucket_grant_command(bucket, google_apis.AGENT_BUCKET_ROLE, member)}`"
+    )
+    project_grant = (
+        f"`{google_apis.grant_command(project, google_apis.AGENT_PROJECT_ROLE, member)}`"
+    )
     grants = f"{bucket_grant}; {project_grant}"
     if not exists:
         if email.endswith("-compute@developer.gserviceaccount.com"):
@@ -119,7 +126,9 @@ def check_service_account(
             f"the nodes' service account {email} does not exist",
             todo=f"create it: {make}; then grant it: {grants}",
         )
-    needs = f"to write the job bucket and delete its node: {', '.join(apis.AGENT_PERMISSIONS)}"
+    needs = (
+        f"to write the job bucket and delete its node: {', '.join(google_apis.AGENT_PERMISSIONS)}"
+    )
     try:
         verdicts = _troubleshoot(iam, project, bucket if bucket_made else None, email)
     except ConfigError as e:  # the API off, or user credentials without a quota project
@@ -135,7 +144,7 @@ def check_service_account(
         )
     except TpuctlError as e:
         return failed("service-account", f"cannot check what {email} holds", e)
-    watchdog = verdicts.pop(apis.WATCHDOG_PERMISSION)
+    watchdog = verdicts.pop(google_apis.WATCHDOG_PERMISSION)
     lacking = [p for p, v in verdicts.items() if v == "NOT_GRANTED"]
     unknown = [p for p, v in verdicts.items() if v not in ("GRANTED", "NOT_GRANTED")]
     where = f"project {project}" + (f" and bucket gs://{bucket}" if bucket_made else "")
@@ -160,16 +169,16 @@ def check_service_account(
     else:
         found += f" (asked the Policy Troubleshooter, on {where})"
     if watchdog == "NOT_GRANTED":
-        role = apis.grant_command(project, apis.WATCHDOG_ROLE, member)
+        role = google_apis.grant_command(project, google_apis.WATCHDOG_ROLE, member)
         found += (
-            f"; optional: it lacks {apis.WATCHDOG_PERMISSION}, without which the idle "
+            f"; optional: it lacks {google_apis.WATCHDOG_PERMISSION}, without which the idle "
             "watchdog cannot tell a TPU held but unused from a busy one, and keeps such a "
             f"node (`{role}`)"
         )
     return Step("service-account", "ok", found)
 
 
-_VIEW_ROLE = apis.ROLES["resourcemanager.projects.getIamPolicy"]  # reads every policy
+_VIEW_ROLE = google_apis.ROLES["resourcemanager.projects.getIamPolicy"]  # reads every policy
 
 
 def _troubleshoot(iam: IamApi, project: str, bucket: str | None, email: str) -> dict[str, str]:
@@ -182,5 +191,5 @@ def _troubleshoot(iam: IamApi, project: str, bucket: str | None, email: str) -> 
         p: iam.troubleshoot(
             email, on_bucket if p.startswith("storage.") else on_project, p, project
         )
-        for p in (*apis.AGENT_PERMISSIONS, apis.WATCHDOG_PERMISSION)
+        for p in (*google_apis.AGENT_PERMISSIONS, google_apis.WATCHDOG_PERMISSION)
     }

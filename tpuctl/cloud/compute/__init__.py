@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpuctl.apis import COMPUTE, COMPUTE_CALLER_PERMISSIONS
 from tpuctl.catalog.shapes import SliceShape
 from tpuctl.cloud.backend import BackendKind
+from tpuctl.google_apis import COMPUTE, COMPUTE_CALLER_PERMISSIONS
 
 
 def _type_name(shape: SliceShape) -> str | None:
