@@ -10,7 +10,7 @@ strategy = tf.distribute.TPUStrategy(resolver)
 
 def make_dataset():
     ds = tf.data.Dataset.from_tensor_slices(([[1.0]] * 1024, [[2.0]] * 1024))
-    return ds.repeat().batch(64, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return ds.repeat().batch(1024, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 with strategy.scope():

@@ -127,6 +127,12 @@ def _per_replica_functions(ctx: Context) -> set[Func]:
     return found
 
 
+# Below this many examples a core per step, a TPU is mostly idle: Google's guides size the
+# global batch as per-core batch x cores, starting near 128 per core
+# (https://cloud.google.com/tpu/docs/performance-guide, "Batch size").
+SMALL_PER_CORE = 64
+
+
 def _batch_sizes(ctx: Context, batches: list[tuple[Module, ast.Call]]) -> Iterator[Finding]:
     acc = ctx.accelerator
     if acc is None or not any(ctx.calls(TPU_STRATEGY)):
@@ -167,6 +173,18 @@ def _batch_sizes(ctx: Context, batches: list[tuple[Module, ast.Call]]) -> Iterat
                 "compiled TPU program cannot take",
                 f"use a multiple of {n}, e.g. {up} (or {n} x {batch} = {n * batch} if "
                 f"{batch} was meant per core)",
+            )
+        elif batch // n < SMALL_PER_CORE:
+            yield ctx.finding(
+                module,
+                call,
+                "hint",
+                "tf-batch-small",
+                f"the global batch {batch} gives each of the {n} cores of a {acc.name} "
+                f"{batch // n} examples a step: a TPU core's matrix units sit mostly idle on "
+                "so few (a GPU script's batch, carried over?)",
+                f"size the global batch as per-core batch x cores, starting near 128 per "
+                f"core: {n} x 128 = {n * 128} on a {acc.name} (scale the learning rate with it)",
             )
 
 
