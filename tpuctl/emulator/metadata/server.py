@@ -30,7 +30,7 @@ from tpuctl.emulator.compute import hosts as compute_hosts
 from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.tpu.front import render_node
-from tpuctl.emulator.tpu.models import project_number
+from tpuctl.emulator.tpu.models import project_number, tpu_vm_name
 
 PREFIX = CONTROL_PREFIX + "metadata/"
 _PATH = re.compile(
@@ -62,7 +62,7 @@ def _bounds(acc: catalog.AcceleratorType) -> tuple[str, str]:
 
 
 def _hostname(node: dict[str, Any], worker: int) -> str:
-    return f"t1v-n-{hashlib.sha256(node['id'].encode()).hexdigest()[:8]}-w-{worker}"
+    return tpu_vm_name(str(node["id"]), worker)
 
 
 def _instance_id(node: dict[str, Any], worker: int) -> str:

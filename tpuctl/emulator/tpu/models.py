@@ -22,6 +22,11 @@ WORKER_PORT = 8470
 HOSTKEYS_NAMESPACE = "hostkeys"
 
 
+def tpu_vm_name(uid: str, worker: int) -> str:
+    """A Cloud TPU API VM's name (its hostname): `t1v-n-<8 hex>-w-<worker>`."""
+    return f"t1v-n-{hashlib.sha256(uid.encode()).hexdigest()[:8]}-w-{worker}"
+
+
 def project_number(project: str) -> str:
     """A stable fake 12-digit project number (the default service account is named by it)."""
     digest = hashlib.sha256(project.encode()).hexdigest()

@@ -142,7 +142,9 @@ def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str], bu
     environment = guest_env.base()
     environment.update(env)
     try:
-        argv = workers.sandbox.command(wdir, env["HOME"], [sys.executable, "-c", code])
+        argv = workers.sandbox.command(
+            wdir, env["HOME"], [sys.executable, "-c", code], env.get("HOSTNAME")
+        )
     except Refused as exc:
         raise errors.failed_precondition(str(exc)) from None
     proc = subprocess.Popen(

@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tpuctl.emulator.tpu.models import Node
+from tpuctl.emulator.tpu.models import Node, tpu_vm_name
 from tpuctl.emulator.workers import guest_env
 from tpuctl.emulator.workers.sandbox import Refused, Sandbox
 
@@ -103,6 +103,9 @@ class WorkerFiles:
             # and tpuctl's agent, set them; agent/job.py).
             env["TPU_WORKER_ID"] = str(worker)
             env["TPU_WORKER_HOSTNAMES"] = ",".join(node.addresses)
+        # the VM's name, as `hostname` says it on a VM (bwrap's own UTS namespace: sandbox.py)
+        instances = getattr(node, "instances", None)  # a Compute Engine VM or slice
+        env["HOSTNAME"] = instances[worker].name if instances else tpu_vm_name(node.uid, worker)
         if config.get("storage_endpoint"):
             env["TPUCTL_STORAGE_URL"] = str(config["storage_endpoint"])
         # The emulated VM's `python3` is the interpreter running the emulator (a TPU VM
@@ -151,7 +154,7 @@ class WorkerFiles:
         environment.update(env)
         with open(wdir / "startup-script.log", "ab") as log:
             try:
-                argv = self.sandbox.command(wdir, env["HOME"], argv)
+                argv = self.sandbox.command(wdir, env["HOME"], argv, env.get("HOSTNAME"))
             except Refused as exc:
                 log.write(f"{exc}\n".encode())
                 return None

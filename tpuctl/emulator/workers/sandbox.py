@@ -44,6 +44,7 @@ _PRIVATE = {"tmp": 0o1777, "var": 0o755, "var/tmp": 0o1777, "var/log": 0o755, "h
 _PROC_CHOICES = (["--proc", "/proc"], ["--bind", "/proc", "/proc"])
 
 _probed: dict[str, list[str] | str] = {}  # bwrap path -> its /proc options, or why it fails
+_uts_probed: dict[str, bool] = {}  # bwrap path -> whether --unshare-uts works
 _probe_lock = threading.Lock()
 
 
@@ -163,6 +164,23 @@ class Sandbox:
         """Make a worker's root (idempotent)."""
         make_root(root)
 
+    def _uts(self) -> bool:
+        """Can bwrap give a command a hostname of its own here (tried once)?"""
+        with _probe_lock:
+            if self.bwrap not in _uts_probed:
+                try:
+                    done = subprocess.run(
+                        [self.bwrap, "--bind", "/", "/", "--unshare-uts", "--hostname", "w"]
+                        + ["--", "/bin/true"],
+                        capture_output=True,
+                        timeout=20,
+                        check=False,
+                    )
+                    _uts_probed[self.bwrap] = done.returncode == 0
+                except (OSError, subprocess.SubprocessError):
+                    _uts_probed[self.bwrap] = False
+            return _uts_probed[self.bwrap]
+
     def _system_binds(self) -> list[str]:
         if self._system is None:
             found = _probe(self.bwrap)
@@ -177,16 +195,21 @@ class Sandbox:
             self._system = [*binds, *proc, "--dev", "/dev"]
         return self._system
 
-    def command(self, worker_dir: Path, cwd: str, argv: list[str]) -> list[str]:
-        """`argv` as it runs on the worker whose folder is `worker_dir`, starting in `cwd`;
-        raises Refused when there is no sandbox and unconfined was not asked for."""
+    def command(
+        self, worker_dir: Path, cwd: str, argv: list[str], hostname: str | None = None
+    ) -> list[str]:
+        """`argv` as it runs on the worker whose folder is `worker_dir`, starting in `cwd`,
+        named `hostname` (a UTS namespace of its own, where bwrap can make one); raises
+        Refused when there is no sandbox and unconfined was not asked for."""
         if not self.confined:
             if self.unconfined:
                 return argv
             raise Refused(REFUSAL)
         wdir = str(worker_dir)
+        named = ["--unshare-uts", "--hostname", hostname] if hostname and self._uts() else []
         return [
             self.bwrap,
+            *named,
             "--bind",
             f"{wdir}/root",
             "/",

@@ -114,7 +114,9 @@ class Session:
             launch = [PERL, LAUNCHER_PL, str(report.write), "01"[drop]]
         try:
             worker = Path(self.home).parent
-            argv = self._sandbox.command(worker, self.home, [*launch, *self._argv()])
+            argv = self._sandbox.command(
+                worker, self.home, [*launch, *self._argv()], env.get("HOSTNAME")
+            )
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=self.home,
