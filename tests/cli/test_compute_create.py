@@ -68,7 +68,7 @@ def test_the_ttl_is_compute_engines_to_enforce(cli, emulator) -> None:
     assert cli("describe", "brief", "--zone", ZONE).code == 4
 
     r = cli("create", "blink", "-a", "tpu7x-8", "--zone", ZONE, "--ttl", "10s")
-    assert r.code == 2 and "maxRunDuration: 30 s to 120 days" in one_line_error(r)
+    assert r.code == 2 and "maxRunDuration: 30 s to 120 days" in one_line_error(r, after_call=True)
     assert emulator.instances() == []
 
 

@@ -4,9 +4,11 @@ A TPU VM's processes start with a PATH of system folders and a locale; the emula
 its own overrides (`WorkerFiles.env`: the endpoints, the worker's HOME, devices...). Of
 the shell that started the emulator, a worker keeps only what stands for the image's and
 the network's settings, since the emulated VM is made on this machine and shares its
-network: pip's settings (`PIP_*`: a VM's pip honours its image's), the proxies, the CA
-bundle, the locale and the time zone. Nothing else of that shell (cloud credentials,
-tokens, a virtualenv, PYTHONPATH...) reaches a job.
+network: pip's settings (`PIP_*`: a VM's pip honours its image's), the settings of tpuctl's
+agent an image may carry (`TPUCTL_ENV_KEEP_DAYS`, `TPUCTL_ENV_LOCK_STALE`,
+`TPUCTL_IDLE_INTERVAL`), the proxies, the CA bundle, the locale and the time zone.
+Nothing else of that shell (cloud credentials, tokens, a virtualenv, PYTHONPATH...)
+reaches a job.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ _KEPT = frozenset(
         "SSL_CERT_FILE",
         "SSL_CERT_DIR",
         "REQUESTS_CA_BUNDLE",
+        # settings of tpuctl's agent that an image may carry (agent/envs.py, idle.py)
+        "TPUCTL_ENV_KEEP_DAYS",
+        "TPUCTL_ENV_LOCK_STALE",
+        "TPUCTL_IDLE_INTERVAL",
         *(p + s for p in ("http", "https", "no", "all") for s in ("_proxy", "_PROXY")),
     }
 )
