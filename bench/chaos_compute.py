@@ -28,6 +28,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from tpuctl.agent import protocol
@@ -109,18 +110,53 @@ def unfinished(states: dict[int, str], workers: int) -> str:
     return f"statuses left {working}" if working else ""
 
 
+@dataclass
+class Verdict:
+    """One run's verdict (`note`: what was wrong; '' for a right run)."""
+
+    project: str
+    what: str = ""
+    note: str = ""
+    traceback: bool = False
+    leaked: bool = False
+    free_left: bool = False  # the run left a slice's template and policy
+    worst: float = 0.0
+
+
+def tally(h: Any, out: Any, results: list[Verdict]) -> list[str]:
+    """Count `results` into `out`, after looking once more for a VM or group that appeared
+    after its run was judged (a create request still on its way when the client ended);
+    returns the projects whose runs left a slice's template and policy."""
+    for r in results:
+        late = [] if r.leaked else left(h, r.project)
+        if late:
+            r.leaked = True
+            names = ", ".join(p.rsplit("/", 1)[1] for p in late)
+            r.note = f"{r.note or r.what}; then {names} appeared, after it had ended"
+        out.runs += 1
+        out.good += not r.note
+        out.tracebacks += r.traceback
+        out.leaked += r.leaked
+        out.worst = max(out.worst, r.worst)
+        if r.note:
+            out.notes.append(r.note.replace("\n", " | "))
+    return [r.project for r in results if r.free_left and not r.leaked]
+
+
 def collect_free(h: Any, out: Any, projects: list[str]) -> None:
     """Note the runs that left a slice's template and policy, and check that `tpuctl gc
     --yes` collects them once they are 15 minutes old."""
     if not projects:
         return
-    out.notes.append(f"{len(projects)} runs left a slice's template and policy (no cost)")
+    runs = f"{len(projects)} run{'s' if len(projects) > 1 else ''}"
+    out.notes.append(f"{runs} left a slice's template and policy (no cost)")
     for project in projects:
         for path in left(h, project, FREE):
             h.control.compute_age(path, 16 * 60)  # as if 16 minutes had passed
         r = h.tpuctl("gc", "--project", project, "--zone", SLICE[-1], "--yes")
         if left(h, project, FREE):
-            out.notes.append(f"gc left them: {(r.stderr or r.stdout).strip()[-120:]}")
+            said = (r.stderr or r.stdout).strip()[-160:].replace("\n", " | ")
+            out.notes.append(f"gc left them: {said}")
             return
     out.notes.append("gc --yes collected them once 15 minutes old")
 
@@ -130,38 +166,27 @@ def faults(h: Any, outcome: Any, runs: int, at_once: int = 3) -> Any:
     h.reset(instant=True)
     h.control.quotas("granted")
     h.control.faults(rate=0.3, codes=FAULT_CODES, after_rate=0.5, seed=h.random.randrange(1 << 30))
-    free_left: list[str] = []
 
-    def one(i: int) -> tuple[str, bool, bool]:
-        """What was wrong ('' for a right run), whether it printed a traceback, whether
-        a VM or group was left."""
+    def one(i: int) -> Verdict:
         code, shape, project = (0, 1, 3)[i % 3], SHAPES[i % 2], f"chaos-ce-faults-{i}"
         r = h.tpuctl("run", str(h.script), *shape, "--project", project,
                      "--", "0", str(code))  # fmt: skip
         what = f"{shape[1]} exit {r.returncode} for {code}"
         if traceback(r.stderr):
-            return f"{what}: {r.stderr.strip()[-200:]}", True, False
+            return Verdict(project, what, f"{what}: {r.stderr.strip()[-200:]}", traceback=True)
         if wait_gone(h, project, timeout=60) is None:
             names = ", ".join(p.rsplit("/", 1)[1] for p in left(h, project))
-            return f"{what}: {names} left a minute after run ended", False, True
-        if left(h, project, FREE):
-            free_left.append(project)
-        states = worker_states(h, project)
-        wrong = unfinished(states, 4 if shape is SLICE else 1)
+            return Verdict(project, what, f"{what}: {names} left a minute after", leaked=True)
+        wrong = unfinished(worker_states(h, project), 4 if shape is SLICE else 1)
         if r.returncode != code or wrong:
-            return f"{what}{', ' + wrong if wrong else ''}: {r.stderr.strip()[-160:]}", False, False
-        return "", False, False
+            why = f"{what}{', ' + wrong if wrong else ''}: {r.stderr.strip()[-160:]}"
+            return Verdict(project, what, why)
+        return Verdict(project, what, free_left=bool(left(h, project, FREE)))
 
     with ThreadPoolExecutor(at_once) as pool:
-        for why, printed, leaked in pool.map(one, range(runs)):
-            out.runs += 1
-            out.good += not why
-            out.tracebacks += printed
-            out.leaked += leaked
-            if why:
-                out.notes.append(why)
+        results = list(pool.map(one, range(runs)))
     h.control.faults()
-    collect_free(h, out, free_left)
+    collect_free(h, out, tally(h, out, results))
     h.reset(instant=True)  # the next scenario starts from nothing
     return out
 

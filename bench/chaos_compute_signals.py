@@ -21,36 +21,11 @@ import contextlib
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import chaos_compute as ce
 
 SAID_DELETED = ("will be deleted by its agent", "is being deleted (the cloud has")
-
-
-@dataclass
-class _Run:
-    """One run's verdict."""
-
-    note: str = ""
-    traceback: bool = False
-    leaked: bool = False
-    free_left: str = ""  # the project, when the run left a slice's template and policy
-    worst: float = 0.0
-
-
-def _tally(out: Any, results: list[_Run]) -> list[str]:
-    """Count `results` into `out`; the projects whose runs left a template and policy."""
-    for r in results:
-        out.runs += 1
-        out.good += not r.note
-        out.tracebacks += r.traceback
-        out.leaked += r.leaked
-        out.worst = max(out.worst, r.worst)
-        if r.note:
-            out.notes.append(r.note)
-    return [r.free_left for r in results if r.free_left]
 
 
 def signals(h: Any, outcome: Any, runs: int, at_once: int = 2) -> Any:
@@ -60,12 +35,12 @@ def signals(h: Any, outcome: Any, runs: int, at_once: int = 2) -> Any:
     moments = [(h.random.uniform(0.05, 8.0), h.random.uniform(0.0, 0.3)) for _ in range(runs)]
     with ThreadPoolExecutor(at_once) as pool:
         results = list(pool.map(lambda i: _signal_one(h, i, *moments[i]), range(runs)))
-    ce.collect_free(h, out, _tally(out, results))
+    ce.collect_free(h, out, ce.tally(h, out, results))
     h.reset(instant=True)  # the next scenario starts from nothing
     return out
 
 
-def _signal_one(h: Any, i: int, first: float, second: float) -> _Run:
+def _signal_one(h: Any, i: int, first: float, second: float) -> ce.Verdict:
     kind, shape, twice = ("run", "create")[i % 2], ce.SHAPES[(i // 2) % 2], (i // 4) % 2 == 1
     project, name = f"chaos-ce-sig-{i}", f"chaos-keep-{i}"
     flags = [*shape, "--project", project]
@@ -82,8 +57,8 @@ def _signal_one(h: Any, i: int, first: float, second: float) -> _Run:
     what = f"{kind} {shape[1]} after SIGINT{' twice' if twice else ''} at {first:.1f} s"
     err, killed = ce.finish(proc, 150)
     if killed:
-        return _Run(note=f"{what}: no end within 150 s")
-    result = _Run(traceback=ce.traceback(err))
+        return ce.Verdict(project, what, f"{what}: no end within 150 s")
+    result = ce.Verdict(project, what, traceback=ce.traceback(err))
     errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
     mute = proc.returncode < 0 or (proc.returncode == 130 and not errors)
     remaining = ce.left(h, project)
@@ -105,7 +80,7 @@ def _signal_one(h: Any, i: int, first: float, second: float) -> _Run:
     elif proc.returncode not in (0, 130):
         result.note = f"{what}: exit {proc.returncode}, ending {err[-200:]!r}"
     elif ce.left(h, project, ce.FREE):
-        result.free_left = project
+        result.free_left = True
     return result
 
 
@@ -120,12 +95,12 @@ def preempt(h: Any, outcome: Any, runs: int, at_once: int = 2) -> Any:
     ]
     with ThreadPoolExecutor(at_once) as pool:
         results = list(pool.map(lambda i: _preempt_one(h, i, *plan[i]), range(runs)))
-    ce.collect_free(h, out, _tally(out, results))
+    ce.collect_free(h, out, ce.tally(h, out, results))
     h.reset(instant=True)
     return out
 
 
-def _preempt_one(h: Any, i: int, worker: int, notice: float, delay: float) -> _Run:
+def _preempt_one(h: Any, i: int, worker: int, notice: float, delay: float) -> ce.Verdict:
     project = f"chaos-ce-preempt-{i}"
     what = f"worker {worker} preempted with {notice:g} s notice"
     proc = h.spawn("run", str(h.script), *ce.SLICE, "--project", project, "--spot",
@@ -138,7 +113,8 @@ def _preempt_one(h: Any, i: int, worker: int, notice: float, delay: float) -> _R
     if ce.until(running, 180, every=1.0) is None:
         proc.kill()
         _, err = proc.communicate()
-        return _Run(note=f"{what}: the job never ran on every worker: {err.strip()[-160:]}")
+        why = f"{what}: the job never ran on every worker: {err.strip()[-160:]}"
+        return ce.Verdict(project, what, why)
     time.sleep(delay)
     groups = [p for p in ce.left(h, project) if "/instanceGroupManagers/" in p]
     node = groups[0].rsplit("/", 1)[1] if groups else "?"
@@ -148,7 +124,7 @@ def _preempt_one(h: Any, i: int, worker: int, notice: float, delay: float) -> _R
     err, _ = ce.finish(proc, 150)
     ended = time.monotonic() - fault
     gone = ce.wait_gone(h, project, timeout=60)
-    result = _Run(traceback=ce.traceback(err) or ce.traceback(r.stderr))
+    result = ce.Verdict(project, what, traceback=ce.traceback(err) or ce.traceback(r.stderr))
     wrong = ce.unfinished(ce.worker_states(h, project), 4)
     if gone is None:
         result.leaked = True
@@ -163,5 +139,5 @@ def _preempt_one(h: Any, i: int, worker: int, notice: float, delay: float) -> _R
     else:
         result.worst = ended + gone
         if ce.left(h, project, ce.FREE):
-            result.free_left = project
+            result.free_left = True
     return result
