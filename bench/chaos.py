@@ -642,15 +642,15 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "lease": lambda h, quick: chaos_races.lease(h, Outcome, 2 if quick else 6, 5 if quick else 90),
     "keep": lambda h, quick: chaos_races.keep_during_gc(h, Outcome, 1 if quick else 5),
     "sweep": lambda h, quick: chaos_races.sweep(h, Outcome, 1 if quick else 5, 4 if quick else 6),
-    "faults-compute": lambda h, quick: chaos_compute.faults(h, Outcome, 2 if quick else 12),
+    "faults-compute": lambda h, quick: chaos_compute.faults(h, Outcome, 2 if quick else 24),
     "sigkill-compute": lambda h, quick: chaos_compute.sigkill(
-        h, Outcome, 2 if quick else 20, deadline=20.0 if quick else 60.0
+        h, Outcome, 2 if quick else 30, deadline=20.0 if quick else 60.0
     ),
     "signals-compute": lambda h, quick: chaos_compute_signals.signals(
-        h, Outcome, 2 if quick else 12
+        h, Outcome, 2 if quick else 24
     ),
     "preempt-compute": lambda h, quick: chaos_compute_signals.preempt(
-        h, Outcome, 1 if quick else 6
+        h, Outcome, 1 if quick else 8
     ),
 }
 COMPUTE = [name for name in SCENARIOS if name.endswith("-compute")]
