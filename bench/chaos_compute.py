@@ -197,15 +197,20 @@ def sigkill(h: Any, outcome: Any, runs: int, deadline: float, at_once: int = 4) 
     h.reset(instant=False)
     h.control.quotas("granted")
     delays = [h.random.uniform(0.3, 6.0) for _ in range(runs)]
-    free_left = []
+    free_left: list[str] = []
+    failed: list[str] = []
 
     def one(i: int) -> float | None:
         project = f"chaos-ce-kill-{i}"
         proc = h.spawn("run", str(h.script), *SHAPES[i % 2], "--project", project,
                        "--start-deadline", f"{deadline:g}s", "--", "2", "0")  # fmt: skip
         time.sleep(delays[i])
+        ended = proc.poll()  # a run that failed before the kill tests nothing
         proc.kill()
-        proc.communicate()
+        _, err = proc.communicate()
+        if ended:
+            last = (err.strip().splitlines() or ["(nothing)"])[-1][:160]
+            failed.append(f"a run had failed before the kill (exit {ended}): {last}")
         gone = wait_gone(h, project, timeout=deadline + 60 + 2)
         if gone is not None and left(h, project, FREE):
             free_left.append(project)
@@ -214,6 +219,8 @@ def sigkill(h: Any, outcome: Any, runs: int, deadline: float, at_once: int = 4) 
     with ThreadPoolExecutor(at_once) as pool:
         for gone in pool.map(one, range(runs)):
             out.count_gone(gone, "a VM or group outlived the start deadline by a minute")
+    out.notes += failed
+    out.good -= len(failed)
     collect_free(h, out, free_left)
     h.reset(instant=True)  # the next scenario starts from nothing
     return out

@@ -43,7 +43,7 @@ def signals(h: Any, outcome: Any, runs: int, at_once: int = 2) -> Any:
 def _signal_one(h: Any, i: int, first: float, second: float) -> ce.Verdict:
     kind, shape, twice = ("run", "create")[i % 2], ce.SHAPES[(i // 2) % 2], (i // 4) % 2 == 1
     project, name = f"chaos-ce-sig-{i}", f"chaos-keep-{i}"
-    flags = [*shape, "--project", project]
+    flags = [*shape, "--project", project]  # the last four: where the node is
     if kind == "run":
         proc = h.spawn("run", str(h.script), *flags, "--", "3", "0")
     else:
@@ -69,7 +69,7 @@ def _signal_one(h: Any, i: int, first: float, second: float) -> ce.Verdict:
     kept = kind == "create" and (proc.returncode == 0 or name in err)
     if kept:  # the user's node: its VM, or its group and the group's VMs
         remaining = [p for p in remaining if not p.rsplit("/", 1)[1].startswith(name)]
-        h.tpuctl("delete", name, *flags, "--yes", "--missing-ok")
+        h.tpuctl("delete", name, *flags[-4:], "--yes", "--missing-ok")
     if remaining:
         result.leaked = True
         names = ", ".join(p.rsplit("/", 1)[1] for p in remaining)
