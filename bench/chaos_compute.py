@@ -169,17 +169,22 @@ def faults(h: Any, outcome: Any, runs: int, at_once: int = 3) -> Any:
 
     def one(i: int) -> Verdict:
         code, shape, project = (0, 1, 3)[i % 3], SHAPES[i % 2], f"chaos-ce-faults-{i}"
-        r = h.tpuctl("run", str(h.script), *shape, "--project", project,
-                     "--", "0", str(code))  # fmt: skip
-        what = f"{shape[1]} exit {r.returncode} for {code}"
-        if traceback(r.stderr):
-            return Verdict(project, what, f"{what}: {r.stderr.strip()[-200:]}", traceback=True)
+        proc = h.spawn("run", str(h.script), *shape, "--project", project,
+                       "--", "0", str(code))  # fmt: skip
+        err, killed = finish(proc, 300)
+        what = f"{shape[1]} exit {proc.returncode} for {code}"
+        if killed:
+            states = worker_states(h, project)
+            why = f"{shape[1]}: no end within 300 s (statuses {states}): {err.strip()[-300:]}"
+            return Verdict(project, what, why, leaked=wait_gone(h, project, 60) is None)
+        if traceback(err):
+            return Verdict(project, what, f"{what}: {err.strip()[-200:]}", traceback=True)
         if wait_gone(h, project, timeout=60) is None:
             names = ", ".join(p.rsplit("/", 1)[1] for p in left(h, project))
             return Verdict(project, what, f"{what}: {names} left a minute after", leaked=True)
         wrong = unfinished(worker_states(h, project), 4 if shape is SLICE else 1)
-        if r.returncode != code or wrong:
-            why = f"{what}{', ' + wrong if wrong else ''}: {r.stderr.strip()[-160:]}"
+        if proc.returncode != code or wrong:
+            why = f"{what}{', ' + wrong if wrong else ''}: {err.strip()[-160:]}"
             return Verdict(project, what, why)
         return Verdict(project, what, free_left=bool(left(h, project, FREE)))
 
