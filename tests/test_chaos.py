@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 HARNESS = Path(__file__).resolve().parents[1] / "bench" / "chaos.py"
-RUN_LIMIT = 600  # seconds the quick run may take (on a loaded 2-core machine)
+RUN_LIMIT = 720  # seconds the quick run may take (on a loaded 2-core machine)
 
 
 # The suite's per-test limit (300 s) would cut the run off before its own limit does and
