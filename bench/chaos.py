@@ -28,13 +28,18 @@ docs/reliability.md:
             --node` at once, a client killed between READY and its agents' start, a
             `keep` while gc waits for its confirmation, a sweep's runs started at once on
             a new machine;
-- sigkill-compute: SIGKILL of `run` on Compute Engine, a TPU7x VM and a v6e slice of
-            four VMs in turn (bench/chaos_compute.py).
+- faults-compute, sigkill-compute, signals-compute, preempt-compute: on Compute Engine,
+            a TPU7x VM and a v6e slice of four VMs in turn, `run` under 30% API faults,
+            SIGKILLed, or given SIGINT once or twice (and `create` too); and one VM of a
+            slice preempted mid-job, with and without notice (bench/chaos_compute.py,
+            bench/chaos_compute_signals.py).
 
 The fault and SIGKILL runs go a few at a time, each in a project of its own (so each
 run's nodes are told apart), which keeps the full harness near its 15-minute budget.
 
-`--quick` runs a few of each (seeded), as `tests/test_chaos.py` does inside `make test`.
+`--quick` runs a few of each (seeded), as `tests/test_chaos.py` does inside `make test`;
+`--only NAME` (repeatable) runs some: a scenario, or `compute` (every Compute Engine
+scenario) or `tpu` (the others).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import chaos_compute  # noqa: E402  (bench/, beside this file)
+import chaos_compute_signals  # noqa: E402
 import chaos_races  # noqa: E402
 import chaos_trust  # noqa: E402
 
@@ -430,11 +436,7 @@ def _underneath_one(h: Harness, i: int, kind: str, delay: float, heartbeat: str 
         h.control.preempt(f"projects/{project}/locations/{ZONE}/nodes/{node}", notice=3)
     else:
         h.restart_emulator()
-    try:
-        _, err = proc.communicate(timeout=150)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
+    err, _ = chaos_compute.finish(proc, 150)
     ended = time.monotonic() - fault
     gone = h.wait_gone(timeout=60, project=project)
     result.traceback = _traceback(err)
@@ -640,17 +642,38 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     "lease": lambda h, quick: chaos_races.lease(h, Outcome, 2 if quick else 6, 5 if quick else 90),
     "keep": lambda h, quick: chaos_races.keep_during_gc(h, Outcome, 1 if quick else 5),
     "sweep": lambda h, quick: chaos_races.sweep(h, Outcome, 1 if quick else 5, 4 if quick else 6),
+    "faults-compute": lambda h, quick: chaos_compute.faults(h, Outcome, 2 if quick else 24),
     "sigkill-compute": lambda h, quick: chaos_compute.sigkill(
         h, Outcome, 2 if quick else 30, deadline=20.0 if quick else 60.0
     ),
+    "signals-compute": lambda h, quick: chaos_compute_signals.signals(
+        h, Outcome, 2 if quick else 24
+    ),
+    "preempt-compute": lambda h, quick: chaos_compute_signals.preempt(
+        h, Outcome, 1 if quick else 8
+    ),
 }
+COMPUTE = [name for name in SCENARIOS if name.endswith("-compute")]
+GROUPS = {"compute": COMPUTE, "tpu": [name for name in SCENARIOS if name not in COMPUTE]}
+
+
+def selected(only: list[str] | None) -> list[str]:
+    """The scenarios `--only` names (a group stands for its scenarios), in the harness's
+    order, each once; every scenario without `--only`."""
+    chosen = {n for o in only or list(SCENARIOS) for n in GROUPS.get(o, [o])}
+    return [name for name in SCENARIOS if name in chosen]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few runs of each (seeded)")
     parser.add_argument("--seed", type=int, default=20261130)
-    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(SCENARIOS) + sorted(GROUPS),
+        help="run this scenario (or group: compute, tpu) only; may be repeated",
+    )
     parser.add_argument("--json", action="store_true", help="results as JSON on stdout")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -659,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="tpuctl-chaos.") as tmp,
         Harness(Path(tmp), args.seed) as h,
     ):
-        for name in args.only or list(SCENARIOS):
+        for name in selected(args.only):
             results.append(SCENARIOS[name](h, args.quick))
             print(f"chaos: {results[-1].row()}", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
