@@ -307,6 +307,10 @@ def test_owner_is_the_account_not_the_login_name(cli, emulator) -> None:
     assert [row["name"] for row in json.loads(r.out)] == ["adas"]
     r = cli("gc", "--dry-run", "--all-owners", "--json")
     assert sorted(row["name"] for row in json.loads(r.out)) == ["adas", "same-login"]
+    r = cli("keep", "adas", "--zone", Z)  # nor may bob keep ada's node from her gc
+    assert r.code == 2 and "node adas is another account's" in one_line_error(r)
+    assert cli("keep", "adas", "--zone", Z, "--all-owners").code == 0
+    assert cli("keep", "adas", "--zone", Z, "--off", "--all-owners").code == 0
 
     emulator.config(caller="ada@example.com")
     r = cli("gc", "--yes")

@@ -16,23 +16,36 @@ def keep(
     off: Annotated[bool, typer.Option("--off", help="Make the node collectable again.")] = False,
     zone: Zone = None,
     project: Project = None,
+    all_owners: Annotated[
+        bool, typer.Option("--all-owners", help="Also a node another account made.")
+    ] = False,
 ) -> None:
     """Exempt a node from `tpuctl gc` and idle autodown.
 
-    The node gets the label tpuctl-keep=true.
+    The node gets the label tpuctl-keep=true. Only your account's nodes (tpuctl-owner),
+    unless --all-owners.
 
     Example: tpuctl keep my-tpu      (undo: tpuctl keep my-tpu --off)
     """
+    from tpuctl.errors import UsageError
     from tpuctl.models import KEEP
     from tpuctl.services.lookup import find_node
-    from tpuctl.services.names import validate_name
+    from tpuctl.services.names import owner_label, validate_name
     from tpuctl.services.nodes import set_labels
 
     validate_name(name)
     app = app_of(ctx)
     target = app.target(project, zone)
     full_name = f"{target.parent}/nodes/{name}"
-    api, _ = find_node(app.backends(), full_name)
+    api, node = find_node(app.backends(), full_name)
+    mine = owner_label(app.factory.account())
+    if node.managed and node.owner and node.owner != mine and not all_owners:
+        # as gc: another account's node is theirs to keep or let go
+        raise UsageError(
+            f"node {name} is another account's (tpuctl-owner={node.owner}, you are {mine}): "
+            "not changed",
+            hint="pass --all-owners to change it anyway",
+        )
     set_labels(api, full_name, {KEEP: None if off else "true"})
     render.info(
         f"{name}: {'no longer kept; gc may collect it' if off else 'kept: gc will not touch it'}"
