@@ -5,6 +5,7 @@ worker order, outputs brought home, and nothing left on Compute Engine after."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -281,11 +282,14 @@ def test_a_spot_slice_preempted_mid_job_resumes_from_the_step_saved_on_the_notic
         emulator.preempt_instance(first, notice=30)
         out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
-    saved = int(out.split("SIGTERM at step ")[1].split(":")[0])
+    # worker 0's own line: its peers are told too (each saves where it stood)
+    found = re.search(r"^\[w0\] SIGTERM at step (\d+):", out, re.M)
+    assert found, out
+    saved = int(found.group(1))
     assert saved >= 20
     assert "recreating it (restart 1 of 1)" in err
     after = out.split("=== tpuctl: attempt 2")[1]
-    assert f"resumed from step {saved} " in after
+    assert re.search(rf"^\[w0\] resumed from step {saved} ", after, re.M), after
     assert "after 1 restart(s); exit status 0" in err
     assert emulator.instances() == []
 
