@@ -10,6 +10,12 @@ from pathlib import Path
 ZONE = "us-central1-c"  # where the emulated Compute Engine offers TPU7x
 
 
+def _config(text: str) -> None:
+    config = Path(os.environ["TPUCTL_CONFIG"])
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text)
+
+
 def test_tpu7x_has_no_public_price_and_says_so(cli, emulator) -> None:
     r = cli("create", "iron", "-a", "tpu7x-8", "--zone", ZONE)
     assert r.code == 0, r.err
@@ -25,9 +31,7 @@ def test_tpu7x_has_no_public_price_and_says_so(cli, emulator) -> None:
 
 
 def test_a_price_in_the_config_file_prices_tpu7x(cli, emulator) -> None:
-    config = Path(os.environ["TPUCTL_CONFIG"])
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("[prices.tpu7x]\non_demand = 5.0\n")
+    _config("[prices.tpu7x]\non_demand = 5.0\n")
     r = cli("create", "iron", "-a", "tpu7x-8", "--zone", ZONE)
     assert r.code == 0, r.err
     assert "tpu7x-8 on-demand: about $20.00/h" in r.err  # 4 chips at $5
@@ -39,9 +43,7 @@ def test_a_price_in_the_config_file_prices_tpu7x(cli, emulator) -> None:
 
 
 def test_a_price_for_an_unpriced_type_needs_its_on_demand_rate(cli, emulator) -> None:
-    config = Path(os.environ["TPUCTL_CONFIG"])
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("[prices.tpu7x]\nspot = 1.0\n")
+    _config("[prices.tpu7x]\nspot = 1.0\n")
     r = cli("create", "iron", "-a", "tpu7x-8", "--zone", ZONE)
     assert r.code != 0 and emulator.instances() == []
     assert "invalid prices.tpu7x" in r.err and "on_demand (it has no public list price)" in r.err
