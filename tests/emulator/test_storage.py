@@ -92,6 +92,35 @@ def test_reset_empties_storage(emulator) -> None:
     assert list(client.list_buckets()) == []
 
 
+def test_reset_empties_a_bucket_that_a_late_write_refilled(
+    emulator, emulator_server: EmulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker's upload that was under way lands after the objects were swept, before
+    # the bucket's delete: the bucket is emptied again rather than the reset failing.
+    client = emulator.storage_client()
+    bucket = client.create_bucket("busy")
+    bucket.blob("first").upload_from_string(b"x")
+    storage = emulator_server.storage
+    assert storage is not None
+    call = storage._call
+    late = []
+
+    def racing(method: str, path: str):
+        if method == "DELETE" and path == "/storage/v1/b/busy" and not late:
+            late.append(path)  # straight to fake-gcs-server: the proxy waits on the lock
+            upload = urllib.request.Request(
+                f"{storage.url}/upload/storage/v1/b/busy/o?uploadType=media&name=late",
+                data=b"y",
+                method="POST",
+            )
+            urllib.request.urlopen(upload, timeout=10).close()
+        return call(method, path)
+
+    monkeypatch.setattr(storage, "_call", racing)
+    emulator.reset()
+    assert late and list(client.list_buckets()) == []
+
+
 def test_objects_outlive_a_restart_with_a_state_dir(tmp_path: Path) -> None:
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage

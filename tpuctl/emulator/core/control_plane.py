@@ -42,6 +42,7 @@ class ControlPlane:
     ssh_port: int | None
     clear_storage: Callable[[], None] | None
     apply_lifecycle: Callable[[dict[str, Any], float], dict[str, list[str]]] | None
+    listeners: list[Callable[[], None]]
 
     def _save(self) -> None:
         raise NotImplementedError  # Backend's (backend.py)
@@ -115,6 +116,8 @@ class ControlPlane:
     @locked
     def reset(self) -> dict:
         self.state.clear()  # the address allocator carries on: addresses are never reused
+        for listener in self.listeners:
+            listener()  # the workers of the nodes just gone stop before their bucket goes
         if self.clear_storage is not None:
             self.clear_storage()  # every bucket and object goes too
         self.monitoring.clear()  # every point, and the sampling settings

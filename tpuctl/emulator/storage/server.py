@@ -210,11 +210,20 @@ class StorageServer:
                     gone.append(obj)
         return deleted
 
-    def clear(self) -> None:
-        """Delete every object and bucket (fake-gcs-server refuses to delete a full bucket)."""
+    def clear(self, rounds: int = 5) -> None:
+        """Delete every object and bucket (fake-gcs-server refuses to delete a full bucket):
+        a bucket that an object reached meanwhile (a write that was under way) is emptied
+        again, up to `rounds` times."""
         for bucket in self._pages("/storage/v1/b", "items"):
             name = quote(bucket["name"], safe="")
-            for obj in self._pages(f"/storage/v1/b/{name}/o", "items"):
-                with contextlib.suppress(StorageError):  # deleted meanwhile
-                    self._call("DELETE", f"/storage/v1/b/{name}/o/{quote(obj['name'], safe='')}")
-            self._call("DELETE", f"/storage/v1/b/{name}")
+            for attempt in range(rounds):
+                for obj in self._pages(f"/storage/v1/b/{name}/o", "items"):
+                    path = f"/storage/v1/b/{name}/o/{quote(obj['name'], safe='')}"
+                    with contextlib.suppress(StorageError):  # deleted meanwhile
+                        self._call("DELETE", path)
+                try:
+                    self._call("DELETE", f"/storage/v1/b/{name}")
+                    break
+                except StorageError:
+                    if attempt == rounds - 1:
+                        raise
