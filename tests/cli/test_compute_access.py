@@ -5,7 +5,7 @@ Compute Engine API still lists its Cloud TPU API nodes."""
 from __future__ import annotations
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.test_gcloud import gcloud
+from tests.emulator.test_gcloud import gcloud, gcloud_config
 
 ZONE = "us-central1-c"
 PROJECT = "tpuctl-demo"
@@ -39,12 +39,13 @@ def test_a_missing_compute_permission_names_it_and_the_role(cli, emulator) -> No
 
 
 def test_gcloud_reads_the_compute_refusals(emulator) -> None:
-    for key, value in (
-        ("api_endpoint_overrides/compute", f"http://{emulator.address}/"),
-        ("auth/disable_credentials", "true"),
-        ("project", PROJECT),
-    ):
-        assert gcloud("config", "set", key, value).returncode == 0
+    gcloud_config(
+        {
+            "api_endpoint_overrides/compute": f"http://{emulator.address}/",
+            "auth/disable_credentials": "true",
+            "project": PROJECT,
+        }
+    )
     emulator.config(denied_permissions=["compute.instances.list"])
     # a list that some requests failed: gcloud warns with the refusal, and lists what it could
     r = gcloud("compute", "instances", "list", "--zones", ZONE)

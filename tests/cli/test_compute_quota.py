@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.emulator.test_gcloud import gcloud
+from tests.emulator.test_gcloud import gcloud, gcloud_config
 
 ZONE = "us-east1-d"
 REGION = "us-east1"
@@ -45,12 +45,13 @@ def test_a_create_over_compute_engines_quota_is_refused_before_any_call(cli, emu
 
 def test_compute_engine_itself_refuses_a_vm_over_quota(emulator) -> None:
     emulator.config(compute_quotas={f"{FAMILY}/CT6E": {REGION: 4}})
-    for key, value in (
-        ("api_endpoint_overrides/compute", f"http://{emulator.address}/"),
-        ("auth/disable_credentials", "true"),
-        ("project", "p"),
-    ):
-        assert gcloud("config", "set", key, value).returncode == 0
+    gcloud_config(
+        {
+            "api_endpoint_overrides/compute": f"http://{emulator.address}/",
+            "auth/disable_credentials": "true",
+            "project": "p",
+        }
+    )
     r = gcloud("compute", "instances", "create", "big", "--zone", ZONE, "--machine-type",
                "ct6e-standard-8t", "--maintenance-policy", "TERMINATE")  # fmt: skip
     assert r.returncode != 0

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.test_gcloud import gcloud, point_at
+from tests.emulator.test_gcloud import gcloud, gcloud_config, point_at
 
 Z = "us-central1-a"
 PROJECT = "tpuctl-demo"
@@ -223,7 +223,7 @@ def test_lifecycle_rule(cli, emulator, gcloud_on_emulator, tmp_path) -> None:
     """The bucket's rule for old job folders: gcloud reads the one tpuctl adds, and tpuctl
     takes one gcloud set as the rule it would have offered."""
     storage = emulator.status()["storage_endpoint"]
-    _ok(gcloud("config", "set", "api_endpoint_overrides/storage", f"{storage}/storage/v1/"))
+    gcloud_config({"api_endpoint_overrides/storage": f"{storage}/storage/v1/"})
     _ok(cli("init", "--zone", Z, "--yes"))
     url = f"gs://{PROJECT}-tpuctl"
     described = gcloud("storage", "buckets", "describe", url, "--format=json")
@@ -259,7 +259,7 @@ def test_enabling_apis_is_one_batch_as_gcloud_sends_it(cli, emulator, gcloud_on_
     emulator.reset()
     emulator.config(services="none")
     endpoint = f"http://{emulator.address}/"
-    _ok(gcloud("config", "set", "api_endpoint_overrides/serviceusage", endpoint))
+    gcloud_config({"api_endpoint_overrides/serviceusage": endpoint})
     _ok(gcloud("services", "enable", *ids))
     (theirs,) = emulator.bodies("services.batchEnable")
     assert (theirs["path"], theirs["body"]) == (ours["path"], ours["body"])

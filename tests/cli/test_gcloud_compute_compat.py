@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.emulator.test_gcloud import gcloud
+from tests.emulator.compute_helpers import Compute
+from tests.emulator.test_gcloud import gcloud, gcloud_config
 
 ZONE = "us-central1-c"
 PROJECT = "tpuctl-demo"
@@ -21,15 +22,19 @@ CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 
 @pytest.fixture
 def gcloud_on_compute(emulator):
-    for key, value in (
-        ("api_endpoint_overrides/compute", f"http://{emulator.address}/"),
-        ("auth/disable_credentials", "true"),
-        ("project", PROJECT),
-    ):
-        assert gcloud("config", "set", key, value).returncode == 0
+    gcloud_config(
+        {
+            "api_endpoint_overrides/compute": f"http://{emulator.address}/",
+            "auth/disable_credentials": "true",
+            "project": PROJECT,
+        }
+    )
     yield
-    for name in ("g1", "t1"):
-        gcloud("compute", "instances", "delete", name, "--zone", ZONE, "--quiet")
+    compute = Compute(emulator.address, PROJECT)
+    for instance in emulator.instances():  # what a test left (REST: gcloud costs ~1 s of CPU)
+        name = instance["name"].rsplit("/", 1)[-1]
+        if name in ("g1", "t1"):
+            compute.wait(compute.ok("DELETE", f"zones/{ZONE}/instances/{name}"))
 
 
 def _insert(emulator, name: str) -> dict[str, Any]:  # noqa: ANN001

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.emulator.test_gcloud import gcloud
+from tests.emulator.test_gcloud import gcloud, gcloud_config
 
 ZONE = "us-east1-d"
 IMAGE = ("--image-family", "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
@@ -18,12 +18,13 @@ IMAGE = ("--image-family", "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
 @pytest.fixture
 def configured(emulator):
     # CLOUDSDK_CONFIG already points at a scratch dir (see the isolated_env fixture)
-    for key, value in (
-        ("api_endpoint_overrides/compute", f"http://{emulator.address}/"),
-        ("auth/disable_credentials", "true"),
-        ("project", "p"),
-    ):
-        assert gcloud("config", "set", key, value).returncode == 0
+    gcloud_config(
+        {
+            "api_endpoint_overrides/compute": f"http://{emulator.address}/",
+            "auth/disable_credentials": "true",
+            "project": "p",
+        }
+    )
     return emulator
 
 

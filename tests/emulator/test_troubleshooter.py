@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.emulator.test_gcloud import gcloud
+from tests.emulator.test_gcloud import gcloud, gcloud_config
 from tests.emulator.test_vm_tokens import _call
 from tpuctl.emulator.tpu.models import project_number
 
@@ -75,11 +75,12 @@ def test_refusals(emulator) -> None:
 def test_gcloud_reads_the_answer(emulator) -> None:
     emulator.config(service_accounts={TRAINER: {"denied_permissions": ["tpu.nodes.delete"]}})
     endpoint = f"http://{emulator.address}/"
-    assert (
-        gcloud("config", "set", "api_endpoint_overrides/policytroubleshooter", endpoint).returncode
-        == 0
+    gcloud_config(
+        {
+            "api_endpoint_overrides/policytroubleshooter": endpoint,
+            "auth/disable_credentials": "true",
+        }
     )
-    assert gcloud("config", "set", "auth/disable_credentials", "true").returncode == 0
     for permission, access in (("tpu.nodes.delete", "NOT_GRANTED"), ("tpu.nodes.get", "GRANTED")):
         r = gcloud("policy-troubleshoot", "iam", ON_PROJECT, f"--principal-email={TRAINER}",
                    f"--permission={permission}", "--format=json")  # fmt: skip
