@@ -122,6 +122,14 @@ def emulator_imported(src: str, dst: str) -> bool:
     return _in(dst, "tpuctl.emulator") and not allowed
 
 
+def emulator_imports_client(src: str, dst: str) -> bool:
+    """the emulator importing tpuctl's client code: it keeps its own tables of what the
+    cloud offers (emulator/offerings/) and its own helpers, so that a wrong table in the
+    client is caught by the emulator, not mirrored (tests/test_offerings.py compares them)."""
+    client = _in(dst, "tpuctl") and not _in(dst, "tpuctl.emulator")
+    return _in(src, "tpuctl.emulator") and client
+
+
 def google_outside_cloud(src: str, dst: str) -> bool:
     """google.* or asyncssh outside the cloud adapters and the emulator."""
     allowed = _in(src, "tpuctl.cloud") or _in(src, "tpuctl.emulator")
@@ -140,7 +148,14 @@ def agent_outside_stdlib(src: str, dst: str) -> bool:
     return not own and top not in sys.stdlib_module_names and top != "__future__"
 
 
-RULES = [cli_below, services_below, emulator_imported, google_outside_cloud, agent_outside_stdlib]
+RULES = [
+    cli_below,
+    services_below,
+    emulator_imported,
+    emulator_imports_client,
+    google_outside_cloud,
+    agent_outside_stdlib,
+]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)
@@ -178,6 +193,8 @@ _RELATIVE_BREAKS = [
     (services_below, "tpuctl.cloud.storage", False, "from ..services import staging"),
     (emulator_imported, "tpuctl.services.nodes", False, "from ..emulator.backend import Backend"),
     (emulator_imported, "tpuctl.cli", True, "from ..emulator import daemon"),
+    (emulator_imports_client, "tpuctl.emulator.tpu.rules", False, "from ... import catalog"),
+    (emulator_imports_client, "tpuctl.emulator.control", True, "from ...agent import processes"),
     (agent_outside_stdlib, "tpuctl.agent.job", False, "from ..services import jobs"),
     (agent_outside_stdlib, "tpuctl.agent", True, "from .. import catalog"),
 ]
@@ -192,6 +209,22 @@ def test_a_relative_import_across_a_layer_fails_the_rule(
     # and the same module importing within its own layer breaks nothing
     same = {module: imports_of("from . import errors", module, is_package)}
     assert _violations(rule, same) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tpuctl import catalog",
+        "from tpuctl.timestamps import parse_rfc3339",
+        "import tpuctl.errors",
+        "def f():\n    from tpuctl.agent.processes import alive",
+    ],
+)
+def test_the_emulator_importing_client_code_fails_the_rule(source: str) -> None:
+    module = "tpuctl.emulator.tpu.rules"
+    assert len(_violations(emulator_imports_client, {module: imports_of(source, module)})) == 1
+    own = "from tpuctl.emulator.offerings import zones\nimport tpuctl.emulator.core.errors"
+    assert _violations(emulator_imports_client, {module: imports_of(own, module)}) == []
 
 
 # The APIs' request and answer keys: their adapters' business (cloud/tpu/wire.py; Compute

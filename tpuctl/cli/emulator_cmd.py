@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from tpuctl.cli.options import app_of, seconds
-from tpuctl.errors import TpuctlError, UsageError
+from tpuctl.errors import ConfigError, TpuctlError, UsageError
 
 # tpuctl.emulator is imported in the commands: other commands never load it.
 
@@ -89,30 +91,43 @@ def start(
     from tpuctl.emulator.control import daemon
 
     directory = _state_dir(state_dir)
-    record = daemon.running(directory)
-    if record is not None:
-        daemon.wait_until_answering(record, directory / daemon.LOG)
+    with _reported():
+        record = daemon.running(directory)
+        if record is not None:
+            daemon.wait_until_answering(record, directory / daemon.LOG)
+            if fresh:
+                _reset(record.address)
+            typer.echo(_export_line(record.address))
+            return
         if fresh:
-            _reset(record.address)
-        typer.echo(_export_line(record.address))
-        return
-    if fresh:
-        daemon.forget_state(directory)
-    daemon.prepare_start(directory, host, port)
-    warning = daemon.sandbox_warning(unconfined)
-    if warning:
-        typer.echo(warning, err=True)
-    if detach:
-        record = daemon.start_detached(directory, host, port, ssh_port, unconfined)
-        typer.echo(_export_line(record.address))
-        return
+            daemon.forget_state(directory)
+        daemon.prepare_start(directory, host, port)
+        warning = daemon.sandbox_warning(unconfined)
+        if warning:
+            typer.echo(warning, err=True)
+        if detach:
+            record = daemon.start_detached(directory, host, port, ssh_port, unconfined)
+            typer.echo(_export_line(record.address))
+            return
 
-    def ready() -> None:
-        typer.echo(_export_line(f"{host}:{port}"))
-        typer.echo(f"serving with state in {directory}; Ctrl-C stops it", err=True)
+        def ready() -> None:
+            typer.echo(_export_line(f"{host}:{port}"))
+            typer.echo(f"serving with state in {directory}; Ctrl-C stops it", err=True)
 
-    daemon.serve(directory, host, port, ssh_port, ready, unconfined)
-    typer.echo("emulator stopped", err=True)
+        daemon.serve(directory, host, port, ssh_port, ready, unconfined)
+        typer.echo("emulator stopped", err=True)
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """What keeps the emulator from starting, reported as tpuctl's error of that kind."""
+    from tpuctl.emulator.control.daemon import StartError
+
+    try:
+        yield
+    except StartError as exc:
+        kind = {"config": ConfigError, "usage": UsageError}.get(exc.kind, TpuctlError)
+        raise kind(exc.message, hint=exc.hint) from None
 
 
 def _reset(address: str) -> None:

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl import catalog
 from tpuctl.emulator.compute import group_api
+from tpuctl.emulator.compute.catalog import slice_of
 from tpuctl.emulator.compute.models import Instance
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.offerings.accelerators import SLICES, AcceleratorType
 
 
 @dataclass
@@ -28,7 +29,7 @@ class ComputeHost:
     project: str
     zone: str
     instances: list[Instance]  # in worker order
-    accelerator: catalog.SliceShape
+    accelerator: AcceleratorType
     size: int  # the VMs the slice has when whole
     transition: str | None = None
     runtime_version: str = ""
@@ -83,19 +84,12 @@ class ComputeHost:
         }
 
 
-def _shape(machine_type: str, hosts: int) -> catalog.SliceShape | None:
-    return next(
-        (s for s in catalog.SHAPES.values() if s.machine_type == machine_type and s.hosts == hosts),
-        None,
-    )
-
-
 def hosts(state: State) -> list[ComputeHost]:
     """Every single-host TPU VM and every slice whose VMs all exist, as hosts."""
     out = []
     for instance in state.compute.instances.values():
         if instance.group is None:
-            shape = _shape(instance.machine_type, 1)
+            shape = slice_of(instance.machine_type, 1)
             if shape is not None:
                 out.append(
                     ComputeHost(
@@ -111,7 +105,7 @@ def hosts(state: State) -> list[ComputeHost]:
                 )
     for group in state.compute.groups.values():
         vms = [i for _slot, i in group_api.members(state, group) if i is not None]
-        shape = _shape(vms[0].machine_type, group.target_size) if vms else None
+        shape = slice_of(vms[0].machine_type, group.target_size) if vms else None
         # a slice is a host once all its VMs exist: each worker's keys are made at first sight
         if shape is not None and len(vms) == group.target_size:
             out.append(
@@ -140,7 +134,7 @@ def attributes(view: dict[str, Any], worker: int) -> dict[str, str]:
     """What a Compute Engine slice VM shows beside its own metadata: its worker number
     (`worker-id`), the slice's endpoints and type, as a public walkthrough of a TPU7x
     slice shows them (docs/emulator.md; Google's reference lists none of them)."""
-    shape = catalog.shape(view["acceleratorType"])
+    shape = SLICES[view["acceleratorType"]]
     spelled = shape.name.replace("tpu7x-", "v7x-")  # the VMs spell TPU7x `v7x`
     return {
         "accelerator-type": spelled,

@@ -22,18 +22,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# whether a pid exists: the agent's stdlib-only processes module has it already
-from tpuctl.agent.processes import alive as exists
 from tpuctl.emulator.control.client import ControlError, EmulatorControl
 from tpuctl.emulator.core.ports import port_free
 from tpuctl.emulator.storage.server import StorageError, binary_path
 from tpuctl.emulator.workers.sandbox import Sandbox
-from tpuctl.errors import ConfigError, TpuctlError, UsageError
 
 RECORD = "emulator.json"
 LOG = "emulator.log"
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
+
+
+class StartError(Exception):
+    """What keeps an emulator from starting, for `tpuctl emulator start` to report:
+    `kind` is "config" (something it needs is not installed), "usage" (what was asked
+    cannot be, e.g. a port in use) or "failed" (it started and did not answer)."""
+
+    def __init__(self, message: str, hint: str | None = None, kind: str = "failed") -> None:
+        super().__init__(message)
+        self.message, self.hint, self.kind = message, hint, kind
 
 
 @dataclass(frozen=True)
@@ -72,10 +79,14 @@ def remove_record(directory: Path, pid: int | None = None) -> None:
 
 
 def alive(pid: int) -> bool:
-    """The process exists and is not a zombie (an unreaped one counts as gone: a
-    detached emulator's parent may be long gone without reaping it)."""
-    if not exists(pid):
+    """The process exists (also when another user's) and is not a zombie (an unreaped
+    one counts as gone: a detached emulator's parent may be long gone without reaping it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
+    except PermissionError:
+        pass  # it exists, and is another user's
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         return stat.rsplit(")", 1)[1].split()[0] != "Z"
@@ -121,14 +132,16 @@ def forget_state(directory: Path) -> None:
 
 def prepare_start(directory: Path, host: str, port: int) -> None:
     """Raise what stops a new emulator on host:port (its Cloud Storage server, the
-    `emulator` extra, is not installed: ConfigError; the port is taken: UsageError),
+    `emulator` extra, is not installed: kind "config"; the port is taken: kind "usage"),
     and make the state dir."""
     try:
         binary_path()
     except StorageError as exc:
-        raise ConfigError(str(exc)) from None
+        raise StartError(str(exc), kind="config") from None
     if not port_free(host, port):
-        raise UsageError(f"port {port} on {host} is in use", hint="pick another with --port")
+        raise StartError(
+            f"port {port} on {host} is in use", hint="pick another with --port", kind="usage"
+        )
     directory.mkdir(parents=True, exist_ok=True)
 
 
@@ -138,12 +151,12 @@ def wait_until_answering(record: Record, log: Path) -> None:
         if status(record.address) is not None:
             return
         if not alive(record.pid):
-            raise TpuctlError(
+            raise StartError(
                 f"the emulator (pid {record.pid}) exited before it answered on {record.address}",
                 hint=f"see its log: {log}",
             )
         time.sleep(0.05)
-    raise TpuctlError(
+    raise StartError(
         f"the emulator (pid {record.pid}) did not answer on {record.address} "
         f"within {START_TIMEOUT:.0f} s",
         hint=f"see its log: {log}; stop it with `tpuctl emulator stop`",
@@ -183,7 +196,7 @@ def start_detached(
     write_record(directory, record)
     try:
         wait_until_answering(record, log)
-    except TpuctlError:
+    except StartError:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
@@ -212,11 +225,11 @@ def serve(
     try:
         server.start()
     except OSError:
-        raise UsageError(
-            f"port {port} on {host} is in use", hint="pick another with --port"
+        raise StartError(
+            f"port {port} on {host} is in use", hint="pick another with --port", kind="usage"
         ) from None
     except StorageError as exc:
-        raise TpuctlError(f"cannot start the emulator's Cloud Storage: {exc}") from None
+        raise StartError(f"cannot start the emulator's Cloud Storage: {exc}") from None
     write_record(directory, Record(os.getpid(), host, port))
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tpuctl import google_apis
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.iam.accounts import (
     Principal,
@@ -34,11 +33,12 @@ from tpuctl.emulator.iam.accounts import (
     scope_allows,
     scope_insufficient,
 )
+from tpuctl.emulator.offerings import apis
 from tpuctl.emulator.tpu.models import project_number
 
-SERVICES: dict[str, str] = dict(google_apis.TITLES)  # every API the emulator knows: name -> title
-PAID = {google_apis.TPU, "compute.googleapis.com"}  # calls and enabling need billing
-_NEW_PROJECT_ON = {google_apis.SERVICE_USAGE, google_apis.STORAGE, google_apis.MONITORING}
+SERVICES: dict[str, str] = dict(apis.TITLES)  # every API the emulator knows: name -> title
+PAID = {apis.TPU, apis.COMPUTE}  # calls and enabling need billing
+_NEW_PROJECT_ON = {apis.SERVICE_USAGE, apis.STORAGE, apis.MONITORING}
 PRESETS = ("all", "new-project", "none")
 CONFIG_KEYS = {
     "services",
@@ -76,25 +76,25 @@ _TPU_VERBS = {
     "runtimeVersions.get": "tpu.runtimeversions.get",
 }
 VERBS: dict[str, tuple[str, str]] = {
-    **{verb: (google_apis.TPU, permission) for verb, permission in _TPU_VERBS.items()},
-    "quotaInfos.list": (google_apis.QUOTAS, "cloudquotas.quotas.get"),
-    "quotaInfos.get": (google_apis.QUOTAS, "cloudquotas.quotas.get"),
-    "quotaPreferences.create": (google_apis.QUOTAS, "cloudquotas.quotas.update"),
-    "quotaPreferences.get": (google_apis.QUOTAS, "cloudquotas.quotas.get"),
-    "quotaPreferences.list": (google_apis.QUOTAS, "cloudquotas.quotas.get"),
-    "services.get": (google_apis.SERVICE_USAGE, "serviceusage.services.get"),
+    **{verb: (apis.TPU, permission) for verb, permission in _TPU_VERBS.items()},
+    "quotaInfos.list": (apis.QUOTAS, "cloudquotas.quotas.get"),
+    "quotaInfos.get": (apis.QUOTAS, "cloudquotas.quotas.get"),
+    "quotaPreferences.create": (apis.QUOTAS, "cloudquotas.quotas.update"),
+    "quotaPreferences.get": (apis.QUOTAS, "cloudquotas.quotas.get"),
+    "quotaPreferences.list": (apis.QUOTAS, "cloudquotas.quotas.get"),
+    "services.get": (apis.SERVICE_USAGE, "serviceusage.services.get"),
     "compute.projects.get": ("compute.googleapis.com", "compute.projects.get"),
-    "services.batchGet": (google_apis.SERVICE_USAGE, "serviceusage.services.get"),
-    "services.list": (google_apis.SERVICE_USAGE, "serviceusage.services.list"),
-    "services.enable": (google_apis.SERVICE_USAGE, "serviceusage.services.enable"),
-    "services.batchEnable": (google_apis.SERVICE_USAGE, "serviceusage.services.enable"),
+    "services.batchGet": (apis.SERVICE_USAGE, "serviceusage.services.get"),
+    "services.list": (apis.SERVICE_USAGE, "serviceusage.services.list"),
+    "services.enable": (apis.SERVICE_USAGE, "serviceusage.services.enable"),
+    "services.batchEnable": (apis.SERVICE_USAGE, "serviceusage.services.enable"),
     # testing one's own permissions needs none (Resource Manager's reference)
     "projects.testIamPermissions": ("cloudresourcemanager.googleapis.com", ""),
     "projects.get": ("cloudresourcemanager.googleapis.com", "resourcemanager.projects.get"),
     "serviceAccounts.get": ("iam.googleapis.com", "iam.serviceAccounts.get"),
-    "timeSeries.list": (google_apis.MONITORING, "monitoring.timeSeries.list"),
+    "timeSeries.list": (apis.MONITORING, "monitoring.timeSeries.list"),
     # asking needs no permission; reading the policies does (troubleshooter.py)
-    "iam.troubleshoot": (google_apis.POLICY_TROUBLESHOOTER, ""),
+    "iam.troubleshoot": (apis.POLICY_TROUBLESHOOTER, ""),
 }
 
 
@@ -123,7 +123,7 @@ def _preset(name: str) -> dict[str, bool]:
     on = {
         "all": set(SERVICES),
         "new-project": _NEW_PROJECT_ON,
-        "none": {google_apis.SERVICE_USAGE},
+        "none": {apis.SERVICE_USAGE},
     }[name]
     return {service: service in on for service in SERVICES}
 
@@ -257,7 +257,7 @@ class Access:
         if principal is not None and not scope_allows(principal.scopes, service, write):
             raise scope_insufficient(service, verb)
         on = self.enabled(project, service) and not (
-            service == google_apis.QUOTAS and quotas_api == "disabled"
+            service == apis.QUOTAS and quotas_api == "disabled"
         )
         if not on:
             raise errors.service_disabled(project, service, SERVICES[service])

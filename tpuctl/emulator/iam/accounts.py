@@ -35,8 +35,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl import google_apis
 from tpuctl.emulator.core import errors
+from tpuctl.emulator.offerings import apis
 from tpuctl.emulator.tpu.models import project_number
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -69,7 +69,7 @@ def default_account(project: str) -> str:
 
 def scope_allows(scopes: tuple[str, ...], service: str, write: bool) -> bool:
     """Whether a token with `scopes` may call `service` (read or write)."""
-    if service == google_apis.STORAGE:
+    if service == apis.STORAGE:
         return bool(set(scopes) & (_STORAGE_WRITE if write else _STORAGE_READ))
     return CLOUD_PLATFORM in scopes or (not write and _READ_ONLY in scopes)
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl import catalog
 from tpuctl.emulator.core import errors
+from tpuctl.emulator.offerings.zones import region_of
 from tpuctl.emulator.tpu.models import project_number
 
 CONFIG_KEYS = frozenset({"org_policy", "tpu_service_agent"})
@@ -83,7 +83,7 @@ class Policies:
         number = project_number(project)
         if self.resource_locations is not None:
             allowed = set(self.resource_locations)
-            if zone not in allowed and catalog.region_of(zone) not in allowed:
+            if zone not in allowed and region_of(zone) not in allowed:
                 raise _violation(
                     LOCATIONS,
                     number,

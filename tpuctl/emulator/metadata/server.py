@@ -25,10 +25,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from tpuctl import catalog
 from tpuctl.emulator.compute import hosts as compute_hosts
 from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.offerings.accelerators import AcceleratorType, parse_accelerator
 from tpuctl.emulator.tpu.front import render_node
 from tpuctl.emulator.tpu.models import project_number, tpu_vm_name
 
@@ -52,7 +52,7 @@ def _dims(topology: str) -> list[int]:
     return dims + [1] * (3 - len(dims))
 
 
-def _bounds(acc: catalog.AcceleratorType) -> tuple[str, str]:
+def _bounds(acc: AcceleratorType) -> tuple[str, str]:
     """CHIPS_PER_HOST_BOUNDS and HOST_BOUNDS of tpu-env: one host holds the whole slice,
     or (multi-host) a 2x2x1 block of chips."""
     topo = _dims(acc.topology)
@@ -72,7 +72,7 @@ def _instance_id(node: dict[str, Any], worker: int) -> str:
 
 def tpu_env(node: dict[str, Any], project: str, zone: str, worker: int) -> str:
     """The `tpu-env` attribute: YAML of single-quoted strings, keys sorted."""
-    acc = catalog.parse_accelerator(node["acceleratorType"])
+    acc = parse_accelerator(node["acceleratorType"])
     assert acc is not None
     per_host, hosts = _bounds(acc)
     sched = node.get("schedulingConfig") or {}

@@ -1,6 +1,6 @@
 """The Cloud Quotas subset tpuctl uses, TPU quota enforcement and capacity, all from config.
 
-Limits come from `tpuctl.catalog.QUOTAS` and the emulator's config:
+Limits come from the emulator's quota table (offerings/quotas.py) and its config:
 `{"quotas": {"<quotaId>": {"*": default, "<region or zone>": limit}}}` (a number stands for
 `{"*": number}`), or a preset name, "granted" (the default: a project granted TPU quota in
 every family) or "new-project" (16 on-demand and 48 preemptible TensorCores of v2 and v3
@@ -20,8 +20,10 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from tpuctl import catalog
 from tpuctl.emulator.core import errors
+from tpuctl.emulator.offerings import quotas as offered
+from tpuctl.emulator.offerings import zones
+from tpuctl.emulator.offerings.accelerators import GENERATIONS
 from tpuctl.emulator.quotas import compute_table as compute_quotas
 from tpuctl.emulator.quotas.compute import ComputeQuotaConfig
 from tpuctl.emulator.tpu.models import Node, project_number
@@ -30,17 +32,17 @@ from tpuctl.emulator.tpu.rules import listing
 PRESETS = ("granted", "new-project")
 API_MODES = ("enabled", "disabled", "denied")
 CONFIG_KEYS = {"quotas", "capacity", "quotas_api", "quotas_unlisted", "compute_quotas"}
-_SERVICE = catalog.QUOTA_SERVICE
+_SERVICE = offered.SERVICE
 
 
 def _preset(name: str) -> dict[str, dict[str, int]]:
     return {
-        q.quota_id: {"*": q.granted if name == "granted" else q.new_project} for q in catalog.QUOTAS
+        q.quota_id: {"*": q.granted if name == "granted" else q.new_project} for q in offered.QUOTAS
     }
 
 
 def _quota_ids(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(v in catalog.QUOTAS_BY_ID for v in value):
+    if not isinstance(value, list) or not all(v in offered.QUOTAS_BY_ID for v in value):
         raise errors.invalid_argument("quotas_unlisted must be a list of known quota ids")
     return sorted(set(value))
 
@@ -51,14 +53,14 @@ def _count(value: Any) -> bool:
 
 def node_scheduling(node: Node) -> str:
     sched = node.scheduling
-    return catalog.scheduling_name(
+    return offered.scheduling(
         bool(sched.get("spot")), bool(sched.get("preemptible")), bool(sched.get("reserved"))
     )
 
 
 def _holds(node: Node) -> bool:
     """Whether a node holds quota and capacity (a doomed create holds neither)."""
-    return node.state not in catalog.QUOTA_FREE_STATES and not node.capacity_error
+    return node.state not in offered.FREE_STATES and not node.capacity_error
 
 
 class QuotaConfig:
@@ -100,7 +102,7 @@ class QuotaConfig:
             if not isinstance(quotas, dict):
                 raise errors.invalid_argument("quotas must be a preset name or a map")
             for quota_id, value in quotas.items():
-                if quota_id not in catalog.QUOTAS_BY_ID:
+                if quota_id not in offered.QUOTAS_BY_ID:
                     raise errors.invalid_argument(f"unknown quota id '{quota_id}'")
                 per_location = {"*": value} if not isinstance(value, dict) else value
                 if not all(_count(v) for v in per_location.values()):
@@ -111,9 +113,9 @@ class QuotaConfig:
             if not isinstance(caps, dict):
                 raise errors.invalid_argument(f"capacity of '{zone}' must map generations to chips")
             for generation, chips in caps.items():
-                if generation not in catalog.GENERATIONS or not (chips is None or _count(chips)):
+                if generation not in GENERATIONS or not (chips is None or _count(chips)):
                     raise errors.invalid_argument(
-                        f"capacity takes generations {list(catalog.GENERATIONS)} -> chips or null"
+                        f"capacity takes generations {list(GENERATIONS)} -> chips or null"
                     )
                 zone_caps = capacity.setdefault(zone, {})
                 if chips is None:
@@ -148,7 +150,7 @@ class QuotaConfig:
         violations = []
         # Every quota the node counts against, zone and region alike; the cloud names
         # each one exceeded, regions first (as public output shows).
-        specs = catalog.quotas_for(acc, node_scheduling(node))
+        specs = offered.quotas_for(acc, node_scheduling(node))
         for spec in sorted(specs, key=lambda q: q.dimension != "region"):
             location = spec.location(node.zone)
             limit = self.limit(spec.quota_id, location)
@@ -156,7 +158,7 @@ class QuotaConfig:
                 spec.amount(n.accelerator)
                 for n in others
                 if n.project == node.project
-                and spec in catalog.quotas_for(n.accelerator, node_scheduling(n))
+                and spec in offered.quotas_for(n.accelerator, node_scheduling(n))
                 and spec.location(n.zone) == location
             )
             if used + spec.amount(acc) > limit:
@@ -191,10 +193,10 @@ class QuotaConfig:
                 "cloudquotas.quotas.get", f"//cloudquotas.googleapis.com/{resource}"
             )
 
-    def _info(self, project: str, spec: catalog.QuotaSpec) -> dict[str, Any]:
+    def _info(self, project: str, spec: offered.QuotaSpec) -> dict[str, Any]:
         per_location = self.limits[spec.quota_id]
         default = per_location.get("*", 0)
-        locations = sorted(catalog.ZONES) if spec.dimension == "zone" else catalog.regions()
+        locations = sorted(zones.ZONES) if spec.dimension == "zone" else zones.regions()
         infos = [
             {
                 "dimensions": {spec.dimension: location},
@@ -227,9 +229,9 @@ class QuotaConfig:
     ) -> dict[str, Any]:
         self._check_api(project, f"projects/{project}/locations/global/services/{service}")
         if service == compute_quotas.SERVICE:
-            infos = self.compute.infos(project_number(project), catalog.regions())
+            infos = self.compute.infos(project_number(project), zones.regions())
             return listing("quotaInfos", infos, page_size, page_token, lambda i: i)
-        specs = [q for q in catalog.QUOTAS if q.quota_id not in self.unlisted]
+        specs = [q for q in offered.QUOTAS if q.quota_id not in self.unlisted]
         specs = specs if service == _SERVICE else []
         return listing("quotaInfos", specs, page_size, page_token, lambda s: self._info(project, s))
 
@@ -237,12 +239,12 @@ class QuotaConfig:
         name = f"projects/{project}/locations/global/services/{service}/quotaInfos/{quota_id}"
         self._check_api(project, name)
         if service == compute_quotas.SERVICE:
-            infos = self.compute.infos(project_number(project), catalog.regions())
+            infos = self.compute.infos(project_number(project), zones.regions())
             found = next((i for i in infos if i["quotaId"] == quota_id), None)
             if found is None:
                 raise errors.not_found(name)
             return found
-        spec = catalog.QUOTAS_BY_ID.get(quota_id)
+        spec = offered.QUOTAS_BY_ID.get(quota_id)
         if spec is None or service != _SERVICE or quota_id in self.unlisted:
             raise errors.not_found(name)
         return self._info(project, spec)

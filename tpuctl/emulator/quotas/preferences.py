@@ -14,10 +14,10 @@ import re
 import secrets
 from typing import Any
 
-from tpuctl import catalog
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.state import State
 from tpuctl.emulator.core.timestamps import proto_timestamp
+from tpuctl.emulator.offerings import quotas
 from tpuctl.emulator.tpu.rules import listing
 
 _ID = re.compile(r"[a-z0-9_-]{1,63}")
@@ -53,8 +53,8 @@ def create(
             "service, quota_id and quota_config.preferred_value are required.", "quota_preference"
         )
     preferred = _int(config["preferredValue"], "quota_config.preferred_value")
-    spec = catalog.QUOTAS_BY_ID.get(quota_id)
-    if service != catalog.QUOTA_SERVICE or spec is None:
+    spec = quotas.QUOTAS_BY_ID.get(quota_id)
+    if service != quotas.SERVICE or spec is None:
         raise errors.not_found(f"{parent}/services/{service}/quotaInfos/{quota_id}")
     dimensions = body.get("dimensions") or {}
     if set(dimensions) - {spec.dimension}:
@@ -128,7 +128,7 @@ def decide(state: State, name: str, granted: Any) -> dict[str, Any]:
     if pref is None:
         raise errors.not_found(name)
     value = _int(granted, "granted")
-    spec = catalog.QUOTAS_BY_ID[pref["quotaId"]]
+    spec = quotas.QUOTAS_BY_ID[pref["quotaId"]]
     where = pref["dimensions"].get(spec.dimension, "*")
     state.quota.limits[spec.quota_id][where] = value
     pref["quotaConfig"]["grantedValue"] = str(value)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tpuctl import google_apis
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.state import State
 from tpuctl.emulator.iam.access import PAID, SERVICES
+from tpuctl.emulator.offerings import apis
 from tpuctl.emulator.tpu.models import project_number
 from tpuctl.emulator.tpu.rules import listing
 
@@ -46,13 +46,13 @@ def _services(op: dict[str, Any]) -> list[str]:
 
 def _switch_on(state: State, project: str, service: str) -> None:
     state.access.set_enabled(project, service)
-    if service == google_apis.QUOTAS and state.quota.api == "disabled":
+    if service == apis.QUOTAS and state.quota.api == "disabled":
         state.quota.api = "enabled"  # the same fact, as limits.py keeps it
 
 
 def _enabled(state: State, project: str, service: str) -> bool:
     on = state.access.enabled(project, service)
-    return on and not (service == google_apis.QUOTAS and state.quota.api == "disabled")
+    return on and not (service == apis.QUOTAS and state.quota.api == "disabled")
 
 
 def _known(service: str) -> None:
@@ -60,7 +60,7 @@ def _known(service: str) -> None:
         info = {
             "@type": errors.ERROR_INFO_TYPE,
             "reason": "SERVICE_CONFIG_NOT_FOUND_OR_PERMISSION_DENIED",
-            "domain": google_apis.SERVICE_USAGE,
+            "domain": apis.SERVICE_USAGE,
             "metadata": {"services": service},
         }
         message = f"Not found or permission denied for service(s): {service}."
@@ -128,7 +128,7 @@ def _start(state: State, project: str, services: list[str]) -> dict[str, Any]:
         info = {
             "@type": errors.ERROR_INFO_TYPE,
             "reason": "UREQ_PROJECT_BILLING_NOT_FOUND",
-            "domain": google_apis.SERVICE_USAGE,
+            "domain": apis.SERVICE_USAGE,
             "metadata": {"project": number, "services": ",".join(paid)},
         }
         message = (

@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from tpuctl.timestamps import parse_rfc3339
+from tpuctl.emulator.core.timestamps import parse_rfc3339
 
 MAX_RULES = 100  # https://cloud.google.com/storage/quotas#buckets
 ACTIONS = {"Delete", "SetStorageClass", "AbortIncompleteMultipartUpload"}

@@ -34,10 +34,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tpuctl import google_apis
 from tpuctl.emulator.core import browsers
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.iam import accounts as iam
+from tpuctl.emulator.offerings import apis
 from tpuctl.emulator.storage import lifecycle as bucket_lifecycle
 from tpuctl.emulator.tpu.models import project_number
 
@@ -210,7 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
             caller = backend.caller_storage_denied(perm) if perm else None
             return iam.storage_denied(caller, perm) if caller and perm else None
         write = self.command != "GET"
-        if not iam.scope_allows(principal.scopes, google_apis.STORAGE, write):
+        if not iam.scope_allows(principal.scopes, apis.STORAGE, write):
             return iam.storage_error(iam.STORAGE_SCOPE_ERROR)
         if perm and backend.storage_denied(principal, perm):
             return iam.storage_denied(principal.account, perm)

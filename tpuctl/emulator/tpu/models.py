@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuctl import catalog
+from tpuctl.emulator.offerings.accelerators import AcceleratorType, parse_accelerator
 
 DEFAULT_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 WORKER_PORT = 8470
@@ -110,8 +110,8 @@ class Node:
         return f"projects/{self.project}/locations/{self.zone}/nodes/{self.node_id}"
 
     @property
-    def accelerator(self) -> catalog.AcceleratorType:
-        acc = catalog.parse_accelerator(self.accelerator_type)
+    def accelerator(self) -> AcceleratorType:
+        acc = parse_accelerator(self.accelerator_type)
         assert acc is not None, self.accelerator_type
         return acc
 

@@ -8,11 +8,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tpuctl import catalog
 from tpuctl.emulator.core import errors
+from tpuctl.emulator.core.timestamps import parse_rfc3339
+from tpuctl.emulator.offerings import accelerators, runtimes, zones
+from tpuctl.emulator.offerings.accelerators import AcceleratorType
 from tpuctl.emulator.tpu import schema
 from tpuctl.emulator.tpu.models import DEFAULT_SCOPES, AddressAllocator, Node, project_number
-from tpuctl.timestamps import parse_rfc3339
 
 NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -55,7 +56,7 @@ def parse_time(value: Any, field_name: str) -> float:
 
 def check_zone(project: str, zone: str, permission: str, any_zone: bool = False) -> None:
     """Unknown zones are refused as the real service does: as a permission problem."""
-    if zone not in catalog.ZONES and not (any_zone and zone == "-"):
+    if zone not in zones.ZONES and not (any_zone and zone == "-"):
         raise errors.permission_denied_location(project, zone, permission)
 
 
@@ -177,7 +178,7 @@ def check_scheduling(sched: dict[str, Any]) -> None:
         )
 
 
-def accelerator(zone: str, body: dict[str, Any]) -> catalog.AcceleratorType:
+def accelerator(zone: str, body: dict[str, Any]) -> AcceleratorType:
     """The accelerator a create asks for, by name or by config (default v2-8), in `zone`."""
     name = body.get("acceleratorType")
     config = body.get("acceleratorConfig")
@@ -189,17 +190,17 @@ def accelerator(zone: str, body: dict[str, Any]) -> catalog.AcceleratorType:
             "accelerator by one of them"
         )
     if name:
-        acc = catalog.parse_accelerator(str(name))
+        acc = accelerators.parse_accelerator(str(name))
     elif config:
         kind = config.get("type", 0)
         kind = CONFIG_TYPES.get(kind, str(kind)) if isinstance(kind, int) else str(kind)
         topology = str(config.get("topology", ""))
         name = f"{kind} {topology}"
-        acc = catalog.accelerator_for_config(kind, topology)
+        acc = accelerators.accelerator_for_config(kind, topology)
     else:
-        name = catalog.API_DEFAULT_ACCELERATOR
-        acc = catalog.parse_accelerator(name)
-    if acc is None or acc not in catalog.accelerator_types(zone):
+        name = accelerators.API_DEFAULT_ACCELERATOR
+        acc = accelerators.parse_accelerator(name)
+    if acc is None or acc not in zones.accelerator_types(zone):
         raise errors.bad_request(f"the accelerator {name} was not found in zone {zone}")
     return acc
 
@@ -225,9 +226,9 @@ def new_node(
     runtime = str(body.get("runtimeVersion") or "")
     if not runtime:
         raise errors.invalid_argument("Field runtimeVersion is required.", "runtime_version")
-    if runtime not in catalog.runtime_versions(zone):
+    if runtime not in runtimes.runtime_versions(zone):
         raise errors.bad_request(f"runtime version {runtime} was not found in zone {zone}")
-    if acc.generation not in catalog.RUNTIME_GENERATIONS[runtime]:
+    if acc.generation not in runtimes.RUNTIMES[runtime]:
         raise errors.bad_request(
             f"runtime version {runtime} is not supported for accelerator type {acc.name}"
         )
@@ -240,9 +241,7 @@ def new_node(
         network = f"projects/{project}/global/networks/{network}"
     subnetwork = str(net.get("subnetwork") or "default")
     if "/" not in subnetwork:
-        subnetwork = (
-            f"projects/{project}/regions/{catalog.region_of(zone)}/subnetworks/{subnetwork}"
-        )
+        subnetwork = f"projects/{project}/regions/{zones.region_of(zone)}/subnetworks/{subnetwork}"
     account = body.get("serviceAccount") or {}
     email = (
         account.get("email") or f"{project_number(project)}-compute@developer.gserviceaccount.com"

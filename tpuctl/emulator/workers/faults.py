@@ -3,7 +3,7 @@ planted on a worker from the control plane (`POST /_emulator/v1/worker-fault`).
 
 The image: every worker gets `<worker dir>/site-packages` on its PYTHONPATH, with a
 `<name>-<version>.dist-info` folder for each framework the node's runtime version
-carries (tpuctl/frameworks.py: `tpu-vm-tf-2.16.0-pjrt` -> tensorflow 2.16.0; the base
+carries (offerings/runtimes.py: `tpu-vm-tf-2.16.0-pjrt` -> tensorflow 2.16.0; the base
 images -> none). Only the metadata is there, not the packages: `importlib.metadata` sees
 the image's framework, `import tensorflow` still fails. And `<worker dir>/bin` comes
 first on its PATH, where a fault may put a command of its own.
@@ -33,9 +33,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tpuctl import frameworks
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.offerings import runtimes
 from tpuctl.emulator.tpu.models import Node
 from tpuctl.emulator.workers import guest_env
 from tpuctl.emulator.workers.files import WorkerFiles
@@ -72,7 +72,7 @@ def install_image(workers: WorkerFiles, node: Node, worker: int) -> None:
     if site.is_dir():
         return
     site.mkdir(parents=True)
-    for name, version in frameworks.distributions(node.runtime_version).items():
+    for name, version in runtimes.distributions(node.runtime_version).items():
         set_package(site, name, version)
 
 
