@@ -75,7 +75,8 @@ def test_room_for_one_slice_only_leaves_nothing_and_says_why(cli, emulator) -> N
     r = cli("create", "big", *SLICES)
     assert r.code == 5, r.err  # no capacity, as for one slice
     assert "slice 1 of 2 (big-1)" in r.err and "does not have enough resources" in r.err, r.err
-    assert "tpuctl deleted the request" in r.err
+    assert "big ended FAILED: no capacity for slice 1 of 2" in r.err
+    assert "tpuctl deleted what it had made" in r.err
     assert emulator.instances() == []
 
 

@@ -136,3 +136,17 @@ def test_with_the_client_killed_the_agent_of_slice_0_deletes_every_slices_vms(
     r = cli("delete", *sorted(left), "--zone", "us-east1-d", "--yes")
     assert r.code == 0, r.err
     assert emulator.instances() == []
+
+
+def test_with_room_for_both_slices_in_the_second_zone_only_the_job_runs_there(
+    cli, emulator, jax_view
+) -> None:
+    emulator.capacity({"us-east5-a": {"v6e": 16}})  # one v6e-16 there, not two
+    r = cli("run", str(jax_view), "-a", "v6e-16", "--api", "compute", "--slices", "2",
+            "--zone", "us-east5-a,us-east5-b", "--no-outputs")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "zone us-east5-a skipped: tpuctl-" in r.err, r.err
+    assert "ended FAILED: no capacity for slice 1 of 2" in r.err
+    assert "is in us-east5-b" in r.err
+    assert sorted(_views(r.out)) == list(range(8))
+    assert emulator.instances() == []

@@ -225,13 +225,15 @@ def _provision(
         reason = e.qr.error or (
             "its node was preempted or deleted" if e.qr.state != "FAILED" else "no reason given"
         )
-        message = f"queued resource {name} ended {e.qr.state}: {reason}; tpuctl deleted the request"
         if isinstance(e.qr.failure, TpuctlError):  # the adapter's own: no capacity, quota
             failure = copy.copy(e.qr.failure)
-            failure.message = message
+            failure.message = (
+                f"{name} ended {e.qr.state}: {reason}; tpuctl deleted what it had made"
+            )
             raise failure from None
         raise CloudError(
-            message, hint="try again later, in another zone, or with a longer --valid-until"
+            f"queued resource {name} ended {e.qr.state}: {reason}; tpuctl deleted the request",
+            hint="try again later, in another zone, or with a longer --valid-until",
         ) from None
     except (KeyboardInterrupt, WaitTimedOut) as e:
         if not asked:
