@@ -6,10 +6,12 @@ alone is refused. `run --slices` is in tests/cli/test_run_compute_multislice.py.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from tests.cli.conftest import one_line_error
+from tests.cli.test_gc_compute import set_label
 
 ZONE = "us-east1-d"  # v6e here
 SLICES = ("-a", "v6e-16", "--api", "compute", "--zone", ZONE, "--slices", "2")
@@ -97,3 +99,13 @@ def test_what_a_compute_multislice_does_not_take_yet(cli, emulator, flag) -> Non
     assert r.code == 2, r.err
     assert f"{flag[0]} does not go with --slices on Compute Engine yet" in one_line_error(r)
     assert emulator.instances() == []
+
+
+def test_gc_collects_an_expired_multislice_whole(cli, emulator) -> None:
+    assert cli("create", "ms", "-a", "v6e-8", "--api", "compute", "--zone", ZONE,
+               "--slices", "2", "--ttl", "8h").code == 0  # fmt: skip
+    set_label(emulator, "ms-0", "tpuctl-expires", str(int(time.time()) - 120))  # slice 0 only
+    done = cli("gc", "--yes")
+    assert done.code == 0, done.err
+    assert "deleted ms-0 (us-east1-d, v6e-8): expired 2m ago (--ttl)" in done.out
+    assert emulator.instances() == []  # slice 1 went with it: a multislice goes whole

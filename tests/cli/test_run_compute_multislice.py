@@ -110,7 +110,7 @@ def test_worker_0_of_slice_0_deletes_every_slice_when_the_job_ends(cli, emulator
     r = cli("run", str(jax_view), *V6E, "--no-outputs")
     assert r.code == 0, r.err
     logs = b"".join(v for k, v in bucket_objects(emulator).items() if k.endswith("worker-0.log"))
-    assert b"teardown: deleting queued resource" in logs and b"(every slice)" in logs
+    assert b"teardown: deleting multislice tpuctl-" in logs and b"(every slice)" in logs
     assert b"teardown failed" not in logs
     assert emulator.instances() == []
 

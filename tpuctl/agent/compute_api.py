@@ -147,6 +147,10 @@ class ComputeNode:
                 return None
             raise
 
+    def request_what(self, request: str) -> str:
+        """How the log names a multislice: Compute Engine has no queued resource."""
+        return f"multislice {request}"
+
     def delete_request(self, request: str, slices: int) -> Json | None:
         """A multislice's every slice (`REQUEST-0` ... on Compute Engine: instances or
         groups as this one is), this VM's own last, since it goes with it: the last

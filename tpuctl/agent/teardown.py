@@ -97,7 +97,7 @@ class Teardown:
             time.sleep(self.args.heartbeat)
         zone = self.me["zone"]
         request = self.args.request if self.args.slices > 1 else None
-        what = f"queued resource {request} (every slice)" if request else self.node.what
+        what = f"{self.node.request_what(request)} (every slice)" if request else self.node.what
         other = (
             ""
             if request
