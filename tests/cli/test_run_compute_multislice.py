@@ -147,6 +147,6 @@ def test_with_room_for_both_slices_in_the_second_zone_only_the_job_runs_there(
     assert r.code == 0, r.err
     assert "zone us-east5-a skipped: tpuctl-" in r.err, r.err
     assert "ended FAILED: no capacity for slice 1 of 2" in r.err
-    assert "is in us-east5-b" in r.err
+    assert "multislice tpuctl-" in r.err and "(2 slices) is in us-east5-b" in r.err
     assert sorted(_views(r.out)) == list(range(8))
     assert emulator.instances() == []

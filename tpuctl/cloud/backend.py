@@ -64,6 +64,8 @@ class BackendKind:
     # Engine's flex-start VM waits by itself)
     queues_flex_start: bool = False
     permissions: tuple[str, ...] = ()  # what the caller needs of the project beyond the rest
+    # what N slices made as one unit are called in a sentence (docs/multislice.md)
+    multislice: str = "queued resource"
 
     def offers(self, shape: SliceShape) -> bool:
         return self.type_name(shape) is not None
