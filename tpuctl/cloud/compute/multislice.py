@@ -60,6 +60,12 @@ def index_of(node: Node) -> int:
     return int(node.name.rsplit("-", 1)[-1])
 
 
+def _count(node: Node) -> int:
+    """How many slices a slice's label says its request has (0: none readable)."""
+    value = node.labels.get(SLICES, "")
+    return int(value) if value.isdigit() else 0
+
+
 class ComputeMultisliceApi(ComputeTpuApi):
     """ComputeTpuApi, with N slices made, read and deleted as one request."""
 
@@ -76,7 +82,7 @@ class ComputeMultisliceApi(ComputeTpuApi):
         labelled = [n for n in found if n.labels.get(MULTISLICE) == request]
         if not labelled:
             return {}, 0
-        count = max(int(n.labels.get(SLICES, "0") or 0) for n in labelled)
+        count = max(_count(n) for n in labelled)
         # a slice whose VMs are all gone shows no labels: its name says whose it is
         members = {
             index_of(n): n
@@ -111,11 +117,11 @@ class ComputeMultisliceApi(ComputeTpuApi):
             if request_of(node):
                 by_request.setdefault((node.zone, node.labels[MULTISLICE]), []).append(node)
         out = []
-        for (zone, request), nodes in sorted(by_request.items()):
-            count = max(int(n.labels.get(SLICES, "0") or 0) for n in nodes)
-            members = {index_of(n): n for n in nodes}
+        for (zone, request), group in sorted(by_request.items()):
+            count = max(_count(n) for n in group)
+            members = {index_of(n): n for n in group}
             state, error = _summary(members, count, request)
-            out.append(_request(nodes[0].project, zone, request, count, members, state, error))
+            out.append(_request(group[0].project, zone, request, count, members, state, error))
         return out
 
     def _failure(self, members: dict[int, Node], count: int) -> TpuctlError | None:
@@ -221,7 +227,8 @@ def _check_multislice(spec: CreateSpec, queue: QueueOptions) -> None:
             raise UsageError(
                 f"{flag} does not go with --slices on Compute Engine yet: its slices are made "
                 "at once, on demand or from a reservation",
-                hint="drop it, or use --api tpu (a multislice queued resource)",
+                hint="drop it; for a type the Cloud TPU API offers (v6e, v5p), --api tpu "
+                "takes it (a multislice queued resource)",
             )
 
 
