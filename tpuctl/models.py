@@ -191,6 +191,10 @@ class QueuedResource:
     valid_until: str = ""  # the queueing policy's limit, as given (duration or time)
     error: str = ""  # why it FAILED
     valid_until_at: datetime | None = None  # when it gives up, from its queueing policy
+    api: str = "tpu"  # the key of the API that holds it (cloud/registry.py), as Node.api
+    # why a FAILED request failed, as the adapter's typed error (no capacity, quota) where
+    # it has one: a create that meets it fails as that error does (zone failover moves on)
+    failure: Exception | None = field(default=None, repr=False, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -227,6 +231,7 @@ class QueuedResource:
             "validUntilTime": _utc(self.valid_until_time()),
             "error": self.error or None,
             "labels": self.labels,
+            "api": self.api,
         }
 
 

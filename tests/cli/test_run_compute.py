@@ -55,7 +55,8 @@ def test_a_tpu7x_16_job_runs_on_both_vms_and_brings_every_workers_outputs_home(
 # cloud_tpu_cluster.py reads it: GceTpuCluster when `agent-worker-number` answers,
 # else GkeTpuCluster from TPU_WORKER_ID and TPU_WORKER_HOSTNAMES; the coordinator is the
 # first host, on port 8476. Each worker prints what JAX would conclude.
-JAX_VIEW = """\
+# The VM's metadata, as JAX reads it (get_metadata): None where the key is missing
+READ_METADATA = """\
 import json, os, urllib.error, urllib.request
 def attr(key):
     url = os.environ["TPUCTL_METADATA_URL"] + "/instance/attributes/" + key
@@ -64,6 +65,10 @@ def attr(key):
             url, headers={"Metadata-Flavor": "Google"})).read().decode()
     except urllib.error.HTTPError:
         return None
+"""
+JAX_VIEW = (
+    READ_METADATA
+    + """\
 if attr("agent-worker-number") is not None:
     cluster = "gcetpu"
     pid = int(attr("agent-worker-number"))
@@ -78,14 +83,20 @@ print("jax " + json.dumps({"cluster": cluster, "process_id": pid, "num_processes
       "coordinator": hosts[0] + ":8476" if hosts else None,
       "worker": attr("worker-id"), "tpuctl_worker": os.environ["TPUCTL_WORKER_ID"]}))
 """
+)
+
+
+def script_in(tmp_path: Path, text: str) -> Path:
+    """`text` as the script of a work dir of its own."""
+    (tmp_path / "w").mkdir()
+    script = tmp_path / "w" / "jax_view.py"
+    script.write_text(text)
+    return script
 
 
 @pytest.fixture
 def jax_view(tmp_path: Path) -> Path:
-    (tmp_path / "w").mkdir()
-    script = tmp_path / "w" / "jax_view.py"
-    script.write_text(JAX_VIEW)
-    return script
+    return script_in(tmp_path, JAX_VIEW)
 
 
 def _views(out: str) -> dict[int, dict]:

@@ -137,12 +137,30 @@ class ComputeNode:
     def delete(self) -> Json | None:
         """Ask Compute Engine to delete the instance or the group: its operation, or None
         when it is gone already."""
+        return self._delete(self.path)
+
+    def _delete(self, path: str) -> Json | None:
         try:
-            return dict(json.loads(compute(self.token, "DELETE", once(self.path)) or b"{}"))
+            return dict(json.loads(compute(self.token, "DELETE", once(path)) or b"{}"))
         except HttpError as e:
             if e.status == 404:
                 return None
             raise
+
+    def request_what(self, request: str) -> str:
+        """How the log names a multislice: Compute Engine has no queued resource."""
+        return f"multislice {request}"
+
+    def delete_request(self, request: str, slices: int) -> Json | None:
+        """A multislice's every slice (`REQUEST-0` ... on Compute Engine: instances or
+        groups as this one is), this VM's own last, since it goes with it: the last
+        operation, or None when all are gone."""
+        base = self.path.rsplit("/", 1)[0]
+        names = [f"{request}-{k}" for k in range(slices)]
+        last = None
+        for name in sorted(names, key=lambda n: n == self.name):
+            last = self._delete(f"{base}/{name}") or last
+        return last
 
 
 def labels_of(resource: Any) -> Json:

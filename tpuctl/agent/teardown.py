@@ -17,7 +17,6 @@ from .net import HttpError, Json
 from .protocol import status_path
 from .storage import Storage
 from .target import Target
-from .tpu_api import delete_request
 from .transfer import LogUploader, StatusWriter
 
 
@@ -96,9 +95,9 @@ class Teardown:
             if not waiting:
                 break
             time.sleep(self.args.heartbeat)
-        project, zone = self.me["project"], self.me["zone"]
+        zone = self.me["zone"]
         request = self.args.request if self.args.slices > 1 else None
-        what = f"queued resource {request} (every slice)" if request else self.node.what
+        what = f"{self.node.request_what(request)} (every slice)" if request else self.node.what
         other = (
             ""
             if request
@@ -113,7 +112,7 @@ class Teardown:
         self.quietly(lambda: self.log.upload(force=True))  # before this VM goes away
         try:
             if request:
-                op = delete_request(self.storage.token, project, zone, request)
+                op = self.node.delete_request(request, self.args.slices)
             else:
                 op = self.node.delete()
             outcome = (op or {}).get("name", "already gone")

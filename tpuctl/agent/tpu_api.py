@@ -88,5 +88,12 @@ class TpuNode:
     def delete(self) -> Json | None:
         return delete_node(self.token, self.project, self.zone, self.name)
 
+    def request_what(self, request: str) -> str:
+        return f"queued resource {request}"
+
+    def delete_request(self, request: str, slices: int) -> Json | None:
+        """A multislice: its queued resource, with force (every slice goes with it)."""
+        return delete_request(self.token, self.project, self.zone, request)
+
     def stop(self) -> None:
         tpu(self.token, "POST", f"{self.path}:stop", b"{}")

@@ -53,6 +53,10 @@ def list_nodes(
         except TpuctlError as e:  # the nodes are still worth showing
             queued = []
             shot.skipped.append(f"could not list queued resources: {e}")
+    for other in backends[1:]:  # requests made of another API's nodes (its multislices)
+        mine = [r.node for r in shot.rows if registry.holder(backends, r.node) is other]
+        queued += other.requests_of(mine)
+    queued.sort(key=lambda q: (q.zone, q.name))
     for line in shot.skipped:
         render.info(line)
     rows = {r.node.full_name: r for r in shot.rows}

@@ -84,8 +84,9 @@ Slices = Annotated[
     int,
     typer.Option(
         "--slices",
-        help="Multislice: this many slices of the accelerator through one queued resource "
-        "(implies --queued when more than 1; docs/multislice.md).",
+        help="Multislice: this many slices of the accelerator, made as one unit (one "
+        "queued resource on the Cloud TPU API; implies --queued when more than 1; "
+        "docs/multislice.md).",
     ),
 ]
 ValidUntil = Annotated[

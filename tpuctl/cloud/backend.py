@@ -64,6 +64,8 @@ class BackendKind:
     # Engine's flex-start VM waits by itself)
     queues_flex_start: bool = False
     permissions: tuple[str, ...] = ()  # what the caller needs of the project beyond the rest
+    # what N slices made as one unit are called in a sentence (docs/multislice.md)
+    multislice: str = "queued resource"
 
     def offers(self, shape: SliceShape) -> bool:
         return self.type_name(shape) is not None
@@ -202,6 +204,12 @@ class TpuBackend(Protocol):
 
     def delete_queued_resource(self, name: str, force: bool = True) -> str | None: ...
 
+    def requests_of(self, nodes: list[Node]) -> list[QueuedResource]:
+        """The queued requests that `nodes` (this API's, as listed) make up, where an API's
+        requests are made of its nodes (a Compute Engine multislice); [] where requests
+        are listed on their own (`list_queued_resources`)."""
+        ...
+
 
 class BackendDefaults:
     """The answers of an API with no rules, quota or leftovers of its own: what an
@@ -249,3 +257,6 @@ class BackendDefaults:
 
     def made_of(self, shape: SliceShape) -> str:
         return "its VM" if shape.known and not shape.multi_host else "its VMs"
+
+    def requests_of(self, nodes: list[Node]) -> list[QueuedResource]:
+        return []

@@ -138,9 +138,9 @@ class ClientFactory(Endpoints):
 
     def compute_tpu(self) -> ComputeTpuApi:
         """TPU VMs on Compute Engine, behind the same protocol as the TPU API's adapter."""
-        from tpuctl.cloud.compute.api import ComputeTpuApi
+        from tpuctl.cloud.compute.multislice import ComputeMultisliceApi
 
-        return ComputeTpuApi(
+        return ComputeMultisliceApi(
             self._authorized_session,
             self.compute_endpoint,
             where=f"Compute Engine ({self.describe_endpoint()})",

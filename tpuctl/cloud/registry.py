@@ -17,7 +17,7 @@ from tpuctl.errors import UsageError
 if TYPE_CHECKING:
     from tpuctl.catalog.shapes import SliceShape
     from tpuctl.cloud.backend import BackendKind, TpuBackend
-    from tpuctl.models import Node
+    from tpuctl.models import Node, QueuedResource
 
 KINDS: list[BackendKind] = [tpu.KIND, compute.KIND]
 AUTO = "auto"  # --api auto: any API that offers the shape, in order
@@ -62,8 +62,9 @@ def offering(shape: SliceShape) -> list[BackendKind]:
     return [k for k in KINDS if k.offers(shape)]
 
 
-def holder(backends: Sequence[B], node: Node) -> B:
-    """The backend of `backends` that holds `node` (the first when none is its)."""
+def holder(backends: Sequence[B], node: Node | QueuedResource) -> B:
+    """The backend of `backends` that holds `node` (or a queued request; the first when
+    none is its)."""
     return next((b for b in backends if b.kind.key == node.api), backends[0])
 
 

@@ -74,6 +74,14 @@ def resolve(
             with contextlib.suppress(NotFoundError):
                 node = find_node(others, f"{target.parent}/nodes/{name}")[1]
                 found.append(node)
+            owner = (node.queued_resource if node else "") or owner
+            request = _request_on(others, owner)  # another API's multislice, or its slice's
+            if request is not None:
+                requests[request.full_name] = request
+                if node is not None and name != request.name and len(request.node_ids) > 1:
+                    slices_named[name] = request
+                if node is not None and node.name in request.node_ids:
+                    found.remove(node)
         if node is None and request is None:
             missing.append(name)
     if missing and elsewhere:  # looked for in the other zones: one list per API, on a miss
@@ -101,6 +109,14 @@ def resolve(
     return Doomed(found, list(requests.values()), missing)
 
 
+def _request_on(backends: Sequence[TpuBackend], name: str) -> QueuedResource | None:
+    """The queued request `name` on the first of `backends` that has it."""
+    for backend in backends:
+        with contextlib.suppress(NotFoundError):
+            return backend.get_queued_resource(name)
+    return None
+
+
 def _request_of(api: TpuBackend, node: Node) -> QueuedResource | None:
     """The queued request that made `node` (None: it was made on its own)."""
     if not node.queued_resource:
@@ -119,20 +135,19 @@ def delete(
     asked: Callable[[str], None] = lambda name: None,
     say: Callable[[str], None] = lambda line: None,
 ) -> list[DeleteResult]:
-    """Delete the requests (with their nodes; the first backend's), then the nodes, each
+    """Delete the requests (with their nodes; each through its API), then the nodes, each
     through the backend that holds it; one result each, in that order. `asked(name)` once
     the cloud has a node's or a request's delete; `say`, what else was deleted (the free
     parts of a node someone else was deleting: `nodes.delete_nodes`)."""
     from tpuctl.cloud import registry
-
-    api = backends[0]
 
     def report(name: str) -> Callable[[str, float], None]:
         return lambda state, elapsed: progress(name, state, elapsed) if progress else None
 
     results = []
     for q in doomed.requests:
-        results.append(queued.delete_queued(api, q, wait=wait, progress=report(q.name)))
+        holder = registry.holder(backends, q)
+        results.append(queued.delete_queued(holder, q, wait=wait, progress=report(q.name)))
         asked(q.name)
     done: dict[int, DeleteResult] = {}
     for backend in backends:

@@ -12,6 +12,7 @@ force) deletes every slice.
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING
 
 from tpuctl import interrupts
@@ -39,6 +40,7 @@ from tpuctl.queueing import (  # noqa: F401  (the queue's vocabulary, re-exporte
     queue_spec,
     rfc3339,
 )
+from tpuctl.services import nodes
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
@@ -152,6 +154,10 @@ def delete_request(
             continue
         if node.queued_resource == full_name and node.state != "DELETING":
             api.delete_node(node_name)
+        elif node.state == "DELETING" or node.free_parts:
+            # going, or gone but for parts that bill nothing (a Compute Engine slice's
+            # template and policy, once its VMs went): those too, once it is gone
+            nodes.wait_gone(api, node_name, progress=progress, timeout=timeout)
 
 
 def provision(
@@ -219,6 +225,12 @@ def _provision(
         reason = e.qr.error or (
             "its node was preempted or deleted" if e.qr.state != "FAILED" else "no reason given"
         )
+        if isinstance(e.qr.failure, TpuctlError):  # the adapter's own: no capacity, quota
+            failure = copy.copy(e.qr.failure)
+            failure.message = (
+                f"{name} ended {e.qr.state}: {reason}; tpuctl deleted what it had made"
+            )
+            raise failure from None
         raise CloudError(
             f"queued resource {name} ended {e.qr.state}: {reason}; tpuctl deleted the request",
             hint="try again later, in another zone, or with a longer --valid-until",

@@ -36,4 +36,5 @@ KIND = BackendKind(
     build=_build,
     ends_at_expiry=True,  # an instance's maxRunDuration (wire.py) deletes it at its expiry
     permissions=COMPUTE_CALLER_PERMISSIONS,
+    multislice="multislice",  # N slices made as one, with no queued resource (multislice.py)
 )

@@ -32,11 +32,6 @@ def check(spec: CreateSpec, options: QueueOptions) -> None:
         raise UsageError(
             "--flex-start and --reservation are exclusive: choose one provisioning model"
         )
-    if options.slices > 1:
-        raise UsageError(
-            "--slices is the Cloud TPU API's (a multislice queued resource), not Compute Engine's",
-            hint="use --api tpu for a multislice flex-start request",
-        )
     if options.valid_until_time:
         raise UsageError(
             "--valid-until-time: a flex-start VM on Compute Engine waits a duration",

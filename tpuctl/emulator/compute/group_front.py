@@ -112,6 +112,9 @@ class GroupRenderer(Renderer):
         for action, count in actions.items():
             key = {"NONE": "none", "CREATING": "creating", "DELETING": "deleting"}[action]
             current[key] = count
+        if not g.spawned and not g.deleting:  # currentActions.creating: VMs "scheduled to be
+            # created" (cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers)
+            current["creating"] = g.target_size
         stable = g.spawned and actions.get("NONE", 0) == len(managed) and not g.deleting
         status: dict[str, Any] = {
             "isStable": stable,

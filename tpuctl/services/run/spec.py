@@ -265,7 +265,8 @@ class Job:
     def what(self) -> str:
         """The job's node as the user is told of it."""
         if self.multislice:
-            return f"queued resource {self.node_name} ({self.spec.slices} slices)"
+            called = self.adapters.backend.kind.multislice  # "queued resource" on the TPU API
+            return f"{called} {self.node_name} ({self.spec.slices} slices)"
         return f"node {self.node_name}"
 
     def label(self, worker: int) -> str:

@@ -86,6 +86,8 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
         # multislice request takes every slice with it.
         queued.delete_request(a.backend, queued.qr_name(job.target, job.node_name))
         if job.multislice:
+            for name in job.slice_names:  # a slice's parts that bill nothing, once it is gone
+                nodes.wait_gone(a.backend, name, say=job.ui.info)
             return True
     if (
         not job.agents_started
