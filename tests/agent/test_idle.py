@@ -150,3 +150,38 @@ def test_processes_outside_the_scope_do_not_count(worker: Worker, tmp_path: Path
         assert other.check()["busy"] is True
     finally:
         other.stop()
+
+
+def test_the_watchdog_wakes_at_an_expiry_its_first_look_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A node whose --max-cost ends 22 s after the boot: the first look (5 s in) reads the
+    # expiry, and the next wake is at it, not a whole interval (60 s) later.
+    from tpuctl.agent import idle
+
+    clock = {"now": 1000.0}
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock["now"] += seconds
+
+    monkeypatch.setattr(idle.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(idle.time, "sleep", sleep)
+
+    class Node:
+        path, token = "projects/p/locations/z/nodes/n", None
+
+    dog = idle.Watchdog(Node(), 0, 60.0, "delete")  # type: ignore[arg-type]
+    looks: list[float] = []
+
+    def tick() -> bool:
+        looks.append(clock["now"])
+        dog.expires_at = 1022.0
+        if clock["now"] >= dog.expires_at:
+            raise idle.HttpError(404, "the node is gone")  # deleted at the expiry
+        return False
+
+    monkeypatch.setattr(dog, "tick", tick)
+    assert dog.run() == 0
+    assert looks == [1005.0, 1022.0], sleeps

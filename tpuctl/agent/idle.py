@@ -319,9 +319,6 @@ class Watchdog:
         wait = min(self.interval, 5.0)  # a first look soon after the boot: is expiry near?
         while True:
             time.sleep(wait)
-            wait = self.interval
-            if self.expires_at is not None:  # wake at the expiry, not up to a tick after
-                wait = max(0.5, min(wait, self.expires_at - time.time()))
             try:
                 self.tick()
             except HttpError as e:
@@ -331,6 +328,9 @@ class Watchdog:
                 self.say(f"check failed, trying again: {e}")
             except Exception as e:  # noqa: BLE001 - a watchdog keeps watching
                 self.say(f"check failed, trying again: {e!r}")
+            wait = self.interval
+            if self.expires_at is not None:  # wake at the expiry (as this look read it)
+                wait = max(0.5, min(wait, self.expires_at - time.time()))
 
 
 def interval_setting(given: float | None) -> float:
