@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.oslogin import OsLoginApi
 
 CHUNK = 65536
+CLOSE_WAIT = 5.0  # seconds a command's channel may take to close once left (see `_close`)
 # AES-GCM first: OpenSSL does it in hardware, asyncssh's ChaCha20-Poly1305 costs CPU
 # per packet. Both ends support all of these.
 _CIPHERS = [
@@ -235,6 +236,16 @@ class SshApi:
             raise Unreachable(f"{where}: {_reason(e)}") from e
 
 
+async def _close(proc: asyncssh.SSHClientProcess[bytes]) -> None:
+    """Close a command's channel and wait for the server's close, `CLOSE_WAIT` seconds at
+    most: asyncssh's own exit of a process waits for it without end, and a server that
+    never answers (a worker going away) would hold the caller, e.g. a run whose job is
+    over waiting on its log stream for good."""
+    proc.close()
+    with contextlib.suppress(Exception):  # the timeout, or a connection already lost
+        await asyncio.wait_for(proc.wait_closed(), CLOSE_WAIT)
+
+
 class Session:
     """One open connection: run commands, copy files."""
 
@@ -246,9 +257,10 @@ class Session:
         """Run `command` (a shell command line); feed it `stdin` (else stdin is closed);
         stream its output; return its exit status (128 + N when killed by signal N)."""
         try:
-            async with self._conn.create_process(
+            proc = await self._conn.create_process(
                 command, encoding=None, stdin=asyncssh.PIPE if stdin else asyncssh.DEVNULL
-            ) as proc:
+            )
+            try:
                 if stdin:
                     proc.stdin.write(stdin)
                     proc.stdin.write_eof()
@@ -259,6 +271,8 @@ class Session:
 
                 await asyncio.gather(pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr"))
                 await proc.wait()
+            finally:  # also when cancelled (a log stream once its job is over)
+                await _close(proc)
         except (OSError, asyncssh.Error) as e:
             raise ConnectionDropped(f"{self._where}: connection lost: {_reason(e)}") from e
         if proc.exit_status is not None and proc.exit_status >= 0:
