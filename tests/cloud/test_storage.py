@@ -163,13 +163,11 @@ def test_prefixes_and_download(bucket, tmp_path: Path) -> None:
         "tpuctl/jobs/20260101-000000-aaaaaa/",
         "tpuctl/jobs/20260102-000000-bbbbbb/",
     ]
-    got = bucket.download_prefix("tpuctl/jobs/20260102-000000-bbbbbb/outputs/", tmp_path / "out")
-    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in got) == [
-        "ckpt/step-1.npz",
-        "loss.txt",
-    ]
-    assert (tmp_path / "out" / "ckpt" / "step-1.npz").read_bytes() == b"one"
-    assert bucket.download_prefix("tpuctl/jobs/none/", tmp_path / "none") == []
+    name = "tpuctl/jobs/20260102-000000-bbbbbb/outputs/ckpt/step-1.npz"
+    got = bucket.download_to(name, tmp_path / "out" / "ckpt" / "step-1.npz")
+    assert got.read_bytes() == b"one"  # its folders made
+    with pytest.raises(NotFoundError):
+        bucket.download_to("tpuctl/jobs/none/x", tmp_path / "none" / "x")
 
 
 def test_missing_bucket_is_not_found(emulator, tmp_path: Path) -> None:

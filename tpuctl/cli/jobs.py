@@ -278,23 +278,38 @@ def outputs(
     ] = None,
     project: Project = None,
     bucket: Bucket = None,
+    unverified: Annotated[
+        bool,
+        typer.Option(
+            "--unverified",
+            help="Download every file in the job's outputs folder, also those no agent of "
+            "the job uploaded (anyone who can write the bucket may have put them there).",
+        ),
+    ] = False,
 ) -> None:
     """Download a job's outputs from the bucket.
 
-    For a job that ended, was detached, or ran from another laptop.
+    Only the files the job's own agents uploaded, as their manifests signed with this
+    machine's key say (TPUCTL_SIGNING_KEY for a job run from another machine).
 
     Example: tpuctl outputs 20261129-153012-ab12cd runs/first
     """
+    from tpuctl.agent import protocol
     from tpuctl.services import jobs as jobs_service
+    from tpuctl.services import outputs as outputs_service
+    from tpuctl.services.run import signing
     from tpuctl.services.run.request import DEFAULT_OUTPUTS
 
     b = _bucket(app_of(ctx), project, bucket)
     job = jobs_service.resolve(b, job)
     target = dest if dest is not None else Path(DEFAULT_OUTPUTS) / job
-    written = jobs_service.download_outputs(b, job, target)
-    if written:
-        render.info(f"downloaded {len(written)} output file(s) of job {job} to {target}")
-    else:
+    key = "" if unverified else signing.key()
+    brought = outputs_service.download(b, job, target, key, verify=not unverified)
+    for line in brought.notes(f"gs://{b.name}/{protocol.outputs_prefix(job)}"):
+        render.info(line)
+    if brought.written:
+        render.info(f"downloaded {len(brought.written)} output file(s) of job {job} to {target}")
+    elif not (brought.unnamed or brought.changed):
         render.info(f"job {job} has no outputs in gs://{b.name}/ (yet)")
 
 

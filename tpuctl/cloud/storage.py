@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
 
 from google.api_core import exceptions as gx
@@ -412,33 +412,15 @@ class Bucket:
         raise PreconditionFailedError(f"{self._subject(path)} kept changing; gave up updating it")
 
     # -- downloads ---------------------------------------------------------------
-    def download_prefix(
-        self, prefix: str, dest: Path, *, workers: int = UPLOAD_WORKERS
-    ) -> list[Path]:
-        """Download every object under `prefix` into `dest`, keeping the relative paths."""
-        root = dest.resolve()
-        jobs: list[tuple[str, Path]] = []
-        for info in self.objects(prefix):
-            relative = PurePosixPath(info.name[len(prefix) :].lstrip("/"))
-            if not relative.parts or info.name.endswith("/") or ".." in relative.parts:
-                continue  # folder placeholders, or names that would escape dest
-            jobs.append((info.name, root.joinpath(*relative.parts)))
-
-        def one(job: tuple[str, Path]) -> Path:
-            name, target = job
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._call(
-                self._subject(name),
-                lambda: self._bucket.blob(name).download_to_filename(
-                    str(target), timeout=TIMEOUT, retry=None
-                ),
-            )
-            return target
-
-        if not jobs:
-            return []
-        with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            return list(pool.map(one, jobs))
+    def download_to(self, name: str, target: Path) -> Path:
+        """One object into the file `target` (its folders made)."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        blob = self._bucket.blob(name)
+        self._call(
+            self._subject(name),
+            lambda: blob.download_to_filename(str(target), timeout=TIMEOUT, retry=None),
+        )
+        return target
 
     def delete(self, path: str, *, if_generation_match: int | None = None) -> None:
         """Delete an object (with a generation: only that one, else PreconditionFailedError)."""

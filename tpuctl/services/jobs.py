@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tpuctl.agent import protocol
@@ -392,9 +391,3 @@ def _not_cancelled(job_id: str, error: TpuctlError, worker: int | None = None) -
     )
     failed.exit_code = error.exit_code
     return failed
-
-
-def download_outputs(bucket: Bucket, job_id: str, dest: Path) -> list[Path]:
-    """The job's outputs (what its script wrote under TPUCTL_OUTPUT_DIR, every slice's)
-    from the bucket into `dest`, keeping their paths; the files written."""
-    return bucket.download_prefix(protocol.outputs_prefix(job_id), dest)

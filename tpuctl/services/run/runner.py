@@ -28,8 +28,8 @@ from tpuctl import catalog, wording
 from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
-from tpuctl.services import jobs, staging, workdir
-from tpuctl.services.run import agents, environment, lease, provision, teardown, watch
+from tpuctl.services import outputs, staging, workdir
+from tpuctl.services.run import agents, environment, lease, provision, signing, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
 if TYPE_CHECKING:
@@ -294,7 +294,11 @@ class Runner:
         job = self.job
         if job.outputs_dir is None or job.bucket is None:
             return None
-        return jobs.download_outputs(job.bucket, job.job_id, job.outputs_dir)
+        brought = outputs.download(job.bucket, job.job_id, job.outputs_dir, signing.key())
+        where = f"gs://{job.bucket.name}/{protocol.outputs_prefix(job.job_id)}"
+        for line in brought.notes(where):
+            job.ui.info(line)
+        return brought.written
 
     def stop(self, grace: float = STOP_GRACE) -> JobOutcome:
         """After an interruption: stop the job on every worker, then tear down as asked.

@@ -1,0 +1,134 @@
+"""A job's outputs brought home from the bucket: only the files its own agents uploaded.
+
+The outputs folder in the bucket (tpuctl/jobs/<id>/outputs/) can be written by any
+principal that can write the bucket (every job VM of a default project). So what comes
+home is what the job's signed manifests name (tpuctl/agent/outputs.py: each worker signs,
+with the client's key, the sha256 of every file it uploaded), each file checked against
+a sha256 a manifest gives it once downloaded; a file no manifest names, or one whose
+content is not what the job uploaded, stays in the bucket, said in one line. Without the
+key the job ran with (another machine), nothing is verified, and nothing comes unless
+asked for with `unverified` (`tpuctl outputs --unverified`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from tpuctl.agent import outputs as agent_outputs
+from tpuctl.agent import protocol
+from tpuctl.errors import TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.storage import Bucket
+
+WORKERS = 8  # downloads at once (requests' default connection pool holds 10)
+
+
+@dataclass
+class Brought:
+    """What came home, and what stayed in the bucket and why."""
+
+    written: list[Path] = field(default_factory=list)
+    unnamed: list[str] = field(default_factory=list)  # no manifest of the job names them
+    changed: list[str] = field(default_factory=list)  # not the content the job uploaded
+    unsigned: int = 0  # manifests not signed with this key
+
+    def notes(self, where: str) -> list[str]:
+        """One line for each kind of file left in the bucket (none when all came)."""
+        lines = []
+        if self.unnamed:
+            lines.append(
+                f"outputs: {len(self.unnamed)} file(s) in {where} were uploaded by no agent of "
+                f"this job (no manifest signed with this machine's key names them): left "
+                f"there ({_some(self.unnamed)})"
+            )
+        if self.changed:
+            lines.append(
+                f"outputs: {len(self.changed)} file(s) in {where} changed since the job "
+                f"uploaded them: left there ({_some(self.changed)})"
+            )
+        if self.unnamed and self.unsigned and not self.written:
+            lines.append(
+                "outputs: if the job ran from another machine, give its signing key "
+                "(signing.key in its tpuctl state dir) as TPUCTL_SIGNING_KEY, or fetch them "
+                "with `tpuctl outputs JOB --unverified` if you trust every writer of the bucket"
+            )
+        return lines
+
+
+def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = True) -> Brought:
+    """The job's outputs (every slice's) into `dest`, keeping their paths: with `verify`,
+    only those its signed manifests name, each with the content they name."""
+    prefix = protocol.outputs_prefix(job_id)
+    allowed, unsigned = _allowed(bucket, job_id, key) if verify else ({}, 0)
+    brought = Brought(unsigned=unsigned)
+    root = dest.resolve()
+    wanted: list[tuple[str, str]] = []
+    for info in bucket.objects(prefix):
+        relative = info.name[len(prefix) :].lstrip("/")
+        parts = PurePosixPath(relative).parts
+        if not parts or info.name.endswith("/") or ".." in parts:
+            continue  # folder placeholders, or names that would escape dest
+        if verify and relative not in allowed:
+            brought.unnamed.append(relative)
+        else:
+            wanted.append((info.name, relative))
+
+    def one(item: tuple[str, str]) -> Path | None:
+        name, relative = item
+        target = root.joinpath(*PurePosixPath(relative).parts)
+        part = target.with_name(f".{target.name}.tpuctl-part")
+        bucket.download_to(name, part)
+        if verify and _sha256(part) not in allowed[relative]:
+            part.unlink()
+            brought.changed.append(relative)
+            return None
+        os.replace(part, target)
+        return target
+
+    if wanted:
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(wanted))) as pool:
+            brought.written = [p for p in pool.map(one, wanted) if p is not None]
+    return brought
+
+
+def _allowed(bucket: Bucket, job_id: str, key: str) -> tuple[dict[str, set[str]], int]:
+    """Each output (its path under the job's outputs folder) that a manifest of this job
+    signed with `key` names, with the sha256s it may have; and how many manifests were
+    not signed so."""
+    allowed: dict[str, set[str]] = {}
+    unsigned = 0
+    for info in bucket.objects(protocol.job_path(job_id, "manifests", "")):
+        value = None
+        if info.size <= agent_outputs.MANIFEST_LIMIT:
+            with contextlib.suppress(TpuctlError, ValueError):
+                value = json.loads(bucket.read_bytes(info.name, agent_outputs.MANIFEST_LIMIT)[0])
+        if not agent_outputs.trusted(value, key, job_id):
+            unsigned += 1
+            continue
+        assert isinstance(value, dict)
+        for relative, sha in value["files"].items():
+            # a multislice job's slices upload under slice-<s>/, a single slice's at the top
+            for name in (str(relative), f"slice-{value['slice']}/{relative}"):
+                allowed.setdefault(name, set()).add(str(sha))
+    return allowed, unsigned
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(sorted(names)[:3])
+    return shown + (", ..." if len(names) > 3 else "")
