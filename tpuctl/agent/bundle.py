@@ -61,6 +61,7 @@ MODULES = (
     "wheels.py",
     "signing.py",
     "outputs.py",
+    "manifests.py",
 )
 REMOTE_ROOT = "~/.tpuctl"  # a shell word: `~` is left to the remote shell to expand
 # What `python3 BUNDLE` runs, as the standard library's zipapp writes it for `pkg.mod:fn`.

@@ -28,13 +28,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import signing
+from .manifests import LIMIT as MANIFEST_LIMIT
+from .manifests import VERSION, trusted
 from .net import HttpError
 from .protocol import job_path
 from .storage import Storage
 from .transfer import OutputSync
-
-VERSION = 1
-MANIFEST_LIMIT = 64 << 20  # bytes: a manifest bigger than this is not read (bounded memory)
 
 
 class Outputs:
@@ -121,18 +120,6 @@ class Outputs:
 
     def trusted(self, value: Any) -> bool:
         return trusted(value, self.key, self.job) and value.get("slice") == self.slice
-
-
-def trusted(value: Any, key: str, job: str) -> bool:
-    """A manifest of job `job`'s outputs signed with `key` (the client's too: the
-    outputs it brings home, services/outputs.py)."""
-    return (
-        signing.signed(value, key)
-        and value.get("version") == VERSION
-        and value.get("job") == job
-        and isinstance(value.get("slice"), int)
-        and isinstance(value.get("files"), dict)
-    )
 
 
 def _some(names: list[str]) -> str:

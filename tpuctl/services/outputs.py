@@ -2,7 +2,7 @@
 
 The outputs folder in the bucket (tpuctl/jobs/<id>/outputs/) can be written by any
 principal that can write the bucket (every job VM of a default project). So what comes
-home is what the job's signed manifests name (tpuctl/agent/outputs.py: each worker signs,
+home is what the job's signed manifests name (tpuctl/agent/manifests.py: each worker signs,
 with the client's key, the sha256 of every file it uploaded), each file checked against
 a sha256 a manifest gives it once downloaded; a file no manifest names, or one whose
 content is not what the job uploaded, stays in the bucket, said in one line. Without the
@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from tpuctl.agent import outputs as agent_outputs
-from tpuctl.agent import protocol
+from tpuctl.agent import manifests, protocol
 from tpuctl.errors import TpuctlError
 
 if TYPE_CHECKING:
@@ -107,10 +106,10 @@ def _allowed(bucket: Bucket, job_id: str, key: str) -> tuple[dict[str, set[str]]
     unsigned = 0
     for info in bucket.objects(protocol.job_path(job_id, "manifests", "")):
         value = None
-        if info.size <= agent_outputs.MANIFEST_LIMIT:
+        if info.size <= manifests.LIMIT:
             with contextlib.suppress(TpuctlError, ValueError):
-                value = json.loads(bucket.read_bytes(info.name, agent_outputs.MANIFEST_LIMIT)[0])
-        if not agent_outputs.trusted(value, key, job_id):
+                value = json.loads(bucket.read_bytes(info.name, manifests.LIMIT)[0])
+        if not manifests.trusted(value, key, job_id):
             unsigned += 1
             continue
         assert isinstance(value, dict)
