@@ -92,7 +92,7 @@ def test_room_for_one_single_host_slice_only_leaves_nothing(cli, emulator) -> No
 
 
 @pytest.mark.parametrize(
-    "flag", [["--spot"], ["--valid-until", "1h"], ["--flex-start", "--max-run-duration", "1h"]]
+    "flag", [["--valid-until", "1h"], ["--flex-start", "--max-run-duration", "1h"]]
 )
 def test_what_a_compute_multislice_does_not_take_yet(cli, emulator, flag) -> None:
     r = cli("create", "no", *SLICES, *flag)
