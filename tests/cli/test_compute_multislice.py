@@ -101,6 +101,21 @@ def test_what_a_compute_multislice_does_not_take_yet(cli, emulator, flag) -> Non
     assert emulator.instances() == []
 
 
+def test_a_spot_multislice_is_spot_vms_on_every_slice(cli, emulator) -> None:
+    made = cli("create", "cheap", "-a", "v6e-8", "--api", "compute", "--zone", ZONE,
+               "--slices", "2", "--spot", "--json")  # fmt: skip
+    assert made.code == 0, made.err
+    assert [s["name"] for s in json.loads(made.out)["slices"]] == ["cheap-0", "cheap-1"]
+    bodies = [b["body"]["scheduling"] for b in emulator.bodies("compute.instances.insert")]
+    assert [b["provisioningModel"] for b in bodies] == ["SPOT", "SPOT"]
+    assert {b["instanceTerminationAction"] for b in bodies} == {"DELETE"}
+    listed = json.loads(cli("list", "--zone", ZONE, "--json").out)
+    (request,) = [e for e in listed if e["kind"] == "queuedResource"]
+    assert request["scheduling"] == "spot"  # the request, as its slices are
+    assert cli("delete", "cheap", "--zone", ZONE, "--yes").code == 0
+    assert emulator.instances() == []
+
+
 def test_gc_collects_an_expired_multislice_whole(cli, emulator) -> None:
     assert cli("create", "ms", "-a", "v6e-8", "--api", "compute", "--zone", ZONE,
                "--slices", "2", "--ttl", "8h").code == 0  # fmt: skip
