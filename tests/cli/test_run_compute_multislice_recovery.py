@@ -135,6 +135,23 @@ def test_a_preempted_vm_of_one_slice_restarts_every_slice(
     assert emulator.instances() == []
 
 
+def test_with_no_restart_left_a_preempted_slice_ends_the_job_and_every_slice_goes(
+    cli, emulator, job, tmp_path
+) -> None:
+    helper = preempt_slice_1(emulator, "us-central1-c", 2, None)
+    out = tmp_path / "out"
+    r = cli("run", str(job), *TPU7X, "--spot", "--restarts", "0", "--outputs", str(out))
+    helper.join(timeout=5)
+    assert r.code == 1, r.err
+    assert "(2 slices) was PREEMPTED (slice 1) during attempt 1" in r.err
+    assert "used its 0 restart(s)" in r.err
+    assert "attempt 2" not in r.out
+    for s in range(2):  # each slice's worker synced what it had, the checkpoint too
+        files = {p.name for p in (out / f"slice-{s}").iterdir()}
+        assert {"w0-attempt1.txt", "w0-attempt1-checkpoint.txt"} <= files, (s, files)
+    assert emulator.instances() == []
+
+
 def running(emulator, attempt: int) -> int:  # noqa: ANN001
     """How many workers' agents say RUNNING in `attempt`."""
     statuses = [json.loads(v) for v in objects(emulator, "/status/worker-")]
@@ -148,18 +165,28 @@ def billing(emulator) -> list[str]:  # noqa: ANN001
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("killed", ["after the restart", "on the preemption"])
+@pytest.mark.parametrize(
+    ("killed", "preempted"),
+    [
+        ("after the restart", (1, 2)),
+        ("on the preemption", (1, 2)),
+        ("on the preemption", (0, 0)),  # the VM of the agent that tears down
+    ],
+    ids=["after-the-restart", "on-the-preemption", "on-slice-0-worker-0-s-preemption"],
+)
 def test_with_the_client_killed_no_vm_of_a_preempted_multislice_bills(
-    cli, emulator, job, killed
+    cli, emulator, job, killed, preempted
 ) -> None:
-    """SIGKILL of the client once slice 1 is preempted (the agent of slice 0's worker 0
-    ends the attempt and deletes every slice), or once attempt 2 runs on the slices made
-    again (their agents delete them when it ends): no VM is left billing either way."""
+    """SIGKILL of the client once a VM of a slice is preempted (the agent of slice 0's
+    worker 0 ends the attempt and deletes every slice, also when its own VM is the one
+    preempted: within the notice), or once attempt 2 runs on the slices made again
+    (their agents delete them when it ends): no VM is left billing either way."""
+    index, worker = preempted
     with spawned("run", str(job), *V6E, "--spot", "--restarts", "1", "--env", "NAP=5",
                  "--no-outputs", timeout=60) as p:  # fmt: skip
         wait_for(lambda: ready_everywhere(emulator, 8), timeout=90)
-        (name,) = slice_parts(emulator, 1)
-        emulator.preempt_worker(PROJECT, "us-east1-d", name, worker=2, notice=5)
+        (name,) = slice_parts(emulator, index)
+        emulator.preempt_worker(PROJECT, "us-east1-d", name, worker=worker, notice=15)
         if killed == "after the restart":
             wait_for(lambda: running(emulator, 2) == 8, timeout=120)
         p.proc.kill()  # no cleanup of any kind on this side
