@@ -92,12 +92,27 @@ def test_room_for_one_single_host_slice_only_leaves_nothing(cli, emulator) -> No
 
 
 @pytest.mark.parametrize(
-    "flag", [["--spot"], ["--valid-until", "1h"], ["--flex-start", "--max-run-duration", "1h"]]
+    "flag", [["--valid-until", "1h"], ["--flex-start", "--max-run-duration", "1h"]]
 )
 def test_what_a_compute_multislice_does_not_take_yet(cli, emulator, flag) -> None:
     r = cli("create", "no", *SLICES, *flag)
     assert r.code == 2, r.err
     assert f"{flag[0]} does not go with --slices on Compute Engine yet" in one_line_error(r)
+    assert emulator.instances() == []
+
+
+def test_a_spot_multislice_is_spot_vms_on_every_slice(cli, emulator) -> None:
+    made = cli("create", "cheap", "-a", "v6e-8", "--api", "compute", "--zone", ZONE,
+               "--slices", "2", "--spot", "--json")  # fmt: skip
+    assert made.code == 0, made.err
+    assert [s["name"] for s in json.loads(made.out)["slices"]] == ["cheap-0", "cheap-1"]
+    bodies = [b["body"]["scheduling"] for b in emulator.bodies("compute.instances.insert")]
+    assert [b["provisioningModel"] for b in bodies] == ["SPOT", "SPOT"]
+    assert {b["instanceTerminationAction"] for b in bodies} == {"DELETE"}
+    listed = json.loads(cli("list", "--zone", ZONE, "--json").out)
+    (request,) = [e for e in listed if e["kind"] == "queuedResource"]
+    assert request["scheduling"] == "spot"  # the request, as its slices are
+    assert cli("delete", "cheap", "--zone", ZONE, "--yes").code == 0
     assert emulator.instances() == []
 
 

@@ -127,6 +127,8 @@ class Job(Teardown):
         self.noticed_at = time.monotonic()
         self.stop_reason = "preemption notice"
         self.status.value["message"] = f"preempted ({how})"
+        if not passed:  # this VM's own: the runner names its slice (run/watch.py)
+            self.status.value["noticed_here"] = True
         self.say(
             f"preemption notice ({how}): passing SIGTERM to the job; it may save its "
             f"state into TPUCTL_OUTPUT_DIR, outputs are synced a last time"

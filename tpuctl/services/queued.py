@@ -12,6 +12,7 @@ force) deletes every slice.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,8 @@ from tpuctl.services import nodes
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.config import Target
 
@@ -158,6 +161,23 @@ def delete_request(
             # going, or gone but for parts that bill nothing (a Compute Engine slice's
             # template and policy, once its VMs went): those too, once it is gone
             nodes.wait_gone(api, node_name, progress=progress, timeout=timeout)
+
+
+def delete_slices(
+    api: TpuBackend, full_name: str, slices: list[str], say: Callable[[str], None]
+) -> None:
+    """Delete a multislice request and every slice of it (`slices`: their full names),
+    waiting until nothing of them bills. A request can read as gone while parts of its
+    slices are left (on Compute Engine: a group whose VMs an agent's delete took, or a
+    slice's template and policy): those are deleted here, one by one, saying so."""
+    delete_request(api, full_name)
+    left = []
+    for name in slices:
+        with contextlib.suppress(NotFoundError):
+            left.append(api.get_node(name))
+    for result in nodes.delete_nodes(api, left, say=say):
+        if not result.ok and result.error is not None:
+            raise result.error
 
 
 def provision(

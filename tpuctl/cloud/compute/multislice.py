@@ -216,9 +216,8 @@ class ComputeMultisliceApi(ComputeTpuApi):
 
 def _check_multislice(spec: CreateSpec, queue: QueueOptions) -> None:
     """What a multislice on Compute Engine does not take yet: it is made at once, with no
-    queue to wait in, and only from on-demand or reserved capacity."""
+    queue to wait in, from on-demand, spot or reserved capacity."""
     for flag, given in (
-        ("--spot", spec.spot),
         ("--flex-start", queue.flex_start),
         ("--valid-until", queue.valid_until),
         ("--valid-until-time", queue.valid_until_time),
@@ -226,7 +225,7 @@ def _check_multislice(spec: CreateSpec, queue: QueueOptions) -> None:
         if given:
             raise UsageError(
                 f"{flag} does not go with --slices on Compute Engine yet: its slices are made "
-                "at once, on demand or from a reservation",
+                "at once, on demand, as spot VMs or from a reservation",
                 hint="drop it; for a type the Cloud TPU API offers (v6e, v5p), --api tpu "
                 "takes it (a multislice queued resource)",
             )

@@ -254,8 +254,11 @@ def recreate(job: Job) -> Node:
         result = nodes.delete_nodes(a.backend, [old])[0]
         if not result.ok and result.error is not None:
             raise result.error
-    if job.spec.queued:
-        queued.delete_request(a.backend, queued.qr_name(job.target, job.node_name))
+    request = queued.qr_name(job.target, job.node_name)
+    if job.multislice:  # every slice, and what is left of one (its names are taken else)
+        queued.delete_slices(a.backend, request, job.slice_names, job.ui.info)
+    elif job.spec.queued:
+        queued.delete_request(a.backend, request)
 
     def tell(e: BaseException, pause: float) -> None:
         job.ui.info(f"{e}; trying again in {int(pause)}s")

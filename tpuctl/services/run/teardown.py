@@ -84,11 +84,11 @@ def _teardown(job: Job, wait_for_agent: float) -> bool:
     if job.spec.queued and job.created:
         # The request outlives its node otherwise (SUSPENDED, listed forever); a
         # multislice request takes every slice with it.
-        queued.delete_request(a.backend, queued.qr_name(job.target, job.node_name))
+        request = queued.qr_name(job.target, job.node_name)
         if job.multislice:
-            for name in job.slice_names:  # a slice's parts that bill nothing, once it is gone
-                nodes.wait_gone(a.backend, name, say=job.ui.info)
+            queued.delete_slices(a.backend, request, job.slice_names, job.ui.info)
             return True
+        queued.delete_request(a.backend, request)
     if (
         not job.agents_started
         or not job.agent_teardown

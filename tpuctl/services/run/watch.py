@@ -94,11 +94,21 @@ def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
             agents.settle_preempted(job, workers, lost)
     if not lost and any(s.get("state") == protocol.PREEMPTED for s in final.values()):
         _print_rest_from_bucket(job, final, offsets)
-        lost = protocol.PREEMPTED
+        lost = _preempted(job, final)
     if lost:
         raise Preempted(lost)
     _print_rest_from_bucket(job, final, offsets)
     return final
+
+
+def _preempted(job: Job, final: dict[int, dict[str, Any]]) -> str:
+    """PREEMPTED, on a multislice job naming the slices whose VM had the notice itself
+    (its agent said so: `noticed_here`), as `node_lost` names a lost slice."""
+    per = max(1, job.workers // job.spec.slices)
+    slices = sorted({w // per for w, s in final.items() if s.get("noticed_here")})
+    if not job.multislice or not slices:
+        return protocol.PREEMPTED
+    return f"{protocol.PREEMPTED} (slice {', '.join(map(str, slices))})"
 
 
 async def _watch(
