@@ -115,6 +115,7 @@ def list_jobs(
     `project`), each with its TensorCore use (services/usage.py: one metrics call for all
     of them)."""
     from tpuctl.services import usage
+    from tpuctl.services.chips import job_chips
     from tpuctl.services.run.environment import summary
 
     rows = []
@@ -148,6 +149,7 @@ def list_jobs(
                 **hung(st),
                 # the workers' statuses' (agent/envs.py): built, from the bucket, reused
                 "environment": summary(st),
+                "chips": job_chips(st),  # live, from each worker's libtpu (agent/chips.py)
             }
         )
     if monitoring is not None:
