@@ -99,12 +99,25 @@ def test_a_python_without_grpc_is_said_and_the_next_one_is_asked(
     bare.chmod(0o755)
     alone = _looker(env, str(bare))
     assert "no Python here has the grpc module" in alone.look()["error"]
+    alone.probes.clear()  # asked again only after a while: no new probe meanwhile
+    assert "no Python here has the grpc module" in alone.look()["error"]
+    assert alone.probes == {}
     both = chips.Chips(lambda: [str(bare), sys.executable], FakeStatus(), env=env)
     try:
         assert len(both.look()["chips"]) == 4
     finally:
         for probe in both.probes.values():
             probe.close()
+
+
+def test_a_probe_that_answers_nonsense_is_said_and_restarted(tmp_path: Path) -> None:
+    odd = tmp_path / "python"  # answers every look with a line that is not its JSON
+    odd.write_text('#!/bin/sh\nwhile read -r _; do echo "[1, 2]"; done\n')
+    odd.chmod(0o755)
+    looker = _looker({}, str(odd))
+    seen = looker.look()
+    assert seen["error"].startswith("a bad answer from the probe"), seen
+    assert looker.probes[str(odd)].proc is None  # started again on the next look
 
 
 def test_the_default_address_is_libtpus() -> None:

@@ -54,13 +54,15 @@ def _setting(name: str, default: float) -> float:
 
 EVERY = _setting("TPUCTL_CHIPS_EVERY", 5.0)  # seconds between two looks
 ANSWER_WITHIN = 5.0  # a look the probe has not answered by then: the probe is restarted
+NO_GRPC = "no grpc module"  # the probe's answer when its Python has none
+RETRY_LACKING = 60.0  # a Python found without grpc is asked again after this long
 
 PROBE = r"""
 import base64, json, sys
 try:
     import grpc
 except ImportError:
-    print(json.dumps({"error": "no grpc module"}), flush=True)
+    print(json.dumps({"error": "no grpc module"}), flush=True)  # NO_GRPC
     sys.exit(0)
 channel = grpc.secure_channel(sys.argv[1], grpc.local_channel_credentials())
 call = channel.unary_unary("/tpu.monitoring.runtime.RuntimeMetricService/GetRuntimeMetric")
@@ -196,10 +198,14 @@ class Probe:
         if not line:
             self.close()
             return {"error": f"no answer from {self.python} within {ANSWER_WITHIN:g}s"}
-        answers = json.loads(line)
-        if "error" in answers:
+        try:
+            answers = json.loads(line)
+            if "error" in answers:
+                self.close()
+            return figures(answers)
+        except (ValueError, TypeError, AttributeError) as e:  # not the probe's JSON
             self.close()
-        return figures(answers) if isinstance(answers, dict) else {"error": "bad answer"}
+            return {"error": f"a bad answer from the probe: {e}"}
 
     def close(self) -> None:
         if self.proc is not None:
@@ -225,6 +231,7 @@ class Chips:
         self.env = dict(env if env is not None else os.environ)
         self.where = address(self.env)
         self.probes: dict[str, Probe] = {}
+        self.lacking: dict[str, float] = {}  # Python -> when it was found without grpc
         self.shown: Any = None
         self.quietly: Callable[[Callable[[], Any]], None] = lambda fn: fn()
 
@@ -234,18 +241,22 @@ class Chips:
         made = cls(
             lambda: [getattr(job, "python", "") or sys.executable, sys.executable], job.status
         )
-        made.quietly = job.quietly  # a failed look is said in the log, once per kind
+        made.quietly = job.quietly  # a status that cannot be written is said in the log
         return made
 
     def look(self) -> dict[str, Any]:
         """One look, through the first Python that has gRPC."""
-        got: dict[str, Any] = {"error": "no Python to ask"}
+        got: dict[str, Any] = {"error": NO_GRPC}
+        now = time.monotonic()
         for python in dict.fromkeys(self.pythons()):
+            if now - self.lacking.get(python, -RETRY_LACKING) < RETRY_LACKING:
+                continue  # asked a short while ago: still no grpc, most likely
             probe = self.probes.setdefault(python, Probe(python, self.where, self.env))
             got = probe.look()
-            if got.get("error") != "no grpc module":
+            if got.get("error") != NO_GRPC:
                 break
-        if got.get("error") == "no grpc module":
+            self.lacking[python] = now
+        if got.get("error") == NO_GRPC:
             got["error"] = "no Python here has the grpc module (pip install grpcio, or tpu-info)"
         return {"source": SOURCE, "address": self.where, "at": round(time.time(), 3), **got}
 
