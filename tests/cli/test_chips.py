@@ -78,6 +78,15 @@ def test_jobs_shows_each_workers_chips_seconds_after_they_change(
         assert ["w1", "2", "20.0", "GiB", "32.0", "GiB", "0%", "libtpu"] in [
             line[:8] for line in lines
         ], out
+
+        # top: the node's job's chips together (--json: per worker, as `jobs` has them)
+        [shot] = json.loads(cli("top", "--json").out)
+        assert [(w["worker"], w["chips"]) for w in shot["chips"]] == [
+            (k, _expected(k)) for k in range(4)
+        ]
+        table = cli("top", "--zone", "us-central2-b").out
+        # 30 + 80 + 8 GiB of 16 x 32; duty (100 + 50) / 16 chips
+        assert "118/512 GiB" in table and " 9%" in table, table
     finally:
         assert cli("cancel", job).code == 0
         wait_for(lambda: emulator.nodes() == [], timeout=120)
