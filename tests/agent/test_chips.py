@@ -126,6 +126,19 @@ def test_the_default_address_is_libtpus() -> None:
     assert chips.address({"TPU_RUNTIME_METRICS_PORTS": "x"}) == "localhost:8431"
 
 
+def test_the_emulator_stops_the_servers_of_nodes_gone() -> None:
+    emulated = EmulatedChips()
+    try:
+        kept = emulated.port("i/kept/0", "v4", 4)
+        emulated.port("i/gone/1", "v4", 4)
+        emulated.forget({"i/kept"})
+        assert set(emulated.servers) == {"i/kept/0"} and set(emulated.values) == {"i/kept/0"}
+        assert emulated.port("i/kept/0", "v4", 4) == kept  # the same server goes on
+    finally:
+        emulated.forget()
+    assert emulated.servers == {} and emulated.pool is None
+
+
 def test_the_emulator_refuses_a_chip_out_of_range_or_a_bad_figure() -> None:
     emulated = EmulatedChips()
     with pytest.raises(ApiError, match="chip 4 is out of range"):

@@ -92,3 +92,33 @@ def test_jobs_shows_each_workers_chips_seconds_after_they_change(
         wait_for(lambda: emulator.nodes() == [], timeout=120)
     ended = row()
     assert ended["state"] == "CANCELLED" and ended["chips"] == []
+
+
+def test_a_worker_whose_chips_could_not_be_read_says_why_and_what_stands_in(capsys) -> None:
+    from tpuctl.cli.jobs import show_chips
+
+    error = "no Python here has the grpc module (pip install grpcio, or tpu-info)"
+    workers = [
+        {
+            "worker": 0,
+            "source": "libtpu",
+            "address": "localhost:8431",
+            "age": 2.0,
+            "error": None,
+            "chips": [{"chip": 0, "hbmUsed": 3 * GIB, "hbmTotal": 16 * GIB, "dutyCycle": None}],
+        },
+        {
+            "worker": 1,
+            "source": "libtpu",
+            "address": "localhost:8431",
+            "age": 4.0,
+            "error": error,
+            "chips": [],
+        },
+    ]
+    show_chips(workers, lambda w: f"w{w}")
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines()]
+    assert ["w0", "0", "3.0", "GiB", "16.0", "GiB", "-", "libtpu"] in [r[:8] for r in rows], out
+    assert f"libtpu localhost:8431, 4s ago: {error}" in " ".join(out.split()), out
+    assert "Cloud Monitoring's figures stand in: UTIL and IDLE above" in out

@@ -188,6 +188,11 @@ def show_chips(workers: list[dict[str, Any]], name: Callable[[int], str]) -> Non
             table.append([name(w["worker"]), *row])
     sys.stdout.write("\nchips, live (HBM and duty cycle from libtpu on each worker):\n")
     render.show_fitted(CHIP_COLUMNS, table, True)
+    if any(w["error"] for w in workers):
+        sys.stdout.write(
+            "where libtpu could not be read, Cloud Monitoring's figures stand in: UTIL and "
+            "IDLE above, `tpuctl top` per node (minutes behind)\n"
+        )
 
 
 def _hung_for(row: dict[str, Any]) -> str:

@@ -137,7 +137,10 @@ class Backend(ControlPlane):
             env = self.workers.env(node, worker, self.endpoint, config)
             worker_faults.install_image(self.workers, node, worker)
             worker_faults.environment(self.workers, node, worker, env)
-            # where libtpu serves its runtime metrics on this worker (workers/chips.py)
+            # where libtpu serves its runtime metrics on this worker (workers/chips.py);
+            # the servers of nodes gone since stop
+            hosts: list[Any] = [*self.state.nodes.values(), *compute_hosts.hosts(self.state)]
+            self.chips.forget({self.workers.node_marker(n) for n in hosts})
             port = self.chips.port(
                 self.workers.marker(node, worker),
                 node.accelerator.generation,

@@ -148,15 +148,19 @@ class Chips:
         server.start()
         return server, port
 
-    def forget(self, keep: set[str] | None = None) -> None:
-        """Stop the servers (and drop the values) of workers not in `keep` (None: all)."""
+    def forget(self, nodes: set[str] | None = None) -> None:
+        """Stop the servers (and drop the values) of the workers of nodes not in `nodes`
+        (their markers without the worker: `instance/uid`; None: of every node)."""
+
+        def gone(marker: str) -> bool:
+            return nodes is None or marker.rsplit("/", 1)[0] not in nodes
+
         with self.lock:
-            gone = [m for m in self.servers if keep is None or m not in keep]
-            servers = [self.servers.pop(m)[0] for m in gone]
-            for m in [m for m in self.values if keep is None or m not in keep]:
+            servers = [self.servers.pop(m)[0] for m in list(self.servers) if gone(m)]
+            for m in [m for m in self.values if gone(m)]:
                 del self.values[m]
         for server in servers:
             server.stop(grace=None).wait(5)
-        if keep is None and self.pool is not None:
+        if nodes is None and self.pool is not None:
             self.pool.shutdown(wait=False)
             self.pool = None
