@@ -8,7 +8,9 @@ import json
 import secrets
 from pathlib import Path
 
-from tests.cli.test_run import project  # noqa: F401  (the fixture)
+from tests.cli.test_run import project
+
+__all__ = ["project"]  # the fixture, shared
 
 BUCKET = "tpuctl-demo-tpuctl"
 
@@ -17,7 +19,7 @@ def _outputs(emulator, job: str):  # noqa: ANN001, ANN202
     return emulator.storage_client().bucket(BUCKET), f"tpuctl/jobs/{job}/outputs/"
 
 
-def test_a_planted_or_changed_output_stays_in_the_bucket(cli, emulator, project) -> None:  # noqa: F811
+def test_a_planted_or_changed_output_stays_in_the_bucket(cli, emulator, project) -> None:
     r = cli("run", str(project / "job.py"), "--no-outputs", "--json")
     assert r.code == 0, r.err
     job = json.loads(r.out)["job"]
@@ -49,7 +51,7 @@ def test_without_the_jobs_key_nothing_comes_and_the_way_is_named(
     cli,
     emulator,
     project,
-    monkeypatch,  # noqa: F811
+    monkeypatch,
 ) -> None:
     r = cli("run", str(project / "job.py"), "--no-outputs", "--json")
     assert r.code == 0, r.err

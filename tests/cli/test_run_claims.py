@@ -121,6 +121,26 @@ def test_a_forged_claim_leaves_no_node_billing(cli, emulator, project) -> None:
     blob.delete()
 
 
+def test_a_detached_agent_deletes_its_node_under_a_forged_claim(cli, emulator, project) -> None:
+    """With no client to look (--detach), worker 0's agent tells the claim of a job that
+    shows no life (no lease, no heartbeat: written by someone else) from a holder's."""
+    assert cli("create", "shared", "-a", "v3-8").code == 0
+    r = cli("run", str(project / "job.py"), "--node", "shared", "--teardown", "--detach",
+            "--json", "--env", "NAP=3")  # fmt: skip
+    assert r.code == 0, r.err
+    job = json.loads(r.out)["job"]
+    wait_for(lambda: (_claim(emulator) or {}).get("job") == job)
+    forged = claims.claim("20200101-000000-f0f0f0", "", "mallory", "elsewhere")
+    blob = emulator.storage_client().bucket("tpuctl-demo-tpuctl").blob(CLAIM)
+    blob.upload_from_string(json.dumps(forged))
+    wait_for(lambda: _names(emulator) == [], timeout=120)  # the node went: nothing bills
+    logs = cli("logs", job)
+    assert "which shows no life (no client's lease, no agent's heartbeat): deleting it" in (
+        logs.out + logs.err
+    )
+    blob.delete()
+
+
 def test_ctrl_c_releases_the_claim(cli, emulator, project) -> None:
     assert cli("create", "shared", "-a", "v3-8").code == 0
     with _running(project / "job.py", "--node", "shared", "--env", "NAP=60") as proc:

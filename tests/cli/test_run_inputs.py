@@ -32,6 +32,8 @@ def script(tmp_path: Path) -> Path:
         (["{script}", "--restarts", "three"],
          "invalid --restarts 'three': a whole number 0 to 100"),
         (["{script}", "--restarts", "101"], "invalid --restarts '101': a whole number 0 to 100"),
+        (["{script}", "--start-lease", "2h"],
+         "invalid --start-lease 2h: at most 1h (a node outlives its gone client by that long)"),
         (["{script}", "--setup", "x" * (8 << 20)],
          "--setup is 8,388,608 bytes: at most 64 KiB (one shell command)"),
         (["{script}", "-a", "tpu-v4-8"],  # in us-central1-a, which has v3-8 but no v4

@@ -24,11 +24,14 @@ import re
 import time
 from typing import Any, Dict
 
-from .protocol import ROOT, job_path
+from .protocol import JOB_ID_RE, ROOT, is_final, job_path, status_prefix
 
 Json = Dict[str, Any]
 
 NODES = ROOT + "nodes/"
+START_LEASE = 90.0  # seconds: the client's lease when its own cannot be read (run/spec.py)
+MAX_LEASE = 3600.0  # seconds: the longest lease a client takes (a longer one is not believed)
+RECORD_LIMIT = 1 << 20  # bytes: a lease or status larger than this is not read
 
 
 def claim_path(project: str, zone: str, node: str) -> str:
@@ -101,18 +104,67 @@ def release(storage: Any, me: Json, job_id: str) -> bool:
     return bool(storage.delete(name, generation))
 
 
-def taken_by(storage: Any, me: Json, job_id: str, say: Any, node: Any) -> str:
+def taken_by(storage: Any, me: Json, job_id: str, say: Any, node: Any, stale: float) -> str:
     """The other job holding this worker's node ('' when none, or this job), by the
-    create time its API gives (`node`: target.py's, whichever API holds it). A claim that
-    cannot be read counts as none: a teardown never leaves a node billing on a guess
-    about the bucket (`say` tells the job's log so)."""
+    create time its API gives (`node`: target.py's, whichever API holds it), if that job
+    shows life (`shows_life`). A claim that cannot be read counts as none: a teardown
+    never leaves a node billing on a guess about the bucket (`say` tells the job's log
+    so)."""
     from .net import HttpError
 
     created = ""  # unknown: the claim's job decides alone
     with contextlib.suppress(HttpError, ValueError):
         created = node.created()
     try:
-        return other_holder(storage, me, job_id, created)
+        other = other_holder(storage, me, job_id, created)
+        if other and not shows_life(storage, other, stale):
+            say(
+                f"teardown: the node's claim names job {other}, which shows no life (no "
+                "client's lease, no agent's heartbeat): deleting it"
+            )
+            return ""
+        return other
     except (HttpError, ValueError) as e:
         say(f"teardown: the node's claim could not be read ({e}): deleting it")
         return ""
+
+
+def shows_life(storage: Any, job_id: str, stale: float, now: float | None = None) -> bool:
+    """Whether job `job_id` shows life: its client's lease renewed within the lease's
+    seconds, or a worker not ended whose status was written within `stale` seconds (the
+    laptop's test too, services/run/lease.py). A claim of a job that shows none holds
+    nothing: it is stale, or someone else than a client wrote it (the bucket is shared;
+    a client writes its lease before it claims a node)."""
+    from .monitoring import rfc3339
+    from .net import HttpError
+
+    if not JOB_ID_RE.match(job_id):
+        return False
+    now = time.time() if now is None else now
+    objects = {o["name"]: o for o in storage.objects(job_path(job_id, ""))}
+
+    def age(name: str) -> float:
+        updated = rfc3339((objects.get(name) or {}).get("updated"))
+        return float("inf") if updated is None else now - updated
+
+    def value(name: str) -> Json | None:
+        if int((objects.get(name) or {}).get("size") or 0) > RECORD_LIMIT:
+            return None
+        with contextlib.suppress(HttpError, ValueError):
+            read = storage.read_json(name)[0]
+            return read if isinstance(read, dict) else None
+        return None
+
+    lease = value(lease_path(job_id)) if lease_path(job_id) in objects else None
+    seconds = START_LEASE
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        seconds = min(float((lease or {})["seconds"]), MAX_LEASE)
+    if lease is not None and age(lease_path(job_id)) <= seconds:
+        return True
+    deadline = max(stale, seconds)
+    for name in objects:
+        if name.startswith(status_prefix(job_id)) and age(name) <= deadline:
+            status = value(name)
+            if status is not None and not is_final(status):
+                return True
+    return False

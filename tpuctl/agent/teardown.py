@@ -101,7 +101,9 @@ class Teardown:
         other = (
             ""
             if request
-            else claims.taken_by(self.storage, self.me, self.args.job_id, self.say, self.node)
+            else claims.taken_by(
+                self.storage, self.me, self.args.job_id, self.say, self.node, self.args.stale
+            )
         )
         if other:  # `run --node` took it over (this job's claim was stale): it is theirs
             self.say(f"teardown: {what} is claimed by job {other} now: not deleting it")

@@ -108,6 +108,14 @@ def jobs(
         from tpuctl.errors import NotFoundError
 
         raise NotFoundError(f"no job {one[0]} in gs://{b.name}/", hint="`tpuctl jobs` lists them")
+    receipts: dict[str, Any] = {}
+    if one:  # where its time and money went, as the end of its `run` said
+        from tpuctl.services import receipt
+        from tpuctl.wording import printable
+
+        for r in rows:
+            receipts[r["id"]] = receipt.load(b, r["id"])
+            r["receipt"] = receipts[r["id"]].to_json() if receipts[r["id"]] else None
     usage_notes(rows)
     from tpuctl.cli.projection import chosen
 
@@ -158,6 +166,9 @@ def jobs(
                 show_chips(r["chips"], jobs_service.worker_names(b, r["id"]))
             if r["environment"]:
                 sys.stdout.write(describe(r["environment"]) + "\n")
+            if receipts.get(r["id"]) is not None:
+                for line in receipts[r["id"]].lines():
+                    sys.stdout.write(printable(line) + "\n")
 
 
 CHIP_COLUMNS = [

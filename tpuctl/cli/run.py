@@ -128,7 +128,7 @@ def run(
         typer.Option(
             "--start-lease",
             help="Until the agents start, the client renews a lease this long; a node made "
-            "for the job whose client stopped renewing deletes itself (default 90s).",
+            "for the job whose client stopped renewing deletes itself (default 90s, at most 1h).",
         ),
     ] = None,
     queued_flag: opt.Queued = False,

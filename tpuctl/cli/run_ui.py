@@ -71,6 +71,17 @@ def _usage(app: Any, runner: Any, project: str, outcome: Any, began: float) -> A
     )
 
 
+def _receipt(runner: Any, outcome: Any, used: Any) -> None:
+    """Where the job's time and money went, said and kept in the bucket for `jobs JOB`."""
+    from tpuctl.services import receipt
+
+    outcome.receipt.util = used.util if used is not None else None
+    for line in outcome.receipt.lines():
+        render.info(f"job {outcome.job_id}: {line}")
+    if runner.bucket is not None:
+        receipt.save(runner.bucket, outcome.job_id, outcome.receipt)
+
+
 def failed_json(runner: Any, error: TpuctlError) -> None:
     """--json when tpuctl itself failed (a quota, an interruption, a bad flag): one object
     on stdout all the same, whose `error` tells tpuctl's exit code from a script's."""
@@ -122,6 +133,8 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
         render.info(f"downloaded {len(outcome.outputs)} output file(s) to {runner.job.outputs_dir}")
     elif runner.job.outputs_dir is None:
         render.info(f"outputs stay in the bucket: `tpuctl outputs {outcome.job_id}` fetches them")
+    if outcome.receipt is not None:
+        _receipt(runner, outcome, used)
     if outcome.torn_down:
         render.info(f"deleted {runner.job.what}")
     elif not spec.teardown and not runner.job.node_deleted:
@@ -141,6 +154,7 @@ def report(app: Any, runner: Any, outcome: Any, began: float, json_out: bool) ->
                 "bucket": where,
                 **({"environment": outcome.environment} if outcome.environment else {}),
                 **(used.to_json() if used is not None else {}),
+                **({"receipt": outcome.receipt.to_json()} if outcome.receipt else {}),
                 # null: the exit status is the job's; else tpuctl's own failure
                 "error": {"message": outcome.message, "exitCode": JobFailed.exit_code}
                 if outcome.message

@@ -108,7 +108,9 @@ def _alive(job: Job, holder: str) -> str:
     objects = {o.name: o for o in job.bucket.objects(protocol.job_prefix(holder))}
     lease_seconds = START_LEASE
     with contextlib.suppress(TpuctlError, ValueError, TypeError):
-        lease_seconds = float(job.bucket.read_json(claims.lease_path(holder))[0]["seconds"])
+        lease_seconds = min(
+            float(job.bucket.read_json(claims.lease_path(holder))[0]["seconds"]), claims.MAX_LEASE
+        )
     lease = objects.get(claims.lease_path(holder))
     if lease is not None and now - lease.updated <= lease_seconds:
         return "its client is running"

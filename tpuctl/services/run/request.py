@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
+from tpuctl.agent import claims
 from tpuctl.cloud import registry
 from tpuctl.durations import parse_duration
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
@@ -198,6 +199,11 @@ class RunRequest:
             )
             if getattr(self, key)
         }
+        if durations.get("start_lease", 0) > claims.MAX_LEASE:
+            raise UsageError(
+                f"invalid --start-lease {self.start_lease}: at most "
+                f"{claims.MAX_LEASE / 3600:g}h (a node outlives its gone client by that long)"
+            )
         return RunSpec(
             script=rel,
             workdir=root,

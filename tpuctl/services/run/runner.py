@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -28,7 +29,7 @@ from tpuctl import catalog, wording
 from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
-from tpuctl.services import outputs, staging, workdir
+from tpuctl.services import cost, outputs, receipt, staging, workdir
 from tpuctl.services.run import agents, environment, lease, provision, signing, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
@@ -82,6 +83,7 @@ class Runner:
 
     def run(self) -> JobOutcome:
         job, spec = self.job, self.job.spec
+        job.marks["begin"] = time.time()
         if not (spec.workdir / spec.script).is_file():
             raise UsageError(
                 f"script {spec.script} not found in {spec.workdir}",
@@ -108,7 +110,11 @@ class Runner:
             provision.survey_zones(job)
         with lease.held(job), teardown.guard(job):
             node = self._provision_and_stage()
+            job.marks["ready"] = time.time()
+            if node.create_time is not None:  # the cloud's clock: within the two marks
+                job.marks["created"] = node.create_time.timestamp()
             agents.start(job)
+            job.marks["started"] = time.time()
             if spec.detach:
                 return job.outcome(0, {})
             job.workers = len(node.workers) * spec.slices  # as the cloud made them
@@ -213,8 +219,10 @@ class Runner:
                     )
                 job.ui.info(said)
                 job.agents_started = False  # until they start on the new node
+                since = time.time()
                 provision.recreate(job)
                 self._next_attempt()
+                job.recovery += time.time() - since
                 continue
             if job.lost:
                 return self._lost(workers)
@@ -237,6 +245,7 @@ class Runner:
         job = self.job
         final = agents.statuses(job)
         states = {w: str(s.get("state")) for w, s in final.items()} or {0: state}
+        job.marks.setdefault("ended", time.time())
         outcome = job.outcome(1, states)
         outcome.message = ended or (
             f"{job.what} was {state} during attempt {job.attempt} and the job has "
@@ -244,6 +253,7 @@ class Runner:
         )
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job, wait_for_agent=0)
+        self._receipt(outcome)
         outcome.outputs = self.bring_outputs() or []  # what was synced before the end
         return outcome
 
@@ -269,6 +279,7 @@ class Runner:
 
     def _finish(self, final: Statuses) -> JobOutcome:
         job = self.job
+        job.marks.setdefault("ended", time.time())
         states = {w: str(s.get("state")) for w, s in final.items()}
         codes = [int(s.get("exit_status") or 0) for _, s in sorted(final.items())]
         code = next((c for c in codes if c), 0)
@@ -286,7 +297,23 @@ class Runner:
         outcome.outputs = self.bring_outputs() or []
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)
+        self._receipt(outcome)
         return outcome
+
+    def _receipt(self, outcome: JobOutcome) -> None:
+        """Where the job's time and money went (services/receipt.py)."""
+        job, spec = self.job, self.job.spec
+        if outcome.torn_down:
+            job.marks["gone"] = time.time()
+        env = float((outcome.environment or {}).get("seconds") or 0.0)
+        hourly = cost.hourly(spec.shape, spec.node_spec.spot or spec.node_spec.preemptible)
+        outcome.receipt = receipt.of_marks(
+            job.marks,
+            job.recovery,
+            env,
+            None if hourly is None else hourly * spec.slices,
+            spec.shape.name,
+        )
 
     def bring_outputs(self) -> list[Path] | None:
         """Download the outputs the bucket has of the job to where they come home, on

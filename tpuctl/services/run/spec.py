@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.cloud.storage import Bucket
     from tpuctl.config import Target
+    from tpuctl.services.receipt import Receipt
     from tpuctl.services.ssh import Plan
 
 
@@ -169,6 +170,7 @@ class JobOutcome:
     message: str = ""
     started: bool = True  # did the job start at all (its agents)?
     environment: dict[str, Any] | None = None  # environment.summary of the statuses
+    receipt: Receipt | None = None  # where its time and money went
 
 
 def job_node_name(job_id: str) -> str:
@@ -240,6 +242,10 @@ class Job:
     lost: dict[int, float] = field(default_factory=dict)  # worker -> seconds it was silent
     claim: int | None = None  # the generation of this job's claim on its node (lease.py)
     node_labels: dict[str, str] = field(default_factory=dict)  # its node's, once READY
+    # when its phases ended (time.time(): begin, created, ready, started, ended, gone) and
+    # the time its recoveries took: the receipt's (services/receipt.py)
+    marks: dict[str, float] = field(default_factory=dict)
+    recovery: float = 0.0
 
     @property
     def full_name(self) -> str:

@@ -1,0 +1,66 @@
+"""Whether the job a node's claim names shows life (agent/claims.py): a claim holds the
+node only for a job whose client renews its lease or whose agents write heartbeats; a
+claim anyone else wrote in the shared bucket holds nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tpuctl.agent import claims
+from tpuctl.agent.protocol import status_path
+
+JOB = "20261206-010203-abcdef"
+NOW = 1_800_000_000.0
+
+
+def stamp(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(at))
+
+
+class Bucket:
+    """Objects by name: (value, when written)."""
+
+    def __init__(self, **objects: tuple[Any, float]) -> None:
+        self.objects_ = objects
+
+    def objects(self, prefix: str) -> list[dict[str, Any]]:
+        return [
+            {"name": n, "updated": stamp(at), "size": len(json.dumps(v))}
+            for n, (v, at) in self.objects_.items()
+            if n.startswith(prefix)
+        ]
+
+    def read_json(self, name: str) -> tuple[Any, int]:
+        return self.objects_[name][0], 1
+
+
+def alive(bucket: Bucket, job: str = JOB) -> bool:
+    return claims.shows_life(bucket, job, stale=60.0, now=NOW)
+
+
+def test_a_claim_of_a_job_with_no_lease_and_no_agent_holds_nothing() -> None:
+    assert not alive(Bucket())  # a claim written by someone else than a client
+
+
+def test_a_renewed_lease_or_a_heartbeat_is_life() -> None:
+    lease = claims.lease(JOB, 90.0, 3, now=NOW - 30)
+    assert alive(Bucket(**{claims.lease_path(JOB): (lease, NOW - 30)}))
+    assert not alive(Bucket(**{claims.lease_path(JOB): (lease, NOW - 300)}))  # client gone
+    running = {"state": "RUNNING", "heartbeat": NOW - 5}
+    assert alive(Bucket(**{status_path(JOB, 0): (running, NOW - 5)}))
+    assert not alive(Bucket(**{status_path(JOB, 0): (running, NOW - 600)}))  # agent gone
+    ended = {"state": "SUCCEEDED", "heartbeat": NOW - 5}
+    assert not alive(Bucket(**{status_path(JOB, 0): (ended, NOW - 5)}))
+
+
+def test_a_forged_lease_of_a_year_is_believed_for_an_hour_at_most() -> None:
+    lease = claims.lease(JOB, 365 * 86400.0, 0, now=NOW - 2 * 3600)
+    assert not alive(Bucket(**{claims.lease_path(JOB): (lease, NOW - 2 * 3600)}))
+    assert alive(Bucket(**{claims.lease_path(JOB): (lease, NOW - 600)}))
+
+
+def test_a_claim_naming_no_job_id_holds_nothing() -> None:
+    lease = claims.lease("x", 90.0, 1, now=NOW)
+    assert not alive(Bucket(**{"tpuctl/jobs/x/lease.json": (lease, NOW)}), "x")

@@ -1,0 +1,184 @@
+"""Where a job's time and money went: the receipt at the end of `run`, kept in the
+bucket (`tpuctl/jobs/<id>/receipt.json`) so that `tpuctl jobs JOB` shows it anywhere.
+
+The client times the phases of the job's node, one after another, so they add up to the
+node's life as `run` saw it:
+
+    capacity     from the create call until the node existed (a queued request's wait,
+                 which Google does not bill; a direct create's is about nothing)
+    boot         until the node was READY (and the code staged meanwhile)
+    start        until the agents ran on every worker (SSH, the agent's bundle)
+    environment  the slowest worker's environment step (its own clock, from its status)
+    script       the rest of the attempts: the setup command and the script
+    recovery     after a preemption, until the agents ran again on the new node
+    teardown     from the job's end until the node was confirmed gone (0: kept)
+
+Each billed phase is priced at the list price of the node (tpuctl's price table, its
+date said with every estimate; None where tpuctl has no price, e.g. TPU7x). The bucket
+is shared ground: a receipt read there is shown, never acted on, and one that is not a
+receipt is left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.agent import protocol
+from tpuctl.errors import TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.storage import Bucket
+
+VERSION = 1
+NAME = "receipt.json"  # in the job's folder of the bucket
+PHASES = ("capacity", "boot", "start", "environment", "script", "recovery", "teardown")
+UNBILLED = ("capacity",)
+SMALL_BELOW = 30.0  # percent TensorCore use: below it, a smaller type is worth a try
+
+
+@dataclass
+class Receipt:
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+    hourly: float | None = None  # USD per hour of the job's node(s), at list price
+    util: float | None = None  # percent, the TensorCores' mean use while the job ran
+    accelerator: str = ""
+
+    @property
+    def billed(self) -> float:
+        return sum(s for p, s in self.seconds.items() if p not in UNBILLED)
+
+    def cost(self, phase: str | None = None) -> float | None:
+        """USD at list price, of one phase or of all that are billed."""
+        if self.hourly is None:
+            return None
+        seconds = self.billed if phase is None else self.seconds.get(phase, 0.0)
+        return 0.0 if phase in UNBILLED else self.hourly * seconds / 3600
+
+    def advice(self) -> str | None:
+        """One line where the job's use of its chips says something worth doing."""
+        if self.util is not None and self.util < SMALL_BELOW:
+            return (
+                f"the TensorCores were {self.util:.0f}% busy on average (below "
+                f"{SMALL_BELOW:.0f}%): the job waits on its input or host; profile it, or "
+                "try a smaller type"
+            )
+        return None
+
+    def lines(self) -> list[str]:
+        """The receipt as the end of `run` and `tpuctl jobs JOB` print it."""
+        parts = []
+        for phase in PHASES:
+            seconds = self.seconds.get(phase, 0.0)
+            if seconds >= 0.5 or phase == "script":
+                cost = self.cost(phase)
+                price = "" if cost is None or phase in UNBILLED else f" {_money(cost)}"
+                parts.append(f"{phase} {_duration(seconds)}{price}")
+        total = self.cost()
+        money = "no public price" if total is None else f"{_money(total)} at list price"
+        lines = [
+            f"receipt: {_duration(self.billed)} billed, {money} "
+            f"({self.accelerator}): " + ", ".join(parts)
+        ]
+        if (advice := self.advice()) is not None:
+            lines.append(f"receipt: {advice}")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "accelerator": self.accelerator,
+            "seconds": {p: round(self.seconds.get(p, 0.0), 1) for p in PHASES},
+            "billedSeconds": round(self.billed, 1),
+            "hourlyUsd": self.hourly,
+            "costUsd": None if self.cost() is None else round(self.cost() or 0.0, 4),
+            "utilization": self.util,
+            "advice": self.advice(),
+        }
+
+
+def of_marks(
+    marks: dict[str, float],
+    recovery: float,
+    environment: float,
+    hourly: float | None,
+    accelerator: str,
+) -> Receipt:
+    """The receipt of a run from the times its phases ended (`begin`, `created`: the
+    node's create time by the cloud's clock, `ready`, `started`, `ended`, `gone`; a mark
+    missing is its phase taking nothing), the time its recoveries took and the slowest
+    worker's environment step."""
+    begin = marks.get("begin", 0.0)
+    ready = max(begin, marks.get("ready", begin))
+    created = min(max(begin, marks.get("created", begin)), ready)  # clocks may differ
+    started = max(ready, marks.get("started", ready))
+    ended = max(started, marks.get("ended", started))
+    gone = max(ended, marks.get("gone", ended))
+    attempts = ended - started
+    env = min(max(0.0, environment), attempts)
+    rec = min(max(0.0, recovery), attempts - env)
+    seconds = {
+        "capacity": created - begin,
+        "boot": ready - created,
+        "start": started - ready,
+        "environment": env,
+        "script": attempts - env - rec,
+        "recovery": rec,
+        "teardown": gone - ended,
+    }
+    # tenths of a second: what the bucket keeps, so another machine's figures are these
+    return Receipt({p: round(v, 1) for p, v in seconds.items()}, hourly, None, accelerator)
+
+
+def from_json(value: Any) -> Receipt | None:
+    """A receipt read from the bucket, or None when it is not one (left out, not shown)."""
+    if not isinstance(value, dict) or value.get("version") != VERSION:
+        return None
+    seconds = value.get("seconds")
+    if not isinstance(seconds, dict):
+        return None
+    try:
+        parsed = {p: _number(seconds.get(p, 0.0)) for p in PHASES}
+        hourly = None if value.get("hourlyUsd") is None else _number(value["hourlyUsd"])
+        util = None if value.get("utilization") is None else _number(value["utilization"])
+    except (TypeError, ValueError):
+        return None
+    accelerator = value.get("accelerator")
+    return Receipt(parsed, hourly, util, accelerator if isinstance(accelerator, str) else "")
+
+
+def save(bucket: Bucket, job_id: str, receipt: Receipt) -> None:
+    """Keep the receipt with the job (a failure to is no failure of the job's)."""
+    with contextlib.suppress(TpuctlError):
+        bucket.write_json(protocol.job_path(job_id, NAME), receipt.to_json())
+
+
+def load(bucket: Bucket, job_id: str) -> Receipt | None:
+    """The job's receipt (None: there is none, or what is there is not one)."""
+    try:
+        value, _ = bucket.read_json(protocol.job_path(job_id, NAME))
+    except TpuctlError:
+        return None
+    return from_json(value)
+
+
+def _number(value: Any) -> float:
+    number = float(value)
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise ValueError(value)
+    return number
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _money(usd: float) -> str:
+    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else "<$0.01"
