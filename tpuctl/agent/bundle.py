@@ -48,6 +48,7 @@ MODULES = (
     "idle.py",
     "follow.py",
     "hang.py",
+    "chips.py",
     "stacks.py",
     "guard.py",
     "checkup.py",

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from . import claims, envs, hang, protocol, stacks, target
+from . import chips, claims, envs, hang, protocol, stacks, target
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
 from .outputs import Outputs
@@ -94,6 +94,7 @@ class Job(Teardown):
         self.passing: threading.Thread | None = None  # the notice passed on to the peers
         self.ran = False  # has the setup or the script started?
         self.hang = hang.Watch.of(self)  # no output, CPU or chip work: said once (hang.py)
+        self.chips = chips.Chips.of(self)  # HBM and duty cycle of each chip, live (chips.py)
 
     @property
     def cancelled(self) -> bool:
@@ -353,7 +354,7 @@ class Job(Teardown):
         self.code.mkdir(exist_ok=True)
         self.quietly(lambda: self.status.write(state=protocol.FETCHING))
         stop = threading.Event()
-        for work in (self.heartbeat, self.watch_preemption, self.hang.watch):
+        for work in (self.heartbeat, self.watch_preemption, self.hang.watch, self.chips.watch):
             threading.Thread(target=work, args=(stop,), daemon=True).start()
         try:
             return self._run()
@@ -372,8 +373,8 @@ class Job(Teardown):
             command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
             code = 0
             if request.get("environment") and self.may_start("environment"):
-                env, python = envs.for_job(self, request["environment"], env)
-                command[0] = python if script.endswith(".py") else command[0]
+                env, self.python = envs.for_job(self, request["environment"], env)
+                command[0] = self.python if script.endswith(".py") else command[0]
             if request.get("setup") and self.may_start("setup"):
                 self.say(f"setup: {request['setup']}")
                 shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"

@@ -72,10 +72,12 @@ def top(
     app = app_of(ctx)
     target = app.target(project, zone, need_zone=False)
     backends = app.backends()
-    states = _job_states(app, target.project)
+    states, live = _job_states(app, target.project)
 
     def take() -> Snapshot:
-        return metrics.snapshot(backends, app.factory.monitoring, target.project, zone, states)
+        return metrics.snapshot(
+            backends, app.factory.monitoring, target.project, zone, states, live
+        )
 
     if json_out or fmt or filter_text or sort_by or limit:  # one snapshot, of those rows
         from tpuctl.cli.projection import chosen
@@ -96,9 +98,9 @@ def top(
     _live(take, BY_NAME[sort], interval)
 
 
-def _job_states(app: Any, project: str) -> Any:
+def _job_states(app: Any, project: str) -> tuple[Any, Any]:
     """Reads jobs' states from the bucket `tpuctl jobs` reads; final ones are kept across
-    refreshes (they never change)."""
+    refreshes (they never change). With them, a running job's chips as last read."""
     from tpuctl.config import load_config_file
     from tpuctl.services import jobs, staging
 
@@ -110,7 +112,10 @@ def _job_states(app: Any, project: str) -> Any:
             made.append(jobs.JobStates(app.factory.bucket(name, project)))
         return dict(made[0](job_ids))
 
-    return states
+    def live(job_id: str) -> list[dict[str, Any]]:
+        return list(made[0].live.get(job_id, [])) if made and job_id else []
+
+    return states, live
 
 
 def ordered(rows: list[Row], key: str) -> list[Row]:
@@ -133,7 +138,20 @@ TOP_COLUMNS = [
     render.Col("JOB STATE", drop=4),
     render.Col("EXPIRES", drop=8),
     render.Col("OWNER", drop=9),
+    render.Col("HBM", drop=10),
+    render.Col("DUTY", drop=11, right=True),
 ]
+
+
+def chips_columns(workers: list[dict[str, Any]]) -> list[str]:
+    """A running job's chips over all its workers (services/chips.py): HBM used of total,
+    and the mean duty cycle; `-` where none was read."""
+    chips = [c for w in workers for c in w["chips"]]
+    used = [c["hbmUsed"] for c in chips if c["hbmUsed"] is not None]
+    total = [c["hbmTotal"] for c in chips if c["hbmTotal"] is not None]
+    duty = [c["dutyCycle"] for c in chips if c["dutyCycle"] is not None]
+    hbm = f"{sum(used) / (1 << 30):.0f}/{sum(total) / (1 << 30):.0f} GiB" if used and total else "-"
+    return [hbm, percent(sum(duty) / len(duty)) if duty else "-"]
 
 
 def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
@@ -159,6 +177,7 @@ def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
                 j["jobState"] or "-",
                 views.expiry_column(r.node.labels),
                 j["owner"] or "-",
+                *chips_columns(r.chips),
             ]
         )
     return render.fitted(TOP_COLUMNS, rows, width)

@@ -20,6 +20,7 @@ from tpuctl.errors import (
     UsageError,
 )
 from tpuctl.services import staging
+from tpuctl.services.chips import job_chips
 from tpuctl.services.run.spec import worker_label
 
 if TYPE_CHECKING:
@@ -148,6 +149,7 @@ def list_jobs(
                 **hung(st),
                 # the workers' statuses' (agent/envs.py): built, from the bucket, reused
                 "environment": summary(st),
+                "chips": job_chips(st),  # live, from each worker's libtpu (agent/chips.py)
             }
         )
     if monitoring is not None:
@@ -178,6 +180,7 @@ class JobStates:
         self.bucket = bucket
         self.final: dict[str, str] = {}
         self.workers: dict[str, int] = {}
+        self.live: dict[str, list[dict[str, Any]]] = {}  # running jobs' chips, as last read
 
     def __call__(self, job_ids: Iterable[str]) -> dict[str, str]:
         wanted = sorted(set(job_ids))
@@ -190,12 +193,15 @@ class JobStates:
         names = [(j, k) for j in readable for k in range(self.workers[j])]
         read = _each(lambda jk: self._status(*jk), names)
         states: dict[str, list[str]] = {j: [] for j in readable}
+        seen: dict[str, dict[int, dict[str, Any]]] = {j: {} for j in readable}
         unreadable = set(todo) - set(readable)
-        for (job_id, _), value in zip(names, read, strict=True):
+        for (job_id, worker), value in zip(names, read, strict=True):
             if isinstance(value, TpuctlError):
                 unreadable.add(job_id)
             elif value is not None:
                 states[job_id].append(str(value.get("state")))
+                seen[job_id][worker] = value
+        self.live = {j: job_chips(st) for j, st in seen.items()}  # services/chips.py
         found = {
             j: "?" if j in unreadable else job_state(self.bucket, j, states[j], self.workers[j])
             for j in todo

@@ -243,6 +243,7 @@ class Row:
     node: Node
     metrics: NodeMetrics | None
     job_state: str | None = None  # the state of the job of its `tpuctl-job` label
+    chips: list[dict[str, Any]] = field(default_factory=list)  # its job's, live (chips.py)
 
     @property
     def util(self) -> float | None:
@@ -273,6 +274,7 @@ class Row:
             "idleSeconds": self.idle_seconds,
             "job": self.node.labels.get(JOB) or None,
             "jobState": self.job_state,
+            "chips": self.chips,
             "ttlLeftSeconds": None if expires is None else expires - at,
             "owner": self.node.owner or None,
         }
@@ -291,11 +293,13 @@ def snapshot(
     project: str,
     zone: str | None,
     job_states: Callable[[list[str]], dict[str, str]] | None = None,
+    job_chips: Callable[[str], list[dict[str, Any]]] | None = None,
 ) -> Snapshot:
     """Every node of `project` (or of one zone) with its metrics: the node list and the
     metrics read concurrently, so the metrics add at most one round trip of latency. With
     `job_states`, the states of the nodes' jobs (`tpuctl-job` label) are read once the
-    list is in, while the metrics are still coming. Every backend's nodes are listed at
+    list is in, while the metrics are still coming; with `job_chips`, a running job's
+    chips as its workers last read them (services/chips.py). Every backend's nodes are listed at
     the same time; one that is off in the project lists none (only the first backend's
     error is the command's), another failure is said in `skipped`."""
     from tpuctl.models import JOB
@@ -325,5 +329,9 @@ def snapshot(
         if job_states is not None and jobs:
             states = job_states(jobs)
         seen, why_not = found.result()
-    rows = [Row(n, for_node(seen, n), states.get(n.labels.get(JOB, ""))) for n in listed]
+    chips = job_chips or (lambda _: [])
+    rows = [
+        Row(n, for_node(seen, n), states.get(n.labels.get(JOB, "")), chips(n.labels.get(JOB, "")))
+        for n in listed
+    ]
     return Snapshot(rows, why_not, skipped)

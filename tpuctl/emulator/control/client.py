@@ -183,6 +183,12 @@ class EmulatorControl:
         body = {"node": node, "kind": kind, "worker": worker, **fields}
         return dict(self.call("POST", "worker-fault", body))
 
+    def set_chips(self, node: str, worker: int, chips: list[dict[str, Any]]) -> dict[str, Any]:
+        """Set what libtpu's runtime metrics show of a worker's chips (workers/chips.py):
+        `[{chip, hbm_used?, hbm_total?, duty_cycle?}]`, bytes and percent; the others
+        keep theirs (new: nothing used, the generation's HBM, 0 %)."""
+        return dict(self.call("POST", "chips", {"node": node, "worker": worker, "chips": chips}))
+
     def provision_queued(self, name: str) -> dict[str, Any]:
         """Provision a waiting queued resource now, whatever the zone's capacity."""
         return dict(self.call("POST", "queued/provision", {"name": name}))

@@ -54,6 +54,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("POST", "queued/suspending"): ("queued_control", ("=suspending", "name"), _qr),
     ("POST", "node-state"): ("set_node_state", ("body",), render_node),
     ("POST", "worker-fault"): ("worker_fault", ("body",), None),
+    ("POST", "chips"): ("set_chips", ("body",), None),
     ("POST", "queued/provision"): ("queued_control", ("=provision", "name"), _qr),
     ("POST", "quota-preferences/decide"): ("decide_quota_preference", ("name", "granted"), None),
     ("GET", "monitoring"): ("monitoring.config", (), None),

@@ -40,6 +40,7 @@ from tpuctl.emulator.tpu import api as tpu_api
 from tpuctl.emulator.tpu import queued
 from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
 from tpuctl.emulator.workers import faults as worker_faults
+from tpuctl.emulator.workers.chips import Chips
 from tpuctl.emulator.workers.files import WorkerFiles
 from tpuctl.emulator.workers.sandbox import Sandbox
 
@@ -69,6 +70,7 @@ class Backend(ControlPlane):
         self.ssh_port: int | None = None  # the workers' SSH port, when SSH is served
         # homes, roots and host keys of the workers, and how their processes run
         self.workers = WorkerFiles(self._state_dir, sandbox)
+        self.chips = Chips()  # libtpu's runtime metrics of each worker (workers/chips.py)
         persistence.load(self.state, self._state_dir)
         # Cloud Monitoring: samples of the workers (monitoring/models.py); its gRPC address
         self.monitoring = monitoring.Monitoring(self._monitored)
@@ -135,6 +137,16 @@ class Backend(ControlPlane):
             env = self.workers.env(node, worker, self.endpoint, config)
             worker_faults.install_image(self.workers, node, worker)
             worker_faults.environment(self.workers, node, worker, env)
+            # where libtpu serves its runtime metrics on this worker (workers/chips.py);
+            # the servers of nodes gone since stop
+            hosts: list[Any] = [*self.state.nodes.values(), *compute_hosts.hosts(self.state)]
+            self.chips.forget({self.workers.node_marker(n) for n in hosts})
+            port = self.chips.port(
+                self.workers.marker(node, worker),
+                node.accelerator.generation,
+                len(self.workers.devices(node, worker)),
+            )
+            env["TPU_RUNTIME_METRICS_PORTS"] = str(port)
             return env
 
     def logins(self, node: Node) -> frozenset[oslogin.Login]:
@@ -314,5 +326,7 @@ class Backend(ControlPlane):
             return permission in self.state.access.accounts.denied(principal.account)
 
     def close(self) -> None:
-        """Release what the backend holds outside its state (a temporary workers dir)."""
+        """Release what the backend holds outside its state (a temporary workers dir, the
+        workers' metrics servers)."""
+        self.chips.forget()
         self.workers.close()

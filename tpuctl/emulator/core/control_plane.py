@@ -25,6 +25,7 @@ from tpuctl.emulator.core.timestamps import rfc3339
 from tpuctl.emulator.monitoring import models as monitoring
 from tpuctl.emulator.tpu.models import Node
 from tpuctl.emulator.workers import faults as worker_faults
+from tpuctl.emulator.workers.chips import Chips
 from tpuctl.emulator.workers.files import WorkerFiles
 
 
@@ -34,6 +35,7 @@ class ControlPlane:
     lock: threading.RLock
     state: State
     workers: WorkerFiles
+    chips: Chips
     monitoring: monitoring.Monitoring
     requests: RequestLog
     storage_endpoint: str | None
@@ -121,6 +123,7 @@ class ControlPlane:
         if self.clear_storage is not None:
             self.clear_storage()  # every bucket and object goes too
         self.monitoring.clear()  # every point, and the sampling settings
+        self.chips.forget()  # the workers' metrics servers (workers/chips.py)
         self.requests.clear()
         return self.status()
 
@@ -197,11 +200,28 @@ class ControlPlane:
     @locked
     def worker_fault(self, body: dict[str, Any]) -> dict:
         """Plant a fault on a worker for `tpuctl doctor NODE` (workers/faults.py)."""
+        node, worker = self._worker_of(body)
+        return worker_faults.plant(self.workers, node, worker, body, self.node_env(node, worker))
+
+    @locked
+    def set_chips(self, body: dict[str, Any]) -> dict:
+        """Set what a worker's chips show in libtpu's runtime metrics (workers/chips.py)."""
+        node, worker = self._worker_of(body)
+        chips = body.get("chips")
+        if not isinstance(chips, list):
+            raise errors.invalid_argument("chips must be a list of {chip, hbm_used, ...}")
+        count = len(self.workers.devices(node, worker))
+        marker = self.workers.marker(node, worker)
+        shown = self.chips.update(marker, node.accelerator.generation, count, chips)
+        return {"node": body["node"], "worker": worker, "chips": shown}
+
+    def _worker_of(self, body: dict[str, Any]) -> tuple[Any, int]:
+        """The node (or host) and worker a control call's body names."""
         node = self._node_or_host(str(body.get("node", "")))
         worker = body.get("worker", 0)
         if not isinstance(worker, int) or not 0 <= worker < len(node.addresses):
             raise errors.invalid_argument(f"worker {worker} is out of range")
-        return worker_faults.plant(self.workers, node, worker, body, self.node_env(node, worker))
+        return node, worker
 
     def _node_or_host(self, name: str) -> Any:
         """The TPU API node `name` (a full name), or the Compute Engine TPU VM or slice of

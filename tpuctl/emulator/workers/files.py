@@ -79,7 +79,11 @@ class WorkerFiles:
         return [self.worker_dir(node, worker) / "dev" / f"accel{i}" for i in range(chips)]
 
     def marker(self, node: Node, worker: int) -> str:
-        return f"{self.instance}/{node.uid}/{worker}"
+        return f"{self.node_marker(node)}/{worker}"
+
+    def node_marker(self, node: Node) -> str:
+        """What the markers of a node's workers begin with."""
+        return f"{self.instance}/{node.uid}"
 
     def env(self, node: Node, worker: int, endpoint: str, config: dict[str, Any]) -> dict[str, str]:
         """What every process on the worker gets in its environment."""
