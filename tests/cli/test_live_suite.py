@@ -111,17 +111,34 @@ def test_scenarios_killed_outright_are_swept_and_named(emulator, tmp_path: Path)
     assert "the scenarios left 1 behind; the sweep deleted them" in err
 
 
+def _left_expired(cli, emulator, name: str) -> None:  # noqa: ANN001
+    """A node as an earlier run left it, its TTL passed: tpuctl's labels, but no watchdog
+    on it (the emulator boots at once, and a node's watchdog enforces its TTL a few
+    seconds after its boot: the sweep would race it)."""
+    from google.cloud import tpu_v2
+
+    assert cli("create", "template", "-a", "v3-8", "--ttl", "1h").code == 0
+    parent = f"projects/tpuctl-demo/locations/{ZONE}"
+    client = emulator.tpu_client()
+    made = client.get_node(name=f"{parent}/nodes/template")
+    labels = {**made.labels, "tpuctl-expires": str(int(made.create_time.timestamp()) - 60)}
+    assert cli("delete", "template", "--yes").code == 0
+    node = tpu_v2.Node(accelerator_type="v3-8", runtime_version=made.runtime_version,
+                       labels=labels)  # fmt: skip
+    client.create_node(parent=parent, node_id=name, node=node).result()
+
+
 def test_what_an_earlier_crashed_run_left_is_swept_once_expired(cli, emulator, tmp_path) -> None:  # noqa: ANN001
-    assert cli("create", "tlive-0ld000-node", "-a", "v3-8", "--ttl", "1s").code == 0
+    _left_expired(cli, emulator, "tlive-0ld000-node")
     assert cli("create", "tlive-0ld001-node", "-a", "v3-8", "--ttl", "2h").code == 0
-    assert cli("create", "mine", "-a", "v3-8", "--ttl", "1s").code == 0
+    _left_expired(cli, emulator, "mine")  # expired too, but not the suite's
 
     def expired() -> tuple[bool | None, str]:
         plan = json.loads(cli("gc", "--dry-run", "--json").out)
         gone = {e["name"] for e in plan if e["action"] == "delete"}
         return ({"tlive-0ld000-node", "mine"} <= gone) or None, f"gc would delete {gone}"
 
-    poll_until(expired, what="the 1s TTLs to pass", timeout=30)
+    poll_until(expired, what="gc to see both expired", timeout=30)
     try:
         done = subprocess.run(
             [sys.executable, str(RUNNER)],
@@ -132,7 +149,7 @@ def test_what_an_earlier_crashed_run_left_is_swept_once_expired(cli, emulator, t
         )
         assert done.returncode == 2  # not confirmed: the sweep of expired runs came first
         assert "deleted node tlive-0ld000-node (an earlier live run's, expired)" in done.stderr
-        assert _names(emulator) == ["mine", "tlive-0ld001-node"]  # not expired; not the suite's
+        assert _names(emulator) == ["mine", "tlive-0ld001-node"]  # not the suite's; not expired
     finally:
         for name in ("tlive-0ld001-node", "mine"):
             assert cli("delete", name, "--yes").code == 0
