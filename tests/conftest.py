@@ -161,7 +161,7 @@ def emulator(
 ) -> Iterator[Emulator]:
     """The session's emulator, reset, with instant transitions; fails a test leaking nodes,
     queued resources or Compute Engine instances."""
-    control = Emulator(emulator_server.address)
+    control = Emulator(emulator_server.address, timeout=60.0)  # a hang guard (a loaded machine)
     control.reset()
     control.durations(create=0, stop=0, start=0, delete=0)
     control.durations(queued_accept=0, queued_schedule=0, enable_service=0, hostkeys=0)
