@@ -27,3 +27,9 @@ def trusted(value: Any, key: str, job: str) -> bool:
         and isinstance(value.get("slice"), int)
         and isinstance(value.get("files"), dict)
     )
+
+
+def some(names: list[str]) -> str:
+    """A few of `names` for a line that says what was left out: `a, b, c, ...`."""
+    shown = ", ".join(sorted(names)[:3])
+    return shown + (", ..." if len(names) > 3 else "")

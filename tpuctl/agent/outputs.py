@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from . import signing
 from .manifests import LIMIT as MANIFEST_LIMIT
-from .manifests import VERSION, trusted
+from .manifests import VERSION, some, trusted
 from .net import HttpError
 from .protocol import job_path
 from .storage import Storage
@@ -82,12 +82,12 @@ class Outputs:
         if sync.skipped:
             self.say(
                 f"outputs: {len(sync.skipped)} file(s) in the bucket that no attempt of this "
-                f"job uploaded were not restored ({_some(sync.skipped)})"
+                f"job uploaded were not restored ({some(sync.skipped)})"
             )
         if sync.refused:
             self.say(
                 f"outputs: {len(sync.refused)} file(s) in the bucket changed since this job "
-                f"uploaded them were not restored ({_some(sync.refused)})"
+                f"uploaded them were not restored ({some(sync.refused)})"
             )
         if restored:
             self.say(f"outputs: restored {restored} file(s) an earlier attempt uploaded")
@@ -120,8 +120,3 @@ class Outputs:
 
     def trusted(self, value: Any) -> bool:
         return trusted(value, self.key, self.job) and value.get("slice") == self.slice
-
-
-def _some(names: list[str]) -> str:
-    shown = ", ".join(sorted(names)[:3])
-    return shown + (", ..." if len(names) > 3 else "")

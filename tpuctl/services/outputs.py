@@ -27,7 +27,7 @@ from tpuctl.errors import TpuctlError
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
 
-WORKERS = 8  # downloads at once (requests' default connection pool holds 10)
+WORKERS = 8  # downloads at once, as storage.UPLOAD_WORKERS (requests' pool holds 10)
 
 
 @dataclass
@@ -46,12 +46,12 @@ class Brought:
             lines.append(
                 f"outputs: {len(self.unnamed)} file(s) in {where} were uploaded by no agent of "
                 f"this job (no manifest signed with this machine's key names them): left "
-                f"there ({_some(self.unnamed)})"
+                f"there ({manifests.some(self.unnamed)})"
             )
         if self.changed:
             lines.append(
                 f"outputs: {len(self.changed)} file(s) in {where} changed since the job "
-                f"uploaded them: left there ({_some(self.changed)})"
+                f"uploaded them: left there ({manifests.some(self.changed)})"
             )
         if self.unnamed and self.unsigned and not self.written:
             lines.append(
@@ -126,8 +126,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _some(names: list[str]) -> str:
-    shown = ", ".join(sorted(names)[:3])
-    return shown + (", ..." if len(names) > 3 else "")
