@@ -23,57 +23,41 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 def main() -> None:
     code, done = EXIT_INTERRUPTED, False
     try:
-        with _alike():  # SIGTERM and SIGHUP during the imports end it as a Ctrl-C does
-            from tpuctl import quick_help
+        # SIGTERM and SIGHUP end it as a Ctrl-C does, from the imports to the end
+        from tpuctl.interrupts import like_ctrl_c
 
-            top_help = quick_help.wanted(sys.argv[1:])
-            text = quick_help.cached() if top_help else None
-            if text is None:
-                from tpuctl.cli import main as cli_main
+        like_ctrl_c()
+        from tpuctl import quick_help
+
+        top_help = quick_help.wanted(sys.argv[1:])
+        text = quick_help.cached() if top_help else None
         if text is not None:  # the top-level help, as the last one printed it
             sys.stdout.write(text)
             code = 0
         elif top_help:
+            from tpuctl.cli import main as cli_main
+
             code = quick_help.record(cli_main)
         else:
+            from tpuctl.cli import main as cli_main
+
             code = cli_main()
         done = True  # it said what happened, "error: interrupted" included
+        # A signal that came in the command's last moments is raised by Python at its
+        # next call: here, inside the `try` (seen in `make chaos`: a second Ctrl-C right
+        # after the first's message killed the process when it was raised below).
+        _quiet()
     except KeyboardInterrupt:
         pass
-    # A signal may come between the command's end and here: it is caught too (seen in
-    # `make chaos`: a second Ctrl-C right after the first's message killed the process).
-    _ending()
+    while True:  # ignore further signals, even one that arrives while they are set so
+        try:
+            _quiet()
+            break
+        except KeyboardInterrupt:
+            continue
     if not done:
         sys.stderr.write("error: interrupted\n")
     sys.exit(code)
-
-
-def _ending() -> None:
-    """Ignore further signals, even one that arrives while they are being ignored."""
-    while True:
-        try:
-            _quiet()
-            return
-        except KeyboardInterrupt:
-            continue
-
-
-class _alike:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt inside the block (unless ignored)."""
-
-    def __enter__(self) -> None:
-        self.replaced = {}
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) is signal.SIG_DFL:
-                self.replaced[sig] = signal.signal(sig, _interrupt)
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.replaced.items():
-            signal.signal(sig, handler)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def _quiet() -> None:

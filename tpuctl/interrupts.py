@@ -39,6 +39,20 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def as_ctrl_c(signum: int, _frame: FrameType | None) -> None:
+    """The handler `like_ctrl_c` gives SIGTERM and SIGHUP: Python's SIGINT default."""
+    raise KeyboardInterrupt
+
+
+def like_ctrl_c() -> None:
+    """For the program's whole life (`tpuctl.entry`): SIGTERM and SIGHUP raise
+    KeyboardInterrupt, as SIGINT does, where Python's defaults are in place (not when
+    started to ignore them). Commands put their own handlers over these and back."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, as_ctrl_c)
+
+
 def install() -> dict[int, Handler]:
     """Make SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt; returns the handlers
     replaced, for `restore`. Nothing outside the main thread (Python allows none)."""

@@ -66,3 +66,63 @@ def test_the_entry_point_ignores_a_second_signal_while_it_ends() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 130, r.stderr
     assert r.stderr == "error: interrupted\n"
+
+
+# A second signal at each moment the entry point's code can be interrupted once the
+# command has ended: Python raises a pending signal at a call, so the driver sends a
+# real one at the K-th call made from `main`'s own frame after the command returned.
+_EVERY_MOMENT = """
+import os, signal, sys, types
+sig = getattr(signal, sys.argv[1])
+cli = types.ModuleType("tpuctl.cli")
+def command():
+    sys.stderr.write("error: interrupted\\n")  # the first Ctrl-C, handled by the command
+    return 130
+cli.main = command
+sys.modules["tpuctl.cli"] = cli
+import tpuctl.entry as entry
+outcomes = []
+for k in range(40):
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for other in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(other, signal.SIG_DFL)
+    state = {"calls": 0, "after": False, "sent": False}
+    def hook(frame, event, arg, state=state, k=k):
+        caller = frame if event == "c_call" else frame.f_back
+        if event == "return" and frame.f_code is command.__code__:
+            state["after"] = True
+        if event not in ("call", "c_call") or caller is None:
+            return
+        if caller.f_code is not entry.main.__code__ or not state["after"]:
+            return
+        state["calls"] += 1
+        if state["calls"] == k and signal.getsignal(sig) is not signal.SIG_IGN:
+            state["sent"] = True
+            os.kill(os.getpid(), sig)
+    sys.setprofile(hook)
+    try:
+        entry.main()
+        outcome = "returned"
+    except SystemExit as e:
+        outcome = str(e.code)
+    except KeyboardInterrupt:
+        outcome = "escaped"
+    sys.setprofile(None)
+    outcomes.append((k, state["sent"], outcome))
+    if not state["sent"] and k > 0:
+        break
+print(outcomes)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_second_signal_at_any_moment_after_the_command_ended(name: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", _EVERY_MOMENT, name], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    outcomes = eval(r.stdout)  # noqa: S307 - the driver's own repr of a list of tuples
+    sent = [(k, outcome) for k, was_sent, outcome in outcomes if was_sent]
+    assert sent, outcomes  # the signal came at least once before signals were ignored
+    assert all(outcome == "130" for _, outcome in sent), outcomes
+    assert r.stderr == "error: interrupted\n" * len(outcomes)

@@ -180,7 +180,7 @@ def _noting_ctrl_c() -> Iterator[list[int]]:
         noted.append(signum)
         raise KeyboardInterrupt
 
-    defaults = (signal.default_int_handler, signal.SIG_DFL)
+    defaults = (signal.default_int_handler, signal.SIG_DFL, interrupts.as_ctrl_c)
     replaced = {
         sig: signal.signal(sig, on_signal) for sig in _STOPS if signal.getsignal(sig) in defaults
     }
