@@ -19,6 +19,13 @@ request is found again; its state is the slices':
 
 A slice that cannot be made at its create call (a refusal, no capacity for a single-host
 VM) deletes the slices made before it, and the error names the slice.
+
+Flex-start (`--flex-start --max-run-duration D`): every slice is asked for at once (each
+group in bulk mode, each single-host VM with its own wait), so all wait for capacity
+together. Compute Engine grants each group whole, but no call of it grants several
+groups together: the request reads WAITING_FOR_RESOURCES while no slice has capacity,
+PROVISIONING once some have, and its `progress` names which slices have it and which
+wait. tpuctl's wait (services/queued.py) ends when all have it, or deletes them all.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud.compute import KIND
+from tpuctl.cloud.compute import KIND, flex
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute.api import ComputeTpuApi
 from tpuctl.errors import AlreadyExistsError, NotFoundError, TpuctlError, UsageError
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
 MULTISLICE = "tpuctl-multislice"  # label: the request a slice's VMs belong to
 SLICES = "tpuctl-slices"  # label: how many slices the request has
 LOST = ("PREEMPTED", "TERMINATED", "STOPPED", "STOPPING", "SUSPENDED")
+WAITING = "WAITING_FOR_RESOURCES"  # a flex-start slice with no capacity yet
 
 
 def _split(name: str) -> tuple[str, str, str]:
@@ -156,9 +164,10 @@ class ComputeMultisliceApi(ComputeTpuApi):
         made: list[str] = []
         try:
             for k, name in enumerate(names):
+                short = name.rsplit("/", 1)[-1]
                 one = dataclasses.replace(
                     spec,
-                    name=name.rsplit("/", 1)[-1],
+                    name=short,
                     labels={**spec.labels, MULTISLICE: qr_id, SLICES: str(queue.slices)},
                 )
                 made.append(name)
@@ -176,9 +185,11 @@ class ComputeMultisliceApi(ComputeTpuApi):
 
     def _make(self, parent: str, spec: CreateSpec) -> None:
         """Make one slice: a group's insert is waited for by `create_node`; a single-host
-        VM's insert here, so that no capacity for it is known before the next slice."""
+        VM's insert here, so that no capacity for it is known before the next slice. A
+        flex-start VM's insert is not waited for: it waits for capacity (PENDING) with the
+        other slices, which are asked for at once."""
         operation = self.create_node(parent, spec)
-        if operation is None or spec.shape.multi_host:
+        if operation is None or spec.shape.multi_host or spec.flex_start:
             return
         from tpuctl.waiting import poll_until
 
@@ -209,26 +220,19 @@ class ComputeMultisliceApi(ComputeTpuApi):
         return None
 
     def check_request(self, spec: CreateSpec, queue: QueueOptions, queued: bool) -> bool:
-        if queue.slices > 1:
-            _check_multislice(spec, queue)
-        return super().check_request(spec, queue, queued)
-
-
-def _check_multislice(spec: CreateSpec, queue: QueueOptions) -> None:
-    """What a multislice on Compute Engine does not take yet: it is made at once, with no
-    queue to wait in, from on-demand, spot or reserved capacity."""
-    for flag, given in (
-        ("--flex-start", queue.flex_start),
-        ("--valid-until", queue.valid_until),
-        ("--valid-until-time", queue.valid_until_time),
-    ):
-        if given:
+        if queue.slices <= 1:
+            return super().check_request(spec, queue, queued)
+        if queue.flex_start:
+            flex.check(spec, queue)  # each slice waits as one flex-start slice would
+        elif queue.valid_until or queue.valid_until_time:
+            flag = "--valid-until" if queue.valid_until else "--valid-until-time"
             raise UsageError(
-                f"{flag} does not go with --slices on Compute Engine yet: its slices are made "
-                "at once, on demand, as spot VMs or from a reservation",
-                hint="drop it; for a type the Cloud TPU API offers (v6e, v5p), --api tpu "
-                "takes it (a multislice queued resource)",
+                f"{flag} goes with --slices on Compute Engine only with --flex-start: "
+                "without it, the slices are made at once, with no queue to wait in",
+                hint="drop it, or add --flex-start --max-run-duration D to wait for capacity",
             )
+        # a multislice is a request tpuctl waits for, as a queued resource is
+        return super().check_request(spec, dataclasses.replace(queue, flex_start=False), True)
 
 
 def _tagged(node: Node) -> Node:
@@ -249,7 +253,29 @@ def _summary(members: dict[int, Node], count: int, request: str) -> tuple[str, s
             return "SUSPENDED", f"slice {k} of {count} ({request}-{k}) is {state}{why}"
     if all(n.state == "READY" for n in members.values()):
         return "ACTIVE", ""
+    if members and all(n.state == WAITING for n in members.values()):
+        return WAITING, ""
     return "PROVISIONING", ""
+
+
+def _progress(members: dict[int, Node], count: int, request: str) -> str:
+    """Which slices of a flex-start request wait for capacity and which have it:
+    `slice 1 of 2 (ms-1) waiting for capacity; slice 0 (ms-0) granted` ('' when none
+    waits)."""
+    waiting = [k for k, n in sorted(members.items()) if n.state == WAITING]
+    if not waiting:
+        return ""
+    granted = [k for k in sorted(members) if k not in waiting]
+    said = f"{_slices(waiting, request, f' of {count}')} waiting for capacity"
+    if granted:
+        said += f"; {_slices(granted, request)} granted"
+    return said
+
+
+def _slices(ks: list[int], request: str, of: str = "") -> str:
+    """`slices 0, 2 of 4 (ms-0, ms-2)`."""
+    numbers, names = ", ".join(map(str, ks)), ", ".join(f"{request}-{k}" for k in ks)
+    return f"slice{'s' if len(ks) > 1 else ''} {numbers}{of} ({names})"
 
 
 def _request(
@@ -274,4 +300,6 @@ def _request(
         create_time=first.create_time,
         error=error,
         api=KIND.key,
+        flex_start=first.flex_start,
+        progress=_progress(members, count, request),
     )
