@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import shlex
 from typing import TYPE_CHECKING
 
 from tpuctl.cloud.compute import KIND, flex
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 MULTISLICE = "tpuctl-multislice"  # label: the request a slice's VMs belong to
 SLICES = "tpuctl-slices"  # label: how many slices the request has
+STARTUP_SCRIPT = "startup-script"  # the metadata key (services/nodes.py)
 LOST = ("PREEMPTED", "TERMINATED", "STOPPED", "STOPPING", "SUSPENDED")
 WAITING = "WAITING_FOR_RESOURCES"  # a flex-start slice with no capacity yet
 
@@ -169,6 +171,7 @@ class ComputeMultisliceApi(ComputeTpuApi):
                     spec,
                     name=short,
                     labels={**spec.labels, MULTISLICE: qr_id, SLICES: str(queue.slices)},
+                    metadata=_own_target(spec.metadata, qr_id, short),
                 )
                 made.append(name)
                 try:
@@ -233,6 +236,18 @@ class ComputeMultisliceApi(ComputeTpuApi):
             )
         # a multislice is a request tpuctl waits for, as a queued resource is
         return super().check_request(spec, dataclasses.replace(queue, flex_start=False), True)
+
+
+def _own_target(metadata: dict[str, str], request: str, name: str) -> dict[str, str]:
+    """The slice's metadata, its startup script's programs (the boot guard, the idle
+    watchdog: `--target compute:NAME`, agent/target.py) told the slice they run on, not
+    the request, which is no group nor VM: a guard whose client died deletes its own
+    slice's group (or VM), whichever slice it is and whenever that slice got capacity."""
+    script = metadata.get(STARTUP_SCRIPT)
+    if not script:
+        return dict(metadata)
+    asked, own = (shlex.join(KIND.agent_target(n)) for n in (request, name))
+    return {**metadata, STARTUP_SCRIPT: re.sub(rf"{re.escape(asked)}(?=\s)", own, script)}
 
 
 def _tagged(node: Node) -> Node:
