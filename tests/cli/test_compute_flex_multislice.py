@@ -62,6 +62,26 @@ def test_every_slice_is_asked_for_at_once_and_granted_together(cli, emulator) ->
     assert emulator.instances() == []
 
 
+def test_single_host_slices_are_flex_start_vms_waiting_side_by_side(cli, emulator) -> None:
+    zone = "us-central1-c"  # TPU7x here
+    emulator.capacity({zone: {"tpu7x": 4}})  # one tpu7x-8 (4 chips), not two
+    flags = ("--flex-start", "--max-run-duration", "1h", "--valid-until", "30m")
+    with spawned("create", "vm", "-a", "tpu7x-8", "--zone", zone, "--slices", "2", *flags) as p:
+        p.wait_for("slice 1 of 2 (vm-1) waiting for capacity; slice 0 (vm-0) granted")
+        sent = [b["body"] for b in emulator.bodies("compute.instances.insert")]
+        assert [(b["name"], b["scheduling"]["provisioningModel"]) for b in sent] == [
+            ("vm-0", "FLEX_START"), ("vm-1", "FLEX_START")
+        ]  # fmt: skip
+        assert {json.dumps(b["params"]) for b in sent} == {
+            '{"requestValidForDuration": {"seconds": "1800"}}'
+        }
+        emulator.capacity({zone: {"tpu7x": None}})
+    assert p.proc.returncode == 0, p.err
+    assert sorted(i["status"] for i in emulator.instances()) == ["RUNNING", "RUNNING"]
+    assert cli("delete", "vm", "--zone", zone, "--yes").code == 0
+    assert emulator.instances() == []
+
+
 def test_a_slice_never_granted_within_the_timeout_leaves_nothing(cli, emulator) -> None:
     emulator.capacity(ONE_SLICE)
     r = cli("create", "half", *FLEX, "--timeout", "3s")
