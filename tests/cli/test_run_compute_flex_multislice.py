@@ -5,9 +5,12 @@ not renewed, a slice granted later too."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.cli.conftest import spawned
 from tests.cli.test_run import project, wait_for
 from tests.cli.test_run_compute import _kinds
+from tests.cli.test_run_lease import _renewals
 
 __all__ = ["project"]  # the fixture, shared
 
@@ -34,10 +37,20 @@ def _slice_names(emulator) -> list[str]:  # noqa: ANN001
     )
 
 
+@pytest.mark.long
 def test_the_job_runs_once_every_slice_has_capacity(cli, emulator, project) -> None:
+    """Slice 0 granted first waits for slice 1 with its boot guard armed: the living
+    client's lease keeps it past the start deadline, however long slice 1 takes."""
     emulator.capacity(ONE_SLICE)
-    with spawned("run", str(project / "job.py"), *FLEX, timeout=120) as p:
+    guard = ("--start-lease", "2s", "--start-deadline", "3s")
+    with spawned("run", str(project / "job.py"), *FLEX, *guard, timeout=120) as p:
         p.wait_for("waiting for capacity; slice 0 (")  # slice 0 has it, slice 1 waits
+        first, _second = _slice_names(emulator)
+        seen = _renewals(emulator)
+        # nine renewals (one every 2/3 s) outlast the deadline and the lease together
+        wait_for(lambda: _renewals(emulator) >= seen + 9 or p.proc.poll() is not None, 60)
+        assert p.proc.poll() is None, p.err
+        assert first in _slice_names(emulator) and set(_vms(emulator, first)) == {"RUNNING"}
         assert "] worker " not in p.err  # nothing runs on half a multislice
         emulator.capacity({ZONE: {"v6e": None}})
     assert p.proc.returncode == 0, p.err
@@ -45,6 +58,7 @@ def test_the_job_runs_once_every_slice_has_capacity(cli, emulator, project) -> N
     assert emulator.instances() == []
 
 
+@pytest.mark.long
 def test_a_killed_client_leaves_no_granted_slice_billing(cli, emulator, project) -> None:
     """SIGKILL while slice 1 waits: slice 0's boot guard deletes its group (its VMs)
     once the lease is stale; the capacity it frees goes to slice 1, which, granted with
