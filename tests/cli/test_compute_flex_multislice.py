@@ -105,6 +105,19 @@ def test_a_signal_while_waiting_deletes_every_slice(cli, emulator, sig) -> None:
     assert emulator.instances() == []
 
 
+def test_slices_a_killed_create_left_waiting_are_listed_and_cancelled_whole(cli, emulator) -> None:
+    emulator.capacity({ZONE: {"v6e": 0}})
+    with spawned("create", "left", *FLEX) as p:
+        p.wait_for("WAITING_FOR_RESOURCES")
+        p.proc.kill()  # no cleanup of any kind on this side
+    listed = json.loads(cli("list", "--zone", ZONE, "--json").out)
+    (request,) = [e for e in listed if e["kind"] == "queuedResource"]
+    assert (request["name"], request["state"]) == ("left", "WAITING_FOR_RESOURCES")
+    r = cli("delete", "left", "--zone", ZONE, "--yes")
+    assert r.code == 0, r.err
+    assert emulator.instances() == []
+
+
 def test_flex_start_multislice_flags_are_checked_before_any_call(cli, emulator) -> None:
     for flags, said in (
         (FLEX[:-2], "--flex-start needs --max-run-duration"),
