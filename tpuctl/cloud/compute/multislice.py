@@ -234,8 +234,8 @@ class ComputeMultisliceApi(ComputeTpuApi):
                 "without it, the slices are made at once, with no queue to wait in",
                 hint="drop it, or add --flex-start --max-run-duration D to wait for capacity",
             )
-        # a multislice is a request tpuctl waits for, as a queued resource is
-        return super().check_request(spec, dataclasses.replace(queue, flex_start=False), True)
+        # a multislice is a request tpuctl waits for, as a queued resource is (False)
+        return super().check_request(spec, queue, True)
 
 
 def _own_target(metadata: dict[str, str], request: str, name: str) -> dict[str, str]:
