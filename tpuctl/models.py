@@ -196,6 +196,10 @@ class QueuedResource:
     # it has one: a create that meets it fails as that error does (zone failover moves on)
     failure: Exception | None = field(default=None, repr=False, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    flex_start: bool = False
+    # how far a request still waiting has come, where its API says more than its state
+    # (a Compute Engine multislice: which slices have capacity, which wait for it)
+    progress: str = ""
 
     @property
     def full_name(self) -> str:
@@ -203,6 +207,8 @@ class QueuedResource:
 
     @property
     def scheduling(self) -> str:
+        if self.flex_start:
+            return "flex-start"
         return "spot" if self.spot else "reserved" if self.reserved else "on-demand"
 
     def waited_seconds(self, now: float | None = None) -> float | None:
@@ -230,6 +236,7 @@ class QueuedResource:
             "validUntil": self.valid_until or None,
             "validUntilTime": _utc(self.valid_until_time()),
             "error": self.error or None,
+            "progress": self.progress or None,
             "labels": self.labels,
             "api": self.api,
         }

@@ -102,17 +102,24 @@ def _call(method: str, url: str, body: dict | None = None) -> dict:
         return dict(json.loads(answer.read()))
 
 
+def signalled_while_waiting(sig: int, *args: str) -> Result:
+    """`tpuctl ARGS...` sent `sig` once it waits for capacity (the emulator has none);
+    its exit code and stderr."""
+    with spawned(*args) as p:
+        p.wait_for("WAITING_FOR_RESOURCES")
+        p.proc.send_signal(sig)
+    return Result(p.proc.returncode, "", p.err)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_waiting_deletes_the_flex_start_vm(cli, emulator, sig) -> None:
     emulator.capacity({ZONE: {"tpu7x": 0}})
-    with spawned("create", "gone", *FLEX) as p:
-        p.wait_for("WAITING_FOR_RESOURCES")
-        p.proc.send_signal(sig)
-    assert p.proc.returncode == 130, p.err
-    assert one_line_error(Result(130, "", p.err), after_call=True) == (
+    r = signalled_while_waiting(sig, "create", "gone", *FLEX)
+    assert r.code == 130, r.err
+    assert one_line_error(r, after_call=True) == (
         "error: interrupted; deleted what the create of gone had made"
     )
-    assert f"deleted gone in {ZONE} (its VM)" in p.err
+    assert f"deleted gone in {ZONE} (its VM)" in r.err
     assert emulator.instances() == []
 
 

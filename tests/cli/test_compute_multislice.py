@@ -91,13 +91,13 @@ def test_room_for_one_single_host_slice_only_leaves_nothing(cli, emulator) -> No
     assert emulator.instances() == []
 
 
-@pytest.mark.parametrize(
-    "flag", [["--valid-until", "1h"], ["--flex-start", "--max-run-duration", "1h"]]
-)
-def test_what_a_compute_multislice_does_not_take_yet(cli, emulator, flag) -> None:
+@pytest.mark.parametrize("flag", [["--valid-until", "1h"], ["--valid-until-time", "2030-01-01"]])
+def test_a_compute_multislice_waits_only_with_flex_start(cli, emulator, flag) -> None:
     r = cli("create", "no", *SLICES, *flag)
     assert r.code == 2, r.err
-    assert f"{flag[0]} does not go with --slices on Compute Engine yet" in one_line_error(r)
+    assert f"{flag[0]} goes with --slices on Compute Engine only with --flex-start" in (
+        one_line_error(r)
+    )
     assert emulator.instances() == []
 
 

@@ -98,18 +98,20 @@ def wait_active(
     *,
     progress: Progress = noop,
     timeout: float = DEFAULT_TIMEOUT,
+    seen: Callable[[QueuedResource], None] = lambda qr: None,
 ) -> tuple[QueuedResource, list[Node]]:
     """Poll the request until every node it asks for (one, or each slice) is READY.
     Raises `QueuedEnded` if it FAILS or is SUSPENDED, `WaitTimedOut` after `timeout`
-    seconds."""
+    seconds. `seen` is told the request as each poll reads it."""
     full = qr_name(target, name)
 
     def check() -> tuple[tuple[QueuedResource, list[Node]] | None, str]:
         qr = api.get_queued_resource(full)
+        seen(qr)
         if qr.state in QUEUED_ENDED:
             raise QueuedEnded(qr)
         if qr.state != "ACTIVE":
-            return None, qr.state
+            return None, f"{qr.state}: {qr.progress}" if qr.progress else qr.state
         ready: list[Node] = []
         for node_id in qr.node_ids or [name]:
             try:
@@ -232,6 +234,7 @@ def _provision(
     full = qr_name(target, name)
     where = f"--zone {target.zone}"
     asked = node_spec is None
+    last: dict[str, QueuedResource] = {}  # the request as last read
     try:
         if node_spec is not None:
             check_free(api, target, name)
@@ -239,7 +242,14 @@ def _provision(
             _ask(api, target, name, node_spec, options)
         if not wait:
             return None
-        return wait_active(api, target, name, progress=progress, timeout=options.timeout)[1]
+        return wait_active(
+            api,
+            target,
+            name,
+            progress=progress,
+            timeout=options.timeout,
+            seen=lambda qr: last.update(qr=qr),
+        )[1]
     except QueuedEnded as e:
         delete_request(api, full)
         reason = e.qr.error or (
@@ -260,9 +270,12 @@ def _provision(
             raise
         interrupted = isinstance(e, KeyboardInterrupt)
         why = "stopped waiting" if interrupted else f"gave up after {int(options.timeout)}s"
+        if "qr" in last and last["qr"].progress:  # which slices had no capacity yet
+            why += f" ({last['qr'].progress})"
+        called = api.kind.multislice if options.slices > 1 else "queued resource"
         if options.keep_request:
             error: TpuctlError = CloudError(
-                f"{why}; queued resource {name} stays queued (--keep-request) and its node "
+                f"{why}; {called} {name} stays queued (--keep-request) and its node "
                 "will bill once it is provisioned",
                 hint=f"watch it with `tpuctl list {where}`; delete it with "
                 f"`tpuctl delete {name} {where} --yes`",
@@ -272,12 +285,12 @@ def _provision(
                 delete_request(api, full)
             except KeyboardInterrupt:  # a second signal while deleting: say what may be left
                 raise Interrupted(
-                    f"left at once; queued resource {name} may still exist and bill once "
+                    f"left at once; {called} {name} may still exist and bill once "
                     "it is provisioned",
                     hint=f"delete it with `tpuctl delete {name} {where} --yes`",
                 ) from None
             error = CloudError(
-                f"{why}; deleted queued resource {name} (and any node it had made), so "
+                f"{why}; deleted {called} {name} (and any node it had made), so "
                 "nothing is left billing",
                 hint="pass --keep-request to leave a request queued when you stop waiting",
             )

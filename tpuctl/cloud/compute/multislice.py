@@ -19,6 +19,13 @@ request is found again; its state is the slices':
 
 A slice that cannot be made at its create call (a refusal, no capacity for a single-host
 VM) deletes the slices made before it, and the error names the slice.
+
+Flex-start (`--flex-start --max-run-duration D`): every slice is asked for at once (each
+group in bulk mode, each single-host VM with its own wait), so all wait for capacity
+together. Compute Engine grants each group whole, but no call of it grants several
+groups together: the request reads WAITING_FOR_RESOURCES while no slice has capacity,
+PROVISIONING once some have, and its `progress` names which slices have it and which
+wait. tpuctl's wait (services/queued.py) ends when all have it, or deletes them all.
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import shlex
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud.compute import KIND
+from tpuctl.cloud.compute import KIND, flex
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute.api import ComputeTpuApi
 from tpuctl.errors import AlreadyExistsError, NotFoundError, TpuctlError, UsageError
@@ -39,7 +47,9 @@ if TYPE_CHECKING:
 
 MULTISLICE = "tpuctl-multislice"  # label: the request a slice's VMs belong to
 SLICES = "tpuctl-slices"  # label: how many slices the request has
+STARTUP_SCRIPT = "startup-script"  # the metadata key (services/nodes.py)
 LOST = ("PREEMPTED", "TERMINATED", "STOPPED", "STOPPING", "SUSPENDED")
+WAITING = "WAITING_FOR_RESOURCES"  # a flex-start slice with no capacity yet
 
 
 def _split(name: str) -> tuple[str, str, str]:
@@ -156,10 +166,12 @@ class ComputeMultisliceApi(ComputeTpuApi):
         made: list[str] = []
         try:
             for k, name in enumerate(names):
+                short = name.rsplit("/", 1)[-1]
                 one = dataclasses.replace(
                     spec,
-                    name=name.rsplit("/", 1)[-1],
+                    name=short,
                     labels={**spec.labels, MULTISLICE: qr_id, SLICES: str(queue.slices)},
+                    metadata=_own_target(spec.metadata, qr_id, short),
                 )
                 made.append(name)
                 try:
@@ -176,9 +188,11 @@ class ComputeMultisliceApi(ComputeTpuApi):
 
     def _make(self, parent: str, spec: CreateSpec) -> None:
         """Make one slice: a group's insert is waited for by `create_node`; a single-host
-        VM's insert here, so that no capacity for it is known before the next slice."""
+        VM's insert here, so that no capacity for it is known before the next slice. A
+        flex-start VM's insert is not waited for: it waits for capacity (PENDING) with the
+        other slices, which are asked for at once."""
         operation = self.create_node(parent, spec)
-        if operation is None or spec.shape.multi_host:
+        if operation is None or spec.shape.multi_host or spec.flex_start:
             return
         from tpuctl.waiting import poll_until
 
@@ -209,26 +223,31 @@ class ComputeMultisliceApi(ComputeTpuApi):
         return None
 
     def check_request(self, spec: CreateSpec, queue: QueueOptions, queued: bool) -> bool:
-        if queue.slices > 1:
-            _check_multislice(spec, queue)
-        return super().check_request(spec, queue, queued)
-
-
-def _check_multislice(spec: CreateSpec, queue: QueueOptions) -> None:
-    """What a multislice on Compute Engine does not take yet: it is made at once, with no
-    queue to wait in, from on-demand, spot or reserved capacity."""
-    for flag, given in (
-        ("--flex-start", queue.flex_start),
-        ("--valid-until", queue.valid_until),
-        ("--valid-until-time", queue.valid_until_time),
-    ):
-        if given:
+        if queue.slices <= 1:
+            return super().check_request(spec, queue, queued)
+        if queue.flex_start:
+            flex.check(spec, queue)  # each slice waits as one flex-start slice would
+        elif queue.valid_until or queue.valid_until_time:
+            flag = "--valid-until" if queue.valid_until else "--valid-until-time"
             raise UsageError(
-                f"{flag} does not go with --slices on Compute Engine yet: its slices are made "
-                "at once, on demand, as spot VMs or from a reservation",
-                hint="drop it; for a type the Cloud TPU API offers (v6e, v5p), --api tpu "
-                "takes it (a multislice queued resource)",
+                f"{flag} goes with --slices on Compute Engine only with --flex-start: "
+                "without it, the slices are made at once, with no queue to wait in",
+                hint="drop it, or add --flex-start --max-run-duration D to wait for capacity",
             )
+        # a multislice is a request tpuctl waits for, as a queued resource is (False)
+        return super().check_request(spec, queue, True)
+
+
+def _own_target(metadata: dict[str, str], request: str, name: str) -> dict[str, str]:
+    """The slice's metadata, its startup script's programs (the boot guard, the idle
+    watchdog: `--target compute:NAME`, agent/target.py) told the slice they run on, not
+    the request, which is no group nor VM: a guard whose client died deletes its own
+    slice's group (or VM), whichever slice it is and whenever that slice got capacity."""
+    script = metadata.get(STARTUP_SCRIPT)
+    if not script:
+        return dict(metadata)
+    asked, own = (shlex.join(KIND.agent_target(n)) for n in (request, name))
+    return {**metadata, STARTUP_SCRIPT: re.sub(rf"{re.escape(asked)}(?=\s)", own, script)}
 
 
 def _tagged(node: Node) -> Node:
@@ -249,7 +268,29 @@ def _summary(members: dict[int, Node], count: int, request: str) -> tuple[str, s
             return "SUSPENDED", f"slice {k} of {count} ({request}-{k}) is {state}{why}"
     if all(n.state == "READY" for n in members.values()):
         return "ACTIVE", ""
+    if members and all(n.state == WAITING for n in members.values()):
+        return WAITING, ""
     return "PROVISIONING", ""
+
+
+def _progress(members: dict[int, Node], count: int, request: str) -> str:
+    """Which slices of a flex-start request wait for capacity and which have it:
+    `slice 1 of 2 (ms-1) waiting for capacity; slice 0 (ms-0) granted` ('' when none
+    waits)."""
+    waiting = [k for k, n in sorted(members.items()) if n.state == WAITING]
+    if not waiting:
+        return ""
+    granted = [k for k in sorted(members) if k not in waiting]
+    said = f"{_slices(waiting, request, f' of {count}')} waiting for capacity"
+    if granted:
+        said += f"; {_slices(granted, request)} granted"
+    return said
+
+
+def _slices(ks: list[int], request: str, of: str = "") -> str:
+    """`slices 0, 2 of 4 (ms-0, ms-2)`."""
+    numbers, names = ", ".join(map(str, ks)), ", ".join(f"{request}-{k}" for k in ks)
+    return f"slice{'s' if len(ks) > 1 else ''} {numbers}{of} ({names})"
 
 
 def _request(
@@ -274,4 +315,6 @@ def _request(
         create_time=first.create_time,
         error=error,
         api=KIND.key,
+        flex_start=first.flex_start,
+        progress=_progress(members, count, request),
     )
