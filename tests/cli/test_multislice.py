@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.cli.conftest import one_line_error
+from tests.cli.test_run import wait_for
 
 ZONE = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
@@ -83,3 +84,13 @@ def test_create_slices_bad_input(cli, emulator, args, needle) -> None:
     assert r.code == 2, r.err
     assert needle in one_line_error(r, after_call=True)
     assert emulator.queued() == [] and emulator.nodes() == []
+
+
+@pytest.mark.long
+def test_a_multislice_ttl_takes_every_slice_and_the_request(cli, emulator) -> None:
+    """The watchdog on slice 0 and 1 (one startup script, naming the request) each find
+    their own slice node, and at the TTL delete the queued resource with every slice."""
+    r = cli("create", "brief", "-a", "v3-8", "--zone", ZONE, "--slices", "2", "--ttl", "5s")
+    assert r.code == 0, r.err
+    assert len(emulator.nodes()) == 2
+    wait_for(lambda: emulator.nodes() == [] and emulator.queued() == [], timeout=90)

@@ -201,3 +201,22 @@ def test_a_job_file_asks_for_slices(cli, emulator, project) -> None:
     assert r.code == 0, r.err
     assert "slices = 3" in r.out
     assert emulator.nodes() == [] and emulator.queued() == []
+
+
+@pytest.mark.long
+def test_slices_granted_after_the_client_died_delete_their_queued_resource(
+    emulator, project
+) -> None:
+    """SIGKILL while the request waits for capacity: granted later, with no client, the
+    slices' boot guards find their own nodes (each VM knows its slice, not the request
+    the client named) and delete the queued resource, every slice with it."""
+    emulator.capacity({ZONE: {"v5e": 0}})
+    with spawned("run", str(project / "job.py"), "-a", "v5litepod-8", "--zone", ZONE,
+                 "--slices", "2", "--start-lease", "2s", timeout=30) as p:  # fmt: skip
+        wait_for(lambda: any(k.endswith("/lease.json") for k in bucket_objects(emulator)))
+        wait_for(lambda: "WAITING_FOR_RESOURCES" in str(emulator.queued()))
+        p.proc.kill()  # SIGKILL: no cleanup of any kind on this side
+    assert emulator.nodes() == [] and len(emulator.queued()) == 1
+    emulator.capacity({ZONE: {"v5e": None}})
+    wait_for(lambda: len(emulator.nodes()) == 2)  # granted, with nobody watching
+    wait_for(lambda: emulator.nodes() == [] and emulator.queued() == [], timeout=90)

@@ -67,6 +67,11 @@ class ComputeNode:
         every VM of a slice the same). A 404: the VM, or its slice, is gone."""
         return self._instance(self._me())
 
+    @classmethod
+    def on_this_vm(cls, token: Token, me: Json, name: str) -> ComputeNode:
+        """The VM, or the slice, `name` (the client's: each slice's metadata names its own)."""
+        return cls(token, me["project"], me["zone"], name, me["workers"])
+
     def _me(self) -> str:
         return metadata("instance/name").strip() if self.slice else self.name
 

@@ -22,7 +22,7 @@ Standard library only, Python 3.8+, like every module of the agent (bundle.py).
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, NamedTuple, Union
+from typing import Any, NamedTuple, Union
 
 from .compute_api import ComputeNode
 from .metadata import Token
@@ -30,7 +30,7 @@ from .tpu_api import TpuNode
 
 Target = Union[TpuNode, ComputeNode]
 # the kinds the client's adapters name (cloud/tpu/__init__.py, cloud/compute/__init__.py)
-KINDS: dict[str, Callable[..., Target]] = {"tpu": TpuNode, "compute": ComputeNode}
+KINDS: dict[str, type[TpuNode] | type[ComputeNode]] = {"tpu": TpuNode, "compute": ComputeNode}
 
 
 class Given(NamedTuple):
@@ -66,4 +66,4 @@ def add_arguments(parser: argparse.ArgumentParser, required: bool = True) -> Non
 
 def of(token: Token, me: Any, given: Given) -> Target:
     """The target `given` names, in this VM's project and zone (`me`: metadata.identity())."""
-    return KINDS[given.kind](token, me["project"], me["zone"], given.name, me["workers"])
+    return KINDS[given.kind].on_this_vm(token, me, given.name)

@@ -65,6 +65,14 @@ class TpuNode:
         self.path = f"projects/{project}/locations/{zone}/nodes/{name}"
         self.what = f"node {name}"
 
+    @classmethod
+    def on_this_vm(cls, token: Token, me: Json, name: str) -> TpuNode:
+        """The node this VM is a worker of: the one its `tpu-env` names (`NODE_ID`), which
+        on a slice of a multislice is the slice, where the client named the queued
+        resource (one startup script serves every slice); else `name`."""
+        own = str(me.get("node") or name)
+        return cls(token, me["project"], me["zone"], own, me["workers"])
+
     def read(self) -> Json:
         return dict(json.loads(tpu(self.token, "GET", self.path)))
 
@@ -86,6 +94,18 @@ class TpuNode:
         tpu(self.token, "PATCH", f"{self.path}?updateMask=labels", body)
 
     def delete(self) -> Json | None:
+        """Delete the node; a slice of a multislice: its queued resource, with force, so
+        every slice goes (a multislice is made and ended whole: one slice deleted alone
+        would leave the others billing for a job that cannot run). None: gone."""
+        try:
+            node = self.read()
+        except HttpError as e:
+            if e.status == 404:
+                return None
+            raise
+        request = str(node.get("queuedResource") or "")
+        if node.get("multisliceNode") and request:
+            return delete_request(self.token, self.project, self.zone, request.rsplit("/", 1)[-1])
         return delete_node(self.token, self.project, self.zone, self.name)
 
     def request_what(self, request: str) -> str:
