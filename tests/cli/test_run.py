@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -50,21 +50,28 @@ def wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
         time.sleep(0.2)
 
 
-def bucket_objects(emulator) -> dict[str, bytes]:  # noqa: ANN001
-    """Every object in the default bucket ({} while the bucket does not exist yet)."""
+def bucket_names(emulator) -> list[str]:  # noqa: ANN001
+    """The names of the objects in the default bucket ([] while it does not exist yet)."""
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return [b.name for b in emulator.storage_client().list_blobs("tpuctl-demo-tpuctl")]
+    except NotFound:
+        return []
+
+
+def bucket_objects(emulator, only: Callable[[str], bool] | None = None) -> dict[str, bytes]:  # noqa: ANN001
+    """The objects in the default bucket ({} while the bucket does not exist yet); with
+    `only`, those whose name it takes (a poll reads a few objects, not every one)."""
     from google.api_core.exceptions import NotFound
 
     client = emulator.storage_client()
-    try:
-        blobs = list(client.list_blobs("tpuctl-demo-tpuctl"))
-    except NotFound:
-        return {}
     found = {}
-    for listed in blobs:  # a status may be rewritten after the listing: read the newest
+    for name in bucket_names(emulator):  # a status may be rewritten since: read the newest
+        if only is not None and not only(name):
+            continue
         try:
-            found[listed.name] = (
-                client.bucket(listed.bucket.name).blob(listed.name).download_as_bytes()
-            )
+            found[name] = client.bucket("tpuctl-demo-tpuctl").blob(name).download_as_bytes()
         except NotFound:
             continue  # deleted since
     return found
@@ -337,7 +344,7 @@ def test_a_dropped_log_stream_resumes_without_loss_or_duplicates(cli, emulator, 
     )
     with _running(root / "count.py") as proc:
         _wait_running(emulator)
-        (job,) = {k.split("/")[2] for k in bucket_objects(emulator) if "/status/" in k}
+        (job,) = {k.split("/")[2] for k in bucket_names(emulator) if "/status/" in k}
         # mid-stream: a follower streams the log, some lines are written, most to come
         wait_for(lambda: any(_lines_in(log) >= 5 for _, log in _follows(job)), timeout=30)
 
@@ -385,7 +392,7 @@ def _node_name(emulator) -> str:  # noqa: ANN001
 
 
 def _wait_checkpoint(emulator) -> None:  # noqa: ANN001
-    wait_for(lambda: any(k.endswith("checkpoint-worker0.npz") for k in bucket_objects(emulator)))
+    wait_for(lambda: any(k.endswith("checkpoint-worker0.npz") for k in bucket_names(emulator)))
 
 
 def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator) -> None:
@@ -467,7 +474,7 @@ def test_preemptions_beyond_the_restarts_end_clearly(emulator) -> None:
         wait_for(
             lambda: any(
                 b'"attempt": 2' in v and b'"RUNNING"' in v
-                for v in bucket_objects(emulator).values()
+                for v in bucket_objects(emulator, lambda k: "/status/" in k).values()
             )
         )
         emulator.preempt(_node_name(emulator))

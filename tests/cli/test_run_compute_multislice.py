@@ -123,9 +123,10 @@ def test_with_the_client_killed_the_agent_of_slice_0_deletes_every_slices_vms(
     cannot go while their group is there, are left for `tpuctl gc` or `delete`."""
     (jax_view.parent / "nap.py").write_text("import time\ntime.sleep(5)\n")
     with spawned("run", str(jax_view.parent / "nap.py"), *V6E, "--no-outputs",
-                 timeout=60) as p:  # fmt: skip
-        wait_for(lambda: any(b'"RUNNING"' in v for k, v in bucket_objects(emulator).items()
-                             if "/status/worker-7" in k))  # fmt: skip
+                 timeout=150) as p:  # fmt: skip
+        # eight VMs start slowly on a loaded machine: a hang guard, not a measure
+        wait_for(lambda: any(b'"RUNNING"' in v for v in bucket_objects(
+            emulator, lambda k: "/status/worker-7" in k).values()), timeout=120)  # fmt: skip
         p.proc.kill()  # no cleanup of any kind on this side
     kinds = lambda: sorted(r["status"] for r in emulator.instances())  # noqa: E731
     wait_for(lambda: kinds() == ["INSTANCE_TEMPLATE"] * 2 + ["WORKLOAD_POLICY"] * 2, timeout=90)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.test_run import _running, bucket_objects, project, wait_for
+from tests.cli.test_run import _running, bucket_names, bucket_objects, project, wait_for
 from tests.cli.test_run_lifecycle import _guard_log
 from tpuctl.agent import claims
 
@@ -15,7 +15,7 @@ __all__ = ["project"]  # the fixture, shared
 
 def _renewals(emulator) -> int:  # noqa: ANN001
     """How often the running job's client has renewed its lease (-1: no lease yet)."""
-    leases = [v for k, v in bucket_objects(emulator).items() if k.endswith("/lease.json")]
+    leases = bucket_objects(emulator, lambda k: k.endswith("/lease.json")).values()
     return max((int(json.loads(v)["renewals"]) for v in leases), default=-1)
 
 
@@ -61,7 +61,7 @@ def test_a_slow_start_with_a_living_client_outlives_the_start_deadline(
     assert "w0 SUCCEEDED" in err
     assert "host keys" in err  # the wait for them was shown
     assert emulator.nodes() == []
-    assert not any(k.startswith(claims.NODES) for k in bucket_objects(emulator))  # released
+    assert not any(k.startswith(claims.NODES) for k in bucket_names(emulator))  # released
 
 
 def test_a_second_ctrl_c_during_the_cleanup_leaves_a_node_being_deleted(emulator, project):

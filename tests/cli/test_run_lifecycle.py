@@ -17,6 +17,7 @@ from tests.cli.conftest import one_line_error
 from tests.cli.test_run import (
     _running,
     _wait_running,
+    bucket_names,
     bucket_objects,
     bundle_processes,
     project,
@@ -74,7 +75,9 @@ def test_the_boot_guard_leaves_a_node_whose_agent_started(emulator_server, cli, 
 
 def _statuses(emulator) -> dict[str, dict]:  # noqa: ANN001
     """The job's status objects in the bucket, by name."""
-    return {k: json.loads(v) for k, v in bucket_objects(emulator).items() if "/status/" in k}
+    return {
+        k: json.loads(v) for k, v in bucket_objects(emulator, lambda k: "/status/" in k).items()
+    }
 
 
 def _job_id(emulator) -> str:  # noqa: ANN001
@@ -197,12 +200,12 @@ def test_a_malformed_start_reply_is_an_ssh_failure(out: bytes) -> None:
 def test_a_run_interrupted_while_its_node_is_created_ends_its_job(cli, emulator, project):
     emulator.durations(create=None)  # the node stays CREATING
     with _running(project / "job.py") as proc:
-        wait_for(lambda: any(k.endswith("/job.json") for k in bucket_objects(emulator)))
+        wait_for(lambda: any(k.endswith("/job.json") for k in bucket_names(emulator)))
         wait_for(lambda: [n["state"] for n in emulator.nodes()] == ["CREATING"])
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    (job,) = {k.split("/")[2] for k in bucket_objects(emulator) if k.endswith("/job.json")}
+    (job,) = {k.split("/")[2] for k in bucket_names(emulator) if k.endswith("/job.json")}
     assert f"interrupted before job {job} started; node tpuctl-{job} " in err
     assert "was deleted" in err and "stopped job" not in err
     assert emulator.nodes() == []
@@ -217,8 +220,8 @@ def test_a_job_cancelled_while_its_node_is_created_never_runs(cli, emulator, pro
     the node made for the job is deleted."""
     emulator.durations(create=None)  # the node stays CREATING until advanced
     with _running(project / "job.py") as proc:
-        wait_for(lambda: any(k.endswith("/job.json") for k in bucket_objects(emulator)))
-        (job,) = {k.split("/")[2] for k in bucket_objects(emulator) if k.endswith("/job.json")}
+        wait_for(lambda: any(k.endswith("/job.json") for k in bucket_names(emulator)))
+        (job,) = {k.split("/")[2] for k in bucket_names(emulator) if k.endswith("/job.json")}
         r = cli("cancel", job)
         assert r.code == 0, r.err
         assert (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import one_line_error, spawned
-from tests.cli.test_run import bucket_objects, wait_for
+from tests.cli.test_run import bucket_names, bucket_objects, wait_for
 
 ZONE = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
@@ -119,8 +119,8 @@ def test_a_preempted_slice_restarts_every_slice(cli, emulator, project) -> None:
     def preempt_slice_1() -> None:
         wait_for(lambda: len([n for n in emulator.nodes() if n["state"] == "READY"]) == 2)
         (node,) = [n for n in emulator.nodes() if n["name"].endswith("-1")]
-        wait_for(lambda: any(b"ready s1/w0" in v for k, v in bucket_objects(emulator).items()
-                             if "attempt-1" in k))  # fmt: skip
+        wait_for(lambda: any(b"ready s1/w0" in v for v in bucket_objects(
+            emulator, lambda k: "attempt-1" in k).values()))  # fmt: skip
         emulator.preempt(node["name"])
 
     helper = threading.Thread(target=preempt_slice_1, daemon=True)
@@ -139,7 +139,7 @@ def test_a_preempted_slice_restarts_every_slice(cli, emulator, project) -> None:
 
 def running_everywhere(emulator, workers: int) -> bool:  # noqa: ANN001
     """Has every worker's agent of the job said RUNNING?"""
-    statuses = [v for k, v in bucket_objects(emulator).items() if "/status/worker-" in k]
+    statuses = bucket_objects(emulator, lambda k: "/status/worker-" in k).values()
     return len([v for v in statuses if b'"RUNNING"' in v]) == workers
 
 
@@ -213,7 +213,7 @@ def test_slices_granted_after_the_client_died_delete_their_queued_resource(
     emulator.capacity({ZONE: {"v5e": 0}})
     with spawned("run", str(project / "job.py"), "-a", "v5litepod-8", "--zone", ZONE,
                  "--slices", "2", "--start-lease", "2s", timeout=30) as p:  # fmt: skip
-        wait_for(lambda: any(k.endswith("/lease.json") for k in bucket_objects(emulator)))
+        wait_for(lambda: any(k.endswith("/lease.json") for k in bucket_names(emulator)))
         wait_for(lambda: "WAITING_FOR_RESOURCES" in str(emulator.queued()))
         p.proc.kill()  # SIGKILL: no cleanup of any kind on this side
     assert emulator.nodes() == [] and len(emulator.queued()) == 1

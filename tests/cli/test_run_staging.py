@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run import _node_name, _running, bucket_objects, wait_for
+from tests.cli.test_run import _node_name, _running, bucket_names, bucket_objects, wait_for
 
 SCRIPT = """\
 import os
@@ -97,8 +97,8 @@ time.sleep(120)
 
 def _wait_outputs_synced(emulator) -> str:  # noqa: ANN001
     """Until the job's result.txt is in the bucket; the job's id."""
-    wait_for(lambda: any(k.endswith("/outputs/result.txt") for k in bucket_objects(emulator)))
-    (name,) = [k for k in bucket_objects(emulator) if k.endswith("/outputs/result.txt")]
+    wait_for(lambda: any(k.endswith("/outputs/result.txt") for k in bucket_names(emulator)))
+    (name,) = [k for k in bucket_names(emulator) if k.endswith("/outputs/result.txt")]
     return name.split("/")[2]
 
 

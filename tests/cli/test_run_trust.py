@@ -30,8 +30,8 @@ def test_a_request_rewritten_before_a_recovery_is_refused_on_the_new_node(
     ) as proc:
 
         def rewritten() -> bool:
-            objects = bucket_objects(emulator)
-            return any(k.endswith("/request.json") and b"touch" in v for k, v in objects.items())
+            objects = bucket_objects(emulator, lambda k: k.endswith("/request.json"))
+            return any(b"touch" in v for v in objects.values())
 
         wait_for(rewritten)
         emulator.preempt(str(emulator.nodes()[0]["name"]))

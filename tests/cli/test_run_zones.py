@@ -130,7 +130,12 @@ def test_a_recreate_after_preemption_fails_over(emulator, script) -> None:
         env=os.environ.copy(),
     )  # fmt: skip
     try:
-        wait_for(lambda: any(b'"RUNNING"' in v for v in bucket_objects(emulator).values()))
+        wait_for(
+            lambda: any(
+                b'"RUNNING"' in v
+                for v in bucket_objects(emulator, lambda k: "/status/" in k).values()
+            )
+        )
         (node,) = emulator.nodes()
         assert "/locations/us-central1-a/" in node["name"]
         emulator.capacity({"us-central1-a": {"v3": 0}})  # no room to come back there
