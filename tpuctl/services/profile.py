@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpuctl.agent import bundle, protocol
+from tpuctl.errors import TpuctlError
 from tpuctl.services import live_logs, remote
 from tpuctl.services.outputs import sha256
 
@@ -196,7 +197,12 @@ def bring_home(bucket: Bucket, job_id: str, taken: Profile, dest: Path) -> Home:
             continue
         target = run / f"{trace.name}.xplane.pb"
         part = target.with_name(f".{target.name}.tpuctl-part")
-        bucket.download_to(name, part)
+        try:
+            bucket.download_to(name, part)
+        except TpuctlError as e:
+            part.unlink(missing_ok=True)
+            home.refused[trace.name] = f"it could not be downloaded: {e}"
+            continue
         if sha256(part) != trace.sha256:
             part.unlink()
             home.refused[trace.name] = "its content changed in the bucket since it was uploaded"
