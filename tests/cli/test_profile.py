@@ -59,7 +59,12 @@ def test_a_jax_job_is_profiled_on_every_worker_and_the_traces_come_home(
             assert "/host:CPU" in planes, (name, planes)
         kept = [k for k in bucket_objects(emulator) if f"jobs/{job}/profile/{runs[0].name}/" in k]
         assert sorted(k.rsplit("/", 1)[1] for k in kept) == traces
-        assert cli("jobs", job, "--json").out.count('"RUNNING"') >= 1  # it runs on
+        row = json.loads(cli("jobs", job, "--json").out)
+        assert row["state"] == "RUNNING"  # it runs on
+        # once in the bucket, the traces left the VMs' disks
+        find = f"find ~/.tpuctl/jobs/{job}/profile -name '*.xplane.pb' | wc -l"
+        left = cli("exec", row["node"], "-z", "us-central2-b", "--", "sh", "-c", find)
+        assert left.code == 0 and sorted(left.out.split()) == ["0", "0", "[w0]", "[w1]"], left
     finally:
         assert cli("cancel", job).code == 0
         wait_for(lambda: emulator.nodes() == [], timeout=120)

@@ -15,9 +15,10 @@ How a profile is taken:
   answers beside its FIFO.
 - Each trace (`plugins/profile/<run>/<host>.xplane.pb`, as the profiler lays it out) is
   uploaded to the bucket (protocol.profile_path) as `worker-<k>` (`worker-<k>-<pid>`
-  when several processes here were traced), and said on stdout, one JSON line each:
-  its name, size and sha256 (the client checks what it downloads against these, which
-  reached it over SSH, not through the bucket), the framework and when it began.
+  when several processes here were traced), removed from the VM, and said on stdout,
+  one JSON line each: its name, size and sha256 (the client checks what it downloads
+  against these, which reached it over SSH, not through the bucket), the framework and
+  when it began.
 
 Standard library only, Python 3.8+, like every module of the agent (bundle.py).
 """
@@ -29,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -148,4 +150,6 @@ def main(argv: list[str] | None = None) -> int:
         said = {"name": name, "size": path.stat().st_size, "sha256": sha256(path), "pid": pid}
         said.update(framework=answers[pid].get("framework"), began=answers[pid].get("began"))
         print(json.dumps(said), flush=True)
+        # in the bucket now: a trace can be large, and the VM's disk is the job's
+        shutil.rmtree(str(folder / args.stamp / str(pid)), ignore_errors=True)
     return 0 if done else 1

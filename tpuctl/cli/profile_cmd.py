@@ -40,6 +40,7 @@ def profile(
         Path | None,
         typer.Option(
             "--dest",
+            metavar="DIR",
             help="Folder to bring the profile to (default outputs/JOB/profile).",
             show_default=False,
         ),
