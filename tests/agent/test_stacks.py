@@ -36,13 +36,17 @@ def job_dir(tmp_path: Path) -> Path:
 
 
 def _script(
-    job_dir: Path, env: dict[str, str], procs: list[subprocess.Popen[bytes]], name: str = "hang.py"
+    job_dir: Path,
+    env: dict[str, str],
+    procs: list[subprocess.Popen[bytes]],
+    name: str = "hang.py",
+    python: str = sys.executable,
 ) -> int:
     """The job's script `name` (in job_dir/code) started as the agent starts it, once it
     printed `ready`: its pid."""
     env = dict(env, **sitehook.site_env(job_dir, env))
     p = subprocess.Popen(
-        [sys.executable, name],
+        [python, name],
         cwd=job_dir / "code",
         env=env,
         stdout=subprocess.PIPE,
