@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,6 +50,7 @@ _dir = []
 
 def _start(logdir):
     _dir.append(logdir)
+    open(os.path.join(logdir, "started"), "w").close()
 
 
 def _stop():
@@ -105,18 +107,41 @@ def test_a_plain_script_has_no_listener(tmp_path: Path, procs) -> None:
     assert profile.take(tmp_path / "job" / "profile", "t1", time.time(), 0.1, 5.0) == {}
 
 
-def test_the_tensorflow_path_calls_tensorflows_profiler(tmp_path: Path, procs) -> None:
+def _fake_tensorflow(tmp_path: Path) -> Path:
+    """A folder for PYTHONPATH with the stand-in `tensorflow` in it."""
     lib = tmp_path / "lib" / "tensorflow"
     (lib / "profiler").mkdir(parents=True)
     (lib / "__init__.py").write_text("from . import profiler\n")
     (lib / "profiler" / "__init__.py").write_text(FAKE_TF)
-    pid = _start(tmp_path / "job", TF_SCRIPT, procs, path=str(tmp_path / "lib"))
+    return lib.parent
+
+
+def test_the_tensorflow_path_calls_tensorflows_profiler(tmp_path: Path, procs) -> None:
+    pid = _start(tmp_path / "job", TF_SCRIPT, procs, path=str(_fake_tensorflow(tmp_path)))
     folder = tmp_path / "job" / "profile"
     assert profile.listeners(folder) == [pid]
     answers = profile.take(folder, "t1", time.time(), 0.2, 30.0)
     assert answers[pid]["framework"] == "tensorflow" and "error" not in answers[pid]
     trace = profile.trace_of(folder / "t1" / str(pid))
     assert trace is not None and trace.read_bytes() == b"tf-trace"
+
+
+def test_a_second_take_meanwhile_is_told_the_first_runs(tmp_path: Path, procs) -> None:
+    lib = _fake_tensorflow(tmp_path)
+    pid = _start(tmp_path / "job", TF_SCRIPT, procs, path=str(lib))
+    folder = tmp_path / "job" / "profile"
+    first = threading.Thread(target=profile.take, args=(folder, "t1", time.time(), 3.0, 30.0))
+    first.start()
+    try:
+        started = folder / "t1" / str(pid) / "started"  # the stand-in's mark
+        wait = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < wait:
+            time.sleep(0.05)
+        answers = profile.take(folder, "t2", time.time(), 0.1, 30.0)
+        assert "being taken already" in answers[pid]["error"], answers
+    finally:
+        first.join()
+    assert profile.trace_of(folder / "t1" / str(pid)) is not None  # the first one came
 
 
 def test_an_ended_process_is_passed_over(tmp_path: Path) -> None:

@@ -52,14 +52,31 @@ def listeners(folder: Path) -> list[int]:
     return sorted(int(m.group(1)) for m in map(re.compile(r"(\d+)\.fifo").fullmatch, names) if m)
 
 
-def ask(fifo: Path, request: dict[str, Any]) -> bool:
-    """Write `request` to a listener's FIFO: False when no process reads it."""
+def alive(pid: int) -> bool:
     try:
-        fd = os.open(str(fifo), os.O_WRONLY | os.O_NONBLOCK)
-    except OSError as e:
-        if e.errno in (errno.ENXIO, errno.ENOENT):
-            return False  # its process ended (or is ending)
-        raise
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass  # another user's: it exists
+    return True
+
+
+def ask(fifo: Path, pid: int, request: dict[str, Any], patience: float = 2.0) -> bool:
+    """Write `request` to process `pid`'s FIFO: False when no process reads it (the
+    process ended; or, alive, did not open it again within `patience` seconds: its
+    listener opens it anew after each ask, and starts a moment after the import)."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fd = os.open(str(fifo), os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno not in (errno.ENXIO, errno.ENOENT):
+                raise
+            if not alive(pid) or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
     try:
         os.set_blocking(fd, True)
         os.write(fd, json.dumps(request).encode())
@@ -75,7 +92,7 @@ def take(folder: Path, stamp: str, at: float, seconds: float, wait: float) -> di
         into = folder / stamp / str(pid)
         into.mkdir(parents=True, exist_ok=True)
         request = {"take": stamp, "at": at, "seconds": seconds, "dir": str(into)}
-        if ask(folder / f"{pid}.fifo", request):
+        if ask(folder / f"{pid}.fifo", pid, request):
             asked.append(pid)
     answers: dict[int, Any] = {}
     deadline = max(at, time.time()) + seconds + wait

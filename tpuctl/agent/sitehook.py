@@ -155,6 +155,23 @@ def _answer(name, value):
     os.replace(path + ".part", path)
 
 
+_BUSY = threading.Lock()  # one capture at a time
+
+
+def _take(take, ask):
+    try:
+        answer = capture(ask)
+    except BaseException as e:
+        answer = {"error": "%s: %s" % (type(e).__name__, e)}
+    finally:
+        _BUSY.release()
+    answer["pid"] = os.getpid()
+    try:
+        _answer("%d.%s.json" % (os.getpid(), take), answer)
+    except OSError:
+        pass
+
+
 def _serve(fifo):
     while True:
         with open(fifo, "rb") as f:  # blocks, with no CPU time, until the agent writes
@@ -166,15 +183,15 @@ def _serve(fifo):
             continue
         if not take.replace("-", "").isalnum():
             continue
-        try:
-            answer = capture(ask)
-        except BaseException as e:
-            answer = {"error": "%s: %s" % (type(e).__name__, e)}
-        answer["pid"] = os.getpid()
-        try:
-            _answer("%d.%s.json" % (os.getpid(), take), answer)
-        except OSError:
-            pass
+        if not _BUSY.acquire(blocking=False):
+            busy = {"error": "a profile of this process is being taken already: try again "
+                    "once it has ended", "pid": os.getpid()}
+            try:
+                _answer("%d.%s.json" % (os.getpid(), take), busy)
+            except OSError:
+                pass
+            continue
+        threading.Thread(target=_take, args=(take, ask), name="tpuctl-profile-take").start()
 
 
 def _forget(fifo):
