@@ -8,12 +8,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tpuctl.agent import stacks
+from tpuctl.agent import sitehook, stacks
 
 SCRIPT = """\
 import threading
@@ -36,19 +35,18 @@ def job_dir(tmp_path: Path) -> Path:
     return tmp_path / "job"
 
 
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        p.kill()
-        p.wait()
-
-
-def _script(job_dir: Path, env: dict[str, str], procs: list[subprocess.Popen[bytes]]) -> int:
-    env = dict(env, **stacks.site_env(job_dir, env))
+def _script(
+    job_dir: Path,
+    env: dict[str, str],
+    procs: list[subprocess.Popen[bytes]],
+    name: str = "hang.py",
+    python: str = sys.executable,
+) -> int:
+    """The job's script `name` (in job_dir/code) started as the agent starts it, once it
+    printed `ready`: its pid."""
+    env = dict(env, **sitehook.site_env(job_dir, env))
     p = subprocess.Popen(
-        [sys.executable, "hang.py"],
+        [python, name],
         cwd=job_dir / "code",
         env=env,
         stdout=subprocess.PIPE,
@@ -94,7 +92,7 @@ def test_the_chained_sitecustomize_runs(job_dir: Path, tmp_path: Path, procs) ->
     other.mkdir()
     (other / "sitecustomize.py").write_text('print("other ran", flush=True)\n')
     env = dict(os.environ, PYTHONPATH=str(other))
-    env.update(stacks.site_env(job_dir, env))
+    env.update(sitehook.site_env(job_dir, env))
     done = subprocess.run(
         [sys.executable, "-c", "import sitecustomize, sys; print(sitecustomize.__file__)"],
         env=env,
@@ -108,7 +106,7 @@ def test_the_chained_sitecustomize_runs(job_dir: Path, tmp_path: Path, procs) ->
 
 def test_only_processes_that_registered_are_signalled(job_dir: Path, procs, monkeypatch) -> None:
     monkeypatch.setattr(stacks, "py_spy", lambda pid: None)
-    stacks.site_env(job_dir, {})
+    sitehook.site_env(job_dir, {})
     # a process of the group that is no Python, and a dump file whose pid does not hold it
     sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
     procs.append(sleeper)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from tpuctl.cli import app, main
 COMMANDS = [
     ["create"], ["list"], ["top"], ["describe"], ["stop"], ["start"], ["delete"], ["keep"],
     ["gc"], ["quota"], ["quota", "request"], ["run"], ["doctor"], ["jobs"], ["logs"],
-    ["cancel"], ["outputs"], ["stacks"], ["ssh"], ["exec"], ["scp"], ["init"],
+    ["cancel"], ["outputs"], ["stacks"], ["profile"], ["ssh"], ["exec"], ["scp"], ["init"],
     ["emulator", "start"], ["emulator", "preempt"],
 ]  # fmt: skip
 

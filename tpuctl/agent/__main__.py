@@ -6,6 +6,7 @@
     guard [--poll S]           the boot guard of a node made for a job (guard.py)
     checkup [--gs URL]...      tpuctl doctor NODE's look at the worker (checkup.py)
     stacks --job-id J ...      the job's Python stacks on this worker (stacks.py)
+    profile --job-id J ...     a profile of the job's JAX or TensorFlow processes (profile.py)
     verify SHA256              exit 0 when this bundle's file has that sha256 (the
                                install checks an upload before renaming it into place)
 
@@ -28,6 +29,7 @@ PROGRAMS = {
     "guard": "guard",
     "checkup": "checkup",
     "stacks": "stacks",
+    "profile": "profile",
 }
 
 
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return verify(args[1])
     if not args or args[0] not in PROGRAMS:
         print(
-            "usage: python3 BUNDLE agent|idle|follow|guard|checkup|stacks|verify ARGS...",
+            "usage: python3 BUNDLE agent|idle|follow|guard|checkup|stacks|profile|verify ARGS...",
             file=sys.stderr,
         )
         return 2

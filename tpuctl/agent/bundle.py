@@ -50,6 +50,8 @@ MODULES = (
     "hang.py",
     "chips.py",
     "stacks.py",
+    "sitehook.py",
+    "profile.py",
     "guard.py",
     "checkup.py",
     "claims.py",

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from . import chips, claims, envs, hang, protocol, stacks, target
+from . import chips, claims, envs, hang, protocol, sitehook, target
 from .metadata import METADATA_URL, Token, identity
 from .net import HttpError, Json, http
 from .outputs import Outputs
@@ -213,7 +213,7 @@ class Job(Teardown):
             TPUCTL_SLICE_ID=str(self.args.slice),
             TPUCTL_NUM_SLICES=str(self.args.slices),
         )
-        env.update(stacks.site_env(self.dir, env))  # `tpuctl stacks` (stacks.py)
+        env.update(sitehook.site_env(self.dir, env))  # `tpuctl stacks`, `tpuctl profile`
         return env
 
     def hosts_env(self, env: dict[str, str]) -> dict[str, str]:

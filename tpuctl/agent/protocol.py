@@ -27,6 +27,7 @@ Json = Dict[str, Any]
 #   tpuctl/jobs/<job-id>/logs/attempt-<a>/worker-<k>.log   worker k's log of attempt a
 #   tpuctl/jobs/<job-id>/outputs/[slice-<s>/]...           TPUCTL_OUTPUT_DIR, merged
 #   tpuctl/jobs/<job-id>/stacks/<stamp>/worker-<k>.txt     `tpuctl stacks`: one take
+#   tpuctl/jobs/<job-id>/profile/<stamp>/<name>.xplane.pb  `tpuctl profile`: one take
 ROOT = "tpuctl/"
 BLOBS = ROOT + "blobs/"
 JOBS = ROOT + "jobs/"
@@ -77,6 +78,12 @@ def log_path(job_id: str, attempt: int, worker: int) -> str:
 def stacks_path(job_id: str, stamp: str, worker: int) -> str:
     """Worker k's stacks of one `tpuctl stacks` (`stamp`: its UTC time, YYYYmmdd-HHMMSS)."""
     return job_path(job_id, "stacks", stamp, f"worker-{worker}.txt")
+
+
+def profile_path(job_id: str, stamp: str, name: str) -> str:
+    """A trace of one `tpuctl profile` (`name`: `worker-<k>`, or `worker-<k>-<pid>` when
+    several processes of worker k were traced), as TensorBoard and XProf name a host's."""
+    return job_path(job_id, "profile", stamp, f"{name}.xplane.pb")
 
 
 def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:
@@ -309,6 +316,14 @@ class Beats:
 
 
 # -- words both sides print ---------------------------------------------------------------
+# The agent's `profile` says this (its last line on stderr) on a worker with no process
+# that can be profiled; the client, when every worker says it, says it once for the job.
+NO_PROFILER = (
+    "no process of the job on this worker has imported jax or tensorflow: `tpuctl profile` "
+    "traces JAX and TensorFlow scripts (one run with python -I, -E or -S cannot be asked)"
+)
+
+
 def size(n: float) -> str:
     """A byte count as people read it: `162 B`, `6.8 KiB`, `9.1 GiB` (binary units, as
     gcloud storage prints them); the exact count stays in --json and the statuses."""

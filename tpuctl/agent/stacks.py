@@ -4,7 +4,7 @@
 
 How a stack is taken:
 - The agent runs the script with a `sitecustomize.py` of tpuctl's first on its
-  PYTHONPATH (`site_env`; it then imports the sitecustomize it hides, if any). Every
+  PYTHONPATH (sitehook.py; it then imports the sitecustomize it hides, if any). Every
   Python process of the job that starts with it registers the standard library's
   faulthandler on SIGUSR2, writing all its threads' stacks to `<job folder>/stacks/<pid>.txt`
   (opened for appending, held open by the process).
@@ -39,64 +39,9 @@ from .processes import in_group
 from .protocol import stacks_path
 from .storage import Storage
 
-DIR_VAR = "TPUCTL_STACKS_DIR"  # where a registered process writes its stacks
-SITE = '''\
-"""tpuctl: `tpuctl stacks` asks this interpreter for its threads' stacks (SIGUSR2,
-faulthandler); then the sitecustomize this one hides, if any, runs."""
-import os as _os
-
-
-def _tpuctl_register():
-    folder = _os.environ.get("TPUCTL_STACKS_DIR")
-    if not folder or not _os.path.isdir(folder):
-        return
-    try:
-        import faulthandler
-        import signal
-
-        out = open(_os.path.join(folder, "%d.txt" % _os.getpid()), "ab", buffering=0)
-        # chain=False: chaining to SIGUSR2's default action would end the process
-        faulthandler.register(signal.SIGUSR2, file=out, all_threads=True, chain=False)
-    except Exception:
-        pass
-
-
-def _tpuctl_chain():
-    import importlib
-    import sys
-
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    saved = list(sys.path)
-    me = sys.modules.pop("sitecustomize", None)
-    sys.path[:] = [p for p in sys.path if _os.path.abspath(p or ".") != here]
-    try:
-        importlib.import_module("sitecustomize")
-    except ImportError as e:
-        if e.name != "sitecustomize":
-            raise
-    finally:
-        sys.path[:] = saved
-        sys.modules["sitecustomize"] = me  # the import system takes its module back
-
-
-_tpuctl_register()
-_tpuctl_chain()
-'''
 FRAME = re.compile(r'^(\s*)File "([^"]+)", line (\d+)')
 SETTLE = 0.3  # seconds a dump file must stop growing to be whole
 PY_SPY_TIMEOUT = 30.0
-
-
-def site_env(job_dir: Path, env: dict[str, str]) -> dict[str, str]:
-    """What the script's environment gets so that its Python processes can be asked for
-    their stacks: tpuctl's sitecustomize first on PYTHONPATH, and the folder they write
-    to. Made before the setup and the script run."""
-    site, dumps = job_dir / "site", job_dir / "stacks"
-    for folder in (site, dumps):
-        folder.mkdir(mode=0o700, exist_ok=True)
-    (site / "sitecustomize.py").write_text(SITE)
-    path = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": path, DIR_VAR: str(dumps)}
 
 
 def _holds(pid: int, path: Path) -> bool:
@@ -257,17 +202,29 @@ def take(job_dir: Path, group: int | None, wait: float) -> tuple[str, str]:
     return text, "+".join(sorted(how))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stacks", description=__doc__.split("\n")[0])
+def take_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The arguments of a take on this worker (`stacks`, `profile`): the job, its bucket,
+    the worker, and the take's folder name (`named` checks the names)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--bucket", required=True)
     parser.add_argument("--worker", type=int, required=True)
     parser.add_argument("--stamp", required=True, help="the folder name of this take")
-    parser.add_argument("--group", type=int, help="the script's process group")
     parser.add_argument("--root", default="~/.tpuctl")
+    return parser
+
+
+def named(args: argparse.Namespace) -> bool:
+    """Are the take's --stamp and --job-id names (no path in them)?"""
+    return bool(re.fullmatch(r"[0-9A-Za-z-]+", args.stamp + args.job_id))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = take_parser("stacks", __doc__.split("\n")[0])
+    parser.add_argument("--group", type=int, help="the script's process group")
     parser.add_argument("--wait", type=float, default=10.0, help="seconds for the dumps")
     args = parser.parse_args(argv)
-    if not re.fullmatch(r"[0-9A-Za-z-]+", args.stamp + args.job_id):
+    if not named(args):
         print("stacks: invalid --stamp or --job-id", file=sys.stderr)
         return 2
     job_dir = Path(args.root).expanduser() / "jobs" / args.job_id

@@ -28,7 +28,7 @@ Bucket = Annotated[
 ]
 
 
-def _bucket(app: AppEnv, project: str | None, bucket: str | None) -> Any:
+def job_bucket(app: AppEnv, project: str | None, bucket: str | None) -> Any:
     from tpuctl.config import load_config_file
     from tpuctl.services import staging
 
@@ -99,7 +99,7 @@ def jobs(
     from tpuctl.services import jobs as jobs_service
 
     app = app_of(ctx)
-    b = _bucket(app, project, bucket)
+    b = job_bucket(app, project, bucket)
     target = app.target(project, None, need_zone=False)
     one = None if job is None else [jobs_service.resolve(b, job)]
     # newest first: ids sort by their start time
@@ -238,7 +238,7 @@ def logs(
     from tpuctl.services import staging
 
     app = app_of(ctx)
-    b = _bucket(app, project, bucket)
+    b = job_bucket(app, project, bucket)
     job = jobs_service.resolve(b, job)
     workers = int(staging.read_job_record(b, job).get("workers", 1))
     name = jobs_service.worker_names(b, job)  # w3, or s1/w1 on a multislice job
@@ -301,7 +301,7 @@ def cancel(
     """
     from tpuctl.services import jobs as jobs_service
 
-    b = _bucket(app_of(ctx), project, bucket)
+    b = job_bucket(app_of(ctx), project, bucket)
     job = jobs_service.resolve(b, job)
     done = jobs_service.cancel(b, job)
     if done.state in jobs_service.FINAL:
@@ -348,7 +348,7 @@ def outputs(
     from tpuctl.services.run import signing
     from tpuctl.services.run.request import DEFAULT_OUTPUTS
 
-    b = _bucket(app_of(ctx), project, bucket)
+    b = job_bucket(app_of(ctx), project, bucket)
     job = jobs_service.resolve(b, job)
     target = dest if dest is not None else Path(DEFAULT_OUTPUTS) / job
     key = "" if unverified else signing.key()
@@ -381,7 +381,7 @@ def stacks(
     from tpuctl.services import stacks as stacks_service
 
     app = app_of(ctx)
-    b = _bucket(app, project, bucket)
+    b = job_bucket(app, project, bucket)
     job = jobs_service.resolve(b, job)
     factory = app.factory
     taken = stacks_service.take(b, factory.backends(), factory.ssh(), job, worker)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tpuctl.agent import bundle, protocol
 from tpuctl.agent.labels import JOB
-from tpuctl.errors import TpuctlError
+from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import jobs, remote, staging
 from tpuctl.services import ssh as ssh_service
 
@@ -119,6 +119,47 @@ def job_plan(
             f"{found.labels.get(JOB) or 'absent'}): {refusal}"
         )
     return ssh_service.plan(api, ssh, node, workers=",".join(map(str, workers)), node=found)
+
+
+class Refusals(NamedTuple):
+    """What a command that reaches a running job's workers says when it cannot."""
+
+    single_slice: str  # to a multislice job: what to do instead
+    nothing: str  # to a job running nothing: what there is then not to do
+    refusal: str  # to a node not carrying the job's label: what is not done there
+
+
+def running_plan(
+    bucket: Bucket,
+    tpu: Sequence[TpuBackend],
+    ssh: SshApi,
+    job_id: str,
+    worker: int | None,
+    words: Refusals,
+) -> tuple[dict[int, dict[str, Any]], ssh_service.Plan]:
+    """The workers of a single-slice job that run its setup or script now (or `worker`
+    alone), with their statuses, and the SSH plan to them (`job_plan`); a multislice job,
+    or one running nothing, is refused (`words`)."""
+    single_slice, nothing, refusal = words
+    record = staging.read_job_record(bucket, job_id)
+    if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
+        raise UsageError(f"job {job_id} has no worker {worker}")
+    if int(record.get("slices", 1)) > 1:
+        raise TpuctlError(f"job {job_id} is a multislice job: {single_slice}")
+    running = {
+        w: s
+        for w, s in jobs.statuses(bucket, job_id).items()
+        if (worker is None or w == worker)
+        and s.get("state") == protocol.RUNNING
+        and isinstance(s.get("child_pid"), int)  # (the bucket is shared: only a pid)
+    }
+    if not running:
+        raise TpuctlError(
+            f"job {job_id} runs no setup or script now: {nothing}",
+            hint=f"`tpuctl jobs {job_id}` shows its state",
+        )
+    node = f"projects/{record['project']}/locations/{record['zone']}/nodes/{record['node']}"
+    return running, job_plan(tpu, ssh, node, job_id, sorted(running), refusal)
 
 
 def _stream(

@@ -85,7 +85,7 @@ def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = T
         target = root.joinpath(*PurePosixPath(relative).parts)
         part = target.with_name(f".{target.name}.tpuctl-part")
         bucket.download_to(name, part)
-        if verify and _sha256(part) not in allowed[relative]:
+        if verify and sha256(part) not in allowed[relative]:
             part.unlink()
             brought.changed.append(relative)
             return None
@@ -120,7 +120,8 @@ def _allowed(bucket: Bucket, job_id: str, key: str) -> tuple[dict[str, set[str]]
     return allowed, unsigned
 
 
-def _sha256(path: Path) -> str:
+def sha256(path: Path) -> str:
+    """A local file's sha256 (read in blocks)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tpuctl.agent import bundle, protocol
-from tpuctl.errors import TpuctlError, UsageError
-from tpuctl.services import jobs, live_logs, remote, staging
+from tpuctl.services import live_logs, remote
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
@@ -30,6 +29,14 @@ _NOISE = (
     (re.compile(r"^== process \d+:", re.M), "== process:"),
     (re.compile(r"^Process \d+:", re.M), "Process:"),
     (re.compile(r"^#.*\n", re.M), ""),
+)
+
+
+REFUSALS = live_logs.Refusals(
+    single_slice="`tpuctl stacks` takes the stacks of a single-slice job only; `tpuctl ssh` "
+    "to a worker and `py-spy dump` there",
+    nothing="there are no stacks to take",
+    refusal="its stacks are not taken there",
 )
 
 
@@ -52,30 +59,7 @@ def take(
     worker: int | None = None,
 ) -> Taken:
     """The stacks of the job's script on every worker running it (or `worker`)."""
-    record = staging.read_job_record(bucket, job_id)
-    if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
-        raise UsageError(f"job {job_id} has no worker {worker}")
-    if int(record.get("slices", 1)) > 1:
-        raise TpuctlError(
-            f"job {job_id} is a multislice job: `tpuctl stacks` takes the stacks of a "
-            "single-slice job only; `tpuctl ssh` to a worker and `py-spy dump` there"
-        )
-    running = {
-        w: s
-        for w, s in jobs.statuses(bucket, job_id).items()
-        if (worker is None or w == worker)
-        and s.get("state") == protocol.RUNNING
-        and isinstance(s.get("child_pid"), int)  # (the bucket is shared: only a pid)
-    }
-    if not running:
-        raise TpuctlError(
-            f"job {job_id} runs no setup or script now: there are no stacks to take",
-            hint=f"`tpuctl jobs {job_id}` shows its state",
-        )
-    node = f"projects/{record['project']}/locations/{record['zone']}/nodes/{record['node']}"
-    plan = live_logs.job_plan(
-        tpu, ssh, node, job_id, sorted(running), "its stacks are not taken there"
-    )
+    running, plan = live_logs.running_plan(bucket, tpu, ssh, job_id, worker, REFUSALS)
     taken = Taken(time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
     agent = bundle.build()
 
