@@ -13,8 +13,9 @@ and their Python children) runs the `sitecustomize.py` in it, which:
 
 The listener is one daemon thread blocked opening a FIFO of its own,
 `<job folder>/profile/<pid>.fifo` (the folder is the job's, mode 0700: only the job's
-user can ask); a capture runs in a thread of its own, one at a time. Until asked it takes no CPU time and no lock: a profile costs nothing
-measurable until one is taken, so every job has it (no option turns it on). Asked, it
+user can ask); a capture runs in a thread of its own, one at a time. Until asked it
+takes no CPU time and no lock: a profile costs nothing measurable until one is taken,
+so every job has it (no option turns it on). Asked, it
 waits for the start time given (this machine's clock), traces in-process with the
 framework's own profiler (`jax.profiler.start_trace` / `stop_trace`, or TensorFlow's
 `tf.profiler.experimental.start` / `stop`) into the folder given, which the profiler
