@@ -69,26 +69,6 @@ import tensorflow
 print("ready", flush=True)
 threading.Event().wait()
 """
-# The same with real TensorFlow, run by TPUCTL_TEST_TF_PYTHON (a Python with tensorflow:
-# not a dev dependency, it is a large download); skipped without it.
-TF_PYTHON = os.environ.get("TPUCTL_TEST_TF_PYTHON", "")
-REAL_TF_SCRIPT = """\
-import tensorflow as tf
-
-
-@tf.function
-def step(x):
-    for _ in range(8):
-        x = tf.tanh(tf.matmul(x, x))
-    return x
-
-
-x = tf.ones((256, 256))
-step(x)
-print("ready", flush=True)
-while True:
-    x = step(x)
-"""
 PLAIN_SCRIPT = 'import threading\nprint("ready", flush=True)\nthreading.Event().wait()\n'
 
 
@@ -165,7 +145,6 @@ def test_a_start_time_a_wrong_clock_gave_starts_now(at, now, start, said) -> Non
 
 
 def test_a_jax_script_blocked_in_computation_is_traced(tmp_path: Path, procs) -> None:
-    pytest.importorskip("jax")
     from jax.profiler import ProfileData
 
     pid = _start(tmp_path / "job", JAX_SCRIPT, procs)
@@ -179,17 +158,3 @@ def test_a_jax_script_blocked_in_computation_is_traced(tmp_path: Path, procs) ->
     planes = [p.name for p in ProfileData.from_file(str(trace)).planes]
     assert "/host:CPU" in planes, planes
     assert procs[0].poll() is None  # the job runs on
-
-
-@pytest.mark.skipif(not TF_PYTHON, reason="TPUCTL_TEST_TF_PYTHON names no Python with tensorflow")
-def test_a_real_tensorflow_script_is_traced(tmp_path: Path, procs) -> None:
-    pytest.importorskip("jax")
-    from jax.profiler import ProfileData
-
-    pid = _start(tmp_path / "job", REAL_TF_SCRIPT, procs, python=TF_PYTHON)
-    folder = tmp_path / "job" / "profile"
-    answers = profile.take(folder, "t1", time.time() + 0.5, 1.0, 120.0)
-    assert answers[pid]["framework"] == "tensorflow", answers
-    trace = profile.trace_of(folder / "t1" / str(pid))
-    assert trace is not None
-    assert "/host:CPU" in [p.name for p in ProfileData.from_file(str(trace)).planes]

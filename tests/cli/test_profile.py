@@ -35,7 +35,6 @@ def _run(cli, tmp_path: Path, script: str, accelerator: str) -> str:  # noqa: AN
 def test_a_jax_job_is_profiled_on_every_worker_and_the_traces_come_home(
     cli, emulator, tmp_path: Path
 ) -> None:
-    pytest.importorskip("jax")
     from jax.profiler import ProfileData
 
     job = _run(cli, tmp_path, JAX_SCRIPT, "v4-16")
