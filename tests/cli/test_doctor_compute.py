@@ -9,7 +9,7 @@ import json
 
 import requests
 
-from tests.cli.test_doctor_node import _checks, _status
+from tests.cli.test_doctor_node import _checks, _status, with_libtpu
 
 ZONE = "us-east1-d"
 P = "projects/tpuctl-demo"
@@ -17,8 +17,10 @@ CHAIN = ("node-state", "ssh", "tpu-devices", "libtpu-lockfile", "tpu-holder", "f
          "disk", "memory")  # fmt: skip
 
 
-def _sound(cli, name: str) -> dict[str, list[dict]]:  # type: ignore[type-arg]  # noqa: ANN001
-    """Every check of the chain passes on the node `name`; its checks."""
+def _sound(cli, emulator, name: str, kind: str, workers: int) -> dict[str, list[dict]]:  # type: ignore[type-arg]  # noqa: ANN001
+    """Every check of the chain passes on the node `name` (its `kind`: instances or
+    instanceGroupManagers, of `workers` VMs); its checks."""
+    with_libtpu(emulator, f"{P}/zones/{ZONE}/{kind}/{name}", workers)
     r = cli("doctor", name, "--zone", ZONE, "--json")
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["node"] == name
@@ -31,7 +33,7 @@ def _sound(cli, name: str) -> dict[str, list[dict]]:  # type: ignore[type-arg]  
 def test_every_vm_of_a_slice_is_examined_in_worker_order(cli, emulator) -> None:  # noqa: ANN001
     assert cli("create", "ds", "-a", "v6e-16", "--api", "compute", "--zone", ZONE).code == 0
     try:
-        checks = _sound(cli, "ds")
+        checks = _sound(cli, emulator, "ds", "instanceGroupManagers", 4)
         assert [c["worker"] for c in checks["ssh"]] == [0, 1, 2, 3]
         assert [c["worker"] for c in checks["tpu-devices"]] == [0, 1, 2, 3]
         assert "the VM's image pins no framework" in checks["framework"][0]["summary"]
@@ -62,7 +64,7 @@ def test_every_vm_of_a_slice_is_examined_in_worker_order(cli, emulator) -> None:
 def test_a_single_compute_vm_passes_the_chain(cli, emulator) -> None:  # noqa: ANN001
     assert cli("create", "dv", "-a", "v6e-8", "--api", "compute", "--zone", ZONE).code == 0
     try:
-        checks = _sound(cli, "dv")
+        checks = _sound(cli, emulator, "dv", "instances", 1)
         assert [c["worker"] for c in checks["ssh"]] == [0]
     finally:
         assert cli("delete", "dv", "--zone", ZONE, "--yes").code == 0

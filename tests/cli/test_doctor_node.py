@@ -12,9 +12,18 @@ NODE = "projects/tpuctl-demo/locations/us-central1-a/nodes/{}"
 TF = "tpu-vm-tf-2.16.0-pjrt"
 
 
+def with_libtpu(emulator, name: str, workers: int = 1) -> None:  # noqa: ANN001
+    """An emulated VM's python3 is the suite's, which has jax (a dev dependency, for the
+    tests of `tpuctl profile`): a sound VM with jax also has libtpu (`pip install
+    "jax[tpu]"` brings it), so each worker's image gets libtpu's metadata."""
+    for worker in range(workers):
+        emulator.worker_fault(name, "package", worker=worker, package="libtpu", version="0.0.21")
+
+
 @pytest.fixture
 def node(cli, emulator) -> Iterator[str]:  # noqa: ANN001
     assert cli("create", "doc", "-a", "v3-8", "--version", TF).code == 0
+    with_libtpu(emulator, NODE.format("doc"))
     yield "doc"
     assert cli("delete", "doc", "--yes").code == 0
 
