@@ -57,7 +57,23 @@ def main() -> None:
             continue
     if not done:
         sys.stderr.write("error: interrupted\n")
+    if code == EXIT_INTERRUPTED:
+        _forget_the_interrupt()
     sys.exit(code)
+
+
+def _forget_the_interrupt() -> None:
+    """CPython remembers a KeyboardInterrupt that left code run through PyRun_String (as
+    a C extension may during its import) in a flag that catching it does not clear, and
+    at exit kills the process with SIGINT instead of exiting with the status given
+    (seen: `exit -2` after "error: interrupted", for a Ctrl-C during the imports). Every
+    PyRun_String clears the flag first: one that runs nothing does only that."""
+    try:
+        import ctypes
+
+        ctypes.pythonapi.PyRun_SimpleString(b"")
+    except (ImportError, AttributeError, OSError):  # no ctypes here: nothing to do
+        pass
 
 
 def _quiet() -> None:
