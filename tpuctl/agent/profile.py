@@ -38,6 +38,7 @@ from typing import Any
 
 from .metadata import Token
 from .net import HttpError
+from .processes import alive
 from .protocol import NO_PROFILER, profile_path
 from .stacks import named, take_parser
 from .storage import Storage
@@ -50,16 +51,6 @@ def listeners(folder: Path) -> list[int]:
     """The pids whose FIFO is in `folder` (some may have ended)."""
     names = os.listdir(str(folder)) if folder.is_dir() else []
     return sorted(int(m.group(1)) for m in map(re.compile(r"(\d+)\.fifo").fullmatch, names) if m)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        pass  # another user's: it exists
-    return True
 
 
 def ask(fifo: Path, pid: int, request: dict[str, Any], patience: float = 2.0) -> bool:
