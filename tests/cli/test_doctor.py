@@ -19,7 +19,9 @@ def test_an_error_exits_1_with_file_line_and_fix(cli) -> None:
     r = cli("doctor", str(FIXTURES / "tf-outside-scope.py"), "--version", TF_IMAGE)
     assert r.code == 1
     lines = r.out.splitlines()
-    assert lines[0].startswith("tf-outside-scope.py:10: error: a Keras model is created outside")
+    # the file as typed: here an absolute path
+    head = f"{FIXTURES / 'tf-outside-scope.py'}:10: error: a Keras model is created outside"
+    assert lines[0].startswith(head)
     assert lines[0].endswith("[tf-outside-scope]")
     assert lines[1] == (
         "    fix: create the model, optimizer and metrics inside `with strategy.scope():`"
@@ -60,7 +62,20 @@ def test_workdir_follows_the_imports_inside_it(cli) -> None:
     root = FIXTURES / "tf-outside-scope-imported"
     r = cli("doctor", "train.py", "--workdir", str(root))
     assert r.code == 1
-    assert r.out.startswith("model_lib.py:7: error:")
+    assert r.out.startswith(f"{root / 'model_lib.py'}:7: error:")  # as --workdir was typed
+    assert r.err.startswith(f"{root / 'train.py'} on a v3-8: 1 error")
+
+
+def test_files_are_named_as_typed_from_where_the_user_is(cli, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    sub = tmp_path / "proj" / "sub"
+    sub.mkdir(parents=True)
+    shutil.copy(FIXTURES / "tf-outside-scope.py", sub / "train.py")
+    monkeypatch.chdir(tmp_path)
+    r = cli("doctor", "proj/sub/train.py", "--version", TF_IMAGE)
+    assert r.code == 1 and r.out.startswith("proj/sub/train.py:10: error:"), r.out
+    assert r.err.startswith("proj/sub/train.py on a v3-8: 1 error"), r.err
+    found = json.loads(cli("doctor", "proj/sub/train.py", "--version", TF_IMAGE, "--json").out)
+    assert [f["file"] for f in found] == ["train.py"]  # --json: relative to the work folder
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,11 @@ troubleshooting chain on a live node (docs/doctor.md)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -112,13 +115,14 @@ def doctor(
     acc = _accelerator(accelerator)
     root, rel = locate(target, workdir)
     findings = check(root / rel, root, acc, runtime_of(version, acc), setup)
-    if json_out:
+    if json_out:  # `file` relative to the work folder, as documented
         render.print_json([f.to_json() for f in findings])
     else:
-        sys.stdout.write(lines(findings))
+        shown = _as_typed(root, str(workdir) if workdir is not None else target)
+        sys.stdout.write(lines([dataclasses.replace(f, file=shown(f.file)) for f in findings]))
         from tpuctl.services.doctor.gate import summary
 
-        render.info(f"{rel} on a {acc.name}: {summary(findings)}")
+        render.info(f"{shown(rel)} on a {acc.name}: {summary(findings)}")
     if any(f.severity == "error" for f in findings):
         raise typer.Exit(1)
 
@@ -181,3 +185,15 @@ def _node(
         render.info(f"not done (no terminal to ask; --yes agrees): {question}")
     if report.failed:
         raise typer.Exit(1)
+
+
+def _as_typed(root: Path, typed: str) -> Callable[[str], str]:
+    """A file of the work folder `root`, named as the user names their own path (the
+    script's, or --workdir's): absolute when they typed it so, else from the current
+    folder, so that `proj/train.py:12:` opens in an editor from where they are."""
+
+    def shown(rel: str) -> str:
+        path = root / rel
+        return str(path) if os.path.isabs(typed) else os.path.relpath(path)
+
+    return shown
