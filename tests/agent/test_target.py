@@ -65,3 +65,36 @@ def test_the_programs_that_act_on_the_node_need_a_target(tmp_path, argv) -> None
     done = _run(tmp_path, argv)
     assert done.returncode == 2
     assert "--target" in done.stderr
+
+
+def test_a_label_set_on_the_tpu_api_keeps_what_another_party_set_since_the_tick_began(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watchdog read the node at the start of its tick; meanwhile a user shortened
+    the idle timeout and asked to keep the node. Writing its activity label must not
+    undo either (the TPU API's PATCH of `labels` replaces them all)."""
+    import json
+
+    from tpuctl.agent import tpu_api
+
+    stored = {"labels": {"tpuctl-idle-timeout": "3600", "tpuctl-managed": "true"}}
+    calls: list[tuple[str, str]] = []
+
+    def tpu(token: object, method: str, path: str, body: bytes | None = None) -> bytes:
+        calls.append((method, path))
+        if method == "PATCH":
+            stored["labels"] = json.loads(body or b"{}")["labels"]
+        return json.dumps(stored).encode()
+
+    monkeypatch.setattr(tpu_api, "tpu", tpu)
+    node = tpu_api.TpuNode(None, "p", "z", "n", 1)  # type: ignore[arg-type]
+    seen = node.view()  # the tick's read
+    stored["labels"] = {**stored["labels"], "tpuctl-idle-timeout": "2", "tpuctl-keep": "true"}
+    node.set_label("tpuctl-last-active", "1700000000", seen)
+    assert stored["labels"] == {
+        "tpuctl-idle-timeout": "2",
+        "tpuctl-managed": "true",
+        "tpuctl-keep": "true",
+        "tpuctl-last-active": "1700000000",
+    }
+    assert calls[-1] == ("PATCH", "projects/p/locations/z/nodes/n?updateMask=labels")

@@ -89,7 +89,13 @@ class TpuNode:
         return tensorcore_idle(self.token, self.path, worker, now)
 
     def set_label(self, key: str, value: str, node: Json) -> None:
-        labels = dict(node.get("labels") or {}, **{key: value})
+        """Set one label of the node, its others as they are now: read again just before
+        the write, not taken from `node`, which was read at the start of the watchdog's
+        tick. The TPU API has no label fingerprint (Compute Engine's `setLabels` has:
+        compute_api.py), and a PATCH of `labels` replaces them all, so labels read
+        earlier would undo what another party set meanwhile (a `tpuctl keep`, a shorter
+        idle timeout). The window left is one GET and one PATCH."""
+        labels = dict(self.read().get("labels") or {}, **{key: value})
         body = json.dumps({"labels": labels}).encode()
         tpu(self.token, "PATCH", f"{self.path}?updateMask=labels", body)
 
