@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from google.cloud import tpu_v2
 from google.protobuf import field_mask_pb2
 
 from tests.cli.conftest import one_line_error
-from tests.emulator.ssh_helpers import mine, other_host_keys, wait_until
+from tests.emulator.ssh_helpers import inner_pids, mine, other_host_keys, wait_until
 
 Z = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{Z}"
@@ -154,8 +153,8 @@ def test_a_node_whose_device_is_held_is_kept_with_the_reason(
     hold = 'setsid sleep 600 < "${TPUCTL_TPU_DEVICES%%,*}" > /dev/null 2>&1 & echo $!'
     r = cli("ssh", "holding", "--zone", Z, "--command", hold)
     assert r.code == 0, r.err
-    holder = int(r.out.split()[-1])
-    assert holder in procs()
+    holder = int(r.out.split()[-1])  # as its worker numbers it
+    assert holder in inner_pids(procs())
 
     r = cli("gc", "--yes", "--idle", "30m")
     assert r.code == 0, r.err
@@ -163,11 +162,11 @@ def test_a_node_whose_device_is_held_is_kept_with_the_reason(
     assert "keep holding (us-central1-a): labels say idle for 1h, but busy on the node" in r.err
     assert f"worker 0: pid {holder} (sleep 600) holds " in r.err
 
-    os.kill(holder, signal.SIGKILL)
-    wait_until(lambda: holder not in procs(), "the holder to go")
+    assert cli("ssh", "holding", "--zone", Z, "--command", f"kill -9 {holder}").code == 0
+    wait_until(lambda: holder not in inner_pids(procs()), "the holder to go")
     assert cli("gc", "--yes", "--idle", "30m").code == 0
     assert names(emulator) == []
-    wait_until(lambda: procs() == [], "no process left on the workers")
+    wait_until(lambda: mine(emulator_server, holders=True)() == [], "no process left")
 
 
 def test_an_unreachable_node_is_not_confirmed_idle(cli, emulator, tmp_path: Path) -> None:

@@ -7,8 +7,6 @@ these nodes say half a second. Each test waits for an event (bounded, to stop a 
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 from tests.cli.test_gc import PARENT, Z, names, set_label
@@ -24,7 +22,7 @@ def labels(emulator, node: str) -> dict[str, str]:  # noqa: ANN001
 
 
 def test_a_node_left_alone_deletes_itself(emulator_server, cli, emulator) -> None:
-    procs = mine(emulator_server)
+    procs = mine(emulator_server, holders=True)
     r = cli("create", "alone", "-a", "v3-8", "--zone", Z, "--idle-timeout", "3s", *FAST)
     assert r.code == 0, r.err
     wait_until(lambda: names(emulator) == [], "the node to delete itself", timeout=60)
@@ -34,7 +32,7 @@ def test_a_node_left_alone_deletes_itself(emulator_server, cli, emulator) -> Non
 def test_a_node_whose_device_is_held_is_kept_alive_by_its_watchdog(
     emulator_server, cli, emulator
 ) -> None:
-    procs = mine(emulator_server)
+    procs = mine(emulator_server, holders=True)
     r = cli("create", "held", "-a", "v3-8", "--zone", Z, "--idle-timeout", "1h", *FAST)
     assert r.code == 0, r.err
     r = cli("ssh", "held", "--zone", Z, "--command", HOLD)
@@ -53,7 +51,8 @@ def test_a_node_whose_device_is_held_is_kept_alive_by_its_watchdog(
     r = cli("ssh", "held", "--zone", Z, "--command", LOG)
     assert f"busy: pid {holder} (sleep 600) holds " in r.out
 
-    os.kill(holder, signal.SIGKILL)  # let go of the TPU: now it is idle
+    # let go of the TPU (a pid its worker numbers): now it is idle
+    assert cli("ssh", "held", "--zone", Z, "--command", f"kill -9 {holder}").code == 0
     wait_until(lambda: names(emulator) == [], "the node to delete itself", timeout=60)
     wait_until(lambda: procs() == [], "no process left on the workers")
 
@@ -65,7 +64,7 @@ def test_a_forgotten_notebook_holding_an_idle_tpu_is_stopped_and_named(
     import json
     from pathlib import Path
 
-    procs = mine(emulator_server)
+    procs = mine(emulator_server, holders=True)
     r = cli("create", "notebook", "-a", "v3-8", "--zone", Z, "--idle-timeout", "1h",
             "--idle-action", "stop", *FAST)  # fmt: skip
     assert r.code == 0, r.err
@@ -103,7 +102,7 @@ COMPUTE = (
 def test_a_holder_that_computes_keeps_its_node_with_metrics_on(
     emulator_server, cli, emulator
 ) -> None:
-    procs = mine(emulator_server)
+    procs = mine(emulator_server, holders=True)
     r = cli("create", "trainer", "-a", "v3-8", "--zone", Z, "--idle-timeout", "1h", *FAST)
     assert r.code == 0, r.err
     r = cli("ssh", "trainer", "--zone", Z, "--command", COMPUTE)
@@ -119,7 +118,7 @@ def test_a_holder_that_computes_keeps_its_node_with_metrics_on(
 
     wait_until(marked_after_limit, "the watchdog to mark the node active", timeout=60)
     assert names(emulator) == ["trainer"]
-    os.kill(worker, signal.SIGKILL)
+    assert cli("ssh", "trainer", "--zone", Z, "--command", f"kill -9 {worker}").code == 0
     assert cli("delete", "trainer", "--zone", Z, "--yes").code == 0
     wait_until(lambda: procs() == [], "no process left on the workers")
 
@@ -143,7 +142,7 @@ def test_a_kept_node_is_not_deleted_by_its_watchdog(cli, emulator) -> None:
 
 
 def test_idle_action_stop_stops_a_single_host_node(emulator_server, cli, emulator) -> None:
-    procs = mine(emulator_server)
+    procs = mine(emulator_server, holders=True)
     r = cli("create", "nap", "-a", "v3-8", "--zone", Z, "--idle-timeout", "2s",
             "--idle-action", "stop", *FAST)  # fmt: skip
     assert r.code == 0, r.err

@@ -23,6 +23,7 @@ from tests.cli.test_run import (
     project,
     wait_for,
 )
+from tests.emulator.ssh_helpers import inner_pids
 from tpuctl.errors import SshError
 from tpuctl.services.run import agents
 
@@ -85,14 +86,15 @@ def _job_id(emulator) -> str:  # noqa: ANN001
     return job
 
 
-def _agent_pids(job_id: str, worker: int) -> list[int]:
-    """The processes of one worker's agent (its supervisor and the agent)."""
+def _agent_pids(job_id: str, worker: int) -> dict[int, int]:
+    """The processes of one worker's agent (its supervisor and the agent): {pid as the
+    worker numbers it (what its status says): pid on this machine}."""
     found = []
     for pid, argv in bundle_processes():
         flags = dict(zip(argv, argv[1:], strict=False))
         if flags.get("--job-id") == job_id and flags.get("--worker") == str(worker):
             found.append(pid)
-    return found
+    return inner_pids(found)
 
 
 def _kill_agent(emulator, job_id: str, worker: int) -> None:  # noqa: ANN001
@@ -102,7 +104,7 @@ def _kill_agent(emulator, job_id: str, worker: int) -> None:  # noqa: ANN001
     assert status["pid"] in pids and status["agent_pid"] in pids
     for pid in (status["pid"], status["agent_pid"]):
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pids[pid], signal.SIGKILL)
 
 
 def test_a_dead_agent_is_lost_after_the_heartbeat_deadline(emulator, project) -> None:
@@ -125,7 +127,7 @@ def test_an_agent_killed_under_its_supervisor_is_reported_at_once(emulator, proj
     with _running(project / "job.py", "--env", "NAP=60", "--heartbeat-deadline", "2m") as proc:
         _wait_running(emulator)
         (status,) = _statuses(emulator).values()
-        os.kill(status["agent_pid"], signal.SIGKILL)
+        os.kill(_agent_pids(_job_id(emulator), 0)[status["agent_pid"]], signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
     assert "w0 LOST: the agent was killed by SIGKILL" in err

@@ -17,34 +17,55 @@ from typing import Any
 from tpuctl.catalog import runtime_for
 from tpuctl.cloud.ssh import ensure_key_pair
 from tpuctl.emulator.core.ports import free_port
+from tpuctl.emulator.workers.sandbox import HOLDER_ENV
 
 # The session emulator's instance id (set by tests/conftest.py): processes of other
 # emulators on this machine (a user's, another test run's) are none of our business.
 INSTANCE: str | None = None
 
 
-def worker_processes(instance: str | None = None) -> list[int]:
+def worker_processes(instance: str | None = None, holders: bool = False) -> list[int]:
     """Processes (not zombies) started on the workers of one emulator (default: the
-    session's)."""
+    session's), as this machine numbers them; with `holders`, also the processes that
+    hold the workers' PID namespaces (workers/sandbox.py)."""
     mine = (instance or INSTANCE or "").rstrip("/")
     needle = b"\0TPUCTL_EMULATOR_WORKER=" + (f"{mine}/".encode() if mine else b"")
+    holder = f"\0{HOLDER_ENV}=1\0".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in b"\0" + f.read():
-                    found.append(int(entry))
+                environ = b"\0" + f.read()
         except OSError:
             continue
+        if needle in environ and (holders or holder not in environ + b"\0"):
+            found.append(int(entry))
     return found
 
 
-def mine(emulator_server: Any) -> Any:
+def mine(emulator_server: Any, holders: bool = False) -> Any:
     """`worker_processes` of this test session's emulator, as a function."""
     instance = emulator_server.backend.workers.instance + "/"
-    return lambda: worker_processes(instance)
+    return lambda: worker_processes(instance, holders)
+
+
+def inner_pid(pid: int) -> int:
+    """A worker process's pid as its worker numbers it (its own PID namespace, where the
+    emulator gives each worker one), from its pid on this machine."""
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("NSpid:")).split()[-1])
+
+
+def inner_pids(pids: list[int]) -> dict[int, int]:
+    """{pid as its worker numbers it: pid on this machine} of worker processes (those
+    that ended meanwhile left out)."""
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(OSError, StopIteration, ValueError):
+            found[inner_pid(pid)] = pid
+    return found
 
 
 def wait_until(condition: Any, what: str, timeout: float = 10.0) -> None:

@@ -22,7 +22,7 @@ from tpuctl.emulator.workers.sandbox import BWRAP_ENV, REFUSAL, Sandbox
 @pytest.fixture(autouse=True)
 def no_process_left(emulator_server: Any) -> Any:
     yield
-    procs = mine(emulator_server)
+    procs = mine(emulator_server, holders=True)  # the workers' PID namespaces too
     wait_until(lambda: not procs(), "the workers' processes to be gone")
 
 
@@ -229,3 +229,35 @@ def test_without_bwrap_commands_are_refused_unless_unconfined_is_asked(
         (127, b"", f"{REFUSAL}\n".encode(), f"{REFUSAL}\n"),
         (0, b"ran\n", b"", "booted\n"),
     ]
+
+
+def test_a_worker_sees_only_its_own_processes_and_cannot_reach_the_machine(
+    emulator, emulator_server, node, tmp_path: Path, unique: str
+) -> None:
+    """Root in a worker: no /proc/<pid>/root leads out of it (a PID namespace of the
+    worker's own), and no capability to mount or make a device node; yet the processes
+    one command leaves are there for the next (the agent, its job, a later `exec`)."""
+    made, key = node
+    if not emulator_server.backend.workers.sandbox.namespaced:
+        pytest.fail("the emulator runs as root with bwrap here: workers must be namespaced")
+    host = tmp_path / "host-side"
+    host.mkdir()
+    marker = emulator_server.backend.worker_env(made.name, 0)["TPUCTL_EMULATOR_WORKER"]
+    left = run(
+        emulator, tmp_path, made, 0, "alice", key,
+        "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!",
+    )  # fmt: skip
+    pid = int(left.stdout.decode())
+    attempt = (
+        f"for r in /proc/[0-9]*/root; do echo x > $r{host}/{unique} 2>/dev/null; done; "
+        f"ls /proc/*/root{host} 2>/dev/null; "
+        "mknod /tmp/disk b 8 0 2>/dev/null && echo made-a-device; "
+        "mount -t tmpfs none /mnt 2>/dev/null && echo mounted; "
+        f"kill -0 {pid} && echo still-there; "
+        "for e in /proc/[0-9]*/environ; do "
+        f"tr '\\0' '\\n' < $e | grep -qx 'TPUCTL_EMULATOR_WORKER={marker}' || echo stranger; "
+        "done 2>/dev/null"
+    )
+    done = run(emulator, tmp_path, made, 0, "alice", key, attempt)
+    assert done.stdout.decode().split() == ["still-there"], done.stderr
+    assert list(host.iterdir()) == []

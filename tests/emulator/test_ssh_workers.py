@@ -15,6 +15,7 @@ import pytest
 from tests.emulator.ssh_helpers import (
     create,
     delete,
+    inner_pids,
     other_host_keys,
     user_key,
     wait_until,
@@ -29,7 +30,7 @@ from tpuctl.services import ssh as ssh_service
 @pytest.fixture(autouse=True)
 def no_process_left() -> Any:
     yield
-    wait_until(lambda: not worker_processes(), "the workers' processes to be gone")
+    wait_until(lambda: not worker_processes(holders=True), "the workers' processes to be gone")
 
 
 def host_keys(emulator: Any, name: str) -> list[str]:
@@ -205,9 +206,9 @@ def test_stop_and_start_take_the_server_down_and_up(emulator, tmp_path: Path) ->
         detached = "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!"
         started = run(emulator, tmp_path, node, 0, "alice", key, detached)
         assert started.exit_status == 0
-        assert int(started.stdout) in worker_processes()
+        assert int(started.stdout) in inner_pids(worker_processes())
         client.stop_node(request={"name": node.name}).result()
-        wait_until(lambda: not worker_processes(), "the worker's processes to be killed")
+        wait_until(lambda: not worker_processes(holders=True), "its processes to go")
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(address, timeout=5).close()
         client.start_node(request={"name": node.name}).result()
@@ -237,7 +238,7 @@ def test_stopping_the_emulator_leaves_no_server_thread_or_process(tmp_path: Path
     assert started.exit_status == 0 and worker_processes(instance)
     workers_dir = server.backend.workers.root
     server.stop()
-    wait_until(lambda: not worker_processes(instance), "the worker's processes to be killed")
+    wait_until(lambda: not worker_processes(instance, holders=True), "its processes to go")
     assert [t.name for t in set(threading.enumerate()) - threads] == []
     assert not workers_dir.exists()
 
@@ -253,7 +254,7 @@ def test_reset_takes_every_worker_down(emulator, tmp_path: Path) -> None:
     home = run(emulator, tmp_path, node, 0, "alice", key, "nohup sleep 300 >/dev/null 2>&1 & pwd")
     assert worker_processes()
     emulator.reset()
-    wait_until(lambda: not worker_processes(), "the worker's processes to be killed")
+    wait_until(lambda: not worker_processes(holders=True), "its processes to go")
     assert not Path(home.stdout.decode().strip()).exists()
     address = (node.network_endpoints[0].ip_address, emulator.status()["ssh_port"])
     with pytest.raises(ConnectionRefusedError):

@@ -142,20 +142,22 @@ def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str], bu
     environment = guest_env.base()
     environment.update(env)
     try:
-        argv = workers.sandbox.command(
-            wdir, env["HOME"], [sys.executable, "-c", code], env.get("HOSTNAME")
+        cmd = workers.sandbox.command(
+            wdir, env["HOME"], [sys.executable, "-c", code], env.get("HOSTNAME"), environment
         )
     except Refused as exc:
         raise errors.failed_precondition(str(exc)) from None
-    proc = subprocess.Popen(
-        argv,
-        cwd=env["HOME"],
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    with cmd:
+        proc = subprocess.Popen(
+            cmd.argv,
+            cwd=env["HOME"],
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            pass_fds=cmd.fds,
+        )
     assert proc.stdout is not None
     said = proc.stdout.readline()  # it holds the device once it says so
     threading.Thread(target=proc.wait, daemon=True).start()

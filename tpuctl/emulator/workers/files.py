@@ -158,19 +158,23 @@ class WorkerFiles:
         environment.update(env)
         with open(wdir / "startup-script.log", "ab") as log:
             try:
-                argv = self.sandbox.command(wdir, env["HOME"], argv, env.get("HOSTNAME"))
+                cmd = self.sandbox.command(
+                    wdir, env["HOME"], argv, env.get("HOSTNAME"), environment
+                )
             except Refused as exc:
                 log.write(f"{exc}\n".encode())
                 return None
-            proc = subprocess.Popen(
-                argv,
-                cwd=env["HOME"],
-                env=environment,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            with cmd:
+                proc = subprocess.Popen(
+                    cmd.argv,
+                    cwd=env["HOME"],
+                    env=environment,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=cmd.fds,
+                )
         threading.Thread(target=proc.wait, daemon=True).start()  # reap it when it ends
         return proc.pid
 
@@ -195,7 +199,9 @@ class WorkerFiles:
         return kill_marked(f"{self.instance}/{uid}/{worker}\0", sig)
 
     def close(self) -> None:
-        """Remove the temporary workers dir, if one was made."""
+        """End the workers' PID namespaces; remove the temporary workers dir, if one was
+        made."""
+        self.sandbox.close()
         if self._temp and self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None

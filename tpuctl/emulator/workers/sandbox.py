@@ -6,13 +6,22 @@ which maps paths instead; the node's startup script) runs under bubblewrap (`bwr
     <worker dir>/root      bound read-write as `/` (so /tmp, /var, /home, /root are the worker's)
     /usr, /etc, /bin ...   the machine's, read-only (/bin, /lib... linked as on the host)
     the Python prefixes    read-only: the worker's `python3` is the emulator's interpreter
-    /proc, /dev            a procfs of the machine's PID namespace, a minimal /dev
+    /proc, /dev            the worker's own procfs (below), a minimal /dev
     <worker dir>           bound read-write at its own path (HOME and TPUCTL_TPU_DEVICES name it)
 
-The network and the PID namespace stay the machine's: workers reach the emulator and
-Cloud Storage on 127.0.0.1, and the emulator finds a worker's processes in /proc by their
-TPUCTL_EMULATOR_WORKER variable. This keeps accidents (`scp job.py node:/data/`, `mkdir -p
-/var/log/x`) in the worker; it is no security boundary (the host's /proc is in view).
+Where the emulator may (it runs as root, and bwrap can make and join a PID namespace,
+tried once), every worker has a PID namespace of its own, held by a `sleep` under bwrap's
+init (`_Holder`) for as long as the worker runs: every command of the worker joins it, so
+the worker's processes see each other (the agent, its job, a later `exec`) and nothing
+else of the machine, and `/proc/<pid>/root` leads only into the worker's root. They also
+run without any capability (`--cap-drop ALL`): root in the worker cannot mount, make
+device nodes or write through the read-only binds. Pids a worker's launcher reports are
+its namespace's; `host_pid` finds the machine's. As an ordinary user, the workers share
+the machine's PID namespace and run as that user, with what that user may touch.
+
+The network stays the machine's: workers reach the emulator and Cloud Storage on
+127.0.0.1, and the emulator finds a worker's processes in the machine's /proc by their
+TPUCTL_EMULATOR_WORKER variable (the holder carries it too).
 
 Where bwrap is missing or cannot run here (checked once per bwrap path), worker commands
 are refused unless the emulator was started with --unconfined (or
@@ -21,12 +30,18 @@ TPUCTL_EMULATOR_UNCONFINED=1): then they run as plain local processes.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 BWRAP_ENV = "TPUCTL_EMULATOR_BWRAP"  # the bwrap to use (tests point it at nothing)
@@ -45,6 +60,10 @@ _PROC_CHOICES = (["--proc", "/proc"], ["--bind", "/proc", "/proc"])
 
 _probed: dict[str, list[str] | str] = {}  # bwrap path -> its /proc options, or why it fails
 _uts_probed: dict[str, bool] = {}  # bwrap path -> whether --unshare-uts works
+_pidns_probed: dict[str, bool] = {}  # bwrap path -> whether workers get PID namespaces
+_pidns_lock = threading.Lock()
+HOLDER_ENV = "TPUCTL_EMULATOR_HOLDER"  # 1 in a holder's environment: no process of the VM
+_NO_CAPS = ("--cap-drop", "ALL")  # as root: a worker's root may not mount, mknod, ...
 _probe_lock = threading.Lock()
 
 
@@ -119,6 +138,101 @@ def _read_only_paths() -> list[str]:
     return sorted(p for p in paths if not any(p.startswith(q + "/") for q in paths))
 
 
+class Command:
+    """A worker's command as it is started: `argv`, and the descriptors it must be given
+    (`pass_fds`: the worker's PID namespace, for bwrap to join); closed on leaving the
+    `with` block, once the process has started."""
+
+    def __init__(self, argv: list[str], fds: tuple[int, ...] = ()) -> None:
+        self.argv = argv
+        self.fds = fds
+
+    def __enter__(self) -> Command:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class _Holder:
+    """The process that keeps a worker's PID namespace: bwrap's init (pid 1 there, which
+    reaps what is left to it, as a VM's init does) and a `sleep` under it. When it ends,
+    the kernel ends every process of the namespace: the worker's processes go with it."""
+
+    def __init__(self, argv: Callable[[int], list[str]], env: dict[str, str]) -> None:
+        """`argv(fd)`: the holder's command, bwrap saying its init's pid on `fd`."""
+        read, write = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                argv(write),
+                cwd="/",
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(write,),
+            )
+        finally:
+            os.close(write)
+        try:
+            info = _read_all(read, deadline=time.monotonic() + 20)
+        finally:
+            os.close(read)
+        try:  # bwrap says its init's pid (as this machine numbers it)
+            self.init = int(json.loads(info)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            self.stop()
+            raise OSError(f"bwrap did not start a PID namespace ({info[:200]!r})") from None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def namespace(self) -> int:
+        """A descriptor of the namespace (OSError once the holder has ended)."""
+        return os.open(f"/proc/{self.init}/ns/pid", os.O_RDONLY)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+
+def _read_all(fd: int, deadline: float) -> bytes:
+    data = b""
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _ns_pid(pid: int) -> int | None:
+    """`pid`'s number in its own (innermost) PID namespace."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
 class Sandbox:
     """How the emulator runs a worker's processes: under bwrap, unconfined, or not at all."""
 
@@ -128,6 +242,8 @@ class Sandbox:
             unconfined = _truthy(os.environ.get(UNCONFINED_ENV))
         self.unconfined = unconfined
         self._system: list[str] | None = None
+        self._holders: dict[str, _Holder] = {}  # worker dir -> its PID namespace's holder
+        self._holders_lock = threading.Lock()
 
     def problem(self) -> str | None:
         """Why bwrap cannot confine the workers here (None: it can)."""
@@ -195,30 +311,135 @@ class Sandbox:
             self._system = [*binds, *proc, "--dev", "/dev"]
         return self._system
 
+    def _holder(self, root: str) -> Callable[[int], list[str]]:
+        """The holder of a PID namespace whose init sees `root` as `/`, immune to all but
+        SIGKILL (a preemption's notice SIGTERMs the worker's processes; the namespace must
+        outlive it, or the job would get no notice at all)."""
+        return lambda info: [
+            "/bin/sh",
+            "-c",
+            'trap "" HUP INT QUIT TERM USR1 USR2; exec "$@"',
+            "sh",
+            self.bwrap,
+            "--bind",
+            root,
+            "/",
+            *self._system_binds(),
+            "--unshare-pid",
+            *_NO_CAPS,
+            "--info-fd",
+            str(info),
+            "--",
+            "sleep",
+            "infinity",
+        ]
+
+    @property
+    def namespaced(self) -> bool:
+        """Does every worker get a PID namespace of its own here (tried once per bwrap)?"""
+        if not self.confined or os.geteuid() != 0:
+            return False
+        with _pidns_lock:
+            if self.bwrap not in _pidns_probed:
+                _pidns_probed[self.bwrap] = self._try_namespace()
+            return _pidns_probed[self.bwrap]
+
+    def _try_namespace(self) -> bool:
+        with tempfile.TemporaryDirectory(prefix="tpuctl-bwrap-probe-") as root:
+            make_root(Path(root))
+            try:
+                holder = _Holder(self._holder(root), dict(os.environ))
+            except OSError:
+                return False
+            try:
+                with Command([], (holder.namespace(),)) as join:
+                    argv = [self.bwrap, "--bind", root, "/", *self._system_binds()]
+                    argv += ["--pidns", str(join.fds[0]), "--", "/bin/sh", "-c", ":"]
+                    done = subprocess.run(
+                        argv, pass_fds=join.fds, capture_output=True, timeout=20, check=False
+                    )
+                return done.returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                return False
+            finally:
+                holder.stop()
+
+    def _namespace(self, worker_dir: str, env: dict[str, str]) -> int:
+        """A descriptor of the worker's PID namespace, whose holder is started (with the
+        worker's environment, so it goes with the worker's processes) when none runs."""
+        with self._holders_lock:
+            holder = self._holders.get(worker_dir)
+            if holder is not None and holder.alive():
+                with contextlib.suppress(OSError):
+                    return holder.namespace()
+            if holder is not None:
+                holder.stop()
+            holder = _Holder(self._holder(f"{worker_dir}/root"), {**env, HOLDER_ENV: "1"})
+            self._holders[worker_dir] = holder
+            return holder.namespace()
+
+    def host_pid(self, outer: int, inner: int) -> int | None:
+        """The machine's pid of the process a worker's launcher reported as `inner` (its
+        namespace's), started by bwrap `outer`; None when it has ended."""
+        if not self.namespaced:
+            return inner
+        frontier = [outer]
+        for _ in range(3):  # bwrap -> launcher -> command
+            frontier = [child for pid in frontier for child in _children(pid)]
+            for pid in frontier:
+                if _ns_pid(pid) == inner:
+                    return pid
+        return None
+
+    def close(self) -> None:
+        """End every worker's PID namespace (and with it what still runs there)."""
+        with self._holders_lock:
+            holders, self._holders = list(self._holders.values()), {}
+        for holder in holders:
+            holder.stop()
+
     def command(
-        self, worker_dir: Path, cwd: str, argv: list[str], hostname: str | None = None
-    ) -> list[str]:
+        self,
+        worker_dir: Path,
+        cwd: str,
+        argv: list[str],
+        hostname: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Command:
         """`argv` as it runs on the worker whose folder is `worker_dir`, starting in `cwd`,
-        named `hostname` (a UTS namespace of its own, where bwrap can make one); raises
-        Refused when there is no sandbox and unconfined was not asked for."""
+        named `hostname` (a UTS namespace of its own, where bwrap can make one), in the
+        worker's PID namespace (`env`: the worker's environment, for its holder); raises
+        Refused when there is no sandbox and unconfined was not asked for. Start it
+        within `with`, giving it the command's `fds`."""
         if not self.confined:
             if self.unconfined:
-                return argv
+                return Command(argv)
             raise Refused(REFUSAL)
         wdir = str(worker_dir)
         named = ["--unshare-uts", "--hostname", hostname] if hostname and self._uts() else []
-        return [
-            self.bwrap,
-            *named,
-            "--bind",
-            f"{wdir}/root",
-            "/",
-            *self._system_binds(),
-            "--bind",
-            wdir,
-            wdir,
-            "--chdir",
-            cwd,
-            "--",
-            *argv,
-        ]
+        fds: tuple[int, ...] = ()
+        joined: list[str] = []
+        if self.namespaced:
+            fds = (self._namespace(wdir, env if env is not None else dict(os.environ)),)
+            joined = ["--pidns", str(fds[0]), *_NO_CAPS]
+        elif os.geteuid() == 0:
+            joined = list(_NO_CAPS)
+        return Command(
+            [
+                self.bwrap,
+                *named,
+                *joined,
+                "--bind",
+                f"{wdir}/root",
+                "/",
+                *self._system_binds(),
+                "--bind",
+                wdir,
+                wdir,
+                "--chdir",
+                cwd,
+                "--",
+                *argv,
+            ],
+            fds,
+        )

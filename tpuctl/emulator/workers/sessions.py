@@ -114,17 +114,16 @@ class Session:
             launch = [PERL, LAUNCHER_PL, str(report.write), "01"[drop]]
         try:
             worker = Path(self.home).parent
-            argv = self._sandbox.command(
-                worker, self.home, [*launch, *self._argv()], env.get("HOSTNAME")
-            )
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=self.home,
-                env=env,
-                start_new_session=True,
-                pass_fds=(report.write,),
-                **kwargs,
-            )
+            argv = [*launch, *self._argv()]
+            with self._sandbox.command(worker, self.home, argv, env.get("HOSTNAME"), env) as cmd:
+                proc = await asyncio.create_subprocess_exec(
+                    *cmd.argv,
+                    cwd=self.home,
+                    env=env,
+                    start_new_session=True,
+                    pass_fds=(report.write, *cmd.fds),
+                    **kwargs,
+                )
         except BaseException:
             report.close()
             raise
@@ -135,9 +134,14 @@ class Session:
         return proc
 
     def _signal(self, proc: asyncio.subprocess.Process, sig: int) -> None:
-        """Signal the command's process group (before it is known: the launcher's)."""
+        """Signal the command's process group (before it is known: the launcher's). The
+        launcher says its pid as the worker's PID namespace numbers it: the machine's is
+        found under bwrap (none: the command has ended)."""
         pid = self._report.pid if self._report else None
-        _signal_group(pid or proc.pid, sig)
+        if pid is None:
+            _signal_group(proc.pid, sig)
+        elif (host := self._sandbox.host_pid(proc.pid, pid)) is not None:
+            _signal_group(host, sig)
 
     async def _status(self, proc: asyncio.subprocess.Process) -> int:
         """The command's exit status (-N: killed by signal N) once it and the launcher ended."""
