@@ -110,11 +110,11 @@ def jobs(
         raise NotFoundError(f"no job {one[0]} in gs://{b.name}/", hint="`tpuctl jobs` lists them")
     receipts: dict[str, Any] = {}
     if one:  # where its time and money went, as the end of its `run` said
-        from tpuctl.services import receipt
+        from tpuctl.services import late_receipt
         from tpuctl.wording import printable
 
-        for r in rows:
-            receipts[r["id"]] = receipt.load(b, r["id"])
+        for r in rows:  # a detached job's is made by the first to see it ended
+            receipts[r["id"]] = late_receipt.load_or_make(b, r["id"], r.get("utilization"))
             r["receipt"] = receipts[r["id"]].to_json() if receipts[r["id"]] else None
     usage_notes(rows)
     from tpuctl.cli.projection import chosen
