@@ -6,7 +6,7 @@ looks (chips.py) last put it in the status. A fresh reading with a chip above ID
 is work, like output (the silence starts again); a fresh reading with every chip at most
 IDLE_DUTY, when the silence has lasted --hang-after, is the evidence that they idled
 (no look of the quiet period saw them work). Only where that source has no fresh reading
-is Cloud Monitoring asked, as before it: its `tpu/tensorcore/idle_duration` of this worker
+is Cloud Monitoring asked: its `tpu/tensorcore/idle_duration` of this worker
 (monitoring.py, as the idle watchdog reads it) at least as long as the silence, or no
 fresh point (no evidence of work), counts as idle. A stuck collective or a lock leaves
 all three quiet; a silent compile works the CPU, a long step the chips: no hang. It is

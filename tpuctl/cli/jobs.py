@@ -248,6 +248,7 @@ def logs(
 
         factory = app.factory
         live_logs.follow(b, factory.backends(), factory.ssh(), job, worker, out.write, render.info)
+        _ended_receipt(b, job)
         return
     # a terminal gets the end of a long log; a file or a pipe gets it all
     tail = TERMINAL_TAIL if sys.stdout.isatty() else None
@@ -262,6 +263,17 @@ def logs(
 
 
 TERMINAL_TAIL = 1 << 20  # bytes of each log's end `logs` prints to a terminal
+
+
+def _ended_receipt(b: Any, job: str) -> None:
+    """After following a job to its end: its receipt, on stderr (a detached job's is made
+    now when nobody made it before: services/late_receipt.py)."""
+    from tpuctl.services import late_receipt
+    from tpuctl.wording import printable
+
+    made = late_receipt.load_or_make(b, job)
+    for line in made.lines() if made is not None else []:
+        render.info(printable(f"job {job}: {line}"))
 
 
 class _Lines:

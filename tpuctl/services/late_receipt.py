@@ -4,11 +4,12 @@ once the agents run, so nobody times the job's end as `run` does.
 Before it leaves, the client keeps what it saw with the job, `tpuctl/jobs/<id>/marks.json`
 (create-only): when `run` began, when the node was created (the cloud's clock) and READY,
 when the agents ran on every worker, and the node's list price. Whoever sees the job
-ended first (`tpuctl jobs JOB` on any machine) makes the receipt from those marks and the
-workers' final statuses (the slowest environment step, the latest end, by the VMs'
-clocks) and writes it once, create-only: a second reader gets that receipt, never one
-made again. What nobody observed is unknown, not invented: the node's end after the job
-(`teardown`; 0 when the node is kept), so the parts add up to what is known.
+ended first (`tpuctl jobs JOB`, `tpuctl logs -f JOB`, on any machine) makes the receipt
+from those marks and the workers' final statuses (the slowest environment step, the
+latest end, by the VMs' clocks) and writes it once, create-only: a second reader gets
+that receipt, never one made again. What nobody observed is unknown, not invented: the
+node's end after the job (`teardown`; 0 when the node is kept), so the parts add up to
+what is known.
 
 The bucket is shared ground: the marks, like the receipt, are only shown, are read in
 bounded memory (Bucket.read_json) and left out when they are not what the client writes.
