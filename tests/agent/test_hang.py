@@ -46,12 +46,14 @@ def test_silence_with_no_chip_evidence_is_a_hang_said_once(tmp_path: Path) -> No
     assert not watch.tick(now=1059.0)
     assert watch.tick(now=1061.0)
     assert watch.tick(now=1200.0)  # still hung; its own line in the log is no output
-    assert (
-        len(job.said) == 1 and "no output or CPU work for 61s and no TensorCore data" in job.said[0]
-    )
+    none = "no TensorCore data (neither libtpu nor Cloud Monitoring)"
+    assert len(job.said) == 1 and f"no output or CPU work for 61s and {none}" in job.said[0]
     assert "`tpuctl stacks 20261205-000000-abcdef`" in job.said[0]
     assert job.status.writes == [
-        {"hung_since": round(watch.since_wall, 3), "hung_chips": "no TensorCore data"}
+        {
+            "hung_since": round(watch.since_wall, 3),
+            "hung_chips": none,
+        }
     ]
 
 
@@ -63,7 +65,88 @@ def test_busy_chips_are_no_hang_and_idle_ones_are(tmp_path: Path) -> None:
     assert not watch.tick(now=300.0)  # quiet, but the TensorCores worked 5 s ago
     idle["for"] = 400.0
     assert watch.tick(now=301.0)
-    assert job.status.value["hung_chips"] == "TensorCores idle 6m"
+    assert job.status.value["hung_chips"] == "TensorCores idle 6m (Cloud Monitoring)"
+
+
+class Clock:
+    """The wall clock of the watch and of the chips' readings, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def read_chips(job: FakeJob, clock: Clock, *duties: float) -> None:
+    """A look of the chips (chips.py) now, as it leaves them in the status."""
+    job.status.value["chips"] = {
+        "source": "libtpu",
+        "address": "localhost:8431",
+        "at": clock.now,
+        "chips": [
+            {"chip": k, "hbm_used": 1 << 30, "hbm_total": 32 << 30, "duty_cycle": d}
+            for k, d in enumerate(duties)
+        ],
+    }
+
+
+def test_busy_chips_are_no_hang_even_without_a_monitoring_point(tmp_path: Path) -> None:
+    job, clock = FakeJob(tmp_path), Clock()
+    asked: list[float] = []
+    watch = hang.Watch(job, 60.0, lambda now: asked.append(now), cpu=lambda g: 0.0, wall=clock)
+    for t in range(0, 601, 5):  # 10 minutes quiet, one chip of four working throughout
+        clock.now += 5
+        read_chips(job, clock, 0.0, 97.5, 0.0, 0.0)
+        assert not watch.tick(now=float(t))
+    assert not job.said and "hung_since" not in job.status.value
+    assert asked == []  # the live figures decided: Monitoring was not asked
+
+
+def test_chips_at_zero_duty_for_the_quiet_period_are_a_hang_said_with_the_source(
+    tmp_path: Path,
+) -> None:
+    job, clock = FakeJob(tmp_path), Clock()
+    asked: list[float] = []
+
+    def monitoring(now: float) -> float:  # says the chips worked 1 s ago: not asked
+        asked.append(now)
+        return 1.0
+
+    watch = hang.Watch(job, 60.0, monitoring, cpu=lambda g: 0.0, wall=clock)
+    read_chips(job, clock, 80.0, 80.0)
+    assert not watch.tick(now=0.0)
+    for t in (10, 20, 30, 40, 50):  # the step is done at 10 s: every chip idle
+        clock.now += 10
+        read_chips(job, clock, 0.0, 0.5)
+        assert not watch.tick(now=float(t))  # quiet since the chips' last work, at 0 s
+    clock.now += 15
+    read_chips(job, clock, 0.0, 0.0)
+    assert watch.tick(now=65.0)
+    evidence = "chips idle 65s (duty cycle <= 1%, libtpu)"
+    assert job.status.value["hung_chips"] == evidence and asked == []
+    assert f"no output or CPU work for 65s and {evidence}: the script may be hung" in job.said[0]
+    read_chips(job, clock, 0.0, 55.0)  # a chip works again: the hang is taken back
+    assert not watch.tick(now=80.0)
+    assert job.status.value["hung_since"] is None and job.status.value["hung_chips"] is None
+
+
+def test_a_stale_or_failed_reading_of_the_chips_falls_back_to_monitoring(
+    tmp_path: Path,
+) -> None:
+    job, clock = FakeJob(tmp_path), Clock()
+    watch = hang.Watch(job, 60.0, lambda now: 400.0, cpu=lambda g: 0.0, wall=clock)
+    read_chips(job, clock, 100.0)  # busy, but read long before the look
+    clock.now += hang.LIVE_STALE + 1
+    watch.tick(now=0.0)
+    assert watch.tick(now=61.0)
+    assert job.status.value["hung_chips"] == "TensorCores idle 6m (Cloud Monitoring)"
+
+    job, clock = FakeJob(tmp_path), Clock()
+    watch = hang.Watch(job, 60.0, lambda now: 5.0, cpu=lambda g: 0.0, wall=clock)
+    job.status.value["chips"] = {"source": "libtpu", "at": clock.now, "error": "UNAVAILABLE"}
+    watch.tick(now=0.0)
+    assert not watch.tick(now=61.0)  # Monitoring: the TensorCores worked 5 s ago
 
 
 def test_a_silent_job_working_the_cpu_is_no_hang(tmp_path: Path) -> None:

@@ -174,10 +174,15 @@ def test_detach_then_logs_follow_then_jobs(cli, emulator, project) -> None:
     assert logs.code == 0, logs.err
     assert "worker 0 of 1 job " + job in logs.out
     assert "tpuctl-agent: succeeded with exit status 0" in logs.out
+    # following it to its end made its receipt (the client had left): `jobs` shows that one
+    assert f"job {job}: receipt: " in logs.err and "teardown unknown" in logs.err, logs.err
     wait_for(lambda: emulator.nodes() == [])  # the agent tore it down, nobody watching
     rows = json.loads(cli("jobs", "--json").out)
     (row,) = [x for x in rows if x["id"] == job]
     assert row["state"] == "SUCCEEDED" and row["exitStatus"] == 0
+    shown = cli("jobs", job)
+    receipt_line = next(line for line in logs.err.splitlines() if "receipt: " in line)
+    assert receipt_line.split("receipt: ", 1)[1] in shown.out
 
 
 def test_cancel_a_detached_job(cli, emulator, project) -> None:

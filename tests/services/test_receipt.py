@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tpuctl.services import receipt
+from tpuctl.services import late_receipt, receipt
 
 MARKS = {"begin": 100.0, "created": 130.0, "ready": 170.0, "started": 175.0,
          "ended": 3875.0, "gone": 3887.0}  # fmt: skip
@@ -51,3 +51,53 @@ def test_a_receipt_from_the_bucket_round_trips_and_junk_is_left_out() -> None:
                  {"version": 1, "seconds": {"script": "nan"}},
                  {"version": 1, "seconds": {"script": 1}, "hourlyUsd": "x"}):  # fmt: skip
         assert receipt.from_json(junk) is None, junk
+
+
+STATUSES = {
+    0: {"state": "SUCCEEDED", "attempt": 1, "ended": 3875.0, "environment": {"seconds": 20.0}},
+    1: {"state": "SUCCEEDED", "attempt": 1, "ended": 3870.0},
+}
+SEEN = {k: MARKS[k] for k in late_receipt.KEPT}  # what a detaching client saw
+
+
+def test_a_detached_jobs_receipt_leaves_the_unseen_teardown_unknown() -> None:
+    r = late_receipt.of_statuses(SEEN, 8.0, "v3-8", STATUSES, kept=False)
+    assert r is not None
+    assert r.seconds == {"capacity": 30.0, "boot": 40.0, "start": 5.0, "environment": 20.0,
+                         "script": 3680.0, "recovery": 0.0, "teardown": None}  # fmt: skip
+    assert r.unknown == ["teardown"] and r.billed == MARKS["ended"] - MARKS["created"]
+    assert r.cost("teardown") is None and math.isclose(r.cost() or 0, 8.0 * r.billed / 3600)
+    line = r.lines()[0]
+    assert line.startswith("receipt: 1h02m billed and teardown unknown, $8.32 at list price")
+    assert line.endswith("script 1h01m $8.18, teardown unknown")
+    again = receipt.from_json(r.to_json())
+    assert again is not None and again.seconds == r.seconds and again.lines() == r.lines()
+    kept = late_receipt.of_statuses(SEEN, 8.0, "v3-8", STATUSES, kept=True)
+    assert kept is not None and kept.seconds["teardown"] == 0.0 and not kept.unknown
+
+
+def test_no_receipt_while_a_worker_has_not_ended() -> None:
+    running = {**STATUSES, 1: {"state": "RUNNING", "attempt": 1}}
+    assert late_receipt.of_statuses(SEEN, 8.0, "v3-8", running, kept=False) is None
+
+
+class Bucket:
+    """One JSON object where the client keeps its marks."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def read_json(self, path: str) -> tuple[object, int]:
+        assert path.endswith("/marks.json")
+        return self.value, 1
+
+
+def test_marks_from_the_bucket_are_read_as_data_and_junk_is_left_out() -> None:
+    good = {"version": 1, "marks": SEEN, "hourlyUsd": 8.0, "accelerator": "v3-8"}
+    assert late_receipt.read_marks(Bucket(good), "j") == (SEEN, 8.0, "v3-8")  # type: ignore[arg-type]
+    for junk in (None, [], {**good, "version": 2}, {**good, "marks": []},
+                 {**good, "marks": {**SEEN, "begin": -1}},
+                 {**good, "marks": {**SEEN, "ready": float("inf")}},
+                 {**good, "marks": {"begin": 1.0}},  # no `started`: the agents never ran
+                 {**good, "hourlyUsd": "8"}, {**good, "accelerator": "x" * 200}):  # fmt: skip
+        assert late_receipt.read_marks(Bucket(junk), "j") is None, junk  # type: ignore[arg-type]

@@ -110,11 +110,11 @@ def jobs(
         raise NotFoundError(f"no job {one[0]} in gs://{b.name}/", hint="`tpuctl jobs` lists them")
     receipts: dict[str, Any] = {}
     if one:  # where its time and money went, as the end of its `run` said
-        from tpuctl.services import receipt
+        from tpuctl.services import late_receipt
         from tpuctl.wording import printable
 
-        for r in rows:
-            receipts[r["id"]] = receipt.load(b, r["id"])
+        for r in rows:  # a detached job's is made by the first to see it ended
+            receipts[r["id"]] = late_receipt.load_or_make(b, r["id"], r.get("utilization"))
             r["receipt"] = receipts[r["id"]].to_json() if receipts[r["id"]] else None
     usage_notes(rows)
     from tpuctl.cli.projection import chosen
@@ -248,6 +248,7 @@ def logs(
 
         factory = app.factory
         live_logs.follow(b, factory.backends(), factory.ssh(), job, worker, out.write, render.info)
+        _ended_receipt(b, job)
         return
     # a terminal gets the end of a long log; a file or a pipe gets it all
     tail = TERMINAL_TAIL if sys.stdout.isatty() else None
@@ -262,6 +263,17 @@ def logs(
 
 
 TERMINAL_TAIL = 1 << 20  # bytes of each log's end `logs` prints to a terminal
+
+
+def _ended_receipt(b: Any, job: str) -> None:
+    """After following a job to its end: its receipt, on stderr (a detached job's is made
+    now when nobody made it before: services/late_receipt.py)."""
+    from tpuctl.services import late_receipt
+    from tpuctl.wording import printable
+
+    made = late_receipt.load_or_make(b, job)
+    for line in made.lines() if made is not None else []:
+        render.info(printable(f"job {job}: {line}"))
 
 
 class _Lines:

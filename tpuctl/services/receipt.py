@@ -14,9 +14,10 @@ node's life as `run` saw it:
     teardown     from the job's end until the node was confirmed gone (0: kept)
 
 Each billed phase is priced at the list price of the node (tpuctl's price table, its
-date said with every estimate; None where tpuctl has no price, e.g. TPU7x). The bucket
-is shared ground: a receipt read there is shown, never acted on, and one that is not a
-receipt is left out.
+date said with every estimate; None where tpuctl has no price, e.g. TPU7x). A phase
+nobody observed (a detached job's teardown: services/late_receipt.py) is unknown (None),
+shown as such and left out of the sums, never guessed. The bucket is shared ground: a
+receipt read there is shown, never acted on, and one that is not a receipt is left out.
 """
 
 from __future__ import annotations
@@ -41,20 +42,26 @@ SMALL_BELOW = 30.0  # percent TensorCore use: below it, a smaller type is worth 
 
 @dataclass
 class Receipt:
-    seconds: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+    seconds: dict[str, float | None] = field(default_factory=dict)  # phase -> s (None: unknown)
     hourly: float | None = None  # USD per hour of the job's node(s), at list price
     util: float | None = None  # percent, the TensorCores' mean use while the job ran
     accelerator: str = ""
 
     @property
     def billed(self) -> float:
-        return sum(s for p, s in self.seconds.items() if p not in UNBILLED)
+        """The seconds of the billed phases that are known."""
+        return sum(s or 0.0 for p, s in self.seconds.items() if p not in UNBILLED)
+
+    @property
+    def unknown(self) -> list[str]:
+        """The phases nobody observed."""
+        return [p for p in PHASES if p in self.seconds and self.seconds[p] is None]
 
     def cost(self, phase: str | None = None) -> float | None:
-        """USD at list price, of one phase or of all that are billed."""
-        if self.hourly is None:
-            return None
+        """USD at list price, of one phase or of all that are billed and known."""
         seconds = self.billed if phase is None else self.seconds.get(phase, 0.0)
+        if self.hourly is None or seconds is None:
+            return None
         return 0.0 if phase in UNBILLED else self.hourly * seconds / 3600
 
     def advice(self) -> str | None:
@@ -72,14 +79,17 @@ class Receipt:
         parts = []
         for phase in PHASES:
             seconds = self.seconds.get(phase, 0.0)
-            if seconds >= 0.5 or phase == "script":
+            if seconds is None:
+                parts.append(f"{phase} unknown")
+            elif seconds >= 0.5 or phase == "script":
                 cost = self.cost(phase)
                 price = "" if cost is None or phase in UNBILLED else f" {_money(cost)}"
                 parts.append(f"{phase} {_duration(seconds)}{price}")
         total = self.cost()
         money = "no public price" if total is None else f"{_money(total)} at list price"
+        unknown = "".join(f" and {p} unknown" for p in self.unknown)
         lines = [
-            f"receipt: {_duration(self.billed)} billed, {money} "
+            f"receipt: {_duration(self.billed)} billed{unknown}, {money} "
             f"({self.accelerator}): " + ", ".join(parts)
         ]
         if (advice := self.advice()) is not None:
@@ -90,7 +100,8 @@ class Receipt:
         return {
             "version": VERSION,
             "accelerator": self.accelerator,
-            "seconds": {p: round(self.seconds.get(p, 0.0), 1) for p in PHASES},
+            "seconds": {p: _tenths(self.seconds.get(p, 0.0)) for p in PHASES},
+            "unknown": self.unknown,
             "billedSeconds": round(self.billed, 1),
             "hourlyUsd": self.hourly,
             "costUsd": None if self.cost() is None else round(self.cost() or 0.0, 4),
@@ -140,13 +151,21 @@ def from_json(value: Any) -> Receipt | None:
     if not isinstance(seconds, dict):
         return None
     try:
-        parsed = {p: _number(seconds.get(p, 0.0)) for p in PHASES}
+        parsed = {p: _known(seconds.get(p, 0.0)) for p in PHASES}
         hourly = None if value.get("hourlyUsd") is None else _number(value["hourlyUsd"])
         util = None if value.get("utilization") is None else _number(value["utilization"])
     except (TypeError, ValueError):
         return None
     accelerator = value.get("accelerator")
     return Receipt(parsed, hourly, util, accelerator if isinstance(accelerator, str) else "")
+
+
+def _known(value: Any) -> float | None:
+    return None if value is None else _number(value)
+
+
+def _tenths(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
 
 
 def save(bucket: Bucket, job_id: str, receipt: Receipt) -> None:

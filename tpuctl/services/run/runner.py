@@ -29,7 +29,7 @@ from tpuctl import catalog, wording
 from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
-from tpuctl.services import cost, outputs, receipt, staging, workdir
+from tpuctl.services import cost, late_receipt, outputs, receipt, staging, workdir
 from tpuctl.services.run import agents, environment, lease, provision, signing, teardown, watch
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
@@ -115,7 +115,10 @@ class Runner:
                 job.marks["created"] = node.create_time.timestamp()
             agents.start(job)
             job.marks["started"] = time.time()
-            if spec.detach:
+            if spec.detach:  # the receipt is made by whoever sees the job end first
+                late_receipt.save_marks(
+                    job.bucket, job.job_id, job.marks, self._hourly(), spec.shape.name
+                )
                 return job.outcome(0, {})
             job.workers = len(node.workers) * spec.slices  # as the cloud made them
             job.ui.set_workers(job.workers, spec.slices)
@@ -306,14 +309,15 @@ class Runner:
         if outcome.torn_down:
             job.marks["gone"] = time.time()
         env = float((outcome.environment or {}).get("seconds") or 0.0)
-        hourly = cost.hourly(spec.shape, spec.node_spec.spot or spec.node_spec.preemptible)
         outcome.receipt = receipt.of_marks(
-            job.marks,
-            job.recovery,
-            env,
-            None if hourly is None else hourly * spec.slices,
-            spec.shape.name,
+            job.marks, job.recovery, env, self._hourly(), spec.shape.name
         )
+
+    def _hourly(self) -> float | None:
+        """USD per hour of the job's node(s) at list price (None: no public price)."""
+        spec = self.job.spec
+        hourly = cost.hourly(spec.shape, spec.node_spec.spot or spec.node_spec.preemptible)
+        return None if hourly is None else hourly * spec.slices
 
     def bring_outputs(self) -> list[Path] | None:
         """Download the outputs the bucket has of the job to where they come home, on
