@@ -41,7 +41,7 @@ def install_bundle(home: Path) -> Path:
     return path
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 90) -> Any:
     """Poll until `condition()` is truthy; the bound only stops a hang."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
