@@ -17,7 +17,7 @@ from typing import Any
 from tpuctl.catalog import runtime_for
 from tpuctl.cloud.ssh import ensure_key_pair
 from tpuctl.emulator.core.ports import free_port
-from tpuctl.emulator.workers.sandbox import HOLDER_ENV
+from tpuctl.emulator.workers.pidns import HOLDER_ENV
 
 # The session emulator's instance id (set by tests/conftest.py): processes of other
 # emulators on this machine (a user's, another test run's) are none of our business.

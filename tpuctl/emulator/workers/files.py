@@ -191,7 +191,11 @@ class WorkerFiles:
         self, uid: str | None = None, worker: int | None = None, sig: int = signal.SIGKILL
     ) -> int:
         """SIGKILL (or `sig`) the processes of one worker, of one node (by uid) or of every
-        worker of this emulator; returns how many were signalled."""
+        worker of this emulator; returns how many were signalled. A SIGKILL takes the
+        workers down: their PID namespaces are ended first, and waited for, so that a
+        worker started again at once gets a new one (sandbox.py)."""
+        if sig == signal.SIGKILL:
+            self.sandbox.end_namespaces(lambda wdir: _is_worker(Path(wdir), uid, worker))
         if uid is None:
             return kill_marked(f"{self.instance}/", sig)
         if worker is None:
@@ -206,6 +210,12 @@ class WorkerFiles:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
             self._temp = False
+
+
+def _is_worker(wdir: Path, uid: str | None, worker: int | None) -> bool:
+    """Is `wdir` (<node id>-<node uid>/w<k>) the folder of that worker (None: any)?"""
+    node_ok = uid is None or wdir.parent.name.endswith(f"-{uid}")
+    return node_ok and (worker is None or wdir.name == f"w{worker}")
 
 
 def kill_marked(prefix: str, sig: int = signal.SIGKILL) -> int:

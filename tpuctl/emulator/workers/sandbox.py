@@ -31,18 +31,16 @@ TPUCTL_EMULATOR_UNCONFINED=1): then they run as plain local processes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tpuctl.emulator.workers.pidns import HOLDER_ENV, Command, Holder, children, ns_pid
 
 BWRAP_ENV = "TPUCTL_EMULATOR_BWRAP"  # the bwrap to use (tests point it at nothing)
 UNCONFINED_ENV = "TPUCTL_EMULATOR_UNCONFINED"  # 1: run worker commands unconfined if need be
@@ -62,7 +60,6 @@ _probed: dict[str, list[str] | str] = {}  # bwrap path -> its /proc options, or 
 _uts_probed: dict[str, bool] = {}  # bwrap path -> whether --unshare-uts works
 _pidns_probed: dict[str, bool] = {}  # bwrap path -> whether workers get PID namespaces
 _pidns_lock = threading.Lock()
-HOLDER_ENV = "TPUCTL_EMULATOR_HOLDER"  # 1 in a holder's environment: no process of the VM
 _NO_CAPS = ("--cap-drop", "ALL")  # as root: a worker's root may not mount, mknod, ...
 _probe_lock = threading.Lock()
 
@@ -138,101 +135,6 @@ def _read_only_paths() -> list[str]:
     return sorted(p for p in paths if not any(p.startswith(q + "/") for q in paths))
 
 
-class Command:
-    """A worker's command as it is started: `argv`, and the descriptors it must be given
-    (`pass_fds`: the worker's PID namespace, for bwrap to join); closed on leaving the
-    `with` block, once the process has started."""
-
-    def __init__(self, argv: list[str], fds: tuple[int, ...] = ()) -> None:
-        self.argv = argv
-        self.fds = fds
-
-    def __enter__(self) -> Command:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for fd in self.fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-class _Holder:
-    """The process that keeps a worker's PID namespace: bwrap's init (pid 1 there, which
-    reaps what is left to it, as a VM's init does) and a `sleep` under it. When it ends,
-    the kernel ends every process of the namespace: the worker's processes go with it."""
-
-    def __init__(self, argv: Callable[[int], list[str]], env: dict[str, str]) -> None:
-        """`argv(fd)`: the holder's command, bwrap saying its init's pid on `fd`."""
-        read, write = os.pipe()
-        try:
-            self.proc = subprocess.Popen(
-                argv(write),
-                cwd="/",
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=(write,),
-            )
-        finally:
-            os.close(write)
-        try:
-            info = _read_all(read, deadline=time.monotonic() + 20)
-        finally:
-            os.close(read)
-        try:  # bwrap says its init's pid (as this machine numbers it)
-            self.init = int(json.loads(info)["child-pid"])
-        except (ValueError, KeyError, TypeError):
-            self.stop()
-            raise OSError(f"bwrap did not start a PID namespace ({info[:200]!r})") from None
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def namespace(self) -> int:
-        """A descriptor of the namespace (OSError once the holder has ended)."""
-        return os.open(f"/proc/{self.init}/ns/pid", os.O_RDONLY)
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
-
-
-def _read_all(fd: int, deadline: float) -> bytes:
-    data = b""
-    while (left := deadline - time.monotonic()) > 0:
-        if not select.select([fd], [], [], left)[0]:
-            break
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _ns_pid(pid: int) -> int | None:
-    """`pid`'s number in its own (innermost) PID namespace."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("NSpid:"):
-                    return int(line.split()[-1])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except (OSError, ValueError):
-        return []
-
-
 class Sandbox:
     """How the emulator runs a worker's processes: under bwrap, unconfined, or not at all."""
 
@@ -242,7 +144,7 @@ class Sandbox:
             unconfined = _truthy(os.environ.get(UNCONFINED_ENV))
         self.unconfined = unconfined
         self._system: list[str] | None = None
-        self._holders: dict[str, _Holder] = {}  # worker dir -> its PID namespace's holder
+        self._holders: dict[str, Holder] = {}  # worker dir -> its PID namespace's holder
         self._holders_lock = threading.Lock()
 
     def problem(self) -> str | None:
@@ -348,7 +250,7 @@ class Sandbox:
         with tempfile.TemporaryDirectory(prefix="tpuctl-bwrap-probe-") as root:
             make_root(Path(root))
             try:
-                holder = _Holder(self._holder(root), dict(os.environ))
+                holder = Holder(self._holder(root), dict(os.environ))
             except OSError:
                 return False
             try:
@@ -374,7 +276,7 @@ class Sandbox:
                     return holder.namespace()
             if holder is not None:
                 holder.stop()
-            holder = _Holder(self._holder(f"{worker_dir}/root"), {**env, HOLDER_ENV: "1"})
+            holder = Holder(self._holder(f"{worker_dir}/root"), {**env, HOLDER_ENV: "1"})
             self._holders[worker_dir] = holder
             return holder.namespace()
 
@@ -385,18 +287,25 @@ class Sandbox:
             return inner
         frontier = [outer]
         for _ in range(3):  # bwrap -> launcher -> command
-            frontier = [child for pid in frontier for child in _children(pid)]
+            frontier = [child for pid in frontier for child in children(pid)]
             for pid in frontier:
-                if _ns_pid(pid) == inner:
+                if ns_pid(pid) == inner:
                     return pid
         return None
 
-    def close(self) -> None:
-        """End every worker's PID namespace (and with it what still runs there)."""
+    def end_namespaces(self, which: Callable[[str], bool]) -> None:
+        """End the PID namespaces of the workers whose folders `which` accepts (and with
+        them what still runs there), waiting for their holders."""
         with self._holders_lock:
-            holders, self._holders = list(self._holders.values()), {}
-        for holder in holders:
+            ending = {k: h for k, h in self._holders.items() if which(k)}
+            for key in ending:
+                del self._holders[key]
+        for holder in ending.values():
             holder.stop()
+
+    def close(self) -> None:
+        """End every worker's PID namespace."""
+        self.end_namespaces(lambda _: True)
 
     def command(
         self,
