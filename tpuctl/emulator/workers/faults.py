@@ -29,7 +29,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.offerings import runtimes
 from tpuctl.emulator.tpu.models import Node
-from tpuctl.emulator.workers import guest_env
 from tpuctl.emulator.workers.files import WorkerFiles
 from tpuctl.emulator.workers.sandbox import Refused
 
@@ -138,29 +136,13 @@ def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str], bu
             "print('holding', flush=True)\n"
             "while True: time.sleep(3600)\n"
         )
-    wdir = workers.worker_dir(node, worker)
-    environment = guest_env.base()
-    environment.update(env)
     try:
-        cmd = workers.sandbox.command(
-            wdir, env["HOME"], [sys.executable, "-c", code], env.get("HOSTNAME"), environment
-        )
+        argv = [sys.executable, "-c", code]
+        proc = workers.start(node, worker, env, argv, subprocess.PIPE, subprocess.DEVNULL)
     except Refused as exc:
         raise errors.failed_precondition(str(exc)) from None
-    with cmd:
-        proc = subprocess.Popen(
-            cmd.argv,
-            cwd=env["HOME"],
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            pass_fds=cmd.fds,
-        )
     assert proc.stdout is not None
     said = proc.stdout.readline()  # it holds the device once it says so
-    threading.Thread(target=proc.wait, daemon=True).start()
     if not said:
         raise ApiError(500, "INTERNAL", f"the process holding {device} did not start")
     return {"kind": "tpu-busy" if busy else "tpu-held", "worker": worker, "device": device}

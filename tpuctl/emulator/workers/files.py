@@ -154,29 +154,36 @@ class WorkerFiles:
         path.write_text(script)
         path.chmod(0o700)
         argv = [str(path)] if script.startswith("#!") else ["/bin/bash", str(path)]
-        environment = guest_env.base()
-        environment.update(env)
         with open(wdir / "startup-script.log", "ab") as log:
             try:
-                cmd = self.sandbox.command(
-                    wdir, env["HOME"], argv, env.get("HOSTNAME"), environment
-                )
+                proc = self.start(node, worker, env, argv, log, subprocess.STDOUT)
             except Refused as exc:
                 log.write(f"{exc}\n".encode())
                 return None
-            with cmd:
-                proc = subprocess.Popen(
-                    cmd.argv,
-                    cwd=env["HOME"],
-                    env=environment,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    pass_fds=cmd.fds,
-                )
-        threading.Thread(target=proc.wait, daemon=True).start()  # reap it when it ends
         return proc.pid
+
+    def start(
+        self, node: Node, worker: int, env: dict[str, str], argv: list[str], out: Any, err: Any
+    ) -> subprocess.Popen[bytes]:
+        """A detached process on the worker: in its sandbox (and PID namespace), with a VM's
+        environment and the worker's, in a session of its own, reaped when it ends; raises
+        Refused when there is no sandbox and unconfined was not asked for."""
+        environment = guest_env.base()
+        environment.update(env)
+        wdir = self.worker_dir(node, worker)
+        with self.sandbox.command(wdir, env["HOME"], argv, env.get("HOSTNAME"), environment) as cmd:
+            proc = subprocess.Popen(
+                cmd.argv,
+                cwd=env["HOME"],
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                pass_fds=cmd.fds,
+            )
+        threading.Thread(target=proc.wait, daemon=True).start()
+        return proc
 
     def remove_node(self, node_dir_name: str) -> None:
         shutil.rmtree(self.root / node_dir_name, ignore_errors=True)
