@@ -4,6 +4,7 @@ script without JAX, a job not running and a bad --seconds each get one clear lin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -58,6 +59,17 @@ def test_a_jax_job_is_profiled_on_every_worker_and_the_traces_come_home(
             assert "/host:CPU" in planes, (name, planes)
         kept = [k for k in bucket_objects(emulator) if f"jobs/{job}/profile/{runs[0].name}/" in k]
         assert sorted(k.rsplit("/", 1)[1] for k in kept) == traces
+        # --json: the same take as one object on stdout, each trace checked at home
+        again = cli("profile", job, "--seconds", "1", "--dest", str(tmp_path / "j"), "--json")
+        assert again.code == 0, again.err
+        took = json.loads(again.out)
+        assert took["command"] == f"xprof server --logdir {tmp_path / 'j'}"
+        assert (took["job"], took["seconds"], took["refused"]) == (job, 1.0, {})
+        assert sorted(t["worker"] for t in took["traces"]) == [0, 1]
+        for t in took["traces"]:
+            data = Path(t["file"]).read_bytes()
+            assert (len(data), hashlib.sha256(data).hexdigest()) == (t["bytes"], t["sha256"])
+            assert t["framework"] == "jax" and took["stamp"] in t["file"]
         row = json.loads(cli("jobs", job, "--json").out)
         assert row["state"] == "RUNNING"  # it runs on
         # once in the bucket, the traces left the VMs' disks

@@ -11,7 +11,7 @@ import typer
 
 from tpuctl.cli import render
 from tpuctl.cli.jobs import Bucket, job_bucket
-from tpuctl.cli.options import JobRef, Project, app_of
+from tpuctl.cli.options import JobRef, Json, Project, app_of
 from tpuctl.errors import TpuctlError, UsageError
 
 PROFILE_DIR = "profile"  # under the job's home folder: outputs/<job>/profile
@@ -48,6 +48,7 @@ def profile(
     worker: Annotated[int | None, typer.Option("--worker", "-w", help="Only this worker.")] = None,
     project: Project = None,
     bucket: Bucket = None,
+    json_out: Json = False,
 ) -> None:
     """Profile a running JAX or TensorFlow job on every worker at once.
 
@@ -55,6 +56,9 @@ def profile(
     framework's profiler for --seconds, all workers starting together. The traces are
     kept in the bucket under the job's profile/ folder and brought home, checked, in
     the layout XProf and TensorBoard read; the command that opens them is printed.
+
+    With --json, stdout is one object: each trace's worker, file, size and sha256,
+    what stayed in the bucket and why, and the command that opens them.
 
     Example: tpuctl profile 20261129-153012-ab12cd --seconds 5
     """
@@ -100,5 +104,33 @@ def profile(
         f"{len(home.written)} trace(s) of {len(workers)} worker(s) ({frameworks}, "
         f"{length:g}s{together}) in {folder}/plugins/profile/{taken.stamp}/; kept in {where}"
     )
+    command = f"xprof server --logdir {folder}"
+    if json_out:
+        came = {path.name: path for path in home.written}
+        render.print_json(
+            {
+                "job": job,
+                "stamp": taken.stamp,
+                "seconds": length,
+                "logdir": str(folder),
+                "bucket": where,
+                "command": command,
+                "traces": [
+                    {
+                        "worker": t.worker,
+                        "framework": t.framework,
+                        "bytes": t.size,
+                        "sha256": t.sha256,
+                        "began": t.began,
+                        "file": str(came[f"{t.name}.xplane.pb"]),
+                    }
+                    for t in taken.traces
+                    if f"{t.name}.xplane.pb" in came
+                ],
+                "refused": home.refused,
+                "missing": {str(w): why for w, why in sorted(taken.missing.items())},
+            }
+        )
+        return
     render.info("open them with (pip install xprof):")
-    sys.stdout.write(f"xprof server --logdir {folder}\n")
+    sys.stdout.write(command + "\n")
