@@ -32,7 +32,10 @@ docs/reliability.md:
             a TPU7x VM and a v6e slice of four VMs in turn, `run` under 30% API faults,
             SIGKILLed, or given SIGINT once or twice (and `create` too); and one VM of a
             slice preempted mid-job, with and without notice (bench/chaos_compute.py,
-            bench/chaos_compute_signals.py).
+            bench/chaos_compute_signals.py);
+- multislice-compute: `run --slices 2` on Compute Engine (two TPU7x slices) under 30%
+            API faults, SIGKILLed at a random moment, and with one slice preempted
+            mid-job and `--restarts 1` (bench/chaos_compute_multislice.py).
 
 The fault and SIGKILL runs go a few at a time, each in a project of its own (so each
 run's nodes are told apart), which keeps the full harness near its 15-minute budget.
@@ -66,6 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import chaos_compute  # noqa: E402  (bench/, beside this file)
+import chaos_compute_multislice  # noqa: E402
 import chaos_compute_signals  # noqa: E402
 import chaos_races  # noqa: E402
 import chaos_trust  # noqa: E402
@@ -651,6 +655,9 @@ SCENARIOS: dict[str, Callable[[Harness, bool], Outcome]] = {
     ),
     "preempt-compute": lambda h, quick: chaos_compute_signals.preempt(
         h, Outcome, 1 if quick else 8
+    ),
+    "multislice-compute": lambda h, quick: chaos_compute_multislice.multislice(
+        h, Outcome, *((1, 1, 1, 20.0, 3) if quick else (9, 9, 4, 60.0, 4))
     ),
 }
 COMPUTE = [name for name in SCENARIOS if name.endswith("-compute")]

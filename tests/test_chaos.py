@@ -44,6 +44,7 @@ def test_the_quick_chaos_run_keeps_every_promise(isolated_env: Path) -> None:
         "SIGKILL of run on Compute Engine at a random moment",
         "SIGINT in run and create on Compute Engine",
         "one VM of a slice preempted mid-job",
+        "run --slices 2 on Compute Engine: faults, SIGKILL, a slice preempted",
     ], r.stderr
     for o in results:
         assert o["runs"] > 0
@@ -61,7 +62,13 @@ def test_only_picks_scenarios_and_groups_in_the_harness_order(
     chaos = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "chaos", chaos)
     spec.loader.exec_module(chaos)
-    compute = ["faults-compute", "sigkill-compute", "signals-compute", "preempt-compute"]
+    compute = [
+        "faults-compute",
+        "sigkill-compute",
+        "signals-compute",
+        "preempt-compute",
+        "multislice-compute",
+    ]
     assert chaos.selected(["compute"]) == compute
     assert chaos.selected(["preempt-compute", "faults"]) == ["faults", "preempt-compute"]
     assert chaos.selected(["compute", "sigkill-compute"]) == compute

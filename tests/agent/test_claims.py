@@ -64,3 +64,27 @@ def test_a_forged_lease_of_a_year_is_believed_for_an_hour_at_most() -> None:
 def test_a_claim_naming_no_job_id_holds_nothing() -> None:
     lease = claims.lease("x", 90.0, 1, now=NOW)
     assert not alive(Bucket(**{"tpuctl/jobs/x/lease.json": (lease, NOW)}), "x")
+
+
+def test_renewals_see_the_client_alive_while_its_lease_changes_within_its_length(
+    monkeypatch: Any,
+) -> None:
+    clock = [500.0]
+    monkeypatch.setattr(claims.time, "monotonic", lambda: clock[0])
+    generation = [1]
+    lease = claims.lease(JOB, 90.0, 0)
+
+    class Leased(Bucket):
+        def read_json(self, name: str) -> tuple[Any, int]:
+            return self.objects_[name][0], generation[0]
+
+    client = claims.Renewals(Leased(**{claims.lease_path(JOB): (lease, NOW)}), JOB)
+    assert client.alive()  # first seen now
+    clock[0] += 80.0
+    assert client.alive()
+    generation[0] += 1  # renewed: seen again, on this clock
+    clock[0] += 20.0
+    assert client.alive()
+    clock[0] += 91.0  # no new generation for longer than the lease: the client is gone
+    assert not client.alive()
+    assert not claims.Renewals(Bucket(**{claims.lease_path(JOB): (None, NOW)}), JOB).alive()

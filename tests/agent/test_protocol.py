@@ -93,3 +93,18 @@ def test_file_modes_are_masked() -> None:
     modes = {m: protocol.file_mode({"mode": m}) for m in (0o4777, 0o777, 0o700, 0o666, 0o600)}
     assert modes == {0o4777: 0o755, 0o777: 0o755, 0o700: 0o755, 0o666: 0o644, 0o600: 0o644}
     assert protocol.file_mode({}) == 0o644
+
+
+def test_a_worker_not_started_yet_may_be_given_longer_than_one_that_beats(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(protocol.time, "monotonic", lambda: now[0])
+    beats = protocol.Beats(deadline=5.0)
+    running = {1: {"state": protocol.RUNNING, "heartbeat": 1.0}}
+    assert beats.lost(running, [1, 2], unstarted=60.0) == []  # the first look
+    now[0] += 6.0
+    assert beats.lost(running, [1, 2], unstarted=60.0) == [1]  # 2 has not started yet
+    assert beats.lost(running, [1, 2]) == [1, 2]  # with no allowance: the deadline for both
+    now[0] += 55.0
+    assert beats.lost(running, [1, 2], unstarted=60.0) == [1, 2]  # past the allowance too

@@ -265,6 +265,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a worker whose heartbeat is silent this long (seconds) is lost",
     )
     parser.add_argument(
+        "--start-wait",
+        type=float,
+        default=0.0,
+        help="worker 0: a peer with no status of this attempt yet is lost after this "
+        "long (seconds) while the client renews its lease (it is still starting the "
+        "agents); else, and with 0, after --stale",
+    )
+    parser.add_argument(
         "--refresh-every",
         type=float,
         default=6 * 3600.0,

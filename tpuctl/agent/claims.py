@@ -24,6 +24,8 @@ import re
 import time
 from typing import Any, Dict
 
+from .labels import number
+from .net import HttpError
 from .protocol import JOB_ID_RE, ROOT, is_final, job_path, status_prefix
 
 Json = Dict[str, Any]
@@ -83,6 +85,29 @@ def lease(job_id: str, seconds: float, renewals: int, now: float | None = None) 
     """What the living client writes at `lease_path` every third of `seconds`."""
     at = round(time.time() if now is None else now, 3)
     return {"job": job_id, "seconds": seconds, "renewals": renewals, "renewed": at}
+
+
+class Renewals:
+    """The job's client as a VM sees it: alive while a new generation of its lease has
+    been seen within the lease's length, on this VM's monotonic clock (the client's clock
+    is never read). A lease that cannot be read, or none, is no sign of life."""
+
+    def __init__(self, storage: Any, job_id: str) -> None:
+        self.storage, self.job_id = storage, job_id
+        self.seen: tuple[int, float] | None = None  # (generation, when first seen here)
+
+    def alive(self) -> bool:
+        try:
+            value, generation = self.storage.read_json(lease_path(self.job_id))
+        except (HttpError, OSError, ValueError):
+            return False
+        seconds = number((value or {}).get("seconds"))
+        if not value or not generation or not seconds or seconds <= 0:
+            return False
+        now = time.monotonic()
+        if self.seen is None or self.seen[0] != generation:
+            self.seen = (generation, now)
+        return now - self.seen[1] <= min(seconds, MAX_LEASE)
 
 
 # -- on the VM: worker 0's agent at the end of a job ------------------------------------

@@ -89,6 +89,7 @@ class Job(Teardown):
             on_synced=self.manifests.write,
         )
         self.peers = Beats(args.stale)  # worker 0: are the other workers' agents alive?
+        self.client = claims.Renewals(self.storage, args.job_id)  # still starting them?
         self.noticed_at: float | None = None  # when the preemption notice came
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP came: is it the notice?
         self.passing: threading.Thread | None = None  # the notice passed on to the peers
@@ -331,7 +332,8 @@ class Job(Teardown):
             st = self.storage.read_json(status_path(self.args.job_id, k))[0]
             if st and st.get("attempt") == self.args.attempt:
                 current[k] = st
-        lost = self.peers.lost(current, range(1, self.total))
+        wait = self.unstarted() if len(current) < self.total - 1 else None  # teardown.py
+        lost = self.peers.lost(current, range(1, self.total), unstarted=wait)
         if not lost or self.cancelled:
             return
         silent = int(self.peers.silent_for(lost[0]))

@@ -285,7 +285,9 @@ def ended(
 class Beats:
     """Which workers stopped beating: a worker whose status is not final and whose
     `heartbeat` has not changed for `deadline` seconds (a worker with no status counts
-    from the first look). Measured on this machine's monotonic clock, from when a change
+    from the first look; `unstarted`, when given, is its allowance instead: an agent
+    that has not started yet may still be on its way while its starter keeps trying).
+    Measured on this machine's monotonic clock, from when a change
     was *seen*: the clocks of two machines are never compared. The client (the runner's
     watch) and worker 0's agent (watching its peers) both use it."""
 
@@ -294,7 +296,11 @@ class Beats:
         self.seen: dict[int, Any] = {}  # worker -> (heartbeat, monotonic time first seen)
 
     def lost(
-        self, statuses: dict[int, Json], workers: Any, deadline: float | None = None
+        self,
+        statuses: dict[int, Json],
+        workers: Any,
+        deadline: float | None = None,
+        unstarted: float | None = None,
     ) -> list[int]:
         now, limit = time.monotonic(), self.deadline if deadline is None else deadline
         lost: list[int] = []
@@ -306,7 +312,9 @@ class Beats:
             last = self.seen.get(worker)
             if last is None or last[0] != beat:
                 self.seen[worker] = (beat, now)
-            elif now - last[1] > limit:
+                continue
+            waited = limit if beat is not None or unstarted is None else unstarted
+            if now - last[1] > waited:
                 lost.append(worker)
         return lost
 

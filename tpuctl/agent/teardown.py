@@ -33,6 +33,14 @@ class Teardown:
     total: int
     say: Callable[[str], None]
     quietly: Callable[[Callable[[], Any]], None]
+    client: claims.Renewals
+
+    def unstarted(self) -> float | None:
+        """How long a peer with no status of this attempt may take to start: --start-wait
+        while the client renews its lease (it is still starting the agents, and a peer's
+        VM may answer SSH minutes after this one's); None (--stale) once it does not."""
+        wait = float(getattr(self.args, "start_wait", 0.0) or 0.0)
+        return wait if wait and self.client.alive() else None
 
     def after_death(self, state: str, error: str) -> None:
         """The supervisor's part once the agent died: a final status with the error
@@ -78,8 +86,8 @@ class Teardown:
             )
             return True
         unread.pop(worker, None)
-        if not st or st.get("attempt") != self.args.attempt:
-            return time.time() - since > self.args.stale  # its agent never started
+        if not st or st.get("attempt") != self.args.attempt:  # its agent has not started
+            return time.time() - since > max(self.args.stale, self.unstarted() or 0.0)
         return protocol.is_final(st) or time.time() - st.get("heartbeat", 0) > self.args.stale
 
     def teardown(self) -> None:

@@ -40,6 +40,13 @@ START_TIMEOUT = 60.0  # an agent start with no answer by then is a lost one: ret
 # A VM still booting: its workers' host keys, then their SSH, may take this long each
 # (as `create --wait-ssh` allows); the job's lease keeps the node while the client waits.
 BOOT_WAIT = 300.0
+# How long the agents that started may wait for one that has not (worker 0 counts a peer
+# with no status as lost only then, not at --heartbeat-deadline): the client's own bound
+# for starting them all, its SSH retries (BOOT_WAIT) and a last start's answer. The
+# slices of a multislice job start once every slice has capacity (services/queued.py),
+# so a slice that waited for capacity never runs against it; one whose VMs answer SSH
+# later than the others' does.
+START_WAIT = BOOT_WAIT + START_TIMEOUT
 
 
 def slice_plan(job: Job, progress: Progress = noop) -> tuple[ssh_service.Plan, list[list[str]]]:
@@ -113,6 +120,8 @@ def start(job: Job) -> None:
             str(job.spec.sync_every),
             "--stale",
             str(job.spec.heartbeat_deadline),
+            "--start-wait",
+            str(START_WAIT),
             "--hang-after",
             str(job.spec.hang_after),
             # what the user submitted, by SSH: the bucket cannot change it (protocol.py)
