@@ -88,3 +88,13 @@ def test_renewals_see_the_client_alive_while_its_lease_changes_within_its_length
     clock[0] += 91.0  # no new generation for longer than the lease: the client is gone
     assert not client.alive()
     assert not claims.Renewals(Bucket(**{claims.lease_path(JOB): (None, NOW)}), JOB).alive()
+
+
+def test_renewals_count_a_lease_first_seen_from_when_it_was_written(monkeypatch: Any) -> None:
+    """A client killed long before worker 0 first looks: its last lease, written more
+    than a lease ago by Cloud Storage's clock, is no sign of life at the first look."""
+    now = time.time()
+    old = claims.lease(JOB, 90.0, 4, now=now - 120)
+    assert not claims.Renewals(Bucket(**{claims.lease_path(JOB): (old, now - 120)}), JOB).alive()
+    fresh = claims.lease(JOB, 90.0, 4, now=now - 30)
+    assert claims.Renewals(Bucket(**{claims.lease_path(JOB): (fresh, now - 30)}), JOB).alive()

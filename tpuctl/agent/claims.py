@@ -90,7 +90,10 @@ def lease(job_id: str, seconds: float, renewals: int, now: float | None = None) 
 class Renewals:
     """The job's client as a VM sees it: alive while a new generation of its lease has
     been seen within the lease's length, on this VM's monotonic clock (the client's clock
-    is never read). A lease that cannot be read, or none, is no sign of life."""
+    is never read). A generation seen for the first time counts from when Cloud Storage
+    says it was written (as `shows_life` reads it), so a client already dead at the first
+    look is not believed alive for another lease. A lease that cannot be read, or none,
+    is no sign of life."""
 
     def __init__(self, storage: Any, job_id: str) -> None:
         self.storage, self.job_id = storage, job_id
@@ -106,8 +109,20 @@ class Renewals:
             return False
         now = time.monotonic()
         if self.seen is None or self.seen[0] != generation:
-            self.seen = (generation, now)
+            self.seen = (generation, now - self._age())
         return now - self.seen[1] <= min(seconds, MAX_LEASE)
+
+    def _age(self) -> float:
+        """Seconds since the lease was written, by its `updated` time (0: unknown)."""
+        from .monitoring import rfc3339
+
+        name = lease_path(self.job_id)
+        try:
+            listed = [o for o in self.storage.objects(name) if o.get("name") == name]
+        except (HttpError, OSError, ValueError):
+            return 0.0
+        updated = rfc3339(listed[0].get("updated")) if listed else None
+        return 0.0 if updated is None else max(0.0, time.time() - updated)
 
 
 # -- on the VM: worker 0's agent at the end of a job ------------------------------------
