@@ -104,7 +104,7 @@ def test_logs_follow_opens_no_session_on_a_node_the_record_names_falsely(cli, em
         live_logs._stream(
             factory.backends(),
             factory.ssh(),
-            full,
+            {"project": "tpuctl-demo", "zone": "us-central1-a", "node": "unrelated"},
             "20261205-000000-abcdef",
             running,
             {},

@@ -87,6 +87,43 @@ def test_a_jax_job_is_profiled_on_every_worker_and_the_traces_come_home(
     )
 
 
+# one worker per slice: slice 1's is worker 1; on Compute Engine, and on the Cloud TPU API
+MULTISLICE = {
+    "compute": ("-a", "tpu7x-8", "--zone", "us-central1-c"),
+    "tpu": ("-a", "v5litepod-8", "--zone", "us-central1-a"),
+}
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("api", sorted(MULTISLICE))
+def test_every_slice_of_a_multislice_job_is_profiled_and_its_stacks_taken(
+    cli, emulator, tmp_path: Path, api: str
+) -> None:
+    from jax.profiler import ProfileData
+
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "main.py").write_text(JAX_SCRIPT)
+    flags = [*MULTISLICE[api], "--slices", "2", "--detach", "--json", "--no-outputs"]
+    r = cli("run", str(tmp_path / "job" / "main.py"), *flags)
+    assert r.code == 0, r.err
+    job = str(json.loads(r.out)["job"])
+    try:
+        ready = re.compile(r"^(\[s\d/w\d\] )?ready$", re.M)  # each slice's JAX computes
+        wait_for(lambda: len(ready.findall(cli("logs", job).out)) == 2, timeout=180)
+        took = cli("profile", job, "--seconds", "1", "--dest", str(tmp_path / "p"), "--json")
+        assert took.code == 0, took.err
+        traces = json.loads(took.out)["traces"]
+        assert sorted(t["worker"] for t in traces) == [0, 1]  # slice 0's, slice 1's
+        for t in traces:
+            assert "/host:CPU" in [p.name for p in ProfileData.from_file(t["file"]).planes]
+        stacks = cli("stacks", job)
+        assert stacks.code == 0, stacks.err
+        assert "s0/w0" in stacks.out and "s1/w0" in stacks.out, stacks.out
+    finally:
+        assert cli("cancel", job).code == 0
+        wait_for(lambda: emulator.nodes() == [] and emulator.instances() == [], timeout=120)
+
+
 @pytest.mark.long
 def test_a_script_without_jax_or_tensorflow_is_said_in_one_line(
     cli, emulator, tmp_path: Path

@@ -44,7 +44,6 @@ def follow(
     """Print the job's log (`write(worker, bytes)`) until the job has ended; its state.
     `tpu`: the APIs the job's node may be on, in look-up order."""
     record = staging.read_job_record(bucket, job_id)
-    node = f"projects/{record['project']}/locations/{record['zone']}/nodes/{record['node']}"
     offsets: dict[str, int] = {}
     followed: set[tuple[int, int, int]] = set()  # (worker, attempt, agent pid) seen to end
     live = True
@@ -57,7 +56,7 @@ def follow(
         running = _running(bucket, job_id, worker, followed) if live else {}
         if running:
             try:
-                _stream(tpu, ssh, node, job_id, running, offsets, write)
+                _stream(tpu, ssh, record, job_id, running, offsets, write)
             except TpuctlError as e:
                 if _ended(bucket, job_id, running):
                     continue  # the stream went with the node the job's end tore down
@@ -101,15 +100,38 @@ def _running(
 def job_plan(
     tpu: Sequence[TpuBackend],
     ssh: SshApi,
+    record: dict[str, Any],
+    job_id: str,
+    workers: list[int],
+    refusal: str,
+) -> ssh_service.Plan:
+    """The SSH plan to these workers of the job's node (of a multislice job: of its
+    slices `NODE-0`, `NODE-1`, ..., the workers numbered across them as the agents are,
+    slice s's worker k being s * workers per slice + k), only where the node carries the
+    job's label: the record naming the node is in the shared bucket, and no key of yours
+    goes to, and no session is opened on, a node it names falsely (`refusal` says what
+    is then not done)."""
+    node = f"projects/{record['project']}/locations/{record['zone']}/nodes/{record['node']}"
+    slices = max(1, int(record.get("slices", 1)))
+    if slices == 1:
+        return _node_plan(tpu, ssh, node, job_id, workers, refusal)
+    per = max(1, int(record.get("workers", slices)) // slices)
+    plans = {
+        s: _node_plan(tpu, ssh, f"{node}-{s}", job_id, [w - s * per for w in chosen], refusal)
+        for s in range(slices)
+        if (chosen := [w for w in workers if s * per <= w < (s + 1) * per])
+    }
+    return ssh_service.merged(plans, per)
+
+
+def _node_plan(
+    tpu: Sequence[TpuBackend],
+    ssh: SshApi,
     node: str,
     job_id: str,
     workers: list[int],
     refusal: str,
 ) -> ssh_service.Plan:
-    """The SSH plan to these workers of the job's node, only when the node carries the
-    job's label: the record naming the node is in the shared bucket, and no key of yours
-    goes to, and no session is opened on, a node it names falsely (`refusal` says what is
-    then not done)."""
     from tpuctl.services.lookup import find_node
 
     api, found = find_node(tpu, node)
@@ -124,7 +146,6 @@ def job_plan(
 class Refusals(NamedTuple):
     """What a command that reaches a running job's workers says when it cannot."""
 
-    single_slice: str  # to a multislice job: what to do instead
     nothing: str  # to a job running nothing: what there is then not to do
     refusal: str  # to a node not carrying the job's label: what is not done there
 
@@ -137,15 +158,13 @@ def running_plan(
     worker: int | None,
     words: Refusals,
 ) -> tuple[dict[int, dict[str, Any]], ssh_service.Plan]:
-    """The workers of a single-slice job that run its setup or script now (or `worker`
-    alone), with their statuses, and the SSH plan to them (`job_plan`); a multislice job,
-    or one running nothing, is refused (`words`)."""
-    single_slice, nothing, refusal = words
+    """The workers of the job (of every slice) that run its setup or script now (or
+    `worker` alone), with their statuses, and the SSH plan to them (`job_plan`); a job
+    running nothing is refused (`words`)."""
+    nothing, refusal = words
     record = staging.read_job_record(bucket, job_id)
     if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
         raise UsageError(f"job {job_id} has no worker {worker}")
-    if int(record.get("slices", 1)) > 1:
-        raise TpuctlError(f"job {job_id} is a multislice job: {single_slice}")
     running = {
         w: s
         for w, s in jobs.statuses(bucket, job_id).items()
@@ -158,14 +177,13 @@ def running_plan(
             f"job {job_id} runs no setup or script now: {nothing}",
             hint=f"`tpuctl jobs {job_id}` shows its state",
         )
-    node = f"projects/{record['project']}/locations/{record['zone']}/nodes/{record['node']}"
-    return running, job_plan(tpu, ssh, node, job_id, sorted(running), refusal)
+    return running, job_plan(tpu, ssh, record, job_id, sorted(running), refusal)
 
 
 def _stream(
     tpu: Sequence[TpuBackend],
     ssh: SshApi,
-    node: str,
+    record: dict[str, Any],
     job_id: str,
     running: dict[int, dict[str, Any]],
     offsets: dict[str, int],
@@ -174,7 +192,7 @@ def _stream(
     """Follow these workers' logs on their VMs until their agents have exited. Only on a
     node that carries the job's label: the record naming the node is in the shared bucket,
     and no key of yours goes to, and no session is opened on, a node it names falsely."""
-    plan = job_plan(tpu, ssh, node, job_id, sorted(running), "its log is not followed there")
+    plan = job_plan(tpu, ssh, record, job_id, sorted(running), "its log is not followed there")
     agent = bundle.build()
     refused: list[str] = []
 

@@ -49,7 +49,6 @@ NAME = re.compile(r"worker-(\d+)(-\d+)?")
 
 
 REFUSALS = live_logs.Refusals(
-    single_slice="`tpuctl profile` profiles a single-slice job only",
     nothing="there is nothing to profile",
     refusal="it is not profiled there",
 )

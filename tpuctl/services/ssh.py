@@ -7,6 +7,7 @@ client (`openssh_command`) and tpuctl's own client (services.remote) connect wit
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Sequence
@@ -158,6 +159,20 @@ class Plan:
     key_added: bool = False  # just added (metadata or OS Login): the VMs may need a moment
     oslogin: bool = False  # the node uses OS Login: `user` is the profile's POSIX user
     unsure: str = ""  # why tpuctl could not tell if the project enforces OS Login
+
+
+def merged(plans: dict[int, Plan], per: int) -> Plan:
+    """One plan for the workers of several slices (slice s: `plans[s]`), each endpoint
+    numbered across them (slice s, worker k: s * per + k)."""
+    endpoints = [
+        dataclasses.replace(ep, worker=s * per + ep.worker)
+        for s, one in sorted(plans.items())
+        for ep in one.endpoints
+    ]
+    first = plans[min(plans)]
+    return dataclasses.replace(
+        first, endpoints=endpoints, key_added=any(p.key_added for p in plans.values())
+    )
 
 
 def plan(

@@ -33,8 +33,6 @@ _NOISE = (
 
 
 REFUSALS = live_logs.Refusals(
-    single_slice="`tpuctl stacks` takes the stacks of a single-slice job only; `tpuctl ssh` "
-    "to a worker and `py-spy dump` there",
     nothing="there are no stacks to take",
     refusal="its stacks are not taken there",
 )

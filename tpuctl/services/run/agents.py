@@ -5,7 +5,6 @@ start it for one attempt (over SSH), then read what the agents write to the buck
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -66,11 +65,7 @@ def slice_plan(job: Job, progress: Progress = noop) -> tuple[ssh_service.Plan, l
         return plans[0], []
     per = len(plans[0].node.workers)
     coordinator = f"{plans[0].node.workers[0].internal_ip}:{MEGASCALE_PORT}"
-    endpoints = [
-        dataclasses.replace(ep, worker=s * per + ep.worker)
-        for s, plan in enumerate(plans)
-        for ep in plan.endpoints
-    ]
+    merged = ssh_service.merged(dict(enumerate(plans)), per)
     extra = [
         [
             "--slice",
@@ -82,10 +77,8 @@ def slice_plan(job: Job, progress: Progress = noop) -> tuple[ssh_service.Plan, l
             "--request",
             job.node_name,
         ]
-        for g in range(len(endpoints))
+        for g in range(len(merged.endpoints))
     ]
-    merged = dataclasses.replace(plans[0], endpoints=endpoints)
-    merged.key_added = any(p.key_added for p in plans)
     return merged, extra
 
 
