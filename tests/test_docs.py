@@ -59,6 +59,25 @@ def test_the_pages_people_start_from_have_runnable_examples() -> None:
     assert {"README.md", "ssh.md", "emulator.md"} <= names
 
 
+def test_each_page_starts_clean_so_the_pages_run_in_any_order_in_one_home() -> None:
+    """Each page's example starts from a fresh emulator, and a page that writes tpuctl's
+    config file (`tpuctl init`) writes its own first: so the pages run one after another
+    in one HOME as each runs alone (all of them, in the order listed, passed so; that
+    run takes minutes, this guard keeps what made it pass)."""
+    for page in RUNNABLE:
+        lines = [
+            line.strip()
+            for line in runnable(page).splitlines()
+            if line.strip() and not line.strip().startswith("#")
+        ]
+        starts = [i for i, line in enumerate(lines) if "tpuctl emulator start" in line]
+        assert starts and "--fresh" in lines[starts[0]], page.name
+        assert not any(line.startswith("tpuctl ") for line in lines[: starts[0]]), page.name
+        writes = [i for i, line in enumerate(lines) if re.search(r"\btpuctl init\b", line)]
+        own = [i for i, line in enumerate(lines) if line.startswith("export TPUCTL_CONFIG=")]
+        assert not writes or (own and own[0] < writes[0]), page.name
+
+
 def pins(page: Path) -> list[tuple[str, str]]:
     """(name, version) of each `name==version` line of the page's requirements."""
     lines = PACKAGES[page.name][0].read_text().split()
