@@ -116,10 +116,20 @@ def job_plan(
     if slices == 1:
         return _node_plan(tpu, ssh, node, job_id, workers, refusal)
     per = max(1, int(record.get("workers", slices)) // slices)
-    plans = {
-        s: _node_plan(tpu, ssh, f"{node}-{s}", job_id, [w - s * per for w in chosen], refusal)
-        for s in range(slices)
-        if (chosen := [w for w in workers if s * per <= w < (s + 1) * per])
+    workers = [w for w in workers if 0 <= w < slices * per]
+    if not workers:
+        raise TpuctlError(f"job {job_id}'s record has none of these workers: {refusal}")
+    plans = {  # the slices of these workers only (the record is the bucket's: its counts
+        # are no bound on the work done here)
+        s: _node_plan(
+            tpu,
+            ssh,
+            f"{node}-{s}",
+            job_id,
+            [w - s * per for w in workers if w // per == s],
+            refusal,
+        )
+        for s in sorted({w // per for w in workers})
     }
     return ssh_service.merged(plans, per)
 
