@@ -91,3 +91,26 @@ def test_following_a_10mb_log_downloads_it_about_once(
     # Six uploads and many more looks, each reading the whole object, would be > 60 MiB;
     # besides the log once, only the job's small JSON objects are read, at every look.
     assert len(log) <= received < len(log) + MB, received
+
+
+def test_a_multislice_plan_reaches_only_the_slices_of_the_running_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Slice s's worker k is s * per + k, as the agents number them; the record's slice
+    count (the shared bucket's) bounds nothing: a forged billion slices costs one plan
+    per slice of a running worker, and a worker outside the record is left out."""
+    from tpuctl.services import ssh as ssh_service
+
+    planned: list[tuple[str, list[int]]] = []
+    monkeypatch.setattr(
+        live_logs, "_node_plan", lambda t, s, node, job, workers, r: planned.append((node, workers))
+    )
+    monkeypatch.setattr(ssh_service, "merged", lambda plans, per: (sorted(plans), per))
+    record = {"project": "p", "zone": "z", "node": "n", "slices": 2, "workers": 8}
+    got = live_logs.job_plan([], None, record, "j", [1, 5, 6, 9], "no")  # type: ignore[arg-type]
+    base = "projects/p/locations/z/nodes/n"
+    assert planned == [(f"{base}-0", [1]), (f"{base}-1", [1, 2])] and got == ([0, 1], 4)
+    planned.clear()
+    forged = dict(record, slices=10**9)  # per = 1: worker 5 is slice 5's
+    live_logs.job_plan([], None, forged, "j", [5], "no")  # type: ignore[arg-type]
+    assert planned == [(f"{base}-5", [0])]
