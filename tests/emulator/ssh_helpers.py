@@ -17,7 +17,7 @@ from typing import Any
 from tpuctl.catalog import runtime_for
 from tpuctl.cloud.ssh import ensure_key_pair
 from tpuctl.emulator.core.ports import free_port
-from tpuctl.emulator.workers.pidns import HOLDER_ENV
+from tpuctl.emulator.workers.pidns import HOLDER_ENV, ns_pid
 
 # The session emulator's instance id (set by tests/conftest.py): processes of other
 # emulators on this machine (a user's, another test run's) are none of our business.
@@ -51,21 +51,11 @@ def mine(emulator_server: Any, holders: bool = False) -> Any:
     return lambda: worker_processes(instance, holders)
 
 
-def inner_pid(pid: int) -> int:
-    """A worker process's pid as its worker numbers it (its own PID namespace, where the
-    emulator gives each worker one), from its pid on this machine."""
-    with open(f"/proc/{pid}/status") as f:
-        return int(next(line for line in f if line.startswith("NSpid:")).split()[-1])
-
-
 def inner_pids(pids: list[int]) -> dict[int, int]:
-    """{pid as its worker numbers it: pid on this machine} of worker processes (those
-    that ended meanwhile left out)."""
-    found = {}
-    for pid in pids:
-        with contextlib.suppress(OSError, StopIteration, ValueError):
-            found[inner_pid(pid)] = pid
-    return found
+    """{pid as its worker numbers it (its own PID namespace, where the emulator gives each
+    worker one): pid on this machine} of worker processes (those that ended meanwhile
+    left out)."""
+    return {inner: pid for pid in pids if (inner := ns_pid(pid)) is not None}
 
 
 def wait_until(condition: Any, what: str, timeout: float = 10.0) -> None:
