@@ -8,8 +8,9 @@ import json
 import time
 from typing import Any
 
-from tpuctl.agent import claims
+from tpuctl.agent import claims, metadata, net
 from tpuctl.agent.protocol import status_path
+from tpuctl.agent.storage import READ_LIMIT, Storage
 
 JOB = "20261206-010203-abcdef"
 NOW = 1_800_000_000.0
@@ -32,7 +33,7 @@ class Bucket:
             if n.startswith(prefix)
         ]
 
-    def read_json(self, name: str) -> tuple[Any, int]:
+    def read_json(self, name: str, limit: int = 0) -> tuple[Any, int]:
         return self.objects_[name][0], 1
 
 
@@ -75,7 +76,7 @@ def test_renewals_see_the_client_alive_while_its_lease_changes_within_its_length
     lease = claims.lease(JOB, 90.0, 0)
 
     class Leased(Bucket):
-        def read_json(self, name: str) -> tuple[Any, int]:
+        def read_json(self, name: str, limit: int = 0) -> tuple[Any, int]:
             return self.objects_[name][0], generation[0]
 
     client = claims.Renewals(Leased(**{claims.lease_path(JOB): (lease, NOW)}), JOB)
@@ -98,3 +99,44 @@ def test_renewals_count_a_lease_first_seen_from_when_it_was_written(monkeypatch:
     assert not claims.Renewals(Bucket(**{claims.lease_path(JOB): (old, now - 120)}), JOB).alive()
     fresh = claims.lease(JOB, 90.0, 4, now=now - 30)
     assert claims.Renewals(Bucket(**{claims.lease_path(JOB): (fresh, now - 30)}), JOB).alive()
+
+
+class Endless:
+    """A body that never ends (a co-writer's lease of any size), counting what was read."""
+
+    def __init__(self) -> None:
+        self.read_bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        assert size >= 0, "an endless body read whole never returns"
+        self.read_bytes += size
+        return b" " * size
+
+    def close(self) -> None:
+        pass
+
+
+class NoToken(metadata.Token):
+    def headers(self, **extra: str) -> dict[str, str]:
+        return dict(extra)
+
+
+def test_a_lease_of_any_size_is_read_in_bounded_memory_and_is_no_sign_of_life() -> None:
+    """A co-writer of the bucket replaces the lease by an endless object: worker 0 reads
+    at most a record's bound of it and takes the client for gone; any other object the
+    agent reads whole is bounded likewise."""
+    bodies: list[Endless] = []
+
+    def sender(*_: Any) -> net.Reply:
+        bodies.append(Endless())
+        return net.Reply(200, {"x-goog-generation": "7"}, bodies[-1])
+
+    storage = Storage(NoToken(), "bucket", sender=sender)
+    assert not claims.Renewals(storage, JOB).alive()
+    assert bodies and bodies[0].read_bytes <= claims.RECORD_LIMIT + 1
+    try:
+        storage.read_json(claims.lease_path(JOB))
+        raise AssertionError("an endless object was read as JSON")
+    except net.TooLarge as e:
+        assert "more than" in str(e)
+    assert bodies[-1].read_bytes <= READ_LIMIT + 1

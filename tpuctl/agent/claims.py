@@ -101,7 +101,7 @@ class Renewals:
 
     def alive(self) -> bool:
         try:
-            value, generation = self.storage.read_json(lease_path(self.job_id))
+            value, generation = self.storage.read_json(lease_path(self.job_id), RECORD_LIMIT)
         except (HttpError, OSError, ValueError):
             return False
         seconds = number((value or {}).get("seconds"))
@@ -191,7 +191,7 @@ def shows_life(storage: Any, job_id: str, stale: float, now: float | None = None
         if int((objects.get(name) or {}).get("size") or 0) > RECORD_LIMIT:
             return None
         with contextlib.suppress(HttpError, ValueError):
-            read = storage.read_json(name)[0]
+            read = storage.read_json(name, RECORD_LIMIT)[0]
             return read if isinstance(read, dict) else None
         return None
 

@@ -81,6 +81,11 @@ class _BodyReader:
             self._file.close()
 
 
+class TooLarge(ValueError):
+    """A body longer than the reader allowed (another principal may write what is read:
+    it is read in bounded memory)."""
+
+
 class Reply:
     """An HTTP response whose body is read as it arrives (`read(n)`) or whole (`body()`).
     `headers` have lower-case names."""
@@ -160,16 +165,21 @@ def http(
     attempts: int = 8,
     timeout: float = 60,
     sender: Send | None = None,
+    limit: int | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     """One HTTP call, retried with jittered back-off on 429, 5xx and network errors.
     `data` is bytes, a Path or a Body (sent anew for each attempt). Returns (status,
-    headers with lower-case names, body) for statuses below 400 (a 308 included)."""
+    headers with lower-case names, body) for statuses below 400 (a 308 included). A body
+    longer than `limit` bytes raises TooLarge, having read at most one byte more."""
     for attempt in range(attempts):
         try:
             reply = (sender or send)(method, url, data, headers or {}, timeout)
             with reply:
                 if reply.status < 400:
-                    return reply.status, reply.headers, reply.read()
+                    body = reply.read() if limit is None else reply.read(limit + 1)
+                    if limit is not None and len(body) > limit:
+                        raise TooLarge(f"{method} {url}: more than {limit:,} bytes")
+                    return reply.status, reply.headers, body
                 if reply.status not in RETRIED or attempt == attempts - 1:
                     message = reply.read(500).decode(errors="replace")
                     raise HttpError(reply.status, message)

@@ -103,7 +103,7 @@ class Outputs:
                 unsigned += 1
                 continue
             try:
-                value, _ = self.storage.read_json(item["name"])
+                value, _ = self.storage.read_json(item["name"], MANIFEST_LIMIT)
             except (HttpError, ValueError):
                 value = None
             if not self.trusted(value):

@@ -18,6 +18,9 @@ from urllib.parse import quote, urlencode
 from .metadata import Token
 from .net import Body, HttpError, Json, Reply, Send, http, send
 
+# bytes: the largest object read whole into memory (records, statuses, leases, requests;
+# the client's bound too, cloud/storage.py's JSON_LIMIT); files are streamed (streams.py)
+READ_LIMIT = 16 << 20
 STORAGE_URL = os.environ.get("TPUCTL_STORAGE_URL", "https://storage.googleapis.com").rstrip("/")
 
 
@@ -34,9 +37,11 @@ class Storage:
         self.objects_url = f"{base}/storage/v1/b/{name}/o"
         self.uploads_url = f"{base}/upload/storage/v1/b/{name}/o"
 
-    def http(self, method: str, url: str, data: Any = None, **headers: str) -> Any:
+    def http(
+        self, method: str, url: str, data: Any = None, limit: int | None = None, **headers: str
+    ) -> Any:
         """`http` with the token and this bucket's sender."""
-        return http(method, url, data, self.token.headers(**headers), sender=self.send)
+        return http(method, url, data, self.token.headers(**headers), sender=self.send, limit=limit)
 
     def send(self, *args: Any, **kwargs: Any) -> Reply:
         return self.sender(*args, **kwargs)
@@ -45,15 +50,17 @@ class Storage:
         query = {"alt": "media", **({"generation": str(generation)} if generation else {})}
         return f"{self.objects_url}/{quote(name, safe='')}?{urlencode(query)}"
 
-    def read(self, name: str) -> tuple[bytes, int]:
-        """An object's content (for small objects: it is held in memory) and generation."""
-        _, head, data = self.http("GET", self.media_url(name))
+    def read(self, name: str, limit: int = READ_LIMIT) -> tuple[bytes, int]:
+        """A small object's content (held in memory) and generation; one longer than
+        `limit` bytes raises TooLarge (a ValueError), having read at most `limit` + 1."""
+        _, head, data = self.http("GET", self.media_url(name), limit=limit)
         return data, int(head.get("x-goog-generation", 0))
 
-    def read_json(self, name: str) -> tuple[Json | None, int]:
-        """(value, generation), or (None, 0) when absent."""
+    def read_json(self, name: str, limit: int = READ_LIMIT) -> tuple[Json | None, int]:
+        """(value, generation), or (None, 0) when absent; ValueError when it is not JSON
+        or longer than `limit` bytes."""
         try:
-            data, generation = self.read(name)
+            data, generation = self.read(name, limit)
         except HttpError as e:
             if e.status == 404:
                 return None, 0
