@@ -38,7 +38,7 @@ class Storage:
         self.uploads_url = f"{base}/upload/storage/v1/b/{name}/o"
 
     def http(
-        self, method: str, url: str, data: Any = None, limit: int | None = None, **headers: str
+        self, method: str, url: str, data: Any = None, *, limit: int | None = None, **headers: str
     ) -> Any:
         """`http` with the token and this bucket's sender."""
         return http(method, url, data, self.token.headers(**headers), sender=self.send, limit=limit)
