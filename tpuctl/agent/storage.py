@@ -37,11 +37,9 @@ class Storage:
         self.objects_url = f"{base}/storage/v1/b/{name}/o"
         self.uploads_url = f"{base}/upload/storage/v1/b/{name}/o"
 
-    def http(
-        self, method: str, url: str, data: Any = None, *, limit: int | None = None, **headers: str
-    ) -> Any:
+    def http(self, method: str, url: str, data: Any = None, **headers: str) -> Any:
         """`http` with the token and this bucket's sender."""
-        return http(method, url, data, self.token.headers(**headers), sender=self.send, limit=limit)
+        return http(method, url, data, self.token.headers(**headers), sender=self.send)
 
     def send(self, *args: Any, **kwargs: Any) -> Reply:
         return self.sender(*args, **kwargs)
@@ -53,7 +51,8 @@ class Storage:
     def read(self, name: str, limit: int = READ_LIMIT) -> tuple[bytes, int]:
         """A small object's content (held in memory) and generation; one longer than
         `limit` bytes raises TooLarge (a ValueError), having read at most `limit` + 1."""
-        _, head, data = self.http("GET", self.media_url(name), limit=limit)
+        url, headers = self.media_url(name), self.token.headers()
+        _, head, data = http("GET", url, None, headers, sender=self.send, limit=limit)
         return data, int(head.get("x-goog-generation", 0))
 
     def read_json(self, name: str, limit: int = READ_LIMIT) -> tuple[Json | None, int]:
