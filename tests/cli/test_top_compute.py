@@ -124,7 +124,12 @@ def test_the_metrics_descriptor_names_the_resource_a_compute_vm_writes_on(
             "filter": 'metric.type = starts_with("tpu.googleapis.com/accelerator/")',
         }
     )
-    assert {d.type.rsplit("/", 1)[-1] for d in prefixed} == {"duty_cycle", "tensorcore_utilization"}
+    assert {d.type.rsplit("/", 1)[-1] for d in prefixed} == {
+        "duty_cycle",
+        "tensorcore_utilization",
+        "memory_used",
+        "memory_total",
+    }
     with pytest.raises(gx.InvalidArgument, match="Could not parse the filter"):
         list(
             client(emulator).list_metric_descriptors(

@@ -80,9 +80,10 @@ class Backend(ControlPlane):
 
     def _monitored(self) -> list[monitoring.WorkerView]:
         with self.lock:  # no transitions applied: a sample is no API call
+            hosts = compute_hosts.hosts(self.state)
             return monitoring.worker_views(
-                self.state.nodes.values(), self.workers
-            ) + monitoring.compute_worker_views(compute_hosts.hosts(self.state), self.workers)
+                self.state.nodes.values(), self.workers, self.chips
+            ) + monitoring.compute_worker_views(hosts, self.workers, self.chips)
 
     def _save(self) -> None:
         persistence.save(self.state, self._state_dir)

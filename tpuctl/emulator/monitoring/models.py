@@ -11,7 +11,9 @@ node and records one point per metric, as the TPU VM's agents do (docs/metrics.m
 - its idle duration is the seconds since the file was last written (the worker's boot
   touches it);
 - CPU and memory are those of the worker's processes (found by TPUCTL_EMULATOR_WORKER in
-  their environment, as the emulator finds them to kill them).
+  their environment, as the emulator finds them to kill them);
+- each chip's HBM used and total are what libtpu's runtime metrics show of it
+  (workers/chips.py), which a test sets through the control plane (`set_chips`).
 
 A point becomes visible `ingestion_delay` seconds after it was sampled (180 by default,
 the worst case the documentation states). Points are kept in memory for a day.
@@ -36,6 +38,8 @@ from tpuctl.emulator.monitoring.query import (
     COMPUTE_RESOURCE,
     CPU,
     DUTY,
+    HBM_TOTAL,
+    HBM_USED,
     IDLE,
     MEMORY,
     METRICS,
@@ -68,6 +72,7 @@ class WorkerView:
     marker: str  # TPUCTL_EMULATOR_WORKER of its processes
     devices: tuple[Path, ...]
     instance_id: str = ""  # a Compute Engine VM's id: its points are on `gce_instance`
+    hbm: tuple[tuple[int, int], ...] = ()  # each chip's HBM (used, total), in bytes
 
     @property
     def resource(self) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -208,6 +213,9 @@ class Monitoring:
             points.append((IDLE, chip_label, 0.0 if busy else max(0.0, now - mtime)))
             points.append((DUTY, chip_label, value))
             points.append((TENSORCORE, chip_label, value))
+            if chip < len(w.hbm):
+                points.append((HBM_USED, chip_label, float(w.hbm[chip][0])))
+                points.append((HBM_TOTAL, chip_label, float(w.hbm[chip][1])))
         points.append((MXU, (), sum(busy_shares) / max(1, len(busy_shares))))
         ticks = {pid: t for pid, (t, _) in procs.items()}
         cpu = 0.0
@@ -278,36 +286,33 @@ class Monitoring:
 
 
 # -- the request ---------------------------------------------------------------------------
-def worker_views(nodes: Any, files: Any) -> list[WorkerView]:
-    """Every worker of every READY node (`nodes`: Node objects; `files`: WorkerFiles)."""
+def worker_views(nodes: Any, files: Any, chips: Any) -> list[WorkerView]:
+    """Every worker of every READY node (`nodes`: Node objects; `files`: WorkerFiles;
+    `chips`: the workers' Chips, workers/chips.py)."""
     return [
-        WorkerView(
-            n.project, n.zone, n.node_id, n.uid, k, files.marker(n, k), tuple(files.devices(n, k))
-        )
+        _view(n, k, files, chips)
         for n in nodes
         if n.state == "READY"
         for k in range(len(n.addresses))
     ]
 
 
-def compute_worker_views(hosts: Any, files: Any) -> list[WorkerView]:
+def compute_worker_views(hosts: Any, files: Any, chips: Any) -> list[WorkerView]:
     """Every VM of every READY Compute Engine TPU VM or slice (`hosts`: ComputeHost
     objects, compute/hosts.py), in worker order, by its instance id."""
     return [
-        WorkerView(
-            h.project,
-            h.zone,
-            h.node_id,
-            h.uid,
-            k,
-            files.marker(h, k),
-            tuple(files.devices(h, k)),
-            h.instances[k].uid,
-        )
+        _view(h, k, files, chips, h.instances[k].uid)
         for h in hosts
         if h.state == "READY"
         for k in range(len(h.addresses))
     ]
+
+
+def _view(n: Any, k: int, files: Any, chips: Any, instance_id: str = "") -> WorkerView:
+    devices = tuple(files.devices(n, k))
+    marker = files.marker(n, k)
+    hbm = chips.memory(marker, n.accelerator.generation, len(devices))
+    return WorkerView(n.project, n.zone, n.node_id, n.uid, k, marker, devices, instance_id, hbm)
 
 
 def _declared_share(device: Path) -> float:

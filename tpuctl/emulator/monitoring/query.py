@@ -29,6 +29,11 @@ TENSORCORE = PREFIX + "accelerator/tensorcore_utilization"
 MXU = PREFIX + "tpu/mxu/utilization"
 CPU = PREFIX + "cpu/utilization"
 MEMORY = PREFIX + "memory/usage"
+# each chip's HBM, in bytes: what libtpu's runtime metrics show of it (workers/chips.py),
+# exported as Cloud TPU VMs do ("accelerator/memory_used", "accelerator/memory_total":
+# https://cloud.google.com/tpu/docs/troubleshooting/tpu-vm-monitoring, "Metrics")
+HBM_USED = PREFIX + "accelerator/memory_used"
+HBM_TOTAL = PREFIX + "accelerator/memory_total"
 # metric type -> (kind, value type, unit, per chip: the metric label naming the chip)
 METRICS: dict[str, tuple[str, str, str, str | None]] = {
     IDLE: ("GAUGE", "INT64", "s", "accelerator_id"),
@@ -37,6 +42,8 @@ METRICS: dict[str, tuple[str, str, str, str | None]] = {
     MXU: ("GAUGE", "DOUBLE", "%", None),
     CPU: ("GAUGE", "DOUBLE", "%", None),
     MEMORY: ("GAUGE", "INT64", "By", None),
+    HBM_USED: ("GAUGE", "INT64", "By", "accelerator_id"),
+    HBM_TOTAL: ("GAUGE", "INT64", "By", "accelerator_id"),
 }
 ALIGNERS = ("ALIGN_NONE", "ALIGN_MEAN", "ALIGN_MAX", "ALIGN_MIN")
 MAX_PAGE = 100_000

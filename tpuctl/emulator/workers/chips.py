@@ -105,6 +105,13 @@ class Chips:
                 self.servers[marker] = self._serve(marker)
             return self.servers[marker][1]
 
+    def memory(self, marker: str, generation: str, chips: int) -> tuple[tuple[int, int], ...]:
+        """Each chip's HBM (used, total) as the worker's libtpu shows it, for Cloud
+        Monitoring's samples (monitoring/models.py)."""
+        with self.lock:
+            shown = self.values.get(marker) or self.fresh(generation, chips)
+            return tuple((int(c["hbm_used"]), int(c["hbm_total"])) for c in shown)
+
     def update(self, marker: str, generation: str, count: int, chips: list[Any]) -> list[Any]:
         """Set some of the worker's chips: `[{chip, hbm_used?, hbm_total?, duty_cycle?}]`."""
         with self.lock:
