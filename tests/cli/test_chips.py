@@ -95,7 +95,7 @@ def test_jobs_shows_each_workers_chips_seconds_after_they_change(
 
 
 def test_a_worker_whose_chips_could_not_be_read_says_why_and_what_stands_in(capsys) -> None:
-    from tpuctl.cli.jobs import show_chips
+    from tpuctl.cli.chips_table import show_chips
 
     error = "no Python here has the grpc module (pip install grpcio, or tpu-info)"
     workers = [

@@ -117,6 +117,13 @@ def jobs(
             receipts[r["id"]] = late_receipt.load_or_make(b, r["id"], r.get("utilization"))
             r["receipt"] = receipts[r["id"]].to_json() if receipts[r["id"]] else None
     usage_notes(rows)
+    if one:  # where libtpu could not be read: Cloud Monitoring's chips (chip_metrics.py)
+        from tpuctl.services import chip_metrics, staging
+
+        for r in rows:
+            record = staging.read_job_record(b, r["id"])
+            record.setdefault("project", target.project)
+            chip_metrics.add_to(r, record, app.factory.backends, app.factory.monitoring)
     from tpuctl.cli.projection import chosen
 
     rows = [rows[i] for i in chosen(rows, filter_text, sort_by, limit)]
@@ -152,6 +159,7 @@ def jobs(
         )
     render.show_fitted(JOB_COLUMNS, table, wide)
     if one:
+        from tpuctl.cli.chips_table import show_chips
         from tpuctl.services.run.environment import describe
 
         for r in rows:  # as at the end of `run`
@@ -163,47 +171,13 @@ def jobs(
                     "shows where its threads wait\n"
                 )
             if r["chips"]:
-                show_chips(r["chips"], jobs_service.worker_names(b, r["id"]))
+                name = jobs_service.worker_names(b, r["id"])
+                show_chips(r["chips"], name, r.get("chipsNote"))
             if r["environment"]:
                 sys.stdout.write(describe(r["environment"]) + "\n")
             if receipts.get(r["id"]) is not None:
                 for line in receipts[r["id"]].lines():
                     sys.stdout.write(printable(line) + "\n")
-
-
-CHIP_COLUMNS = [
-    render.Col("WORKER", ident=True),
-    render.Col("CHIP"),
-    render.Col("HBM USED"),
-    render.Col("HBM TOTAL"),
-    render.Col("DUTY"),
-    render.Col("SOURCE"),
-]
-
-
-def show_chips(workers: list[dict[str, Any]], name: Callable[[int], str]) -> None:
-    """Each running worker's chips, as its agent last read them (services/chips.py)."""
-
-    def gib(value: int | None) -> str:
-        return "-" if value is None else f"{value / (1 << 30):.1f} GiB"
-
-    table = []
-    for w in workers:
-        age = "" if w["age"] is None else f", {render.human_age(w['age'])} ago"
-        source = f"{w['source']} {w['address']}{age}"
-        if w["error"]:
-            table.append([name(w["worker"]), "-", "-", "-", "-", f"{source}: {w['error']}"])
-        for c in w["chips"]:
-            duty = "-" if c["dutyCycle"] is None else f"{c['dutyCycle']:.0f}%"
-            row = [str(c["chip"]), gib(c["hbmUsed"]), gib(c["hbmTotal"]), duty, source]
-            table.append([name(w["worker"]), *row])
-    sys.stdout.write("\nchips, live (HBM and duty cycle from libtpu on each worker):\n")
-    render.show_fitted(CHIP_COLUMNS, table, True)
-    if any(w["error"] for w in workers):
-        sys.stdout.write(
-            "where libtpu could not be read, Cloud Monitoring's figures stand in: UTIL and "
-            "IDLE above, `tpuctl top` per node (minutes behind)\n"
-        )
 
 
 def _hung_for(row: dict[str, Any]) -> str:

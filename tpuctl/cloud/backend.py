@@ -82,6 +82,19 @@ class BackendKind:
         return ("--target", f"{self.key}:{node}")
 
 
+@dataclass(frozen=True)
+class MonitoredWorkers:
+    """Where Cloud Monitoring keeps the series of some workers of a node: the monitored
+    resource they are written on, the resource labels that narrow a filter to them (each
+    to its values), and which worker a series is, by the values of `keys` among its
+    resource labels (docs/observability.md, "Chips")."""
+
+    resource: str  # "tpu_worker", "gce_instance"
+    labels: dict[str, tuple[str, ...]]
+    keys: tuple[str, ...]
+    workers: dict[tuple[str, ...], int]  # the keys' values -> the worker's number
+
+
 class TpuBackend(Protocol):
     """A TPU API as tpuctl's services use it."""
 
@@ -177,6 +190,11 @@ class TpuBackend(Protocol):
         ...
 
     def operation_status(self, name: str, subject: str) -> OperationStatus: ...
+
+    def monitored_workers(self, node: Node, workers: list[int]) -> MonitoredWorkers:
+        """Where Cloud Monitoring keeps the per-chip series of `node`'s workers `workers`
+        (their numbers within the node)."""
+        ...
 
     def whole_at_once(self, shape: SliceShape) -> bool:
         """Whether a create of `shape` makes one resource that becomes the node on its own

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from tpuctl import catalog
 from tpuctl.catalog.shapes import SliceShape
-from tpuctl.cloud.backend import BackendDefaults, BackendKind
+from tpuctl.cloud.backend import BackendDefaults, BackendKind, MonitoredWorkers
 from tpuctl.cloud.compute import KIND, flex, quotas
 from tpuctl.cloud.compute import quota as pool
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
-from tpuctl.models import CreateSpec, PoolRow, QueuedResource, QueueSpec, QuotaPool
+from tpuctl.models import CreateSpec, Node, PoolRow, QueuedResource, QueueSpec, QuotaPool
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
@@ -113,6 +113,24 @@ class ComputeRules(BackendDefaults):
         if shape.known and not shape.multi_host:
             return "its VM"
         return "its VMs, instance template and workload policy"
+
+    def monitored_workers(self, node: Node, workers: list[int]) -> MonitoredWorkers:
+        # A Compute Engine TPU VM is a VM instance: its TPU metrics are on `gce_instance`
+        # (project_id, instance_id, zone), each chip's with the metric label
+        # `accelerator_id`. Google's TPU monitoring page
+        # (https://docs.cloud.google.com/tpu/docs/monitor-tpu) says only that Compute
+        # Engine VMs and the TPU runtime generate them; `tpuctl top` asks the metric's
+        # descriptor (services/metrics.py), and finds them on this resource.
+        from tpuctl.cloud.monitoring import COMPUTE_RESOURCE
+
+        vm = {w.index: w.instance_id for w in node.workers}
+        ids = {vm[w]: w for w in workers if vm.get(w)}
+        return MonitoredWorkers(
+            COMPUTE_RESOURCE,
+            {"zone": (node.zone,), "instance_id": tuple(sorted(ids))},
+            ("instance_id",),
+            {(i,): w for i, w in ids.items()},
+        )
 
     # -- queued requests: the TPU API's ---------------------------------------------
     def _no_queue(self) -> UsageError:

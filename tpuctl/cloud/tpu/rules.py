@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from tpuctl import catalog
 from tpuctl.catalog.shapes import SliceShape
-from tpuctl.cloud.backend import BackendDefaults, BackendKind
+from tpuctl.cloud.backend import BackendDefaults, BackendKind, MonitoredWorkers
 from tpuctl.cloud.tpu import KIND, quota_check
 from tpuctl.errors import QuotaError, UsageError
-from tpuctl.models import CreateSpec
+from tpuctl.models import CreateSpec, Node
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
@@ -53,3 +53,17 @@ class TpuRules(BackendDefaults):
         zones: list[str],
     ) -> dict[str, str]:
         return quota_check.headroom(self._me(), quotas, project, shape, scheduling, zones)
+
+    def monitored_workers(self, node: Node, workers: list[int]) -> MonitoredWorkers:
+        # A Cloud TPU API node's workers write their metrics on the `tpu_worker` resource
+        # (project_id, zone, node_id, worker_id); the per-chip ones carry the metric label
+        # `accelerator_id` (https://cloud.google.com/monitoring/api/metrics_gcp_p_z, "tpu")
+        from tpuctl.cloud.monitoring import RESOURCE
+
+        ids = tuple(str(w) for w in workers)
+        return MonitoredWorkers(
+            RESOURCE,
+            {"zone": (node.zone,), "node_id": (node.name,), "worker_id": ids},
+            ("node_id", "worker_id"),
+            {(node.name, i): w for i, w in zip(ids, workers, strict=True)},
+        )
