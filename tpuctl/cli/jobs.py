@@ -92,7 +92,8 @@ def jobs(
     utilisation and idle share over its life (Cloud Monitoring; `input-bound?` below
     50%). With JOB, also the job's Python environment: its key, how each worker got it
     (built, from the bucket, reused), packages, bytes moved, ready time (`--json`:
-    `environment`, in every row).
+    `environment`, in every row); and a running job's chips per worker, from libtpu on
+    the VM or else from Cloud Monitoring, each row naming its source (`chips`).
 
     Example: tpuctl jobs --filter state=FAILED --format 'value(id)'
     """
