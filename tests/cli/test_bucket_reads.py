@@ -132,6 +132,25 @@ def test_a_record_larger_than_any_tpuctl_writes_is_refused_unread(
     assert bucket.received - before <= 1001
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers, slices", [(10**12, 10**12), ("many", [2]), (-3, True)])
+def test_a_record_claiming_absurd_counts_is_shown_as_one_worker(
+    cli, bucket: Bucket, workers: object, slices: object
+) -> None:
+    """Counts of a billion slices would size lists and plans by them; a text, a crash."""
+    job = a_job(bucket, b"hi\n")
+    record, _ = bucket.read_json(protocol.job_record_path(job))
+    bucket.write_json(
+        protocol.job_record_path(job), {**record, "workers": workers, "slices": slices}
+    )
+    for args in (("jobs", "--json"), ("jobs", job, "--json"), ("logs", job)):
+        r = cli(*args)
+        assert r.code == 0, (args, r.err)
+    assert staging.read_job_record(bucket, job)["workers"] == 1
+    assert staging.read_job_record(bucket, job)["slices"] == 1
+    assert "hi" in cli("logs", job).out
+
+
 def test_a_job_name_with_terminal_controls_is_shown_escaped(cli, bucket: Bucket) -> None:
     job = a_job(bucket, b"hi\n")
     record, _ = bucket.read_json(protocol.job_record_path(job))

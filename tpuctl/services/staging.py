@@ -422,12 +422,25 @@ def stage_job(
     )
 
 
+# The most workers and slices a job record may claim: a record is shared ground, and what
+# reads it sizes lists and plans by these counts (the largest slice today has 2,304 hosts)
+MOST_WORKERS = 1 << 16
+MOST_SLICES = 1 << 10
+
+
 def read_job_record(bucket: Bucket, job_id: str) -> dict[str, Any]:
-    """The job record of `job_id` (NotFoundError when there is none)."""
+    """The job record of `job_id` (NotFoundError when there is none); its `workers` and
+    `slices` counts are whole numbers from 1 to their bound (1 where the record has
+    anything else: whoever can write the bucket can write a record)."""
     if not JOB_ID_RE.match(job_id):
         raise UsageError(f"bad job id {job_id!r}: job ids look like 20261129-153012-ab12cd")
     value, _ = bucket.read_json(job_record_path(job_id))
-    return dict(value)
+    record = dict(value)
+    for key, most in (("workers", MOST_WORKERS), ("slices", MOST_SLICES)):
+        count = record.get(key, 1)
+        ok = isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= most
+        record[key] = count if ok else 1
+    return record
 
 
 def list_job_ids(bucket: Bucket) -> list[str]:
