@@ -153,3 +153,18 @@ def test_with_room_for_both_slices_in_the_second_zone_only_the_job_runs_there(
     assert "multislice tpuctl-" in r.err and "(2 slices) is in us-east5-b" in r.err
     assert sorted(_views(r.out)) == list(range(8))
     assert emulator.instances() == []
+
+
+def test_api_auto_takes_the_whole_multislice_to_compute_engine_when_the_tpu_api_has_no_quota(
+    cli, emulator, jax_view
+) -> None:
+    """--api auto for N slices: the Cloud TPU API's queued multislice cannot be had (no v6e
+    quota there), so the same N slices are made on Compute Engine in the same zone."""
+    emulator.quotas({"TPUV6EPerProjectPerRegionForTPUAPI": {"us-east5": 0}})
+    r = cli("run", str(jax_view), "-a", "v6e-16", "--api", "auto", "--slices", "2",
+            "--zone", "us-east5-a", "--no-outputs")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "zone us-east5-a (Cloud TPU API) skipped: quota exceeded" in r.err, r.err
+    assert "(2 slices) is in us-east5-a on Compute Engine" in r.err, r.err
+    assert sorted(_views(r.out)) == list(range(8))
+    assert emulator.instances() == [] and emulator.nodes() == []

@@ -6,7 +6,7 @@ Layout, under STATE_DIR/workers (or a temp dir when the emulator keeps no state)
     <node id>-<node uid>/w<k>/root/                    the worker's `/` (sandbox.py)
     <node id>-<node uid>/w<k>/dev/accel0..             empty files standing for the TPU chips
     <node id>-<node uid>/w<k>/ssh_host_{ed25519,ecdsa}_key   the worker's SSH host keys
-    <node id>-<node uid>/ssh_host_rsa_key              the RSA host key, one per node
+    ssh_host_rsa_key                                   the RSA host key, one per emulator
     <node id>-<node uid>/w<k>/startup-script(.log)     the node's startup script, its output
 
 A recreated node has a new uid, so it gets a fresh folder and new host keys. Every
@@ -35,10 +35,11 @@ from tpuctl.emulator.workers import guest_env
 from tpuctl.emulator.workers.sandbox import Refused, Sandbox
 
 MARKER = "TPUCTL_EMULATOR_WORKER"
-# algorithm -> (file, generation options, one per node). A TPU VM's guest publishes an
-# RSA, an ECDSA and an Ed25519 key, as any Google Linux image's guest agent makes them.
-# Here the 2048-bit RSA key is shared by a node's workers: making one takes ~50 ms,
-# which a slice of 64 workers would pay 64 times (the others take ~0.1 ms).
+# algorithm -> (file, generation options, one per emulator). A TPU VM's guest publishes
+# an RSA, an ECDSA and an Ed25519 key, as any Google Linux image's guest agent makes them.
+# Here the 2048-bit RSA key is shared by every worker of the emulator: making one takes
+# 50-100 ms of CPU (the others ~0.1 ms), which hundreds of nodes paid each; tpuctl and
+# OpenSSH pick the Ed25519 key, which stays each worker's own.
 HOST_KEYS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "ssh-ed25519": ("ssh_host_ed25519_key", {}, False),
     "ecdsa-sha2-nistp256": ("ssh_host_ecdsa_key", {}, False),
@@ -128,13 +129,13 @@ class WorkerFiles:
         for device in self.devices(node, worker):
             device.touch(exist_ok=True)
         keys = {}
-        for algorithm, (name, options, per_node) in HOST_KEYS.items():
-            key_file = (self.node_dir(node) if per_node else wdir) / name
+        for algorithm, (name, options, shared) in HOST_KEYS.items():
+            key_file = (self.root if shared else wdir) / name
             if not key_file.exists():
                 import asyncssh
 
                 key = asyncssh.generate_private_key(algorithm, **options)
-                tmp = key_file.with_suffix(".tmp")
+                tmp = key_file.parent / f"{name}.{secrets.token_hex(4)}.tmp"  # one per maker
                 tmp.write_bytes(key.export_private_key())
                 tmp.chmod(0o600)
                 os.replace(tmp, key_file)
