@@ -78,6 +78,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/top.py
 	$(BIN)/python bench/logs.py
 	$(BIN)/python bench/checkpoints.py
+	$(BIN)/python bench/startup.py
 
 # reliability under faults, kills, signals and bad input (docs/reliability.md); about 30
 # min in all: CHAOS_ARGS="--only compute" (about 10 min) or "--only tpu" for one API
