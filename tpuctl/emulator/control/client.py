@@ -183,11 +183,18 @@ class EmulatorControl:
         body = {"node": node, "kind": kind, "worker": worker, **fields}
         return dict(self.call("POST", "worker-fault", body))
 
-    def set_chips(self, node: str, worker: int, chips: list[dict[str, Any]]) -> dict[str, Any]:
-        """Set what libtpu's runtime metrics show of a worker's chips (workers/chips.py):
-        `[{chip, hbm_used?, hbm_total?, duty_cycle?}]`, bytes and percent; the others
-        keep theirs (new: nothing used, the generation's HBM, 0 %)."""
-        return dict(self.call("POST", "chips", {"node": node, "worker": worker, "chips": chips}))
+    def set_chips(
+        self, node: str, worker: int, chips: list[dict[str, Any]], sdk: bool | None = None
+    ) -> dict[str, Any]:
+        """Set what libtpu's runtime metrics (and SDK) show of a worker's chips
+        (workers/chips.py): `[{chip, hbm_used?, hbm_total?, duty_cycle?,
+        tensorcore_util?}]`, bytes and percent; the others keep theirs (new: nothing used,
+        the generation's HBM, 0 %). `sdk`: whether the worker's image has libtpu's SDK
+        (workers/libtpu_sdk.py; None: as it was, at first it has)."""
+        body: dict[str, Any] = {"node": node, "worker": worker, "chips": chips}
+        if sdk is not None:
+            body["sdk"] = sdk
+        return dict(self.call("POST", "chips", body))
 
     def provision_queued(self, name: str) -> dict[str, Any]:
         """Provision a waiting queued resource now, whatever the zone's capacity."""

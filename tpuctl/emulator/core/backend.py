@@ -148,6 +148,7 @@ class Backend(ControlPlane):
                 len(self.workers.devices(node, worker)),
             )
             env["TPU_RUNTIME_METRICS_PORTS"] = str(port)
+            self.publish_sdk(node, worker)
             return env
 
     def logins(self, node: Node) -> frozenset[oslogin.Login]:

@@ -25,6 +25,7 @@ from tpuctl.emulator.core.timestamps import rfc3339
 from tpuctl.emulator.monitoring import models as monitoring
 from tpuctl.emulator.tpu.models import Node
 from tpuctl.emulator.workers import faults as worker_faults
+from tpuctl.emulator.workers import libtpu_sdk
 from tpuctl.emulator.workers.chips import Chips
 from tpuctl.emulator.workers.files import WorkerFiles
 
@@ -51,6 +52,11 @@ class ControlPlane:
 
     def node_env(self, node: Node, worker: int) -> dict[str, str]:
         raise NotImplementedError  # Backend's (backend.py)
+
+    def publish_sdk(self, node: Node, worker: int) -> None:
+        """The worker's libtpu SDK stand-in, with its TensorCore figures as they are now."""
+        site = worker_faults.site_packages(self.workers, node, worker)
+        libtpu_sdk.publish(site, self.chips.tensorcore(self.workers.marker(node, worker)))
 
     # -- Cloud Storage buckets: what fake-gcs-server does not keep (storage/proxy.py) ------
     def bucket_meta(self, bucket: str) -> dict[str, Any]:
@@ -212,8 +218,12 @@ class ControlPlane:
             raise errors.invalid_argument("chips must be a list of {chip, hbm_used, ...}")
         count = len(self.workers.devices(node, worker))
         marker = self.workers.marker(node, worker)
-        shown = self.chips.update(marker, node.accelerator.generation, count, chips)
-        return {"node": body["node"], "worker": worker, "chips": shown}
+        sdk = body.get("sdk")
+        if sdk is not None and not isinstance(sdk, bool):
+            raise errors.invalid_argument("sdk must be true or false")
+        shown = self.chips.update(marker, node.accelerator.generation, count, chips, sdk)
+        self.publish_sdk(node, worker)
+        return {"node": body["node"], "worker": worker, "chips": shown, "sdk": sdk is not False}
 
     def _worker_of(self, body: dict[str, Any]) -> tuple[Any, int]:
         """The node (or host) and worker a control call's body names."""

@@ -2,7 +2,9 @@
 worker serves `tpu.monitoring.runtime.RuntimeMetricService/GetRuntimeMetric` on a port of
 its own (the worker's `TPU_RUNTIME_METRICS_PORTS`), as libtpu does on a TPU VM, with the
 HBM used and total and the duty cycle of each of its chips, which a test sets through the
-control plane (`EmulatorControl.set_chips`).
+control plane (`EmulatorControl.set_chips`). TensorCore utilisation is not among that
+service's metrics: libtpu's SDK gives it, which the emulator stands in for in each
+worker's image (workers/libtpu_sdk.py) with the values kept here.
 
 The service, its messages and the metric names are those Google's `tpu-info` reads
 (github.com/AI-Hypercomputer/cloud-accelerator-diagnostics, tpu_info/tpu_info/metrics.py
@@ -90,12 +92,14 @@ class Chips:
         self.lock = threading.Lock()
         self.values: dict[str, list[dict[str, Any]]] = {}
         self.servers: dict[str, tuple[Any, int]] = {}
+        self.without_sdk: set[str] = set()  # workers whose image lacks the SDK's stand-in
         self.pool: ThreadPoolExecutor | None = None
 
     @staticmethod
     def fresh(generation: str, chips: int) -> list[dict[str, Any]]:
         total = HBM_PER_CHIP.get(generation, 16) * GIB
-        return [{"hbm_used": 0, "hbm_total": total, "duty_cycle": 0.0} for _ in range(chips)]
+        idle = {"hbm_used": 0, "hbm_total": total, "duty_cycle": 0.0, "tensorcore_util": 0.0}
+        return [dict(idle) for _ in range(chips)]
 
     def port(self, marker: str, generation: str, chips: int) -> int:
         """The port of the worker's metrics server, started now if it has none."""
@@ -112,19 +116,34 @@ class Chips:
             shown = self.values.get(marker) or self.fresh(generation, chips)
             return tuple((int(c["hbm_used"]), int(c["hbm_total"])) for c in shown)
 
-    def update(self, marker: str, generation: str, count: int, chips: list[Any]) -> list[Any]:
-        """Set some of the worker's chips: `[{chip, hbm_used?, hbm_total?, duty_cycle?}]`."""
+    def tensorcore(self, marker: str) -> list[float] | None:
+        """What the worker's SDK stand-in shows per chip; None: the image has none."""
+        with self.lock:
+            if marker in self.without_sdk or marker not in self.values:
+                return None
+            return [float(c["tensorcore_util"]) for c in self.values[marker]]
+
+    def update(
+        self, marker: str, generation: str, count: int, chips: list[Any], sdk: bool | None = None
+    ) -> list[Any]:
+        """Set some of the worker's chips: `[{chip, hbm_used?, hbm_total?, duty_cycle?,
+        tensorcore_util?}]`; `sdk`: whether its image has libtpu's SDK (None: as it was)."""
         with self.lock:
             current = self.values.setdefault(marker, self.fresh(generation, count))
             for item in chips:
                 chip = item.get("chip") if isinstance(item, dict) else None
                 if not isinstance(chip, int) or not 0 <= chip < len(current):
                     raise errors.invalid_argument(f"chip {chip!r} is out of range")
-                for key in ("hbm_used", "hbm_total", "duty_cycle"):
+                for key in ("hbm_used", "hbm_total", "duty_cycle", "tensorcore_util"):
                     value = item.get(key, current[chip][key])
                     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                         raise errors.invalid_argument(f"{key} must be a number >= 0")
-                    current[chip][key] = float(value) if key == "duty_cycle" else int(value)
+                    if key == "tensorcore_util" and value > 100:
+                        raise errors.invalid_argument(f"{key} is a percent: 0 to 100")
+                    whole = key in ("hbm_used", "hbm_total")
+                    current[chip][key] = int(value) if whole else float(value)
+            if sdk is not None:
+                (self.without_sdk.discard if sdk else self.without_sdk.add)(marker)
             return [dict(c) for c in current]
 
     def _answer(self, marker: str, request: bytes, context: Any) -> bytes:
@@ -166,6 +185,7 @@ class Chips:
             servers = [self.servers.pop(m)[0] for m in list(self.servers) if gone(m)]
             for m in [m for m in self.values if gone(m)]:
                 del self.values[m]
+            self.without_sdk = {m for m in self.without_sdk if not gone(m)}
         for server in servers:
             server.stop(grace=None).wait(5)
         if nodes is None and self.pool is not None:

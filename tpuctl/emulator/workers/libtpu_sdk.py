@@ -1,0 +1,80 @@
+"""libtpu's SDK in an emulated worker's image: a stand-in `libtpu` package in the worker's
+site-packages (on its PYTHONPATH, workers/faults.py), with the surface Google's `tpu-info`
+reads TensorCore utilisation through (github.com/AI-Hypercomputer/cloud-accelerator-
+diagnostics, tpu_info/tpu_info/cli_helper.py `TensorCoreUtilizationTable.render`):
+`from libtpu import sdk; sdk.tpumonitoring.get_metric("tensorcore_util").data()`, a list of
+per-chip percentages (tpu-info prints each as `f"{value}%"`; its README shows `13.60%`,
+so text with two decimals is given here).
+
+The values are the worker's chips' (workers/chips.py, set by `EmulatorControl.set_chips`),
+kept current in a file beside the package that the stand-in reads on each call, so any
+process of the worker reads them, as tpu-info does beside the workload. A worker set
+without the SDK (`set_chips(..., sdk=False)`) has no `libtpu` package at all.
+
+The stand-in is text written into the worker's folder: neither the emulator nor tpuctl
+imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+PACKAGE = "libtpu"
+VALUES = "_tpuctl_emulated_chips.json"  # beside the package's modules
+
+_INIT = '''"""tpuctl emulator: a stand-in for libtpu, with its SDK's monitoring only."""
+'''
+
+_SDK = '''"""tpuctl emulator: a stand-in for libtpu's SDK, its monitoring of TensorCore use."""
+
+import json
+import os
+
+_VALUES = os.path.join(os.path.dirname(os.path.abspath(__file__)), %(values)r)
+
+
+class Metric:
+    def __init__(self, name, values):
+        self._name, self._values = name, values
+
+    def name(self):
+        return self._name
+
+    def data(self):
+        return list(self._values)
+
+
+class _Monitoring:
+    @staticmethod
+    def list_supported_metrics():
+        return ["tensorcore_util"]
+
+    @staticmethod
+    def get_metric(name):
+        if name != "tensorcore_util":
+            raise ValueError("metric %%r is not supported" %% (name,))
+        with open(_VALUES) as f:
+            values = json.load(f)
+        return Metric(name, ["%%.2f" %% v for v in values])
+
+
+tpumonitoring = _Monitoring()
+'''
+
+
+def publish(site: Path, values: list[float] | None) -> None:
+    """Put the stand-in and the worker's values into `site`; None: take the package away."""
+    package = site / PACKAGE
+    if values is None:
+        shutil.rmtree(package, ignore_errors=True)
+        return
+    package.mkdir(parents=True, exist_ok=True)
+    for name, text in (("__init__.py", _INIT), ("sdk.py", _SDK % {"values": VALUES})):
+        if not (package / name).is_file():
+            (package / name).write_text(text)
+    fresh = package / f"{VALUES}.{os.getpid()}"
+    fresh.write_text(json.dumps(values))
+    os.replace(fresh, package / VALUES)  # a reader sees the old values or the new
