@@ -56,11 +56,12 @@ def test_each_chip_shows_what_libtpu_serves(served: Any) -> None:
         looker.probes[sys.executable].close()
     assert seen["source"] == "libtpu" and "error" not in seen
     assert seen["address"] == f"localhost:{env['TPU_RUNTIME_METRICS_PORTS'].split(',')[0]}"
-    idle = {"hbm_used": 0, "hbm_total": 95 * GIB, "duty_cycle": 0.0}
+    idle = {"hbm_used": 0, "hbm_total": 95 * GIB, "duty_cycle": 0.0, "tensorcore_util": None}
+    busy = {"hbm_used": 90 * GIB, "hbm_total": 95 * GIB, "duty_cycle": 99.5}
     assert seen["chips"] == [
         {"chip": 0, **idle},
         {"chip": 1, **idle},
-        {"chip": 2, "hbm_used": 90 * GIB, "hbm_total": 95 * GIB, "duty_cycle": 99.5},
+        {"chip": 2, **busy, "tensorcore_util": None},  # this Python has no libtpu SDK
         {"chip": 3, **idle},
     ]
 
@@ -157,8 +158,9 @@ def test_a_planted_status_gives_only_well_formed_figures() -> None:
                 "chips": [
                     {"chip": 0, "hbm_used": 5, "hbm_total": 10, "duty_cycle": 50},
                     {"chip": 1, "hbm_used": -1, "hbm_total": "x", "duty_cycle": True},
+                    {"chip": 2, "hbm_used": float("inf"), "tensorcore_util": 101.0},
                     "not a chip",
-                    *({"chip": k} for k in range(2, 200)),
+                    *({"chip": k} for k in range(3, 200)),
                 ],
             },
         },
@@ -167,6 +169,9 @@ def test_a_planted_status_gives_only_well_formed_figures() -> None:
     }
     [worker] = job_chips(st, now=103.0)
     assert worker["worker"] == 0 and worker["age"] == 3.0 and worker["error"] is None
-    assert worker["chips"][0] == {"chip": 0, "hbmUsed": 5, "hbmTotal": 10, "dutyCycle": 50.0}
-    assert worker["chips"][1] == {"chip": 1, "hbmUsed": None, "hbmTotal": None, "dutyCycle": None}
+    none = dict.fromkeys(["hbmUsed", "hbmTotal", "dutyCycle", "tensorcoreUtilization"])
+    figures = {"hbmUsed": 5, "hbmTotal": 10, "dutyCycle": 50.0}
+    assert worker["chips"][0] == {**none, "chip": 0, **figures}
+    assert worker["chips"][1] == {**none, "chip": 1}
+    assert worker["chips"][2] == {**none, "chip": 2}  # infinite bytes, 101 percent
     assert len(worker["chips"]) == 63  # at most 64 entries read, one of them no chip

@@ -1,6 +1,7 @@
 """Per-chip telemetry, live: what the emulated chips of a running v4-32 job show in
-libtpu's runtime metrics reaches `tpuctl jobs JOB` within seconds, per worker, naming
-its source (agent/chips.py, services/chips.py)."""
+libtpu's runtime metrics and SDK reaches `tpuctl jobs JOB` within seconds, per worker,
+naming its source (agent/chips.py, services/chips.py); a worker whose image has no libtpu
+SDK keeps its HBM and duty cycle, without TensorCore utilisation."""
 
 from __future__ import annotations
 
@@ -21,19 +22,27 @@ print("started", flush=True)
 threading.Event().wait()
 """
 # worker -> what its chips are set to: a saturated chip, chips that hold memory and do
-# nothing, a chip half busy, a worker left as it started
+# nothing, a chip half busy, a worker left as it started (and without libtpu's SDK)
 SET: dict[int, list[dict[str, Any]]] = {
-    0: [{"chip": 0, "hbm_used": 30 * GIB, "duty_cycle": 100.0}],
+    0: [{"chip": 0, "hbm_used": 30 * GIB, "duty_cycle": 100.0, "tensorcore_util": 87.5}],
     1: [{"chip": c, "hbm_used": 20 * GIB, "duty_cycle": 0.0} for c in range(4)],
-    2: [{"chip": 3, "hbm_used": 8 * GIB, "duty_cycle": 50.0}],
+    2: [{"chip": 3, "hbm_used": 8 * GIB, "duty_cycle": 50.0, "tensorcore_util": 12.3}],
     3: [],
 }
+NO_SDK = 3
 
 
 def _expected(worker: int) -> list[dict[str, Any]]:
-    chips = [{"chip": c, "hbmUsed": 0, "hbmTotal": 32 * GIB, "dutyCycle": 0.0} for c in range(4)]
+    util = None if worker == NO_SDK else 0.0
+    chips = [
+        {"chip": c, "hbmUsed": 0, "hbmTotal": 32 * GIB, "dutyCycle": 0.0}
+        | {"tensorcoreUtilization": util}
+        for c in range(4)
+    ]
     for item in SET[worker]:
         chips[item["chip"]].update(hbmUsed=item["hbm_used"], dutyCycle=item["duty_cycle"])
+        if "tensorcore_util" in item:
+            chips[item["chip"]]["tensorcoreUtilization"] = item["tensorcore_util"]
     return chips
 
 
@@ -56,7 +65,7 @@ def test_jobs_shows_each_workers_chips_seconds_after_they_change(
         wait_for(lambda: len(row()["chips"]) == 4, timeout=120)
         node = emulator.nodes()[0]["name"]
         for worker, chips in SET.items():
-            emulator.set_chips(node, worker, chips)
+            emulator.set_chips(node, worker, chips, sdk=worker != NO_SDK)
         set_at = time.monotonic()
 
         def shown() -> bool:
@@ -70,14 +79,11 @@ def test_jobs_shows_each_workers_chips_seconds_after_they_change(
             assert w["source"] == "libtpu" and w["error"] is None, w
             assert w["address"].startswith("localhost:") and w["age"] < 15
         out = cli("jobs", job).out
-        assert "chips, live (HBM and duty cycle from libtpu on each worker)" in out
-        lines = [line.split() for line in out.splitlines()]
-        assert ["w0", "0", "30.0", "GiB", "32.0", "GiB", "100%", "libtpu"] in [
-            line[:8] for line in lines
-        ], out
-        assert ["w1", "2", "20.0", "GiB", "32.0", "GiB", "0%", "libtpu"] in [
-            line[:8] for line in lines
-        ], out
+        assert "chips, live (HBM, duty cycle and TensorCore use from libtpu" in out
+        lines = [line.split()[:9] for line in out.splitlines()]
+        assert ["w0", "0", "30.0", "GiB", "32.0", "GiB", "100%", "88%", "libtpu"] in lines, out
+        assert ["w1", "2", "20.0", "GiB", "32.0", "GiB", "0%", "0%", "libtpu"] in lines, out
+        assert ["w3", "1", "0.0", "GiB", "32.0", "GiB", "0%", "-", "libtpu"] in lines, out
 
         # top: the node's job's chips together (--json: per worker, as `jobs` has them)
         [shot] = json.loads(cli("top", "--json").out)

@@ -1,6 +1,6 @@
-"""The chips of this worker, live: HBM used and total and duty cycle of each, as libtpu's
-runtime metrics serve them on the VM, put in the worker's status (`chips`) for
-`tpuctl jobs JOB`.
+"""The chips of this worker, live: HBM used and total, duty cycle and TensorCore
+utilisation of each, as libtpu's runtime metrics and SDK serve them on the VM, put in the
+worker's status (`chips`) for `tpuctl jobs JOB`.
 
 The source: libtpu serves `tpu.monitoring.runtime.RuntimeMetricService` over gRPC on
 localhost, port 8431 unless TPU_RUNTIME_METRICS_PORTS says otherwise; `GetRuntimeMetric`
@@ -21,6 +21,18 @@ probe (PROBE) run by the job's own Python, or the VM's `python3`, whichever has 
 answers one line per look, so a look costs a few milliseconds, not an interpreter's start.
 The probe passes the answers' bytes on as they are; `decode` reads protobuf's wire
 format here. tpu-info's own CLI is not used: it prints a table for people.
+
+TensorCore utilisation is not among the gRPC service's metrics; tpu-info reads it from the
+libtpu SDK (tpu_info/tpu_info/cli_helper.py, `TensorCoreUtilizationTable.render`:
+`from libtpu import sdk`, then `sdk.tpumonitoring` or, in older libtpu, `sdk.monitoring`,
+`.get_metric("tensorcore_util").data()`; each value printed as `f"{value}%"`, labelled by
+its position in the list; tpu-info runs as a process of its own, beside the workload).
+Where the probe's Python imports `libtpu.sdk`, the probe reads it too; its values (a
+number or a number's text, percent) are taken by position, the i-th for the i-th chip the
+gRPC service lists, when there are as many as chips (`tensorcore`); else, or without the
+SDK, `tensorcore_util` is None. The SDK is imported with the Python's PYTHONPATH added
+(after its own path: an image may install libtpu there); a probe that dies is started
+again without the SDK, which never costs the gRPC figures.
 
 Standard library only, Python 3.8+, like every module of the agent (bundle.py).
 """
@@ -43,6 +55,8 @@ TOTAL = "tpu.runtime.hbm.memory.total.bytes"
 DUTY = "tpu.runtime.tensorcore.dutycycle.percent"
 METRICS = {USED: "hbm_used", TOTAL: "hbm_total", DUTY: "duty_cycle"}
 SOURCE = "libtpu"  # the status names the source: libtpu's runtime metrics on the VM
+SDK_METRIC = "tensorcore_util"  # the libtpu SDK's TensorCore utilisation, percent per chip
+MOST_VALUES = 64  # a TPU VM has at most 8 chips; the probe passes on at most this many + 1
 
 
 def _setting(name: str, default: float) -> float:
@@ -64,16 +78,31 @@ try:
 except ImportError:
     print(json.dumps({"error": "no grpc module"}), flush=True)  # NO_GRPC
     sys.exit(0)
+monitoring = None
+if sys.argv[2] == "sdk":
+    import os
+    sys.path += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    try:
+        from libtpu import sdk
+        monitoring = getattr(sdk, "tpumonitoring", None) or getattr(sdk, "monitoring", None)
+    except Exception:
+        pass
 channel = grpc.secure_channel(sys.argv[1], grpc.local_channel_credentials())
 call = channel.unary_unary("/tpu.monitoring.runtime.RuntimeMetricService/GetRuntimeMetric")
 for _ in sys.stdin:
     out = {}
-    for name in sys.argv[2:]:
+    for name in sys.argv[3:]:
         request = b"\n" + bytes([len(name)]) + name.encode()
         try:
             out[name] = base64.b64encode(call(request, timeout=3)).decode()
         except grpc.RpcError as e:
             out[name] = {"error": "%s: %s" % (e.code().name, e.details())}
+    if monitoring is not None:
+        try:
+            data = monitoring.get_metric("tensorcore_util").data()
+            out["tensorcore_util"] = [str(v)[:40] for v in list(data)[:65]]  # MOST_VALUES
+        except Exception as e:
+            out["tensorcore_util"] = {"error": repr(e)[:200]}
     print(json.dumps(out), flush=True)
 """
 
@@ -143,9 +172,29 @@ def decode(response: bytes) -> dict[int, float]:
     return values
 
 
+def _percent(value: Any) -> float | None:
+    """A value of the SDK's list: a number, or a number's text, within 0..100."""
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            value = float(value.strip().rstrip("%"))
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return round(float(value), 1) if 0.0 <= value <= 100.0 else None  # not NaN either
+
+
+def tensorcore(values: Any, chips: int) -> list[float | None]:
+    """The SDK's `tensorcore_util` answer -> one figure per chip, by position, or Nones
+    when it is no list, an error, or not one value per chip."""
+    if not isinstance(values, list) or len(values) != chips or chips > MOST_VALUES:
+        return [None] * chips
+    return [_percent(v) for v in values]
+
+
 def figures(answers: dict[str, Any]) -> dict[str, Any]:
-    """The probe's answer -> `{"chips": [{chip, hbm_used, hbm_total, duty_cycle}]}`, or
-    `{"error": ...}` when a metric could not be read."""
+    """The probe's answer -> `{"chips": [{chip, hbm_used, hbm_total, duty_cycle,
+    tensorcore_util}]}`, or `{"error": ...}` when a gRPC metric could not be read."""
     if "error" in answers:
         return {"error": str(answers["error"])}
     per: dict[str, dict[int, float]] = {}
@@ -164,6 +213,8 @@ def figures(answers: dict[str, Any]) -> dict[str, Any]:
                 None if value is None else (round(value, 1) if key == "duty_cycle" else int(value))
             )
         chips.append(row)
+    for row, util in zip(chips, tensorcore(answers.get(SDK_METRIC), len(chips))):
+        row[SDK_METRIC] = util
     return {"chips": chips}
 
 
@@ -173,11 +224,13 @@ class Probe:
     def __init__(self, python: str, where: str, env: dict[str, str]) -> None:
         self.python, self.where, self.env = python, where, env
         self.proc: subprocess.Popen | None = None  # type: ignore[type-arg]
+        self.sdk = True  # read the libtpu SDK too, until a probe dies (a crashing import)
 
     def look(self) -> dict[str, Any]:
         if self.proc is None or self.proc.poll() is not None:
+            sdk = "sdk" if self.sdk else "-"
             self.proc = subprocess.Popen(
-                [self.python, "-I", "-c", PROBE, self.where, *METRICS],
+                [self.python, "-I", "-c", PROBE, self.where, sdk, *METRICS],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -196,6 +249,7 @@ class Probe:
             self.close()
             return {"error": f"the probe failed: {e}"}
         if not line:
+            self.sdk = self.sdk and not ready  # it died (EOF): no SDK import next time
             self.close()
             return {"error": f"no answer from {self.python} within {ANSWER_WITHIN:g}s"}
         try:

@@ -1,5 +1,6 @@
 """The per-chip table of `tpuctl jobs JOB`: each running worker's chips as its agent read
-them from libtpu, or, where it could not, as Cloud Monitoring last sampled them
+them from libtpu (its runtime metrics; TensorCore use from its SDK where the job's Python
+has it), or, where it could not, as Cloud Monitoring last sampled them
 (services/chips.py, services/chip_metrics.py), each row naming its source."""
 
 from __future__ import annotations
@@ -48,12 +49,17 @@ def show_chips(
             tc = percent(c.get("tensorcoreUtilization"))
             table.append([name(w["worker"]), str(c["chip"]), *figures, tc, source])
     columns = CHIP_COLUMNS
+    utilised = any(c.get("tensorcoreUtilization") is not None for w in workers for c in w["chips"])
     if monitored:
         sys.stdout.write(
             "\nchips, live (HBM, duty cycle and TensorCore use: from libtpu on each worker, "
             "else from Cloud Monitoring):\n"
         )
-    else:  # libtpu has no TensorCore utilisation of its own
+    elif utilised:  # libtpu's SDK gave TensorCore utilisation on some worker
+        sys.stdout.write(
+            "\nchips, live (HBM, duty cycle and TensorCore use from libtpu on each worker):\n"
+        )
+    else:
         sys.stdout.write("\nchips, live (HBM and duty cycle from libtpu on each worker):\n")
         columns = [c for c in CHIP_COLUMNS if c.header != "TC UTIL"]
         table = [row[:5] + row[6:] for row in table]

@@ -1,21 +1,30 @@
 """The chips of a running job, live, as its agents put them in their statuses
-(agent/chips.py: HBM used and total and duty cycle of each chip, from libtpu's runtime
-metrics on each worker). A status is shared ground: what is not a well-formed figure
-is left out, and a worker's list is cut at MOST_CHIPS."""
+(agent/chips.py: HBM used and total, duty cycle and TensorCore utilisation of each chip,
+from libtpu's runtime metrics and SDK on each worker). A status is shared ground: what is
+not a well-formed figure (percent: 0 to 100) is left out, and a worker's list is cut at
+MOST_CHIPS."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 from tpuctl.agent import protocol
 
 MOST_CHIPS = 64  # a TPU VM has at most 8 chips; more is not an agent's status
-_FIGURES = {"hbm_used": "hbmUsed", "hbm_total": "hbmTotal", "duty_cycle": "dutyCycle"}
+_FIGURES = {
+    "hbm_used": "hbmUsed",
+    "hbm_total": "hbmTotal",
+    "duty_cycle": "dutyCycle",
+    "tensorcore_util": "tensorcoreUtilization",
+}
+_PERCENT = {"duty_cycle", "tensorcore_util"}
 
 
 def _number(value: Any) -> float | None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+    ok = ok and math.isfinite(value)  # json reads Infinity too
     return float(value) if ok else None
 
 
@@ -25,13 +34,17 @@ def _chip(item: Any) -> dict[str, Any] | None:
     row: dict[str, Any] = {"chip": item["chip"]}
     for key, name in _FIGURES.items():
         value = _number(item.get(key))
-        row[name] = None if value is None else (value if key == "duty_cycle" else int(value))
+        if key in _PERCENT:
+            row[name] = value if value is not None and value <= 100.0 else None
+        else:
+            row[name] = None if value is None else int(value)
     return row
 
 
 def job_chips(st: dict[int, dict[str, Any]], now: float | None = None) -> list[dict[str, Any]]:
     """Per running worker that reported its chips: `{worker, source, address, at, age,
-    error, chips: [{chip, hbmUsed, hbmTotal, dutyCycle}]}` (bytes, percent)."""
+    error, chips: [{chip, hbmUsed, hbmTotal, dutyCycle, tensorcoreUtilization}]}` (bytes,
+    percent; None: not read)."""
     now = time.time() if now is None else now
     out = []
     for worker, status in sorted(st.items()):
