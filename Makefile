@@ -18,8 +18,8 @@ SMOKE     := tests/cli/test_help.py tests/cli/test_list_describe.py tests/cli/te
 $(STAMP): pyproject.toml
 	@echo "== installing tpuctl and its dependencies into $(VENV) (the first time takes about a minute)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	set -o pipefail; $(BIN)/python -m pip install --disable-pip-version-check --progress-bar off \
-	  -e '.[dev,emulator]' | { grep -E '^(Collecting|Installing|Successfully)' || true; }
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -q 'uv>=0.4'
+	$(BIN)/uv pip install --python $(BIN)/python -e '.[dev,emulator]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,6 +1,7 @@
 """CPU time of a command's heavy imports (Google's clients, asyncssh, rich, typer,
-pydantic) under Python's default garbage-collection thresholds and under tpuctl's
-(tpuctl/entry.py, GC_THRESHOLDS): each a fresh interpreter, the median of a few."""
+pydantic: what `tpuctl list` or `run` imports) under Python's default garbage-collection
+thresholds and under tpuctl's (tpuctl/entry.py, GC_THRESHOLDS): each a fresh
+interpreter, the median of a few."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ sys.path.insert(0, str(ROOT))
 from tpuctl.entry import GC_THRESHOLDS  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
-IMPORTS = (
-    "google.cloud.tpu_v2, google.cloud.storage, google.cloud.compute_v1, asyncssh, rich, "
-    "typer, pydantic"
+IMPORTS = (  # what a command that reaches both APIs and the bucket imports
+    "google.cloud.tpu_v2, google.cloud.storage, google.cloud.cloudquotas_v1, "
+    "google.cloud.service_usage_v1, asyncssh, rich, typer, "
+    "pydantic"
 )
 PROBE = """
 import gc, sys, time
