@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	@echo "== installing tpuctl and its dependencies into $(VENV) (the first time takes about a minute)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -q 'uv>=0.4'
-	$(BIN)/uv pip install --python $(BIN)/python -e '.[dev,emulator]'
+	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -e '.[dev,emulator]'
 	touch $(STAMP)
 
 install: $(STAMP)
