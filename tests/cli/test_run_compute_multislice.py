@@ -124,9 +124,16 @@ def test_with_the_client_killed_the_agent_of_slice_0_deletes_every_slices_vms(
     (jax_view.parent / "nap.py").write_text("import time\ntime.sleep(5)\n")
     with spawned("run", str(jax_view.parent / "nap.py"), *V6E, "--no-outputs",
                  timeout=150) as p:  # fmt: skip
-        # eight VMs start slowly on a loaded machine: a hang guard, not a measure
-        wait_for(lambda: any(b'"RUNNING"' in v for v in bucket_objects(
-            emulator, lambda k: "/status/worker-7" in k).values()), timeout=120)  # fmt: skip
+        # eight VMs start slowly on a loaded machine: a hang guard, not a measure. Every
+        # agent has started (the client starts them at once, in no order) and the last
+        # one runs: else slice 0's agent may never start, and the boot guard, not it,
+        # deletes the VMs once the dead client's lease runs out
+        def started() -> bool:
+            st = bucket_objects(emulator, lambda k: "/status/worker-" in k)
+            last = next((v for k, v in st.items() if k.endswith("/worker-7.json")), b"")
+            return len(st) == 8 and b'"RUNNING"' in last
+
+        wait_for(started, timeout=120)
         p.proc.kill()  # no cleanup of any kind on this side
     kinds = lambda: sorted(r["status"] for r in emulator.instances())  # noqa: E731
     # within what the product promises (no VM billing 150 s after the job's end): an agent
