@@ -89,3 +89,52 @@ def test_the_end_of_run_summary_stays_one_readable_line_on_many_workers() -> Non
     assert states_summary(two, 8, 2) == (
         "s0/w0-w3 SUCCEEDED, s1/w0 SUCCEEDED, s1/w1 FAILED, s1/w2 SUCCEEDED, s1/w3 SUCCEEDED"
     )
+
+
+def test_a_follower_whose_cancel_comes_out_as_a_connection_error_ends_with_the_watch(
+    monkeypatch,
+) -> None:
+    """The watch ends while a follower reconnects to a worker whose VM is gone. Its cancel
+    can come out of the connection attempt as a connection error (Python 3.11's
+    `asyncio.wait_for` race): the follower must not take it for one more drop to retry,
+    or the watch waits for it for ever (a multislice run hung after a preemption)."""
+    import contextlib
+
+    from tpuctl.errors import Unreachable
+
+    connecting = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def session(*_args: object):  # noqa: ANN202
+        connecting.set()
+        try:
+            await asyncio.sleep(3600)  # a VM that is gone: no answer
+        except asyncio.CancelledError:
+            raise Unreachable("worker 1 (10.0.0.2:22): timed out") from None
+        yield
+
+    async def poll(job: object, workers: int) -> tuple[dict, None]:
+        await connecting.wait()  # the job ends while the follower connects
+        return {0: {"state": "SUCCEEDED"}, 1: {"state": "SUCCEEDED"}}, None
+
+    monkeypatch.setattr(watch, "_poll", poll)
+    ep = SimpleNamespace(worker=1, host="10.0.0.2", port=22)
+    job = SimpleNamespace(
+        plan=SimpleNamespace(endpoints=[ep], user="u", key="k", known_hosts="h"),
+        logs={1: "/home/u/log"},
+        pids={1: 42},
+        adapters=SimpleNamespace(ssh=SimpleNamespace(session=session)),
+        ui=SimpleNamespace(log=lambda worker, data: None),
+    )
+
+    import threading
+
+    ended: list[tuple[dict, str | None]] = []
+    thread = threading.Thread(
+        target=lambda: ended.append(asyncio.run(watch._watch(job, 2, {1: 0}))), daemon=True
+    )
+    thread.start()
+    thread.join(60)  # a hang guard, not a timing: the follower retried for ever before
+    assert ended, "the watch did not end: its follower took the cancel for a drop"
+    final, lost = ended[0]
+    assert lost is None and final[1]["state"] == "SUCCEEDED"

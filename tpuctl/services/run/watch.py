@@ -118,9 +118,10 @@ async def _watch(
     # Workers whose follower holds an open stream now: once the job is over, only those
     # are worth waiting for (the others would reconnect to a node that may be gone).
     streaming: set[int] = set()
+    over = asyncio.Event()  # set once the watch ends: no follower connects again
     # A worker whose start answer was lost is read from the bucket at the end.
     followers = {
-        ep.worker: asyncio.ensure_future(_follow(job, ep, offsets, streaming))
+        ep.worker: asyncio.ensure_future(_follow(job, ep, offsets, streaming, over))
         for ep in job.plan.endpoints
         if ep.worker in job.logs
     }
@@ -133,6 +134,7 @@ async def _watch(
             await asyncio.wait(tail, timeout=TAIL_GRACE)
         return final, lost
     finally:  # also on Ctrl-C
+        over.set()
         pending = [f for f in followers.values() if not f.done()]
         for task in pending:
             task.cancel()
@@ -182,8 +184,11 @@ async def _poll(job: Job, workers: int) -> tuple[dict[int, dict[str, Any]], str 
         await asyncio.sleep(agents.STATUS_POLL)
 
 
-async def _follow(job: Job, ep: Endpoint, offsets: dict[int, int], streaming: set[int]) -> None:
-    """Print one worker's log from where it was left until the agent has exited."""
+async def _follow(
+    job: Job, ep: Endpoint, offsets: dict[int, int], streaming: set[int], over: asyncio.Event
+) -> None:
+    """Print one worker's log from where it was left until the agent has exited, or the
+    watch is `over`."""
     plan, ssh = job.plan, job.adapters.ssh
     assert plan is not None
 
@@ -210,7 +215,11 @@ async def _follow(job: Job, ep: Endpoint, offsets: dict[int, int], streaming: se
             raise ConnectionDropped(f"{ep.host}: the log stream ended with status {status}")
 
     async def again(e: BaseException) -> bool:
-        return isinstance(e, SshError)  # the stream is cancelled once the job is over
+        # The stream is cancelled once the job is over. A cancel can also come out of a
+        # connection attempt as a connection error (on Python 3.11 `asyncio.wait_for`,
+        # which asyncssh's connect timeout uses, may return the inner error instead):
+        # retried, it was lost, and the watch waited for ever on a VM that was gone.
+        return isinstance(e, SshError) and not over.is_set()
 
     await aretrying(again, initial=0.5, maximum=5.0)(once)
 
