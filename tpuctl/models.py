@@ -292,6 +292,9 @@ class CreateSpec:
     flex_start: bool = False
     max_run_duration: int | None = None
     request_valid_for: int | None = None
+    # a flex-start slice's group, which has no deadline of its own: the seconds it may
+    # wait for capacity (--valid-until), after which tpuctl ends the wait for no capacity
+    capacity_wait: int | None = None
     reservation: str | None = None
     owner: str = ""  # `tpuctl-owner`: names.owner_label of the account (empty: local login)
 

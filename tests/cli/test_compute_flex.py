@@ -170,8 +170,6 @@ def test_flex_start_flags_are_checked_before_any_call(cli, emulator) -> None:
         r = cli("create", "x", "-a", "tpu7x-8", "--zone", ZONE, "--flex-start", *flags)
         assert r.code == 2, r.err
         assert said in one_line_error(r)
-    r = cli("create", "x", *FLEX_SLICE, "--valid-until", "1h")
-    assert r.code == 2 and "use --timeout" in r.err
     assert emulator.instances() == []
 
 
@@ -234,6 +232,19 @@ def test_a_waiting_vm_being_deleted_is_not_begun_by_new_capacity(cli, emulator) 
     emulator.capacity({ZONE: {"tpu7x": None}})
     assert [i["status"] for i in emulator.instances()] == ["STOPPING"]  # not PROVISIONING
     emulator.advance()
+    assert emulator.instances() == []
+
+
+def test_a_flex_start_slice_whose_wait_ends_fails_for_no_capacity_and_leaves_nothing(
+    cli, emulator
+) -> None:
+    """A group has no deadline of its own: --valid-until is tpuctl's, counted from the
+    group's creation, and its end is no capacity (exit 5), as a single VM's own wait's is."""
+    emulator.capacity({SLICE_ZONE: {"v6e": 0}})
+    r = cli("create", "brief", *FLEX_SLICE, "--valid-until", "2s")
+    assert r.code == 5, r.err
+    assert "no capacity for brief before its wait ended (--valid-until 2s)" in r.err, r.err
+    assert f"deleted brief in {SLICE_ZONE}" in r.err
     assert emulator.instances() == []
 
 

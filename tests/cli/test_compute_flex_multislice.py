@@ -122,7 +122,6 @@ def test_flex_start_multislice_flags_are_checked_before_any_call(cli, emulator) 
     for flags, said in (
         (FLEX[:-2], "--flex-start needs --max-run-duration"),
         ((*FLEX, "--spot"), "--flex-start and --spot are exclusive"),
-        ((*FLEX, "--valid-until", "1h"), "use --timeout"),
     ):
         r = cli("create", "x", *flags)
         assert r.code == 2, r.err

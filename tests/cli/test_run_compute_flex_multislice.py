@@ -76,3 +76,19 @@ def test_a_killed_client_leaves_no_granted_slice_billing(cli, emulator, project)
     r = cli("delete", first, second, "--zone", ZONE, "--yes")
     assert r.code == 0, r.err
     assert emulator.instances() == []
+
+
+def test_a_zone_whose_wait_ends_is_left_for_the_next_zone(cli, emulator, project) -> None:
+    """--zone a,b with --valid-until: zone a has room for one slice, not two, so its wait
+    ends for no capacity; tpuctl deletes what it had there (the slice granted too) and
+    makes the whole multislice in zone b, where the job runs."""
+    first, second = "us-east5-a", "us-east5-b"  # v6e in both
+    emulator.capacity({first: {"v6e": 16}})
+    flags = [f if f != ZONE else f"{first},{second}" for f in FLEX]
+    r = cli("run", str(project / "job.py"), *flags, "--valid-until", "4s")
+    assert r.code == 0, r.err
+    assert f"zone {first} skipped: " in r.err
+    assert "no capacity for slice 1 of 2 " in r.err and "wait ended (--valid-until 4s)" in r.err
+    assert f"is in {second}" in r.err
+    assert "[s1/w3] worker 3 of 4 job" in r.out, r.out
+    assert emulator.instances() == []

@@ -25,6 +25,7 @@ from tpuctl.errors import (
     CloudError,
     NotFoundError,
     PreconditionFailedError,
+    TpuctlError,
     UsageError,
 )
 from tpuctl.models import CreateSpec, Leftover, Node, OperationStatus
@@ -416,7 +417,24 @@ class ComputeTpuApi(ComputeRules):
         error = compute_slice.capacity_error(managed, subject)
         group = self._call("GET", mig, f"managed instance group {name}", project)
         running = [m for m in managed if m.get("instanceStatus") == "RUNNING"]
-        return OperationStatus(error is not None or len(running) == group.get("targetSize"), error)
+        whole = len(running) == group.get("targetSize")
+        if error is None and not whole and not running:
+            error = self.wait_ended(project, zone, group, subject)
+        return OperationStatus(error is not None or whole, error)
+
+    def wait_ended(
+        self, project: str, zone: str, group: dict[str, Any], subject: str
+    ) -> TpuctlError | None:
+        """No capacity, once the flex-start slice `group` has waited for it as long as its
+        template allows (`compute_slice.WAIT_FOR`); None before, or with no such wait."""
+        template = compute_slice.paths(project, zone, str(group.get("name", "")))[1]
+        try:
+            found = self._call(
+                "GET", template, f"instance template of {group.get('name')}", project
+            )
+        except NotFoundError:
+            return None
+        return compute_slice.wait_ended(group, found, subject)
 
     def whole_at_once(self, shape: SliceShape) -> bool:
         """A single-host instance becomes the node on its own; a slice's three resources

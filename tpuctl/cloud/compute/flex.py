@@ -7,7 +7,9 @@ wait is the insert's own `params.requestValidForDuration`: 90 s to 2 h, and 2 h 
 not given (Google's announcement of flex-start VMs: requests "persist in a queue for up
 to two hours"; a field report saw gcloud refuse values outside 90 s to 2 h). A slice's
 managed instance group waits in bulk mode until every VM can be made, with no deadline
-of its own: tpuctl's `--timeout` bounds it.
+of its own: tpuctl's wait bounds it (`--valid-until`, else `--timeout`), and a wait that
+ends at `--valid-until` ends for no capacity, as a single VM's does, so that the next
+zone is tried (services/queued.py).
 """
 
 from __future__ import annotations
@@ -38,13 +40,7 @@ def check(spec: CreateSpec, options: QueueOptions) -> None:
             hint=f"use --valid-until ({MIN_WAIT}s to 2h)",
         )
     wait = options.valid_until
-    if wait is not None and spec.shape.multi_host:
-        raise UsageError(
-            "--valid-until: a multi-host slice's group on Compute Engine waits for capacity "
-            "with no deadline of its own",
-            hint="use --timeout to bound the wait; tpuctl then deletes what it made",
-        )
-    if wait is not None and not MIN_WAIT <= wait <= MAX_WAIT:
+    if wait is not None and not spec.shape.multi_host and not MIN_WAIT <= wait <= MAX_WAIT:
         raise UsageError(
             f"--valid-until must be from {MIN_WAIT}s to 2h for a flex-start VM on Compute "
             f"Engine, not {wait}s"
@@ -52,3 +48,4 @@ def check(spec: CreateSpec, options: QueueOptions) -> None:
     spec.flex_start = True
     spec.max_run_duration = options.max_run_duration
     spec.request_valid_for = None if spec.shape.multi_host else wait or MAX_WAIT
+    spec.capacity_wait = wait if spec.shape.multi_host else None

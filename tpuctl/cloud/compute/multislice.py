@@ -136,14 +136,16 @@ class ComputeMultisliceApi(ComputeTpuApi):
 
     def _failure(self, members: dict[int, Node], count: int) -> TpuctlError | None:
         """Why a slice cannot be had: the first VM its group could not make (no capacity,
-        no quota), asked of each slice's group that is not READY yet."""
+        no quota), asked of each slice's group that is not READY yet, or a flex-start
+        group's wait for capacity that has ended (--valid-until)."""
         for k, node in sorted(members.items()):
             if node.state in ("READY", "DELETING") or not (node.raw or {}).get("group"):
                 continue
             mig = compute_slice.paths(node.project, node.zone, node.name)[0]
-            error = compute_slice.capacity_error(
-                self._managed(mig, node.project), f"slice {k} of {count} ({node.name})"
-            )
+            subject = f"slice {k} of {count} ({node.name})"
+            error = compute_slice.capacity_error(self._managed(mig, node.project), subject)
+            if error is None and node.state == WAITING:
+                error = self.wait_ended(node.project, node.zone, node.raw["group"], subject)
             if error is not None:
                 return error
         return None

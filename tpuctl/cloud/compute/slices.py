@@ -20,17 +20,28 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
 from tpuctl import catalog
 from tpuctl.cloud.compute import wire as compute_wire
-from tpuctl.errors import AlreadyExistsError, NotFoundError, TpuctlError, UsageError
+from tpuctl.errors import (
+    AlreadyExistsError,
+    NoCapacityError,
+    NotFoundError,
+    TpuctlError,
+    UsageError,
+)
 from tpuctl.models import CreateSpec, Node, Worker
 
 MARKER = "tpuctl: {what} of TPU slice {name} in {zone}"
 MAX_NAME = 58  # a MIG's baseInstanceName, which is the slice's name
 Call = Callable[..., Any]  # ComputeTpuApi._call(method, path, subject, project, **kw)
+# A flex-start group waits in bulk mode with no deadline of its own: its template carries
+# the seconds it may wait for capacity from the group's creation (--valid-until), after
+# which tpuctl ends the wait for no capacity, as Compute Engine ends a single VM's.
+WAIT_FOR = "tpuctl-wait-for"
 
 
 def region(zone: str) -> str:
@@ -84,6 +95,8 @@ def template_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
     properties.pop("description", None)
     properties.pop("params", None)  # an insert's own: a group's VMs wait as the group says
     properties["machineType"] = spec.shape.machine_type  # a template's is a bare name
+    if spec.flex_start and spec.capacity_wait:
+        properties["labels"] = {**properties.get("labels", {}), WAIT_FOR: str(spec.capacity_wait)}
     return {
         "name": names(spec.name, zone)[1],
         "region": region(zone),
@@ -357,6 +370,26 @@ def leftovers(
         free_parts=f"its {' and '.join(named)}",  # they bill nothing: only VMs and disks do
         raw={"template": template, "policy": policy},
     )
+
+
+def wait_ended(group: dict[str, Any], template: dict[str, Any], subject: str) -> TpuctlError | None:
+    """A NoCapacityError once the flex-start `group` has waited for capacity as long as
+    its `template` allows (`WAIT_FOR`, counted from the group's creation); None before,
+    or with no such wait."""
+    labels = (template.get("properties") or {}).get("labels") or {}
+    seconds, created = str(labels.get(WAIT_FOR, "")), str(group.get("creationTimestamp") or "")
+    if not seconds.isdigit() or not created:
+        return None
+    from tpuctl.timestamps import parse_rfc3339
+
+    with contextlib.suppress(ValueError):
+        if time.time() < parse_rfc3339(created).timestamp() + int(seconds):
+            return None
+        return NoCapacityError(
+            f"no capacity for {subject} before its wait ended (--valid-until {seconds}s)",
+            hint="try another zone that offers it, a longer --valid-until, or again later",
+        )
+    return None
 
 
 def capacity_error(managed: list[dict[str, Any]], subject: str) -> TpuctlError | None:
