@@ -91,8 +91,11 @@ def test_jobs_shows_each_workers_chips_seconds_after_they_change(
             (k, _expected(k)) for k in range(4)
         ]
         table = cli("top", "--zone", "us-central2-b").out
-        # 30 + 80 + 8 GiB of 16 x 32; duty (100 + 50) / 16 chips
-        assert "118/512 GiB" in table and " 9%" in table, table
+        # 30 + 80 + 8 GiB of 16 x 32; duty (100 + 50) / 16 chips; TensorCore utilisation
+        # (87.5 + 12.3) / the 12 chips whose worker has the SDK
+        header, line = table.splitlines()[:2]
+        assert header.split()[-4:] == ["HBM", "DUTY", "TC", "UTIL"], table
+        assert line.split()[-4:] == ["118/512", "GiB", "9%", "8%"], table
     finally:
         assert cli("cancel", job).code == 0
         wait_for(lambda: emulator.nodes() == [], timeout=120)

@@ -140,18 +140,23 @@ TOP_COLUMNS = [
     render.Col("OWNER", drop=9),
     render.Col("HBM", drop=10),
     render.Col("DUTY", drop=11, right=True),
+    render.Col("TC UTIL", drop=12, right=True),
 ]
 
 
 def chips_columns(workers: list[dict[str, Any]]) -> list[str]:
     """A running job's chips over all its workers (services/chips.py): HBM used of total,
-    and the mean duty cycle; `-` where none was read."""
+    the mean duty cycle and the mean TensorCore utilisation (of the chips whose worker
+    could read it: libtpu's SDK); `-` where none was read."""
     chips = [c for w in workers for c in w["chips"]]
     used = [c["hbmUsed"] for c in chips if c["hbmUsed"] is not None]
     total = [c["hbmTotal"] for c in chips if c["hbmTotal"] is not None]
-    duty = [c["dutyCycle"] for c in chips if c["dutyCycle"] is not None]
     hbm = f"{sum(used) / (1 << 30):.0f}/{sum(total) / (1 << 30):.0f} GiB" if used and total else "-"
-    return [hbm, percent(sum(duty) / len(duty)) if duty else "-"]
+    means = []
+    for key in ("dutyCycle", "tensorcoreUtilization"):
+        seen = [c[key] for c in chips if c.get(key) is not None]
+        means.append(percent(sum(seen) / len(seen)) if seen else "-")
+    return [hbm, *means]
 
 
 def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
