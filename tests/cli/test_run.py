@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import one_line_error
+from tests.cli.conftest import one_line_error, spawned
 from tests.emulator.ssh_helpers import worker_processes
 from tpuctl.agent import bundle
 
@@ -321,13 +321,16 @@ def _wait_running(emulator) -> None:  # noqa: ANN001
 
 
 def test_ctrl_c_stops_the_job_and_deletes_the_node(emulator, project) -> None:
-    with _running(project / "job.py", "--env", "NAP=60") as proc:
-        _wait_running(emulator)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=90)
-    assert proc.returncode == 130, err
-    assert "stopped job" in err and "deleted its node" in err
-    assert "Traceback" not in err
+    # With --json the job's log goes to stderr, read here as it comes: a line of it means
+    # the client watches the job. (Its agent says RUNNING before the client's start call
+    # has returned; a Ctrl-C between the two is met by the client's guard instead, which
+    # says so and deletes the node: not what this test is about.)
+    with spawned("run", str(project / "job.py"), "--env", "NAP=60", "--json", timeout=90) as p:
+        p.wait_for("worker 0 of 1 job", timeout=60)
+        p.proc.send_signal(signal.SIGINT)
+    assert p.proc.returncode == 130, p.err
+    assert "stopped job" in p.err and "deleted its node" in p.err
+    assert "Traceback" not in p.err
     assert emulator.nodes() == []
 
 
