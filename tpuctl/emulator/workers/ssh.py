@@ -13,6 +13,7 @@ over as plain data.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sys
 import threading
@@ -216,7 +217,7 @@ class SshWorkers:
         files = self.backend.workers
         self._node_dirs[node.uid] = files.node_dir(node).name
         for k in range(len(node.addresses)):
-            keys = {a: asyncssh.import_private_key(p) for a, p in files.prepare(node, k).items()}
+            keys = {a: _host_key(p) for a, p in files.prepare(node, k).items()}
             self._host_keys[(node.uid, k)] = list(keys.values())
             items = [
                 {
@@ -296,3 +297,11 @@ def _noticed_workers(node: Any) -> list[int]:
     if node.transition == "preempt":
         return list(range(len(node.addresses)))
     return list(getattr(node, "preempting", ()))
+
+
+@functools.lru_cache(maxsize=8)
+def _host_key(text: str) -> asyncssh.SSHKey:
+    """A host key, imported once: the RSA key is one for every worker (files.py), and
+    importing it checks the key, about 48 ms of CPU each time (3% of the CPU of the
+    suite's run tests, by py-spy)."""
+    return asyncssh.import_private_key(text)
