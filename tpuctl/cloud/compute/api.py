@@ -418,7 +418,7 @@ class ComputeTpuApi(ComputeRules):
         group = self._call("GET", mig, f"managed instance group {name}", project)
         running = [m for m in managed if m.get("instanceStatus") == "RUNNING"]
         whole = len(running) == group.get("targetSize")
-        if error is None and not whole and not running:
+        if error is None and not running and compute_slice.waits_in_bulk(group):
             error = self.wait_ended(project, zone, group, subject)
         return OperationStatus(error is not None or whole, error)
 

@@ -267,7 +267,7 @@ def node(
     status = group.get("status") or {}
     topology: dict[str, Any] = next(iter(status.get("appliedAcceleratorTopologies") or []), {})
     actions = group.get("currentActions") or {}
-    state, health = _state(vms, size, topology.get("state"), actions, first, _flex(group))
+    state, health = _state(vms, size, topology.get("state"), actions, first, waits_in_bulk(group))
     workers = []
     for n, vm in enumerate(vms):
         nics = vm.get("networkInterfaces") or [{}]
@@ -296,7 +296,7 @@ def node(
         workers=workers,
         create_time=parse_rfc3339(str(created)) if created else None,
         spot=first.spot if first else False,
-        flex_start=first.flex_start if first else _flex(group),
+        flex_start=first.flex_start if first else waits_in_bulk(group),
         preemptible=first.preemptible if first else False,
         description=str(group.get("description", "")),
         health_description=health,
@@ -342,7 +342,8 @@ def _state(
     return "CREATING", f"{statuses.count('RUNNING')} of {size} VMs running"
 
 
-def _flex(group: dict[str, Any]) -> bool:
+def waits_in_bulk(group: dict[str, Any]) -> bool:
+    """A flex-start slice's group: in bulk mode, it waits for capacity for all its VMs."""
     return (group.get("targetSizePolicy") or {}).get("mode") == "BULK"
 
 
