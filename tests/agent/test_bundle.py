@@ -73,6 +73,29 @@ def test_the_bundle_runs_on_the_standard_library_alone(tmp_path: Path) -> None:
     assert subprocess.run([*run], capture_output=True).returncode == 2
 
 
+def test_the_bundle_runs_from_its_package_extracted_once_beside_it(tmp_path: Path) -> None:
+    """Python caches the compiled modules in the extracted folder; from the zip, every
+    process compiled them from source again. A bundle not under its own name (the
+    install's check of a temporary file) extracts nothing."""
+    path = tmp_path / bundle.file_name()
+    path.write_bytes(bundle.build())
+    for _ in range(2):
+        done = subprocess.run([AGENT_PYTHON, "-I", "-S", str(path), "idle", "--help"],
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
+    package = tmp_path / path.name.replace(".pyz", ".d") / "tpuctl_agent"
+    shipped = [n for n in zipfile.ZipFile(path).namelist() if n.startswith("tpuctl_agent/")]
+    assert sorted(f"tpuctl_agent/{p.name}" for p in package.glob("*.py")) == sorted(shipped)
+    assert list((package / "__pycache__").glob("idle.*.pyc"))  # compiled once, kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, package.parent.name])
+    hidden = tmp_path / "check" / f".{path.name}.123"
+    hidden.parent.mkdir()
+    hidden.write_bytes(bundle.build())
+    digest = hashlib.sha256(bundle.build()).hexdigest()
+    assert subprocess.run([AGENT_PYTHON, "-I", str(hidden), "verify", digest]).returncode == 0
+    assert [p.name for p in hidden.parent.iterdir()] == [hidden.name]
+
+
 def _install(home: Path, data: bytes) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["/bin/sh", "-c", bundle.install_command()], input=data,
                           env={"HOME": str(home), "PATH": str(Path(AGENT_PYTHON).parent) +
