@@ -383,14 +383,16 @@ def wait_ended(group: dict[str, Any], template: dict[str, Any], subject: str) ->
         return None
     from tpuctl.timestamps import parse_rfc3339
 
-    with contextlib.suppress(ValueError):
-        if time.time() < parse_rfc3339(created).timestamp() + int(seconds):
-            return None
-        return NoCapacityError(
-            f"no capacity for {subject} before its wait ended (--valid-until {seconds}s)",
-            hint="try another zone that offers it, a longer --valid-until, or again later",
-        )
-    return None
+    try:
+        began = parse_rfc3339(created).timestamp()
+    except ValueError:
+        return None
+    if time.time() < began + int(seconds):
+        return None
+    return NoCapacityError(
+        f"no capacity for {subject} before its wait ended (--valid-until {seconds}s)",
+        hint="try another zone that offers it, a longer --valid-until, or again later",
+    )
 
 
 def capacity_error(managed: list[dict[str, Any]], subject: str) -> TpuctlError | None:
