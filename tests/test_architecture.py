@@ -378,3 +378,36 @@ def test_only_the_client_factory_reads_the_emulator_switch() -> None:
         and name not in ("tpuctl.cloud.endpoints", "tpuctl.cli.emulator_cmd")
     )
     assert readers == []
+
+
+MAX_MODULE_LINES = 450
+
+
+def oversized(source: str, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """What breaks the size rule in a module as `ruff format` writes it: more than `limit`
+    lines, or lines kept from the formatter (`# fmt: skip`, `# fmt: off`)."""
+    found = [f"{len(source.splitlines())} lines"] if len(source.splitlines()) > limit else []
+    kept = [
+        n
+        for n, line in enumerate(source.splitlines(), 1)
+        if "# fmt: skip" in line or "# fmt: off" in line
+    ]
+    return found + [f"line {n} kept from the formatter" for n in kept]
+
+
+def test_no_module_is_packed_or_over_the_size_limit() -> None:
+    found = {name: oversized(path.read_text()) for name, path in _modules().items()}
+    assert {name: why for name, why in found.items() if why} == {}
+
+
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        ("x = 1\n" * 451, ["451 lines"]),
+        ("x = [1,  2]  # fmt: skip\n", ["line 1 kept from the formatter"]),
+        ("# fmt: off\nx = 1\n# fmt: on\n", ["line 1 kept from the formatter"]),
+    ],
+)
+def test_the_size_check_sees_a_violation(source: str, why: list[str]) -> None:
+    assert oversized(source) == why
+    assert oversized("x = 1\n" * 450) == []

@@ -14,11 +14,10 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from tpuctl import catalog
 from tpuctl.catalog.shapes import SliceShape
-from tpuctl.cloud.compute import leftovers as compute_orphans
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute import wire as compute_wire
+from tpuctl.cloud.compute.reads import ComputeReads, parts
 from tpuctl.cloud.compute.rules import ComputeRules
 from tpuctl.errors import (
     AlreadyExistsError,
@@ -28,172 +27,15 @@ from tpuctl.errors import (
     TpuctlError,
     UsageError,
 )
-from tpuctl.models import CreateSpec, Leftover, Node, OperationStatus
+from tpuctl.models import CreateSpec, Node, OperationStatus
 
 MAX_RUN_SECONDS = 120 * 86400  # scheduling.maxRunDuration's limit
 SLICE_OP = "~slice~"  # an operation name's tail: the create of a slice, waited until its VMs run
 
 
-def _parts(name: str) -> tuple[str, str, str]:
-    """`projects/P/locations/Z/nodes/N` (or `.../operations/OP`) -> (P, Z, last part)."""
-    parts = name.split("/")
-    return parts[1], parts[3], parts[-1]
-
-
-class ComputeTpuApi(ComputeRules):
-    """TPU VMs and slices on Compute Engine, as tpuctl's services use a TPU API."""
-
-    def __init__(
-        self,
-        session: Callable[[], Any],
-        endpoint: str,
-        where: str = "Compute Engine",
-        hint: str = "",
-    ) -> None:
-        self._session = session
-        self._endpoint = endpoint.rstrip("/")  # .../compute/v1
-        self._where, self._hint = where, hint
-
-    def _call(self, method: str, path: str, subject: str, project: str, **kw: Any) -> Any:
-        from tpuctl.cloud import rest
-
-        return rest.call(
-            self._session,
-            method,
-            f"{self._endpoint}/{path}",
-            subject=subject,
-            where=self._where,
-            hint=self._hint,
-            project=project,
-            **kw,
-        )
-
-    def _instance(self, name: str) -> tuple[str, str, str, str]:
-        project, zone, node = _parts(name)
-        return project, zone, node, f"projects/{project}/zones/{zone}/instances/{node}"
-
-    # -- nodes --------------------------------------------------------------
-    def get_node(self, name: str) -> Node:
-        project, zone, node, path = self._instance(name)
-        try:
-            data = self._call("GET", path, f"instance '{node}' in zone {zone}", project)
-        except NotFoundError as e:
-            return self._slice(project, zone, node, e)
-        group = compute_slice.group_of(data)
-        if group is not None:
-            number = compute_slice.worker_number(data)
-            raise UsageError(
-                f"instance {node} is worker {number} of the slice {group}, not a node of its own",
-                hint=f"name the slice: {group}",
-            )
-        return compute_wire.node_from_instance(data, project)
-
-    def _slice(self, project: str, zone: str, name: str, missing: NotFoundError) -> Node:
-        """The multi-host slice `name` (its MIG and VMs), or what a create or delete that did
-        not finish left of it; `missing` when tpuctl has nothing of that name there."""
-        mig, template, policy = compute_slice.paths(project, zone, name)
-        group = self._ours(mig, "managed instance group", name, zone, project)
-        if group is None:
-            parts = [
-                self._ours(template, "instance template", name, zone, project),
-                self._ours(policy, "workload policy", name, zone, project),
-            ]
-            if parts == [None, None]:
-                raise missing
-            return compute_slice.leftovers(project, zone, name, *parts)
-        managed = self._managed(mig, project)
-        return compute_slice.node(group, managed, self._members(project, zone, name), project)
-
-    def _ours(self, path: str, what: str, name: str, zone: str, project: str) -> dict | None:
-        try:
-            found = self._call("GET", path, f"{what} {path.rsplit('/', 1)[-1]}", project)
-        except NotFoundError:
-            return None
-        return found if compute_slice.ours(found, what, name, zone) else None
-
-    def _managed(self, mig: str, project: str) -> list[dict[str, Any]]:
-        page = self._call(
-            "POST",
-            f"{mig}/listManagedInstances",
-            f"managed instance group {mig.rsplit('/', 1)[-1]}",
-            project,
-        )
-        return list(page.get("managedInstances") or [])
-
-    def _members(self, project: str, zone: str, name: str) -> list[dict[str, Any]]:
-        """The VMs the MIG `name` made, from one filtered list of the zone."""
-        path = f"projects/{project}/zones/{zone}/instances"
-        found: list[dict[str, Any]] = []
-        for page in self._pages(
-            path, f"instances in zone {zone}", project, {"filter": f'name eq "{name}-.*"'}
-        ):
-            found += page.get("items") or []
-        return [i for i in found if compute_slice.group_of(i) == name]
-
-    def _pages(
-        self, path: str, subject: str, project: str, params: dict[str, str] | None = None
-    ) -> list[dict[str, Any]]:
-        """Every page of a list call, followed through its nextPageToken."""
-        pages, token = [], ""
-        while True:
-            asked = {**(params or {}), **({"pageToken": token} if token else {})}
-            page = self._call("GET", path, subject, project, params=asked)
-            pages.append(page)
-            token = page.get("nextPageToken") or ""
-            if not token:
-                return pages
-
-    def list_nodes(self, parent: str) -> list[Node]:
-        """The TPU VMs: single-host instances, and each slice (its MIG) as one node. The
-        instances and the groups are listed concurrently."""
-        from tpuctl.concurrency import each
-
-        project, zone = parent.split("/")[1], parent.split("/")[3]
-        scope = (
-            f"projects/{project}/aggregated" if zone == "-" else f"projects/{project}/zones/{zone}"
-        )
-        where = f"project {project}" if zone == "-" else f"zone {zone}"
-
-        def read(kind: str) -> list[dict[str, Any]]:
-            found: list[dict[str, Any]] = []
-            for page in self._pages(f"{scope}/{kind}", f"{kind} of {where}", project):
-                items = page.get("items") or []
-                if isinstance(items, dict):  # aggregated: by scope
-                    for scoped in items.values():
-                        found += scoped.get(kind) or []
-                else:
-                    found += items
-            return found
-
-        instances, groups = each(read, ["instances", "instanceGroupManagers"], 2)
-        members: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        nodes = []
-        for data in instances:
-            group = compute_slice.group_of(data)
-            if group is None:
-                nodes.append(compute_wire.node_from_instance(data, project))
-            else:
-                key = (str(data.get("zone", "")).rsplit("/", 1)[-1], group)
-                members.setdefault(key, []).append(data)
-        nodes = [n for n in nodes if n.slice.known]  # TPU VMs only, not every VM
-        for mig in groups:
-            gzone = str(mig.get("zone", "")).rsplit("/", 1)[-1]
-            name = str(mig.get("name", ""))
-            if compute_slice.ours(mig, "managed instance group", name, gzone):
-                vms = members.get((gzone, name), [])
-                nodes.append(compute_slice.node(mig, None, vms, project))
-        return sorted(nodes, key=lambda n: (n.zone, n.name))
-
-    def leftovers(self, parent: str) -> list[Leftover]:
-        """What creates or deletes that did not finish left of slices: a template or policy
-        with no group, a group with no VM (`leftovers.py`). `delete_node` of a
-        leftover's `full_name` deletes it."""
-        project, zone = parent.split("/")[1], parent.split("/")[3]
-        return compute_orphans.find(
-            lambda path, subject: self._pages(path, subject, project),
-            project,
-            None if zone == "-" else zone,
-        )
+class ComputeTpuApi(ComputeReads, ComputeRules):
+    """TPU VMs and slices on Compute Engine, as tpuctl's services use a TPU API: the
+    reads (`reads.py`), the rules (`rules.py`), and here what creates and changes them."""
 
     def create_node(self, parent: str, spec: CreateSpec) -> str | None:
         project, zone = parent.split("/")[1], parent.split("/")[3]
@@ -311,23 +153,12 @@ class ComputeTpuApi(ComputeRules):
         )
         return f"projects/{project}/locations/{zone}/operations/{op['name']}"
 
-    def _vms(self, name: str) -> list[dict[str, Any]]:
-        """The node's VMs in worker order: the instance, or the slice's MIG's VMs."""
-        project, zone, node, path = self._instance(name)
-        try:
-            return [self._call("GET", path, f"instance '{node}' in zone {zone}", project)]
-        except NotFoundError as e:
-            vms = compute_slice.in_order(self._members(project, zone, node))
-            if not vms:
-                raise e
-            return vms
-
     def patch_metadata(
         self, name: str, change: Callable[[dict[str, str]], dict[str, str] | None]
     ) -> Node:
         """Read-modify-write each VM's metadata (`setMetadata`, guarded by its fingerprint:
         a change made meanwhile is read again, not overwritten)."""
-        project = _parts(name)[0]
+        project = parts(name)[0]
         for vm in self._vms(name):
             path = str(vm.get("selfLink", "")).split("/compute/", 1)[-1].split("/", 1)[-1]
             subject = f"instance '{vm.get('name')}'"
@@ -360,31 +191,8 @@ class ComputeTpuApi(ComputeRules):
                 raise CloudError(f"the metadata of {subject} kept changing; try again")
         return self.get_node(name)
 
-    def get_guest_attributes(self, name: str, query_path: str = "") -> list[dict[str, str]]:
-        """Per VM, in worker order; {} for a VM that has published nothing yet."""
-        project = _parts(name)[0]
-        out: list[dict[str, str]] = []
-        for vm in self._vms(name):
-            path = str(vm.get("selfLink", "")).split("/compute/", 1)[-1].split("/", 1)[-1]
-            try:
-                data = self._call(
-                    "GET",
-                    f"{path}/getGuestAttributes",
-                    f"instance '{vm.get('name')}'",
-                    project,
-                    params={"queryPath": query_path},
-                )
-            except NotFoundError:
-                out.append({})  # nothing published yet
-                continue
-            items = (data.get("queryValue") or {}).get("items") or []
-            out.append(
-                {f"{i.get('namespace', '')}/{i.get('key', '')}": i.get("value", "") for i in items}
-            )
-        return out
-
     def operation_status(self, name: str, subject: str) -> OperationStatus:
-        project, zone, op_name = _parts(name)
+        project, zone, op_name = parts(name)
         if SLICE_OP in op_name:
             mig_op, slice_name = op_name.split(SLICE_OP)
             return self._slice_status(project, zone, mig_op, slice_name, subject)
@@ -440,15 +248,3 @@ class ComputeTpuApi(ComputeRules):
         """A single-host instance becomes the node on its own; a slice's three resources
         are no node until all its VMs run (an unfinished create is undone)."""
         return not shape.multi_host
-
-    # -- what a zone offers ------------------------------------------------------
-    def accelerator_types(self, parent: str) -> list[str]:
-        project, zone = parent.split("/")[1], parent.split("/")[3]
-        page = self._call(
-            "GET", f"projects/{project}/zones/{zone}/machineTypes", f"zone {zone}", project
-        )
-        offered = {str(m.get("name", "")) for m in page.get("items") or []}
-        return [s.name for s in catalog.SHAPES.values() if s.machine_type in offered]
-
-    def runtime_versions(self, parent: str) -> list[str]:
-        return sorted(set(compute_wire.IMAGE_FAMILIES.values()))
