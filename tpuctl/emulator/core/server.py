@@ -270,7 +270,10 @@ class EmulatorServer:
             # Every client goes through it: it checks the workers' tokens, and it keeps the
             # buckets' lifecycle rules that fake-gcs-server drops.
             target = f"{self._host}:{self.storage.port}"
-            proxy = StorageProxy(self._host, target, self.backend, self._proxy_port)
+            try:
+                proxy = StorageProxy(self._host, target, self.backend, self._proxy_port)
+            except OSError:  # its port taken since it was found free: another one
+                proxy = StorageProxy(self._host, target, self.backend, 0)
             self._storage_proxy = proxy.start()
             self.backend.storage_endpoint = proxy.url
         # Cloud Monitoring's gRPC front, before the HTTP server answers: a client that
