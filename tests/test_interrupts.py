@@ -65,3 +65,31 @@ def test_an_ignored_signal_stays_ignored_and_every_handler_comes_back() -> None:
         assert handlers() == before
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_command_notes_a_signal_and_leaves_a_handler_of_someone_elses() -> None:
+    seen: list[int] = []
+    others = signal.signal(signal.SIGHUP, lambda signum, _frame: seen.append(signum))
+    try:
+        before = handlers()
+        with pytest.raises(KeyboardInterrupt), interrupts.noting():
+            signal.raise_signal(signal.SIGHUP)  # the embedding program's: only its handler
+            assert seen == [signal.SIGHUP]
+            assert interrupts.received == []
+            signal.raise_signal(signal.SIGTERM)
+        assert interrupts.received == [signal.SIGTERM]
+        assert handlers() == before
+    finally:
+        signal.signal(signal.SIGHUP, others)
+
+
+def test_once_quiet_no_signal_interrupts() -> None:
+    before = handlers()
+    try:
+        interrupts.quiet()
+        for sig in interrupts.SIGNALS:
+            signal.raise_signal(sig)  # ignored: nothing happens
+        assert handlers() == [signal.SIG_IGN] * 3
+    finally:
+        for sig, handler in zip(interrupts.SIGNALS, before, strict=True):
+            signal.signal(sig, handler)

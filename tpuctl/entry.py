@@ -4,14 +4,13 @@ exit status 130, never a traceback or death by the signal.
 It imports nothing heavy, so that a signal during the imports of the CLI (the first
 tenth of a second or so) is caught too; and once tpuctl is ending, further SIGINT,
 SIGTERM and SIGHUP are ignored (a second Ctrl-C while it says what it left behind
-must not cut that short). `tpuctl.cli.main` handles the signals of each command.
+must not cut that short). `tpuctl.interrupts` sets every signal's handler.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import signal
 import sys
 
 EXIT_INTERRUPTED = 130
@@ -31,7 +30,7 @@ def main() -> None:
     code, done = EXIT_INTERRUPTED, False
     try:
         # SIGTERM and SIGHUP end it as a Ctrl-C does, from the imports to the end
-        from tpuctl.interrupts import like_ctrl_c
+        from tpuctl.interrupts import like_ctrl_c, quiet
 
         like_ctrl_c()
         from tpuctl import quick_help
@@ -53,12 +52,14 @@ def main() -> None:
         # A signal that came in the command's last moments is raised by Python at its
         # next call: here, inside the `try` (seen in `make chaos`: a second Ctrl-C right
         # after the first's message killed the process when it was raised below).
-        _quiet()
+        quiet()
     except KeyboardInterrupt:
         pass
+    from tpuctl.interrupts import quiet
+
     while True:  # ignore further signals, even one that arrives while they are set so
         try:
-            _quiet()
+            quiet()
             break
         except KeyboardInterrupt:
             continue
@@ -81,12 +82,6 @@ def _forget_the_interrupt() -> None:
         ctypes.pythonapi.PyRun_SimpleString(b"")
     except (ImportError, AttributeError, OSError):  # no ctypes here: nothing to do
         pass
-
-
-def _quiet() -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

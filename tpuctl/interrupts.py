@@ -1,16 +1,27 @@
-"""The signals that end a command, and the calls they must not cut in half.
+"""Every signal disposition tpuctl sets, in one place: how SIGINT, SIGTERM and SIGHUP end
+the program, a command, and a command that cleans up, and the calls they must not cut
+in half.
 
-A command that creates something (`create`, `create --queued`, `run`) treats SIGINT,
-SIGTERM and SIGHUP alike: each raises KeyboardInterrupt, so the same cleanup runs
-whether the user pressed Ctrl-C, a scheduler sent SIGTERM or the terminal went away.
-When the command ends, the handlers it replaced are put back. A signal the process was
-started to ignore (`nohup`, a background job of a non-interactive shell) stays ignored:
-whoever started tpuctl asked for that.
+- For the program's life (`like_ctrl_c`, from `tpuctl.entry`): SIGTERM and SIGHUP raise
+  KeyboardInterrupt as SIGINT does, so a signal during the imports ends it with one line.
+- For a command's life (`noting`, from `tpuctl.cli.main`): the three are noted in
+  `received` and raise KeyboardInterrupt, which ends the command with "interrupted".
+- A command that creates something (`create`, `create --queued`, `run`; `install` or
+  `alike`) gets the same handler over whatever was there, so the same cleanup runs
+  whether the user pressed Ctrl-C, a scheduler sent SIGTERM or the terminal went away;
+  when it ends, the handlers it replaced are put back.
+- Once tpuctl is ending (`quiet`), all three are ignored: a second Ctrl-C while it says
+  what it left behind must not cut that short.
+
+A signal the process was started to ignore (`nohup`, a background job of a
+non-interactive shell) stays ignored throughout: whoever started tpuctl asked for that.
 
 A create call is not idempotent: cut in half, it may still take effect on the server
 with nobody left to clean up. Inside `deferred()` a first signal waits until the call
 has returned (its result is then known, and cleaned up), and a second one interrupts
 at once.
+
+This module imports nothing heavy: `tpuctl.entry` installs its handlers first of all.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ Handler = Callable[[int, FrameType | None], Any] | int | None
 
 _depth = 0  # how many `deferred()` blocks the main thread is in
 _pending: int | None = None  # a signal that arrived in one
-received: list[int] = []  # every signal that arrived under `install` (cleared by `install`)
+received: list[int] = []  # every signal that arrived under `noting` or `install` (cleared by both)
 
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
@@ -51,6 +62,35 @@ def like_ctrl_c() -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, as_ctrl_c)
+
+
+_DEFAULTS = (signal.default_int_handler, signal.SIG_DFL, as_ctrl_c)
+
+
+@contextlib.contextmanager
+def noting() -> Iterator[None]:
+    """While a command runs: SIGINT, SIGTERM and SIGHUP, where Python's defaults (or
+    `like_ctrl_c`'s) are in place, are noted in `received` and raise KeyboardInterrupt.
+    A handler someone else set (a program that embeds tpuctl, a test) is left alone."""
+    received.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    replaced: dict[int, Handler] = {
+        sig: signal.signal(sig, _interrupt) for sig in SIGNALS if signal.getsignal(sig) in _DEFAULTS
+    }
+    try:
+        yield
+    finally:
+        restore(replaced)
+
+
+def quiet() -> None:
+    """Ignore SIGINT, SIGTERM and SIGHUP from now on: the program is ending. Raises the
+    KeyboardInterrupt of a signal that came just before, as any call may."""
+    for sig in SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def install() -> dict[int, Handler]:

@@ -90,11 +90,11 @@ def test_a_signal_between_the_commands_end_and_ignoring_signals_is_caught(
     import pytest
 
     import tpuctl.cli
-    from tpuctl import entry
+    from tpuctl import entry, interrupts
 
     monkeypatch.setattr(tpuctl.cli, "main", lambda: 130)
     calls: list[int] = []
-    real_quiet = entry._quiet
+    real_quiet = interrupts.quiet
 
     def quiet() -> None:
         calls.append(1)
@@ -102,7 +102,7 @@ def test_a_signal_between_the_commands_end_and_ignoring_signals_is_caught(
             raise KeyboardInterrupt  # the signal lands while handlers are being changed
         real_quiet()
 
-    monkeypatch.setattr(entry, "_quiet", quiet)
+    monkeypatch.setattr(interrupts, "quiet", quiet)
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with pytest.raises(SystemExit) as ended:

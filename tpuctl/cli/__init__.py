@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator
-from types import FrameType
 from typing import Annotated
 
 import typer
@@ -163,49 +158,19 @@ def _fail(message: str, hint: str | None = None) -> None:
         sys.stderr.write(f"hint: {hint}\n")
 
 
-_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def _noting_ctrl_c() -> Iterator[list[int]]:
-    """While a command runs, SIGINT, SIGTERM and SIGHUP (where Python's defaults are in
-    place) note the signal, in the list yielded, and raise KeyboardInterrupt: typer
-    turns that into a silent exit 130, which then gets its line. Commands that clean up
-    install their own handlers (tpuctl.interrupts)."""
-    noted: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield noted
-        return
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        noted.append(signum)
-        raise KeyboardInterrupt
-
-    defaults = (signal.default_int_handler, signal.SIG_DFL, interrupts.as_ctrl_c)
-    replaced = {
-        sig: signal.signal(sig, on_signal) for sig in _STOPS if signal.getsignal(sig) in defaults
-    }
-    try:
-        yield noted
-    finally:
-        for sig, handler in replaced.items():
-            signal.signal(sig, handler)
-
-
 def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
     """Run tpuctl; return the exit code. Errors become one line, tracebacks only with --debug."""
     args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     app_env = app_env or AppEnv()
     app_env.debug = debug
     _set_debug(debug)
-    interrupts.received.clear()
     try:
-        with _noting_ctrl_c() as ctrl_c:
+        with interrupts.noting():
             made = make_app(_named(args))
             command = help_mod.whole_summaries(help_mod.name_values(typer.main.get_command(made)))
             argcheck.check(command, args)  # `-abc`, `-accelerator`: refused, not misread
             result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
-        if result == ExitCode.INTERRUPTED and (ctrl_c or interrupts.received):
+        if result == ExitCode.INTERRUPTED and interrupts.received:
             _fail("interrupted")  # typer's word for a Ctrl-C that escaped the command: nothing
         return int(result) if isinstance(result, int) else 0
     except TpuctlError as e:
