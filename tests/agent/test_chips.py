@@ -175,3 +175,42 @@ def test_a_planted_status_gives_only_well_formed_figures() -> None:
     assert worker["chips"][1] == {**none, "chip": 1}
     assert worker["chips"][2] == {**none, "chip": 2}  # infinite bytes, 101 percent
     assert len(worker["chips"]) == 63  # at most 64 entries read, one of them no chip
+
+
+def _answers(used: list[int], total: list[int], duty: list[float]) -> dict[str, Any]:
+    import base64
+
+    from tpuctl.emulator.workers.chips import response
+
+    def encoded(name: str, values: list[Any]) -> str:
+        return base64.b64encode(response(name, values, 0.0)).decode()
+
+    return {
+        chips.USED: encoded(chips.USED, used),
+        chips.TOTAL: encoded(chips.TOTAL, total),
+        chips.DUTY: encoded(chips.DUTY, duty),
+    }
+
+
+def test_a_chips_duty_cycle_is_shown_for_each_of_its_two_devices() -> None:
+    """Memory per device (8: two per chip), duty cycle per chip (4), as libtpu serves them
+    on a v3-8: each device gets its chip's duty cycle, by position."""
+    answer = chips.figures(_answers([1, 2, 3, 4, 5, 6, 7, 8], [16] * 8, [10.0, 20.0, 30.0, 40.0]))
+    rows = answer["chips"]
+    assert [r["chip"] for r in rows] == list(range(8))
+    assert [r["duty_cycle"] for r in rows] == [10.0, 10.0, 20.0, 20.0, 30.0, 30.0, 40.0, 40.0]
+    assert [r["hbm_used"] for r in rows] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+@pytest.mark.parametrize(
+    ("duty", "expected"),
+    [
+        ([10.0, 20.0, 30.0, 40.0], [10.0, 20.0, 30.0, 40.0]),  # one point per device
+        ([10.0, 20.0, 30.0], [10.0, 20.0, 30.0, None]),  # no whole multiple: kept by id
+    ],
+)
+def test_a_duty_cycle_per_device_or_of_no_whole_multiple_is_kept_by_id(
+    duty: list[float], expected: list[float | None]
+) -> None:
+    rows = chips.figures(_answers([1, 2, 3, 4], [16] * 4, duty))["chips"]
+    assert [r["duty_cycle"] for r in rows] == expected

@@ -15,6 +15,10 @@ TPU_RUNTIME_METRICS_PORTS; tpu_info/proto/tpu_metric_service.proto), which conne
     tpu.runtime.tensorcore.dutycycle.percent  share of the last period the TensorCores
                                               ran a program, percent, per chip
 
+Memory is served per device, the duty cycle per chip: on generations with two devices per
+chip (v2, v3 and TPU7x in tpu-info's device table) each chip's duty cycle is shown for
+both of its devices (`per_device`), as tpu-info does.
+
 The agent is standard library only and gRPC is HTTP/2, so the call is made by a small
 probe (PROBE) run by the job's own Python, or the VM's `python3`, whichever has the
 `grpc` module (an image with JAX and libtpu, or with tpu-info, has it): it stays up and
@@ -192,6 +196,18 @@ def tensorcore(values: Any, chips: int) -> list[float | None]:
     return [_percent(v) for v in values]
 
 
+def per_device(duty: dict[int, float], devices: set[int]) -> dict[int, float]:
+    """Duty cycle is measured per chip and memory per device: on a generation with two
+    devices (TensorCores) per chip the duty cycle has half as many points. tpu-info
+    repeats each chip's value for its devices, by position (tpu_info/tpu_info/metrics.py,
+    `get_chip_usage`); so does this, when the memory's devices are a whole multiple of
+    the duty cycle's points. Otherwise the points are kept by their own ids."""
+    if not duty or not devices or set(duty) == devices or len(devices) % len(duty):
+        return duty
+    each, values = len(devices) // len(duty), [duty[k] for k in sorted(duty)]
+    return {device: values[i // each] for i, device in enumerate(sorted(devices))}
+
+
 def figures(answers: dict[str, Any]) -> dict[str, Any]:
     """The probe's answer -> `{"chips": [{chip, hbm_used, hbm_total, duty_cycle,
     tensorcore_util}]}`, or `{"error": ...}` when a gRPC metric could not be read."""
@@ -204,6 +220,7 @@ def figures(answers: dict[str, Any]) -> dict[str, Any]:
             why = got.get("error") if isinstance(got, dict) else "no answer"
             return {"error": f"{name}: {why}"}
         per[key] = decode(base64.b64decode(got))
+    per["duty_cycle"] = per_device(per["duty_cycle"], set(per["hbm_used"]) | set(per["hbm_total"]))
     chips = []
     for chip in sorted(set().union(*(set(v) for v in per.values()))):
         row: dict[str, Any] = {"chip": chip}
