@@ -18,7 +18,7 @@ from typing import Any
 from tpuctl.emulator.compute import api, changes
 from tpuctl.emulator.compute.catalog import IMAGE_PROJECT, MachineType
 from tpuctl.emulator.compute.models import Instance, ZoneOperation, fingerprint
-from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.service import Facade
 
 try:
     from zoneinfo import ZoneInfo
@@ -220,7 +220,7 @@ def _list(kind: str, items: list[dict[str, Any]], token: str | None, self_link: 
 class ComputeFront:
     """Compute Engine's REST methods over a backend: the request's parts in, JSON out."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Facade) -> None:
         self.backend = backend
 
     def _run(self, version: str, fn: Any, *args: Any) -> tuple[Renderer, Any]:

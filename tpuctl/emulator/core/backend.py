@@ -22,8 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tpuctl.emulator.compute import api as compute_api
-from tpuctl.emulator.compute import group_api as compute_groups
 from tpuctl.emulator.compute import hosts as compute_hosts
 from tpuctl.emulator.compute import scheduling as compute_scheduling
 from tpuctl.emulator.compute.hosts import ComputeHost
@@ -35,7 +33,7 @@ from tpuctl.emulator.core.state import State
 from tpuctl.emulator.iam import oslogin
 from tpuctl.emulator.monitoring import models as monitoring
 from tpuctl.emulator.quotas import preferences as quota_prefs
-from tpuctl.emulator.quotas import service_usage
+from tpuctl.emulator.services import SERVICES
 from tpuctl.emulator.tpu import api as tpu_api
 from tpuctl.emulator.tpu import queued
 from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
@@ -90,12 +88,9 @@ class Backend(ControlPlane):
 
     def _tick(self) -> None:
         now = self.state.now()
-        self.state.tick_nodes(now)
-        queued.tick(self.state, now)
-        service_usage.tick(self.state, now)
-        compute_api.tick(self.state, now)
-        compute_scheduling.tick(self.state, now)
-        compute_groups.tick(self.state, now)
+        for service in SERVICES:
+            for tick in service.ticks:
+                tick(self.state, now)
 
     @locked
     def tick(self) -> None:

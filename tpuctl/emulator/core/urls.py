@@ -1,5 +1,6 @@
-"""URL routing: every service's REST paths (`<service>/urls.py`, what a route is:
-`routes.py`), matched in order; the control plane's are `control/urls.py`'s.
+"""URL routing: every service's REST paths (the routes of `emulator/services.py`'s
+services, in their order; what a route is: `routes.py`); the control plane's are
+`control/urls.py`'s.
 
 A route names the backend method or front method, not the bound method: the caller
 (`api_call`) looks it up on its own backend, and no table needs a backend to be imported.
@@ -10,21 +11,11 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from tpuctl.emulator.compute import urls as compute_urls
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.routes import Route, Target
-from tpuctl.emulator.iam import urls as iam_urls
-from tpuctl.emulator.monitoring import urls as monitoring_urls
-from tpuctl.emulator.quotas import urls as quotas_urls
-from tpuctl.emulator.tpu import urls as tpu_urls
+from tpuctl.emulator.services import SERVICES
 
-API_ROUTES: list[Route] = [
-    *tpu_urls.ROUTES,
-    *quotas_urls.ROUTES,
-    *iam_urls.ROUTES,
-    *monitoring_urls.ROUTES,
-    *compute_urls.ROUTES,
-]
+API_ROUTES: list[Route] = [route for service in SERVICES for route in service.routes]
 
 _COMPILED = [(m, re.compile(path + "$"), verb, fn, spec) for m, path, verb, fn, spec in API_ROUTES]
 

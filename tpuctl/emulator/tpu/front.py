@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tpuctl.emulator.core.backend import Backend
+from tpuctl.emulator.core.service import Facade
 from tpuctl.emulator.core.timestamps import proto_timestamp
 from tpuctl.emulator.tpu import flex, schema
 from tpuctl.emulator.tpu.models import WORKER_PORT, Node, Operation, Page, QueuedResource
@@ -187,7 +187,7 @@ class TpuFront:
 
     alpha = False  # v2alpha1's names and fields (TpuAlphaFront)
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Facade) -> None:
         self.backend = backend
 
     create_node = _Rendered(render_operation)
@@ -211,7 +211,7 @@ class TpuFront:
         return answer
 
     def delete_operation(self, project: str, zone: str, op_id: str) -> dict:
-        self.backend.get_operation(project, zone, op_id)
+        self.get_operation(project, zone, op_id)  # NOT_FOUND for no such operation
         return {}  # operations are kept: deleting or cancelling one changes nothing here
 
     def cancel_operation(self, project: str, zone: str, op_id: str) -> dict:

@@ -1,0 +1,14 @@
+"""The services the emulated cloud serves, in the order a request's path is matched
+against their routes and their transitions are applied. A new API is a package with a
+`service.py` and a line here (`core/service.py` says what a service is)."""
+
+from __future__ import annotations
+
+from tpuctl.emulator.compute.service import SERVICE as COMPUTE
+from tpuctl.emulator.core.service import Service
+from tpuctl.emulator.iam.service import SERVICE as IAM
+from tpuctl.emulator.monitoring.service import SERVICE as MONITORING
+from tpuctl.emulator.quotas.service import SERVICE as QUOTAS
+from tpuctl.emulator.tpu.service import SERVICE as TPU
+
+SERVICES: tuple[Service, ...] = (TPU, QUOTAS, IAM, MONITORING, COMPUTE)
