@@ -78,7 +78,11 @@ def test_a_busy_node_deletes_itself_at_its_ttl_with_no_gc(emulator_server, cli, 
     assert cli("ssh", "busy", "--zone", Z, "--command", HOLD).code == 0  # holds the TPU
     wait_until(lambda: "busy: " in _watchdog_log(emulator_server, "busy"), "the watchdog")
     set_label(emulator, "busy", "tpuctl-expires", str(int(time.time()) - 1))
-    wait_until(lambda: names(emulator) == [], "the node to delete itself", timeout=60)
+    try:
+        wait_until(lambda: names(emulator) == [], "the node to delete itself", timeout=60)
+    except AssertionError:  # what the watchdog saw says why
+        log = _watchdog_log(emulator_server, "busy")
+        raise AssertionError(f"busy did not delete itself; its watchdog said:\n{log}") from None
 
 
 @pytest.mark.long  # the job runs until its 22 s are spent
