@@ -316,6 +316,13 @@ class QueueSpec:
     max_run_duration: int | None = None
 
 
+def slice_ids(name: str, slices: int) -> list[str]:
+    """The nodes a request `name` for `slices` slices makes: itself, or `name-0` ...
+    `name-N-1` (a multislice queued resource's nodes, named after its `nodeIdPrefix`,
+    which tpuctl sets to the request's name; its Compute Engine form names them alike)."""
+    return [name] if slices <= 1 else [f"{name}-{i}" for i in range(slices)]
+
+
 @dataclass(frozen=True)
 class OperationStatus:
     """A long-running operation as services need it: done, and the error it ended with

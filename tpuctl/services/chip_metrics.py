@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.errors import TpuctlError
+from tpuctl.models import slice_ids
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import MonitoredWorkers, TpuBackend
@@ -78,7 +79,7 @@ def _resources(
     parent = f"projects/{record.get('project')}/locations/{zone}/nodes"
     by_resource: dict[str, MonitoredWorkers] = {}
     for s in sorted({w // per for w in workers}):
-        name = node if slices <= 1 else f"{node}-{s}"
+        name = slice_ids(node, slices)[s]
         api, found = find_node(backends, f"{parent}/{name}")
         mine = [w % per for w in workers if w // per == s]
         m = api.monitored_workers(found, mine)

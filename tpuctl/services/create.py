@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tpuctl import interrupts
 from tpuctl.durations import format_duration
 from tpuctl.errors import Interrupted, NotFoundError, TpuctlError, UsageError
-from tpuctl.models import COST_DEADLINE, EXPIRES, NODE_CREATE_FAILED, CreateSpec, Node
+from tpuctl.models import COST_DEADLINE, EXPIRES, NODE_CREATE_FAILED, CreateSpec, Node, slice_ids
 from tpuctl.services import cost, names, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
 from tpuctl.timestamps import utc_clock
@@ -72,7 +72,7 @@ class CreateRequest:
         if self.queue.flex_start:  # its flags refused before any call
             queued.queue_spec(self.spec, self.queue)
         if self.queue.slices > 1:  # every slice's name must be a node name too
-            names.validate_name(queued.slice_ids(self.spec.name, self.queue.slices)[-1])
+            names.validate_name(slice_ids(self.spec.name, self.queue.slices)[-1])
 
 
 @dataclass

@@ -55,12 +55,6 @@ def qr_name(target: Target, name: str) -> str:
     return f"{target.parent}/queuedResources/{name}"
 
 
-def slice_ids(name: str, slices: int) -> list[str]:
-    """The node ids of the request `name`: itself, or its slices `name-0` ... `name-N-1`
-    (the prefix tpuctl sends is the request's id)."""
-    return [name] if slices <= 1 else [f"{name}-{i}" for i in range(slices)]
-
-
 def check_free(api: TpuBackend, target: Target, name: str) -> None:
     """Refuse a name a queued resource already has (the node name is checked elsewhere)."""
     try:

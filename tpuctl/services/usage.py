@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tpuctl.models import slice_ids
+
 if TYPE_CHECKING:
     from tpuctl.cloud.monitoring import MonitoringApi, Series
 
@@ -170,7 +172,7 @@ def window(record: dict[str, Any], statuses: Iterable[dict[str, Any]]) -> Window
     if not node:
         return None
     slices = int(record.get("slices", 1))
-    nodes = (node,) if slices <= 1 else tuple(f"{node}-{i}" for i in range(slices))
+    nodes = tuple(slice_ids(node, slices))
     st = list(statuses)
     starts = [float(s["started"]) for s in st if s.get("started")]
     start = min(starts) if starts else float(record.get("created_unix") or 0.0)

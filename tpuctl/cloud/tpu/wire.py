@@ -14,7 +14,7 @@ from typing import Any
 
 from tpuctl import catalog
 from tpuctl.errors import CloudError, NoCapacityError, QuotaError, TpuctlError
-from tpuctl.models import CreateSpec, Node, QueuedResource, QueueSpec, Symptom, Worker
+from tpuctl.models import CreateSpec, Node, QueuedResource, QueueSpec, Symptom, Worker, slice_ids
 from tpuctl.timestamps import parse_rfc3339
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -104,7 +104,7 @@ def same_queued(qr: QueuedResource, spec: CreateSpec, queue: QueueSpec) -> bool:
     """Whether an existing queued resource is the one this client asked for (a lost
     create's): the same type, slices and labels, which carry tpuctl's creation stamp and
     owner, so another client's request of that name is never taken for ours."""
-    wanted = [spec.name] if queue.slices <= 1 else [f"{spec.name}-{i}" for i in range(queue.slices)]
+    wanted = slice_ids(spec.name, queue.slices)
     return (
         qr.accelerator_type == (spec.shape.tpu_type or spec.shape.name)
         and qr.labels == spec.labels

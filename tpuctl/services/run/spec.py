@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tpuctl import catalog
 from tpuctl.catalog import SliceShape
 from tpuctl.errors import UsageError
-from tpuctl.models import CreateSpec
+from tpuctl.models import CreateSpec, slice_ids
 
 if TYPE_CHECKING:
     from tpuctl.agent.protocol import Beats
@@ -259,9 +259,7 @@ class Job:
     def slice_names(self) -> list[str]:
         """The nodes the job runs on: its node, or each slice (`NAME-0`, `NAME-1`, ... of
         the queued resource NAME), in slice order."""
-        if not self.multislice:
-            return [self.full_name]
-        return [f"{self.full_name}-{i}" for i in range(self.spec.slices)]
+        return slice_ids(self.full_name, self.spec.slices if self.multislice else 1)
 
     @property
     def slice_ids(self) -> list[str]:
