@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 from tests.cli.conftest import one_line_error
+from tests.emulator.ssh_helpers import wait_until
 
 ZONE = "us-central1-c"
 SLICE_ZONE = "us-east1-d"
@@ -122,3 +124,39 @@ def test_emulator_preempt_names_a_node_that_is_on_neither_api(cli, emulator) -> 
     r = cli("emulator", "preempt", "nowhere", "--zone", ZONE)
     assert r.code == 1
     assert "no node nowhere in us-central1-c: neither a Cloud TPU API node nor a Compute" in r.err
+
+
+BEAT = "setsid sh -c 'while :; do echo >> ~/beat; sleep 0.1; done' > /dev/null 2>&1 < /dev/null &"
+
+
+def test_the_other_vms_of_a_slice_run_on_when_one_is_preempted(
+    cli, emulator, emulator_server
+) -> None:  # noqa: ANN001
+    """Each VM of a slice is a machine of its own: when one is preempted and deleted, the
+    others' processes and metadata servers carry on (so their agents can still save what
+    they have)."""
+    r = cli("create", "on", "-a", "v6e-16", "--api", "compute", "--zone", SLICE_ZONE, "--spot")
+    assert r.code == 0, r.err
+    try:
+        _beats_go_on_elsewhere(cli, emulator, emulator_server.backend)
+    finally:
+        assert cli("delete", "on", "--zone", SLICE_ZONE, "--yes").code == 0
+    assert emulator.instances() == []
+
+
+def _beats_go_on_elsewhere(cli, emulator, backend) -> None:  # noqa: ANN001
+    started = cli("exec", "on", "--zone", SLICE_ZONE, "--", "sh", "-c", BEAT)
+    assert started.code == 0, started.err
+    with backend.lock:
+        (host,) = [h for h in backend.compute_hosts if h.node_id == "on"]
+        homes = [Path(backend.node_env(host, k)["HOME"]) for k in range(4)]
+        doomed = host.instances[2].path  # the slice is whole: worker 2's VM
+    wait_until(lambda: all((h / "beat").exists() for h in homes), "every worker's beat")
+    emulator.preempt_instance(doomed.rsplit("/", 1)[-1], notice=0)
+    emulator.advance()
+    assert len([i for i in emulator.instances() if "/instances/" in i["name"]]) == 3
+    others = [0, 1, 3]
+    before = {k: (homes[k] / "beat").stat().st_size for k in others}
+    grown = lambda: all((homes[k] / "beat").stat().st_size > before[k] for k in others)  # noqa: E731
+    wait_until(grown, "the other workers' beats to go on", 30)
+    assert [_preempted(emulator, "on", k, SLICE_ZONE) for k in others] == ["FALSE"] * 3

@@ -28,15 +28,20 @@ class ComputeHost:
     node_id: str
     project: str
     zone: str
-    instances: list[Instance]  # in worker order
+    vms: list[Instance | None]  # in worker order; None: a VM of the slice gone for good
     accelerator: AcceleratorType
     size: int  # the VMs the slice has when whole
     transition: str | None = None
     runtime_version: str = ""
 
     @property
+    def instances(self) -> list[Instance]:
+        """The VMs there are, in worker order."""
+        return [i for i in self.vms if i is not None]
+
+    @property
     def addresses(self) -> list[str]:
-        return [i.address for i in self.instances]
+        return [i.address if i is not None else "" for i in self.vms]
 
     @property
     def state(self) -> str:
@@ -44,10 +49,20 @@ class ComputeHost:
         running = all(i.status == "RUNNING" and i.transition is None for i in self.instances)
         return "READY" if whole and running else "CREATING"
 
+    def serving(self) -> list[int]:
+        """The workers whose VM runs: each VM of a slice is a machine of its own, which
+        runs on (its processes, its SSH server, its metadata server) when another VM of
+        the slice is preempted or deleted."""
+        return [
+            k
+            for k, i in enumerate(self.vms)
+            if i is not None and i.status == "RUNNING" and i.transition is None
+        ]
+
     @property
     def preempting(self) -> list[int]:
         """The workers whose VM is in a preemption's notice (scheduling.py)."""
-        return [k for k, i in enumerate(self.instances) if i.preempt_ends is not None]
+        return [k for k, i in enumerate(self.vms) if i is not None and i.preempt_ends is not None]
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -57,10 +72,12 @@ class ComputeHost:
 
     @property
     def guest_attributes(self) -> list[list[dict[str, str]]]:
-        return [list(i.published) for i in self.instances]
+        return [list(i.published) if i is not None else [] for i in self.vms]
 
     def set_guest_attributes(self, worker: int, items: list[dict[str, str]]) -> None:
-        self.instances[worker].published = [dict(item) for item in items]
+        vm = self.vms[worker]
+        if vm is not None:
+            vm.published = [dict(item) for item in items]
 
     def render(self) -> dict[str, Any]:
         """What the metadata server needs, in the TPU API node's JSON names."""
@@ -79,13 +96,16 @@ class ComputeHost:
             },
             "schedulingConfig": {"spot": scheduling.get("provisioningModel") == "SPOT"},
             "api": "compute",
-            "instanceNames": [i.name for i in self.instances],  # each VM's own name and id
-            "instanceIds": [i.uid for i in self.instances],
+            # each VM's own name and id ("" for a VM gone)
+            "instanceNames": [i.name if i is not None else "" for i in self.vms],
+            "instanceIds": [i.uid if i is not None else "" for i in self.vms],
         }
 
 
 def hosts(state: State) -> list[ComputeHost]:
-    """Every single-host TPU VM and every slice whose VMs all exist, as hosts."""
+    """Every single-host TPU VM, and every slice once all its VMs have been made, as
+    hosts: a slice stays one, with its workers' numbers, while any of its VMs is left (a
+    VM preempted or deleted leaves its neighbours running)."""
     out = []
     for instance in state.compute.instances.values():
         if instance.group is None:
@@ -104,10 +124,14 @@ def hosts(state: State) -> list[ComputeHost]:
                     )
                 )
     for group in state.compute.groups.values():
-        vms = [i for _slot, i in group_api.members(state, group) if i is not None]
-        shape = slice_of(vms[0].machine_type, group.target_size) if vms else None
-        # a slice is a host once all its VMs exist: each worker's keys are made at first sight
-        if shape is not None and len(vms) == group.target_size:
+        members = group_api.members(state, group)
+        vms = [i for _slot, i in members]
+        present = [i for i in vms if i is not None]
+        shape = slice_of(present[0].machine_type, group.target_size) if present else None
+        # a slice is a host once all its VMs have been made (each worker's keys are made
+        # at first sight), and stays one while any is left
+        made = all(i is not None or slot.get("made") for slot, i in members)
+        if shape is not None and made and len(vms) == group.target_size:
             out.append(
                 ComputeHost(
                     group.uid,

@@ -150,7 +150,7 @@ def preempt_worker(
     found = hosts.host(state, project, zone, name)
     if found is None:
         raise core_errors.not_found(f"projects/{project}/zones/{zone}/instances/{name}")
-    count = len(found.instances)
+    count = len(found.vms)
     if worker is None and count > 1:
         raise core_errors.invalid_argument(
             f"{name} is a slice of {count} VMs: name one with worker (0 to {count - 1})"
@@ -158,7 +158,10 @@ def preempt_worker(
     index = 0 if worker is None else worker
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
         raise core_errors.invalid_argument(f"worker must be 0 to {count - 1} for {name}")
-    return preempt(state, found.instances[index].path, notice)
+    vm = found.vms[index]
+    if vm is None:
+        raise core_errors.not_found(f"worker {index} of {name}: its VM is gone")
+    return preempt(state, vm.path, notice)
 
 
 def preempted(instance: Instance) -> bool:

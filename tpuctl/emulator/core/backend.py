@@ -184,8 +184,8 @@ class Backend(ControlPlane):
         found = compute_hosts.host(self.state, project, zone, name)
         if found is None or not found.instances:
             return None, False
-        vms = found.instances
-        return found.render(), 0 <= worker < len(vms) and compute_scheduling.preempted(vms[worker])
+        vm = found.vms[worker] if 0 <= worker < len(found.vms) else None
+        return found.render(), vm is not None and compute_scheduling.preempted(vm)
 
     @locked
     def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> Page:

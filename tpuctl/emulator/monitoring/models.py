@@ -298,13 +298,13 @@ def worker_views(nodes: Any, files: Any, chips: Any) -> list[WorkerView]:
 
 
 def compute_worker_views(hosts: Any, files: Any, chips: Any) -> list[WorkerView]:
-    """Every VM of every READY Compute Engine TPU VM or slice (`hosts`: ComputeHost
+    """Every running VM of every Compute Engine TPU VM or slice (`hosts`: ComputeHost
     objects, compute/hosts.py), in worker order, by its instance id."""
     return [
-        _view(h, k, files, chips, h.instances[k].uid)
+        _view(h, k, files, chips, vm.uid)
         for h in hosts
-        if h.state == "READY"
-        for k in range(len(h.addresses))
+        for k, vm in enumerate(h.vms)
+        if vm is not None and k in h.serving()
     ]
 
 

@@ -115,6 +115,11 @@ class Node:
         assert acc is not None, self.accelerator_type
         return acc
 
+    def serving(self) -> list[int]:
+        """The workers whose VM runs: all of a READY node's (a TPU API node is preempted,
+        stopped and deleted whole)."""
+        return list(range(len(self.addresses))) if self.state == "READY" else []
+
     # -- state machine -----------------------------------------------------
     def may_begin(self, verb: str) -> bool:
         if self.transition == "preempt" and verb != "delete":

@@ -109,8 +109,9 @@ class WorkerFiles:
             env["TPU_WORKER_ID"] = str(worker)
             env["TPU_WORKER_HOSTNAMES"] = ",".join(node.addresses)
         # the VM's name, as `hostname` says it on a VM (bwrap's own UTS namespace: sandbox.py)
-        instances = getattr(node, "instances", None)  # a Compute Engine VM or slice
-        env["HOSTNAME"] = instances[worker].name if instances else tpu_vm_name(node.uid, worker)
+        vms = getattr(node, "vms", None) or []  # a Compute Engine VM or slice, worker order
+        vm = vms[worker] if 0 <= worker < len(vms) else None
+        env["HOSTNAME"] = vm.name if vm is not None else tpu_vm_name(node.uid, worker)
         if config.get("storage_endpoint"):
             env["TPUCTL_STORAGE_URL"] = str(config["storage_endpoint"])
         # The emulated VM's `python3` is the interpreter running the emulator (a TPU VM

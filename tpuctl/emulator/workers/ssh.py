@@ -161,11 +161,10 @@ class SshWorkers:
         for node in nodes:
             if node.uid not in self._node_dirs:
                 self._prepare(node)
+        # each worker whose VM runs (a VM of a Compute Engine slice runs on when another
+        # is preempted: compute/hosts.py)
         wanted: dict[tuple[str, int], tuple[Node, int]] = {
-            (node.uid, k): (node, k)
-            for node in nodes
-            if node.state == "READY"
-            for k in range(len(node.addresses))
+            (node.uid, k): (node, k) for node in nodes for k in node.serving()
         }
         keys = {node.uid: backend.logins(node) for node in nodes}
         for (uid, _), worker in self._workers.items():
