@@ -55,10 +55,10 @@ def main() -> None:
         quiet()
     except KeyboardInterrupt:
         pass
-    from tpuctl.interrupts import quiet
-
     while True:  # ignore further signals, even one that arrives while they are set so
         try:
+            from tpuctl.interrupts import quiet  # (again: a signal may have cut its import)
+
             quiet()
             break
         except KeyboardInterrupt:

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.errors import TpuctlError
-from tpuctl.models import slice_ids
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import MonitoredWorkers, TpuBackend
@@ -79,7 +78,9 @@ def _resources(
     parent = f"projects/{record.get('project')}/locations/{zone}/nodes"
     by_resource: dict[str, MonitoredWorkers] = {}
     for s in sorted({w // per for w in workers}):
-        name = slice_ids(node, slices)[s]
+        # worker numbers come from the bucket's statuses: one past the record's slices
+        # names a node that is not there (NotFoundError), never an index out of range
+        name = node if slices <= 1 else f"{node}-{s}"
         api, found = find_node(backends, f"{parent}/{name}")
         mine = [w % per for w in workers if w // per == s]
         m = api.monitored_workers(found, mine)

@@ -300,12 +300,7 @@ def worker_views(nodes: Any, files: Any, chips: Any) -> list[WorkerView]:
 def compute_worker_views(hosts: Any, files: Any, chips: Any) -> list[WorkerView]:
     """Every running VM of every Compute Engine TPU VM or slice (`hosts`: ComputeHost
     objects, compute/hosts.py), in worker order, by its instance id."""
-    return [
-        _view(h, k, files, chips, vm.uid)
-        for h in hosts
-        for k, vm in enumerate(h.vms)
-        if vm is not None and k in h.serving()
-    ]
+    return [_view(h, k, files, chips, h.vms[k].uid) for h in hosts for k in h.serving()]
 
 
 def _view(n: Any, k: int, files: Any, chips: Any, instance_id: str = "") -> WorkerView:
