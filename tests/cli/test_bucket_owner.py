@@ -74,3 +74,60 @@ def test_init_fails_its_bucket_step_on_a_squatted_default(cli, emulator) -> None
     r = cli("init", "--yes")
     assert f"gs://{DEFAULT} belongs to another project" in r.err + r.out
     assert r.code != 0
+
+
+def _plant_job(emulator) -> str:  # noqa: ANN001
+    """A job record in the squatted bucket: what a command would read from it."""
+    job = "20261129-153012-ab12cd"
+    blob = emulator.storage_client().bucket(DEFAULT).blob(f"tpuctl/jobs/{job}/job.json")
+    blob.upload_from_string('{"node": "busy"}')
+    return job
+
+
+def test_top_refuses_a_default_bucket_another_project_owns(cli, emulator) -> None:
+    _squat(emulator)
+    job = _plant_job(emulator)
+    assert cli("create", "busy", "-a", "v3-8", "--labels", f"tpuctl-job={job}").code == 0
+    try:
+        r = cli("top", "--json")  # a node has a job: its state would come from the bucket
+        assert r.code == 3, r.err
+        assert f"the bucket gs://{DEFAULT} belongs to another project (number " in (
+            one_line_error(r)
+        )
+        assert r.out == ""
+    finally:
+        assert cli("delete", "busy", "--yes").code == 0
+
+
+def test_gc_envs_unused_refuses_a_default_bucket_another_project_owns(cli, emulator) -> None:
+    _squat(emulator)
+    env = emulator.storage_client().bucket(DEFAULT).blob("tpuctl/envs/" + "a" * 64 + "/index")
+    env.upload_from_string("{}")
+    r = cli("gc", "--envs-unused", "1d", "--yes")
+    assert r.code == 3, r.err
+    assert f"the bucket gs://{DEFAULT} belongs to another project (number " in one_line_error(r)
+    assert "tpuctl/envs/" + "a" * 64 + "/index" in _objects(emulator)  # nothing deleted
+
+
+def test_doctor_refuses_a_default_bucket_another_project_owns(cli, emulator) -> None:
+    _squat(emulator)
+    job = _plant_job(emulator)
+    assert cli("create", "busy", "-a", "v3-8", "--labels", f"tpuctl-job={job}").code == 0
+    try:
+        r = cli("doctor", "busy")
+        assert r.code == 3, r.err
+        assert f"the bucket gs://{DEFAULT} belongs to another project (number " in r.err
+    finally:
+        assert cli("delete", "busy", "--yes").code == 0
+
+
+def test_completion_offers_no_job_of_a_default_bucket_another_project_owns(
+    cli, emulator
+) -> None:
+    from tests.cli.test_output import _complete
+
+    _squat(emulator)
+    job = _plant_job(emulator)
+    assert _complete("tpuctl logs 2") == []
+    # named, the same bucket is trusted as given: its jobs are offered
+    assert _complete(f"tpuctl logs --bucket gs://{DEFAULT} 2") == [job]

@@ -51,15 +51,23 @@ def node_names(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def job_ids(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Job ids in the job bucket, newest first."""
+    """Job ids in the job bucket, newest first; none from a default bucket another project
+    owns (checked as `tpuctl jobs` checks it: two small reads more, once per listing
+    kept for CACHE_SECONDS)."""
 
     def fetch(project: str | None, zone: str | None) -> list[str]:
         from tpuctl.config import load_config_file
         from tpuctl.services import staging
 
         factory, target = _where(project, None, need_zone=False)
-        name = staging.bucket_name(ctx.params.get("bucket"), load_config_file(), target.project)
+        flag, config = ctx.params.get("bucket"), load_config_file()
+        name = staging.bucket_name(flag, config, target.project)
         bucket = factory.bucket(name, target.project)
+        if not staging.bucket_source(flag, config, target.project):  # (named: trusted)
+            # its refusal is an error, which a TAB never shows: it offers nothing (_cached)
+            staging.check_owner(
+                bucket, target.project, factory.iam().project_number, "", lambda _: None
+            )
         return list(reversed(staging.list_job_ids(bucket)))
 
     return _cached("jobs", ctx, incomplete, fetch)

@@ -152,10 +152,19 @@ def _node(
     factory = app.factory
 
     def open_bucket(node: Node):  # noqa: ANN202 - a Bucket, imported lazily
-        # --bucket, else the bucket the node's jobs use, else the default
+        # --bucket, else the bucket the node's jobs use, else the default; checked as
+        # `tpuctl jobs` checks it: the default name, from wherever it comes, must be a
+        # bucket of this project (a name a job was given, the node keeps: trusted as such)
+        config, project = load_config_file(), target.project
         named = bucket or node.metadata.get(BUCKET_ATTRIBUTE)
-        name = staging.bucket_name(named, load_config_file(), target.project)
-        return factory.bucket(name, target.project)
+        name = staging.bucket_name(named, config, project)
+        named_by = staging.bucket_source(bucket, config, project)
+        if not bucket and named:
+            default = name == staging.default_bucket_name(project)
+            named_by = "" if default else f"the node's {BUCKET_ATTRIBUTE} metadata"
+        found = factory.bucket(name, project)
+        staging.check_owner(found, project, factory.iam().project_number, named_by, render.info)
+        return found
 
     asked: list[str] = []
 

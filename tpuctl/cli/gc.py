@@ -143,12 +143,14 @@ def _prune_envs(
     app: Any, project: str, flag: str | None, unused_for: int, *, dry_run: bool, yes: bool
 ) -> None:
     """The cached environments no job used for `unused_for` seconds: listed, then (with
-    --yes, or confirmed) deleted. Said on stderr: --json stays the nodes' table."""
-    from tpuctl.config import load_config_file
-    from tpuctl.services import env_gc, staging
+    --yes, or confirmed) deleted. Said on stderr: --json stays the nodes' table. The
+    bucket is checked as `tpuctl jobs` checks it (a default bucket another project owns
+    is refused)."""
+    from tpuctl.cli.jobs import job_bucket
+    from tpuctl.services import env_gc
 
-    name = staging.bucket_name(flag, load_config_file(), project)
-    bucket = app.factory.bucket(name, project)
+    bucket = job_bucket(app, project, flag)
+    name = bucket.name
     doomed = env_gc.plan(bucket, unused_for)
     if not doomed:
         render.info(f"environments: none unused for {unused_for // 86400 or 1} day(s) or more")

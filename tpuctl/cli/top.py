@@ -99,17 +99,17 @@ def top(
 
 
 def _job_states(app: Any, project: str) -> tuple[Any, Any]:
-    """Reads jobs' states from the bucket `tpuctl jobs` reads; final ones are kept across
+    """Reads jobs' states from the bucket `tpuctl jobs` reads, checked as it checks it (a
+    default bucket another project owns is refused); final ones are kept across
     refreshes (they never change). With them, a running job's chips as last read."""
-    from tpuctl.config import load_config_file
-    from tpuctl.services import jobs, staging
+    from tpuctl.cli.jobs import job_bucket
+    from tpuctl.services import jobs
 
-    name = staging.bucket_name(None, load_config_file(), project)
     made: list[Any] = []
 
     def states(job_ids: list[str]) -> dict[str, str]:
         if not made:  # the storage client, only once a node has a job
-            made.append(jobs.JobStates(app.factory.bucket(name, project)))
+            made.append(jobs.JobStates(job_bucket(app, project, None)))
         return dict(made[0](job_ids))
 
     def live(job_id: str) -> list[dict[str, Any]]:
