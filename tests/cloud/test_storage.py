@@ -17,6 +17,7 @@ from tpuctl.errors import (
     ConfigError,
     NotFoundError,
     PreconditionFailedError,
+    UnreadableObjectError,
     UsageError,
 )
 
@@ -164,10 +165,36 @@ def test_prefixes_and_download(bucket, tmp_path: Path) -> None:
         "tpuctl/jobs/20260102-000000-bbbbbb/",
     ]
     name = "tpuctl/jobs/20260102-000000-bbbbbb/outputs/ckpt/step-1.npz"
-    got = bucket.download_to(name, tmp_path / "out" / "ckpt" / "step-1.npz")
+    got = bucket.download_to(name, tmp_path / "out" / "ckpt" / "step-1.npz", 3)
     assert got.read_bytes() == b"one"  # its folders made
     with pytest.raises(NotFoundError):
-        bucket.download_to("tpuctl/jobs/none/x", tmp_path / "none" / "x")
+        bucket.download_to("tpuctl/jobs/none/x", tmp_path / "none" / "x", 1)
+    # more than was said, or less: no file
+    for said in (2, 4):
+        with pytest.raises(UnreadableObjectError, match=f"not the {said} expected"):
+            bucket.download_to(name, tmp_path / "short", said)
+        assert not (tmp_path / "short").exists()
+
+
+def test_an_encoded_object_is_refused_and_never_decoded(bucket, tmp_path: Path) -> None:
+    """A co-writer's gzip-encoded object (1 KB that decodes to 64 MiB) is read as its stored
+    bytes, at most the bound of them, and refused naming it: nothing decodes it."""
+    import gzip
+
+    bomb = gzip.compress(b"{" * (64 << 20))
+    blob = bucket._bucket.blob("tpuctl/jobs/j/status/worker-0.json")
+    blob.content_encoding = "gzip"
+    blob.upload_from_string(bomb, content_type="application/json")
+    before = bucket.received
+    with pytest.raises(UnreadableObjectError, match="worker-0.json is stored gzip-encoded"):
+        bucket.read_json("tpuctl/jobs/j/status/worker-0.json")
+    with pytest.raises(UnreadableObjectError, match="stored gzip-encoded"):
+        bucket.read_range("tpuctl/jobs/j/status/worker-0.json", 0, 1 << 20)
+    size = len(bomb)
+    with pytest.raises(UnreadableObjectError, match="stored gzip-encoded"):
+        bucket.download_to("tpuctl/jobs/j/status/worker-0.json", tmp_path / "x", size)
+    assert not (tmp_path / "x").exists()
+    assert bucket.received - before <= 3 * size  # the stored bytes, never the decoded ones
 
 
 def test_missing_bucket_is_not_found(emulator, tmp_path: Path) -> None:

@@ -84,6 +84,8 @@ def test_no_receipt_while_a_worker_has_not_ended() -> None:
 class Bucket:
     """One JSON object where the client keeps its marks."""
 
+    name = "b"
+
     def __init__(self, value: object) -> None:
         self.value = value
 

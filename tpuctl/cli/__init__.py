@@ -153,13 +153,26 @@ def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
 
 
 def _fail(message: str, hint: str | None = None) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    from tpuctl.wording import printable  # a message may name what the bucket holds
+
+    sys.stderr.write(f"error: {printable(message)}\n")
     if hint:
-        sys.stderr.write(f"hint: {hint}\n")
+        sys.stderr.write(f"hint: {printable(hint)}\n")
 
 
 def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
-    """Run tpuctl; return the exit code. Errors become one line, tracebacks only with --debug."""
+    """Run tpuctl; return the exit code. Errors become one line, tracebacks only with --debug.
+    What the command skipped of the bucket (services/records.py) is said last, a line each."""
+    try:
+        return _main(argv, app_env)
+    finally:
+        from tpuctl.services import records
+
+        for line in records.take():
+            sys.stderr.write(f"tpuctl: {line}\n")
+
+
+def _main(argv: list[str] | None, app_env: AppEnv | None) -> int:
     args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     app_env = app_env or AppEnv()
     app_env.debug = debug

@@ -162,6 +162,7 @@ def jobs(
     if one:
         from tpuctl.cli.chips_table import show_chips
         from tpuctl.services.run.environment import describe
+        from tpuctl.wording import printable
 
         for r in rows:  # as at the end of `run`
             if r["hungSince"]:
@@ -175,7 +176,7 @@ def jobs(
                 name = jobs_service.worker_names(b, r["id"])
                 show_chips(r["chips"], name, r.get("chipsNote"))
             if r["environment"]:
-                sys.stdout.write(describe(r["environment"]) + "\n")
+                sys.stdout.write(printable(describe(r["environment"])) + "\n")
             if receipts.get(r["id"]) is not None:
                 for line in receipts[r["id"]].lines():
                     sys.stdout.write(printable(line) + "\n")

@@ -19,7 +19,7 @@ from tpuctl.errors import (
     UnreadableObjectError,
     UsageError,
 )
-from tpuctl.services import staging
+from tpuctl.services import records, staging
 from tpuctl.services.chips import job_chips
 from tpuctl.services.run.spec import worker_label
 
@@ -57,25 +57,19 @@ def mark_final(
 
 
 def _read_status(bucket: Bucket, name: str) -> dict[str, Any] | None:
-    try:
-        value, _ = bucket.read_json(name)
-    except NotFoundError:
-        return None
-    return dict(value)
+    return records.read(bucket, name, records.STATUS, "worker's status")
 
 
 def _status_or_none(bucket: Bucket, name: str) -> dict[str, Any] | None:
     """Worker k's status as its own object holds it, or None when that object is not a
-    status (not JSON, not an object, too large, another worker's): the bucket is shared,
-    and one object nobody should have written must not hide every job from `jobs`."""
+    status (records.py: not JSON, too large, a field of the wrong type; or another
+    worker's): the bucket is shared, and one object nobody should have written must not
+    hide every job from `jobs`."""
     worker = _STATUS_NAME.fullmatch(name.rsplit("/", 1)[-1])
-    try:
-        value, _ = bucket.read_json(name)
-    except (NotFoundError, UnreadableObjectError):
+    if worker is None:
         return None
-    if not isinstance(value, dict) or worker is None:
-        return None
-    return value if value.get("worker", 0) == int(worker.group(1)) else None
+    value = _read_status(bucket, name)
+    return value if value is not None and value.get("worker", 0) == int(worker.group(1)) else None
 
 
 def job_state(
@@ -88,11 +82,8 @@ def job_state(
     state = overall(states, workers)
     if state != protocol.PENDING:
         return state
-    try:
-        marker, _ = bucket.read_json(protocol.cancel_path(job_id))
-    except (NotFoundError, UnreadableObjectError):
-        return state
-    return protocol.CANCELLED if protocol.cancel_marked(marker) else state
+    marker = records.read(bucket, protocol.cancel_path(job_id), records.ANY, "cancel mark")
+    return protocol.CANCELLED if marker and protocol.cancel_marked(marker) else state
 
 
 def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
@@ -124,6 +115,9 @@ def list_jobs(
         try:
             record = staging.read_job_record(bucket, job_id)
         except NotFoundError:
+            continue
+        except UnreadableObjectError as e:  # one job's record hides no other job
+            records.note(protocol.job_record_path(job_id), e.message)
             continue
         st = statuses(bucket, job_id)
         exits = [s.get("exit_status") for _, s in sorted(st.items())]

@@ -57,11 +57,18 @@ def _number(value: Any) -> float | None:
 
 def read_marks(bucket: Bucket, job_id: str) -> tuple[dict[str, float], float | None, str] | None:
     """(marks, hourly USD, accelerator) as the client kept them; None: none, or not so."""
-    try:
-        value, _ = bucket.read_json(protocol.job_path(job_id, NAME))
-    except TpuctlError:
-        return None
-    if not isinstance(value, dict) or value.get("version") != VERSION:
+    from tpuctl.services import records
+
+    path = protocol.job_path(job_id, NAME)
+    value = records.read(bucket, path, records.ANY, "receipt's marks")
+    found = None if value is None else _marks(value)
+    if value is not None and found is None:
+        records.note(f"gs://{bucket.name}/{path}", "not the marks tpuctl keeps for a receipt")
+    return found
+
+
+def _marks(value: dict[str, Any]) -> tuple[dict[str, float], float | None, str] | None:
+    if value.get("version") != VERSION:
         return None
     raw, accelerator = value.get("marks"), value.get("accelerator")
     if not isinstance(raw, dict) or not isinstance(accelerator, str):

@@ -12,9 +12,7 @@ asked for with `unverified` (`tpuctl outputs --unverified`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,12 +20,16 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from tpuctl.agent import manifests, protocol
-from tpuctl.errors import TpuctlError
+from tpuctl.errors import NotFoundError, UnreadableObjectError
+from tpuctl.services import records
 
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
 
 WORKERS = 8  # downloads at once, as storage.UPLOAD_WORKERS (requests' pool holds 10)
+# The largest manifest read here (about 80,000 files per worker): the laptop's memory stays
+# bounded whatever the bucket holds (cloud/storage.py's PARSE_BUDGET bounds the rest).
+READ_LIMIT = 8 << 20
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Brought:
     unnamed: list[str] = field(default_factory=list)  # no manifest of the job names them
     changed: list[str] = field(default_factory=list)  # not the content the job uploaded
     unsigned: int = 0  # manifests not signed with this key
+    refused: list[str] = field(default_factory=list)  # not what tpuctl writes (one line each)
 
     def notes(self, where: str) -> list[str]:
         """One line for each kind of file left in the bucket (none when all came)."""
@@ -53,6 +56,7 @@ class Brought:
                 f"outputs: {len(self.changed)} file(s) in {where} changed since the job "
                 f"uploaded them: left there ({manifests.some(self.changed)})"
             )
+        lines += [f"outputs: {why}" for why in self.refused]
         if self.unnamed and self.unsigned and not self.written:
             lines.append(
                 "outputs: if the job ran from another machine, give its signing key "
@@ -69,7 +73,7 @@ def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = T
     allowed, unsigned = _allowed(bucket, job_id, key) if verify else ({}, 0)
     brought = Brought(unsigned=unsigned)
     root = dest.resolve()
-    wanted: list[tuple[str, str]] = []
+    wanted: list[tuple[str, str, int]] = []
     for info in bucket.objects(prefix):
         relative = info.name[len(prefix) :].lstrip("/")
         parts = PurePosixPath(relative).parts
@@ -78,13 +82,17 @@ def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = T
         if verify and relative not in allowed:
             brought.unnamed.append(relative)
         else:
-            wanted.append((info.name, relative))
+            wanted.append((info.name, relative, info.size))
 
-    def one(item: tuple[str, str]) -> Path | None:
-        name, relative = item
+    def one(item: tuple[str, str, int]) -> Path | None:
+        name, relative, size = item
         target = root.joinpath(*PurePosixPath(relative).parts)
         part = target.with_name(f".{target.name}.tpuctl-part")
-        bucket.download_to(name, part)
+        try:
+            bucket.download_to(name, part, size)
+        except UnreadableObjectError as e:
+            brought.refused.append(str(e))
+            return None
         if verify and sha256(part) not in allowed[relative]:
             part.unlink()
             brought.changed.append(relative)
@@ -106,9 +114,12 @@ def _allowed(bucket: Bucket, job_id: str, key: str) -> tuple[dict[str, set[str]]
     unsigned = 0
     for info in bucket.objects(protocol.job_path(job_id, "manifests", "")):
         value = None
-        if info.size <= manifests.LIMIT:
-            with contextlib.suppress(TpuctlError, ValueError):
-                value = json.loads(bucket.read_bytes(info.name, manifests.LIMIT)[0])
+        try:
+            value = bucket.read_json(info.name, READ_LIMIT)[0]
+        except UnreadableObjectError as e:
+            records.note(f"gs://{bucket.name}/{info.name}", e.message)
+        except NotFoundError:
+            pass
         if not manifests.trusted(value, key, job_id):
             unsigned += 1
             continue

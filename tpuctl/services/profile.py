@@ -197,7 +197,7 @@ def bring_home(bucket: Bucket, job_id: str, taken: Profile, dest: Path) -> Home:
         target = run / f"{trace.name}.xplane.pb"
         part = target.with_name(f".{target.name}.tpuctl-part")
         try:
-            bucket.download_to(name, part)
+            bucket.download_to(name, part, trace.size)
         except TpuctlError as e:
             part.unlink(missing_ok=True)
             home.refused[trace.name] = f"it could not be downloaded: {e}"

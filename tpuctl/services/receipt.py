@@ -176,11 +176,14 @@ def save(bucket: Bucket, job_id: str, receipt: Receipt) -> None:
 
 def load(bucket: Bucket, job_id: str) -> Receipt | None:
     """The job's receipt (None: there is none, or what is there is not one)."""
-    try:
-        value, _ = bucket.read_json(protocol.job_path(job_id, NAME))
-    except TpuctlError:
-        return None
-    return from_json(value)
+    from tpuctl.services import records
+
+    path = protocol.job_path(job_id, NAME)
+    value = records.read(bucket, path, records.ANY, "receipt")
+    found = None if value is None else from_json(value)
+    if value is not None and found is None:
+        records.note(f"gs://{bucket.name}/{path}", "not a receipt tpuctl writes")
+    return found
 
 
 def _number(value: Any) -> float:

@@ -47,8 +47,10 @@ from tpuctl.errors import (
     ConfigError,
     PreconditionFailedError,
     TpuctlError,
+    UnreadableObjectError,
     UsageError,
 )
+from tpuctl.services import records
 from tpuctl.services.workdir import (
     FileEntry,
     Identity,
@@ -435,6 +437,12 @@ def read_job_record(bucket: Bucket, job_id: str) -> dict[str, Any]:
     if not JOB_ID_RE.match(job_id):
         raise UsageError(f"bad job id {job_id!r}: job ids look like 20261129-153012-ab12cd")
     value, _ = bucket.read_json(job_record_path(job_id))
+    why = records.problem(value, records.JOB_RECORD)
+    if why is not None:
+        raise UnreadableObjectError(
+            f"gs://{bucket.name}/{job_record_path(job_id)} is not a job record: {why}",
+            hint="another principal with write access to the bucket may have written it",
+        )
     record = dict(value)
     for key, most in (("workers", MOST_WORKERS), ("slices", MOST_SLICES)):
         count = record.get(key, 1)

@@ -86,29 +86,52 @@ def lines_of(name: str, text: str) -> list[str]:
 
 def summary(statuses: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     """What the workers' statuses say of the environment: its key, how each worker got it
-    (built, from the bucket, reused), the bytes moved and the slowest worker's time."""
-    made = {w: s["environment"] for w, s in statuses.items() if s.get("environment")}
+    (built, from the bucket, reused), the bytes moved and the slowest worker's time. A
+    status is anyone's to write (the bucket is shared): a field of the wrong type counts
+    as absent."""
+    made = {
+        w: s["environment"] for w, s in statuses.items() if isinstance(s.get("environment"), dict)
+    }
     if not made:
         return None
     how: dict[str, int] = {}
     for env in made.values():
-        how[str(env.get("how", "?"))] = how.get(str(env.get("how", "?")), 0) + 1
-    packages: list[str] = next((e.get("packages") for e in made.values() if e.get("packages")), [])
+        how[_text(env.get("how"), "?")] = how.get(_text(env.get("how"), "?"), 0) + 1
+    packages: list[Any] = next(
+        (e["packages"] for e in made.values() if isinstance(e.get("packages"), list)), []
+    )
     built = [w for w, e in made.items() if e.get("how") == "built"]
     cached = [e for e in made.values() if e.get("how") == "cached"]
-    slowest: dict[str, Any] = max(cached, key=lambda e: float(e.get("seconds") or 0), default={})
+    slowest: dict[str, Any] = max(cached, key=lambda e: _number(e.get("seconds")), default={})
     return {
-        "key": next(iter(made.values())).get("key", ""),
+        "key": _text(next(iter(made.values())).get("key"), ""),
         "workers": how,
         "builtBy": built[0] if built else None,
-        "packages": len(packages or []),
-        "bytes": sum(int(e.get("bytes") or 0) for e in made.values()),
-        "seconds": max(float(e.get("seconds") or 0) for e in made.values()),
+        "packages": len(packages),
+        "bytes": int(sum(_number(e.get("bytes")) for e in made.values())),
+        "seconds": max(_number(e.get("seconds")) for e in made.values()),
         # the CPU the workers' environment steps used, all added up (their own clocks)
-        "cpuSeconds": round(sum(float(e.get("cpu") or 0) for e in made.values()), 3),
-        "phases": made[built[0]].get("phases", {}) if built else {},
-        "cachedPhases": slowest.get("phases", {}),  # of the slowest to install from the bucket
+        "cpuSeconds": round(sum(_number(e.get("cpu")) for e in made.values()), 3),
+        "phases": _phases(made[built[0]].get("phases")) if built else {},
+        # of the slowest to install from the bucket
+        "cachedPhases": _phases(slowest.get("phases")),
     }
+
+
+def _number(value: Any) -> float:
+    """A status's number, 0 where it holds anything else."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value == value
+    return float(value) if ok and abs(value) < 1e15 else 0.0
+
+
+def _text(value: Any, default: str) -> str:
+    return value[:200] if isinstance(value, str) else default
+
+
+def _phases(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k)[:40]: _number(v) for k, v in list(value.items())[:20]}
 
 
 def describe(env: dict[str, Any]) -> str:
