@@ -139,3 +139,61 @@ def test_py_spy_without_native_frames_where_it_cannot_unwind_them(
     assert stacks.py_spy(4321) == "Process 4321: python (python frames)\n"
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     assert stacks.py_spy(4321) is None
+
+
+def test_a_group_is_the_jobs_only_when_its_leader_is_a_child_of_the_jobs_agent(
+    job_dir: Path, procs
+) -> None:
+    # this test's process stands for the agent: the agent is known by the attempt's lock
+    # it holds open (agent.py); a group it started before holding it is not the job's
+    sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    procs.append(sleeper)  # type: ignore[arg-type]
+    why = stacks.job_group(job_dir, sleeper.pid)
+    assert why == f"process group {sleeper.pid} was not started by job job's agent"
+    with open(job_dir / "agent-1.start.lock", "w"):  # a start's lock is no agent's
+        assert stacks.job_group(job_dir, sleeper.pid) == why
+    with open(job_dir / "agent-2.lock", "w"):
+        assert stacks.job_group(job_dir, sleeper.pid) == ""
+    sleeper.kill()
+    sleeper.wait()
+    assert stacks.job_group(job_dir, sleeper.pid) == (
+        f"process group {sleeper.pid} has no leader on this worker"
+    )
+
+
+def test_a_group_not_the_jobs_is_never_looked_at_and_it_is_said_once(
+    job_dir: Path, tmp_path: Path, procs, monkeypatch, capsys
+) -> None:
+    """The group comes from the job's status in the bucket: a forged one names another
+    process (here a Python one, which py-spy would dump), and only the job's registered
+    processes are taken."""
+    asked: list[int] = []
+
+    def spy(pid: int) -> str:
+        asked.append(pid)
+        return f"Process {pid}: python\n"
+
+    monkeypatch.setattr(stacks, "py_spy", spy)
+
+    def no_token() -> None:
+        raise OSError("no metadata server here")
+
+    monkeypatch.setattr(stacks, "Token", no_token)  # (not stored in the bucket: said)
+    victim = subprocess.Popen(
+        [sys.executable, "-I", "-c", "import time; time.sleep(600)"], start_new_session=True
+    )
+    procs.append(victim)
+    pid = _script(job_dir, dict(os.environ), procs)  # the job's own, registered
+    root = tmp_path / "root"
+    (root / "jobs").mkdir(parents=True)
+    (root / "jobs" / "j1").symlink_to(job_dir)
+    args = ["--job-id", "j1", "--bucket", "b", "--worker", "0", "--stamp", "s"]
+    assert stacks.main([*args, "--root", str(root), "--group", str(victim.pid)]) == 0
+    out, err = capsys.readouterr()
+    assert asked == [pid] and f"Process {victim.pid}" not in out
+    said = [ln for ln in err.splitlines() if str(victim.pid) in ln]
+    assert said == [
+        f"process group {victim.pid} was not started by job j1's agent: left alone "
+        "(the job's status names it)"
+    ]
+    assert victim.poll() is None

@@ -13,7 +13,11 @@ How a stack is taken:
   it). Where the VM has py-spy (`py-spy dump --native --pid PID`), its dump is taken
   (Python and native frames); else SIGUSR2 is sent and what each file gets is read
   (Python frames only). Without registered processes, py-spy alone is tried on the
-  Python processes of the script's process group (--group).
+  Python processes of the script's process group (--group), once it is known to be
+  the job's: the group's leader is a child of the job's agent, the process holding
+  one of its attempts' locks (`agent-A.lock` in the job's folder: agent.py). The client
+  takes the group from the job's status, in the shared bucket: a group of any other
+  process is left alone, saying so.
 - Each frame in the job's own code is followed by its source line, and the code
   folder's path is left out (the same on every worker: the client compares workers).
 - The text is printed and written to the bucket (protocol.stacks_path).
@@ -68,6 +72,18 @@ def registered(dumps: Path) -> dict[int, Path]:
         if m and _holds(int(m.group(1)), dumps / name):
             found[int(m.group(1))] = dumps / name
     return dict(sorted(found.items()))
+
+
+def job_group(job_dir: Path, group: int) -> str:
+    """Why process group `group` is not one the job's agent started here ('' when it is)."""
+    leader = in_group(group).get(group)
+    if leader is None:
+        return f"process group {group} has no leader on this worker"
+    parent = int(leader[1])
+    locks = [p for p in job_dir.glob("agent-*.lock") if re.fullmatch(r"agent-\d+\.lock", p.name)]
+    if not any(_holds(parent, lock) for lock in locks):
+        return f"process group {group} was not started by job {job_dir.name}'s agent"
+    return ""
 
 
 def group_pythons(group: int) -> list[int]:
@@ -228,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         print("stacks: invalid --stamp or --job-id", file=sys.stderr)
         return 2
     job_dir = Path(args.root).expanduser() / "jobs" / args.job_id
-    text, how = take(job_dir, args.group, args.wait)
+    group = args.group
+    why = job_group(job_dir, group) if group else ""
+    if why:  # the job's status in the bucket named it: anyone who may write there may
+        print(f"{why}: left alone (the job's status names it)", file=sys.stderr)
+        group = None
+    text, how = take(job_dir, group, args.wait)
     if not text:
         print(
             "no Python process of the job on this worker can show its stacks (a script "
