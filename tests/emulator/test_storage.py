@@ -108,12 +108,12 @@ def test_reset_empties_a_bucket_that_a_late_write_refilled(
     def racing(method: str, path: str):
         if method == "DELETE" and path == "/storage/v1/b/busy" and not late:
             late.append(path)  # straight to fake-gcs-server: the proxy waits on the lock
-            upload = urllib.request.Request(
-                f"{storage.url}/upload/storage/v1/b/busy/o?uploadType=media&name=late",
-                data=b"y",
-                method="POST",
-            )
-            urllib.request.urlopen(upload, timeout=10).close()
+            conn = storage.connection(10)
+            try:
+                conn.request("POST", "/upload/storage/v1/b/busy/o?uploadType=media&name=late", b"y")
+                assert conn.getresponse().status == 200
+            finally:
+                conn.close()
         return call(method, path)
 
     monkeypatch.setattr(storage, "_call", racing)
@@ -179,15 +179,17 @@ def test_storage_child_dies_with_the_emulator(sig: signal.Signals) -> None:
         assert proc.stdout is not None
         address = proc.stdout.readline().strip().split("=", 1)[1]
         endpoint = EmulatorControl(address).status()["storage_endpoint"]
-        children = _children(proc.pid)
-        assert len(children) == 1
-        assert "fake-gcs-server" in Path(f"/proc/{children[0]}/cmdline").read_text()
+        # fake-gcs-server, under the helper that keeps it on a network of its own
+        [helper] = _children(proc.pid)
+        [server] = _children(helper)
+        assert "private_net" in Path(f"/proc/{helper}/cmdline").read_text()
+        assert "fake-gcs-server" in Path(f"/proc/{server}/cmdline").read_text()
         # the endpoint is the emulator's proxy in front of the child (storage/proxy.py)
         with urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=10) as response:
             assert json.loads(response.read())["kind"] == "storage#buckets"
         proc.send_signal(sig)
         assert proc.wait(timeout=20) == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
-        assert _wait_gone(children[0])
+        assert _wait_gone(helper) and _wait_gone(server)
     finally:
         if proc.poll() is None:
             proc.kill()

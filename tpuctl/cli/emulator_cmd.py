@@ -72,8 +72,9 @@ def start(
         bool,
         typer.Option(
             "--unconfined",
-            help="Where bubblewrap cannot run, run worker commands as plain local processes "
-            "(default: refuse them; also TPUCTL_EMULATOR_UNCONFINED=1).",
+            help="Where bubblewrap cannot run, run worker commands as plain local processes, "
+            "and where Cloud Storage's server cannot have a network of its own, serve it on "
+            "127.0.0.1 (default: refuse both; also TPUCTL_EMULATOR_UNCONFINED=1).",
         ),
     ] = False,
     fresh: Annotated[

@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--unconfined",
         action="store_true",
-        help="run worker commands unconfined where bubblewrap cannot run (default: refuse)",
+        help="run worker commands unconfined where bubblewrap cannot run, and Cloud Storage's "
+        "server on 127.0.0.1 where it cannot have a network of its own (default: refuse)",
     )
     args = parser.parse_args(argv)
 

@@ -13,7 +13,12 @@ before anything is done:
 - a request whose `Host` is a name that is not the emulator's own (`localhost`, the address
   it listens on, or an IP literal) is refused (403): a rebound name is the page's;
 - a request that carries a body where JSON is expected, in any other type than JSON, is
-  refused (415), so no simple request reaches the API at all.
+  refused (415), so no simple request reaches the API at all. Not on Cloud Storage's
+  proxy: an object's bytes come in the object's own type, `text/plain` included (a media
+  upload), and Python's urllib labels a body it is given without one as a form's; there a
+  page's request is refused by its Origin, which browsers send with every method but GET
+  and HEAD (https://fetch.spec.whatwg.org/#origin-header), and every GET or HEAD there
+  only reads.
 
 These are the emulator's rules, not the cloud's: Google's endpoints are not on your
 laptop. Standard library only.

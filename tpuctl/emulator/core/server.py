@@ -226,11 +226,21 @@ class EmulatorServer:
         was = self._ports_before()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
-        # Cloud Storage (fake-gcs-server, a child process): objects kept beside the nodes
+        # Cloud Storage (fake-gcs-server, a child process): objects kept beside the nodes,
+        # on a network of its own that only the proxy reaches (storage/private_net.py);
+        # on 127.0.0.1 only where none can be made and worker commands run unconfined
         self.storage: StorageServer | None = None
         if storage:
             root = Path(state_dir) / "storage" if state_dir else None
-            self.storage = StorageServer(host, 0, root, preferred=was.get("storage", 0))
+            sandbox = self.backend.workers.sandbox
+            self.storage = StorageServer(
+                host,
+                0,
+                root,
+                preferred=was.get("storage", 0),
+                bwrap=sandbox.bwrap,
+                open_fallback=sandbox.unconfined,
+            )
         self._ssh_wanted, self._ssh_port = ssh, ssh_port or was.get("ssh")  # None: a free one
         self._monitoring_port = was.get("monitoring", 0)
         self._proxy_port = was.get("storage_proxy", 0)
@@ -262,18 +272,24 @@ class EmulatorServer:
                 self._httpd.server_close()
                 self._httpd = None
                 raise
+            if not self.storage.private:
+                print(
+                    f"warning: Cloud Storage's server listens on {self.storage.target}, where "
+                    f"web pages and workers reach it unchecked ({self.storage.private_problem})",
+                    file=sys.stderr,
+                )
             self.backend.clear_storage = self.storage.clear
             self.backend.apply_lifecycle = self.storage.apply_lifecycle
             from tpuctl.emulator.storage.proxy import StorageProxy
 
             # on the port it had before, where free: a worker's agent outlives a restart.
-            # Every client goes through it: it checks the workers' tokens, and it keeps the
-            # buckets' lifecycle rules that fake-gcs-server drops.
-            target = f"{self._host}:{self.storage.port}"
+            # Every client goes through it: it refuses what a web page sends, checks the
+            # workers' tokens, and keeps the buckets' lifecycle rules that fake-gcs-server
+            # drops.
             try:
-                proxy = StorageProxy(self._host, target, self.backend, self._proxy_port)
+                proxy = StorageProxy(self._host, self.storage, self.backend, self._proxy_port)
             except OSError:  # its port taken since it was found free: another one
-                proxy = StorageProxy(self._host, target, self.backend, 0)
+                proxy = StorageProxy(self._host, self.storage, self.backend, 0)
             self._storage_proxy = proxy.start()
             self.backend.storage_endpoint = proxy.url
         # Cloud Monitoring's gRPC front, before the HTTP server answers: a client that
@@ -332,7 +348,7 @@ class EmulatorServer:
         if self._state_dir is None:
             return
         ports = {
-            "storage": self.storage.port if self.storage else None,
+            "storage": self.storage.open_port if self.storage else None,
             "ssh": self.ssh.port if self.ssh else None,
             "monitoring": self.monitoring.port if self.monitoring else None,
             "storage_proxy": self._storage_proxy.port if self._storage_proxy else None,

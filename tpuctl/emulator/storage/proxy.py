@@ -1,8 +1,9 @@
 """A thin reverse proxy in front of fake-gcs-server: the emulator's Cloud Storage endpoint.
 
 Every client reaches Cloud Storage through it: the laptop's (the status's
-`storage_endpoint`) and the workers' (their TPUCTL_STORAGE_URL). It does two things
-fake-gcs-server does not:
+`storage_endpoint`) and the workers' (their TPUCTL_STORAGE_URL); fake-gcs-server itself is
+on a network only the proxy reaches (private_net.py). It does what fake-gcs-server does not:
+- it refuses what a web page can send (core/browsers.py), and passes on no CORS header;
 - it checks permissions as Google's front end does: a VM's token's scopes, then its
   service account's permissions (iam/accounts.py); the caller's (a call without a token the
   emulator minted) against the permissions the config denies it (iam/access.py);
@@ -39,6 +40,7 @@ from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.iam import accounts as iam
 from tpuctl.emulator.offerings import apis
 from tpuctl.emulator.storage import lifecycle as bucket_lifecycle
+from tpuctl.emulator.storage import preconditions
 from tpuctl.emulator.tpu.models import project_number
 
 BLOCK = 1 << 20
@@ -95,6 +97,11 @@ _BUCKET_VERBS = {
 }
 
 
+def _passed(header: str) -> bool:
+    """An answer's header passed on: not hop-by-hop, not CORS (fake-gcs-server allows `*`)."""
+    return header.lower() not in _HOP and not header.lower().startswith("access-control-")
+
+
 def permission(method: str, path: str) -> str | None:
     """The IAM permission a Cloud Storage JSON API call needs (None: not one we know)."""
     path = unquote(path)
@@ -102,33 +109,6 @@ def permission(method: str, path: str) -> str | None:
         if m == method and pattern.search(path):
             return perm
     return None
-
-
-# Cloud Storage's answer to a precondition that does not hold (JSON API, 412)
-_UNMET = "At least one of the pre-conditions you specified did not hold."
-PRECONDITION_FAILED = {
-    "error": {
-        "code": 412,
-        "message": _UNMET,
-        "errors": [
-            {
-                "message": _UNMET,
-                "domain": "global",
-                "reason": "conditionNotMet",
-                "locationType": "header",
-                "location": "If-Match",
-            }
-        ],
-    }
-}
-
-
-def _precondition_holds(query: dict[str, list[str]], metageneration: int) -> bool:
-    match = query.get("ifMetagenerationMatch", [""])[-1]
-    differ = query.get("ifMetagenerationNotMatch", [""])[-1]
-    if match and match != str(metageneration):
-        return False
-    return not (differ and differ == str(metageneration))
 
 
 def _show(item: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -171,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in headers:
             if name.lower() == "content-type":
                 kind = value
-            elif name.lower() not in _HOP and name.lower() != "content-length":
+            elif _passed(name) and name.lower() != "content-length":
                 self.send_header(name, value)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
@@ -245,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         wanted = query.get("ifGenerationMatch", [""])[-1]
         with self.server.bucket_lock:  # the check and the delete at once (for deletes)
             if wanted:
-                conn = http.client.HTTPConnection(self.server.target, timeout=60)
+                conn = self.server.storage.connection(60)
                 try:
                     conn.request("GET", path)
                     resp = conn.getresponse()
@@ -253,7 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
                 finally:
                     conn.close()
                 if resp.status == 200 and str(json.loads(data).get("generation")) != wanted:
-                    self._refuse(PRECONDITION_FAILED)
+                    self._refuse(preconditions.FAILED)
                     return
             self._forward()
 
@@ -287,8 +267,8 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.bucket_lock:  # a check, the call and the new metageneration at once
             meta = backend.bucket_meta(unquote(name)) if name else {}
             generation = int(meta.get("metageneration") or 1)
-            if name and not _precondition_holds(query, generation):
-                self._refuse(PRECONDITION_FAILED, drained=True)
+            if name and not preconditions.metageneration_holds(query, generation):
+                self._refuse(preconditions.FAILED, drained=True)
                 return
             status, reason, headers, data = self._exchange(body)
             if not 200 <= status < 300:
@@ -329,7 +309,7 @@ class _Handler(BaseHTTPRequestHandler):
         local = self.server.local
         conn = getattr(local, "conn", None)
         if conn is None:
-            conn = http.client.HTTPConnection(self.server.target, timeout=300)
+            conn = self.server.storage.connection(300)
             local.conn = conn
         return conn
 
@@ -393,7 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in resp.getheaders():
             if name.lower() == "location" and value.startswith(upstream):
                 value = self.server.url + value[len(upstream) :]  # a resumable session's
-            if name.lower() not in _HOP:
+            if _passed(name):
                 self.send_header(name, value)
         if length is None and self.command != "HEAD" and resp.status not in (204, 304):
             self.send_header("Connection", "close")  # the end of the body is the close
@@ -409,14 +389,14 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class StorageProxy(ThreadingHTTPServer):
-    """The proxy on host:port (0: any free one) in front of `target` (host:port of
-    fake-gcs-server)."""
+    """The proxy on host:port (0: any free one) in front of `storage` (fake-gcs-server:
+    server.StorageServer, its `target` and its `connection`)."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, host: str, target: str, backend: Any, port: int = 0) -> None:
-        self.target, self.backend = target, backend
+    def __init__(self, host: str, storage: Any, backend: Any, port: int = 0) -> None:
+        self.storage, self.target, self.backend = storage, storage.target, backend
         self.local = threading.local()
         self.bucket_lock = threading.Lock()
         self._thread: threading.Thread | None = None
