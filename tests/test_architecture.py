@@ -165,12 +165,13 @@ def test_no_import_breaks_the_rule(rule: Callable[[str, str], bool]) -> None:
 
 def test_outside_the_agent_only_its_protocol_bundle_and_labels_are_imported() -> None:
     """The laptop shares the job protocol with the agent (its claims and leases too, how
-    an environment is keyed, the outputs' manifests and how the agents sign them), ships
-    its bundle and takes its label names; the rest of the
+    an environment is keyed, the outputs' manifests, how a job's key is derived and how
+    the agents sign with it), ships its bundle and takes its label names; the rest of the
     agent (HTTP, token, Storage client) is the VM's. The emulator, which hosts emulated
     workers, is a wing of its own."""
     shared = {"tpuctl.agent.protocol", "tpuctl.agent.claims", "tpuctl.agent.bundle",
-              "tpuctl.agent.labels", "tpuctl.agent.envkeys", "tpuctl.agent.manifests"}  # fmt: skip
+              "tpuctl.agent.labels", "tpuctl.agent.envkeys", "tpuctl.agent.manifests",
+              "tpuctl.agent.signing"}  # fmt: skip
 
     def wrong(src: str, dst: str) -> bool:
         outside = not _in(src, "tpuctl.agent") and not _in(src, "tpuctl.emulator")

@@ -16,17 +16,24 @@ from typing import Any
 
 import pytest
 
-from tpuctl.agent import bundle, protocol
+from tpuctl.agent import bundle, protocol, signing
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.storage import Bucket
 from tpuctl.cloud.tpu import KIND
 from tpuctl.services import staging
 
 # TPUCTL_TEST_AGENT_PYTHON=/path/to/python3.8 runs the agent under another interpreter
-SIGNING_KEY = "k" * 64  # the client's (tpuctl/agent/signing.py), as Worker.run gives it
+CLIENT_KEY = "k" * 64  # the client's (tpuctl/agent/signing.py): Worker.run gives its job key
 AGENT_PYTHON = os.environ.get("TPUCTL_TEST_AGENT_PYTHON") or sys.executable
 PROJECT = "tpuctl-demo"
 FAST = ["--heartbeat", "0.1", "--sync-every", "0.2", "--grace", "2", "--stale", "30"]
+
+
+def trust(job_id: str) -> str:
+    """What the runner gives an agent start of job `job_id` for its trust: its key, of
+    CLIENT_KEY (services/run/vouching.py)."""
+    key = signing.job_key(CLIENT_KEY, job_id)
+    return json.dumps({"job_key": key, "signer": signing.signer(CLIENT_KEY), "vouched": {}})
 
 
 def install_bundle(home: Path) -> Path:
@@ -75,8 +82,8 @@ class Worker:
             timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
         return subprocess.run(
             self.command("run", job_id, bucket, *extra),
-            # as the runner gives it: the env values and the client's signing key
-            input=json.dumps({protocol.SIGNING_KEY: SIGNING_KEY, **(env_values or {})}),
+            # as the runner gives it: the env values and the job's trust
+            input=json.dumps({protocol.TRUST: trust(job_id), **(env_values or {})}),
             env=self.env,
             capture_output=True,
             text=True,

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 import tpuctl.agent.streams as streams
-from tests.agent.conftest import PROJECT, SIGNING_KEY, Cluster, wait_for
+from tests.agent.conftest import PROJECT, Cluster, trust, wait_for
 from tpuctl.agent import protocol
 from tpuctl.agent.protocol import FINAL
 
@@ -255,7 +255,7 @@ def test_a_job_outliving_the_retention_rule_keeps_its_record_and_outputs(
     go = tmp_path / "go"
     proc = cluster.worker(node, 0).popen("run", job, cluster.bucket.name, "--refresh-every", "0.3")
     assert proc.stdin is not None
-    proc.stdin.write(json.dumps({"GO": str(go), protocol.SIGNING_KEY: SIGNING_KEY}))
+    proc.stdin.write(json.dumps({"GO": str(go), protocol.TRUST: trust(job)}))
     proc.stdin.close()
     record_name = f"tpuctl/jobs/{job}/job.json"
     output = f"tpuctl/jobs/{job}/outputs/config.json"

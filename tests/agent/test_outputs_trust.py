@@ -1,6 +1,6 @@
 """What an attempt finds in TPUCTL_OUTPUT_DIR (outputs.py): on the first attempt nothing,
 whatever the bucket holds; on a later one only the files an earlier attempt of the job
-uploaded, with the content it uploaded, by the manifests signed with the client's key.
+uploaded, with the content it uploaded, by the manifests signed with the job's own key.
 A checkpoint planted or replaced by another writer of the bucket is never restored: a
 script that resumes from it (pickle) would run the writer's code."""
 
@@ -13,7 +13,7 @@ import pickle
 import shutil
 from pathlib import Path
 
-from tests.agent.conftest import SIGNING_KEY, Cluster, Worker
+from tests.agent.conftest import CLIENT_KEY, Cluster, Worker
 from tpuctl.agent import signing
 
 RESUME = """\
@@ -45,6 +45,23 @@ def _attempt(cluster: Cluster, worker: Worker, job: str, attempt: int) -> str:
     return cluster.text(f"tpuctl/jobs/{job}/logs/attempt-{attempt}/worker-0.log")
 
 
+def _plant_checkpoint(cluster: Cluster, job: str, marker: Path, worker: int, key: str) -> None:
+    """As another writer may: a checkpoint that runs `touch MARKER` when it is loaded, in
+    the job's outputs, and worker `worker`'s manifest naming it, signed with `key`."""
+    evil = pickle.dumps(Planted(marker))
+    cluster.bucket.upload_bytes(f"tpuctl/jobs/{job}/outputs/ckpt.pkl", evil)
+    forged = {
+        "version": 1,
+        "job": job,
+        "slice": 0,
+        "worker": worker,
+        "attempt": 1,
+        "files": {"ckpt.pkl": hashlib.sha256(evil).hexdigest()},
+    }
+    name = f"tpuctl/jobs/{job}/manifests/slice-0/worker-{worker}.json"
+    cluster.bucket.upload_bytes(name, json.dumps(signing.sign(forged, key)).encode())
+
+
 def test_a_checkpoint_planted_before_the_job_never_reaches_its_first_attempt(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -62,7 +79,9 @@ def test_a_checkpoint_planted_before_the_job_never_reaches_its_first_attempt(
         "step": 1
     }  # the job's own checkpoint replaced the planted one
     manifest = json.loads(cluster.text(f"tpuctl/jobs/{job}/manifests/slice-0/worker-0.json"))
-    assert sorted(manifest["files"]) == ["ckpt.pkl"] and signing.signed(manifest, SIGNING_KEY)
+    assert sorted(manifest["files"]) == ["ckpt.pkl"]
+    assert signing.signed(manifest, signing.job_key(CLIENT_KEY, job))  # the job's own key
+    assert not signing.signed(manifest, CLIENT_KEY)
 
 
 def test_a_later_attempt_restores_only_what_the_job_uploaded(
@@ -80,20 +99,27 @@ def test_a_later_attempt_restores_only_what_the_job_uploaded(
 
     # Another writer replaces the checkpoint and forges a manifest that names it.
     marker = tmp_path / "pwned"
-    evil = pickle.dumps(Planted(marker))
-    cluster.bucket.upload_bytes(f"tpuctl/jobs/{job}/outputs/ckpt.pkl", evil)
-    forged = {
-        "version": 1,
-        "job": job,
-        "slice": 0,
-        "worker": 1,
-        "attempt": 2,
-        "files": {"ckpt.pkl": hashlib.sha256(evil).hexdigest()},
-    }
-    name = f"tpuctl/jobs/{job}/manifests/slice-0/worker-1.json"
-    cluster.bucket.upload_bytes(name, json.dumps(signing.sign(forged, "not the key" * 6)).encode())
+    _plant_checkpoint(cluster, job, marker, 1, "not the key" * 6)
     log = _attempt(cluster, worker, job, 3)
     assert not marker.exists()  # the planted checkpoint never loaded
     assert "resumed from step 0 found []" in log
     assert "1 file(s) in the bucket changed since this job uploaded them" in log
-    assert "1 manifest(s) of this job's outputs are not signed with this client's key" in log
+    assert "1 manifest(s) of this job's outputs are not signed with this job's key" in log
+
+
+def test_a_manifest_signed_by_another_jobs_agents_is_not_trusted(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Job B's script knows B's key (it may read its agent's memory): it signs a manifest
+    # naming job A's checkpoint, with the content it planted, and puts it in A's folder.
+    node = cluster.create_node("other")
+    job = cluster.stage({"train.py": RESUME}, node)
+    other = cluster.stage({"train.py": RESUME}, node)
+    worker = cluster.worker(node, 0)
+    _attempt(cluster, worker, job, 1)
+    marker = tmp_path / "pwned"
+    _plant_checkpoint(cluster, job, marker, 0, signing.job_key(CLIENT_KEY, other))
+    log = _attempt(cluster, worker, job, 2)
+    assert not marker.exists()
+    assert "resumed from step 0 found []" in log
+    assert "1 manifest(s) of this job's outputs are not signed with this job's key" in log

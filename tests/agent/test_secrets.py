@@ -1,6 +1,7 @@
 """Where a job's `--env` values go on the VM: into the script's environment, and nowhere
 else (not the argv of any process, not the agent's own environment, not the VM's disk,
-not the bucket); the client's signing key not even there; the job's folder
+not the bucket); the job's key (the client's never reaches the VM) not even there; the
+job's folder
 on the VM is its user's alone. docs/security.md has the whole table."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from tests.agent.conftest import SIGNING_KEY, Cluster
+from tests.agent.conftest import CLIENT_KEY, Cluster
+from tpuctl.agent import signing
 
 LOOK = """\
 import os, pathlib
@@ -26,7 +28,7 @@ print("processes with the value in their argv:", shown)
 agent = (pathlib.Path("/proc") / str(os.getppid()) / "environ").read_bytes()
 print("the agent's own environment holds it:", value in agent)
 print("the script got a value of", len(value), "characters")
-print("its environment holds the signing key:", "k" * 64 in chr(10).join(os.environ.values()))
+print("its environment:", {k: v for k, v in os.environ.items() if k != "API_KEY"})
 """
 
 
@@ -45,12 +47,13 @@ def test_env_values_and_the_vm_token_reach_nothing_else(cluster: Cluster) -> Non
     assert f"the script got a value of {len(value)} characters" in log
     assert "processes with the value in their argv: 0" in log  # `ps` never shows it
     assert "the agent's own environment holds it: False" in log  # only the script's has it
-    assert "its environment holds the signing key: False" in log  # the agent's alone
+    assert "its environment: {" in log  # printed whole: the job's key is not in it (below)
     # the VM's disk (the copies of the request and record, logs, statuses) and the
     # bucket hold neither the value nor any access token (Google's, as the emulator's
     # metadata server mints them, start `ya29.`): the agent's token stays in its memory
     assert "GET metadata.token" in cluster.emulator.requests()
-    for secret in (value.encode(), b"ya29.", SIGNING_KEY.encode()):
+    job_key = signing.job_key(CLIENT_KEY, job)  # the agent's alone
+    for secret in (value.encode(), b"ya29.", job_key.encode(), CLIENT_KEY.encode()):
         assert not [p for p in _files(worker.root.parent) if secret in p.read_bytes()]
         in_bucket = [o.name for o in cluster.bucket.objects("tpuctl/")
                      if secret in cluster.bucket.read_bytes(o.name)[0]]  # fmt: skip

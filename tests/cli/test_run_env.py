@@ -80,14 +80,15 @@ def test_no_requirements_runs_with_the_system_python(cli, emulator, project, ind
     assert index.count() == 0
 
 
-def test_a_reused_node_runs_a_second_job_with_no_install(cli, emulator, project, index) -> None:
+def test_a_reused_node_makes_a_new_venv_from_its_kept_wheels(cli, emulator, project, index):
     assert cli("create", "kept", "-a", "v3-8").code == 0
     try:
         first = run(cli, project, index, "--node", "kept")
         assert first.code == 0, first.err
         second = run(cli, project, index, "--node", "kept")
         assert second.code == 0, second.err
-        assert "reused the venv on this VM (2 packages), nothing installed" in second.out
+        said = "the wheels kept on this VM, checked, in a new venv: 2 packages"
+        assert said in second.out and "0 B fetched" in second.out
         assert "reused on 1 worker(s); 0 B moved" in second.err
         assert "worker 0 value 42" in second.out
     finally:

@@ -105,11 +105,16 @@ def test_a_corrupt_wheel_in_the_cache_is_detected_and_rebuilt(cli, emulator, pro
     assert index.count() == third
 
 
+def _indexes(emulator) -> list:  # noqa: ANN001
+    """The entry's index objects: its index, and the builds of the jobs that built it."""
+    return [b for b in _blobs(emulator) if b.name.endswith("/index.json") or "/built/" in b.name]
+
+
 def test_an_entry_without_its_index_is_rebuilt(cli, emulator, project, index) -> None:
     assert run(cli, project, index).code == 0
     asked = index.count()
-    (entry,) = [b for b in _blobs(emulator) if b.name.endswith("/index.json")]
-    entry.delete()  # a builder that died before its last write left wheels and no index
+    for entry in _indexes(emulator):  # a builder that died: wheels, and no index
+        entry.delete()
     r = run(cli, project, index)
     assert r.code == 0, r.err
     assert "built on 1 worker(s)" in r.err
@@ -161,9 +166,11 @@ def test_bad_requirements_are_usage_errors(cli, emulator, project: Path, index) 
     assert emulator.nodes() == [] and index.count() == 0
 
 
-def test_two_jobs_of_the_same_requirements_at_once_make_one_environment(
+def test_two_jobs_of_the_same_requirements_at_once_build_it_at_most_once_each(
     emulator, project, index
 ) -> None:
+    # Neither client has vouched for the other's build yet (vouching.py): a job that
+    # waited for the other's build finds it not vouched for and builds its own, once.
     flags = ("-a", "v3-32", "--env", f"PIP_INDEX_URL={index.url}")
     with (
         _running(project / "job.py", *flags) as one,
@@ -172,8 +179,9 @@ def test_two_jobs_of_the_same_requirements_at_once_make_one_environment(
     ):
         outs = list(pool.map(lambda p: p.communicate(timeout=300), (one, two)))
     assert one.returncode == 0 and two.returncode == 0, outs
-    assert resolutions(index) == 1, index.requests  # whether they overlapped or not
-    assert sum(err.count("built on 1 worker(s)") for _, err in outs) == 1
+    builds = sum(err.count("built on 1 worker(s)") for _, err in outs)
+    assert builds in (1, 2) and resolutions(index) == builds, index.requests  # 1: no overlap
+    assert not any(re.search(r"built on [2-9]", err) for _, err in outs)  # once a job
     assert emulator.nodes() == []
 
 
@@ -181,7 +189,8 @@ def test_a_dead_builders_lock_is_taken_over(cli, emulator, project, index, monke
     assert run(cli, project, index).code == 0
     (entry,) = [b for b in _blobs(emulator) if b.name.endswith("/index.json")]
     lock = entry.name.replace("index.json", "lock.json")
-    entry.delete()  # a builder that died: its lock stays, unchanged, and no index
+    for made in _indexes(emulator):  # a builder that died: its lock stays, and no index
+        made.delete()
     entry.bucket.blob(lock).upload_from_string(json.dumps({"job": "x", "worker": 3}))
     monkeypatch.setenv("TPUCTL_ENV_LOCK_STALE", "2")  # the agents' deadline, seen on their clock
     r = run(cli, project, index)

@@ -106,7 +106,7 @@ def test_pips_output_reaches_the_log_without_index_urls_or_env_values() -> None:
 
 def test_an_index_is_valid_only_with_a_sha256_per_wheel() -> None:
     good = {
-        "version": 1,
+        "version": envkeys.INDEX_VERSION,
         "key": "k",
         "wheels": [{"file": "a-1-py3-none-any.whl", "sha256": "0" * 64}],
     }

@@ -1,6 +1,7 @@
 """The environment cache against another writer of the bucket (docs/security.md): an index
-rewritten, or planted before the first build, gets none of its code run, the job
-installs the right packages; and an `--env` index URL never reaches the bucket."""
+rewritten (even signed with the key of the job that built it), or planted before the
+first build, gets none of its code run, the job installs the right packages; and an
+`--env` index URL never reaches the bucket."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ __all__ = ["index", "project"]  # the fixtures, shared
 BUCKET = "tpuctl-demo-tpuctl"
 # The co-writer's package: run, it leaves a marker, and answers 666 instead of 42.
 EVIL = "open({marker!r}, 'w').write('pwned')\nB = 333\ndef value():\n    return 666\n"
-REFUSED = "is not signed with this client's key (another writer of the bucket made it)"
+REFUSED = "is not vouched for by this client (nor built by this job): nothing of it is installed"
 
 
 def _sha256(path: Path) -> str:
@@ -32,11 +33,13 @@ def _indexes(emulator) -> dict[str, dict]:  # noqa: ANN001
     return {k: json.loads(v) for k, v in env_objects(emulator).items() if k.endswith("index.json")}
 
 
-def _plant(emulator, key: str, wheel: Path, index_value: dict) -> None:  # noqa: ANN001
-    """As another job's VM may: a wheel and an index written into environment `key`."""
+def _plant(emulator, key: str, wheel: Path, index_value: dict, *jobs: str) -> None:  # noqa: ANN001
+    """As another job's VM may: a wheel and an index written into environment `key` (and
+    as the builds of `jobs`)."""
     bucket = emulator.storage_client().bucket(BUCKET)
     bucket.blob(envkeys.wheel_path(key, _sha256(wheel), wheel.name)).upload_from_filename(wheel)
-    bucket.blob(envkeys.index_path(key)).upload_from_string(json.dumps(index_value))
+    for name in [envkeys.index_path(key)] + [envkeys.built_path(key, job) for job in jobs]:
+        bucket.blob(name).upload_from_string(json.dumps(index_value))
 
 
 @pytest.mark.parametrize("pinned", [False, True], ids=["ranges", "hash-pinned"])
@@ -60,7 +63,11 @@ def test_a_rewritten_index_and_wheel_are_never_installed(
         else w
         for w in entry["wheels"]
     ]
-    _plant(emulator, entry["key"], evil, entry)  # the old signature kept: it no longer fits
+    # Signed with the key of the job that built it (its script may have read it from its
+    # agent's memory), in place of the index and of the build the client vouched for.
+    client_key = (state_dir() / "signing.key").read_text().strip()
+    entry = signing.sign(entry, signing.job_key(client_key, entry["job"]))
+    _plant(emulator, entry["key"], evil, entry, entry["job"])
 
     r = run(cli, project, index)
     assert r.code == 0, r.err
@@ -80,12 +87,13 @@ def test_an_environment_planted_before_the_first_build_is_never_installed(
     (facts,) = [e["facts"] for e in _indexes(emulator).values()]
     # The worst case: the co-writer even knows the public name of the victim's key.
     signer = signing.signer((state_dir() / "signing.key").read_text().strip())
-    key = envkeys.env_key(["tinya"], facts, signer)
+    key = envkeys.env_key(["tinya"], facts, signer)  # (facts: the same index settings)
     marker = tmp_path / "pwned"
     evil = write_wheel(tmp_path, "tinya", "1.0", EVIL.format(marker=str(marker)), [])
     planted = {
         "version": envkeys.INDEX_VERSION,
         "key": key,
+        "job": "20250101-000000-aaaaaa",
         "wheels": [{"file": evil.name, "sha256": _sha256(evil), "size": evil.stat().st_size}],
     }
     _plant(emulator, key, evil, signing.sign(planted, "the co-writer's own key" * 2))

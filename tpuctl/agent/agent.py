@@ -17,7 +17,8 @@ A multislice job (docs/multislice.md) adds `--slice S --slices N --coordinator H
 --request QR`: K is then the worker's number across the job (S * workers per slice + its
 number in its slice), and worker 0 (of slice 0) watches and tears down every slice.
 stdin holds the user's env values as a JSON object (never stored in the bucket), and the
-client's signing key (signing.py) under a name no env variable can have. Cloud
+job's trust (signing.py: its own key, derived on the laptop, never the client's) under a
+name no env variable can have. Cloud
 Storage (JSON API), the TPU API and the metadata server are reached at the endpoints in
 TPUCTL_STORAGE_URL, TPUCTL_TPU_URL and TPUCTL_METADATA_URL, Google's by default, with
 the token of the VM's service account. docs/runner-internals.md is the protocol.
@@ -37,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from . import preflight, protocol, target
+from . import preflight, protocol, signing, target
 from .job import VERSION, Job, private_dir
 from .metadata import Token, identity
 from .net import HttpError
@@ -296,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     target.add_arguments(parser)  # --target KIND:NAME
     args = parser.parse_args(argv)
     user_env = _read_env(sys.stdin)
-    # the client's signing key (signing.py): the agent's alone, never the script's
-    args.signing_key = user_env.pop(protocol.SIGNING_KEY, "")
+    # the job's trust (signing.py): the agent's alone, never the script's; no other name
+    # that no env variable can have reaches the script either
+    args.trust = signing.Trust.of(user_env.pop(protocol.TRUST, ""))
+    user_env = {k: v for k, v in user_env.items() if not k.startswith("=")}
     return (start if args.command == "start" else serve)(args, user_env)

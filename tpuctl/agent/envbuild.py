@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
+from urllib.parse import urlsplit
 
 from . import envkeys, signing
 from .downloads import md5_base64
@@ -60,7 +61,7 @@ class Builder:
     python: str
     phases: dict[str, float]
     outcome: Json
-    signing_key: str  # the client's (signing.py): the index is signed with it
+    signing_key: str  # the job's key (signing.py): the index is signed with it
     hidden: list[str]  # the job's --env values: never in the log, the lock or a status
 
     def lock_value(self, **more: Any) -> Json:
@@ -85,6 +86,8 @@ class Builder:
         finally:
             stop.set()
             keeper.join()
+        # this job's own build first (its later attempts and the client read it there)
+        self.storage.write_json(envkeys.built_path(want.key, self.job), index)
         self.storage.write_json(envkeys.index_path(want.key), index)  # LAST: the entry is whole
         self.storage.delete(lock)
         return index
@@ -204,19 +207,40 @@ def host_only(text: str) -> str:
     return _URL.sub(lambda m: f"{m.group(1)}{m.group(2)}/…", text)
 
 
+# The shortest value or URL piece `scrub` takes out: a 1- or 2-character one is left in
+# the log (taking out every `1` or `a` would leave nothing of it readable, and a secret
+# that short protects nothing).
+SHORTEST = 3
+
+
 def scrub(text: str, hidden: list[str]) -> str:
     """pip's output as tpuctl writes it to the job's log: no line naming the indexes,
-    every URL reduced to its host, no `--env` value (`hidden`) left in it, whole or as
-    one of its parts."""
+    every URL reduced to its host, and nothing of an `--env` value (`hidden`) left in it:
+    each value whole; in a value that holds URLs, each piece of every URL but its host
+    and port (the user, the password, every path segment, query name and value, the
+    fragment); in other values, each piece of 8 or more characters between separators.
+    A value or piece shorter than SHORTEST characters, or one that is part of a URL's
+    host (shown anyway), stays."""
     text = host_only(_INDEX_LINE.sub("", text))
-    parts = {v for v in hidden if len(v) >= 4}
-    hosts = {m.group(2).split(":")[0] for v in hidden for m in _URL.finditer(v)}
-    for value in hidden:  # a URL's credentials, path and query pieces too (not its host)
-        parts.update(p for p in re.split(r"[/:@?&=#\s]+", value) if len(p) >= 8)
-    parts -= hosts
-    for part in sorted(parts, key=len, reverse=True):
+    for part in sorted(secret_parts(hidden), key=len, reverse=True):
         text = text.replace(part, "[redacted]")
     return text
+
+
+def secret_parts(hidden: list[str]) -> set[str]:
+    """What `scrub` takes out of a text for the values `hidden`."""
+    parts, hosts = set(), set()
+    for value in hidden:
+        parts.add(value)
+        for m in _URL.finditer(value):
+            url = urlsplit(m.group(0))
+            hosts.add(url.hostname or "")
+            who = f"{url.username or ''}:{url.password or ''}"
+            pieces = f"{who}/{url.path}?{url.query}#{url.fragment}"
+            parts.update(re.split(r"[:/?&=#;]+", pieces))
+        others = _URL.sub(" ", value)
+        parts.update(p for p in re.split(r"[/:@?&=#\s]+", others) if len(p) >= 8)
+    return {p for p in parts if len(p) >= SHORTEST and not any(p in h for h in hosts)}
 
 
 def resolution_error(output: str, env: dict[str, str]) -> str:

@@ -9,14 +9,18 @@ The key is the sha256 of the canonical JSON (protocol.canonical) of
      "python": "3.10.12", "implementation": "cpython", "abi": SOABI,
      "platform": sysconfig.get_platform(), "libc": "glibc 2.35",
      "runtime": the node's runtime version, "system_site_packages": bool,
-     "signer": the public name of the client's signing key (signing.py)}
+     "indexes": the keyed digest of the job's index settings (INDEX_SETTINGS),
+     "signer": the public name of the client's key (signing.py)}
 
-taken on the VM (`vm_facts`): two VMs with the same image and runtime share their
-environments, a different Python or platform never does, nor do two clients (each
-trusts only the indexes signed with its own key). A lock file (every line pinned
-`==`, with or without `--hash`) is the resolved set itself; for a file with ranges the
-key is of the lines as written, and the index records what they resolved to (so a new
-release upstream reaches the job with --rebuild-env, not behind its back).
+taken on the VM (`vm_facts`, and `indexes` from the client: signing.Trust): two VMs with
+the same image and runtime share their environments, a different Python, platform or
+package index never does, nor do two clients (each trusts only the indexes it vouched
+for). The index of an entry records its requirement lines and facts, so that the client
+can check that a job's index sits under the key of that job's own requirement set. A lock
+file (every line pinned `==`, with or without `--hash`) is the resolved set itself; for a
+file with ranges the key is of the lines as written, and the index records what they
+resolved to (so a new release upstream reaches the job with --rebuild-env, not behind
+its back).
 
 Standard library only, Python 3.8+: it travels in the agent bundle (bundle.py).
 """
@@ -36,9 +40,14 @@ RECIPE = 1
 ENVS = "tpuctl/envs/"
 #   tpuctl/envs/<key>/wheels/<sha256>/<file>.whl   the wheels, content-addressed
 #   tpuctl/envs/<key>/lock.json                    who builds it now (generation 0 wins)
-#   tpuctl/envs/<key>/index.json                   written LAST: the wheels and their sha256
+#   tpuctl/envs/<key>/built/<job>.json             a job's build: its index, signed with its key
+#   tpuctl/envs/<key>/index.json                   written LAST: the newest build's index
 #   tpuctl/envs/<key>/used.json                    rewritten by worker 0 of each job using it
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+# The job's settings that change where pip looks (from its --env values): their digest,
+# keyed with the client's key on the laptop, is part of the key (`indexes`), so that a
+# build from another index is never reused, and no URL (nor a token in it) is stored.
+INDEX_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX")
 # Lines a requirement set may not hold: what reads other files or the laptop's disk.
 _REFUSED = re.compile(r"^(-r|--requirement|-c|--constraint|-e|--editable)(\s|=|$)")
 _CREDENTIALS = re.compile(r"://[^/\s@]+@")
@@ -108,6 +117,10 @@ def env_prefix(key: str) -> str:
 
 def index_path(key: str) -> str:
     return env_prefix(key) + "index.json"
+
+
+def built_path(key: str, job: str) -> str:
+    return env_prefix(key) + f"built/{job}.json"
 
 
 def used_path(key: str) -> str:

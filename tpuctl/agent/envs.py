@@ -1,27 +1,33 @@
 """A job's Python environment on this worker (`Environments.prepare`): built once per key
 for every worker, every run and every recovery, cached in the bucket, installed from it.
 
-- A venv per key on the VM (`~/.tpuctl/envs/<key>/venv`), ready once its marker
-  (`ready.json`) is written last: a worker that has it reuses it with no install at all.
-- Else the bucket: `tpuctl/envs/<key>/index.json` names every wheel with its sha256, and
-  is signed with the client's signing key (signing.py), which the key of the entry also
-  depends on: an index without a valid signature (written by anyone but an agent of this
-  client: another job VM can write the bucket) is never used, said in one line, and the
-  entry rebuilt. The wheels are fetched in parallel (streams.py, ranged and streamed to
-  disk), each checked against its sha256, then unpacked into a new venv (wheels.py: no
-  pip, no process) and removed: no request to any package index. A wheel that is
-  missing or does not match makes the entry corrupt: its index is deleted (only the
-  generation read) and the entry rebuilt.
-- No index: one worker builds (envbuild.py). It is the one whose write of `lock.json` with
-  ifGenerationMatch=0 succeeds and who then still finds no index (or worker 0 with
-  --rebuild-env, which overwrites the lock); it runs `python3 -m pip wheel -r` for this
-  VM's Python (the user's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL... come from the job's env
-  values, never from the bucket), uploads the wheels content-addressed, writes the index
-  LAST, then deletes the lock. While it builds it rewrites the lock every LOCK_REFRESH
-  seconds; the others wait for the index, and take the lock over from a builder whose
-  lock has not changed for LOCK_STALE seconds (seen on their own clock). A builder that
-  fails writes the failure into the lock: the workers of the same attempt fail with it,
-  a later job tries again.
+- The wheels of each key stay on the VM (`~/.tpuctl/envs/<key>/wheels`), and every job
+  makes its venv (`~/.tpuctl/envs/<key>/venv`) afresh from them: what a job wrote in a
+  venv (a `.pth`, a `sitecustomize`, a changed module) never reaches the next job of
+  the VM. Each kept wheel is checked against its sha256 in a trusted index first; one
+  that is missing or changed is fetched again.
+- The bucket: `tpuctl/envs/<key>/index.json` names every wheel with its sha256. It is
+  used only when it is trusted (signing.py): built by this very job (its `job` is this
+  job and it carries a valid signature of the job's key: another worker of the job
+  built it, or an earlier attempt), or vouched for by the client (the sha256 of its
+  canonical JSON is the one the client sent for this key). A job's own build is also
+  kept as `built/<job>.json`, for the job's later attempts and for the client to vouch
+  for; a vouched build is read there when `index.json` is another's. An index that is
+  neither is never used, said in one line, and the entry built again. The wheels are
+  fetched in parallel (streams.py, ranged and streamed to disk), each checked against
+  its sha256, then unpacked into a new venv (wheels.py: no pip, no process): no request
+  to any package index. A wheel that is missing or does not match makes the entry
+  corrupt: its index is deleted (only the generation read) and the entry rebuilt.
+- No trusted index: one worker builds (envbuild.py). It is the one whose write of
+  `lock.json` with ifGenerationMatch=0 succeeds and who then still finds no trusted
+  index (or worker 0 with --rebuild-env, which overwrites the lock); it runs `python3 -m
+  pip wheel -r` for this VM's Python (the user's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL...
+  come from the job's env values, never from the bucket), uploads the wheels
+  content-addressed, writes its index (signed with the job's key) LAST, then deletes the
+  lock. While it builds it rewrites the lock every LOCK_REFRESH seconds; the others wait
+  for the index, and take the lock over from a builder whose lock has not changed for
+  LOCK_STALE seconds (seen on their own clock). A builder that fails writes the failure
+  into the lock: the workers of the same attempt fail with it, a later job tries again.
 
 Standard library only, Python 3.8+.
 """
@@ -89,7 +95,7 @@ def for_job(job: Any, spec: Json, env: dict[str, str]) -> tuple[dict[str, str], 
         job.me.get("runtime", ""),
         job.say,
         job.local_log,
-        signing_key=getattr(job.args, "signing_key", ""),
+        trust=getattr(job.args, "trust", signing.Trust()),
         hidden=sorted(job.user_env.values()),
     )
     try:
@@ -114,14 +120,17 @@ class Environments(Builder):
         say: Callable[[str], None],
         log: Path,
         python: str = sys.executable,
-        signing_key: str = "",
+        trust: signing.Trust | None = None,
         hidden: list[str] | None = None,
     ) -> None:
         self.storage, self.root, self.job, self.attempt = storage, root, job, attempt
         self.worker, self.runtime, self.say, self.log = worker, runtime, say, log
-        self.python, self.signing_key, self.hidden = python, signing_key, hidden or []
+        self.python, self.hidden = python, hidden or []
+        self.trust = trust or signing.Trust()
+        self.signing_key = self.trust.job_key
         self.phases: dict[str, float] = {}
         self.outcome: Json = {}
+        self.distrusted = False  # an index neither this job's nor vouched for: said once
 
     # -- the job's view ------------------------------------------------------------------
     def prepare(self, spec: Json, env: dict[str, str]) -> Path:
@@ -133,53 +142,39 @@ class Environments(Builder):
             raise EnvFailed(f"environment: {spec.get('source')}: {e}") from None
         if not self.signing_key:
             raise EnvFailed(
-                "environment: the agent was given no signing key, so no environment of "
-                "the bucket can be trusted: start the job with this version of tpuctl"
+                "environment: the agent was given no job key, so no environment of the "
+                "bucket can be trusted: start the job with this version of tpuctl"
             )
         system = bool(spec.get("system_site_packages"))
-        facts = envkeys.vm_facts(self.runtime, system)
-        key = envkeys.env_key(lines, facts, signing.signer(self.signing_key))
+        facts = dict(envkeys.vm_facts(self.runtime, system), indexes=self.trust.indexes)
+        key = envkeys.env_key(lines, facts, self.trust.signer)
         here = self.root / "envs" / key
+        for mine in (here, here / "venv", here / "wheels"):  # a job may have left a link
+            if mine.is_symlink():
+                mine.unlink()
         venv, marker = here / "venv", here / "ready.json"
         rebuild = bool(spec.get("rebuild")) and self.attempt == 1
         self.outcome = {"key": key, "worker": self.worker}
         for wrong in MISSET:
             self.say(f"environment: {wrong}")
         started, cpu = time.monotonic(), cpu_seconds()
-        if not rebuild and marker.is_file() and (venv / "bin" / "python").exists():
-            done = json.loads(marker.read_text())
-            self.outcome.update(
-                how="reused",
-                packages=done.get("packages", []),
-                bytes=0,
-                seconds=round(time.monotonic() - started, 3),
-                cpu=round(cpu_seconds() - cpu, 3),
-            )
-            self.say(
-                f"environment {key[:12]}: reused the venv on this VM "
-                f"({len(done.get('packages', []))} packages), nothing installed"
-            )
-            os.utime(str(marker))  # its last use, for prune()
-            self.used(key)
-            self.prune(key)
-            return venv
         wheels = here / "wheels"
-        if marker.exists():  # (a rebuild) the venv is not whole again until it is rewritten
-            marker.unlink()
         index = self.obtain(Wanted(key, lines, facts, wheels, env), rebuild)
         t = time.monotonic()
         packages = self.install(venv, wheels, index, system)
         self.phases["install"] = time.monotonic() - t
+        # the last use of the key's wheels on this VM (prune); never read back
         marker.write_text(json.dumps({"packages": packages, "index": index.get("built")}))
-        shutil.rmtree(str(wheels), ignore_errors=True)  # in the venv and the bucket now
         self.outcome.update(
             packages=packages, phases={k: round(v, 3) for k, v in self.phases.items()}
         )
         self.outcome["seconds"] = round(time.monotonic() - started, 3)
         self.outcome["cpu"] = round(cpu_seconds() - cpu, 3)
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items())
-        built = self.outcome["how"] == "built"
-        what, moved = ("built here", "uploaded") if built else ("from the bucket", "fetched")
+        what, moved = {
+            "built": ("built here", "uploaded"),
+            "reused": ("the wheels kept on this VM, checked, in a new venv", "fetched"),
+        }.get(self.outcome["how"], ("from the bucket", "fetched"))
         self.say(
             f"environment {key[:12]}: {what}: {len(packages)} packages "
             f"({', '.join(packages[:8])}{', ...' if len(packages) > 8 else ''}), "
@@ -229,22 +224,16 @@ class Environments(Builder):
         seen: tuple | None = None  # (lock generation, when first seen)
         waited, poll = False, POLL
         while True:
-            index, generation = self.storage.read_json(envkeys.index_path(key))
-            if index is not None and (not rebuild or index.get("job") == self.job):
-                if not signing.signed(index, self.signing_key):
-                    self.say(
-                        f"environment {key[:12]}: the cached index is not signed with "
-                        "this client's key (another writer of the bucket made it): "
-                        "nothing of it is installed; rebuilding it"
-                    )
-                elif envkeys.valid_index(index, key) and self.fetch(key, index, want.wheels):
+            found = self.trusted_index(key, rebuild)
+            if found is not None:
+                index, name, generation = found
+                if self.fetch(key, index, want.wheels):
                     return index
-                else:
-                    self.say(
-                        f"environment {key[:12]}: the cached entry is corrupt (a wheel "
-                        "is missing or does not match its sha256): rebuilding it"
-                    )
-                self.storage.delete(envkeys.index_path(key), if_generation_match=generation)
+                self.say(
+                    f"environment {key[:12]}: the cached entry is corrupt (a wheel "
+                    "is missing or does not match its sha256): rebuilding it"
+                )
+                self.storage.delete(name, if_generation_match=generation)
                 continue
             lock, lock_gen = self.storage.read_json(envkeys.lock_path(key))
             if lock and lock.get("error"):
@@ -280,10 +269,40 @@ class Environments(Builder):
                 raise
             # A builder may have written its index and let its lock go between the two
             # reads above: then the entry is whole, and there is nothing to build.
-            if self.storage.read_json(envkeys.index_path(key))[0] is not None:
+            if self.trusted_index(key, rebuild) is not None:
                 self.storage.delete(envkeys.lock_path(key), if_generation_match=taken)
                 continue
             return self.build(want)
+
+    def trusted_index(self, key: str, rebuild: bool) -> tuple[Json, str, int] | None:
+        """A trusted index of `key` in the bucket (the module docstring), with its name
+        and generation: `index.json`, else the vouched build, else this job's own build
+        (another job's index may have replaced it in `index.json`). With --rebuild-env,
+        only this job's."""
+        vouched = {} if rebuild else self.trust.vouched.get(key, {})
+        names = [envkeys.index_path(key)]
+        names += [envkeys.built_path(key, vouched["job"])] if vouched else []
+        names += [envkeys.built_path(key, self.job)]
+        other = False
+        for name in names:
+            index, generation = self.storage.read_json(name)
+            if index is None:
+                if name == names[0] and not vouched:
+                    return None  # no entry (a job's own build writes index.json too)
+                continue
+            mine = index.get("job") == self.job and signing.signed(index, self.signing_key)
+            if envkeys.valid_index(index, key) and (
+                mine or (vouched and signing.digest(index) == vouched["index"])
+            ):
+                return index, name, generation
+            other = other or not rebuild
+        if other and not self.distrusted:
+            self.distrusted = True
+            self.say(
+                f"environment {key[:12]}: the cached index is not vouched for by this "
+                "client (nor built by this job): nothing of it is installed; rebuilding it"
+            )
+        return None
 
     def fetch(self, key: str, index: Json, wheels: Path) -> bool:
         """Every wheel of the index into `wheels`, checked; False when one is missing or
@@ -291,8 +310,15 @@ class Environments(Builder):
         t = time.monotonic()
         wheels.mkdir(parents=True, exist_ok=True)
         wanted = {w["file"]: w for w in index["wheels"]}
-        for old in wheels.iterdir():
-            if old.name not in wanted or sha256_of(old) != wanted[old.name]["sha256"]:
+        for old in wheels.iterdir():  # what a job left there: only the index's wheels stay
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(str(old))
+            elif (
+                old.is_symlink()
+                or not old.is_file()
+                or old.name not in wanted
+                or sha256_of(old) != wanted[old.name]["sha256"]
+            ):
                 old.unlink()
         fetched = 0
         try:
@@ -308,7 +334,8 @@ class Environments(Builder):
                 return False
             raise
         self.phases["fetch"] = time.monotonic() - t
-        self.outcome.update(how="cached", bytes=fetched, wheels=len(wanted))
+        how = "cached" if fetched else "reused"  # reused: every wheel was on this VM
+        self.outcome.update(how=how, bytes=fetched, wheels=len(wanted))
         return True
 
     # -- the venv ------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from .net import HttpError, Json, http
 from .outputs import Outputs
 from .protocol import Beats, Refused, job_path, log_path, status_path
 from .retention import Kept
+from .signing import Trust
 from .storage import Storage
 from .teardown import Teardown
 from .transfer import LogUploader, OutputSync, StatusWriter, fetch_code
@@ -79,7 +80,7 @@ class Job(Teardown):
             args.slice,
             self.worker,
             args.attempt,
-            getattr(args, "signing_key", ""),
+            getattr(args, "trust", Trust()).job_key,
             self.say,
         )
         self.sync = OutputSync(

@@ -5,7 +5,8 @@ them (the job protocol's: the laptop checks what comes home by them, services/ou
         {"version": 1, "job": ID, "slice": S, "worker": K, "attempt": A,
          "files": {"relative/path": SHA256, ...}, "signature": ...}
 
-signed with the client's key (signing.py). Standard library only, Python 3.8+.
+signed with the job's key (signing.job_key: derived from the client's key for this job
+alone; the laptop derives it again to check them). Standard library only, Python 3.8+.
 """
 
 from __future__ import annotations

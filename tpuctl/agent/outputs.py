@@ -6,15 +6,15 @@ The outputs folder in the bucket (tpuctl/jobs/<id>/outputs/) can be written by a
 VM, also before the job starts: a `ckpt.pkl` planted there would be restored into
 TPUCTL_OUTPUT_DIR, and a script that resumes from its checkpoint would run it (pickle).
 So after each sync that changed something, each worker writes the manifest of what it
-knows the bucket holds of its outputs (each file's sha256), signed with the client's
-key (signing.py):
+knows the bucket holds of its outputs (each file's sha256), signed with the job's own
+key (signing.py: derived on the laptop for this job alone, so no other job can make it):
 
     tpuctl/jobs/<id>/manifests/slice-<s>/worker-<k>.json
         {"version": 1, "job": ID, "slice": S, "worker": K, "attempt": A,
          "files": {"relative/path": SHA256, ...}, "signature": ...}
 
-A later attempt reads the manifests of its slice, keeps those signed with the key, of
-this job and slice, and downloads only the files they name, each checked against a
+A later attempt reads the manifests of its slice, keeps those signed with the job's key,
+of this job and slice, and downloads only the files they name, each checked against a
 sha256 one of them gives it; everything else in the folder is left there, said in one
 line. What the signature cannot tell: a manifest of an earlier sync of the same job
 (another writer may put back an older manifest with the objects it named, so a
@@ -75,7 +75,7 @@ class Outputs:
             sync.start_empty()
             return 0
         if not self.key:
-            self.say("outputs: the agent was given no signing key: nothing is restored")
+            self.say("outputs: the agent was given no job key: nothing is restored")
             sync.start_empty()
             return 0
         restored = sync.restore(self.allowed())
@@ -114,7 +114,7 @@ class Outputs:
         if unsigned:
             self.say(
                 f"outputs: {unsigned} manifest(s) of this job's outputs are not signed "
-                "with this client's key (another writer of the bucket made them): ignored"
+                "with this job's key (another writer of the bucket made them): ignored"
             )
         return allowed
 

@@ -111,10 +111,11 @@ REQUEST_KEYS = ("version", "id", "script", "args", "setup", "env", "manifest", "
 FILE_MODES = (0o755, 0o644)  # the only modes a code file gets on the VM
 
 
-# The client's signing key (signing.py) goes to each agent start over SSH, in the JSON
-# object of its standard input beside the env values, under this name (no environment
-# variable can be named with `=`).
-SIGNING_KEY = "=signing-key"
+# What the client gives each agent start for the job's trust (signing.Trust: the job's
+# key, the client key's public name, the environments it vouched for) goes over SSH, in
+# the JSON object of its standard input beside the env values, as a JSON text under this
+# name (no environment variable can be named with `=`, so none of it reaches a script).
+TRUST = "=trust"
 
 
 class Refused(Exception):

@@ -3,11 +3,13 @@
 The outputs folder in the bucket (tpuctl/jobs/<id>/outputs/) can be written by any
 principal that can write the bucket (every job VM of a default project). So what comes
 home is what the job's signed manifests name (tpuctl/agent/manifests.py: each worker signs,
-with the client's key, the sha256 of every file it uploaded), each file checked against
+with the job's own key, the sha256 of every file it uploaded), each file checked against
 a sha256 a manifest gives it once downloaded; a file no manifest names, or one whose
-content is not what the job uploaded, stays in the bucket, said in one line. Without the
-key the job ran with (another machine), nothing is verified, and nothing comes unless
-asked for with `unverified` (`tpuctl outputs --unverified`).
+content is not what the job uploaded, stays in the bucket, said in one line. The job's
+key is derived here from the client's (signing.job_key), so a manifest signed by another
+job's agents never counts. Without the client key the job ran with (another machine),
+nothing is verified, and nothing comes unless asked for with `unverified` (`tpuctl
+outputs --unverified`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from tpuctl.agent import manifests, protocol
+from tpuctl.agent import manifests, protocol, signing
 from tpuctl.errors import NotFoundError, UnreadableObjectError
 from tpuctl.services import records
 
@@ -68,7 +70,8 @@ class Brought:
 
 def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = True) -> Brought:
     """The job's outputs (every slice's) into `dest`, keeping their paths: with `verify`,
-    only those its signed manifests name, each with the content they name."""
+    only those its manifests signed with its key (of the client's `key`) name, each with
+    the content they name."""
     prefix = protocol.outputs_prefix(job_id)
     allowed, unsigned = _allowed(bucket, job_id, key) if verify else ({}, 0)
     brought = Brought(unsigned=unsigned)
@@ -108,8 +111,9 @@ def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = T
 
 def _allowed(bucket: Bucket, job_id: str, key: str) -> tuple[dict[str, set[str]], int]:
     """Each output (its path under the job's outputs folder) that a manifest of this job
-    signed with `key` names, with the sha256s it may have; and how many manifests were
-    not signed so."""
+    signed with its key (of the client's `key`) names, with the sha256s it may have; and
+    how many manifests were not signed so."""
+    key = signing.job_key(key, job_id) if key else ""
     allowed: dict[str, set[str]] = {}
     unsigned = 0
     for info in bucket.objects(protocol.job_path(job_id, "manifests", "")):

@@ -20,7 +20,7 @@ from tpuctl.errors import (
 )
 from tpuctl.services import jobs, remote
 from tpuctl.services import ssh as ssh_service
-from tpuctl.services.run import signing
+from tpuctl.services.run import vouching
 from tpuctl.services.run.spec import MEGASCALE_PORT, Job
 from tpuctl.waiting import Progress, noop, poll_until
 
@@ -140,8 +140,9 @@ def start(job: Job) -> None:
         # keys yet: the wait for them shows on this line, and only when there is one.
         job.plan, multislice = slice_plan(job, lambda _, waited: update("host keys", waited))
         agent = bundle.build()
-        # the env values and the signing key: by SSH only, never the bucket (signing.py)
-        env_json = json.dumps({**job.spec.env, protocol.SIGNING_KEY: signing.key()}).encode()
+        # the env values and the job's trust (its own key, never the client's; what the
+        # client vouched for): by SSH only, never the bucket (vouching.py)
+        env_json = json.dumps({**job.spec.env, protocol.TRUST: vouching.trust(job)}).encode()
         job.agent_teardown = tears_down(job)
         update("SSH", 0.0)
         # Installing is idempotent, and so is `agent start` for one job and attempt

@@ -30,7 +30,16 @@ from tpuctl.agent import protocol
 from tpuctl.errors import Preempted, UsageError
 from tpuctl.models import Node
 from tpuctl.services import cost, late_receipt, outputs, receipt, staging, workdir
-from tpuctl.services.run import agents, environment, lease, provision, signing, teardown, watch
+from tpuctl.services.run import (
+    agents,
+    environment,
+    lease,
+    provision,
+    signing,
+    teardown,
+    vouching,
+    watch,
+)
 from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
 
 if TYPE_CHECKING:
@@ -297,6 +306,8 @@ class Runner:
         if said:
             outcome.message = "; ".join(said)
         outcome.environment = environment.summary(final)
+        if outcome.environment:  # the job's own build, checked here: later jobs may use it
+            vouching.vouch(job, final)
         outcome.outputs = self.bring_outputs() or []
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)

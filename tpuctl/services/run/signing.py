@@ -1,9 +1,12 @@
-"""The client's signing key (tpuctl/agent/signing.py): what the agents sign the objects
-with that later jobs and attempts trust (an environment's index, the outputs an attempt
-uploaded). Made once, kept in tpuctl's state dir readable by its user alone, or given
-as TPUCTL_SIGNING_KEY (a CI machine that starts afresh each time, sharing the cache of
-the laptop's jobs); it goes to the agents over SSH, never to the bucket, and is scrubbed
-from the `--debug` trace."""
+"""The client's signing key (tpuctl/agent/signing.py): the root of what the laptop trusts
+in the bucket. Each job's agents get a key derived from it for that job alone
+(`job_key`), with which they sign what the job leaves for its later attempts and for
+the laptop (an environment's index, the outputs an attempt uploaded); the laptop signs
+its record of the environments it vouched for with another (vouching.py). Made once,
+kept in tpuctl's state dir readable by its user alone, or given as TPUCTL_SIGNING_KEY (a
+CI machine that starts afresh each time, sharing the cache of the laptop's jobs). It
+never leaves the laptop: not to a VM, not to the bucket; and it is scrubbed from the
+`--debug` trace, as every job key is."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import os
 import secrets
 
 from tpuctl import redact
+from tpuctl.agent import signing
 from tpuctl.config import state_dir
 from tpuctl.errors import UsageError
 
@@ -50,3 +54,10 @@ def key() -> str:
         )
     redact.secret([value])
     return value
+
+
+def job_key(job_id: str, client_key: str | None = None) -> str:
+    """The key of job `job_id`'s agents (signing.job_key), of this client's key."""
+    derived = signing.job_key(key() if client_key is None else client_key, job_id)
+    redact.secret([derived])
+    return derived
