@@ -77,6 +77,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/doctor.py
 	$(BIN)/python bench/top.py
 	$(BIN)/python bench/logs.py
+	$(BIN)/python bench/hostile.py
 	$(BIN)/python bench/checkpoints.py
 	$(BIN)/python bench/startup.py
 
