@@ -68,6 +68,7 @@ def main() -> None:
     from tpuctl.emulator.control.client import EmulatorControl
     from tpuctl.models import CreateSpec
     from tpuctl.services import remote, ssh
+    from tpuctl.services.names import owner_label
     from tpuctl.services.nodes import create_node
 
     try:
@@ -76,6 +77,7 @@ def main() -> None:
         control.quotas(dict.fromkeys(V4_QUOTAS, 4096))  # 256 workers are 1,024 v4 chips
         factory = ClientFactory()
         api, ssh_api = factory.tpu(), factory.ssh()
+        owner = owner_label(factory.required_account("the bench's nodes"))
         from tpuctl.config import resolve_target
 
         target = resolve_target("tpuctl-bench", ZONE)
@@ -91,7 +93,8 @@ def main() -> None:
         at_64 = None
         for accelerator, workers in SLICES:
             name = f"bench-{workers}"
-            create_node(api, target, CreateSpec(name=name, shape=catalog.shape(accelerator)))
+            spec = CreateSpec(name, catalog.shape(accelerator), owner=owner)
+            create_node(api, target, spec)
             plan = ssh.plan(api, ssh_api, f"{target.parent}/nodes/{name}", "all")
             times, cpu, server_cpu = {}, {}, {}
             for parallel in (0, 1):

@@ -296,7 +296,7 @@ class CreateSpec:
     # wait for capacity (--valid-until), after which tpuctl ends the wait for no capacity
     capacity_wait: int | None = None
     reservation: str | None = None
-    owner: str = ""  # `tpuctl-owner`: names.owner_label of the account (empty: local login)
+    owner: str = ""  # `tpuctl-owner`: names.owner_label of the account (required to create)
 
     @property
     def scheduling(self) -> str:

@@ -33,6 +33,7 @@ def changes(emulator) -> dict[str, int]:  # noqa: ANN001
     reads = {
         "POST projects.testIamPermissions",
         "POST iam.troubleshoot",
+        "POST tokeninfo",  # who the caller is
     }  # POSTs that change nothing
     return {
         k: v

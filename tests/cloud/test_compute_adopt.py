@@ -16,7 +16,7 @@ PROJECT = "tpuctl-demo"
 
 
 def _spec(name: str, shape: str, now: float) -> CreateSpec:
-    return nodes.prepare(CreateSpec(name=name, shape=catalog.shape(shape)), now=now)
+    return nodes.prepare(CreateSpec(name, catalog.shape(shape), owner="me"), now=now)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
 
 
 def _ours(name: str) -> CreateSpec:
-    spec = CreateSpec(name=name, shape=catalog.shape("v3-8"), version="tpu-ubuntu2204-base")
+    spec = CreateSpec(name, catalog.shape("v3-8"), version="tpu-ubuntu2204-base", owner="me")
     return nodes.prepare(spec)
 
 

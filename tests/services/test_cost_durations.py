@@ -116,12 +116,12 @@ def test_a_max_cost_is_a_deadline_at_the_shapes_price() -> None:
     assert cost.parse_dollars("$12.50") == 12.5
     assert cost.cap_seconds(shape("v3-8"), False, 50) == (22500, 8.0)  # 6h15m at $8.00/h
     assert cost.cap_seconds(shape("v3-8"), True, 2.04) == (3600, 2.04)  # spot: $2.04/h
-    spec = prepare(CreateSpec(name="n", shape=shape("v3-8"), max_cost=50, ttl=3600), now=1000)
+    spec = prepare(CreateSpec("n", shape("v3-8"), max_cost=50, ttl=3600, owner="me"), now=1000)
     assert spec.labels["tpuctl-cost-deadline"] == str(1000 + 22500)
     assert spec.labels["tpuctl-expires"] == str(1000 + 3600)  # the TTL comes first
     assert "startup-script" in spec.metadata  # the watchdog enforces it on the node
     # On Compute Engine the instance's own run duration does, with no watchdog.
-    spec_there = CreateSpec(name="n", shape=shape("v3-8"), max_cost=50)
+    spec_there = CreateSpec(name="n", shape=shape("v3-8"), max_cost=50, owner="me")
     compute = prepare(spec_there, 1000, compute_api.KIND)
     assert "startup-script" not in compute.metadata
     scheduling = instance_body(compute, "us-central1-a")["scheduling"]

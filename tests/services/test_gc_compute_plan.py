@@ -9,6 +9,7 @@ from typing import Any
 from tpuctl.cloud.compute import leftovers as compute_orphans
 from tpuctl.cloud.compute.leftovers import GROUP, POLICY, TEMPLATE
 from tpuctl.services import leftovers as gc_compute
+from tpuctl.services.names import Owner
 
 P = "projects/p"
 NOW = 2_000_000_000.0
@@ -66,7 +67,7 @@ def test_leftovers_and_what_gc_decides_of_each() -> None:
         ("lone", [POLICY]), ("theirs", [TEMPLATE])]  # fmt: skip
 
     api: Any = object()
-    decided = {lo.slice: gc_compute.decide(lo, api, owner="ann", now=NOW) for lo in found}
+    decided = {lo.slice: gc_compute.decide(lo, api, owner=Owner("ann"), now=NOW) for lo in found}
     assert decided["a"] is not None and decided["a"].delete
     assert decided["bob"] is None  # another user's
     assert decided["theirs"] is None  # its template is not tpuctl's
@@ -75,7 +76,7 @@ def test_leftovers_and_what_gc_decides_of_each() -> None:
     assert lone is not None and not lone.delete and "--all-owners" in lone.reason
     everyone = gc_compute.decide(found[3], api, owner=None, now=NOW)
     assert everyone is not None and everyone.delete
-    young = gc_compute.decide(found[0], api, owner="ann", now=found[0].newest or 0.0)
+    young = gc_compute.decide(found[0], api, owner=Owner("ann"), now=found[0].newest or 0.0)
     assert young is not None and not young.delete and "may be a create under way" in young.reason
 
 
@@ -129,7 +130,7 @@ def test_collect_reads_again_and_leaves_what_changed_since(tmp_path) -> None:  #
     for now, result in (([made_again], "skipped: it changed since gc looked"),
                         ([], "skipped: no longer a leftover"), ([planned], "deleted")):  # fmt: skip
         api: Any = _Api(now)
-        d = gc_compute.decide(planned, api, owner="ann", now=NOW)
+        d = gc_compute.decide(planned, api, owner=Owner("ann"), now=NOW)
         assert d is not None and d.delete
         ((_, said),) = gc_compute.collect([d], project="p", log=tmp_path / "gc.log")
         assert said.startswith(result)

@@ -10,6 +10,7 @@ from tpuctl.cloud import tpu
 from tpuctl.cloud.backend import BackendDefaults
 from tpuctl.models import Node, QueuedResource
 from tpuctl.services import audit, gc
+from tpuctl.services.names import Owner
 
 NOW = 2_000_000_000.0
 MINE = {"managed-by": "tpuctl", "tpuctl-owner": "me"}
@@ -53,7 +54,7 @@ def test_plan_decides_nodes_and_finds_stale_requests_of_the_owner() -> None:
             request("alices", {**MINE, "tpuctl-owner": "alice"}, "FAILED"),
         ],
     )
-    found = gc.plan([api], "projects/p/locations/-", owner="me", now=NOW)  # type: ignore[list-item]
+    found = gc.plan([api], "projects/p/locations/-", owner=Owner("me"), now=NOW)  # type: ignore[list-item]
     assert api.parents == ["projects/p/locations/-"] * 2
     assert [(d.node.name, d.delete) for d in found.decisions] == [("old", True), ("fresh", False)]
     assert found.decisions[0].reason == "expired 2m ago (--ttl)"

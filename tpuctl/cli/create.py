@@ -129,7 +129,9 @@ def create(
         idle_timeout=parse_duration(idle_timeout, "--idle-timeout") if idle_timeout else None,
         idle_action=idle_action,
         max_cost=parse_dollars(max_cost) if max_cost else None,
-        owner=names.owner_label(app.factory.account()),
+        owner=names.owner_label(
+            app.factory.required_account("the node's owner label (tpuctl-owner)")
+        ),
     )
     request = create_service.CreateRequest(
         spec,

@@ -15,6 +15,7 @@ from tpuctl.errors import GcFailed, UsageError
 if TYPE_CHECKING:
     from tpuctl.models import DeleteResult
     from tpuctl.services.gc import Collected, Decision, Plan, QueuedDecision
+    from tpuctl.services.names import Owner
 
 
 def gc(
@@ -79,6 +80,7 @@ def gc(
     if bucket and unused_for is None:
         raise UsageError("--bucket names where the environments are: it needs --envs-unused")
     app = app_of(ctx)
+    whose = None if all_owners else _owner(owner, app)  # a bad --owner before any call
     # gc looks everywhere unless told a zone: a forgotten node in another zone is the
     # expensive case. Only --zone narrows it (config defaults do not).
     # A --zone given is checked like any other (its shape, a known zone, not empty).
@@ -98,7 +100,7 @@ def gc(
     found = gc_service.plan(
         backends,
         f"projects/{target.project}/locations/{zone or '-'}",
-        owner=None if all_owners else _owner(owner, app.factory.account()),
+        owner=whose,
         idle_limit=idle_limit,
         # Cloud Monitoring first; where its metrics are missing or old, a node whose labels
         # say idle is looked at over SSH before it counts as idle.
@@ -129,14 +131,14 @@ def gc(
         )
 
 
-def _owner(given: str | None, account: str | None) -> str:
-    """The `tpuctl-owner` label gc looks for: `--owner` as an account's email or as the
-    label itself, else the account tpuctl acts as."""
-    from tpuctl.services.names import owner_label
+def _owner(given: str | None, app: Any) -> Owner:
+    """Whose nodes gc looks at: `--owner` (an account's email, or a tpuctl-owner label as
+    it is on the nodes), else the account tpuctl acts as."""
+    from tpuctl.services.names import Owner
 
     if given:
-        return owner_label(given) if "@" in given else given
-    return owner_label(account)
+        return Owner.of(given)
+    return Owner.of(app.factory.required_account("gc (whose nodes to collect)"))
 
 
 def _prune_envs(

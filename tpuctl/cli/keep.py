@@ -30,7 +30,7 @@ def keep(
     from tpuctl.errors import UsageError
     from tpuctl.models import KEEP
     from tpuctl.services.lookup import find_node
-    from tpuctl.services.names import owner_label, validate_name
+    from tpuctl.services.names import Owner, validate_name
     from tpuctl.services.nodes import set_labels
 
     validate_name(name)
@@ -38,14 +38,15 @@ def keep(
     target = app.target(project, zone)
     full_name = f"{target.parent}/nodes/{name}"
     api, node = find_node(app.backends(), full_name)
-    mine = owner_label(app.factory.account())
-    if node.managed and node.owner and node.owner != mine and not all_owners:
+    if node.managed and node.owner and not all_owners:
         # as gc: another account's node is theirs to keep or let go
-        raise UsageError(
-            f"node {name} is another account's (tpuctl-owner={node.owner}, you are {mine}): "
-            "not changed",
-            hint="pass --all-owners to change it anyway",
-        )
+        mine = Owner.of(app.factory.required_account("keep (whose node it is)"))
+        if not mine.owns(node.owner):
+            raise UsageError(
+                f"node {name} is another account's (tpuctl-owner={node.owner}, you are "
+                f"{mine.label}): not changed",
+                hint="pass --all-owners to change it anyway",
+            )
     set_labels(api, full_name, {KEEP: None if off else "true"})
     render.info(
         f"{name}: {'no longer kept; gc may collect it' if off else 'kept: gc will not touch it'}"

@@ -242,7 +242,8 @@ def _run(
     nodes.check_scheduling(spec.node_spec)  # before anything is staged or made
     from tpuctl.services.names import owner_label
 
-    spec.node_spec.owner = owner_label(app_of(ctx).factory.account())  # who gc says it is
+    account = app_of(ctx).factory.required_account("the node's owner label (tpuctl-owner)")
+    spec.node_spec.owner = owner_label(account)  # who gc says it is
     if spec.environment_by_default:
         render.info(
             "environment: the work dir's requirements.txt, built once and cached in the "

@@ -122,6 +122,15 @@ class Endpoints:
         return "https://compute.googleapis.com/compute/v1"
 
     @property
+    def tokeninfo_endpoint(self) -> str:
+        """Google's OAuth 2.0 token-info endpoint (who a token is for), or the emulator's."""
+        if self._emulator:
+            return f"http://{self._emulator}/tokeninfo"
+        from tpuctl.cloud.identity import TOKENINFO
+
+        return TOKENINFO
+
+    @property
     def emulator_address(self) -> str | None:
         """host:port of the emulator in use, or None against Google Cloud."""
         return self._emulator
@@ -219,42 +228,49 @@ class Endpoints:
             return False
         return True
 
+    @cached_property
+    def _account(self) -> str | None:
+        from tpuctl.cloud import identity
+
+        def translated(e: BaseException) -> BaseException:
+            from tpuctl.cloud.errors import translate
+
+            where = f"Google's sign-in ({self.describe_endpoint()})"
+            return translate(e, "your credentials", where, self.unreachable_hint())
+
+        told = identity.email_of(
+            self.credentials, self._authorized_session, self.tokeninfo_endpoint, translated
+        )
+        if told:
+            return told
+        from tpuctl.config import gcloud_properties
+
+        return gcloud_properties(self._env).get("core/account") or None
+
     def account(self) -> str | None:
-        """Who the calls are made as, when it can be told without a call: the emulator's
-        caller, else gcloud's account, else the service account of the credentials."""
-        if self._emulator:
-            return str(self._emulator_config.get("caller") or "") or None
-        from tpuctl.config import gcloud_properties
+        """Who the calls are made as (an email), as the credentials tell it
+        (cloud/identity.py: a service account's email, a VM's, a user's from the ID token
+        or the token-info endpoint, which the emulator serves for its caller), else
+        gcloud's `core/account`; None when neither says. Never `default`, never the local
+        login name."""
+        return self._account
 
-        account = gcloud_properties(self._env).get("core/account")
-        return account or getattr(self.credentials, "service_account_email", None)
-
-    def login_account(self) -> str:
-        """The account OS Login is asked about: the one the calls are made as. In the
-        emulator its caller; in the cloud the credentials' service account (one from a
-        key file, impersonated, or the VM's own), else gcloud's account (user
-        credentials carry no email; gcloud's own TPU ssh uses `core/account` too)."""
-        if self._emulator:
-            return str(self._emulator_config.get("caller") or "you@example.com")
-        creds = self.credentials
-        email = getattr(creds, "service_account_email", None)
-        if email == "default":  # a VM's credentials name their account once refreshed
-            from google.auth.transport.requests import Request
-
-            creds.refresh(Request())
-            email = getattr(creds, "service_account_email", None)
-        if email and "@" in str(email):
-            return str(email)
-        from tpuctl.config import gcloud_properties
-
-        account = gcloud_properties(self._env).get("core/account")
+    def required_account(self, needs: str) -> str:
+        """`account()`, or a ConfigError saying that `needs` (e.g. "OS Login") cannot go
+        on without it, and how to name it."""
+        account = self.account()
         if not account:
             raise ConfigError(
-                "OS Login needs your account's email, and neither the credentials nor "
+                f"{needs} needs your account's email, and neither the credentials nor "
                 "gcloud's configuration name it",
                 hint="set it with `gcloud config set account YOU@example.com`",
             )
         return account
+
+    def login_account(self) -> str:
+        """The account OS Login is asked about: the one the calls are made as (gcloud's
+        own TPU ssh uses it too)."""
+        return self.required_account("OS Login")
 
     def _authorized_session(self) -> Any:
         """google-auth's AuthorizedSession with these credentials (made on use)."""

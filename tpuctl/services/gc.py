@@ -3,7 +3,7 @@
 Safety rules, enforced here (and for the leftovers of slices in leftovers.py, alike):
 - a node without `managed-by=tpuctl` is never a candidate, whatever it looks like;
 - a node labelled `tpuctl-keep=true` is never a candidate;
-- by default only the current user's nodes (`tpuctl-owner`) are considered;
+- by default only the current account's nodes (`tpuctl-owner`, `names.Owner`) are considered;
 - idleness read from labels is confirmed by probing the node before it counts.
 
 Nodes are those of the Cloud TPU API and of Compute Engine (TPU VMs and slices, by the
@@ -51,6 +51,7 @@ from tpuctl.services.nodes import delete_nodes
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.services.leftovers import LeftoverDecision
+    from tpuctl.services.names import Owner
 
 
 def no_probe(node: Node) -> tuple[Busy, str]:
@@ -88,7 +89,7 @@ def decide(
     node: Node,
     *,
     now: float,
-    owner: str | None,
+    owner: Owner | None,
     idle_limit: float | None,
     probe: IdleProbe = no_probe,
     metrics: MetricsCheck | None = None,
@@ -96,7 +97,7 @@ def decide(
     """What gc does with one node; None when the node is none of gc's business."""
     if not node.managed:
         return None
-    if owner is not None and node.owner != owner:
+    if owner is not None and not owner.owns(node.owner):
         return None
     if node.kept:
         return Decision(node, "kept (tpuctl-keep=true)", False)
@@ -135,7 +136,7 @@ def decide(
 def plan_nodes(
     nodes: list[Node],
     *,
-    owner: str | None,
+    owner: Owner | None,
     idle_limit: float | None = None,
     probe: IdleProbe = no_probe,
     metrics: MetricsCheck | None = None,
@@ -160,13 +161,13 @@ class QueuedDecision:
     reason: str
 
 
-def stale_queued(requests: list[QueuedResource], *, owner: str | None) -> list[QueuedDecision]:
+def stale_queued(requests: list[QueuedResource], *, owner: Owner | None) -> list[QueuedDecision]:
     """tpuctl's queued resources that can never give a node any more: FAILED or SUSPENDED."""
     out = []
     for qr in requests:
         if qr.labels.get(MANAGED_BY) != MANAGED_BY_VALUE or qr.labels.get(KEEP) == "true":
             continue
-        if owner is not None and qr.labels.get(OWNER) != owner:
+        if owner is not None and not owner.owns(qr.labels.get(OWNER)):
             continue
         if qr.state in ("FAILED", "SUSPENDED"):
             why = qr.error or (
@@ -206,7 +207,7 @@ def plan(
     backends: Sequence[TpuBackend],
     parent: str,
     *,
-    owner: str | None,
+    owner: Owner | None,
     idle_limit: float | None = None,
     probe: IdleProbe = no_probe,
     metrics: MetricsCheck | None = None,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.ssh import SshApi
     from tpuctl.services.idle import Busy, IdleProbe
+    from tpuctl.services.names import Owner
 
 GRACE = 15 * 60.0  # a create from its policy to its group takes seconds; retries, minutes
 
@@ -50,13 +51,13 @@ class LeftoverDecision:
 
 
 def decide(
-    lo: Leftover, api: TpuBackend, *, owner: str | None, now: float, grace: float = GRACE
+    lo: Leftover, api: TpuBackend, *, owner: Owner | None, now: float, grace: float = GRACE
 ) -> LeftoverDecision | None:
     """What gc does with one leftover; None when it is none of gc's business."""
     labels = lo.labels
     if labels and labels.get(MANAGED_BY) != MANAGED_BY_VALUE:
         return None
-    if owner is not None and labels and labels.get(OWNER) != owner:
+    if owner is not None and labels and not owner.owns(labels.get(OWNER)):
         return None
     if labels.get(KEEP) == "true":
         return LeftoverDecision(lo, "kept (tpuctl-keep=true)", False, api)
@@ -77,7 +78,7 @@ def decide(
 
 
 def plan(
-    backends: Sequence[TpuBackend], parent: str, *, owner: str | None, now: float
+    backends: Sequence[TpuBackend], parent: str, *, owner: Owner | None, now: float
 ) -> tuple[list[LeftoverDecision], list[str]]:
     """The decisions on every leftover of the backends that have leftovers, and why a
     backend could not be looked at (a project with Compute Engine off has none)."""

@@ -3,8 +3,10 @@ owner label, and the name tpuctl makes for a create that gave none."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from tpuctl.config import login_name
 from tpuctl.errors import UsageError
@@ -29,16 +31,62 @@ def label_safe(value: str) -> str:
 
 
 def local_user() -> str:
-    """The local user as a label value (`tpuctl-owner`)."""
+    """The local login name as a label value: a readable part of generated names, never
+    an owner (every notebook VM's user is `jupyter`)."""
     return label_safe(login_name()) or "unknown"
 
 
-def owner_label(account: str | None) -> str:
-    """The `tpuctl-owner` label of what tpuctl makes as `account` (the credentials' email:
-    `ada@example.com` -> `ada-example-com`), so gc tells your nodes from those of another
-    account whose login name is the same (every notebook VM's user is `jupyter`). Where the
-    account cannot be told, the local login name, as a last resort."""
-    return label_safe(account) if account else local_user()
+# The owner label's digest: 12 hex digits (48 bits) of SHA-256 of the lowercased address.
+# Two accounts' labels can only meet when their readable parts already do (`ada.b@x.com`,
+# `ada-b@x.com`): for a digest to then agree by chance among even 10^5 accounts of one
+# project is a chance of about (10^5)^2 / 2 / 2^48, 2 in 10^5, and far less among the
+# few look-alike addresses that share a readable part. (A label proves nothing against
+# someone who writes it on purpose: anyone who may create nodes may copy any label.)
+OWNER_DIGEST = 12
+
+
+def owner_label(account: str) -> str:
+    """The `tpuctl-owner` label of what tpuctl makes as `account` (an email): a readable
+    part and a digest of the whole lowercased address, so that distinct accounts never
+    share one (`ada.b@example.com` -> `ada-b-example-com-` and 12 hex digits, where
+    `ada-b@example.com` and `ada+b@example.com` get other digits). At most 63."""
+    address = account.strip().lower()
+    digest = hashlib.sha256(address.encode()).hexdigest()[:OWNER_DIGEST]
+    readable = label_safe(address)[: 62 - OWNER_DIGEST].rstrip("-_")
+    return f"{readable}-{digest}"
+
+
+def legacy_owner_label(account: str) -> str:
+    """The label older tpuctl gave `account`'s nodes (`label_safe` alone): read, never
+    written. Not injective: `ada.b@`, `ada-b@` and `ada+b@example.com` all give it."""
+    return label_safe(account.strip())
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose nodes gc and keep act on: the `tpuctl-owner` values that are this owner's.
+    An account owns its label and, for nodes an older tpuctl made, its legacy label (which
+    an account whose address differs only in characters a label cannot hold shares:
+    docs/gc.md); a label given as such owns that label only."""
+
+    label: str  # the one tpuctl writes (shown in messages)
+    legacy: str = ""
+
+    @classmethod
+    def of(cls, given: str) -> Owner:
+        """An account's email, or a `tpuctl-owner` label as it is on the nodes."""
+        if "@" in given:
+            return cls(owner_label(given), legacy_owner_label(given))
+        if not given or not LABEL_VALUE_RE.match(given):
+            raise UsageError(
+                f"invalid owner {given!r}: an account's email, or a tpuctl-owner label "
+                "(lowercase letters, digits, '_' and '-', at most 63)"
+            )
+        return cls(given)
+
+    def owns(self, value: str | None) -> bool:
+        """Whether a `tpuctl-owner` value (None: absent) is this owner's."""
+        return bool(value) and value in (self.label, self.legacy)
 
 
 def generated_name(accelerator: str, user: str | None = None) -> str:

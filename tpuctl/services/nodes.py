@@ -17,6 +17,7 @@ from tpuctl.concurrency import each
 from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
+    ConfigError,
     NotFoundError,
     QuotaError,
     TpuctlError,
@@ -37,7 +38,7 @@ from tpuctl.models import (
     Node,
 )
 from tpuctl.services import cost
-from tpuctl.services.names import local_user, validate_labels, validate_name
+from tpuctl.services.names import validate_labels, validate_name
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
@@ -140,8 +141,12 @@ def prepare(
     check_scheduling(spec)
     created = int(now if now is not None else time.time())
     labels = dict(spec.labels)
-    owner = spec.owner or local_user()
-    labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: owner, CREATED: str(created)})
+    if not spec.owner:  # never a guess: gc and keep tell accounts' nodes apart by it
+        raise ConfigError(
+            "a node needs its owner (tpuctl-owner), and no account was given",
+            hint="set it with `gcloud config set account YOU@example.com`",
+        )
+    labels.update({MANAGED_BY: MANAGED_BY_VALUE, OWNER: spec.owner, CREATED: str(created)})
     if spec.ttl:
         labels[EXPIRES] = str(created + spec.ttl)
     if spec.max_cost:  # a deadline too: the earlier of the two is the node's expiry

@@ -10,7 +10,9 @@ Config (control plane, `POST /_emulator/v1/config`):
   (`project_services` shows those changes).
 - `billing`: `true`/`false` for every project, or `{"*": true, "<project>": false}`.
 - `denied_permissions`: IAM permissions the caller lacks, e.g. `["tpu.nodes.create"]`.
-- `caller`: the account the caller is (`GET status` shows it, as `gcloud auth list` would).
+- `caller`: the account the caller is (`GET status` shows it, as `gcloud auth list` would);
+  "" for credentials that do not say whose they are (a user's token without the email
+  scope: the token info, accounts.token_info, then names no email).
 - `service_accounts`: the VMs' service accounts and the permissions each lacks (accounts.py);
   a call with a token a worker's metadata server minted is its node's account's, and
   its scopes are checked first.
@@ -171,7 +173,7 @@ class Access:
         self.project_services.update(config.get("project_services") or {})
         self.billing.update(config.get("billing") or {})
         self.denied = list(config.get("denied_permissions") or self.denied)
-        self.caller = str(config.get("caller") or self.caller)
+        self.caller = str(config.get("caller", self.caller))
         self.accounts.load(config)
 
     def update(self, body: dict[str, Any]) -> None:
@@ -208,8 +210,8 @@ class Access:
         if not isinstance(denied, list) or not all(isinstance(p, str) and p for p in denied):
             raise errors.invalid_argument("denied_permissions is a list of permission names")
         caller = body.get("caller", self.caller)
-        if not isinstance(caller, str) or "@" not in caller:
-            raise errors.invalid_argument("caller is an account's email address")
+        if not isinstance(caller, str) or (caller and "@" not in caller):
+            raise errors.invalid_argument('caller is an account\'s email address (or "": unknown)')
         ServiceAccounts.validate(body)
         self.accounts.update(body)
         self.services, self.project_services = services, project_services

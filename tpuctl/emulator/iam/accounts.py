@@ -24,7 +24,9 @@ lacks. A call with a VM's token meets, in the order Google's front end checks:
 Also served: Cloud Resource Manager's `projects.testIamPermissions` (the permissions the
 caller, or the VM's account, holds out of those asked; it needs no permission itself)
 and `projects.get` (the project's number), and IAM's `projects.serviceAccounts.get`
-(which accounts exist): the subsets `tpuctl init` and the agent use.
+(which accounts exist): the subsets `tpuctl init` and the agent use; and OAuth 2.0's
+token info (`POST /tokeninfo`, oauth2.googleapis.com's): who the token in the call's
+`Authorization` header is for, a VM's account, or the caller for any other call.
 """
 
 from __future__ import annotations
@@ -208,3 +210,18 @@ def get_service_account(state: Any, project: str, email: str) -> dict[str, Any]:
         "displayName": "Compute Engine default service account" if default else email.split("@")[0],
         "oauth2ClientId": unique,
     }
+
+
+def token_info(state: Any, principal: Principal | None) -> dict[str, Any]:
+    """oauth2.googleapis.com's `tokeninfo` about the call's token: its account's email
+    (a VM's, or the caller's for a token the emulator never minted, or none), as Google
+    answers for a token with the email scope (strings, as Google's JSON has them); no
+    email when the caller is unknown (config `caller: ""`), as for a token without it."""
+    scopes: tuple[str, ...] = (CLOUD_PLATFORM,)
+    email = state.access.caller
+    if principal is not None:
+        email, scopes = principal.account, principal.scopes
+    elif email:
+        scopes = ("openid", _AUTH + "userinfo.email", CLOUD_PLATFORM)
+    told = {"email": email, "email_verified": "true"} if email else {}
+    return {**told, "scope": " ".join(scopes), "expires_in": "3599", "access_type": "online"}

@@ -1,5 +1,6 @@
 """The REST paths of OS Login (oslogin.googleapis.com), Compute Engine's project
-metadata, Cloud Resource Manager, IAM and the Policy Troubleshooter subsets."""
+metadata, Cloud Resource Manager, IAM and the Policy Troubleshooter subsets, and OAuth
+2.0's token info (oauth2.googleapis.com)."""
 
 from __future__ import annotations
 
@@ -78,4 +79,6 @@ ROUTES: list[Route] = [
         OnState(troubleshooter.troubleshoot),
         ("body", "principal"),
     ),
+    # OAuth 2.0 (oauth2.googleapis.com): whom the call's token is for
+    ("POST", r"/tokeninfo", "tokeninfo", OnState(iam.token_info), ("principal",)),
 ]
