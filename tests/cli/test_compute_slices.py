@@ -72,6 +72,24 @@ def test_a_worker_of_a_slice_is_not_a_node_of_its_own(cli, emulator) -> None:
     assert cli("delete", "w", "--zone", ZONE, "--yes").code == 0
 
 
+def test_a_slice_is_labelled_on_every_vm(cli, emulator) -> None:
+    """A slice's labels are its VMs' (`keep`, and `run --node` naming its job, set them)."""
+
+    def kept() -> list[str | None]:  # each VM's label, as the API has it
+        shown = json.loads(cli("describe", "k", "--zone", ZONE, "--json").out)
+        return [(vm.get("labels") or {}).get("tpuctl-keep") for vm in shown["raw"]["instances"]]
+
+    assert cli("create", "k", *SLICE).code == 0
+    try:
+        r = cli("keep", "k", "--zone", ZONE)
+        assert r.code == 0, r.err
+        assert kept() == ["true"] * 4
+        assert cli("keep", "k", "--off", "--zone", ZONE).code == 0
+        assert kept() == [None] * 4
+    finally:
+        assert cli("delete", "k", "--zone", ZONE, "--yes").code == 0
+
+
 def test_no_capacity_for_the_slice_leaves_nothing_behind(cli, emulator) -> None:
     emulator.capacity({ZONE: {"v6e": 8}})  # half the slice
     r = cli("create", "big", *SLICE)

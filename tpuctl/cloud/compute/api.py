@@ -137,21 +137,22 @@ class ComputeTpuApi(ComputeReads, ComputeRules):
         return self._action(name, "start")
 
     def set_labels(self, name: str, labels: dict[str, str]) -> str:
-        project, zone, node, path = self._instance(name)
-        subject = f"instance '{node}' in zone {zone}"
-        current = self._call("GET", path, subject, project)
-        op = self._call(
-            "POST",
-            f"{path}/setLabels",
-            subject,
-            project,
-            json={
-                "labels": labels,
-                "labelFingerprint": current.get("labelFingerprint", ""),
-            },
-            params=compute_wire.once(),
-        )
-        return f"projects/{project}/locations/{zone}/operations/{op['name']}"
+        """Every VM of the node: the instance, or each VM of a slice (a slice's labels are
+        its VMs': slices.node), each guarded by its label fingerprint; the last one's
+        operation."""
+        project, zone = parts(name)[:2]
+        op: dict[str, Any] = {}
+        for vm in self._vms(name):
+            path = str(vm.get("selfLink", "")).split("/compute/", 1)[-1].split("/", 1)[-1]
+            op = self._call(
+                "POST",
+                f"{path}/setLabels",
+                f"instance '{vm.get('name')}' in zone {zone}",
+                project,
+                json={"labels": labels, "labelFingerprint": vm.get("labelFingerprint", "")},
+                params=compute_wire.once(),
+            )
+        return f"projects/{project}/locations/{zone}/operations/{op.get('name', '')}"
 
     def patch_metadata(
         self, name: str, change: Callable[[dict[str, str]], dict[str, str] | None]
