@@ -36,14 +36,7 @@ def test_logs_follow_prints_what_the_vms_write_before_the_bucket_has_it(
     r = cli("run", str(script), "-a", "v4-16", "-z", "us-central2-b", "--detach", "--json")
     assert r.code == 0, r.err
     job, node = json.loads(r.out)["job"], json.loads(r.out)["node"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tpuctl", "logs", job, "-f"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout], daemon=True).start()
+    proc, lines = follower(job)
     try:
         seen = _until(lines, {"[w0] ping from 0\n", "[w1] ping from 1\n"})
         assert not any(k.endswith(".log") for k in bucket_objects(emulator))  # not from there
@@ -61,6 +54,24 @@ def test_logs_follow_prints_what_the_vms_write_before_the_bucket_has_it(
     assert "[w0] pong from 0\n" in seen and "[w1] pong from 1\n" in seen
     assert any("tpuctl-agent: succeeded with exit status 0" in ln for ln in seen)
     wait_for(lambda: emulator.nodes() == [])
+
+
+def follower(job: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """`tpuctl logs JOB -f` in a process of its own, and the lines it prints as they come."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpuctl", "logs", job, "-f"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout or []:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines
 
 
 def _until(lines: queue.Queue[str], wanted: set[str], timeout: float = 90.0) -> list[str]:

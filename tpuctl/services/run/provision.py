@@ -15,12 +15,13 @@ from tpuctl import catalog
 from tpuctl.agent.labels import expiry
 from tpuctl.cloud.backend import TpuBackend
 from tpuctl.config import shape_rule
-from tpuctl.errors import NoCapacityError, NotFoundError, UsageError
+from tpuctl.errors import NoCapacityError, NotFoundError, TpuctlError, UsageError
 from tpuctl.models import (
     ATTEMPT_ATTRIBUTE,
     BUCKET_ATTRIBUTE,
     JOB,
     NODE_CREATE_FAILED,
+    START_DEADLINE,
     CreateSpec,
     Node,
 )
@@ -88,8 +89,40 @@ def existing_node(job: Job) -> Node | None:
             hint="a node's cap is set when it is made: `tpuctl create --max-cost` (or drop --node)",
         )
     lease.take(job, node)
+    node = _label(job, node)
     job.node_labels = dict(node.labels)
+    # what the node is, not what the run would have made: the job record, the receipt and
+    # its price name the node's type (and a recreate after a preemption makes the same)
+    job.spec.node_spec = dataclasses.replace(
+        job.spec.node_spec,
+        shape=node.slice,
+        spot=node.spot,
+        preemptible=node.preemptible,
+        version=node.runtime_version or job.spec.node_spec.version,
+    )
     return node
+
+
+def _label(job: Job, node: Node) -> Node:
+    """Label the node given with --node with the job (`tpuctl-job`), as a node made for a
+    job is: `tpuctl stacks`, `profile` and `logs -f` open sessions only on a node whose
+    label names the job (the record naming the node is in the shared bucket; the label
+    is the cloud's). Set once the job holds the node's claim, so it names the job using
+    the node now, and the next job on it sets its own. A start deadline goes with the
+    old label: it was the boot guard of the job the node was made for (agent/guard.py),
+    which would read this job's label with that job's bucket and attempt. One read and
+    one write of the labels; where they cannot be written, the job runs and says so."""
+    if node.labels.get(JOB) == job.job_id and START_DEADLINE not in node.labels:
+        return node
+    try:
+        changes: dict[str, str | None] = {JOB: job.job_id, START_DEADLINE: None}
+        return nodes.set_labels(job.adapters.backend, job.full_name, changes)
+    except TpuctlError as e:
+        job.ui.info(
+            f"node {job.node_name}: its {JOB} label was not set ({e}): `tpuctl stacks`, "
+            f"`profile` and `logs -f` will not reach job {job.job_id} on it"
+        )
+        return node
 
 
 def create(job: Job, announce: bool = True, attempt: int | None = None) -> str | None:
