@@ -12,7 +12,7 @@ import pytest
 from tpuctl.agent import protocol
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.storage import Bucket
-from tpuctl.services import jobs, staging
+from tpuctl.services import jobs, records, staging
 
 BLOCK = 64 << 10  # the read block in these tests (1 MiB in the product)
 
@@ -121,10 +121,10 @@ def test_a_status_object_that_is_not_a_status_hides_no_job(cli, bucket: Bucket) 
 def test_a_record_larger_than_any_tpuctl_writes_is_refused_unread(
     bucket: Bucket, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tpuctl.cloud import storage
+    from tpuctl.cloud import object_reads
     from tpuctl.errors import UnreadableObjectError
 
-    monkeypatch.setattr(storage, "JSON_LIMIT", 1000)
+    monkeypatch.setattr(object_reads, "JSON_LIMIT", 1000)
     bucket.upload_bytes("tpuctl/big.json", b"[" + b"0," * 5000 + b"0]")
     before = bucket.received
     with pytest.raises(UnreadableObjectError, match="is larger than 1,000 bytes"):
@@ -146,8 +146,8 @@ def test_a_record_claiming_absurd_counts_is_shown_as_one_worker(
     for args in (("jobs", "--json"), ("jobs", job, "--json"), ("logs", job)):
         r = cli(*args)
         assert r.code == 0, (args, r.err)
-    assert staging.read_job_record(bucket, job)["workers"] == 1
-    assert staging.read_job_record(bucket, job)["slices"] == 1
+    assert records.read_job_record(bucket, job)["workers"] == 1
+    assert records.read_job_record(bucket, job)["slices"] == 1
     assert "hi" in cli("logs", job).out
 
 

@@ -7,8 +7,8 @@ folder, and one line naming the object.
 
 READERS is the table of the modules that read the bucket and the kinds each reads;
 `test_every_bucket_read_goes_through_the_one_reader` fails when a module reads the bucket
-without being in it, or when anything reads an object except through cloud/storage.py's
-one download (`Bucket._download`): a new reader is hostile-tested or the suite fails.
+without being in it, or when anything reads an object except through the one download of
+cloud/object_reads.py (`Reads._download`): a new reader is hostile-tested or the suite fails.
 """
 
 from __future__ import annotations
@@ -37,9 +37,8 @@ MiB = 1 << 20
 # Every laptop module that reads the bucket (a call of read_json, read_bytes, read_range or
 # download_to), and the kinds of object it reads; each kind is planted below.
 READERS: dict[str, set[str]] = {
-    "services/records.py": {"status", "cancel", "receipt", "marks"},
+    "services/records.py": {"status", "cancel", "receipt", "marks", "record"},
     "services/jobs.py": {"log"},
-    "services/staging.py": {"record"},
     "services/run/vouching.py": {"vouched"},
     "services/outputs.py": {"manifest", "output"},
     "services/profile.py": {"trace"},
@@ -90,7 +89,7 @@ def test_every_bucket_read_goes_through_the_one_reader() -> None:
     readers = set()
     for path in _laptop_modules():
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "cloud/storage.py":
+        if rel in ("cloud/storage.py", "cloud/object_reads.py"):
             continue
         if _calls(path, READ_CALLS, "bucket"):  # a local file's read_bytes is no bucket read
             readers.add(rel)
@@ -101,10 +100,12 @@ def test_every_bucket_read_goes_through_the_one_reader() -> None:
         f"or one in READERS no longer does: {sorted(readers ^ set(READERS))}"
     )
     # in the one reader, the client's download is called in one place, raw
-    storage = ROOT / "cloud" / "storage.py"
-    downloads = _calls(storage, CLIENT_READS - {"open"}) + _calls(storage, {"open"}, "blob")
+    reader = ROOT / "cloud" / "object_reads.py"
+    downloads = _calls(reader, CLIENT_READS - {"open"}) + _calls(reader, {"open"}, "blob")
     assert [name for name, _ in downloads] == ["download_to_file"], downloads
-    assert "raw_download=True" in storage.read_text()
+    assert "raw_download=True" in reader.read_text()
+    storage = ROOT / "cloud" / "storage.py"
+    assert not _calls(storage, CLIENT_READS - {"open"}) + _calls(storage, {"open"}, "blob")
     planted = {kind for kinds in READERS.values() for kind in kinds}
     assert planted - LIVE_ONLY <= set(PLANTERS), sorted(planted - LIVE_ONLY - set(PLANTERS))
 

@@ -11,7 +11,7 @@ import pytest
 from tpuctl.agent import protocol
 from tpuctl.cloud.storage import Bucket
 from tpuctl.errors import AlreadyExistsError, NotFoundError, UsageError
-from tpuctl.services import staging
+from tpuctl.services import records, staging
 from tpuctl.services import workdir as workdir_module
 from tpuctl.services.staging import JobSpec, stage_job
 
@@ -87,8 +87,8 @@ def test_stage_uploads_blobs_and_record(bucket: Bucket, workdir: Path) -> None:
     assert record["args"] == ["--lr", "0.1 0.2"] and record["teardown"] is True
     for key in ("id", "user", "host", "created", "node", "accelerator", "script", "bucket"):
         assert record[key], key
-    assert staging.read_job_record(bucket, staged.job_id)["id"] == staged.job_id
-    assert staging.list_job_ids(bucket) == [staged.job_id]
+    assert records.read_job_record(bucket, staged.job_id)["id"] == staged.job_id
+    assert records.list_job_ids(bucket) == [staged.job_id]
 
 
 def test_unchanged_second_run_uploads_only_the_record(bucket: Bucket, workdir: Path) -> None:
@@ -106,7 +106,7 @@ def test_unchanged_second_run_uploads_only_the_record(bucket: Bucket, workdir: P
     third = stage_job(bucket, spec(bucket), workdir, excludes=["pkg/same.py"])
     manifest = bucket.read_json(protocol.request_path(third.job_id))[0]["manifest"]
     assert third.uploaded == 1 and "pkg/same.py" not in manifest
-    assert staging.list_job_ids(bucket) == sorted([first.job_id, second.job_id, third.job_id])
+    assert records.list_job_ids(bucket) == sorted([first.job_id, second.job_id, third.job_id])
 
 
 def test_a_blob_another_writer_replaced_is_written_again(bucket: Bucket, workdir: Path) -> None:
@@ -135,9 +135,9 @@ def test_progress_duplicate_id_and_missing_record(bucket: Bucket, workdir: Path)
     with pytest.raises(AlreadyExistsError):
         stage_job(bucket, spec(bucket, job_id=staged.job_id), workdir)
     with pytest.raises(NotFoundError):
-        staging.read_job_record(bucket, "20200101-000000-abcdef")
+        records.read_job_record(bucket, "20200101-000000-abcdef")
     with pytest.raises(UsageError, match="bad job id"):
-        staging.read_job_record(bucket, "../x")
+        records.read_job_record(bucket, "../x")
 
 
 def test_the_script_must_be_staged(bucket: Bucket, workdir: Path) -> None:
@@ -145,7 +145,7 @@ def test_the_script_must_be_staged(bucket: Bucket, workdir: Path) -> None:
         stage_job(bucket, spec(bucket), workdir, excludes=["train.py"])
     with pytest.raises(UsageError, match="every file there is ignored"):
         stage_job(bucket, spec(bucket), workdir, excludes=["*"])
-    assert staging.list_job_ids(bucket) == []
+    assert records.list_job_ids(bucket) == []
 
 
 def test_what_tpuctl_writes_is_left_out_by_identity(bucket: Bucket, workdir: Path) -> None:

@@ -57,7 +57,7 @@ def job_ids(ctx: typer.Context, incomplete: str) -> list[str]:
 
     def fetch(project: str | None, zone: str | None) -> list[str]:
         from tpuctl.config import load_config_file
-        from tpuctl.services import staging
+        from tpuctl.services import records, staging
 
         factory, target = _where(project, None, need_zone=False)
         flag, config = ctx.params.get("bucket"), load_config_file()
@@ -68,7 +68,7 @@ def job_ids(ctx: typer.Context, incomplete: str) -> list[str]:
             staging.check_owner(
                 bucket, target.project, factory.iam().project_number, "", lambda _: None
             )
-        return list(reversed(staging.list_job_ids(bucket)))
+        return list(reversed(records.list_job_ids(bucket)))
 
     return _cached("jobs", ctx, incomplete, fetch)
 

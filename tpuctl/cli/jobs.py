@@ -119,10 +119,10 @@ def jobs(
             r["receipt"] = receipts[r["id"]].to_json() if receipts[r["id"]] else None
     usage_notes(rows)
     if one:  # where libtpu could not be read: Cloud Monitoring's chips (chip_metrics.py)
-        from tpuctl.services import chip_metrics, staging
+        from tpuctl.services import chip_metrics, records
 
         for r in rows:
-            record = staging.read_job_record(b, r["id"])
+            record = records.read_job_record(b, r["id"])
             record.setdefault("project", target.project)
             chip_metrics.add_to(r, record, app.factory.backends, app.factory.monitoring)
     from tpuctl.cli.projection import chosen
@@ -211,12 +211,12 @@ def logs(
     Example: tpuctl logs 20261129-153012-ab12cd -f
     """
     from tpuctl.services import jobs as jobs_service
-    from tpuctl.services import staging
+    from tpuctl.services import records
 
     app = app_of(ctx)
     b = job_bucket(app, project, bucket)
     job = jobs_service.resolve(b, job)
-    workers = int(staging.read_job_record(b, job).get("workers", 1))
+    workers = int(records.read_job_record(b, job).get("workers", 1))
     name = jobs_service.worker_names(b, job)  # w3, or s1/w1 on a multislice job
     out = _Lines(sys.stdout.buffer, name, prefixed=worker is None and workers > 1)
     if follow:

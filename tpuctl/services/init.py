@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog, google_apis
+from tpuctl.agent.protocol import BLOBS, JOBS
 from tpuctl.cloud import registry
 from tpuctl.config import for_project, project_table
 from tpuctl.errors import TpuctlError, UsageError
 from tpuctl.services import quota as quota_svc
 from tpuctl.services.init_access import check_permissions, check_service_account
 from tpuctl.services.init_step import Step, failed
-from tpuctl.services.staging import BLOBS, JOBS, bucket_name, bucket_source, check_owner
+from tpuctl.services.staging import bucket_name, bucket_source, check_owner
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:

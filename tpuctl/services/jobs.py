@@ -19,7 +19,7 @@ from tpuctl.errors import (
     UnreadableObjectError,
     UsageError,
 )
-from tpuctl.services import records, staging
+from tpuctl.services import records
 from tpuctl.services.chips import job_chips
 from tpuctl.services.run.spec import worker_label
 
@@ -111,9 +111,9 @@ def list_jobs(
 
     rows = []
     windows: dict[str, usage.Window] = {}
-    for job_id in staging.list_job_ids(bucket) if job_ids is None else job_ids:
+    for job_id in records.list_job_ids(bucket) if job_ids is None else job_ids:
         try:
-            record = staging.read_job_record(bucket, job_id)
+            record = records.read_job_record(bucket, job_id)
         except NotFoundError:
             continue
         except UnreadableObjectError as e:  # one job's record hides no other job
@@ -205,7 +205,7 @@ class JobStates:
 
     def _worker_count(self, job_id: str) -> int | None:
         try:
-            return int(staging.read_job_record(self.bucket, job_id).get("workers", 1))
+            return int(records.read_job_record(self.bucket, job_id).get("workers", 1))
         except TpuctlError:
             return None
 
@@ -219,7 +219,7 @@ class JobStates:
 def worker_names(bucket: Bucket, job_id: str) -> Callable[[int], str]:
     """How `tpuctl logs` names a worker of the job: `w3`, or `s1/w1` on a multislice job
     (its record's `slices`; worker numbers run across the slices)."""
-    record = staging.read_job_record(bucket, job_id)
+    record = records.read_job_record(bucket, job_id)
     workers, slices = int(record.get("workers", 1)), int(record.get("slices", 1))
     return lambda w: worker_label(w, workers, slices)
 
@@ -243,7 +243,7 @@ def read_logs(
     """New log bytes per worker since `offsets` (by log object: one per attempt and
     worker; updated as the chunks are taken), and the job's state. With `tail`, no more
     than the last `tail` bytes of each log are read."""
-    record = staging.read_job_record(bucket, job_id)
+    record = records.read_job_record(bucket, job_id)
     st = statuses(bucket, job_id)
     if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
         raise UsageError(f"job {job_id} has no worker {worker}")
@@ -319,9 +319,9 @@ def resolve(bucket: Bucket, job: str) -> str:
     `--name`; NotFoundError (with the way to list jobs) when there is none."""
     if protocol.JOB_ID_RE.match(job):
         return job
-    for job_id in reversed(staging.list_job_ids(bucket)):
+    for job_id in reversed(records.list_job_ids(bucket)):
         try:
-            if staging.read_job_record(bucket, job_id).get("name") == job:
+            if records.read_job_record(bucket, job_id).get("name") == job:
                 return job_id
         except NotFoundError:
             continue
@@ -354,7 +354,7 @@ def cancel(bucket: Bucket, job_id: str) -> Cancelled:
     that has not ended to stop (a flag in its status object). NotFoundError for an id
     with no job record; a write that fails is an error naming the job."""
     try:
-        record = staging.read_job_record(bucket, job_id)
+        record = records.read_job_record(bucket, job_id)
     except NotFoundError:
         raise NotFoundError(
             f"no job {job_id} in gs://{bucket.name}/", hint="see the jobs: `tpuctl jobs`"

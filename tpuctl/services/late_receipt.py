@@ -108,7 +108,7 @@ def load_or_make(bucket: Bucket, job_id: str, util: float | None = None) -> Rece
     """The job's receipt: the one kept with it, or, for a detached job that has ended and
     has none yet, one made now (`util`: the TensorCores' mean use, percent) and kept
     (create-only: when another reader was first, theirs)."""
-    from tpuctl.services import jobs, staging
+    from tpuctl.services import jobs, records
 
     found = receipt.load(bucket, job_id)
     if found is not None:
@@ -117,7 +117,7 @@ def load_or_make(bucket: Bucket, job_id: str, util: float | None = None) -> Rece
     if kept_marks is None:
         return None  # not detached, or its client kept nothing
     try:
-        record = staging.read_job_record(bucket, job_id)
+        record = records.read_job_record(bucket, job_id)
         statuses = jobs.statuses(bucket, job_id)
     except TpuctlError:
         return None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from tpuctl.agent import bundle, protocol
 from tpuctl.agent.labels import JOB
 from tpuctl.errors import TpuctlError, UsageError
-from tpuctl.services import jobs, remote, staging
+from tpuctl.services import jobs, records, remote
 from tpuctl.services import ssh as ssh_service
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def follow(
 ) -> str:
     """Print the job's log (`write(worker, bytes)`) until the job has ended; its state.
     `tpu`: the APIs the job's node may be on, in look-up order."""
-    record = staging.read_job_record(bucket, job_id)
+    record = records.read_job_record(bucket, job_id)
     offsets: dict[str, int] = {}
     followed: set[tuple[int, int, int]] = set()  # (worker, attempt, agent pid) seen to end
     live = True
@@ -172,7 +172,7 @@ def running_plan(
     `worker` alone), with their statuses, and the SSH plan to them (`job_plan`); a job
     running nothing is refused (`words`)."""
     nothing, refusal = words
-    record = staging.read_job_record(bucket, job_id)
+    record = records.read_job_record(bucket, job_id)
     if worker is not None and not 0 <= worker < int(record.get("workers", 1)):
         raise UsageError(f"job {job_id} has no worker {worker}")
     running = {

@@ -16,7 +16,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.errors import NotFoundError, UnreadableObjectError
+from tpuctl.agent.protocol import JOB_ID_RE, JOBS, job_record_path
+from tpuctl.errors import NotFoundError, UnreadableObjectError, UsageError
 from tpuctl.wording import printable
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ STATUS: Schema = {
     "chips": (list, dict, _NONE),
 }
 # A job's record (services/staging.py writes it): a description for the laptop's commands
-# (its worker and slice counts are bounded where it is read: staging.read_job_record).
+# (its worker and slice counts are bounded where it is read: read_job_record).
 JOB_RECORD: Schema = {
     "id": (str,),
     "name": _MAYBE_TEXT,
@@ -63,6 +64,11 @@ JOB_RECORD: Schema = {
     "teardown": (bool, _NONE),
 }
 ANY: Schema = {}  # a record whose fields its reader checks itself
+
+# The most workers and slices a job record may claim: a record is shared ground, and what
+# reads it sizes lists and plans by these counts (the largest slice today has 2,304 hosts)
+MOST_WORKERS = 1 << 16
+MOST_SLICES = 1 << 10
 
 _notes: dict[str, str] = {}
 _lock = threading.Lock()
@@ -83,6 +89,33 @@ def read(bucket: Bucket, path: str, schema: Schema, what: str) -> Record | None:
         note(f"gs://{bucket.name}/{path}", f"not a {what}: {why}")
         return None
     return dict(value)
+
+
+def read_job_record(bucket: Bucket, job_id: str) -> Record:
+    """The job record of `job_id`: NotFoundError when there is none, UnreadableObjectError
+    (naming it) when what is there is not one; its `workers` and `slices` counts are
+    whole numbers from 1 to their bound (1 where the record has anything else)."""
+    if not JOB_ID_RE.match(job_id):
+        raise UsageError(f"bad job id {job_id!r}: job ids look like 20261129-153012-ab12cd")
+    value, _ = bucket.read_json(job_record_path(job_id))
+    why = problem(value, JOB_RECORD)
+    if why is not None:
+        raise UnreadableObjectError(
+            f"gs://{bucket.name}/{job_record_path(job_id)} is not a job record: {why}",
+            hint="another principal with write access to the bucket may have written it",
+        )
+    record = dict(value)
+    for key, most in (("workers", MOST_WORKERS), ("slices", MOST_SLICES)):
+        count = record.get(key, 1)
+        ok = isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= most
+        record[key] = count if ok else 1
+    return record
+
+
+def list_job_ids(bucket: Bucket) -> list[str]:
+    """Every job id in the bucket, oldest first."""
+    ids = (p[len(JOBS) :].rstrip("/") for p in bucket.list_prefixes(JOBS))
+    return sorted(i for i in ids if JOB_ID_RE.match(i))
 
 
 def problem(value: Any, schema: Schema) -> str | None:

@@ -33,8 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent.protocol import (
     BLOBS,
-    JOB_ID_RE,
-    JOBS,
     REQUEST_VERSION,
     blob_path,
     job_record_path,
@@ -47,10 +45,8 @@ from tpuctl.errors import (
     ConfigError,
     PreconditionFailedError,
     TpuctlError,
-    UnreadableObjectError,
     UsageError,
 )
-from tpuctl.services import records
 from tpuctl.services.workdir import (
     FileEntry,
     Identity,
@@ -422,36 +418,3 @@ def stage_job(
         changed=changed,
         replaced=sorted(sender.replaced),
     )
-
-
-# The most workers and slices a job record may claim: a record is shared ground, and what
-# reads it sizes lists and plans by these counts (the largest slice today has 2,304 hosts)
-MOST_WORKERS = 1 << 16
-MOST_SLICES = 1 << 10
-
-
-def read_job_record(bucket: Bucket, job_id: str) -> dict[str, Any]:
-    """The job record of `job_id` (NotFoundError when there is none); its `workers` and
-    `slices` counts are whole numbers from 1 to their bound (1 where the record has
-    anything else: whoever can write the bucket can write a record)."""
-    if not JOB_ID_RE.match(job_id):
-        raise UsageError(f"bad job id {job_id!r}: job ids look like 20261129-153012-ab12cd")
-    value, _ = bucket.read_json(job_record_path(job_id))
-    why = records.problem(value, records.JOB_RECORD)
-    if why is not None:
-        raise UnreadableObjectError(
-            f"gs://{bucket.name}/{job_record_path(job_id)} is not a job record: {why}",
-            hint="another principal with write access to the bucket may have written it",
-        )
-    record = dict(value)
-    for key, most in (("workers", MOST_WORKERS), ("slices", MOST_SLICES)):
-        count = record.get(key, 1)
-        ok = isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= most
-        record[key] = count if ok else 1
-    return record
-
-
-def list_job_ids(bucket: Bucket) -> list[str]:
-    """Every job id in the bucket, oldest first."""
-    ids = (p[len(JOBS) :].rstrip("/") for p in bucket.list_prefixes(JOBS))
-    return sorted(i for i in ids if JOB_ID_RE.match(i))

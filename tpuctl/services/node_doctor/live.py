@@ -19,7 +19,7 @@ from tpuctl.agent import bundle
 from tpuctl.cloud import registry
 from tpuctl.errors import NotFoundError, TpuctlError
 from tpuctl.models import Node
-from tpuctl.services import jobs, remote, staging
+from tpuctl.services import jobs, records, remote
 from tpuctl.services import ssh as ssh_service
 from tpuctl.services.idle import bundle_on_stdin
 from tpuctl.services.node_doctor import checks as nc
@@ -99,7 +99,7 @@ def _last_job(node: Node, bucket: Bucket) -> tuple[Check, list[str]]:
     if not job_id:
         return nc.last_job(None, None, []), []
     try:
-        record = staging.read_job_record(bucket, job_id)
+        record = records.read_job_record(bucket, job_id)
         state, chunks, _ = jobs.read_logs(bucket, job_id, {}, tail=LOG_TAIL)
         lines: list[str] = []
         for worker, data in chunks:  # read as taken: errors come here too
