@@ -12,7 +12,7 @@ import socket
 import sys
 import threading
 import traceback
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core import api_call, browsers, errors
 from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.core.http_server import QuietServer
 from tpuctl.emulator.core.ports import port_free
 from tpuctl.emulator.metadata import server as metadata
 from tpuctl.emulator.storage.server import StorageServer
@@ -175,10 +176,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _handle
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
+class _HTTPServer(QuietServer):
     def __init__(self, address: tuple[str, int], backend: Backend, verbose: bool) -> None:
         self.backend = backend
         self.verbose = verbose

@@ -31,12 +31,13 @@ import json
 import re
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tpuctl.emulator.core import browsers
 from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.core.http_server import QuietServer
 from tpuctl.emulator.iam import accounts as iam
 from tpuctl.emulator.offerings import apis
 from tpuctl.emulator.storage import lifecycle as bucket_lifecycle
@@ -388,12 +389,9 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
 
-class StorageProxy(ThreadingHTTPServer):
+class StorageProxy(QuietServer):
     """The proxy on host:port (0: any free one) in front of `storage` (fake-gcs-server:
     server.StorageServer, its `target` and its `connection`)."""
-
-    daemon_threads = True
-    allow_reuse_address = True
 
     def __init__(self, host: str, storage: Any, backend: Any, port: int = 0) -> None:
         self.storage, self.target, self.backend = storage, storage.target, backend
