@@ -151,3 +151,10 @@ def test_venvs_of_the_vm_unused_for_two_weeks_are_removed_by_the_next_job(tmp_pa
         f"environment {name}: removed its venv from this VM (no job used it for 14 days)"
         for name in ("halfmade", "old")
     ]
+
+
+def test_every_env_value_and_index_url_piece_of_three_characters_leaves_the_log() -> None:
+    hidden = ["http://127.0.0.1:8080/tk12345/simple", "ab", "100"]
+    out = "GET /tk12345/simple/x from 127.0.0.1: 100 ab\n"
+    # the host stays (it is said anyway); `ab` is too short to take out without the rest
+    assert scrub(out, hidden) == "GET /[redacted]/[redacted]/x from 127.0.0.1: [redacted] ab\n"

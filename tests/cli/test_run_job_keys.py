@@ -257,3 +257,15 @@ def test_the_client_vouches_only_for_a_jobs_own_build_of_its_own_requirements() 
     # the digest of the index settings names no URL, and differs by client key
     assert "pkgs.example.com" not in json.dumps(facts) and "token" not in json.dumps(facts)
     assert vouching.indexes_digest("d" * 64, env) != facts["indexes"]
+
+
+def test_an_environment_built_from_another_index_is_not_reused(
+    cli, emulator, project: Path, index: Index
+) -> None:
+    assert run(cli, project, index).code == 0
+    elsewhere = index.url.replace("/simple", "/private-token/simple")  # the same wheels
+    r = cli("run", str(project / "job.py"), "--env", f"PIP_INDEX_URL={elsewhere}")
+    assert r.code == 0, r.err
+    assert "built on 1 worker(s)" in r.err  # a key of its own: built from that index
+    keys = {k.split("/")[2] for k in env_objects(emulator)}
+    assert len(keys) == 2 and not any(b"private-token" in v for v in env_objects(emulator).values())
