@@ -177,7 +177,7 @@ class Cluster:
             return None
 
     def text(self, name: str) -> str:
-        return self.bucket.read_bytes(name)[0].decode()
+        return self.bucket.read_bytes(name, 1 << 30)[0].decode()
 
     def node_names(self) -> list[str]:
         return [n["name"] for n in self.emulator.nodes()]

@@ -230,7 +230,7 @@ def test_a_large_output_goes_by_resumable_upload(cluster: Cluster) -> None:
     )
     job = cluster.stage({"train.py": writer}, node)
     assert cluster.worker(node, 0).run(job, cluster.bucket.name).returncode == 0
-    data, _ = cluster.bucket.read_bytes(f"tpuctl/jobs/{job}/outputs/big.bin")
+    data, _ = cluster.bucket.read_bytes(f"tpuctl/jobs/{job}/outputs/big.bin", 1 << 30)
     assert data == b"z" * size
 
 
