@@ -41,6 +41,20 @@ def test_a_planted_or_changed_output_stays_in_the_bucket(cli, emulator, project)
     assert not list(Path("again").glob(".*tpuctl-part"))  # nothing half-kept either
     assert "changed since the job uploaded them: left there (result-0.txt)" in again.err
 
+    # a replacement of another size is not even downloaded: the manifest says each size
+    from tpuctl.cloud.clients import ClientFactory
+    from tpuctl.services import outputs as outputs_service
+
+    bucket.blob(prefix + "result-0.txt").upload_from_string(b"x" * (4 << 20))
+    reader = ClientFactory().bucket(BUCKET, "tpuctl-demo")
+    before = reader.received
+    from tpuctl.services.run import signing
+
+    brought = outputs_service.download(reader, job, Path("sized"), signing.key())
+    assert brought.changed == ["result-0.txt"] and not brought.written
+    assert reader.received - before < 64 << 10  # the manifests, not the 4 MiB object
+    assert not Path("sized", "result-0.txt").exists()
+
     anyway = cli("outputs", job, "anyway", "--unverified")
     assert anyway.code == 0, anyway.err
     assert sorted(p.name for p in Path("anyway").iterdir()) == ["ckpt.pkl", "result-0.txt"]

@@ -3,7 +3,8 @@ them (the job protocol's: the laptop checks what comes home by them, services/ou
 
     tpuctl/jobs/<id>/manifests/slice-<s>/worker-<k>.json
         {"version": 1, "job": ID, "slice": S, "worker": K, "attempt": A,
-         "files": {"relative/path": SHA256, ...}, "signature": ...}
+         "files": {"relative/path": SHA256, ...}, "sizes": {"relative/path": BYTES, ...},
+         "signature": ...}
 
 signed with the job's key (signing.job_key: derived from the client's key for this job
 alone; the laptop derives it again to check them). Standard library only, Python 3.8+.

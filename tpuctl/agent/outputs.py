@@ -11,7 +11,8 @@ key (signing.py: derived on the laptop for this job alone, so no other job can m
 
     tpuctl/jobs/<id>/manifests/slice-<s>/worker-<k>.json
         {"version": 1, "job": ID, "slice": S, "worker": K, "attempt": A,
-         "files": {"relative/path": SHA256, ...}, "signature": ...}
+         "files": {"relative/path": SHA256, ...}, "sizes": {"relative/path": BYTES, ...},
+         "signature": ...}
 
 A later attempt reads the manifests of its slice, keeps those signed with the job's key,
 of this job and slice, and downloads only the files they name, each checked against a
@@ -53,8 +54,9 @@ class Outputs:
         self.attempt, self.key, self.say = attempt, key, say
         self.folder = job_path(job, "manifests", f"slice-{slice_id}", "")
 
-    def write(self, hashes: dict[str, str]) -> None:
-        """This worker's manifest: the files of `hashes` (OutputSync.on_synced)."""
+    def write(self, hashes: dict[str, str], sizes: dict[str, int]) -> None:
+        """This worker's manifest: the files of `hashes`, and their `sizes` (the laptop
+        downloads no object of another size: OutputSync.on_synced)."""
         if not self.key:
             return
         value = {
@@ -64,6 +66,7 @@ class Outputs:
             "worker": self.worker,
             "attempt": self.attempt,
             "files": hashes,
+            "sizes": {k: v for k, v in sizes.items() if k in hashes},
         }
         name = f"{self.folder}worker-{self.worker}.json"
         self.storage.write_json(name, signing.sign(value, self.key))

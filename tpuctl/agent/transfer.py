@@ -126,14 +126,15 @@ class OutputSync:
     """Mirrors a local dir into `prefix`, uploading only the files that changed, many at
     once; large files are streamed in slices and chunks (streams.py). `hashes`: the
     sha256 of each file it knows the bucket holds as the local dir does (sent, kept or
-    restored), handed to `on_synced` after a sync that changed them (outputs.py)."""
+    restored), handed to `on_synced` with their sizes after a sync that changed them
+    (outputs.py: the manifest, by which the laptop downloads only what was sent)."""
 
     def __init__(
         self,
         storage: Storage,
         local: Path,
         prefix: str,
-        on_synced: Callable[[dict[str, str]], Any] | None = None,
+        on_synced: Callable[[dict[str, str], dict[str, int]], Any] | None = None,
         **transfers: Any,
     ) -> None:
         self.storage, self.local, self.prefix = storage, local, prefix
@@ -142,6 +143,7 @@ class OutputSync:
         self._seen: dict[str, tuple[int, int]] = {}  # relative path -> (size, mtime) sent
         self._remote: dict[str, str] | None = None  # relative path -> md5 in the bucket
         self.hashes: dict[str, str] = {}  # relative path -> sha256
+        self.sizes: dict[str, int] = {}  # relative path -> its size, as hashed
         self.skipped: list[str] = []  # the last restore's: in the bucket, not allowed
         self.refused: list[str] = []  # ... allowed, but not with that content
         self._lock = threading.Lock()
@@ -189,6 +191,7 @@ class OutputSync:
             sha = _digest(target, "sha256")
             if sha in allowed.get(relative, set()):  # type: ignore[union-attr]
                 self.hashes[relative] = sha
+                self.sizes[relative] = target.stat().st_size
                 continue
             target.unlink()
             del remote[relative]
@@ -208,7 +211,7 @@ class OutputSync:
             if self._remote is not None:
                 self._remote = {k: v for k, v in self._remote.items() if k in present}
         if self.on_synced is not None and self.hashes:  # (the manifest: kept against the
-            self.on_synced(dict(self.hashes))  # lifecycle rule as the outputs are)
+            self.on_synced(dict(self.hashes), dict(self.sizes))  # lifecycle rule, too)
         return len(gone)
 
     def sync(self) -> int:
@@ -228,6 +231,7 @@ class OutputSync:
             with self._lock:
                 self._seen[relative] = (st.st_size, st.st_mtime_ns)
                 self.hashes[relative] = sha
+                self.sizes[relative] = st.st_size
 
         with Transfers(self.storage, **self.transfers) as transfers:
             for root, _dirs, files in os.walk(str(self.local)):
@@ -238,7 +242,7 @@ class OutputSync:
                     if self._seen.get(relative) != (st.st_size, st.st_mtime_ns):
                         transfers.submit(one, transfers, path, relative, st)
         if self.on_synced is not None and self.hashes != before:
-            self.on_synced(dict(self.hashes))
+            self.on_synced(dict(self.hashes), dict(self.sizes))
         return len(uploaded)
 
 

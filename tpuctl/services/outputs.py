@@ -19,7 +19,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import manifests, protocol, signing
 from tpuctl.errors import NotFoundError, UnreadableObjectError
@@ -73,7 +73,7 @@ def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = T
     only those its manifests signed with its key (of the client's `key`) name, each with
     the content they name."""
     prefix = protocol.outputs_prefix(job_id)
-    allowed, unsigned = _allowed(bucket, job_id, key) if verify else ({}, 0)
+    allowed, sizes, unsigned = _allowed(bucket, job_id, key) if verify else ({}, {}, 0)
     brought = Brought(unsigned=unsigned)
     root = dest.resolve()
     wanted: list[tuple[str, str, int]] = []
@@ -84,6 +84,8 @@ def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = T
             continue  # folder placeholders, or names that would escape dest
         if verify and relative not in allowed:
             brought.unnamed.append(relative)
+        elif verify and relative in sizes and info.size not in sizes[relative]:
+            brought.changed.append(relative)  # not the size sent: not downloaded at all
         else:
             wanted.append((info.name, relative, info.size))
 
@@ -109,12 +111,16 @@ def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = T
     return brought
 
 
-def _allowed(bucket: Bucket, job_id: str, key: str) -> tuple[dict[str, set[str]], int]:
+def _allowed(
+    bucket: Bucket, job_id: str, key: str
+) -> tuple[dict[str, set[str]], dict[str, set[int]], int]:
     """Each output (its path under the job's outputs folder) that a manifest of this job
-    signed with its key (of the client's `key`) names, with the sha256s it may have; and
-    how many manifests were not signed so."""
+    signed with its key (of the client's `key`) names, with the sha256s it may have, and
+    the sizes it may have (where the manifests say: an older agent's do not); and how many
+    manifests were not signed so."""
     key = signing.job_key(key, job_id) if key else ""
     allowed: dict[str, set[str]] = {}
+    sizes: dict[str, set[int]] = {}
     unsigned = 0
     for info in bucket.objects(protocol.job_path(job_id, "manifests", "")):
         value = None
@@ -128,11 +134,16 @@ def _allowed(bucket: Bucket, job_id: str, key: str) -> tuple[dict[str, set[str]]
             unsigned += 1
             continue
         assert isinstance(value, dict)
+        said: dict[str, Any] = value.get("sizes") or {}
+        said = said if isinstance(said, dict) else {}
         for relative, sha in value["files"].items():
+            size = said.get(relative)
             # a multislice job's slices upload under slice-<s>/, a single slice's at the top
             for name in (str(relative), f"slice-{value['slice']}/{relative}"):
                 allowed.setdefault(name, set()).add(str(sha))
-    return allowed, unsigned
+                if isinstance(size, int) and not isinstance(size, bool):
+                    sizes.setdefault(name, set()).add(size)
+    return allowed, sizes, unsigned
 
 
 def sha256(path: Path) -> str:
