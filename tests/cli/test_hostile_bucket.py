@@ -48,7 +48,7 @@ READERS: dict[str, set[str]] = {
 # Kinds whose readers run inside `tpuctl run` or `profile` against a live job: hostile
 # variants of them are covered where those commands are tested (the declared sizes of
 # traces: tests/cli/test_profile.py; leases: tests/cli/test_run_lease.py; the environments
-# a client vouched for: tests/cli/test_env_vouching.py), and the bounds they share with
+# a client vouched for: tests/cli/test_run_job_keys.py), and the bounds they share with
 # every kind here are cloud/storage.py's.
 LIVE_ONLY = {"trace", "lease", "vouched"}
 READ_CALLS = {"read_json", "read_bytes", "read_range", "download_to"}
