@@ -160,3 +160,21 @@ def test_a_job_name_with_terminal_controls_is_shown_escaped(cli, bucket: Bucket)
     assert r.code == 0, r.err
     assert "evil\\u202etxt.exe\\x1b]0;owned\\x07" in r.out
     assert "\u202e" not in r.out and "\x1b" not in r.out and "\x07" not in r.out
+
+
+def test_a_log_shown_on_a_terminal_keeps_its_colours_and_no_other_control(
+    cli, bucket: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log in the bucket may be anyone's: on a terminal, OSC (title, clipboard), cursor
+    moves and bidirectional controls are shown as escapes; a file gets the bytes as they
+    are."""
+    log = b"\x1b[32mok\x1b[0m 10%\r20%\n\x1b]52;c;cGF5bG9hZA==\x07\x1b[2J\xe2\x80\xaetxt\n"
+    job = a_job(bucket, log)
+    piped = cli("logs", job)
+    assert piped.code == 0 and piped.out.encode() == log
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    shown = cli("logs", job)
+    assert shown.code == 0, shown.err
+    assert (
+        shown.out == "\x1b[32mok\x1b[0m 10%\r20%\n\\x1b]52;c;cGF5bG9hZA==\\x07\\x1b[2J\\u202etxt\n"
+    )

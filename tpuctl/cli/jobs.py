@@ -218,7 +218,8 @@ def logs(
     job = jobs_service.resolve(b, job)
     workers = int(records.read_job_record(b, job).get("workers", 1))
     name = jobs_service.worker_names(b, job)  # w3, or s1/w1 on a multislice job
-    out = _Lines(sys.stdout.buffer, name, prefixed=worker is None and workers > 1)
+    prefixed = worker is None and workers > 1
+    out = _Lines(sys.stdout.buffer, name, prefixed, terminal=sys.stdout.isatty())
     if follow:
         from tpuctl.services import live_logs
 
@@ -254,13 +255,21 @@ def _ended_receipt(b: Any, job: str) -> None:
 
 class _Lines:
     """Log bytes out, each line prefixed with its worker (`[w1] `, `[s1/w0] `) on pods; a
-    line cut between two chunks gets its prefix once."""
+    line cut between two chunks gets its prefix once; on a terminal, controls other than
+    colours shown as escapes."""
 
-    def __init__(self, out: Any, name: Callable[[int], str], prefixed: bool) -> None:
+    def __init__(
+        self, out: Any, name: Callable[[int], str], prefixed: bool, terminal: bool
+    ) -> None:
         self.out, self.name, self.prefixed = out, name, prefixed
         self.mid_line: set[int] = set()
+        self.terminal = terminal  # a file gets the log as it is
 
     def write(self, worker: int, data: bytes) -> None:
+        if self.terminal:  # the log in the bucket may be anyone's: no control acts
+            from tpuctl.wording import terminal_bytes
+
+            data = terminal_bytes(data)
         if self.prefixed:
             for line in data.splitlines(keepends=True):
                 if worker not in self.mid_line:

@@ -38,6 +38,10 @@ class CliUI:
         *lines, rest = buf.split(b"\n")
         self.partial[worker] = rest
         out = self.stream.buffer
+        if lines and self.stream.isatty():  # the logs in the bucket may be anyone's
+            from tpuctl.wording import terminal_bytes
+
+            lines = [terminal_bytes(line) for line in lines]
         for line in lines:
             label = worker_label(worker, self.workers, self.slices)
             out.write((f"[{label}] ".encode() if self.prefix else b"") + line + b"\n")
