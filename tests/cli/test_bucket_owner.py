@@ -121,9 +121,7 @@ def test_doctor_refuses_a_default_bucket_another_project_owns(cli, emulator) -> 
         assert cli("delete", "busy", "--yes").code == 0
 
 
-def test_completion_offers_no_job_of_a_default_bucket_another_project_owns(
-    cli, emulator
-) -> None:
+def test_completion_offers_no_job_of_a_default_bucket_another_project_owns(cli, emulator) -> None:
     from tests.cli.test_output import _complete
 
     _squat(emulator)
