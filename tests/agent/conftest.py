@@ -37,15 +37,21 @@ def trust(job_id: str) -> str:
 
 
 def install_bundle(home: Path) -> Path:
-    """The bundle at its place under `home`, unless it is there: what the runner's
-    install command does (atomically) before every start."""
+    """The bundle at its place under `home`, unless it is there as sent: what the
+    runner's install command does (atomically) before every start."""
     path = home / bundle.remote_path().removeprefix("~/")
-    if not path.exists():
+    if not path.exists() or path.read_bytes() != bundle.build():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         tmp.write_bytes(bundle.build())
         os.replace(tmp, path)
     return path
+
+
+def checked(path: Path, *args: str) -> list[str]:
+    """The argv that runs the bundle at `path` with ARGS as the runner does: through
+    the check of its sha256 (bundle.BOOTSTRAP)."""
+    return [AGENT_PYTHON, "-I", "-S", "-c", bundle.BOOTSTRAP, bundle.sha256(), str(path), *args]
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = 90) -> Any:
@@ -74,9 +80,9 @@ class Worker:
     def command(self, verb: str, job_id: str, bucket: str, *extra: str) -> list[str]:
         install_bundle(self.root.parent)  # again: a test may have wiped the worker
         given = [] if "--digest" in extra else self.starts.get(job_id, [])
-        return [AGENT_PYTHON, "-I", str(self.bundle), "agent", verb,
-                "--job-id", job_id, "--bucket", bucket, "--root", str(self.root),
-                *FAST, *self.target, *given, *extra]  # fmt: skip
+        return checked(self.bundle, "agent", verb,
+                       "--job-id", job_id, "--bucket", bucket, "--root", str(self.root),
+                       *FAST, *self.target, *given, *extra)  # fmt: skip
 
     def run(self, job_id: str, bucket: str, *extra: str, env_values: dict | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tests.agent.conftest import AGENT_PYTHON
+from tests.agent.conftest import AGENT_PYTHON, checked
 from tests.agent.test_idle import Worker, worker  # noqa: F401 - the fixture
 
 
 def _checkup(w: Worker, *args: str) -> dict:  # type: ignore[type-arg]
     env = dict(w.env(), TPUCTL_IDLE_SCOPE=w.scope, TPUCTL_METADATA_URL="http://127.0.0.1:9")
     done = subprocess.run(
-        [AGENT_PYTHON, str(w.bundle), "checkup", *args],
+        checked(w.bundle, "checkup", *args),
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     (line,) = done.stdout.splitlines()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.conftest import AGENT_PYTHON, install_bundle, wait_for
+from tests.agent.conftest import AGENT_PYTHON, checked, install_bundle, wait_for
 from tpuctl.agent import bundle
 
 
@@ -40,7 +40,7 @@ class Worker:
     def check(self) -> dict:  # type: ignore[type-arg]
         env = dict(self.env(), TPUCTL_IDLE_SCOPE=self.scope)
         done = subprocess.run(
-            [AGENT_PYTHON, str(self.bundle), "idle", "check"],
+            checked(self.bundle, "idle", "check"),
             env=env, capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
         (line,) = done.stdout.splitlines()
@@ -112,6 +112,15 @@ def _fake(worker: Worker, name: str) -> Path:
     return fake
 
 
+def _as_run(fake: Path, *args: str) -> list[str]:
+    """The argv of a process that only sleeps, shaped as the runner runs the bundle
+    (through its check, bundle.BOOTSTRAP) or, for `agent.py`, as a tpuctl of before."""
+    if fake.name == "agent.py":
+        return [AGENT_PYTHON, str(fake), *args]
+    sleep = "import time; time.sleep(600)"
+    return [AGENT_PYTHON, "-I", "-S", "-c", sleep, bundle.sha256(), str(fake), *args]
+
+
 @pytest.mark.parametrize(
     "name, verbs",
     [
@@ -122,19 +131,20 @@ def _fake(worker: Worker, name: str) -> Path:
 )
 def test_a_running_tpuctl_job_is_busy(worker: Worker, name: str, verbs: list[str]) -> None:
     fake = _fake(worker, name)
-    agent = worker.start(
-        [AGENT_PYTHON, str(fake), *verbs, "--job-id", "j1"], stdin=subprocess.DEVNULL
-    )
+    agent = worker.start(_as_run(fake, *verbs, "--job-id", "j1"), stdin=subprocess.DEVNULL)
     result = worker.check()
     assert result["busy"] is True
-    assert any(r.startswith(f"tpuctl job running: pid {agent.pid}") for r in result["reasons"])
+    (said,) = [
+        r for r in result["reasons"] if r.startswith(f"tpuctl job running: pid {agent.pid} ")
+    ]
+    assert "sleep" not in said  # an agent of the bundle: by its name, not the check's code
 
 
 def test_the_bundles_other_programs_are_no_job(worker: Worker) -> None:
-    fake = str(_fake(worker, bundle.file_name()))
+    fake = _fake(worker, bundle.file_name())
     log = worker.root / "attempt-1.log"
     for argv in (["follow", str(log), "0", "1"], ["idle", "watch"], ["agent", "--help"]):
-        worker.start([AGENT_PYTHON, fake, *argv], stdin=subprocess.DEVNULL)
+        worker.start(_as_run(fake, *argv), stdin=subprocess.DEVNULL)
     result = worker.check()
     assert result["busy"] is False and result["reasons"] == []
 

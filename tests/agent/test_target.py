@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.agent.conftest import AGENT_PYTHON, install_bundle
+from tests.agent.conftest import checked, install_bundle
 from tpuctl.agent import target
 from tpuctl.cloud import registry
 
@@ -34,7 +34,7 @@ def _run(home, argv: list[str]) -> subprocess.CompletedProcess[str]:  # noqa: AN
     bundle = install_bundle(home)
     # no endpoint is set: a program that got past its arguments would fail otherwise
     return subprocess.run(
-        [AGENT_PYTHON, "-I", str(bundle), *argv],
+        checked(bundle, *argv),
         input="{}",
         capture_output=True,
         text=True,

@@ -1,4 +1,6 @@
-"""The agent bundle's entry point: `python3 BUNDLE PROGRAM ARGS...` on a TPU VM worker.
+"""The agent bundle's entry point: `python3 BUNDLE PROGRAM ARGS...` on a TPU VM worker
+(run through the bundle's check, bundle.BOOTSTRAP: `python3 -I -S -c BOOTSTRAP SHA256
+BUNDLE PROGRAM ARGS...`).
 
     agent start|run ...        the job (agent.py)
     idle check|watch ...       the idleness check and the idle watchdog (idle.py)
@@ -7,8 +9,9 @@
     checkup [--gs URL]...      tpuctl doctor NODE's look at the worker (checkup.py)
     stacks --job-id J ...      the job's Python stacks on this worker (stacks.py)
     profile --job-id J ...     a profile of the job's JAX or TensorFlow processes (profile.py)
-    verify SHA256              exit 0 when this bundle's file has that sha256 (the
-                               install checks an upload before renaming it into place)
+    verify                     exit 0: the check found the bundle's file to be the one
+                               sent (the install checks an upload so before renaming it
+                               into place)
 
 Standard library only, Python 3.8+. `python -m tpuctl.agent ...` runs the same on the
 laptop; inside the bundle this module is tpuctl_agent.__main__ (bundle.py).
@@ -16,7 +19,6 @@ laptop; inside the bundle this module is tpuctl_agent.__main__ (bundle.py).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import sys
 
@@ -33,15 +35,10 @@ PROGRAMS = {
 }
 
 
-def verify(digest: str) -> int:
-    with open(sys.argv[0], "rb") as f:
-        return 0 if hashlib.sha256(f.read()).hexdigest() == digest else 1
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["verify"] and len(args) == 2:
-        return verify(args[1])
+    if args == ["verify"]:  # run only once bundle.BOOTSTRAP found the file the one sent
+        return 0
     if not args or args[0] not in PROGRAMS:
         print(
             "usage: python3 BUNDLE agent|idle|follow|guard|checkup|stacks|profile|verify ARGS...",

@@ -3,14 +3,21 @@ memory, and the shell commands that install and run it there.
 
 Invariants:
 - The bundle holds the package `tpuctl_agent` (this folder's modules, minus this one)
-  and a `__main__.py` that runs `tpuctl_agent.__main__`; it needs only Python 3.8+ and
-  its standard library (a test runs it with `python -I`).
+  and a `__main__.py` (MAIN) that runs `tpuctl_agent.__main__`; it needs only Python
+  3.8+ and its standard library (a test runs it with `python -I`).
 - It is built deterministically (fixed timestamps and modes), so the same sources give
   the same bytes, and it is named by its content on the VM:
-  `~/.tpuctl/tpuctl-agent-<sha256[:12]>.pyz`. Installing again is idempotent, and a new
-  tpuctl never replaces the file an older agent still runs from.
-- An install writes a temporary file, checks its sha256, then renames it into place:
-  no reader ever sees a partial bundle.
+  `~/.tpuctl/tpuctl-agent-<sha256[:12]>.pyz`. Every install sends it again, checks what
+  it wrote, and renames it into place: no reader ever sees a partial bundle, and one
+  changed on the VM is replaced.
+- It runs only as the client sent it, checked at the moment it is used: every command
+  (`command`) is `python3 -I -S -c BOOTSTRAP SHA256 PATH ARGS...`, where BOOTSTRAP,
+  on the command line and so the client's, reads the file once, compares its sha256
+  with the one the client sent, and runs the package from those bytes in memory. A job
+  runs as the agent's Unix user and can rewrite anything under `~`: a bundle it changed
+  is refused with one line (exit status REFUSED), and nothing of the agent is ever read
+  from a file again (no extracted folder, no cached .pyc), so the modules a process
+  imports later, also after forking, are the checked ones.
 
 Runs on the laptop only (it is not in the bundle); standard library only.
 """
@@ -67,67 +74,117 @@ MODULES = (
     "manifests.py",
 )
 REMOTE_ROOT = "~/.tpuctl"  # a shell word: `~` is left to the remote shell to expand
-# What `python3 BUNDLE` runs: `PACKAGE.__main__:main`, as the standard library's zipapp
-# writes it, from the package extracted once beside the bundle (BUNDLE minus .pyz, plus
-# .d): Python caches the compiled modules there, where from the zip every process compiled
-# them from source again (15% of the agents' CPU in the suite, by py-spy). A bundle not
-# under its own name (the install's check of a temporary file), or a folder it cannot
-# write, runs from the zip. The folder is named by the bundle's content as the bundle is,
-# made whole or not at all (a rename), and is as much the user's as the bundle file.
-MAIN = (
-    """\
-import os
+# The exit status of a command refused because the bundle is not the one the client
+# sent (EX_DATAERR of sysexits.h); its one line on stderr says why.
+REFUSED = 65
+# The client's program on the command line, run by `python3 -I -S -c` (no environment
+# variable, user site, site-packages or current folder reaches it) with the arguments
+# SHA256 PATH ARGS...: read PATH once, check its sha256, then run the bundle's first
+# entry, MAIN (stored, uncompressed: its local header gives its size and where it
+# starts), with those bytes (as BUNDLE) and `sys.argv` = [PATH, ARGS...].
+BOOTSTRAP = """\
+import hashlib, sys
+digest, path = sys.argv[1:3]
+try:
+    with open(path, "rb") as f:
+        data = f.read()
+    found = hashlib.sha256(data).hexdigest()
+    why = "its sha256 is %s..., not %s..." % (found[:12], digest[:12])
+except OSError as e:
+    data, found, why = b"", "", "it cannot be read (%s)" % e.strerror
+if found != digest:
+    sys.stderr.write("tpuctl-agent: refused: the agent bundle %s is not the one this client "
+                     "sent: %s; it was changed on the VM (by a job?), so none of it runs\\n"
+                     % (path, why))
+    sys.exit(REFUSED)
+at = 30 + int.from_bytes(data[26:28], "little") + int.from_bytes(data[28:30], "little")
+main = data[at : at + int.from_bytes(data[18:22], "little")]
+sys.argv[:] = sys.argv[2:]
+exec(compile(main, path + "/__main__.py", "exec"), {"__name__": "__main__", "BUNDLE": data})
+""".replace("REFUSED", str(REFUSED))
+# The bundle's __main__.py, run by BOOTSTRAP with the bytes it checked: it imports the
+# package from those bytes alone (a finder first on sys.meta_path, compiling each
+# module from its source in BUNDLE, in memory), then runs `PACKAGE.__main__:main`.
+# Run otherwise (`python3 BUNDLE`) it refuses: nothing checked it.
+MAIN = """\
 import sys
 
 
-def _extracted():
-    pyz = os.path.abspath(sys.path[0])
-    name = os.path.basename(pyz)
-    if not (name.startswith("PREFIX") and name.endswith("SUFFIX")):
-        return None
-    folder = pyz[: -len("SUFFIX")] + ".d"
-    if not os.path.isdir(os.path.join(folder, "PACKAGE")):
-        import shutil
-        import tempfile
-        import zipfile
+class VerifiedBundle(object):
+    \"\"\"Finds and loads the modules of PACKAGE from the bundle's checked bytes only: never
+    from a file, a folder or a compiled .pyc that a job could have written.\"\"\"
 
-        try:
-            tmp = tempfile.mkdtemp(prefix=".extract-", dir=os.path.dirname(pyz))
-        except OSError:
+    def __init__(self, path, data):
+        import struct
+
+        self.path, self.data, self.files = path, data, {}
+        end = data.rindex(b"PK\\x05\\x06")  # the end of the central directory
+        count, at = struct.unpack_from("<10xH4xL", data, end)
+        for _ in range(count):
+            method, size, n, e, c, local = struct.unpack_from("<10xH8xL4xHHH8xL", data, at)
+            name = data[at + 46 : at + 46 + n].decode()
+            ln, le = struct.unpack_from("<HH", data, local + 26)
+            self.files[name] = (method, local + 30 + ln + le, size)
+            at += 46 + n + e + c
+
+    def _file(self, name):
+        base = name.replace(".", "/")
+        for file, package in ((base + "/__init__.py", True), (base + ".py", False)):
+            if file in self.files:
+                return file, package
+        return None, False
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] != "PACKAGE":
             return None
-        try:
-            with zipfile.ZipFile(pyz) as zf:
-                zf.extractall(tmp, [n for n in zf.namelist() if n.startswith("PACKAGE/")])
-            os.rename(tmp, folder)
-        except OSError:  # another process extracted it first, or no room
-            shutil.rmtree(tmp, ignore_errors=True)
-    return folder if os.path.isdir(os.path.join(folder, "PACKAGE")) else None
+        file, package = self._file(name)
+        if file is None:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(name, self, origin=self.path + "/" + file, is_package=package)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        source = self.get_source(module.__name__)
+        exec(compile(source, module.__spec__.origin, "exec", dont_inherit=True), module.__dict__)
+
+    def get_source(self, name):  # also what tracebacks show (linecache asks for it)
+        method, start, size = self.files[self._file(name)[0]]
+        data = self.data[start : start + size]
+        if method:
+            import zlib
+
+            data = zlib.decompress(data, -15)
+        return data.decode("utf-8")
 
 
-_folder = _extracted()
-if _folder:
-    sys.path.insert(0, _folder)
+if "BUNDLE" not in globals():
+    sys.stderr.write("tpuctl-agent: refused: this bundle runs only through tpuctl's check of it\\n")
+    sys.exit(REFUSED)
+sys.meta_path.insert(0, VerifiedBundle(sys.argv[0], BUNDLE))
 from PACKAGE.__main__ import main
 
 sys.exit(main())
-""".replace("PREFIX", BUNDLE_PREFIX)
-    .replace("SUFFIX", BUNDLE_SUFFIX)
-    .replace("PACKAGE", PACKAGE)
-)
+""".replace("PACKAGE", PACKAGE).replace("REFUSED", str(REFUSED))
 _HERE = Path(__file__).resolve().parent
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold
 
 
 @functools.lru_cache(maxsize=1)
 def build() -> bytes:
-    """The zipapp's bytes (the sources do not change while tpuctl runs: built once)."""
+    """The zipapp's bytes (the sources do not change while tpuctl runs: built once).
+    MAIN comes first and stored, as BOOTSTRAP reads it."""
     files = [("__main__.py", MAIN.encode())]
     files += [(f"{PACKAGE}/{name}", (_HERE / name).read_bytes()) for name in MODULES]
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
         for name, data in files:
             info = zipfile.ZipInfo(name, date_time=_EPOCH)
-            info.compress_type = zipfile.ZIP_DEFLATED
+            stored = name == "__main__.py"
+            info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             zf.writestr(info, data)
     return buffer.getvalue()
@@ -146,17 +203,27 @@ def remote_path(root: str = REMOTE_ROOT) -> str:
     return f"{root}/{file_name()}"
 
 
+def run(path: str, *args: str) -> str:
+    """The shell command that runs the bundle at `path` (a shell word, used as it is)
+    with ARGS, checked: `python3 -I -S -c BOOTSTRAP SHA256 PATH ARGS...`."""
+    return " ".join(
+        ["python3 -I -S -c", shlex.quote(BOOTSTRAP), sha256(), path, *map(shlex.quote, args)]
+    )
+
+
 def install_command(root: str = REMOTE_ROOT) -> str:
-    """A shell command that installs the bundle read from its stdin at `remote_path`."""
+    """A shell command that installs the bundle read from its stdin at `remote_path`:
+    always, whatever is there (a file a job changed is replaced), checked before the
+    rename."""
     path = remote_path(root)
     tmp = f"{root}/.{file_name()}.$$"  # one per shell: concurrent installs never meet
     return (
-        f"mkdir -p {root} && cat > {tmp} && python3 {tmp} verify {sha256()} "
+        f"mkdir -p {root} && cat > {tmp} && {run(tmp, 'verify')} "
         f"&& mv -f {tmp} {path} || {{ rm -f {tmp}; exit 1; }}"
     )
 
 
 def command(*args: str, root: str = REMOTE_ROOT) -> str:
-    """`python3 BUNDLE ARGS...` for the remote shell: the arguments are quoted, the path
-    is not (its `~` must expand)."""
-    return f"python3 {remote_path(root)} " + shlex.join(args)
+    """The bundle's program ARGS on a worker, checked (`run`): the arguments are quoted,
+    the path is not (its `~` must expand)."""
+    return run(remote_path(root), *args)

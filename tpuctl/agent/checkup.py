@@ -33,6 +33,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -171,15 +172,17 @@ def lockfile(held: list[Json]) -> Json:
 
 def packages() -> dict[str, Any]:
     try:
+        import site
         from importlib import metadata
     except ImportError:  # Python < 3.8
         return {}
+    # Where a job's `python3` looks (PYTHONPATH, its site-packages, the user's), which
+    # the bundle's own -I -S leave off its sys.path (bundle.py): metadata is only read.
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path += [*sys.path, *site.getsitepackages(), site.getusersitepackages()]
     found: dict[str, Any] = {}
     for name in PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
+        found[name] = next((d.version for d in metadata.distributions(name=name, path=path)), None)
     return found
 
 

@@ -91,15 +91,17 @@ def _is_agent(argv: list[bytes]) -> bool:
     double fork too: argv stays). The bundle's other programs (this check, the log
     follower, the watchdog) are no job. `agent.py run|start` is an agent that a tpuctl
     of before the bundle started, which may still run on a node."""
-    prefix, suffix = BUNDLE_PREFIX.encode(), BUNDLE_SUFFIX.encode()
     for i, arg in enumerate(argv[:-1]):
-        name = os.path.basename(arg)
-        if name == b"agent.py" and argv[i + 1] in (b"run", b"start"):
+        if os.path.basename(arg) == b"agent.py" and argv[i + 1] in (b"run", b"start"):
             return True
-        bundle = name.startswith(prefix) and name.endswith(suffix)
-        if bundle and argv[i + 1 : i + 2] == [b"agent"] and argv[i + 2 : i + 3] in RUNS:
+        if _is_bundle(arg) and argv[i + 1 : i + 2] == [b"agent"] and argv[i + 2 : i + 3] in RUNS:
             return True
     return False
+
+
+def _is_bundle(arg: bytes) -> bool:
+    name = os.path.basename(arg)
+    return name.startswith(BUNDLE_PREFIX.encode()) and name.endswith(BUNDLE_SUFFIX.encode())
 
 
 def _owner(pid: str) -> str:
@@ -118,7 +120,12 @@ def _owner(pid: str) -> str:
 
 
 def _describe(pid: str, argv: list[bytes]) -> str:
-    words = b" ".join(argv[:4]).decode(errors="replace")
+    shown = argv[:4]
+    for i, arg in enumerate(argv):  # an agent's: from its bundle on, past the check's code
+        if _is_bundle(arg):
+            shown = [argv[0], os.path.basename(arg), *argv[i + 1 : i + 3]]
+            break
+    words = b" ".join(shown).decode(errors="replace")
     return f"pid {pid} ({words[:80]})"
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -33,12 +32,13 @@ PROBE_TIMEOUT = 20.0  # seconds a worker may take to answer before it counts as 
 
 
 # As root where the VM lets us (passwordless sudo, as TPU VMs give their SSH users): a
-# process of another user would otherwise hide what it holds. A zipapp cannot run from
-# stdin (`python3 -`), so the bundle goes to a temporary file the shell removes on exit.
+# process of another user would otherwise hide what it holds. The bundle goes to a
+# temporary file the shell removes on exit, and runs checked against the client's sha256
+# (bundle.run), as everywhere: a job's process may rewrite the file in between.
 def bundle_on_stdin(*args: str) -> str:
-    """The shell command that runs `python3 BUNDLE ARGS` with the bundle read from stdin,
-    as root where passwordless sudo allows (tpuctl doctor NODE's checkup uses it too)."""
-    run = f'python3 "$t" {shlex.join(args)}'
+    """The shell command that runs the bundle's ARGS with the bundle read from stdin, as
+    root where passwordless sudo allows (tpuctl doctor NODE's checkup uses it too)."""
+    run = bundle.run('"$t"', *args)
     return (
         't="$(mktemp)" && trap \'rm -f "$t"\' EXIT && cat > "$t" || exit 1; '
         'if [ "$(id -u)" != 0 ] && sudo -n true 2>/dev/null; '

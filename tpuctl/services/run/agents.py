@@ -88,6 +88,7 @@ def start(job: Job) -> None:
     a, bucket = job.adapters, job.bucket
     assert bucket is not None
     started: dict[int, dict[str, Any]] = {}
+    changed: dict[int, str] = {}  # a worker whose bundle was not the one sent: its line
 
     async def install_and_start(session: Any, ep: Endpoint) -> int:
         status = await session.run(
@@ -126,13 +127,17 @@ def start(job: Job) -> None:
             *a.backend.kind.agent_target(slice_of(job, ep.worker)),
             root=REMOTE_ROOT,
         )
+        err = bytearray()
         status = await session.run(
             command,
-            lambda stream, data: out.extend(data) if stream == "stdout" else None,
+            lambda stream, data: (out if stream == "stdout" else err).extend(data),
             stdin=env_json,
         )
         if status == 0:
             started[ep.worker] = start_reply(ep.host, bytes(out))
+        elif status == bundle.REFUSED:  # changed on the VM since the install: said as is
+            said = err.decode(errors="replace").strip().splitlines()
+            changed[ep.worker] = said[-1] if said else f"exit status {status}"
         return int(status)
 
     with job.ui.progress("starting the job on every worker:") as update:
@@ -159,6 +164,9 @@ def start(job: Job) -> None:
             retry_if=lambda worker: worker not in reported(job),
             tick=lambda waited: update("SSH", waited),  # a heartbeat while workers retry
         )
+    if changed:
+        worker, line = min(changed.items())
+        raise CloudError(f"could not start the job on worker {worker}: {line}")
     lost = [r for r in results if r.status and r.worker not in started]
     if lost:
         # The answer may be what was lost (e.g. a job so short that its node was already

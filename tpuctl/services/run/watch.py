@@ -209,6 +209,10 @@ async def _follow(
             streaming.add(ep.worker)
             try:
                 status = await session.run(command, out)
+                if status == bundle.REFUSED:  # changed on the VM (by the job?): sent again
+                    agent, root = bundle.build(), agents.REMOTE_ROOT
+                    await session.run(bundle.install_command(root), lambda *_: None, stdin=agent)
+                    status = await session.run(command, out)
             finally:
                 streaming.discard(ep.worker)
         if status:
