@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tpuctl.agent import protocol
-from tpuctl.services import staging
+from tpuctl.services import records, staging
 
 
 def test_layout_agrees_with_staging() -> None:
-    assert (protocol.BLOBS, protocol.JOBS) == (staging.BLOBS, staging.JOBS)
+    assert (protocol.BLOBS, protocol.JOBS) == (staging.BLOBS, records.JOBS)
     assert protocol.job_path("j", "job.json") == staging.job_record_path("j")
 
 

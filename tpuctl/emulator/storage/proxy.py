@@ -371,15 +371,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(resp.status, resp.reason)
         length = resp.getheader("Content-Length")
         upstream = f"http://{self.server.target}"
+        # An object's metadata names its links (mediaLink, selfLink) at fake-gcs-server's
+        # own address, which only this proxy reaches: they name the proxy instead, as
+        # Cloud Storage's name storage.googleapis.com (a client downloads a listed blob
+        # by its mediaLink).
+        metadata = None
+        media = "alt=media" in self.path or self.path.startswith("/download/")
+        if (
+            "json" in (resp.getheader("Content-Type") or "")
+            and not media
+            and self.command != "HEAD"
+        ):
+            metadata = resp.read().replace(upstream.encode(), self.server.url.encode())
         for name, value in resp.getheaders():
             if name.lower() == "location" and value.startswith(upstream):
                 value = self.server.url + value[len(upstream) :]  # a resumable session's
+            if metadata is not None and name.lower() in ("content-length", "transfer-encoding"):
+                continue
             if _passed(name):
                 self.send_header(name, value)
-        if length is None and self.command != "HEAD" and resp.status not in (204, 304):
+        if metadata is not None:
+            self.send_header("Content-Length", str(len(metadata)))
+        elif length is None and self.command != "HEAD" and resp.status not in (204, 304):
             self.send_header("Connection", "close")  # the end of the body is the close
             self.close_connection = True
         self.end_headers()
+        if metadata is not None:
+            self.wfile.write(metadata)
         while data := resp.read(BLOCK):
             self.wfile.write(data)
         if resp.will_close:
