@@ -75,6 +75,14 @@ def tree_rss(pid: int) -> int:
 
 def measure(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     """(wall seconds, peak RSS of the process tree) of one command, which must succeed."""
+    elapsed, peak, code, err = measured(command, env)
+    if code:
+        raise RuntimeError(f"{command[:4]} failed: {err.decode()[-2000:]}")
+    return elapsed, peak
+
+
+def measured(command: list[str], env: dict[str, str]) -> tuple[float, int, int, bytes]:
+    """(wall seconds, peak RSS of the process tree, exit code, stderr) of one command."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak, done = 0, threading.Event()
@@ -87,13 +95,11 @@ def measure(command: list[str], env: dict[str, str]) -> tuple[float, int]:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    out, err = proc.communicate()
+    _, err = proc.communicate()
     elapsed = time.perf_counter() - t0
     done.set()
     sampler.join()
-    if proc.returncode:
-        raise RuntimeError(f"{command[:4]} failed: {err.decode()[-2000:]}")
-    return elapsed, peak
+    return elapsed, peak, proc.returncode, err
 
 
 def make_big(path: Path) -> None:

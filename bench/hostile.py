@@ -18,11 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 import zlib
 from pathlib import Path
 
@@ -30,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from checkpoints import tree_rss  # noqa: E402
+from checkpoints import measured  # noqa: E402
 
 from tpuctl.agent import protocol  # noqa: E402
 from tpuctl.emulator.core.server import EmulatorServer  # noqa: E402
@@ -42,27 +39,6 @@ def bomb(gib: int) -> bytes:
     z = zlib.compressobj(9, zlib.DEFLATED, 31)
     zeros = bytes(1 << 20)
     return b"".join(z.compress(zeros) for _ in range(gib << 10)) + z.flush()
-
-
-def measure(command: list[str], env: dict[str, str]) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS of the process tree, exit code) of one command."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak, done = 0, threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, tree_rss(proc.pid))
-            done.wait(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    proc.communicate()
-    elapsed = time.perf_counter() - t0
-    done.set()
-    sampler.join()
-    return elapsed, peak, proc.returncode
 
 
 def a_job(bucket, data: bytes | None) -> str:  # noqa: ANN001
@@ -120,7 +96,7 @@ def main() -> None:
                 for kind in ("honest", "hostile"):
                     argv = [a.replace("{job}", jobs[kind]) for a in args]
                     cmd = [sys.executable, "-m", "tpuctl", *argv, "--project", "tpuctl-demo"]
-                    seconds, peak, code = measure(cmd, env)
+                    seconds, peak, code, _ = measured(cmd, env)
                     row.append(f"{peak / 1e6:.0f} MB, {seconds:.1f} s, exit {code}")
                 rows.append(row)
         finally:

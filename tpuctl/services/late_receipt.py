@@ -59,12 +59,7 @@ def read_marks(bucket: Bucket, job_id: str) -> tuple[dict[str, float], float | N
     """(marks, hourly USD, accelerator) as the client kept them; None: none, or not so."""
     from tpuctl.services import records
 
-    path = protocol.job_path(job_id, NAME)
-    value = records.read(bucket, path, records.ANY, "receipt's marks")
-    found = None if value is None else _marks(value)
-    if value is not None and found is None:
-        records.note(f"gs://{bucket.name}/{path}", "not the marks tpuctl keeps for a receipt")
-    return found
+    return records.parsed(bucket, protocol.job_path(job_id, NAME), "receipt's marks", _marks)
 
 
 def _marks(value: dict[str, Any]) -> tuple[dict[str, float], float | None, str] | None:

@@ -178,12 +178,7 @@ def load(bucket: Bucket, job_id: str) -> Receipt | None:
     """The job's receipt (None: there is none, or what is there is not one)."""
     from tpuctl.services import records
 
-    path = protocol.job_path(job_id, NAME)
-    value = records.read(bucket, path, records.ANY, "receipt")
-    found = None if value is None else from_json(value)
-    if value is not None and found is None:
-        records.note(f"gs://{bucket.name}/{path}", "not a receipt tpuctl writes")
-    return found
+    return records.parsed(bucket, protocol.job_path(job_id, NAME), "receipt", from_json)
 
 
 def _number(value: Any) -> float:

@@ -14,7 +14,8 @@ for whoever reads it to check (an agent of a newer tpuctl may add fields).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl.agent.protocol import JOB_ID_RE, JOBS, job_record_path
 from tpuctl.errors import NotFoundError, UnreadableObjectError, UsageError
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
 
 Record = dict[str, Any]
+T = TypeVar("T")
 Schema = dict[str, tuple[type, ...]]
 
 _NONE = type(None)
@@ -89,6 +91,16 @@ def read(bucket: Bucket, path: str, schema: Schema, what: str) -> Record | None:
         note(f"gs://{bucket.name}/{path}", f"not a {what}: {why}")
         return None
     return dict(value)
+
+
+def parsed(bucket: Bucket, path: str, what: str, parse: Callable[[Record], T | None]) -> T | None:
+    """What `parse` makes of the record at `path` (a JSON object): None when absent, or
+    when it or `parse` says it is not a `what` (noted: `take`)."""
+    value = read(bucket, path, ANY, what)
+    found = None if value is None else parse(value)
+    if value is not None and found is None:
+        note(f"gs://{bucket.name}/{path}", f"not a {what} tpuctl writes")
+    return found
 
 
 def read_job_record(bucket: Bucket, job_id: str) -> Record:
