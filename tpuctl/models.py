@@ -352,7 +352,8 @@ class Leftover:
     slice: str
     parts: list[Part]
     why: str
-    labels: dict[str, str] = field(default_factory=dict)  # its template's (the VMs') labels
+    # its template's (the VMs') labels; with no template, what its policy names (its owner)
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:

@@ -171,3 +171,43 @@ def test_expired_and_preempted_compute_vms_are_collected_by_their_labels(cli, em
     assert "deleted old (us-east1-d, v6e-8): expired 2m ago (--ttl)" in done.out
     assert [i["name"].rsplit("/", 1)[-1] for i in emulator.instances()] == ["fresh"]
     assert cli("delete", "fresh", "--zone", ZONE, "--yes").code == 0
+
+
+def _policy(name: str, description: str) -> dict[str, Any]:
+    workload = {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "4x4"}
+    return {"name": name, "description": description, "workloadPolicy": workload}
+
+
+def test_a_policy_left_alone_goes_by_the_owner_its_description_names(cli, emulator) -> None:
+    """A create SIGKILLed after its policy, before its template: the policy names its owner,
+    so plain gc collects it; another account's stays, and so does one that names no owner
+    (an older tpuctl's) until --all-owners."""
+    from tpuctl.services.names import owner_label
+
+    emulator.faults(rate=1.0, codes=[503], paths=r"/instanceTemplates(\?|$)")
+    with spawned("create", "lone", *SLICE) as p:
+        wait_until(lambda: "WORKLOAD_POLICY" in _kinds(emulator), "the policy", 60)
+        p.proc.send_signal(signal.SIGKILL)
+    emulator.faults()
+    assert _kinds(emulator) == ["WORKLOAD_POLICY"]
+    policies = f"http://{emulator.address}/compute/v1/{P}/regions/{REGION}/resourcePolicies"
+    mine = requests.get(f"{policies}/lone-d-wp", timeout=30).json()["description"]
+    assert mine.startswith("tpuctl: workload policy of TPU slice lone in us-east1-d, owned by ")
+    theirs = mine.replace("lone", "bob").rsplit("=", 1)[0] + "=" + owner_label("bob@x.com")
+    _insert(emulator, f"regions/{REGION}/resourcePolicies", _policy("bob-d-wp", theirs))
+    _insert(emulator, f"regions/{REGION}/resourcePolicies", _policy(
+        "old-d-wp", "tpuctl: workload policy of TPU slice old in us-east1-d"))  # fmt: skip
+    for name in ("lone", "bob", "old"):
+        emulator.compute_age(f"{P}/regions/{REGION}/resourcePolicies/{name}-d-wp", HOUR)
+
+    done = cli("gc", "--yes")
+    assert done.code == 0, done.err
+    assert "deleted lone (us-east1-d, workload policy lone-d-wp): orphaned" in done.out
+    assert "keep old (us-east1-d, workload policy old-d-wp): its owner is unknown" in done.err
+    assert "bob" not in done.out + done.err  # another account's: none of this gc's business
+    assert _paths(emulator) == [f"regions/{REGION}/resourcePolicies/{n}-d-wp"
+                                for n in ("bob", "old")]  # fmt: skip
+
+    everyone = cli("gc", "--yes", "--all-owners")
+    assert everyone.code == 0, everyone.err
+    assert emulator.instances() == []

@@ -51,6 +51,24 @@ def test_only_a_resource_whose_name_scope_and_description_agree_is_claimed() -> 
     assert compute_orphans.claim(foreign, POLICY) is None
 
 
+def test_a_policy_claimed_with_or_without_the_owner_its_description_names() -> None:
+    owned = _policy("b-d-wp", "b", "us-east1-d")
+    owned["description"] += ", owned by tpuctl-owner=ann-0123456789ab"
+    assert compute_orphans.claim(owned, POLICY) == ("b", "us-east1-d")
+    for bad in (", owned by tpuctl-owner=Ann", ", owned by tpuctl-owner=", ", owned by x=ann"):
+        assert compute_orphans.claim({**owned, "description": owned["description"].split(
+            ",")[0] + bad}, POLICY) is None  # fmt: skip
+    template = _template("b-d-it", "b", "us-east1-d", MINE)
+    template["description"] += ", owned by tpuctl-owner=ann"  # only a policy names one
+    assert compute_orphans.claim(template, TEMPLATE) is None
+    (lo,) = compute_orphans.find(_pages(resourcePolicies=[owned]), "p")
+    assert lo.labels == {"managed-by": "tpuctl", "tpuctl-owner": "ann-0123456789ab"}
+    api: Any = object()
+    mine = gc_compute.decide(lo, api, owner=Owner("ann-0123456789ab"), now=NOW)
+    assert mine is not None and mine.delete
+    assert gc_compute.decide(lo, api, owner=Owner("bob"), now=NOW) is None
+
+
 def test_leftovers_and_what_gc_decides_of_each() -> None:
     found = compute_orphans.find(_pages(
         resourcePolicies=[_policy("a-d-wp", "a", "us-east1-d"), _policy("lone-d-wp", "lone",

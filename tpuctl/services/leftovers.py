@@ -7,8 +7,8 @@ Safety rules, as gc's for nodes:
 - only resources with the name and the description tpuctl gave them are found at all;
 - a leftover whose template says `managed-by` is not tpuctl, or `tpuctl-keep=true`, stays;
 - by default only the current user's (`tpuctl-owner` of its template, which carries the
-  VMs' labels); a policy whose template is gone shows no owner and goes only with
-  `--all-owners`;
+  VMs' labels, or where the template is gone the owner its policy's description names);
+  a policy whose description names none (an older tpuctl's) goes only with `--all-owners`;
 - a leftover younger than `GRACE` (by the `creationTimestamp` of its youngest part) may be
   a create still under way, between its policy and its group, and stays. On the Cloud TPU
   API a create in progress is a node in CREATING, which gc never collects; here it is a
@@ -62,7 +62,10 @@ def decide(
     if labels.get(KEEP) == "true":
         return LeftoverDecision(lo, "kept (tpuctl-keep=true)", False, api)
     if owner is not None and not labels:
-        why = "its owner is unknown (a workload policy has no labels): --all-owners collects it"
+        why = (
+            "its owner is unknown (its workload policy's description names none): "
+            "--all-owners collects it"
+        )
         return LeftoverDecision(lo, why, False, api)
     age = None if lo.newest is None else now - lo.newest
     if age is None or age < grace:

@@ -7,6 +7,8 @@ Compute Engine has labels on instances only, so these are found by what tpuctl g
 (`NAME-<letter>-wp`, `NAME-<letter>-it`, the group's own `NAME`) and the description
 `MARKER` naming the same slice and zone, in the region (or zone) the description says.
 A resource that lacks any of these is nobody's business here, whatever it looks like.
+A leftover's owner is the one its template's labels say, or where its template is gone
+the one its policy's description names (`OWNED`; none in an older tpuctl's).
 
 Each leftover is deleted as `ComputeTpuApi.delete_node` deletes a slice: the group, then
 the template, then the policy, each read again and checked for its description first.
@@ -19,13 +21,14 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl.cloud.compute import slices as compute_slice
-from tpuctl.models import Leftover, Part
+from tpuctl.models import MANAGED_BY, MANAGED_BY_VALUE, OWNER, Leftover, Part
 
 GROUP, TEMPLATE, POLICY = "managed instance group", "instance template", "workload policy"
 KINDS = {GROUP: "instanceGroupManagers", TEMPLATE: "instanceTemplates", POLICY: "resourcePolicies"}
 _MARK = re.compile(
     r"tpuctl: (?P<what>managed instance group|instance template|workload policy) of TPU "
     r"slice (?P<name>[a-z](?:[-a-z0-9]*[a-z0-9])?) in (?P<zone>[a-z]+-[a-z]+[0-9]+-[a-z0-9]+)"
+    r"(?:, owned by .*)?"  # a policy's owner: `slices.ours` reads it
 )
 Pages = Callable[[str, str], list[dict[str, Any]]]  # (path, subject) -> every page of a list
 
@@ -84,6 +87,9 @@ def find(pages: Pages, project: str, zone: str | None = None) -> list[Leftover]:
             why = "left without its managed instance group (a create or delete that did not finish)"
         template = parts.get(TEMPLATE) or {}
         labels = dict((template.get("properties") or {}).get("labels") or {})
+        owner = compute_slice.policy_owner(parts.get(POLICY) or {})
+        if not template and owner:  # what the template would say: tpuctl's, and whose
+            labels = {MANAGED_BY: MANAGED_BY_VALUE, OWNER: owner}
         listed = [
             Part(what, str(parts[what].get("name")), _created(parts[what]))
             for what in (GROUP, TEMPLATE, POLICY)

@@ -13,7 +13,10 @@ Labels exist on instances only (the template carries them to every VM): the MIG,
 template and the policy are tpuctl's by their names and a description that says so
 (`MARKER`), and tpuctl acts on no group, template or policy without both. The MIG keeps
 the slice's name; the others are named after it and the zone's letter, so two slices of
-one name in two zones of a region never share a policy.
+one name in two zones of a region never share a policy. A policy has not even the
+template's labels to go by when a create dies before its template: its description also
+names its owner (`OWNED`, the `tpuctl-owner` label), so that gc knows whose it is; one
+without (an older tpuctl's) is tpuctl's all the same, of no known owner.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ from tpuctl.errors import (
 from tpuctl.models import CreateSpec, Node, Worker
 
 MARKER = "tpuctl: {what} of TPU slice {name} in {zone}"
+OWNED = ", owned by tpuctl-owner={owner}"  # after a policy's MARKER
+_OWNED = re.compile(", owned by tpuctl-owner=(?P<owner>[a-z0-9_-]{1,63})")
+POLICY = "workload policy"
 MAX_NAME = 58  # a MIG's baseInstanceName, which is the slice's name
 Call = Callable[..., Any]  # ComputeTpuApi._call(method, path, subject, project, **kw)
 # A flex-start group waits in bulk mode with no deadline of its own: its template carries
@@ -56,6 +62,19 @@ def names(name: str, zone: str) -> tuple[str, str]:
 
 def marker(what: str, name: str, zone: str) -> str:
     return MARKER.format(what=what, name=name, zone=zone)
+
+
+def policy_description(spec: CreateSpec, zone: str) -> str:
+    """The MARKER of a slice's policy, with its owner when it has one a label can hold."""
+    text = marker(POLICY, spec.name, zone)
+    owned = OWNED.format(owner=spec.owner)
+    return text + owned if _OWNED.fullmatch(owned) else text
+
+
+def policy_owner(resource: dict[str, Any]) -> str | None:
+    """The owner (`tpuctl-owner`) a policy's description names; None: none named."""
+    m = _OWNED.search(str(resource.get("description", "")))
+    return m["owner"] if m else None
 
 
 def paths(project: str, zone: str, name: str) -> tuple[str, str, str]:
@@ -84,7 +103,7 @@ def policy_body(spec: CreateSpec, zone: str) -> dict[str, Any]:
     return {
         "name": names(spec.name, zone)[0],
         "region": region(zone),
-        "description": marker("workload policy", spec.name, zone),
+        "description": policy_description(spec, zone),
         "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": spec.shape.topology},
     }
 
@@ -195,7 +214,8 @@ def _insert(
 def _made_by(found: dict[str, Any], what: str, spec: CreateSpec, project: str, zone: str) -> bool:
     """Whether a part found under the name this create gives it is this create's: tpuctl's
     description of this slice, and for the template this create's labels (the second it
-    was made included), for the group this create's template."""
+    was made included), for the group this create's template, for the policy no other
+    owner's."""
     if not ours(found, what, spec.name, zone):
         return False
     if what == "instance template":
@@ -203,7 +223,8 @@ def _made_by(found: dict[str, Any], what: str, spec: CreateSpec, project: str, z
     if what == GROUP:
         template = paths(project, zone, spec.name)[1]
         return str(found.get("instanceTemplate", "")).endswith(template)
-    return True  # a policy has no labels: its name and description are all there is
+    # a policy has no labels: its name and its description (and the owner, if it names one)
+    return policy_owner(found) in (None, spec.owner)
 
 
 def _delete_quietly(
@@ -216,7 +237,13 @@ def _delete_quietly(
 
 # -- reading it ---------------------------------------------------------------------
 def ours(resource: dict[str, Any], what: str, name: str, zone: str) -> bool:
-    return resource.get("description") == marker(what, name, zone)
+    """Whether `resource` is tpuctl's `what` of slice `name` in `zone` by its description:
+    MARKER, and for a policy MARKER and its owner (`OWNED`) too."""
+    text, mark = str(resource.get("description", "")), marker(what, name, zone)
+    if text == mark:
+        return True
+    rest = text[len(mark) :] if text.startswith(mark) else ""
+    return what == POLICY and _OWNED.fullmatch(rest) is not None
 
 
 def worker_number(instance: dict[str, Any]) -> int | None:
