@@ -67,3 +67,14 @@ def test_fitted_drops_the_highest_drop_first_and_keeps_identifiers() -> None:
     assert headers(60) == ["ID", "STATE", "A"]  # B goes first
     assert headers(30) == ["ID", "STATE"]  # never the identifier or an undroppable column
     assert headers(None) == ["ID", "STATE", "A", "B"]  # piped: everything
+
+
+def test_jobs_at_80_columns_says_what_it_hid(cli, emulator, tmp_path) -> None:
+    (tmp_path / "job.py").write_text("print('trained')\n")
+    assert cli("run", str(tmp_path / "job.py"), "-a", "v3-8", "--json").code == 0
+    lines = _on_an_80_column_terminal("jobs")
+    (header,) = [ln for ln in lines if ln.startswith("JOB ")]
+    assert all(len(ln) <= 80 for ln in lines if not ln.startswith("hidden: ")), lines
+    assert "STARTED" not in header
+    (said,) = [ln for ln in lines if ln.startswith("hidden: ")]  # as `list` says it
+    assert "STARTED" in said.split("; ")[0] and said.endswith("; --wide shows all")

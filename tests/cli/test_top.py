@@ -169,3 +169,45 @@ def test_top_on_a_terminal_shows_rows_and_quits_on_q(
         child.close()
     assert child.exitstatus == 0
     assert cli("delete", "tj", "--zone", Z, "--yes").code == 0
+
+
+def test_top_at_80_columns_says_what_it_hid_and_how_to_quit(cli: Any, emulator: Any) -> None:
+    """A narrow terminal: the columns that did not fit are named in the frame, a column
+    with nothing in it (no samples yet: no sparkline) is not kept, and the keys line, q
+    included, is shown whole."""
+    import io
+    import re
+    import sys
+
+    import pexpect
+
+    assert cli("create", "tj", "-a", "v3-8", "--zone", Z).code == 0  # never sampled
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "80", "LINES": "40"}
+    child = pexpect.spawn(
+        sys.executable, ["-m", "tpuctl", "top", "--interval", "30"], env=env,
+        dimensions=(40, 80), timeout=30, encoding="utf-8",
+    )  # fmt: skip
+    frame = io.StringIO()
+    child.logfile_read = frame
+    try:
+        child.expect("tpuctl top: 1 node")
+        child.expect("shows all")  # the frame's last line
+        child.send("q")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", frame.getvalue())
+    first = "tpuctl top: " + drawn.split("tpuctl top: ")[1]  # the first frame
+    lines = [ln.strip() for ln in first.splitlines()]
+    text = " ".join(ln for ln in lines if ln)
+    assert "keys: c u i a n z sort (cost util idle age name zone), q quits" in text
+    (header,) = [ln for ln in lines if ln.startswith("NAME ")]
+    assert "LAST 10M" not in header and "UTIL" in header  # no sparkline yet: no column
+    said = re.search(r"hidden: (.*?); a wider terminal or --json shows all", text)
+    assert said, text
+    hidden = said.group(1).split(", ")
+    assert {"COST", "EXPIRES", "OWNER", "HBM", "DUTY"} <= set(hidden)
+    assert not set(hidden) & set(header.split())  # what it shows, it does not call hidden
+    assert "LAST 10M" not in hidden  # nothing to show is not hidden
+    assert cli("delete", "tj", "--zone", Z, "--yes").code == 0

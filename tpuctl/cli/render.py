@@ -176,19 +176,26 @@ def fitted(cols: list[Col], rows: list[list[str]], width: int | None, wide: bool
     when it fits or `wide`, else without the lowest-value columns, dropped one at a time
     (highest `drop` first) until it fits. Identifiers keep their full width whatever
     happens; a line longer than the terminal wraps rather than cut one."""
-    return _fit(cols, rows, width, wide)[0]
+    return fit(cols, rows, width, wide)[0]
 
 
-def _fit(
-    cols: list[Col], rows: list[list[str]], width: int | None, wide: bool
+def fit(
+    cols: list[Col], rows: list[list[str]], width: int | None, wide: bool = False
 ) -> tuple[Table, list[str]]:
-    """`fitted`'s table, and the headers of the columns it left out."""
+    """`fitted`'s table, and the headers of the columns it left out. On a terminal
+    (`width`, not `wide`), a column with nothing in any row goes too, unsaid: it hid
+    nothing."""
     from rich.cells import cell_len
 
     def natural(i: int) -> int:
         return max([cell_len(cols[i].header), *(cell_len(r[i]) for r in rows)])
 
-    shown = list(range(len(cols)))
+    empty = {
+        i
+        for i, c in enumerate(cols)
+        if not c.ident and rows and not any(r[i].strip() for r in rows)
+    }
+    shown = [i for i in range(len(cols)) if not (width and not wide and i in empty)]
     needed = {i: natural(i) for i in shown}
 
     def total() -> int:
@@ -214,7 +221,7 @@ def _fit(
         )
     for row in rows:
         table.add_row(*(escape(row[i]) for i in shown))
-    return table, [c.header for i, c in enumerate(cols) if i not in shown]
+    return table, [c.header for i, c in enumerate(cols) if i not in shown and i not in empty]
 
 
 def table_width(console: Console, wide: bool) -> int | None:
@@ -226,12 +233,17 @@ def show_fitted(cols: list[Col], rows: list[list[str]], wide: bool = False) -> N
     """Print a list fitted to the terminal (everything with `wide`, lines wrapping)."""
     console = out()
     width = table_width(console, wide)
-    table, hidden = _fit(cols, rows, width, wide)
+    table, hidden = fit(cols, rows, width, wide)
     if wide and console.is_terminal:
         console.width = max(console.width, 400)  # nothing cut: the terminal wraps the lines
     show(table, console)
     if hidden and rows:  # said, never left out in silence (on stderr: stdout is the table)
-        info(f"hidden: {', '.join(hidden)}; --wide shows all")
+        info(hidden_line(hidden, "--wide shows all"))
+
+
+def hidden_line(hidden: list[str], how: str) -> str:
+    """What a table fitted to the terminal left out, and how to see it."""
+    return f"hidden: {', '.join(hidden)}; {how}"
 
 
 class StderrUi:

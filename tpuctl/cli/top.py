@@ -26,6 +26,8 @@ SORTS: dict[str, tuple[str, Any, bool]] = {
     "z": ("zone", lambda r: (r.node.zone, r.node.name), False),
 }
 BY_NAME = {name: key for key, (name, _, _) in SORTS.items()}
+KEYS = "keys: c u i a n z sort (cost util idle age name zone), q quits"
+WIDER = "a wider terminal or --json shows all"
 
 
 def sparkline(values: list[float], width: int = 10) -> str:
@@ -89,7 +91,10 @@ def top(
     if not (sys.stdout.isatty() and sys.stdin.isatty() and app.stdin_isatty):
         shot = take()
         console = render.out()
-        render.show(table(shot, BY_NAME[sort], render.table_width(console, False)), console)
+        shown, hidden = table(shot, BY_NAME[sort], render.table_width(console, False))
+        render.show(shown, console)
+        if hidden and shot.rows:
+            render.info(render.hidden_line(hidden, WIDER))
         if shot.metrics_error:
             render.info(f"no metrics: {shot.metrics_error}")
         for line in shot.skipped:  # an API that could not be listed
@@ -159,8 +164,9 @@ def chips_columns(workers: list[dict[str, Any]]) -> list[str]:
     return [hbm, *means]
 
 
-def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
-    """The snapshot's nodes, ordered by `key`, fitted to `width` columns (None: all)."""
+def table(shot: Snapshot, key: str, width: int | None = None) -> tuple[Table, list[str]]:
+    """The snapshot's nodes, ordered by `key`, fitted to `width` columns (None: all), and
+    the headers of the columns that did not fit."""
     from tpuctl.services import cost
 
     rows = []
@@ -185,7 +191,7 @@ def table(shot: Snapshot, key: str, width: int | None = None) -> Table:
                 *chips_columns(r.chips),
             ]
         )
-    return render.fitted(TOP_COLUMNS, rows, width)
+    return render.fit(TOP_COLUMNS, rows, width)
 
 
 def _live(take: Any, key: str, interval: float) -> None:
@@ -209,13 +215,18 @@ def _live(take: Any, key: str, interval: float) -> None:
                 shot = take()
                 name = SORTS[key][0]
                 took = time.monotonic() - started
-                help_line = Text(
-                    f"tpuctl top: {len(shot.rows)} node(s), sorted by {name}, refreshed in "
-                    f"{took:.1f}s; keys: c u i a n z sort, q quits"
-                    + (f"; no metrics: {shot.metrics_error}" if shot.metrics_error else "")
-                )
-                width = live.console.width
-                live.update(Group(help_line, table(shot, key, width)), refresh=True)
+                shown, hidden = table(shot, key, live.console.width)
+                lines = [
+                    f"tpuctl top: {len(shot.rows)} node(s), sorted by {name}, "
+                    f"refreshed in {took:.1f}s",
+                    KEYS,
+                    *([f"no metrics: {shot.metrics_error}"] if shot.metrics_error else []),
+                ]
+                footer = [render.hidden_line(hidden, WIDER)] if hidden and shot.rows else []
+                # Each line its own Text, folded rather than cut: the screen is redrawn in
+                # place, so what does not fit would be lost, the keys' q with it.
+                said = [Text(x, overflow="fold", no_wrap=False) for x in lines + footer]
+                live.update(Group(*said[: len(lines)], shown, *said[len(lines) :]), refresh=True)
                 ready, _, _ = select.select([fd], [], [], interval)
                 if ready:
                     pressed = sys.stdin.read(1).lower()
