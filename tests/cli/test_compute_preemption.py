@@ -9,6 +9,8 @@ import json
 import urllib.request
 from pathlib import Path
 
+import requests
+
 from tests.cli.conftest import one_line_error
 from tests.emulator.ssh_helpers import wait_until
 
@@ -118,6 +120,32 @@ def test_emulator_preempt_takes_one_vm_of_a_compute_engine_slice_by_worker(cli, 
     assert emulator.advance() != []  # the notice is over: that VM is deleted, not remade
     assert len([i for i in emulator.instances() if "/instances/" in i["name"]]) == 3
     assert cli("delete", "cs", "--zone", SLICE_ZONE, "--yes").code == 0
+
+
+def test_emulator_preempt_takes_a_slice_vm_by_its_own_name(cli, emulator) -> None:
+    """The name `gcloud compute instances list` shows for a VM of a slice (its group's
+    base name and a random suffix) preempts that VM, as its worker number would."""
+    from tpuctl.cloud.compute.slices import worker_number
+
+    r = cli("create", "vs", "-a", "v6e-16", "--api", "compute", "--zone", SLICE_ZONE, "--spot")
+    assert r.code == 0, r.err
+    listed = requests.get(f"http://{emulator.address}/compute/v1/projects/{PROJECT}/zones/"
+                          f"{SLICE_ZONE}/instances", timeout=30).json()["items"]  # fmt: skip
+    vm = next(i["name"] for i in listed if worker_number(i) == 1)
+    assert vm.startswith("vs-") and vm != "vs"
+    wrong = cli("emulator", "preempt", vm, "--zone", SLICE_ZONE, "--worker", "3")
+    assert wrong.code == 1 and f"VM {vm} is worker 1 of vs" in wrong.err, wrong.err
+    r = cli("emulator", "preempt", vm, "--zone", SLICE_ZONE, "--notice", "30")
+    assert r.code == 0, r.err
+    assert f"preempting VM {vm} (worker 1 of vs) in us-east1-d: its notice has begun" in r.err
+    seen = [_preempted(emulator, "vs", k, SLICE_ZONE) for k in range(4)]
+    assert seen == ["FALSE", "TRUE", "FALSE", "FALSE"]  # that VM's notice, the others' none
+    assert emulator.advance() != []
+    left = [
+        i["name"].rsplit("/", 1)[-1] for i in emulator.instances() if "/instances/" in i["name"]
+    ]
+    assert len(left) == 3 and vm not in left  # that VM deleted, not remade
+    assert cli("delete", "vs", "--zone", SLICE_ZONE, "--yes").code == 0
 
 
 def test_emulator_preempt_names_a_node_that_is_on_neither_api(cli, emulator) -> None:

@@ -245,7 +245,13 @@ def status(
 @app.command()
 def preempt(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="A spot or preemptible node, on either API.")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="A spot or preemptible node, on either API, or a Compute Engine slice's VM "
+            "by its own name (as `gcloud compute instances list` shows it)."
+        ),
+    ],
     zone: Annotated[str | None, typer.Option("--zone", "-z")] = None,
     project: Annotated[str | None, typer.Option("--project", "-p")] = None,
     notice: Annotated[
@@ -271,7 +277,8 @@ def preempt(
     """Preempt an emulated spot or preemptible node, as the cloud may.
 
     First the notice (about 30 s on Google Cloud), then PREEMPTED. A Compute Engine VM
-    is then stopped or deleted, as its termination action says; on a slice, one VM.
+    is then stopped or deleted, as its termination action says; on a slice, one VM
+    (`--worker K`, or the VM's own name).
 
     Example: tpuctl emulator preempt my-spot-tpu --notice 5
     """
@@ -297,6 +304,8 @@ def preempt(
     except OSError as exc:
         raise TpuctlError(f"cannot reach the emulator at {address}: {exc}") from None
     what = name if worker is None else f"worker {worker} of {name}"
+    if node.get("slice"):  # a slice's VM, named as itself
+        what = f"VM {name} (worker {node.get('worker')} of {node['slice']})"
     if node.get("state") in ("PREEMPTED", "TERMINATED", "GONE"):
         typer.echo(f"preempted {what} in {target.zone}", err=True)
     else:
@@ -318,8 +327,9 @@ def _preempt_node(control: Any, path: str, notice: float | None) -> dict[str, An
 def _preempt_vm(
     control: Any, project: str, zone: str, name: str, worker: int | None, notice: float | None
 ) -> dict[str, Any]:
-    """A Compute Engine VM of the node `name` (its worker `worker` on a slice); the
-    answer in the TPU node's words (`state`)."""
+    """A Compute Engine VM of the node `name` (its worker `worker` on a slice), or the
+    slice's VM `name`; the answer in the TPU node's words (`state`), and for a VM named
+    as itself its `slice` and `worker`."""
     from tpuctl.emulator.control.client import ControlError
 
     try:
@@ -332,4 +342,4 @@ def _preempt_vm(
                 404,
             ) from None
         raise
-    return {"state": vm.get("status"), "name": vm.get("name")}
+    return {**vm, "state": vm.get("status")}

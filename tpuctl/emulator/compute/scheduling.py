@@ -142,14 +142,15 @@ def preempt_worker(
     state: State, project: str, zone: str, name: str, worker: int | None, notice: float | None
 ) -> dict[str, Any]:
     """Control plane: preempt the VM of a node as tpuctl names it, a single-host VM or
-    worker `worker` of a slice (a group's VMs in worker order, hosts.py): Compute Engine
+    worker `worker` of a slice (a group's VMs in worker order, hosts.py), or a slice's VM
+    by its own name (as `gcloud compute instances list` shows it): Compute Engine
     preempts one VM at a time, whatever group it is in."""
     from tpuctl.emulator.compute import hosts
     from tpuctl.emulator.core import errors as core_errors
 
     found = hosts.host(state, project, zone, name)
     if found is None:
-        raise core_errors.not_found(f"projects/{project}/zones/{zone}/instances/{name}")
+        return _preempt_member(state, project, zone, name, worker, notice)
     count = len(found.vms)
     if worker is None and count > 1:
         raise core_errors.invalid_argument(
@@ -162,6 +163,26 @@ def preempt_worker(
     if vm is None:
         raise core_errors.not_found(f"worker {index} of {name}: its VM is gone")
     return preempt(state, vm.path, notice)
+
+
+def _preempt_member(
+    state: State, project: str, zone: str, name: str, worker: int | None, notice: float | None
+) -> dict[str, Any]:
+    """A VM of a group (a slice's, or one not yet whole) named as itself: preempted as
+    its worker number would preempt it; the answer names its group and worker."""
+    from tpuctl.emulator.compute import hosts
+    from tpuctl.emulator.core import errors as core_errors
+
+    path = f"projects/{project}/zones/{zone}/instances/{name}"
+    vm = state.compute.instances.get(path)
+    if vm is None or vm.group is None:  # a VM of no group is a node itself (hosts.host)
+        raise core_errors.not_found(path)
+    found = [(h.node_id, k) for h in hosts.hosts(state) for k, i in enumerate(h.vms) if i is vm]
+    slice_, index = found[0] if found else (None, None)
+    if worker is not None and worker != index:
+        where = "not yet a slice's" if slice_ is None else f"worker {index} of {slice_}"
+        raise core_errors.invalid_argument(f"VM {name} is {where}: name it without worker")
+    return {**preempt(state, path, notice), "slice": slice_, "worker": index}
 
 
 def preempted(instance: Instance) -> bool:
