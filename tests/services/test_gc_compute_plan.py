@@ -69,6 +69,23 @@ def test_a_policy_claimed_with_or_without_the_owner_its_description_names() -> N
     assert gc_compute.decide(lo, api, owner=Owner("bob"), now=NOW) is None
 
 
+def test_a_create_adopts_a_policy_of_its_name_unless_it_names_another_owner() -> None:
+    from tpuctl import catalog
+    from tpuctl.cloud.compute import slices
+    from tpuctl.models import CreateSpec
+
+    spec = CreateSpec("b", catalog.shape("v6e-16"), owner="ann-0123456789ab")
+    body = slices.policy_body(spec, "us-east1-d")
+    assert body["description"] == ("tpuctl: workload policy of TPU slice b in us-east1-d, "
+                                   "owned by tpuctl-owner=ann-0123456789ab")  # fmt: skip
+    assert slices.policy_owner(body) == "ann-0123456789ab"
+    old = _policy("b-d-wp", "b", "us-east1-d")  # an older tpuctl's: no owner
+    theirs = {**old, "description": body["description"].replace("ann-", "bob-")}
+    made = [slices._made_by(found, POLICY, spec, "p", "us-east1-d")
+            for found in (body, old, theirs)]  # fmt: skip
+    assert made == [True, True, False]
+
+
 def test_leftovers_and_what_gc_decides_of_each() -> None:
     found = compute_orphans.find(_pages(
         resourcePolicies=[_policy("a-d-wp", "a", "us-east1-d"), _policy("lone-d-wp", "lone",
