@@ -159,3 +159,66 @@ def test_run_warns_of_a_framework_the_image_lacks_and_goes_on(cli, emulator, tmp
     assert "[runtime-no-framework]" in r.err and 'pip install -U "jax[tpu]"' in r.err
     assert "ran" in r.out
     assert emulator.nodes() == []
+
+
+# -- what the job's environment installs ------------------------------------------------
+
+
+def test_the_work_dirs_requirements_install_the_framework(cli, tmp_path) -> None:
+    """`run` builds the job's environment from the work dir's requirements.txt (or
+    --requirements): what it lists is installed, no --setup needed."""
+    (tmp_path / "train.py").write_text("import jax\nprint(jax.devices())\n")
+    warned = "the script imports jax, but the runtime version"
+    r = cli("doctor", str(tmp_path / "train.py"), "-a", "v5litepod-8")
+    assert (r.code, warned in r.out) == (0, True)  # nothing installs it
+    (tmp_path / "requirements.txt").write_text("jax[tpu]==0.4.30\n")
+    r = cli("doctor", str(tmp_path / "train.py"), "-a", "v5litepod-8")
+    assert (r.code, r.out) == (0, ""), r.out
+    r = cli("doctor", str(tmp_path / "train.py"), "-a", "v5litepod-8", "--no-requirements")
+    assert warned in r.out and "no --setup installs it" in r.out
+    (tmp_path / "requirements.txt").write_text("numpy\n")  # listed, but not jax
+    r = cli("doctor", str(tmp_path / "train.py"), "-a", "v5litepod-8")
+    assert "nor does the job's environment (requirements.txt)" in r.out
+    assert "fix: list it in requirements.txt, or install it first: --setup" in r.out
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "t"\ndependencies = ["jax[tpu]"]\n')
+    r = cli("doctor", str(tmp_path / "train.py"), "-a", "v5litepod-8", "--requirements",
+            str(tmp_path / "pyproject.toml"))  # fmt: skip
+    assert (r.code, r.out) == (0, ""), r.out
+
+
+def test_run_counts_its_environment_before_warning(cli, emulator, outside_scope) -> None:
+    root = outside_scope.parent
+    outside_scope.write_text("import jax\n" + outside_scope.read_text())  # and an error
+    (root / "requirements.txt").write_text("jax[tpu]\n")
+    r = cli("run", str(outside_scope), "-a", "v5litepod-8")
+    assert r.code == 1  # the gate's error: nothing created, nothing built
+    assert "environment: the work dir's requirements.txt" in r.err
+    assert "[tf-outside-scope]" in r.err
+    assert "imports jax" not in r.err  # requirements.txt installs it
+    assert emulator.nodes() == []
+
+
+# -- the batch of a GPU script ----------------------------------------------------------
+
+KERAS_NO_STRATEGY = """import tensorflow as tf
+
+BATCH_SIZE = 64
+ds = tf.data.Dataset.range(1000).batch(BATCH_SIZE, drop_remainder=True)
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+model.fit(ds)
+"""
+
+
+def test_a_gpu_scripts_small_batch_is_said_with_the_missing_strategy(cli, tmp_path) -> None:
+    """docs/doctor.md's case: a GPU script's 64 on a v3-8, no strategy yet. Both findings
+    in one run; a tf.data pipeline with no Keras nor strategy (JAX's input) has no global
+    batch to judge."""
+    script = tmp_path / "train.py"
+    script.write_text(KERAS_NO_STRATEGY)
+    r = cli("doctor", str(script), "-a", "v3-8", "--json")
+    checks = {f["check"]: f for f in json.loads(r.out)}
+    assert {"tf-no-strategy", "tf-batch-small"} <= set(checks), r.out
+    assert "gives each of the 8 cores of a v3-8 8 examples" in checks["tf-batch-small"]["message"]
+    script.write_text(KERAS_NO_STRATEGY.split("model =")[0])  # tf.data alone
+    r = cli("doctor", str(script), "-a", "v3-8", "--json")
+    assert not [f for f in json.loads(r.out) if f["check"].startswith("tf-batch")], r.out

@@ -73,6 +73,16 @@ def doctor(
     setup: Annotated[
         str | None, typer.Option("--setup", help="Script: the --setup command the run will use.")
     ] = None,
+    requirements: Annotated[
+        Path | None,
+        typer.Option(
+            "--requirements",
+            help="Script: the run's --requirements (default: the work dir's requirements.txt).",
+        ),
+    ] = None,
+    no_requirements: Annotated[
+        bool, typer.Option("--no-requirements", help="Script: the run has no environment.")
+    ] = False,
     node_flag: Annotated[
         bool, typer.Option("--node", help="TARGET is a node name (when a file has its name).")
     ] = False,
@@ -110,11 +120,13 @@ def doctor(
         raise UsageError("--fix, --yes and --path are for a node, not a script")
     from tpuctl.frameworks import runtime_of
     from tpuctl.services.doctor import check
+    from tpuctl.services.run.environment import spec_of
     from tpuctl.services.run.request import locate
 
     acc = _accelerator(accelerator)
     root, rel = locate(target, workdir)
-    findings = check(root / rel, root, acc, runtime_of(version, acc), setup)
+    environment = spec_of(requirements, no_requirements, root)[0]  # what `run` would build
+    findings = check(root / rel, root, acc, runtime_of(version, acc), setup, environment)
     if json_out:  # `file` relative to the work folder, as documented
         render.print_json([f.to_json() for f in findings])
     else:

@@ -39,7 +39,7 @@ def check_run(root: Path, rel: str, spec: RunSpec, force: bool) -> Verdict:
     acc = spec.shape if spec.shape.known else None
     runtime = None if spec.node else runtime_of(spec.version, acc)
     try:
-        findings = check(root / rel, root, acc, runtime, spec.setup)
+        findings = check(root / rel, root, acc, runtime, spec.setup, spec.environment)
     except NotPythonError:
         if rel.endswith(".py") and not force:
             raise

@@ -1,5 +1,5 @@
 """Section 2 of `tpuctl doctor`: the frameworks a script imports against the runtime
-version (the VM image) it will run on and what `--setup` installs.
+version (the VM image) it will run on, and what the job's environment and `--setup` install.
 
 The pairs (which image carries which framework) are the catalogue's
 (`tpuctl/frameworks.py`, with their sources). Findings are warnings: tpuctl cannot see
@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tpuctl import frameworks
 from tpuctl.catalog import RUNTIME_GENERATIONS, SliceShape
@@ -49,12 +50,29 @@ def _installs(setup: str | None, root: Path) -> dict[str, tuple[str | None, str]
                 specs += _requirements(root / words[i + 1])
             elif not word.startswith("-") and (i == 0 or words[i - 1] not in ("-f", "-i")):
                 specs.append((word, "--setup"))
-        for spec, where in specs:
-            m = _SPEC.match(spec)
-            if m:
-                pin = m.group(4) if m.group(3) in ("==", "~=") else None
-                found[_name(m.group(1))] = (pin, where)
+        found.update(_pins(specs))
     return found
+
+
+def _pins(specs: list[tuple[str, str]]) -> dict[str, tuple[str | None, str]]:
+    """Requirements (spec, where read) as import name -> (exact or compatible pin or None,
+    where); a pip option (`--extra-index-url ...`) names nothing."""
+    found: dict[str, tuple[str | None, str]] = {}
+    for spec, where in specs:
+        m = None if spec.startswith("-") else _SPEC.match(spec)
+        if m:
+            pin = m.group(4) if m.group(3) in ("==", "~=") else None
+            found[_name(m.group(1))] = (pin, where)
+    return found
+
+
+def _listed(environment: dict[str, Any] | None) -> dict[str, tuple[str | None, str]]:
+    """What the job's environment installs: the requirement set `run` builds it from
+    (services/run/environment.py: the work dir's requirements.txt, or the file given)."""
+    if not environment:
+        return {}
+    where = str(environment.get("source") or "requirements")
+    return _pins([(line, where) for line in str(environment["requirements"]).splitlines()])
 
 
 def _requirements(path: Path) -> list[tuple[str, str]]:
@@ -82,31 +100,45 @@ def _import_line(program: Program, name: str) -> tuple[str, int]:
 
 
 def check(
-    program: Program, acc: SliceShape | None, runtime: str, setup: str | None
+    program: Program,
+    acc: SliceShape | None,
+    runtime: str,
+    setup: str | None,
+    environment: dict[str, Any] | None = None,
 ) -> Iterator[Finding]:
-    """The findings for a program run on `runtime` after `setup`; nothing for a runtime
-    version the catalogue does not know (a custom image: tpuctl cannot tell)."""
+    """The findings for a program run on `runtime` in its `environment` (the request's:
+    a requirement set, or None) after `setup`; nothing for a runtime version the
+    catalogue does not know (a custom image: tpuctl cannot tell)."""
     if runtime not in RUNTIME_GENERATIONS:
         return
     carried = frameworks.carried(runtime)
-    installs = _installs(setup, program.root)
+    installs = {**_listed(environment), **_installs(setup, program.root)}
     for name in frameworks.FRAMEWORKS:
         if not program.uses(name):
             continue
         file, line = _import_line(program, name)
         installed = installs.get(name)
         if name not in carried and installed is None:
-            yield _missing(file, line, name, runtime, acc, setup)
+            source = str(environment.get("source")) if environment else None
+            yield _missing(file, line, name, runtime, acc, setup, source)
         elif name == "tensorflow" and installed is not None:
             yield from _tf_pinned(file, line, runtime, acc, carried, installed)
 
 
 def _missing(
-    file: str, line: int, name: str, runtime: str, acc: SliceShape | None, setup: str | None
+    file: str,
+    line: int,
+    name: str,
+    runtime: str,
+    acc: SliceShape | None,
+    setup: str | None,
+    source: str | None,
 ) -> Finding:
     said = (
         "no --setup installs it" if not setup else "the --setup given does not visibly install it"
     )
+    if source:
+        said += f", nor does the job's environment ({source})"
     message = (
         f"the script imports {name}, but the runtime version {runtime} has no {name} and "
         f"{said}: the job stops with ModuleNotFoundError"
@@ -119,6 +151,8 @@ def _missing(
             if fitting
             else "run on a tpu-vm-tf-* runtime version that fits the accelerator"
         )
+    elif source:
+        fix = f"list it in {source}, or install it first: --setup '{frameworks.SETUP[name]}'"
     else:
         fix = f"install it first: --setup '{frameworks.SETUP[name]}'"
     return Finding(file, line, "warning", "runtime-no-framework", message, fix)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from tpuctl.services.doctor.context import Context, attr, kwarg, replicas, tokens
 from tpuctl.services.doctor.findings import Finding
 from tpuctl.services.doctor.program import Func, Module
-from tpuctl.services.doctor.tf_setup import TPU_STRATEGY
+from tpuctl.services.doctor.tf_setup import global_batch
 
 SOURCES = ("tensorflow.data.", "tensorflow_datasets.", "tensorflow.keras.utils.")
 METHODS = frozenset(
@@ -135,8 +135,8 @@ SMALL_PER_CORE = 64
 
 def _batch_sizes(ctx: Context, batches: list[tuple[Module, ast.Call]]) -> Iterator[Finding]:
     acc = ctx.accelerator
-    if acc is None or not any(ctx.calls(TPU_STRATEGY)):
-        return  # the global batch is TPUStrategy's idea; without one, tf-no-strategy says so
+    if acc is None or not global_batch(ctx):
+        return  # no TPUStrategy, nor a finding that asks for one: not a global batch
     n = replicas(acc)
     per_replica = _per_replica_functions(ctx)
     sized = [(m, c, kwarg(c, "batch_size", 0)) for m, c in batches]

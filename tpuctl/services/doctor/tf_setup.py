@@ -84,6 +84,14 @@ def check(ctx: Context) -> Iterator[Finding]:
     yield from _eager_steps(ctx)
 
 
+def global_batch(ctx: Context) -> bool:
+    """Is a batch of the program TPUStrategy's global batch, split over the cores? With a
+    TPUStrategy, and where tf-gpu-strategy or tf-no-strategy tell to create one (a GPU
+    strategy, or a Keras model with none): the batch is global once the fix is in. Not
+    in a program that only reads data with tf.data (a JAX input pipeline)."""
+    return any(ctx.calls(TPU_STRATEGY | GPU_STRATEGIES)) or any(_creations(ctx))
+
+
 def _initialization(ctx: Context, strategies: list[tuple[Module, ast.Call]]) -> Iterator[Finding]:
     inits = list(ctx.calls(INITIALIZE))
     connects = list(ctx.calls(CONNECT))
