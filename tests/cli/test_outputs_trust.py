@@ -57,7 +57,11 @@ def test_a_planted_or_changed_output_stays_in_the_bucket(cli, emulator, project)
 
     anyway = cli("outputs", job, "anyway", "--unverified")
     assert anyway.code == 0, anyway.err
-    assert sorted(p.name for p in Path("anyway").iterdir()) == ["ckpt.pkl", "result-0.txt"]
+    assert sorted(p.name for p in Path("anyway").iterdir()) == [
+        ".tpuctl-outputs",
+        "ckpt.pkl",
+        "result-0.txt",
+    ]
     assert emulator.nodes() == []
 
 

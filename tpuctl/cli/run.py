@@ -283,7 +283,7 @@ def _run(
         except KeyboardInterrupt:
             raise run_request.stop(runner, runner.zone, ui.flush) from None
         except TpuctlError as e:  # after the job started, its outputs may be in the bucket
-            if runner.job.agents_started:
+            if runner.job.ran and not runner.job.outputs_home:
                 fetch = run_request.fetch_outputs(runner.job_id)
                 e.hint = f"{e.hint}; {fetch}" if e.hint else fetch
             raise

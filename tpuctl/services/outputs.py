@@ -14,8 +14,10 @@ outputs --unverified`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tpuctl.agent import manifests, protocol, signing
 from tpuctl.errors import NotFoundError, UnreadableObjectError
 from tpuctl.services import records
+from tpuctl.services.workdir import OUTPUTS_MARKER
 
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
@@ -68,6 +71,53 @@ class Brought:
         return lines
 
 
+def unwritable(dest: Path) -> str:
+    """Why the outputs could not be written into the folder `dest` ("" when they can):
+    tried, not guessed (os.access says yes to root anywhere, in /proc too). A missing
+    folder is made for the try, a file created and removed in it, and what the try made is
+    removed again."""
+    dest = dest.expanduser().absolute()
+    missing = [dest, *(p for p in dest.parents if not p.exists())]
+    if dest.exists():
+        if not dest.is_dir():
+            return f"{dest} is not a folder"
+        missing = []
+    above = next((p for p in dest.parents if p.exists()), None)
+    if missing and above is not None and not above.is_dir():
+        return f"{above} is not a folder"
+    made: list[Path] = []
+    try:
+        for folder in reversed(missing):
+            try:
+                folder.mkdir()
+            except OSError as e:
+                return f"cannot create {folder}: {e.strerror or e}"
+            made.append(folder)
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".tpuctl-probe-", dir=dest)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            return f"cannot write in {dest}: {e.strerror or e}"
+        return ""
+    finally:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def mark(dest: Path) -> None:
+    """Say in `dest` that tpuctl writes outputs there: staging leaves such a folder out of
+    a job's code wherever it is (workdir.select)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    marker = dest / OUTPUTS_MARKER
+    if not marker.exists():
+        marker.write_text(
+            "tpuctl brought job outputs home here; `tpuctl run` leaves this folder out of "
+            "a job's code\n"
+        )
+
+
 def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = True) -> Brought:
     """The job's outputs (every slice's) into `dest`, keeping their paths: with `verify`,
     only those its manifests signed with its key (of the client's `key`) name, each with
@@ -106,6 +156,7 @@ def download(bucket: Bucket, job_id: str, dest: Path, key: str, verify: bool = T
         return target
 
     if wanted:
+        mark(root)
         with ThreadPoolExecutor(max_workers=min(WORKERS, len(wanted))) as pool:
             brought.written = [p for p in pool.map(one, wanted) if p is not None]
     return brought

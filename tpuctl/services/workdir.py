@@ -32,6 +32,10 @@ import pathspec
 from tpuctl.errors import UsageError
 
 _CHUNK = 1 << 20
+# The file tpuctl leaves in every folder it brings job outputs home to (services/outputs.py):
+# such a folder is never staged as a job's code, wherever it is.
+OUTPUTS_MARKER = ".tpuctl-outputs"
+MARKED = f"holds tpuctl's outputs: {OUTPUTS_MARKER}"
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,9 @@ class Selection:
 def select(
     root: Path, excludes: Iterable[str] = (), omit: Mapping[Identity, str] | None = None
 ) -> Selection:
-    """The files to stage under `root`; a file or folder whose identity is in `omit` is
-    left out (its reason noted) when the ignore rules would have staged it."""
+    """The files to stage under `root`; a file or folder whose identity is in `omit`, or a
+    folder holding OUTPUTS_MARKER, is left out (its reason noted) when the ignore rules
+    would have staged it."""
     root = root.resolve()
     if not root.is_dir():
         raise UsageError(f"the work dir {root} is not a directory")
@@ -157,7 +162,9 @@ def select(
                     if why is not None:
                         omitted[relative + ("/" if is_dir else "")] = why
                         continue
-            if is_dir:
+            if is_dir and os.path.lexists(os.path.join(entry.path, OUTPUTS_MARKER)):
+                omitted[relative + "/"] = MARKED
+            elif is_dir:
                 visit(Path(entry.path), relative + "/")
             elif entry.is_file(follow_symlinks=True):  # skips broken links, dir links, fifos
                 found.append(relative)
@@ -247,10 +254,11 @@ def copy_file(path: Path, dest: Path) -> Snapshot:
     return Snapshot(entry, None, _changed(before, after, size))
 
 
-def own_files(outputs: Path | None) -> dict[Identity, str]:
+def own_files(outputs: Path | None, default: Path | None = None) -> dict[Identity, str]:
     """What tpuctl itself writes, left out of a job's code wherever it is (and why): this
-    run's stdout and stderr when they go to files (`tpuctl run x.py > run.log`), and the
-    folder the outputs come home to (`outputs`: earlier jobs' outputs are not code)."""
+    run's stdout and stderr when they go to files (`tpuctl run x.py > run.log`), the
+    folder the outputs come home to (`outputs`: earlier jobs' outputs are not code), and
+    the `default` one, where earlier runs brought theirs, whatever this one asks."""
     streams: dict[Identity, list[str]] = {}
     for fd, name in ((1, "stdout"), (2, "stderr")):
         try:
@@ -260,7 +268,8 @@ def own_files(outputs: Path | None) -> dict[Identity, str]:
         if stat.S_ISREG(st.st_mode):
             streams.setdefault((st.st_dev, st.st_ino), []).append(name)
     why = {ident: f"this run's {' and '.join(names)}" for ident, names in streams.items()}
-    folder = identity(outputs) if outputs is not None else None
-    if folder is not None:
-        why[folder] = "where job outputs come home"
+    for folder in (default, outputs):
+        ident = identity(folder) if folder is not None else None
+        if ident is not None:
+            why[ident] = "where job outputs come home"
     return why

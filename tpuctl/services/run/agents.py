@@ -186,7 +186,7 @@ def start(job: Job) -> None:
         )
     job.pids = {w: int(info["pid"]) for w, info in started.items()}
     job.logs = {w: str(info["log"]) for w, info in started.items()}
-    job.agents_started = True
+    job.agents_started = job.ran = True
 
 
 def slice_of(job: Job, worker: int) -> str:

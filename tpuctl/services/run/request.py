@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from tpuctl.cloud import registry
 from tpuctl.durations import parse_duration
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
 from tpuctl.services.run.spec import (
+    DEFAULT_OUTPUTS,
     HANG_AFTER,
     HEARTBEAT_DEADLINE,
     START_DEADLINE,
@@ -41,7 +41,6 @@ def no_blame(key: str) -> AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
-DEFAULT_OUTPUTS = "outputs"  # where a job's outputs come home: ./outputs/<job id>
 SPOT_RESTARTS = 3  # a spot job's --restarts when none is given: preemption is expected
 MAX_RESTARTS = 100  # a node recreated more often than this is a loop, not a job
 # `--setup` runs as one argument of `bash -c` on every worker: Linux takes at most 128 KiB
@@ -266,17 +265,10 @@ class RunRequest:
 
 def _check_outputs(flag: Path | None) -> None:
     """Refuse a folder the outputs could not be downloaded to: one that is a file, or
-    below a file, or (to be made) in a folder not writable."""
-    path = (flag or Path(DEFAULT_OUTPUTS)).expanduser()
-    problem = ""
-    if path.exists():
-        problem = "" if path.is_dir() else f"{path} is not a folder"
-    else:
-        above = next(p for p in path.absolute().parents if p.exists())
-        if not above.is_dir():
-            problem = f"{above} is not a folder"
-        elif not os.access(above, os.W_OK | os.X_OK):
-            problem = f"{above} is not writable"
+    below a file, or that cannot be made or written (tried: services/outputs.py)."""
+    from tpuctl.services import outputs
+
+    problem = outputs.unwritable(flag or Path(DEFAULT_OUTPUTS))
     if problem and flag is not None:
         raise UsageError(f"invalid --outputs {flag}: {problem}", hint="give a folder you can write")
     if problem:
@@ -343,9 +335,13 @@ def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
     if not stopped.started:
         what = left(runner, zone) if job.created else "no node was created"
         delete = f"`tpuctl delete {runner.node_name} --zone {zone}` deletes it"
+        hints = [delete] if what.endswith("may still be billing") else []
+        if job.ran:  # stopped while its node was made again: earlier attempts synced some
+            hints.append(fetch_outputs(job.job_id))
+        when = "restarted" if job.ran else "started"
         return Interrupted(
-            f"interrupted before job {runner.job_id} started; {what}",
-            hint=delete if what.endswith("may still be billing") else None,
+            f"interrupted before job {runner.job_id} {when}; {what}",
+            hint="; ".join(hints) or None,
         )
     what = "every slice" if job.multislice else "its node"
     gone = f" and deleted {what}" if stopped.torn_down else ""
@@ -358,6 +354,8 @@ def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
         )
     if outputs is None:
         return Interrupted(said, hint=fetch_outputs(job.job_id))
+    if job.outputs_missed:
+        return Interrupted(f"{said}; {job.outputs_missed}")
     if outputs:
         said += f"; downloaded {len(outputs)} output file(s) to {job.outputs_dir}"
     return Interrupted(said)

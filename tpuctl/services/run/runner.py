@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tpuctl import catalog, wording
 from tpuctl.agent import protocol
-from tpuctl.errors import Preempted, UsageError
+from tpuctl.errors import Preempted, TpuctlError, UsageError
 from tpuctl.models import Node
 from tpuctl.services import cost, late_receipt, outputs, receipt, staging, workdir
 from tpuctl.services.run import (
@@ -40,7 +40,15 @@ from tpuctl.services.run import (
     vouching,
     watch,
 )
-from tpuctl.services.run.spec import Adapters, Job, JobOutcome, RunSpec, RunUI, job_node_name
+from tpuctl.services.run.spec import (
+    DEFAULT_OUTPUTS,
+    Adapters,
+    Job,
+    JobOutcome,
+    RunSpec,
+    RunUI,
+    job_node_name,
+)
 
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
@@ -131,7 +139,11 @@ class Runner:
                 return job.outcome(0, {})
             job.workers = len(node.workers) * spec.slices  # as the cloud made them
             job.ui.set_workers(job.workers, spec.slices)
-            return self._attempts(job.workers)
+            try:
+                return self._attempts(job.workers)
+            except TpuctlError:  # e.g. no node again after a preemption
+                self._bring_before_failing()
+                raise
 
     def _provision_and_stage(self) -> Node:
         """The job's node, READY, and its code in the bucket (staged while the node boots;
@@ -149,7 +161,7 @@ class Runner:
         def stage() -> staging.StagedJob:
             bucket.ensure(catalog.region_of(job.target.zone))
             job.staging = True
-            omit = workdir.own_files(spec.outputs)
+            omit = workdir.own_files(spec.outputs, Path(DEFAULT_OUTPUTS))
             record = self._job_record(workers)
             return staging.stage_job(bucket, record, spec.workdir, spec.excludes, omit=omit)
 
@@ -267,6 +279,7 @@ class Runner:
             outcome.torn_down = teardown.teardown(job, wait_for_agent=0)
         self._receipt(outcome)
         outcome.outputs = self.bring_outputs() or []  # what was synced before the end
+        self._missed(outcome)
         return outcome
 
     def _lost(self, workers: int) -> JobOutcome:
@@ -309,10 +322,18 @@ class Runner:
         if outcome.environment:  # the job's own build, checked here: later jobs may use it
             vouching.vouch(job, final)
         outcome.outputs = self.bring_outputs() or []
+        self._missed(outcome)
         if job.spec.teardown:
             outcome.torn_down = teardown.teardown(job)
         self._receipt(outcome)
         return outcome
+
+    def _missed(self, outcome: JobOutcome) -> None:
+        """A job whose outputs could not be written where asked does not end in success:
+        its message says why and how to fetch them."""
+        if self.job.outputs_missed:
+            said = (outcome.message, self.job.outputs_missed)
+            outcome.message = "; ".join(m for m in said if m)
 
     def _receipt(self, outcome: JobOutcome) -> None:
         """Where the job's time and money went (services/receipt.py)."""
@@ -334,13 +355,37 @@ class Runner:
         """Download the outputs the bucket has of the job to where they come home, on
         every way the job ends; None when they stay in the bucket (--no-outputs)."""
         job = self.job
-        if job.outputs_dir is None or job.bucket is None:
+        dest = job.outputs_dir
+        if dest is None or job.bucket is None:
             return None
-        brought = outputs.download(job.bucket, job.job_id, job.outputs_dir, signing.key())
+        try:
+            brought = outputs.download(job.bucket, job.job_id, dest, signing.key())
+        except OSError as e:  # checked before the job, the folder can still go or change
+            why = e.strerror or str(e)
+            where = f"{e.filename}: {why}" if e.filename else f"{dest}: {why}"
+            job.outputs_missed = (
+                f"its outputs could not be written to {dest} ({where}); "
+                f"`tpuctl outputs {job.job_id} DEST` fetches them into a folder DEST"
+            )
+            return []
+        job.outputs_home = True
         where = f"gs://{job.bucket.name}/{protocol.outputs_prefix(job.job_id)}"
         for line in brought.notes(where):
             job.ui.info(line)
         return brought.written
+
+    def _bring_before_failing(self) -> None:
+        """A failure after agents ran an attempt (a node not made again after a
+        preemption, say): what the job synced comes home, as on any other end."""
+        job = self.job
+        if not job.ran or job.outputs_home:
+            return
+        with contextlib.suppress(TpuctlError):
+            brought = self.bring_outputs()
+            if brought:
+                job.ui.info(f"downloaded {len(brought)} output file(s) to {job.outputs_dir}")
+        if job.outputs_missed:
+            job.ui.info(job.outputs_missed)
 
     def stop(self, grace: float = STOP_GRACE) -> JobOutcome:
         """After an interruption: stop the job on every worker, then tear down as asked.

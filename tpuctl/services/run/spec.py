@@ -55,6 +55,7 @@ START_LEASE = 90.0
 HEARTBEAT_DEADLINE = 60.0
 # No output and idle chips this long is said to be a hang (agent/hang.py; --hang-after).
 HANG_AFTER = 600.0
+DEFAULT_OUTPUTS = "outputs"  # where a job's outputs come home: ./outputs/<job id>
 # The fewest seconds between output uploads (--sync-every, `sync_every` in a job file).
 MIN_SYNC_EVERY = 1.0
 # The port of the MEGASCALE coordinator on worker 0 of slice 0 (MEGASCALE_PORT): xpk opens
@@ -232,6 +233,9 @@ class Job:
     digest: str = ""  # the sha256 of its request (staging.py), given to every agent start
     created: bool = False  # did this run create the node? (only then is it torn down)
     agents_started: bool = False  # do agents own the current attempt? (they tear down)
+    ran: bool = False  # did agents own any attempt? (its outputs may be in the bucket)
+    outputs_home: bool = False  # the outputs the bucket had came home (bring_outputs)
+    outputs_missed: str = ""  # why they did not: their folder could not be written
     agent_teardown: bool = False  # ...and did their start ask worker 0 to delete the node?
     torn_down: bool = False  # teardown was tried: the guard does not try it again
     node_deleted: bool = False  # ...and it made sure the node is gone
