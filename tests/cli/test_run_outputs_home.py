@@ -5,6 +5,7 @@ folder gone bad by the end) come home or the way to fetch them is named."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from tests.cli import test_run_staging
@@ -79,22 +80,28 @@ time.sleep(120)
 """
 
 
-def _preempted_and_not_recreated(emulator, folder: Path, *extra: str) -> tuple[int, str, str]:  # noqa: ANN001 - the emulator's control
-    """A spot run preempted once, its node refused when made again (quota): (exit
-    status, stderr, job id)."""
+def _preempted(emulator, folder: Path, *extra: str, stop: bool = False) -> tuple[int, str, str]:  # noqa: ANN001 - the emulator's control
+    """A spot run preempted once, its node refused when made again (quota), or with
+    `stop`, interrupted while it is made again: (exit status, stderr, job id)."""
     (folder / "t.py").write_text(WAITS)
     with _running(folder / "t.py", "--spot", "--restarts", "1", "--sync-every", "1", *extra) as p:
         job = _wait_outputs_synced(emulator)
         name = _node_name(emulator)
-        emulator.faults(rate=1.0, codes=[429], quota=True, paths="nodes\\?nodeId=")
+        if stop:
+            emulator.durations(create=None)  # the recreated node stays CREATING
+        else:
+            emulator.faults(rate=1.0, codes=[429], quota=True, paths="nodes\\?nodeId=")
         emulator.preempt(name)
+        if stop:
+            wait_for(lambda: [n["state"] for n in emulator.nodes()] == ["CREATING"])
+            p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=120)
     emulator.faults()
     return p.returncode, err, job
 
 
 def test_a_failed_recreate_brings_the_outputs_of_attempt_1_home(emulator, folder) -> None:
-    code, err, job = _preempted_and_not_recreated(emulator, folder)
+    code, err, job = _preempted(emulator, folder)
     assert code == 5, err
     assert "recreating it (restart 1 of 1)" in err
     home = Path("outputs") / job
@@ -106,8 +113,18 @@ def test_a_failed_recreate_brings_the_outputs_of_attempt_1_home(emulator, folder
 def test_a_failed_recreate_with_no_outputs_names_the_command_that_fetches_them(
     emulator, folder
 ) -> None:
-    code, err, job = _preempted_and_not_recreated(emulator, folder, "--no-outputs")
+    code, err, job = _preempted(emulator, folder, "--no-outputs")
     assert code == 5, err
     assert not Path("outputs").exists()
     assert f"`tpuctl outputs {job}` fetches its outputs" in err.strip().splitlines()[-1]
     wait_for(lambda: emulator.nodes() == [])
+
+
+def test_a_ctrl_c_while_the_node_is_made_again_names_the_command_that_fetches_them(
+    emulator, folder
+) -> None:
+    code, err, job = _preempted(emulator, folder, stop=True)
+    assert code == 130, err
+    assert f"error: interrupted before job {job} restarted; " in err
+    assert f"`tpuctl outputs {job}` fetches its outputs" in err.strip().splitlines()[-1]
+    assert emulator.nodes() == []
