@@ -156,3 +156,17 @@ def test_rules_of_the_enclosing_repository_apply(tmp_path: Path) -> None:
     assert walk(repo / "proj") == sorted(listed) == expected
     # the repository's own root: its info/exclude applies, nothing from above it
     assert "proj/secret.txt" not in walk(repo)
+
+
+def test_a_folder_holding_tpuctls_outputs_marker_is_left_out_wherever_it_is(tmp_path: Path):
+    from tpuctl.services.workdir import MARKED, OUTPUTS_MARKER, select
+
+    (tmp_path / "train.py").write_text("")
+    for folder in ("runs/first", "logs"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "result.txt").write_text("an earlier job's")
+    (tmp_path / "runs" / "first" / OUTPUTS_MARKER).write_text("")
+    (tmp_path / "logs" / OUTPUTS_MARKER).write_text("")
+    chosen = select(tmp_path, excludes=["logs/"])
+    assert chosen.files == ["train.py"]
+    assert chosen.omitted == {"runs/first/": MARKED}  # an ignored folder goes unsaid
