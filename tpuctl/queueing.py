@@ -12,6 +12,24 @@ from tpuctl.errors import UsageError
 from tpuctl.models import CreateSpec, QueueSpec
 
 DEFAULT_TIMEOUT = 24 * 3600.0
+# The slices one multislice request may ask for. The Cloud TPU API documents no ceiling on
+# `multisliceParams.nodeCount` beyond "needs to be > 1" (MultisliceParams, google/cloud/tpu/
+# v2/cloud_tpu.proto), nor Compute Engine on a multislice's groups: quota is what bounds
+# them. Google's largest published multislice job ran on over 50,000 v5e chips, about 200
+# slices of 256 ("the world's largest distributed LLM training job on TPU v5e", Google Cloud
+# blog, 2023-11-08); beyond this many, a count is a typo, refused before any call.
+MAX_SLICES = 1024
+
+
+def check_slices(slices: int) -> None:
+    """Refuse, naming --slices, a count of slices outside 1 to MAX_SLICES."""
+    if slices < 1:
+        raise UsageError(f"--slices must be 1 or more, not {slices}")
+    if slices > MAX_SLICES:
+        raise UsageError(
+            f"--slices must be at most {MAX_SLICES} (slices in one multislice request), "
+            f"not {slices}"
+        )
 
 
 @dataclass

@@ -84,7 +84,7 @@ Slices = Annotated[
     int,
     typer.Option(
         "--slices",
-        help="Multislice: this many slices of the accelerator, made as one unit (one "
+        help="Multislice: this many slices of the accelerator (1 to 1024), made as one unit (one "
         "queued resource on the Cloud TPU API; implies --queued when more than 1; "
         "docs/multislice.md).",
     ),

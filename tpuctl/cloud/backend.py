@@ -116,9 +116,11 @@ class TpuBackend(Protocol):
         May set the spec's fields the API takes from the options."""
         ...
 
-    def check_quota(self, quotas: QuotaApi, target: Target, spec: CreateSpec) -> None:
-        """Raise QuotaError when `spec` would exceed this API's quota in the target zone;
-        never blocks on what it cannot read."""
+    def check_quota(
+        self, quotas: QuotaApi, target: Target, spec: CreateSpec, count: int = 1
+    ) -> None:
+        """Raise QuotaError when `count` nodes of `spec` (a multislice's slices) would
+        exceed this API's quota in the target zone; never blocks on what it cannot read."""
         ...
 
     def explain_quota_refusal(
@@ -244,7 +246,9 @@ class BackendDefaults:
     def check_request(self, spec: CreateSpec, queue: QueueOptions, queued: bool) -> bool:
         return False
 
-    def check_quota(self, quotas: QuotaApi, target: Target, spec: CreateSpec) -> None:
+    def check_quota(
+        self, quotas: QuotaApi, target: Target, spec: CreateSpec, count: int = 1
+    ) -> None:
         return None
 
     def explain_quota_refusal(

@@ -19,6 +19,7 @@ from tpuctl import interrupts
 from tpuctl.durations import format_duration
 from tpuctl.errors import Interrupted, NotFoundError, TpuctlError, UsageError
 from tpuctl.models import COST_DEADLINE, EXPIRES, NODE_CREATE_FAILED, CreateSpec, Node, slice_ids
+from tpuctl.queueing import check_slices
 from tpuctl.services import cost, names, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
 from tpuctl.timestamps import utc_clock
@@ -56,8 +57,7 @@ class CreateRequest:
     def validate(self, api: TpuBackend) -> None:
         """The request's own rules and those of the API it goes to; a UsageError naming
         the flag when one is broken."""
-        if self.queue.slices < 1:
-            raise UsageError(f"--slices must be 1 or more, not {self.queue.slices}")
+        check_slices(self.queue.slices)
         if self.queue.max_run_duration and not self.queue.flex_start:
             raise UsageError("--max-run-duration goes with --flex-start")
         if api.check_request(self.spec, self.queue, self.queued):
@@ -157,8 +157,9 @@ def ask(
     call: directly (the operation's name; None when a retried create adopted its node)
     or, with `queue`, through a queued resource (None). `before_call` runs just before
     the call, from when on the node may exist."""
-    prepared = nodes.validate_create(tpu, target, spec, quotas)
-    line = price_line(spec, queue.slices if queue else 1)
+    slices = queue.slices if queue else 1
+    prepared = nodes.validate_create(tpu, target, spec, quotas, slices)
+    line = price_line(spec, slices)
     for said in (line, cap_line(prepared)):
         if say is not None and said is not None:
             say(said)
@@ -207,7 +208,7 @@ def _create_in(
     try:
         if request.queued:
             # The queue's own functions delete the request on a failure or an interruption.
-            prepared = nodes.validate_create(a.backend, target, spec, a.quotas)
+            prepared = nodes.validate_create(a.backend, target, spec, a.quotas, options.slices)
             for line in (price_line(spec, options.slices), cap_line(prepared)):
                 if announce and line:
                     ui.info(line)

@@ -221,12 +221,18 @@ def _startup_script(spec: CreateSpec, watched: bool, kind: BackendKind) -> str:
 
 
 def validate_create(
-    api: TpuBackend, target: Target, spec: CreateSpec, quotas: QuotaApi | None = None
+    api: TpuBackend,
+    target: Target,
+    spec: CreateSpec,
+    quotas: QuotaApi | None = None,
+    count: int = 1,
 ) -> CreateSpec:
     """Check everything the API would refuse; fill in defaults; return the spec prepared
     for the create (`prepare`).
 
-    With `quotas`, a create that would exceed its quota is refused here, before the call.
+    With `quotas`, a create that would exceed its quota is refused here, before the call;
+    `count` nodes of the spec are asked for at once (a multislice's slices), every one
+    counted.
     """
     validate_name(spec.name)
     validate_labels(spec.labels)
@@ -247,7 +253,7 @@ def validate_create(
             hint=f"use another name, or see it: `tpuctl describe {spec.name} --zone {target.zone}`",
         )
     if quotas is not None:  # the API's own quota pool
-        api.check_quota(quotas, target, spec)
+        api.check_quota(quotas, target, spec, count)
     return prepared
 
 

@@ -98,8 +98,10 @@ def check_create(
     zone: str,
     shape: SliceShape,
     preemptible: bool,
+    count: int = 1,
 ) -> None:
-    """Raise QuotaError when `shape` in `zone` would exceed its Compute Engine quota."""
+    """Raise QuotaError when `count` slices of `shape` (a multislice's) in `zone` would
+    exceed their Compute Engine quota."""
     quota = compute_quotas.quota_for(shape.generation, preemptible)
     if quota is None or not shape.known:
         return
@@ -110,11 +112,13 @@ def check_create(
         log.debug("Compute Engine quota check skipped: %s", e)
         return
     row = found[0]
-    if row.limit is None or row.used + shape.chips <= row.limit:
+    need = shape.chips * count
+    if row.limit is None or row.used + need <= row.limit:
         return
     family = f" (tpu_family {quota.tpu_family})" if quota.tpu_family else ""
+    what = f"{count} x {shape.name}" if count > 1 else shape.name
     raise QuotaError(
-        f"quota exceeded: {shape.name} needs {shape.chips} chips of Compute Engine's "
+        f"quota exceeded: {what} needs {need} chips of Compute Engine's "
         f"{quota.quota_id}{family} "
         f"in region {region}: the limit is {row.limit}, {row.used} in use",
         hint=f"Compute Engine's TPU quota is apart from the Cloud TPU API's; ask for more at "

@@ -47,9 +47,17 @@ class ComputeRules(BackendDefaults):
             return True
         return False
 
-    def check_quota(self, quotas: QuotaApi, target: Target, spec: CreateSpec) -> None:
+    def check_quota(
+        self, quotas: QuotaApi, target: Target, spec: CreateSpec, count: int = 1
+    ) -> None:
         pool.check_create(
-            quotas, self._me(), target.project, target.zone, spec.shape, _takes_preemptible(spec)
+            quotas,
+            self._me(),
+            target.project,
+            target.zone,
+            spec.shape,
+            _takes_preemptible(spec),
+            count=count,
         )
 
     def headroom(

@@ -34,26 +34,29 @@ def _shortage(
     target: Target,
     refused: bool,
     other_free: int | None = None,
+    count: int = 1,
 ) -> QuotaError:
     """The one message for a create that does not fit a quota, refused by us or the cloud.
 
     `other_free` is the headroom of the family's other quota (on-demand for spot, and
-    the reverse) where the node would go, when known.
+    the reverse) where the node would go, when known; `count`: the nodes asked for at
+    once (a multislice's slices), every one counted.
     """
     where = f"{spec.dimension} {location}"
     prefix = "quota exceeded" + (" (the cloud refused the create)" if refused else "")
-    need = spec.amount(acc)
+    need = spec.amount(acc) * count
+    what = f"{count} x {acc.name}" if count > 1 else acc.name
     if limit == 0 and not usages:
         message = (
             f"{prefix}: the project has no {spec.family} {_kind(scheduling)} quota in {where} "
-            f"({spec.quota_id} is 0), and {acc.name} needs {need} {spec.unit}"
+            f"({spec.quota_id} is 0), and {what} needs {need} {spec.unit}"
         )
     else:
         who = ", ".join(f"{u.node.name} {u.node.accelerator_type}" for u in usages[:4])
         who += f" and {len(usages) - 4} more" if len(usages) > 4 else ""
         used = sum(u.amount for u in usages)
         message = (
-            f"{prefix}: {acc.name} ({_kind(scheduling)}) needs {need} {spec.unit} of "
+            f"{prefix}: {what} ({_kind(scheduling)}) needs {need} {spec.unit} of "
             f"{spec.quota_id}, which allows {limit} in {where}; {used} in use"
             + (f" by {who}" if who else "")
         )
@@ -64,8 +67,14 @@ def _shortage(
     )
     if limit < need:
         todo.append(
-            f"ask for at least {need} {spec.unit} of {spec.quota_id} in {where} with {ask} "
-            "(no node of this type fits the current limit, so deleting others cannot help)"
+            f"ask for at least {need} {spec.unit} of {spec.quota_id} in {where} with {ask}"
+            + (
+                f" (the {count} slices do not fit the current limit together, so deleting "
+                "others cannot help)"
+                if count > 1
+                else " (no node of this type fits the current limit, so deleting others "
+                "cannot help)"
+            )
         )
     elif usages:
         first = usages[0].node
@@ -129,19 +138,25 @@ def _limits(
     return out
 
 
-def _free(limit: Limit, usages: list[Usage], acc: catalog.SliceShape) -> int | None:
-    """Headroom left after a create of `acc` (negative: it does not fit)."""
+def _free(limit: Limit, usages: list[Usage], acc: catalog.SliceShape, count: int = 1) -> int | None:
+    """Headroom left after a create of `count` nodes of `acc` (negative: they do not fit)."""
     if limit.value is None:
         return None
     used = sum(u.amount for u in _scoped(usages, limit.spec, limit.location))
-    return limit.value - used - limit.spec.amount(acc)
+    return limit.value - used - limit.spec.amount(acc) * count
 
 
 def check_create(
-    tpu: TpuBackend, quotas: QuotaApi, target: Target, acc: catalog.SliceShape, scheduling: str
+    tpu: TpuBackend,
+    quotas: QuotaApi,
+    target: Target,
+    acc: catalog.SliceShape,
+    scheduling: str,
+    count: int = 1,
 ) -> None:
-    """Raise QuotaError when creating `acc` in the target zone would exceed one of
-    its quotas, zonal or regional; the tightest is the one named.
+    """Raise QuotaError when creating `count` nodes of `acc` (a multislice's slices) in
+    the target zone would exceed one of their quotas, zonal or regional; the tightest is
+    the one named.
 
     Never blocks on what it cannot know: when the limits cannot be read (API not enabled,
     no permission, offline), the create goes ahead and the reason is logged for --debug.
@@ -163,7 +178,9 @@ def check_create(
     if not known:
         return
     everything = project_usage(tpu, target.project)
-    frees = [(free, lim) for lim in known if (free := _free(lim, everything, acc)) is not None]
+    frees = [
+        (free, lim) for lim in known if (free := _free(lim, everything, acc, count)) is not None
+    ]
     worst, tight = min(frees, key=lambda pair: pair[0])
     if worst >= 0:
         return
@@ -174,13 +191,23 @@ def check_create(
             other_limits = _limits(quotas, target.project, others, target.zone)
         except TpuctlError:
             other_limits = []
-        other_frees = [_free(lim, everything, acc) for lim in other_limits]
+        other_frees = [_free(lim, everything, acc, count) for lim in other_limits]
         if other_frees and None not in other_frees:
-            other_free = min(f for f in other_frees if f is not None) + tight.spec.amount(acc)
+            other_free = min(f for f in other_frees if f is not None)
+            other_free += tight.spec.amount(acc) * count
     usages = _scoped(everything, tight.spec, tight.location)
     assert tight.value is not None
     raise _shortage(
-        tight.spec, tight.location, tight.value, usages, acc, scheduling, target, False, other_free
+        tight.spec,
+        tight.location,
+        tight.value,
+        usages,
+        acc,
+        scheduling,
+        target,
+        False,
+        other_free,
+        count,
     )
 
 

@@ -36,8 +36,12 @@ class TpuRules(BackendDefaults):
             )
         return False  # flex-start here is a queued resource's (request-using-flex-start)
 
-    def check_quota(self, quotas: QuotaApi, target: Target, spec: CreateSpec) -> None:
-        quota_check.check_create(self._me(), quotas, target, spec.shape, spec.scheduling)
+    def check_quota(
+        self, quotas: QuotaApi, target: Target, spec: CreateSpec, count: int = 1
+    ) -> None:
+        quota_check.check_create(
+            self._me(), quotas, target, spec.shape, spec.scheduling, count=count
+        )
 
     def explain_quota_refusal(
         self, error: QuotaError, target: Target, spec: CreateSpec

@@ -20,6 +20,7 @@ from tpuctl.agent import claims
 from tpuctl.cloud import registry
 from tpuctl.durations import parse_duration
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
+from tpuctl.queueing import check_slices
 from tpuctl.services.run.spec import (
     DEFAULT_OUTPUTS,
     HANG_AFTER,
@@ -128,8 +129,7 @@ class RunRequest:
                 "(-f FILE)"
             )
         with blame("slices") if "slices" in from_file else contextlib.nullcontext():
-            if self.slices < 1:
-                raise UsageError(f"--slices must be 1 or more, not {self.slices}")
+            check_slices(self.slices)
             if self.slices > 1 and self.node:
                 raise UsageError("--slices asks for new slices: it does not go with --node")
         if self.max_run_duration and not self.flex_start:
