@@ -244,6 +244,35 @@ def test_a_multislice_request_the_api_refuses(emulator, count, extra, needle) ->
     assert emulator.queued() == [] and emulator.nodes() == []
 
 
+def test_a_multislice_past_its_quota_is_refused_at_once_whatever_its_count(emulator) -> None:
+    """100000 v3-8 slices held the emulator's lock for minutes while it built every node
+    (and compared each name with all the others): a request whose slices together exceed a
+    quota's limit is refused by the create, with the quota's own 429, before any is built."""
+    import time
+
+    from googleapiclient.errors import HttpError
+
+    emulator.quotas({"TPUV3sPerProjectPerZoneForTPUAPI": {ZONE: 32}})
+    node = {"acceleratorType": "v3-8", "runtimeVersion": runtime_for("v3-8")}
+    queued = emulator.discovery_client().projects().locations().queuedResources()
+    for count in (5, 100000):  # 5 x 8 cores > 32
+        spec = {"parent": PARENT, "node": node, "multisliceParams": {"nodeCount": count}}
+        call = queued.create(
+            parent=PARENT, queuedResourceId="big", body={"tpu": {"nodeSpec": [spec]}}
+        )
+        began = time.monotonic()
+        with pytest.raises(HttpError) as info:
+            call.execute()
+        assert time.monotonic() - began < 10  # the old code took minutes
+        assert info.value.resp.status == 429
+        assert "Quota limit 'TPUV3sPerProjectPerZoneForTPUAPI' has been exceeded" in str(info.value)
+        assert emulator.queued() == [] and emulator.nodes() == []
+    client = emulator.tpu_client()  # 4 slices fit
+    create_multislice(client, "fits", multislice(4))
+    assert get(client, "fits").state.state == State.ACTIVE
+    force_delete(client, "fits")
+
+
 def test_one_preempted_slice_suspends_the_whole_request(emulator) -> None:
     client = emulator.tpu_client()
     create_multislice(client, "ms", multislice(2, "ms"), spot=tpu_v2.QueuedResource.Spot())

@@ -19,6 +19,8 @@ from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.state import State
 from tpuctl.emulator.core.timestamps import proto_timestamp
+from tpuctl.emulator.offerings import quotas as offered
+from tpuctl.emulator.quotas.limits import node_scheduling
 from tpuctl.emulator.tpu import flex, rules
 from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
 
@@ -134,6 +136,7 @@ def _nodes(
     if not specs:
         raise errors.invalid_argument("tpu.nodeSpec is required.", "tpu.node_spec")
     out: list[Node] = []
+    seen: set[str] = set()  # the names so far: a multislice of N nodes is checked in O(N)
     for spec in specs:
         parent = str(spec.get("parent") or f"projects/{project}/locations/{zone}")
         if parent != f"projects/{project}/locations/{zone}":
@@ -150,13 +153,33 @@ def _nodes(
             node_body["schedulingConfig"] = {**sched, "reserved": True}
         multi = spec.get("multisliceParams") or {}
         ids = _node_ids(spec, multi, qr_id)
-        for node_id in ids:
+        for i, node_id in enumerate(ids):
             node = rules.new_node(project, zone, node_id, node_body, now, state.allocator)
+            if i == 0 and len(ids) > 1:
+                _check_whole(state, node, len(ids))
             node.multislice_node = bool(multi)  # `multisliceNode`: output only
-            if node.name in state.nodes or node.name in {n.name for n in out}:
+            if node.name in state.nodes or node.name in seen:
                 raise errors.already_exists(node.name)
+            seen.add(node.name)
             out.append(node)
     return out
+
+
+def _check_whole(state: State, node: Node, count: int) -> None:
+    """A multislice whose `count` nodes together exceed a quota's limit, whatever else is
+    in use, can never be served: refused at create with the quota error (429) before its
+    nodes are built, so that a count of 100000 costs one check, not 100000 nodes made
+    while the lock is held (the emulator's own bound: the API documents none)."""
+    acc = node.accelerator
+    over = []
+    specs = offered.quotas_for(acc, node_scheduling(node))
+    for spec in sorted(specs, key=lambda q: q.dimension != "region"):  # regions first
+        location = spec.location(node.zone)
+        limit = state.quota.limit(spec.quota_id, location)
+        if spec.amount(acc) * count > limit:
+            over.append((spec.quota_id, limit, spec.dimension, location))
+    if over:
+        raise errors.quotas_exceeded(node.project, over)
 
 
 def _node_ids(spec: dict[str, Any], multi: dict[str, Any], qr_id: str) -> list[str]:
