@@ -25,6 +25,7 @@ from typing import Any
 from tpuctl.emulator.control.client import ControlError, EmulatorControl
 from tpuctl.emulator.core.ports import port_free
 from tpuctl.emulator.storage.server import StorageError, binary_path
+from tpuctl.emulator.workers.files import kill_marked
 from tpuctl.emulator.workers.sandbox import Sandbox
 
 RECORD = "emulator.json"
@@ -259,5 +260,9 @@ def stop(directory: Path) -> Record | None:
         os.kill(record.pid, signal.SIGKILL)
         while alive(record.pid):
             time.sleep(0.05)
+    # An emulator that had to be SIGKILLed (a request holding its lock) ended none of its
+    # workers: their processes and PID namespace holders (which take nothing but SIGKILL)
+    # would outlive it. Its workers' markers begin with its pid (files.WorkerFiles).
+    kill_marked(f"{record.pid}.")
     remove_record(directory)
     return record

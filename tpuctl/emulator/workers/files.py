@@ -55,7 +55,9 @@ class WorkerFiles:
         self.sandbox = sandbox or Sandbox()
         self._root: Path | None = None
         self._temp = False
-        self.instance = secrets.token_hex(4)  # tells this emulator's processes apart
+        # tells this emulator's processes apart; begins with its pid, so that `emulator
+        # stop` finds the workers of an emulator it had to SIGKILL (daemon.stop)
+        self.instance = f"{os.getpid()}.{secrets.token_hex(4)}"
 
     @property
     def root(self) -> Path:
