@@ -71,16 +71,26 @@ class Brought:
         return lines
 
 
-def unwritable(dest: Path) -> str:
+def unwritable(dest: Path, attempts: int = 3) -> str:
     """Why the outputs could not be written into the folder `dest` ("" when they can):
     tried, not guessed (os.access says yes to root anywhere, in /proc too). A missing
     folder is made for the try, a file created and removed in it, and what the try made is
-    removed again."""
+    removed again. Runs started together in one folder try it together: a folder another
+    made meanwhile is theirs, and one another removed meanwhile is tried again."""
+    for _ in range(attempts):
+        why = _try_writing(dest)
+        if why is not None:
+            return why
+    return f"{dest} kept vanishing while tried (another process removes it)"
+
+
+def _try_writing(dest: Path) -> str | None:
+    """`unwritable`'s one try: None when a folder vanished under it (another try's)."""
     dest = dest.expanduser().absolute()
     missing = [dest, *(p for p in dest.parents if not p.exists())]
     if dest.exists():
-        if not dest.is_dir():
-            return f"{dest} is not a folder"
+        if not dest.is_dir():  # or it went meanwhile (another's try): again
+            return None if dest.is_dir() or not dest.exists() else f"{dest} is not a folder"
         missing = []
     above = next((p for p in dest.parents if p.exists()), None)
     if missing and above is not None and not above.is_dir():
@@ -90,6 +100,12 @@ def unwritable(dest: Path) -> str:
         for folder in reversed(missing):
             try:
                 folder.mkdir()
+            except FileExistsError:
+                continue  # another run's try made it meanwhile
+            except FileNotFoundError as e:
+                if not folder.parent.exists():
+                    return None  # another's try removed the one above it: again
+                return f"cannot create {folder}: {e.strerror or e}"
             except OSError as e:
                 return f"cannot create {folder}: {e.strerror or e}"
             made.append(folder)
@@ -97,6 +113,10 @@ def unwritable(dest: Path) -> str:
             fd, probe = tempfile.mkstemp(prefix=".tpuctl-probe-", dir=dest)
             os.close(fd)
             os.unlink(probe)
+        except FileNotFoundError as e:
+            if not made and not dest.exists():
+                return None  # another's try removed it: again
+            return f"cannot write in {dest}: {e.strerror or e}"
         except OSError as e:
             return f"cannot write in {dest}: {e.strerror or e}"
         return ""
