@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import zlib
@@ -28,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from checkpoints import measured  # noqa: E402
+from logs import emulated_bucket  # noqa: E402
 
 from tpuctl.agent import protocol  # noqa: E402
-from tpuctl.emulator.core.server import EmulatorServer  # noqa: E402
 from tpuctl.services import staging  # noqa: E402
 
 
@@ -73,34 +72,24 @@ def main() -> None:
     gib = parser.parse_args().gib
     hostile = bomb(gib)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tpuctl-bench-hostile-") as tmp:
-        server = EmulatorServer(host="127.0.0.1", port=0, state_dir=None).start()
-        try:
-            env = dict(os.environ, TPUCTL_EMULATOR_HOST=server.address, HOME=tmp, NO_COLOR="1")
-            env["TPUCTL_CONFIG"] = str(Path(tmp) / "config.toml")
-            os.environ["TPUCTL_EMULATOR_HOST"] = server.address
-            from tpuctl.cloud.clients import ClientFactory
-
-            bucket = ClientFactory().bucket(
-                staging.default_bucket_name("tpuctl-demo"), "tpuctl-demo"
-            )
-            bucket.ensure("us-central1")
-            jobs = {"honest": a_job(bucket, None), "hostile": a_job(bucket, hostile)}
-            for label, args in (
-                ("jobs (lists both jobs)", ["jobs"]),
-                ("jobs JOB", ["jobs", "{job}"]),
-                ("logs JOB", ["logs", "{job}"]),
-                ("outputs JOB --unverified", ["outputs", "{job}", f"{tmp}/out", "--unverified"]),
-            ):
-                row = [label]
-                for kind in ("honest", "hostile"):
-                    argv = [a.replace("{job}", jobs[kind]) for a in args]
-                    cmd = [sys.executable, "-m", "tpuctl", *argv, "--project", "tpuctl-demo"]
-                    seconds, peak, code, _ = measured(cmd, env)
-                    row.append(f"{peak / 1e6:.0f} MB, {seconds:.1f} s, exit {code}")
-                rows.append(row)
-        finally:
-            server.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="tpuctl-bench-hostile-") as tmp,
+        emulated_bucket(tmp) as (bucket, env),
+    ):
+        jobs = {"honest": a_job(bucket, None), "hostile": a_job(bucket, hostile)}
+        for label, args in (
+            ("jobs (lists both jobs)", ["jobs"]),
+            ("jobs JOB", ["jobs", "{job}"]),
+            ("logs JOB", ["logs", "{job}"]),
+            ("outputs JOB --unverified", ["outputs", "{job}", f"{tmp}/out", "--unverified"]),
+        ):
+            row = [label]
+            for kind in ("honest", "hostile"):
+                argv = [a.replace("{job}", jobs[kind]) for a in args]
+                cmd = [sys.executable, "-m", "tpuctl", *argv, "--project", "tpuctl-demo"]
+                seconds, peak, code, _ = measured(cmd, env)
+                row.append(f"{peak / 1e6:.0f} MB, {seconds:.1f} s, exit {code}")
+            rows.append(row)
     print(f"gzip objects of {len(hostile) / 1e6:.1f} MB decoding to {gib} GiB each")
     print("| command | honest objects | gzip-encoded objects |")
     print("|---|---|---|")

@@ -13,10 +13,13 @@ of its own (bench/checkpoints.py's sampler: the process tree's RSS every 20 ms).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -50,32 +53,40 @@ def write_log(path: Path, size: int) -> None:
             f.write(block[: size - f.tell()])
 
 
+@contextlib.contextmanager
+def emulated_bucket(home: str) -> Iterator[tuple[Any, dict[str, str]]]:
+    """An emulator of this process's, its project's default bucket made, and the
+    environment a tpuctl process needs to use it (HOME: `home`)."""
+    server = EmulatorServer(host="127.0.0.1", port=0, state_dir=None).start()
+    try:
+        env = dict(os.environ, TPUCTL_EMULATOR_HOST=server.address, HOME=home, NO_COLOR="1")
+        env["TPUCTL_CONFIG"] = str(Path(home) / "config.toml")
+        os.environ["TPUCTL_EMULATOR_HOST"] = server.address
+        from tpuctl.cloud.clients import ClientFactory
+
+        bucket = ClientFactory().bucket(staging.default_bucket_name("tpuctl-demo"), "tpuctl-demo")
+        bucket.ensure("us-central1")
+        yield bucket, env
+    finally:
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=LOG_MIB)
     mib = parser.parse_args().mib
-    with tempfile.TemporaryDirectory(prefix="tpuctl-bench-logs-") as tmp:
-        server = EmulatorServer(host="127.0.0.1", port=0, state_dir=None).start()
-        try:
-            env = dict(os.environ, TPUCTL_EMULATOR_HOST=server.address, HOME=tmp, NO_COLOR="1")
-            env["TPUCTL_CONFIG"] = str(Path(tmp) / "config.toml")
-            os.environ["TPUCTL_EMULATOR_HOST"] = server.address
-            from tpuctl.cloud.clients import ClientFactory
-
-            bucket = ClientFactory().bucket(
-                staging.default_bucket_name("tpuctl-demo"), "tpuctl-demo"
-            )
-            bucket.ensure("us-central1")
-            rows = []
-            for label, size in ((f"{mib} MiB", mib << 20), ("10 KB", 10_000)):
-                log = Path(tmp) / "log"
-                write_log(log, size)
-                job = a_job(bucket, log)
-                tpuctl = f"{sys.executable} -m tpuctl logs {job} --project tpuctl-demo"
-                seconds, peak = measure(["bash", "-c", f"{tpuctl} > /dev/null"], env)
-                rows.append((label, seconds, peak))
-        finally:
-            server.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="tpuctl-bench-logs-") as tmp,
+        emulated_bucket(tmp) as (bucket, env),
+    ):
+        rows = []
+        for label, size in ((f"{mib} MiB", mib << 20), ("10 KB", 10_000)):
+            log = Path(tmp) / "log"
+            write_log(log, size)
+            job = a_job(bucket, log)
+            tpuctl = f"{sys.executable} -m tpuctl logs {job} --project tpuctl-demo"
+            seconds, peak = measure(["bash", "-c", f"{tpuctl} > /dev/null"], env)
+            rows.append((label, seconds, peak))
     print("| log object | wall | peak RSS (process tree) |")
     print("|---|---|---|")
     for label, seconds, peak in rows:
