@@ -46,7 +46,7 @@ def test_create_json_multi_host(cli, emulator) -> None:
     [
         (["create", "Bad_Name", "-a", "v3-8"], 2, "invalid node name 'Bad_Name'"),
         (["create", "ok", "-a", "v3-9"], 2, "unknown accelerator type 'v3-9': did you mean v3-8?"),
-        (["create", "ok", "-a", "v3-8", "--labels", "Team=x"], 2, "invalid label Team=x"),
+        (["create", "ok", "-a", "v3-8", "--labels", "Team=x"], 2, "invalid label key 'Team'"),
         (["create", "ok", "-a", "v3-8", "--labels", "novalue"], 2, "expected KEY=VALUE"),
         (["create", "ok", "-a", "v3-8", "--spot", "--preemptible"], 2, "exclusive"),
         (["create", "ok", "-a", "v3-8", "--version", "tpu-vm-tf-9.9"], 2, "runtime version"),

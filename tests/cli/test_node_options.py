@@ -138,7 +138,7 @@ def test_run_takes_a_reservation_on_compute_engine(cli, emulator, tmp_path) -> N
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
-        (["--labels", "Team=x"], "invalid label Team=x"),
+        (["--labels", "Team=x"], "invalid label key 'Team' (in Team=x)"),
         (["--spot", "--preemptible"], "--spot and --preemptible are exclusive"),
         (["--reservation", "r"], "--reservation NAME is Compute Engine's"),
     ],

@@ -258,6 +258,32 @@ def resolution_error(output: str, env: dict[str, str]) -> str:
     found = re.search(r"Could not find a version that satisfies the requirement (\S+)", output)
     if found:
         return f"environment: no version of {found.group(1)} found on {where}"
+    unreached = unreachable_url(output)
+    if unreached:  # a URL pip could not fetch (a requirement's own, or the index's)
+        return f"environment: pip could not fetch {unreached}"
     errors = [ln.strip() for ln in output.splitlines() if ln.strip().startswith("ERROR:")]
     last = errors[-1] if errors else (output.strip().splitlines() or ["pip failed"])[-1]
     return f"environment: pip could not build the requirements from {where}: {last[:300]}"
+
+
+# urllib3's words in pip's error for a host that does not answer: `HTTPConnectionPool(
+# host='h', port=9): Max retries exceeded with url: /p/x.whl (Caused by
+# NewConnectionError('<...>: Failed to establish a new connection: [Errno 111] ...'))`
+_POOL = re.compile(
+    r"(HTTPS?)ConnectionPool\(host='([^']+)', port=(\d+)\): Max retries exceeded with "
+    r"url: (\S+) \(Caused by \w+\((.*)"
+)
+
+
+def unreachable_url(output: str) -> str | None:
+    """`http://host:port/…/x.whl: why` for the URL pip could not reach (its path but the
+    file's name left out: a token may be in it), or None."""
+    found = _POOL.search(output)
+    if not found:
+        return None
+    scheme, host, port, path, cause = found.groups()
+    default = {"HTTP": "80", "HTTPS": "443"}[scheme]
+    netloc = host if port == default else f"{host}:{port}"
+    file = path.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+    why = re.sub(r"['\")]+$", "", cause.rsplit(": ", 1)[-1]).strip()
+    return f"{scheme.lower()}://{netloc}/…/{file}: {why[:200]}"

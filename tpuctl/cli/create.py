@@ -116,7 +116,7 @@ def create(
         preemptible=preemptible,
         reserved=reserved,
         reservation=reservation,
-        labels=names.parse_pairs(labels, "label"),
+        labels=names.parse_labels(labels),
         metadata=names.parse_pairs(metadata, "metadata entry"),
         network=network,
         subnetwork=subnetwork,

@@ -194,6 +194,9 @@ def seconds(flag: str, minimum: float = 0.0, maximum: float | None = None) -> An
     return convert
 
 
+MAX_COUNT = 10**9  # a bound for counts typed on the command line (--limit, --value)
+
+
 def whole_number(flag: str, minimum: int, maximum: int) -> Any:
     """A callback for an option that takes a whole number from `minimum` to `maximum`,
     refused in those words (not typer's) otherwise."""
@@ -221,12 +224,6 @@ def _checked(module: str, parser: str) -> Any:
         return value
 
     return check
-
-
-def _limit(value: int | None) -> int | None:
-    from tpuctl.cli.projection import parse_limit
-
-    return parse_limit(value)
 
 
 # gcloud's list flags (docs/commands.md, "Output, filters and sorting")
@@ -259,5 +256,7 @@ SortBy = Annotated[
 ]
 Limit = Annotated[
     int | None,
-    typer.Option("--limit", metavar="N", callback=_limit, help="At most N rows."),
+    typer.Option(
+        "--limit", metavar="N", parser=whole_number("--limit", 1, MAX_COUNT), help="At most N rows."
+    ),
 ]

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from tpuctl.cli import render
-from tpuctl.cli.options import Json, Project, Zone, app_of
+from tpuctl.cli.options import MAX_COUNT, Json, Project, Zone, app_of, whole_number
 from tpuctl.errors import UsageError
 
 
@@ -16,7 +16,12 @@ def request(
     quota_id: Annotated[
         str, typer.Argument(help="The quota, e.g. TPUV6EPerProjectPerRegionForTPUAPI.")
     ],
-    value: Annotated[int, typer.Option("--value", min=1, help="The limit you ask for.")],
+    value: Annotated[
+        int,
+        typer.Option(
+            "--value", parser=whole_number("--value", 1, MAX_COUNT), help="The limit you ask for."
+        ),
+    ],
     region: Annotated[
         str | None, typer.Option("--region", "-r", help="For a regional quota: the region.")
     ] = None,

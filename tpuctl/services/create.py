@@ -111,28 +111,33 @@ def choose_api(shape: SliceShape, asked: str | None, config: Mapping[str, Any]) 
     return configured if configured in registry.known() else registry.default().key
 
 
-def price_line(spec: CreateSpec, slices: int = 1) -> str | None:
-    """`2 x v4-32 spot: about $20.61/h (...)`; for a known shape with no public price,
-    says so; None for an unknown shape."""
-    rate = cost.hourly(spec.shape, spec.spot or spec.preemptible)
-    if rate is None:
-        return cost.unpriced([spec.shape.generation]) if spec.shape.known else None
+def price_line(spec: CreateSpec, slices: int = 1, zone: str = "") -> str | None:
+    """`2 x v4-32 spot in us-central2: about $20.61/h (...)`; for a known shape with no
+    price, says so; None for an unknown shape."""
+    found = cost.rate(spec.shape, spec.spot or spec.preemptible, zone)
     what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
-    price = cost.money(rate * slices, per_hour=True)
     kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
-    if spec.flex_start:  # no public flex-start price for TPU VMs: the on-demand one, said so
-        kind = "flex-start (at the on-demand price)"
-    return f"{what} {kind}: about {price} ({cost.note()})"
+    if found is None:
+        if spec.shape.known and (spec.spot or spec.preemptible) and cost.rate(spec.shape, False):
+            return f"{what} {kind}: price not known (no spot price for {spec.shape.generation})"
+        return cost.unpriced([spec.shape.generation]) if spec.shape.known else None
+    if spec.reserved:  # what a reservation costs is its own contract
+        return f"{what} reserved: price not known (billed through the reservation)"
+    price = cost.money(found.usd_per_hour * slices, per_hour=True)
+    if spec.flex_start:  # the catalog has no flex-start TPU price: the on-demand one, said so
+        kind = "flex-start (price not known; at the on-demand price)"
+    where = cost.where(found, zone)
+    return f"{what} {kind}{where}: about {price} ({cost.note()})"
 
 
-def cap_line(prepared: CreateSpec) -> str | None:
+def cap_line(prepared: CreateSpec, zone: str = "") -> str | None:
     """`max cost $50.00 ≈ 12h30m at $4.00/h: the node deletes itself at 21:30 UTC`, for
     a spec `nodes.prepare` labelled with a --max-cost (None without one)."""
     labels = prepared.labels
     if not prepared.max_cost or COST_DEADLINE not in labels:
         return None
     seconds, rate = cost.cap_seconds(
-        prepared.shape, prepared.spot or prepared.preemptible, prepared.max_cost
+        prepared.shape, prepared.spot or prepared.preemptible, prepared.max_cost, zone
     )
     line = (
         f"max cost {cost.money(prepared.max_cost)} ≈ {format_duration(seconds)} at "
@@ -159,8 +164,8 @@ def ask(
     the call, from when on the node may exist."""
     slices = queue.slices if queue else 1
     prepared = nodes.validate_create(tpu, target, spec, quotas, slices)
-    line = price_line(spec, slices)
-    for said in (line, cap_line(prepared)):
+    line = price_line(spec, slices, target.zone)
+    for said in (line, cap_line(prepared, target.zone)):
         if say is not None and said is not None:
             say(said)
     before_call()
@@ -199,19 +204,24 @@ def _create_in(
     spec, options = request.spec, request.queue
     name, zone = spec.name, target.zone
     made = False  # whether the node is known to exist (or asked for): then it is named
+    sent = False  # whether a create was asked of the cloud: a refusal before names nothing
     ready = False  # whether it has been READY (a flex-start VM no longer waits)
 
     def asked() -> None:
-        nonlocal made
-        made = True
+        nonlocal made, sent
+        made = sent = True
 
     try:
         if request.queued:
             # The queue's own functions delete the request on a failure or an interruption.
             prepared = nodes.validate_create(a.backend, target, spec, a.quotas, options.slices)
-            for line in (price_line(spec, options.slices), cap_line(prepared)):
+            for line in (
+                price_line(spec, options.slices, zone),
+                cap_line(prepared, zone),
+            ):
                 if announce and line:
                     ui.info(line)
+            sent = True
             if not request.wait:
                 queued.enqueue(a.backend, target, name, prepared, options)
                 return CreateOutcome(target, started=True)
@@ -260,7 +270,7 @@ def _create_in(
             _undo(a, target, name, ui, "failed")
             raise
         # A node that exists but never became ready may still bill: name it.
-        if not e.hint:
+        if not e.hint and sent:
             e.hint = (
                 f"if {name} still exists, delete it with `tpuctl delete {name} --zone {zone} --yes`"
             )

@@ -12,6 +12,9 @@ from tpuctl.config import login_name
 from tpuctl.errors import UsageError
 
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Google's label requirements (cloud.google.com/compute/docs/labeling-resources#requirements)
+# also allow lowercase international characters; the TPU API's reference states no rule
+# of its own, so tpuctl keeps to the ASCII subset, which both APIs take.
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -130,12 +133,25 @@ def parse_tags(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(tags))
 
 
+def parse_labels(items: Iterable[str]) -> dict[str, str]:
+    """`--labels k=v[,k=v...]`, each checked against the API's rules before any call."""
+    labels = parse_pairs(items, "label")
+    validate_labels(labels)
+    return labels
+
+
 def validate_labels(labels: dict[str, str]) -> None:
+    """The rules both APIs apply to labels (ASCII only: see LABEL_KEY_RE)."""
     if len(labels) > 64:
         raise UsageError(f"too many labels ({len(labels)}): the TPU API allows 64")
     for key, value in labels.items():
-        if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(value):
+        if not LABEL_KEY_RE.match(key):
             raise UsageError(
-                f"invalid label {key}={value}: keys start with a lowercase letter; keys and "
-                "values use lowercase letters, digits, '_' and '-', at most 63 characters"
+                f"invalid label key {key!r} (in {key}={value}): a lowercase letter a-z, then "
+                "lowercase letters, digits, '_' or '-', at most 63 characters"
+            )
+        if not LABEL_VALUE_RE.match(value):
+            raise UsageError(
+                f"invalid label value {value!r} (in {key}={value}): empty, or lowercase "
+                "letters a-z, digits, '_' or '-', at most 63 characters"
             )

@@ -100,10 +100,11 @@ def _unknown_type(name: str, zone: str) -> None:
     near = catalog.shape(like[0])
     zones = catalog.zones_offering(near.generation)
     where = [zone] if zone in zones else zones[:4]
+    # No zone known to offer it (a type the zone list does not cover): no "offered in".
+    hint = f"{near.name} is offered in {', '.join(where)}" if where else None
     raise UsageError(
         f"unknown accelerator type {name!r}: did you mean {near.name}?",
-        hint=f"{near.name} is offered in {', '.join(where)}"
-        + ("" if zone in zones else " (--zone)"),
+        hint=hint and hint + ("" if zone in zones else " (--zone)"),
     )
 
 
@@ -129,12 +130,12 @@ def check_scheduling(spec: CreateSpec) -> None:
 
 
 def prepare(
-    spec: CreateSpec, now: float | None = None, kind: BackendKind | None = None
+    spec: CreateSpec, now: float | None = None, kind: BackendKind | None = None, zone: str = ""
 ) -> CreateSpec:
     """The spec as the API is to get it: tpuctl's labels added (managed-by, owner, created,
     and from --ttl, --idle-timeout and a job's start deadline), and the startup-script of
     the idle watchdog and the boot guard in its metadata. `kind`: the API it goes to (by
-    default the registry's first)."""
+    default the registry's first); `zone`: where (a --max-cost is at its region's price)."""
     from tpuctl.cloud import registry
 
     kind = kind or registry.default()
@@ -150,7 +151,8 @@ def prepare(
     if spec.ttl:
         labels[EXPIRES] = str(created + spec.ttl)
     if spec.max_cost:  # a deadline too: the earlier of the two is the node's expiry
-        seconds, _ = cost.cap_seconds(spec.shape, spec.spot or spec.preemptible, spec.max_cost)
+        cheap = spec.spot or spec.preemptible
+        seconds, _ = cost.cap_seconds(spec.shape, cheap, spec.max_cost, zone)
         labels[MAX_COST] = str(int(round(spec.max_cost * 100)))
         labels[COST_DEADLINE] = str(created + seconds)
         labels[EXPIRES] = str(min(int(labels.get(EXPIRES) or created + seconds), created + seconds))
@@ -241,7 +243,7 @@ def validate_create(
         spec.version = api.default_runtime(spec.shape)
     if spec.version:  # on Compute Engine: the TPU OS image family (default: the generation's)
         check_version(api, target, spec.version)
-    prepared = prepare(spec, kind=api.kind)
+    prepared = prepare(spec, kind=api.kind, zone=target.zone)
     try:
         existing = api.get_node(f"{target.parent}/nodes/{spec.name}")
     except NotFoundError:

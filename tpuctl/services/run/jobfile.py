@@ -148,7 +148,17 @@ class JobFile:
         try:
             yield
         except TpuctlError as e:
-            raise UsageError(f"{self.where(key)}: {key}: {e.message}", hint=e.hint) from None
+            entry = f"{key}.{e.entry}" if isinstance(e, _EntryError) else key
+            at = self.where(entry if entry in self.lines else key)
+            raise UsageError(f"{at}: {key}: {e.message}", hint=e.hint) from None
+
+
+class _EntryError(UsageError):
+    """A bad entry of a table (`[env]`): the error points at the entry's own line."""
+
+    def __init__(self, entry: str, message: str) -> None:
+        super().__init__(message)
+        self.entry = entry
 
 
 def _key_lines(text: str) -> dict[str, int]:
@@ -172,6 +182,8 @@ def _key_lines(text: str) -> dict[str, int]:
             if match:
                 key = match[1].split(".")[0].strip().strip("\"'")
                 found.setdefault(table or key, number)
+                if table:  # an entry of a table, for an error about it (`env.STEPS`)
+                    found.setdefault(f"{table}.{key}", number)
         for quote in ('"""', "'''"):
             if line.count(quote) % 2 == 1:
                 in_string = quote
@@ -276,14 +288,15 @@ def _convert(key: str, kind: str, value: Any, base: Path) -> Any:
         pairs = []
         for name, v in value.items():
             if isinstance(v, bool) or not isinstance(v, str | int | float):
-                raise UsageError(f"{name}: expected a string, not {v!r}")
+                raise _EntryError(name, f"{name}: expected a string, not {v!r}")
             try:
                 if "=" in name:  # `A=B = "c"` would reach the script as A='B=c'
                     raise UsageError(name)
                 parse_env([f"{name}={v}"], [])  # the check --env goes through
             except UsageError:
-                raise UsageError(
-                    f"{name!r} is not a variable name (letters, digits and _, not first a digit)"
+                raise _EntryError(
+                    name,
+                    f"{name!r} is not a variable name (letters, digits and _, not first a digit)",
                 ) from None
             pairs.append(f"{name}={v}")
         return pairs

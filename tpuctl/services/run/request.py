@@ -216,7 +216,7 @@ class RunRequest:
                 preemptible=self.preemptible,
                 reserved=self.reserved,
                 reservation=self.reservation,
-                labels=names.parse_pairs(list(self.labels or []), "label"),
+                labels=names.parse_labels(list(self.labels or [])),
                 network=self.network,
                 subnetwork=self.subnetwork,
                 tags=names.parse_tags(list(self.tags or [])),
@@ -286,6 +286,11 @@ def locate(script: str, workdir: Path | None) -> tuple[Path, str]:
             raise UsageError(
                 f"script {script} is a folder: give the file to run in it (a .py file or "
                 f"an executable), e.g. tpuctl run {Path(script, 'train.py')}"
+            )
+        if path.exists() and not path.is_file():  # /dev/null, a pipe, a socket
+            raise UsageError(
+                f"script {script} is not a regular file: give a Python script or an "
+                "executable (a .py file, or a file with #!), or the folder of code with --workdir"
             )
         if not path.is_file():
             raise UsageError(f"script {script} not found", hint="give the path to a file")
