@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str] | tuple[str, str, str | None]] = {
     "cancel": ("jobs", "cancel"),
     "outputs": ("jobs", "outputs"),
     "stacks": ("jobs", "stacks"),
+    "cost": ("cost_cmd", "cost"),
     "profile": ("profile_cmd", "profile"),
     "ssh": ("ssh", "ssh"),
     "exec": ("exec_cmd", "exec_command"),

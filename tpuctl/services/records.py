@@ -64,6 +64,8 @@ JOB_RECORD: Schema = {
     "created": _MAYBE_TEXT,
     "created_unix": _MAYBE_NUMBER,
     "teardown": (bool, _NONE),
+    "owner": _MAYBE_TEXT,  # the tpuctl-owner label of the account that ran it
+    "accelerator": _MAYBE_TEXT,
 }
 ANY: Schema = {}  # a record whose fields its reader checks itself
 

@@ -221,6 +221,7 @@ class JobSpec:
     job_id: str = field(default_factory=new_job_id)
     slices: int = 1  # a multislice job: `workers` counts every slice's
     environment: dict[str, Any] | None = None  # the requirement set (run/environment.py)
+    owner: str = ""  # the `tpuctl-owner` label of the account that ran it (names.owner_label)
 
 
 @dataclass
@@ -262,6 +263,7 @@ def job_record(spec: JobSpec, digest: str, workdir: Path) -> dict[str, Any]:
         "created_unix": round(now, 3),
         "user": user,
         "host": host,
+        **({"owner": spec.owner} if spec.owner else {}),
         "project": spec.project,
         "zone": spec.zone,
         "node": spec.node,

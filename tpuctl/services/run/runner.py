@@ -218,6 +218,7 @@ class Runner:
             job_id=job.job_id,
             slices=spec.slices,
             environment=spec.environment,
+            owner=spec.node_spec.owner,
         )
 
     def _attempts(self, workers: int) -> JobOutcome:
