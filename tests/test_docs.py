@@ -5,7 +5,10 @@ Every fenced shell block says what it is by its info string:
 - `sh runnable`: run by this test, with the other runnable blocks of the same page, in
   order, in one bash (`set -euo pipefail`), each page from a fresh emulator (the blocks
   start it with `--fresh`). The one change made to the text: the emulator's default port
-  8470 becomes a free one, so the run never meets another emulator.
+  8470 becomes a free one, so the run never meets another emulator. They run in a
+  scratch folder that stands for the clone a user reads the page in (examples/ linked as
+  in a checkout), and must leave no file in it that the clone's .gitignore does not cover:
+  a block that writes files makes a scratch folder of its own first.
 - `sh cloud`: needs the real cloud (a project, credentials), or a second terminal, gcloud,
   or a node made earlier on the page; not run here.
 - `sh machine`: installs or changes the machine it runs on (make, pip, systemctl); not
@@ -24,6 +27,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -121,6 +125,7 @@ def test_runnable_examples_run_as_written(
     if pip_index is not None:  # its pip settings, and no others
         env = {k: v for k, v in env.items() if not k.startswith("PIP_")}
         env.update(PIP_INDEX_URL=pip_index.url, PIP_CONFIG_FILE=os.devnull)
+    before = _new_files(work)
     try:
         r = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
@@ -147,6 +152,9 @@ def test_runnable_examples_run_as_written(
     assert r.returncode == 0, (
         f"{page.name}:\n{script}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
     )
+    # the work dir stands in for the clone a user runs the page from (examples/ as in a
+    # checkout): the blocks leave in it nothing its .gitignore does not cover
+    assert _new_files(work) == before, f"{page.name}: the blocks wrote into the clone"
     if pip_index is not None:
         _, err, out = PACKAGES[page.name]
         assert all(said in r.stderr for said in err), (err, r.stderr)
@@ -154,6 +162,35 @@ def test_runnable_examples_run_as_written(
         # one resolution, by the first run's build: the second run asked the index nothing
         resolved = [p for p in pip_index.requests if p.startswith("/simple/")]
         assert sorted(resolved) == sorted(f"/simple/{name}/" for name, _ in pins(page))
+
+
+def _new_files(work: Path) -> set[str]:
+    """The files under `work` (through its examples/ link into the clone) that `git status`
+    would show: those the clone's .gitignore does not cover."""
+    rules = [r for r in (ROOT / ".gitignore").read_text().split() if not r.startswith("#")]
+
+    def ignored(rel: Path) -> bool:
+        for rule in rules:
+            pattern = rule.strip("/")
+            if rule.startswith("/") and fnmatch(rel.as_posix(), pattern):
+                return True
+            if not rule.startswith("/") and fnmatch(rel.name, pattern):
+                return True
+        return False
+
+    found = set()
+    for top, dirs, files in os.walk(work, followlinks=True):
+        here = Path(top).relative_to(work)
+        dirs[:] = [d for d in dirs if not ignored(here / d)]
+        found |= {(here / f).as_posix() for f in files if not ignored(here / f)}
+    return found
+
+
+def test_new_files_are_what_git_status_would_show(tmp_path: Path) -> None:
+    for name in ("outputs/j1/a.txt", "examples/outputs/x", "x/__pycache__/m.pyc", "job.toml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert _new_files(tmp_path) == {"examples/outputs/x", "job.toml"}
 
 
 def _text(output: bytes | str | None) -> str:
