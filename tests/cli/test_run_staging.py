@@ -118,6 +118,32 @@ def test_outputs_synced_before_a_ctrl_c_come_home(emulator, folder) -> None:
     assert emulator.nodes() == []
 
 
+def test_a_ctrl_c_before_any_output_says_so_and_jobs_shows_the_runs_exit(
+    cli, emulator, folder
+) -> None:
+    (folder / "t.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(120)\n")
+    with _running(folder / "t.py", "--sync-every", "1") as proc:
+
+        def script_runs() -> bool:
+            statuses = [
+                json.loads(v) for k, v in bucket_objects(emulator).items() if "/status/" in k
+            ]
+            return any(s.get("phase") == "script" for s in statuses)
+
+        wait_for(script_runs)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    (row,) = json.loads(cli("jobs", "--json").out)
+    assert err.strip().splitlines()[-1] == (
+        f"error: interrupted: stopped job {row['id']} and deleted its node; "
+        "no outputs: the job had synced none"
+    )
+    # the script was stopped with SIGTERM (143 in its status); the job's run said 130
+    assert row["state"] == "CANCELLED" and row["exitStatus"] == 130, row
+    assert emulator.nodes() == []
+
+
 def test_a_ctrl_c_with_no_outputs_names_the_command_that_fetches_them(emulator, folder) -> None:
     (folder / "t.py").write_text(WAITS)
     with _running(folder / "t.py", "--sync-every", "1", "--no-outputs") as proc:

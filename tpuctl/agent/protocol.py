@@ -247,9 +247,15 @@ def with_notice(status: Json | None, attempt: int, why: str) -> Json | None:
 # (the setup, the script) and before it starts it. So a job that a client, after writing
 # the marker, saw PENDING, STARTING or FETCHING never runs its setup or script: an agent
 # that read no marker had already written RUNNING, which the client would have seen.
-def cancel_marker(now: float | None = None) -> Json:
-    """What the client writes at `cancel_path` to cancel the job."""
-    return {"cancel": True, "asked": round(time.time() if now is None else now, 3)}
+def cancel_marker(now: float | None = None, interrupted: bool = False) -> Json:
+    """What the client writes at `cancel_path` to cancel the job; `interrupted` when the
+    run that started it was interrupted (Ctrl-C: it exits INTERRUPTED_EXIT, and `tpuctl
+    jobs` shows that, not the status the script was stopped with, 143 for SIGTERM)."""
+    marker: Json = {"cancel": True, "asked": round(time.time() if now is None else now, 3)}
+    return {**marker, "interrupted": True} if interrupted else marker
+
+
+INTERRUPTED_EXIT = 130  # what `tpuctl run` exits with when interrupted (128 + SIGINT)
 
 
 def cancel_marked(marker: Json | None) -> bool:

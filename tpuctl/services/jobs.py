@@ -86,6 +86,12 @@ def job_state(
     return protocol.CANCELLED if marker and protocol.cancel_marked(marker) else state
 
 
+def interrupted(bucket: Bucket, job_id: str) -> bool:
+    """Whether the job was cancelled by its own run's Ctrl-C (its cancel marker says so)."""
+    marker = records.read(bucket, protocol.cancel_path(job_id), records.ANY, "cancel mark")
+    return bool(protocol.cancel_marked(marker) and marker and marker.get("interrupted"))
+
+
 def statuses(bucket: Bucket, job_id: str) -> dict[int, dict[str, Any]]:
     """Every status object of the job (one listing, then the objects read concurrently),
     by worker; an object that is not a worker's status is left out."""
@@ -120,8 +126,11 @@ def list_jobs(
             records.note(protocol.job_record_path(job_id), e.message)
             continue
         st = statuses(bucket, job_id)
+        state = job_state(bucket, job_id, st.values(), int(record.get("workers", 1)))
         exits = [s.get("exit_status") for _, s in sorted(st.items())]
         nonzero = [e for e in exits if e]
+        if state == protocol.CANCELLED and interrupted(bucket, job_id):
+            nonzero = [protocol.INTERRUPTED_EXIT]  # what its run exited with, as it said
         ended = [float(s["ended"]) for s in st.values() if s.get("ended")]
         started = record.get("created_unix")
         w = usage.window(record, st.values())
@@ -132,7 +141,7 @@ def list_jobs(
                 "id": job_id,
                 "name": record.get("name", job_id),
                 "node": record.get("node", ""),
-                "state": job_state(bucket, job_id, st.values(), int(record.get("workers", 1))),
+                "state": state,
                 "exitStatus": (
                     nonzero[0] if nonzero else (0 if exits and None not in exits else None)
                 ),
@@ -348,11 +357,12 @@ class Cancelled:
     teardown: bool  # the job deletes its node at its end
 
 
-def cancel(bucket: Bucket, job_id: str) -> Cancelled:
+def cancel(bucket: Bucket, job_id: str, interrupted: bool = False) -> Cancelled:
     """Cancel a job: unless it has ended, write its cancel marker (protocol.py: an agent
     that has not started the script yet never starts it), then ask every worker's agent
     that has not ended to stop (a flag in its status object). NotFoundError for an id
-    with no job record; a write that fails is an error naming the job."""
+    with no job record; a write that fails is an error naming the job. `interrupted`:
+    asked by the job's own run on a Ctrl-C (the marker says so)."""
     try:
         record = records.read_job_record(bucket, job_id)
     except NotFoundError:
@@ -365,7 +375,9 @@ def cancel(bucket: Bucket, job_id: str) -> Cancelled:
     if marked:  # first: an agent that starts meanwhile sees it (protocol.py)
         try:
             bucket.write_json(
-                protocol.cancel_path(job_id), protocol.cancel_marker(), if_generation_match=0
+                protocol.cancel_path(job_id),
+                protocol.cancel_marker(interrupted=interrupted),
+                if_generation_match=0,
             )
         except PreconditionFailedError:
             pass  # cancelled before

@@ -242,12 +242,12 @@ def all_final(current: dict[int, dict[str, Any]], workers: int) -> bool:
 
 
 def cancel(job: Job) -> None:
-    """Ask every worker's agent to stop the job (it then tears down as usual). A write
-    that fails is said and the stop goes on: the watch that follows ends the job all the
-    same (a silent agent is lost, the node torn down)."""
+    """Ask every worker's agent to stop the job on a Ctrl-C (it then tears down as
+    usual). A write that fails is said and the stop goes on: the watch that follows ends
+    the job all the same (a silent agent is lost, the node torn down)."""
     assert job.bucket is not None
     try:
-        jobs.cancel(job.bucket, job.job_id)
+        jobs.cancel(job.bucket, job.job_id, interrupted=True)
     except TpuctlError as e:
         job.ui.info(f"warning: {e}")
 

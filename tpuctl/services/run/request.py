@@ -363,6 +363,8 @@ def stop(runner: Runner, zone: str, flush: Callable[[], None]) -> Interrupted:
         return Interrupted(f"{said}; {job.outputs_missed}")
     if outputs:
         said += f"; downloaded {len(outputs)} output file(s) to {job.outputs_dir}"
+    else:
+        said += "; no outputs: the job had synced none"
     return Interrupted(said)
 
 
