@@ -103,3 +103,14 @@ def test_marks_from_the_bucket_are_read_as_data_and_junk_is_left_out() -> None:
                  {**good, "marks": {"begin": 1.0}},  # no `started`: the agents never ran
                  {**good, "hourlyUsd": "8"}, {**good, "accelerator": "x" * 200}):  # fmt: skip
         assert late_receipt.read_marks(Bucket(junk), "j") is None, junk  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("each", [10.6, 10.4, 10.5, 0.4, 19.7])
+def test_the_parts_shown_add_up_to_the_billed_total_shown(each: float) -> None:
+    seconds = {"capacity": 3.6, "boot": each, "start": each, "script": each, "teardown": 0.0}
+    line = receipt.Receipt(seconds, 8.0, None, "v3-8").lines()[0]
+    total = int(line.split("receipt: ")[1].split("s billed")[0])
+    assert total == round(3 * each)
+    parts = dict(p.split()[:2] for p in line.split("): ")[1].split(", "))
+    assert parts.pop("capacity") == "4s"  # not billed: rounded alone
+    assert sum(int(v.rstrip("s")) for v in parts.values()) == total, line

@@ -63,3 +63,13 @@ def test_a_window_from_the_record_and_the_statuses() -> None:
     never = usage.window({**record, "slices": 1}, [])
     assert never == usage.Window(Z, ("q1",), 100.0, None)
     assert usage.window({"zone": Z}, []) is None
+
+
+def test_no_figures_say_whether_samples_may_still_come() -> None:
+    now = 10_000.0
+    ended = [(now - usage.INGESTED_AFTER - 1, usage.NO_SAMPLES),  # every point is in
+             (now - 60.0, usage.NO_METRICS_YET), (None, usage.NO_METRICS_YET)]  # fmt: skip
+    for end, note in ended:
+        found = usage.fold([], usage.Window(Z, ("n",), now - 3600.0, end), now)
+        assert found.util is None and found.note == note, end
+        assert found.describe() == f"TensorCore use: {note}"

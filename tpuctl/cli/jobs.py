@@ -98,6 +98,7 @@ def jobs(
     Example: tpuctl jobs --filter state=FAILED --format 'value(id)'
     """
     from tpuctl.services import jobs as jobs_service
+    from tpuctl.services import usage
 
     app = app_of(ctx)
     b = job_bucket(app, project, bucket)
@@ -142,8 +143,8 @@ def jobs(
         util = "-" if r["utilization"] is None else f"{r['utilization']:.0f}%"
         if r["inputBound"]:
             util += " input-bound?"
-        elif r["metricsNote"] == "no metrics yet":
-            util = "no metrics yet"
+        elif r["metricsNote"] in (usage.NO_METRICS_YET, usage.NO_SAMPLES):
+            util = r["metricsNote"]
         table.append(
             [
                 r["id"],

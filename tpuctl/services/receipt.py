@@ -77,14 +77,15 @@ class Receipt:
     def lines(self) -> list[str]:
         """The receipt as the end of `run` and `tpuctl jobs JOB` print it."""
         parts = []
+        shown = self._shown_seconds()
         for phase in PHASES:
             seconds = self.seconds.get(phase, 0.0)
             if seconds is None:
                 parts.append(f"{phase} unknown")
-            elif seconds >= 0.5 or phase == "script":
+            elif shown[phase] >= 1 or phase == "script":
                 cost = self.cost(phase)
                 price = "" if cost is None or phase in UNBILLED else f" {_money(cost)}"
-                parts.append(f"{phase} {_duration(seconds)}{price}")
+                parts.append(f"{phase} {_duration(shown[phase])}{price}")
         total = self.cost()
         money = "no public price" if total is None else f"{_money(total)} at list price"
         unknown = "".join(f" and {p} unknown" for p in self.unknown)
@@ -95,6 +96,20 @@ class Receipt:
         if (advice := self.advice()) is not None:
             lines.append(f"receipt: {advice}")
         return lines
+
+    def _shown_seconds(self) -> dict[str, int]:
+        """Whole seconds of each known phase, the billed ones rounded so that they add up
+        to the billed total as shown (largest remainder: 10.6 s three times is 11+11+10 s
+        of 32 s, not 11 s thrice); an unbilled phase is rounded alone."""
+        known = {p: s for p, s in self.seconds.items() if s is not None}
+        shown = {p: int(round(s)) for p, s in known.items() if p in UNBILLED}
+        billed = {p: s for p, s in known.items() if p not in UNBILLED}
+        shown |= {p: math.floor(s) for p, s in billed.items()}
+        left = int(round(self.billed)) - sum(shown[p] for p in billed)
+        by_remainder = sorted(billed, key=lambda p: billed[p] - shown[p], reverse=True)
+        for phase in by_remainder[: max(0, left)]:
+            shown[phase] += 1
+        return {p: shown.get(p, 0) for p in PHASES}
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -31,6 +31,10 @@ INPUT_BOUND = 50.0
 IDLE_BELOW = 1.0  # percent: a sample this low counts as the TensorCores idle
 LOOKBACK = 7 * 24 * 3600.0  # older jobs are not looked up (their points cost a lot to read)
 NO_METRICS_YET = "no metrics yet"
+NO_SAMPLES = "no samples in the job's window"
+# A point is sampled every 60 s and visible up to 180 s after (docs/metrics.md): once a
+# job has ended this long ago, every point of its window that will ever be read is there.
+INGESTED_AFTER = 180.0
 MAX_NAMED = 100  # nodes named in one filter's one_of(...), at most
 
 
@@ -128,7 +132,8 @@ def fold(found: Iterable[Series], w: Window, now: float) -> Usage:
             if w.start <= at <= end:
                 usage.add(value)
     if not usage.samples:
-        usage.note = NO_METRICS_YET
+        final = w.end is not None and now - w.end > INGESTED_AFTER
+        usage.note = NO_SAMPLES if final else NO_METRICS_YET
     return usage
 
 
