@@ -68,6 +68,13 @@ def receipt_of(
     return made
 
 
+def with_price_source(bucket: Bucket, job_id: str, source: str) -> None:
+    """The receipt as a client that names where its price came from writes it."""
+    path = protocol.job_path(job_id, receipt.NAME)
+    kept, _ = bucket.read_json(path)
+    bucket.write_json(path, {**kept, "price_source": source})
+
+
 def cost_json(cli: Any, *args: str) -> dict[str, Any]:
     r = cli("cost", "--json", *args)
     assert r.code == 0, r.err
@@ -89,6 +96,7 @@ def test_cost_sums_the_receipts_by_job_day_type_and_owner(
         unpriced: receipt_of(bucket, unpriced, 300, None, 10.0),
     }
     receipt_of(bucket, old, 7200, 8.0, 90.0)
+    with_price_source(bucket, a1, "Cloud Billing Catalog, 2026-12-01")
 
     got = cost_json(cli, "--since", "7d", "--all-owners")
     rows = {r["job"]: r for r in got["jobs"]}
@@ -100,6 +108,8 @@ def test_cost_sums_the_receipts_by_job_day_type_and_owner(
     )
     assert got["unpriced_jobs"] == 1 and rows[unpriced]["costUsd"] is None
     assert rows[b1]["status"] == "failed" and rows[a1]["status"] == "finished"
+    assert rows[a1]["priceSource"] == "Cloud Billing Catalog, 2026-12-01"
+    assert rows[a2]["priceSource"] is None
     # idle: billed x (100 - util)%; overhead: the phases other than the script and capacity
     assert rows[a2]["idleSeconds"] == pytest.approx(made[a2].billed * 0.8, abs=0.1)
     assert rows[a1]["overheadSeconds"] == pytest.approx(90.0)
@@ -120,6 +130,7 @@ def test_cost_sums_the_receipts_by_job_day_type_and_owner(
     assert a1 in table.out and "TOTAL" in table.out and f"${sum(priced):,.2f}" in table.out
     assert "1 job(s) with no public price not included" in table.err
     assert "\x1b[" not in table.out
+    assert "Cloud Billing" not in table.out  # the price's source: --json only
 
 
 def test_a_running_job_costs_so_far_and_a_bad_receipt_is_skipped(

@@ -317,6 +317,10 @@ def test_a_hostile_bucket_breaks_no_command(
     runs: list[tuple[tuple[str, ...], Ran, list[Planted]]] = []
     everything = ("jobs", "--project", "tpuctl-demo")
     runs.append((everything, _tpuctl(*everything, cwd=work), planted))
+    # `cost` reads every record, status, receipt and marks: it must not break or show a
+    # control (which objects it reaches depends on what the records say: none named here)
+    spent = ("cost", "--all-owners", "--since", "365d", "--json", "--project", "tpuctl-demo")
+    runs.append((spent, _tpuctl(*spent, cwd=work), []))
     for job in dict.fromkeys(p.job for p in planted):
         mine = [p for p in planted if p.job == job]
         kinds = {p.kind for p in mine}
@@ -334,6 +338,8 @@ def test_a_hostile_bucket_breaks_no_command(
         assert "Traceback" not in ran.err and "unexpected" not in ran.err, said
         assert ran.rss_mb < MOST_RSS_MB, f"{ran.rss_mb:.0f} MB: {said}"
         assert "\x1b" not in ran.out + ran.err and "\u202e" not in ran.out + ran.err, said
+        if args[0] == "cost":  # every job it could read summed, the others skipped
+            assert ran.code == 0 and "total" in json.loads(ran.out), said
         for p in mine:
             if args[0] == "jobs" and len(args) > 3 and p.kind in {"manifest", "output", "log"}:
                 continue  # `jobs JOB` reads no output, manifest or log

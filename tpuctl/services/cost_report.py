@@ -254,7 +254,7 @@ def _receipt(bucket: Bucket, job_id: str) -> tuple[Receipt, str | None] | None:
         records.note(f"gs://{bucket.name}/{path}", "not a receipt tpuctl writes")
         return None
     source = value.get("price_source") or value.get("price")  # where its price came from
-    return parsed, source[:200] if isinstance(source, str) else None
+    return parsed, source[:200] if isinstance(source, str) and source else None
 
 
 def _id_time(job_id: str) -> float:
