@@ -59,6 +59,7 @@ def test_detached_start_status_stop(
         tpu_grpc = report.pop("tpu_grpc_endpoint")
         assert tpu_grpc == EmulatorControl(f"127.0.0.1:{port}").status()["tpu_grpc_endpoint"]
         assert f"TPU API over gRPC at {tpu_grpc}," in status.stdout
+        assert report.pop("billing_endpoint") == f"http://127.0.0.1:{port}"
         assert report == {
             "running": True,
             "address": f"127.0.0.1:{port}",

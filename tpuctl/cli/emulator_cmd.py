@@ -217,6 +217,8 @@ def status(
             "storage_endpoint": info.get("storage_endpoint") if info else None,
             # the TPU API over gRPC, for google-cloud-tpu's default transport (host:port)
             "tpu_grpc_endpoint": info.get("tpu_grpc_endpoint") if info else None,
+            # the Cloud Billing Catalog API (http://host:port, /v1/services/{id}/skus)
+            "billing_endpoint": info.get("billing_endpoint") if info else None,
             "state_dir": str(directory),
         }
         typer.echo(json.dumps(report))

@@ -4,6 +4,7 @@ against their routes and their transitions are applied. A new API is a package w
 
 from __future__ import annotations
 
+from tpuctl.emulator.billing.service import SERVICE as BILLING
 from tpuctl.emulator.compute.service import SERVICE as COMPUTE
 from tpuctl.emulator.core.service import Service
 from tpuctl.emulator.iam.service import SERVICE as IAM
@@ -11,4 +12,4 @@ from tpuctl.emulator.monitoring.service import SERVICE as MONITORING
 from tpuctl.emulator.quotas.service import SERVICE as QUOTAS
 from tpuctl.emulator.tpu.service import SERVICE as TPU
 
-SERVICES: tuple[Service, ...] = (TPU, QUOTAS, IAM, MONITORING, COMPUTE)
+SERVICES: tuple[Service, ...] = (TPU, QUOTAS, IAM, MONITORING, COMPUTE, BILLING)

@@ -11,6 +11,8 @@ import re
 from dataclasses import asdict
 from typing import Any
 
+from tpuctl.emulator.billing.catalog import CONFIG_KEYS as BILLING_CONFIG_KEYS
+from tpuctl.emulator.billing.catalog import BillingCatalog
 from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.compute import scheduling as compute_scheduling
 from tpuctl.emulator.core import errors
@@ -30,6 +32,7 @@ def update_config(state: State, body: dict[str, Any]) -> dict:
     """Change durations, defaults and quota settings, all checked before any applies."""
     own = {"durations", "defaults", "project_metadata"}
     unknown = set(body) - own - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS - POLICY_CONFIG_KEYS
+    unknown -= BILLING_CONFIG_KEYS
     if unknown:
         raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
     durations = body.get("durations") or {}
@@ -47,9 +50,11 @@ def update_config(state: State, body: dict[str, Any]) -> dict:
     if "project_metadata" in body:
         oslogin.validate_project_metadata(body["project_metadata"])
     Policies.validate(body)
+    BillingCatalog.validate(body)
     state.quota.update(body)
     state.policies.update(body)
     state.access.update(body)
+    state.billing.update(body)
     if "project_metadata" in body:
         oslogin.update_project_metadata(state, body["project_metadata"])
     state.durations.update({k: None if v is None else float(v) for k, v in durations.items()})

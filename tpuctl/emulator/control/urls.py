@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core import errors
@@ -62,6 +63,12 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("POST", "monitoring/sample"): ("monitoring.sample", (), None),
     ("POST", "storage/lifecycle"): ("run_lifecycle", ("days?",), None),
     ("POST", "compute/age"): ("compute_age", ("path", "seconds"), None),
+    ("GET", "billing/skus"): ("billing_skus", (), None),
+    ("POST", "billing/skus"): ("billing_put_sku", ("sku",), None),
+}
+# (HTTP method, path prefix) -> backend method taking the rest of the path, and renderer
+CONTROL_PREFIXES: dict[tuple[str, str], tuple[str, Render | None]] = {
+    ("DELETE", "billing/skus/"): ("billing_delete_sku", None),
 }
 
 
@@ -83,8 +90,12 @@ def control_arguments(spec: tuple[str, ...], body: dict[str, Any]) -> list[Any]:
 
 def control_route(method: str, path: str) -> tuple[str, tuple[str, ...], Render | None]:
     """The backend method, the body keys and the renderer of a control call (`path`
-    with its prefix)."""
+    with its prefix); a path under one of CONTROL_PREFIXES passes its rest."""
     key = (method, path[len(CONTROL_PREFIX) :])
-    if key not in CONTROL_ROUTES:
-        raise errors.no_route(method, path)
-    return CONTROL_ROUTES[key]
+    if key in CONTROL_ROUTES:
+        return CONTROL_ROUTES[key]
+    for (verb, prefix), (name, render) in CONTROL_PREFIXES.items():
+        rest = key[1].removeprefix(prefix)
+        if verb == method and rest != key[1] and rest and "/" not in rest:
+            return name, ("=" + unquote(rest),), render  # the rest: a constant argument
+    raise errors.no_route(method, path)

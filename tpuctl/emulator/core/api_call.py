@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any
 
@@ -26,10 +26,12 @@ def call(
     body: dict[str, Any],
     target: str,
     authorization: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Any:
     """The answer of `method path` (`target`: the path and query as sent, which fault
     rules match; `authorization`: the request's header, whose token may be a VM's, see
-    `iam/accounts.py`); raises `errors.ApiError` as the cloud would answer."""
+    `iam/accounts.py`; `headers`: the request's, by lower-case name); raises
+    `errors.ApiError` as the cloud would answer."""
     verb, fn, spec, match = urls.route(method, path)
     backend.requests.count(f"{method} {verb}")
     backend.requests.record(verb, method, path, query, body)
@@ -47,7 +49,7 @@ def call(
         run = functools.partial(backend.apply, fn.fn)
     else:
         run = attrgetter(fn)(backend) if isinstance(fn, str) else fn
-    result = run(*arguments(spec, match, query, body, principal))
+    result = run(*arguments(spec, match, query, body, principal, headers))
     if fault is not None:
         raise errors.injected(fault, match.get("project", ""), match.get("zone"), quota)
     return result

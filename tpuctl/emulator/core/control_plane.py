@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from tpuctl.emulator.billing import control as billing_control
 from tpuctl.emulator.compute import admission as compute_admission
 from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.compute import group_api as compute_groups
@@ -46,6 +47,7 @@ class ControlPlane:
     clear_storage: Callable[[], None] | None
     apply_lifecycle: Callable[[dict[str, Any], float], dict[str, list[str]]] | None
     listeners: list[Callable[[], None]]
+    endpoint: str
 
     def _save(self) -> None:
         raise NotImplementedError  # Backend's (backend.py)
@@ -110,6 +112,8 @@ class ControlPlane:
             "caller": self.state.access.caller,
             "monitoring_endpoint": self.monitoring_endpoint,
             "tpu_grpc_endpoint": self.tpu_grpc_endpoint,
+            # the Cloud Billing Catalog API (billing/), served on the emulator's own port
+            "billing_endpoint": f"http://{self.endpoint}" if self.endpoint else None,
             "workers_sandbox": self.workers.sandbox.mode,
         }
 
@@ -132,6 +136,19 @@ class ControlPlane:
         self.chips.forget()  # the workers' metrics servers (workers/chips.py)
         self.requests.clear()
         return self.status()
+
+    # -- the Cloud Billing Catalog's SKU table (billing/control.py) ------------------------
+    @locked
+    def billing_skus(self) -> dict:
+        return billing_control.list_skus(self.state)
+
+    @locked
+    def billing_put_sku(self, sku: Any) -> dict:
+        return billing_control.put_sku(self.state, sku)
+
+    @locked
+    def billing_delete_sku(self, sku_id: str) -> dict:
+        return billing_control.delete_sku(self.state, sku_id)
 
     @locked
     def faults_config(self) -> dict:

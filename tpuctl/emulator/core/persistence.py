@@ -36,6 +36,7 @@ def save(state: State, state_dir: Path | None) -> None:
         "quota_preferences": list(state.quota_prefs.values()),
         "oslogin": oslogin.to_state(state),
         "buckets": state.buckets,
+        "billing_skus": state.billing.to_state(),  # the control plane's changes
         "tokens": state.access.accounts.tokens_state(),
         "allocator": {"next_index": state.allocator.next_index},
     }
@@ -71,6 +72,7 @@ def load(state: State, state_dir: Path | None) -> None:
     state.project_metadata = {p: dict(md) for p, md in config.get("project_metadata", {}).items()}
     oslogin.load(state, data.get("oslogin", {}))
     state.buckets = dict(data.get("buckets", {}))
+    state.billing.load(config, data.get("billing_skus", {}))
     state.access.accounts.load_tokens(data.get("tokens", []))
     allocator = data.get("allocator", {})
     state.allocator.next_index = allocator.get("next_index", state.allocator.next_index)

@@ -10,12 +10,14 @@ The handler is one of:
 - the name of a backend method that answers JSON (`a.b`: a method of the backend's `a`);
 - a plain function that needs no state (the catalogue).
 The arguments name path groups, "?param" (a query parameter), "paging" (pageSize and
-pageToken), "query" (every parameter), "body" and "principal" (who calls).
+pageToken), "query" (every parameter), "body", "principal" (who calls) and
+"user_project" (the `x-goog-user-project` header: the quota project a client names) and
+"api_key" (an API key, `?key=` or the `x-goog-api-key` header; "" for none).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,11 +53,16 @@ def arguments(
     query: dict[str, str],
     body: dict[str, Any],
     principal: Any = None,
+    headers: Mapping[str, str] | None = None,
 ) -> list[Any]:
     args: list[Any] = []
     for item in spec:
         if item == "principal":  # who calls: a VM's service account (iam/accounts.py), or None
             args.append(principal)
+        elif item == "user_project":
+            args.append((headers or {}).get("x-goog-user-project", ""))
+        elif item == "api_key":
+            args.append(query.get("key") or (headers or {}).get("x-goog-api-key", ""))
         elif item == "body":
             args.append(body)
         elif item == "query":  # every query parameter, as sent

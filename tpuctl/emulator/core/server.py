@@ -159,6 +159,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 body,
                 self.path,
                 self.headers.get("Authorization"),
+                {k.lower(): v for k, v in self.headers.items()},
             )
             if enums.wants_numbers(query):  # what Google's REST clients ask for
                 result = enums.as_numbers(self.command, url.path, result)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tpuctl.emulator.billing.catalog import BillingCatalog
 from tpuctl.emulator.compute.models import ComputeState
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
@@ -80,6 +81,7 @@ class State:
         # What fake-gcs-server does not keep of a Cloud Storage bucket, by its name: its
         # lifecycle configuration and metageneration (storage/proxy.py)
         self.buckets: dict[str, dict[str, Any]] = {}
+        self.billing = BillingCatalog()  # the Cloud Billing Catalog's SKUs (billing/)
         self.rng = random.Random()
         self.dirty = True
 
@@ -98,6 +100,7 @@ class State:
             **self.quota.to_config(),
             **self.access.to_config(),
             **self.policies.to_config(),
+            **self.billing.to_config(),
             "project_metadata": {p: dict(md) for p, md in self.project_metadata.items()},
         }
 

@@ -40,6 +40,9 @@ from tpuctl.emulator.tpu.models import project_number
 
 SERVICES: dict[str, str] = dict(apis.TITLES)  # every API the emulator knows: name -> title
 PAID = {apis.TPU, apis.COMPUTE}  # calls and enabling need billing
+# what a new project has on, of the APIs here (the list of services enabled by default:
+# https://cloud.google.com/service-usage/docs/enabled-service#default); the Cloud
+# Billing API is not among them
 _NEW_PROJECT_ON = {apis.SERVICE_USAGE, apis.STORAGE, apis.MONITORING}
 PRESETS = ("all", "new-project", "none")
 CONFIG_KEYS = {

@@ -15,6 +15,7 @@ SERVICE_USAGE = "serviceusage.googleapis.com"
 MONITORING = "monitoring.googleapis.com"
 POLICY_TROUBLESHOOTER = "policytroubleshooter.googleapis.com"
 COMPUTE = "compute.googleapis.com"
+BILLING = "cloudbilling.googleapis.com"  # the Cloud Billing Catalog API
 
 # service name -> title
 TITLES: dict[str, str] = {
@@ -28,4 +29,5 @@ TITLES: dict[str, str] = {
     COMPUTE: "Compute Engine API",
     "oslogin.googleapis.com": "Cloud OS Login API",
     SERVICE_USAGE: "Service Usage API",
+    BILLING: "Cloud Billing API",
 }
