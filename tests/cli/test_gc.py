@@ -285,6 +285,25 @@ def test_a_node_not_yet_idle_for_the_limit_is_told_as_the_metrics_know_it(cli, e
         assert cli("delete", "fresh", "--zone", Z, "--yes").code == 0
 
 
+def test_a_metrics_point_older_than_the_limit_is_no_evidence_the_node_is_probed(
+    cli, emulator
+) -> None:
+    """A point that says "idle 0s" (or any busy) older than --idle says nothing of the
+    time since: gc probes the node as it does one with no point, and deletes it idle."""
+    quiet_node(cli, emulator, "stale")
+    r = cli("ssh", "stale", "--zone", Z, "--command", 'touch "${TPUCTL_TPU_DEVICES%%,*}"')
+    assert r.code == 0, r.err
+    emulator.sample()  # its TensorCores idle for about 0s now
+    sampled = time.time()
+    r = cli("gc", "--dry-run", "--idle", "1h")
+    assert "keep stale (us-central1-a): TensorCores idle for 0s at the last sample" in r.err
+    wait_until(lambda: time.time() - sampled > 3, "the point to be older than 2s")
+    r = cli("gc", "--yes", "--idle", "2s")
+    assert r.code == 0, r.err
+    assert "deleted stale (us-central1-a, v3-8): idle for 1h (limit 2s): no job" in r.out
+    assert names(emulator) == []
+
+
 def test_owner_is_the_account_not_the_login_name(cli, emulator) -> None:
     """A node tpuctl made as another account, whose machine's login name is the same as
     this one's, is not this account's: gc leaves it unless --all-owners."""

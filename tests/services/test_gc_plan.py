@@ -82,3 +82,31 @@ def test_an_audit_line_keeps_its_keys_in_order(
         '"reason": "expired", "hourly_usd": 8.0, "result": "deleted", "evidence": null}\n'
     )  # evidence: what an idle verdict rested on ("metrics" or "probe"); none for expiry
     assert log.read_text() == line * 2
+
+
+@pytest.mark.parametrize(
+    ("idle", "age", "limit", "verdict"),
+    [
+        (18.0, 180.0, 60.0, None),  # a point older than the limit: probed, not trusted
+        (0.0, 180.0, 60.0, None),  # busy 3 min ago says nothing of the last minute either
+        (18.0, 50.0, 60.0, "idle"),  # idle 18 s, 50 s ago, nothing since: 68 s
+        (5.0, 50.0, 60.0, "busy"),  # 55 s: under the limit
+        (0.0, 10.0, 60.0, "busy"),  # busy 10 s ago
+        (90.0, 10.0, 60.0, "idle"),
+    ],
+)
+def test_a_metrics_point_counts_its_age_and_one_older_than_the_limit_is_no_evidence(
+    idle: float, age: float, limit: float, verdict: str | None
+) -> None:
+    from tpuctl.services.metrics import NodeMetrics, WorkerMetrics, idle_check
+
+    n = node("n", MINE)
+    seen = {
+        ("z", "n"): NodeMetrics("z", "n", {0: WorkerMetrics(idle_seconds=idle, idle_at=NOW - age)})
+    }
+    said = idle_check(lambda: seen, now=NOW)(n, limit)
+    assert (said[0] if said else None) == verdict, said
+    if verdict == "idle" and idle < limit:
+        assert said is not None and said[1] == (
+            "TensorCores idle for 1m on its 1 worker(s) (18s at the last sample, 50s ago)"
+        )

@@ -204,21 +204,37 @@ def idle_check(
 ) -> MetricsCheck:
     """gc's metrics check, over metrics `load`ed once, when first needed: idle when every
     TensorCore of every worker has been idle for the limit; active when one was busy more
-    recently; None when a worker has no fresh point (the caller falls back on its probe)."""
+    recently; None when a worker has no fresh point (the caller falls back on its probe).
+
+    A point older than the limit is no evidence either way (the node may have been idle,
+    or busy, for all of the limit since): None, so the node is probed as one with no
+    point. A worker idle when sampled counts as idle since then too (its idle time at
+    the point plus the point's age): nothing newer says otherwise."""
     loaded: list[dict[Key, NodeMetrics]] = []
 
     def check(node: Node, limit: float) -> tuple[Busy, str] | None:
         if not loaded:
             loaded.append(load())
         m = for_node(loaded[0], node)
-        idle = m.idle_seconds(len(node.workers) or None, now) if m else None
-        if idle is None:
+        sampled = m.idle_seconds(len(node.workers) or None, now) if m else None
+        if sampled is None:
             return None
         assert m is not None
+        at = time.time() if now is None else now
+        ages = [max(0.0, at - (w.idle_at or at)) for w in m.workers.values()]
+        if max(ages) > limit:
+            return None
+        idle = min(
+            (w.idle_seconds or 0.0) + age if w.idle_seconds else 0.0
+            for w, age in zip(m.workers.values(), ages, strict=True)
+        )
         if idle >= limit:
-            n = len(m.workers)
-            return "idle", f"TensorCores idle for {format_duration(idle)} on its {n} worker(s)"
-        return "busy", _not_idle_long_enough(m, idle, limit, now)
+            n, ago = len(m.workers), format_duration(max(ages))
+            said = f"TensorCores idle for {format_duration(idle)} on its {n} worker(s)"
+            if sampled < limit:  # idle long enough only with the point's age
+                said += f" ({format_duration(sampled)} at the last sample, {ago} ago)"
+            return "idle", said
+        return "busy", _not_idle_long_enough(m, sampled, limit, now)
 
     return check
 
