@@ -56,6 +56,7 @@ def cheapest_single_host(offered: list[str]) -> Choice | None:
     tie); types tpuctl's catalogue does not know are left out, as they cannot be priced."""
     from tpuctl import catalog
     from tpuctl.errors import TpuctlError
+    from tpuctl.services import cost
 
     best: tuple[float, int, str] | None = None
     for name in offered:
@@ -65,7 +66,7 @@ def cheapest_single_host(offered: list[str]) -> Choice | None:
             continue
         if acc.workers != 1:
             continue
-        key = (catalog.hourly_price(acc, spot=True), acc.chips, name)
+        key = (cost.hourly(acc, True) or float("inf"), acc.chips, name)
         best = key if best is None or key < best else best
     return None if best is None else Choice(best[2], best[0])
 
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     from tpuctl.cloud.clients import ClientFactory
     from tpuctl.durations import format_duration, parse_duration
     from tpuctl.errors import TpuctlError
+    from tpuctl.services import cost
 
     try:
         ttl_seconds = parse_duration(ttl, "TPUCTL_LIVE_TTL")
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         parent = f"projects/{project}/locations/{zone}"
         wanted = os.environ.get("TPUCTL_LIVE_ACCELERATOR", "")
         if wanted:
-            choice = Choice(wanted, catalog.hourly_price(catalog.parse_accelerator(wanted), True))
+            choice = Choice(wanted, cost.hourly(catalog.shape(wanted), True) or 0.0)
         else:
             found = cheapest_single_host(api.accelerator_types(parent))
             if found is None:

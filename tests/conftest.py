@@ -103,6 +103,23 @@ def _ignored(signum: int, frame: object) -> None:
     at its default in a child once the child execs."""
 
 
+@pytest.fixture(autouse=True)
+def prices_of_this_test(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test reads prices afresh into a cache folder of its own (never the user's
+    ~/.cache), so a catalog one test saw is never another's."""
+    from tpuctl.services import prices
+
+    saved = os.environ.get("TPUCTL_CACHE_DIR")
+    os.environ["TPUCTL_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    prices.forget()
+    yield
+    prices.forget()
+    if saved is None:
+        os.environ.pop("TPUCTL_CACHE_DIR", None)
+    else:
+        os.environ["TPUCTL_CACHE_DIR"] = saved
+
+
 @pytest.fixture(scope="session", autouse=True)
 def signals_at_their_defaults_in_children() -> Iterator[None]:
     """The tests signal tpuctl, emulators, agents and jobs they start, as a terminal's

@@ -48,6 +48,16 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
     return base / "tpuctl"
 
 
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where tpuctl keeps what it can read again (the price catalog): $TPUCTL_CACHE_DIR,
+    else $XDG_CACHE_HOME/tpuctl, else ~/.cache/tpuctl."""
+    env = os.environ if env is None else env
+    if env.get("TPUCTL_CACHE_DIR"):
+        return Path(env["TPUCTL_CACHE_DIR"]).expanduser()
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else _home(env) / ".cache"
+    return base / "tpuctl"
+
+
 def load_config_file(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """tpuctl's config file as a dict ({} when absent); a malformed file is a ConfigError."""
     path = config_file_path(env)

@@ -11,8 +11,8 @@ from tpuctl.cli import app, main
 COMMANDS = [
     ["create"], ["list"], ["top"], ["describe"], ["stop"], ["start"], ["delete"], ["keep"],
     ["gc"], ["quota"], ["quota", "request"], ["run"], ["doctor"], ["jobs"], ["logs"],
-    ["cancel"], ["outputs"], ["stacks"], ["cost"], ["profile"], ["ssh"], ["exec"], ["scp"],
-    ["init"], ["emulator", "start"], ["emulator", "preempt"],
+    ["cancel"], ["outputs"], ["stacks"], ["cost"], ["prices"], ["profile"], ["ssh"], ["exec"],
+    ["scp"], ["init"], ["emulator", "start"], ["emulator", "preempt"],
 ]  # fmt: skip
 
 

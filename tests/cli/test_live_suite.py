@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tpuctl import catalog
+from tpuctl.services import cost
 from tpuctl.waiting import poll_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +78,7 @@ def test_a_rehearsal_runs_every_scenario_and_leaves_nothing(emulator, tmp_path: 
     offered = [a.type_ for a in pager]
     singles = [catalog.parse_accelerator(a) for a in offered]
     cheapest = min(
-        (catalog.hourly_price(a, spot=True), a.chips, a.name) for a in singles if a.workers == 1
+        (cost.hourly(a, True) or float("inf"), a.chips, a.name) for a in singles if a.workers == 1
     )
     assert f": {cheapest[2]} (spot, " in done.stderr
     assert "nothing left behind" in done.stderr

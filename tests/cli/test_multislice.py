@@ -17,7 +17,7 @@ PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
 def test_create_slices_makes_one_request_for_every_slice(cli, emulator) -> None:
     r = cli("create", "ms", "-a", "v3-8", "--zone", ZONE, "--slices", "2")
     assert r.code == 0, r.err
-    assert "2 x v3-8 on-demand: about $" in r.err
+    assert "2 x v3-8 on-demand in us-central1: about $16.00/h" in r.err
     assert [line.split()[:4] for line in r.out.splitlines() if not line.startswith(" ")] == [
         ["ms-0", ZONE, "v3-8", "READY"],
         ["ms-1", ZONE, "v3-8", "READY"],

@@ -42,8 +42,12 @@ def test_a_price_in_the_config_file_prices_tpu7x(cli, emulator) -> None:
     assert cli("delete", "iron", "--zone", ZONE, "--yes").code == 0
 
 
-def test_a_price_for_an_unpriced_type_needs_its_on_demand_rate(cli, emulator) -> None:
+def test_a_spot_price_of_your_own_prices_spot_alone(cli, emulator) -> None:
     _config("[prices.tpu7x]\nspot = 1.0\n")
-    r = cli("create", "iron", "-a", "tpu7x-8", "--zone", ZONE)
-    assert r.code != 0 and emulator.instances() == []
-    assert "invalid prices.tpu7x" in r.err and "on_demand (it has no public list price)" in r.err
+    r = cli("create", "iron", "-a", "tpu7x-8", "--zone", ZONE, "--spot")
+    assert r.code == 0, r.err
+    assert "tpu7x-8 spot: about $4.00/h" in r.err  # 4 chips at $1
+    r = cli("prices", "tpu7x-8", "--json")
+    (row,) = json.loads(r.out)["prices"]
+    assert row["spotUsd"] == 4.0 and row["onDemandUsd"] is None  # not known: not guessed
+    assert cli("delete", "iron", "--zone", ZONE, "--yes").code == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.cli.test_run import bucket_objects, project, wait_for
 
 __all__ = ["project"]  # the fixture, shared
+BILLING_PRICE = "at the Cloud Billing list price of 2026-11-01 in us-central1 (v3-8)"
 
 
 def test_the_receipt_adds_up_and_another_home_sees_it(
@@ -27,14 +28,14 @@ def test_the_receipt_adds_up_and_another_home_sees_it(
     assert took - total < 5  # ...and together they are all of it but its last steps
     assert got["seconds"]["script"] >= 0.4 and got["seconds"]["teardown"] >= 0
     assert got["hourlyUsd"] == 8.0  # a v3-8 at list price (tpuctl's table)
-    assert f"job {result['job']}: receipt: " in r.err and "at list price (v3-8)" in r.err
+    assert f"job {result['job']}: receipt: " in r.err and BILLING_PRICE in r.err
 
     another_home(tmp_path / "other-home", monkeypatch)  # no state of this run
     shown = cli("jobs", result["job"], "--json")
     assert shown.code == 0, shown.err
     assert json.loads(shown.out)["receipt"] == got
     table = cli("jobs", result["job"])
-    assert "receipt: " in table.out and "at list price (v3-8)" in table.out
+    assert "receipt: " in table.out and "in us-central1 (v3-8)" in table.out
     assert emulator.nodes() == []
 
 

@@ -74,12 +74,3 @@ def test_runtime_defaults_exist() -> None:
     for gen in catalog.GENERATIONS:
         assert catalog.default_runtime(gen) in catalog.RUNTIME_VERSIONS
     assert "tpu-vm-tf-2.16.0-pod-pjrt" in catalog.RUNTIME_VERSIONS
-
-
-def test_hourly_price_scales_with_chips() -> None:
-    v2_8 = catalog.parse_accelerator("v2-8")
-    assert v2_8 is not None
-    assert catalog.hourly_price(v2_8) == pytest.approx(4.50)
-    v6e_8 = catalog.parse_accelerator("v6e-8")
-    assert v6e_8 is not None
-    assert catalog.hourly_price(v6e_8, spot=True) == pytest.approx(8 * 0.648)

@@ -11,14 +11,24 @@ from tpuctl.durations import format_duration, parse_duration, parse_seconds
 from tpuctl.errors import ConfigError, UsageError
 from tpuctl.models import Node
 from tpuctl.services import cost
+from tpuctl.services.prices import Book
+
+TABLE = Book(reason="not asked")  # tpuctl's built-in table alone
 
 
-def node(acc: str, state: str = "READY", spot: bool = False, age_h: float = 2.0) -> Node:
+def node(
+    acc: str,
+    state: str = "READY",
+    spot: bool = False,
+    age_h: float = 2.0,
+    labels: dict[str, str] | None = None,
+) -> Node:
     created = datetime.fromtimestamp(1_000_000 - age_h * 3600, tz=timezone.utc)
     return Node(
         name="n",
         project="p",
-        zone="z",
+        zone="us-central1-a",
+        labels=labels or {},
         accelerator_type=acc,
         state=state,
         spot=spot,
@@ -26,23 +36,51 @@ def node(acc: str, state: str = "READY", spot: bool = False, age_h: float = 2.0)
     )
 
 
-def test_hourly_by_generation_and_scheduling() -> None:
-    assert cost.hourly(shape("v4-32"), cheap=False) == pytest.approx(16 * 3.22)  # 16 chips
-    assert cost.hourly(shape("v5litepod-8"), cheap=True) == pytest.approx(8 * 0.213)
-    assert cost.hourly(shape("v6e-256"), cheap=False) == pytest.approx(256 * 2.70)
-    assert cost.hourly(shape("v9-8"), cheap=False) is None
+def hourly(name: str, cheap: bool, zone: str = "us-central1-a") -> float | None:
+    return cost.hourly(shape(name), cheap, zone, TABLE)
 
 
-def test_stopped_nodes_cost_nothing_now_and_so_far_scales_with_age() -> None:
-    assert cost.node_hourly(node("v3-8", "STOPPED")) == 0.0
-    assert cost.node_hourly(node("v3-8", spot=True)) == pytest.approx(4 * 0.51)
-    assert cost.so_far(node("v3-8", age_h=3), now=1_000_000) == pytest.approx(24.0)
+def test_hourly_by_generation_scheduling_and_region() -> None:
+    assert hourly("v4-32", False, "us-central2-b") == pytest.approx(16 * 3.22)  # 16 chips
+    assert hourly("v5litepod-8", True) == pytest.approx(8 * 0.213)
+    assert hourly("v6e-256", False) == pytest.approx(256 * 2.70)
+    # regions differ: v6e is 3.24 a chip-hour in asia-northeast1, 2.70 in us-central1
+    assert hourly("v6e-8", False, "asia-northeast1-b") == pytest.approx(8 * 3.24)
+    # v2 and v3 pods have their own price: a v2-32 (16 chips) at 1.50, a v2-8 at 1.125
+    assert hourly("v2-32", False) == pytest.approx(16 * 1.50)
+    assert hourly("v2-8", False) == pytest.approx(4 * 1.125)
+    assert hourly("v9-8", False) is None
+    assert hourly("tpu7x-8", False) is None  # no public price
+    # a region with no row: the generation's first region's price, which says so
+    found = cost.rate(shape("v6e-8"), False, "me-west1-a", TABLE)
+    assert found is not None and found.price.region == "us-central1"
+    assert "at us-central1's price: none for me-west1" in cost.where(found, "me-west1-a")
+
+
+def test_stopped_nodes_cost_nothing_now_and_so_far_counts_only_the_time_run() -> None:
+    assert cost.node_hourly(node("v3-8", "STOPPED"), TABLE) == 0.0
+    assert cost.node_hourly(node("v3-8", spot=True), TABLE) == pytest.approx(4 * 0.51)
+    assert cost.so_far(node("v3-8", age_h=3), now=1_000_000, book=TABLE) == pytest.approx(24.0)
+    # stopped by `tpuctl stop` after an hour of running: $8 so far, however long ago
+    stopped = node("v3-8", "STOPPED", age_h=30, labels={"tpuctl-ran": "3600"})
+    for now in (1_000_000, 1_000_000 + 86_400):
+        assert cost.so_far(stopped, now=now, book=TABLE) == pytest.approx(8.0)
+    # started again 30 minutes ago: the hour before, and the half hour since
+    again = node("v3-8", labels={"tpuctl-ran": "3600", "tpuctl-started": str(1_000_000 - 1800)})
+    assert cost.so_far(again, now=1_000_000, book=TABLE) == pytest.approx(12.0)
+    # stopped outside tpuctl, nobody kept how long it ran: not known, never a growing guess
+    assert cost.so_far(node("v3-8", "STOPPED", age_h=30), now=1_000_000, book=TABLE) is None
 
 
 def test_config_overrides_prices() -> None:
-    table = cost.price_table({"prices": {"v3": {"on_demand": 1.5}}})
-    assert table["v3"] == (1.5, 0.51)
-    assert cost.hourly(shape("v3-8"), cheap=False, prices=table) == pytest.approx(6.0)
+    table = cost.price_table({"prices": {"v3": {"on_demand": 1.5}, "tpu7x": {"spot": 0.5}}})
+    assert table["v3"] == (1.5, None)
+    got = cost.hourly(shape("v3-8"), False, "us-central1-a", TABLE, table)
+    assert got == pytest.approx(6.0)
+    spot = cost.hourly(shape("v3-8"), True, "us-central1-a", TABLE, table)
+    assert spot == pytest.approx(4 * 0.51)  # the table's spot price still holds
+    tpu7x = cost.hourly(shape("tpu7x-8"), True, "us-central1-a", TABLE, table)
+    assert tpu7x == pytest.approx(4 * 0.5)  # 4 chips at your own price
     with pytest.raises(ConfigError, match="invalid prices.bogus"):  # never ignored silently
         cost.price_table({"prices": {"v3": {"on_demand": 1.5}, "bogus": {"spot": 1}}})
 
@@ -51,7 +89,7 @@ def test_money() -> None:
     assert cost.money(8.0, per_hour=True) == "$8.00/h"
     assert cost.money(0.0123) == "$0.012"
     assert cost.money(1234.5) == "$1,234.50"
-    assert cost.money(None) == "-"
+    assert cost.money(None) == "n/a"  # never "-", which reads like nothing owed
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,10 @@ START_DEADLINE = "tpuctl-start-deadline"
 # (`tpuctl-expires` is the earlier of that and the --ttl's end).
 MAX_COST = "tpuctl-max-cost"
 COST_DEADLINE = "tpuctl-cost-deadline"
+# Kept by `tpuctl stop` and `start`, so that a stopped node's cost so far stays flat: the
+# seconds it ran before its last stop, and the unix time of its last start.
+RAN = "tpuctl-ran"
+STARTED = "tpuctl-started"
 
 # Node metadata (instance/attributes/...) that `tpuctl run` sets on a node it creates,
 # for the boot guard (guard.py): the job's bucket and the attempt the node was made for.

@@ -1,4 +1,4 @@
-"""What Cloud TPU offers: slice shapes (shapes.py), zones, runtime versions, list prices
+"""What Cloud TPU offers: slice shapes (shapes.py), zones, runtime versions
 and quotas.
 
 Pure data and small functions, no heavy imports: the CLI reads it for defaults and
@@ -138,26 +138,6 @@ def runtime_for(accelerator: str) -> str:
     """The base image of an accelerator type's generation (`v4-8` -> tpu-ubuntu2204-base)."""
     acc = parse_accelerator(canonical_accelerator(accelerator))
     return default_runtime(acc.generation if acc else "v4")
-
-
-# USD per chip-hour in the generation's home region: (on-demand, spot/preemptible).
-# From a billing-SKU-derived public catalog; other regions differ a little.
-# v6e was checked against cloud.google.com/tpu/pricing as of PRICES_AS_OF.
-PRICES_AS_OF = "2024-10-30"
-PRICES: dict[str, tuple[float, float]] = {
-    "v2": (1.125, 0.3375),
-    "v3": (2.00, 0.51),
-    "v4": (3.22, 0.9215),
-    "v5e": (1.20, 0.213),
-    "v5p": (4.20, 1.68),
-    "v6e": (2.70, 0.648),
-}
-
-
-def hourly_price(acc: SliceShape, spot: bool = False) -> float:
-    """List price in USD per hour for the whole slice (an estimate: regions vary)."""
-    on_demand, cheap = PRICES[acc.generation]
-    return round(acc.chips * (cheap if spot else on_demand), 4)
 
 
 # -- quotas ---------------------------------------------------------------------

@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str] | tuple[str, str, str | None]] = {
     "outputs": ("jobs", "outputs"),
     "stacks": ("jobs", "stacks"),
     "cost": ("cost_cmd", "cost"),
+    "prices": ("prices_cmd", "prices"),
     "profile": ("profile_cmd", "profile"),
     "ssh": ("ssh", "ssh"),
     "exec": ("exec_cmd", "exec_command"),
@@ -171,6 +172,8 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
 
         for line in records.take():
             sys.stderr.write(f"tpuctl: {line}\n")
+        if "tpuctl.services.prices" in sys.modules:  # the next command reads its own
+            sys.modules["tpuctl.services.prices"].forget()
 
 
 def _main(argv: list[str] | None, app_env: AppEnv | None) -> int:

@@ -252,9 +252,10 @@ def _confirm(total: int, tty: bool) -> None:
 def _line(d: Decision, verb: str) -> str:
     from tpuctl.services import cost
 
-    return (
-        f"{verb} {d.node.name} ({d.node.zone}, {d.node.accelerator_type}): {d.reason}; "
-        f"stops {cost.money(d.hourly, per_hour=True)}"
+    return f"{verb} {d.node.name} ({d.node.zone}, {d.node.accelerator_type}): {d.reason}" + (
+        f"; stops {cost.money(d.hourly, per_hour=True)}"
+        if d.hourly is not None
+        else "; its price is not known"
     )
 
 

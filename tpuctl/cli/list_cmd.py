@@ -39,8 +39,9 @@ def list_nodes(
     parent = f"projects/{target.project}/locations/{zone_part}"
     from concurrent.futures import ThreadPoolExecutor
 
-    from tpuctl.services import metrics
+    from tpuctl.services import metrics, prices
 
+    prices.prefetch()  # the price catalog is read while the nodes are
     backends = app.backends()
     tpu = backends[0]  # the queued requests' API, and the one whose errors are the command's
     with ThreadPoolExecutor(max_workers=1) as pool:

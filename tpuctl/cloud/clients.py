@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from google.cloud.tpu_v2 import TpuClient
 
     from tpuctl.cloud.backend import TpuBackend
+    from tpuctl.cloud.billing import CatalogApi
     from tpuctl.cloud.compute.api import ComputeTpuApi
     from tpuctl.cloud.compute.project import ProjectMetadataApi
     from tpuctl.cloud.iam import IamApi
@@ -87,6 +88,24 @@ class ClientFactory(Endpoints):
         )
         return ServiceUsageApi(
             client, where=self.describe_endpoint(), unreachable_hint=self.unreachable_hint()
+        )
+
+    # -- Cloud Billing's catalog of prices -------------------------------------------
+    def billing_catalog(self) -> CatalogApi:
+        from google.api_core.client_options import ClientOptions
+        from google.cloud import billing_v1
+
+        from tpuctl.cloud.billing import CatalogApi
+
+        client = billing_v1.CloudCatalogClient(
+            transport="rest",
+            credentials=self.credentials,
+            client_options=ClientOptions(api_endpoint=self.billing_endpoint),
+        )
+        return CatalogApi(
+            client,
+            where=f"Cloud Billing ({self.describe_endpoint()})",
+            unreachable_hint=self.unreachable_hint(),
         )
 
     # -- Cloud Monitoring --------------------------------------------------------

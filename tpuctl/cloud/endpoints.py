@@ -93,6 +93,13 @@ class Endpoints:
         return "https://monitoring.googleapis.com"
 
     @property
+    def billing_endpoint(self) -> str:
+        """The Cloud Billing Catalog API: Google's, or the one the emulator names."""
+        if not self._emulator:
+            return "https://cloudbilling.googleapis.com"
+        return str(self._emulator_config.get("billing_endpoint") or f"http://{self._emulator}")
+
+    @property
     def storage_endpoint(self) -> str | None:
         """Cloud Storage's endpoint: the emulator's (from its status), or None for Google's."""
         if not self._emulator:

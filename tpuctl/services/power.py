@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpuctl.errors import Interrupted, UsageError
+from tpuctl.agent.labels import RAN, STARTED
+from tpuctl.errors import Interrupted, TpuctlError, UsageError
 from tpuctl.models import NODE_CREATE_FAILED, Node
-from tpuctl.services import locate, names, nodes
+from tpuctl.services import cost, locate, names, nodes
 from tpuctl.waiting import Progress, noop
 
 if TYPE_CHECKING:
@@ -53,6 +57,7 @@ def change(
             f"cannot {verb} {name}: it is {node.state}",
             hint=f"{verb} works on a {' or '.join(sorted(allowed))} node",
         )
+    _record_run(api, node, verb)
     op = api.stop_node(full_name) if verb == "stop" else api.start_node(full_name)
     if not wait:
         return PowerChange(node, already=False)
@@ -68,3 +73,16 @@ def change(
     except KeyboardInterrupt:
         raise Interrupted(f"stopped waiting; {name} is still {doing} in {target.zone}") from None
     return PowerChange(node, already=False)
+
+
+def _record_run(api: TpuBackend, node: Node, verb: str) -> None:
+    """Keep on the node how long it has run, so that its cost so far stays flat while it
+    is stopped (services/cost.py): at a stop, the seconds it ran; at a start, the time."""
+    if verb == "stop":
+        ran = math.ceil(cost.ran_seconds(node) or 0)  # whole seconds: billing's unit
+        changes: dict[str, str | None] = {RAN: str(ran)}
+        changes[STARTED] = None
+    else:
+        changes = {STARTED: str(int(time.time()))}
+    with contextlib.suppress(TpuctlError):  # only the estimate of its cost depends on it
+        nodes.set_labels(api, node.full_name, changes)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpuctl.agent import protocol
 from tpuctl.errors import TpuctlError
+from tpuctl.wording import printable
 
 if TYPE_CHECKING:
     from tpuctl.cloud.storage import Bucket
@@ -46,6 +47,7 @@ class Receipt:
     hourly: float | None = None  # USD per hour of the job's node(s), at list price
     util: float | None = None  # percent, the TensorCores' mean use while the job ran
     accelerator: str = ""
+    price: str = ""  # the price it is costed at, and from when (cost.Rate.basis)
 
     @property
     def billed(self) -> float:
@@ -87,7 +89,8 @@ class Receipt:
                 price = "" if cost is None or phase in UNBILLED else f" {_money(cost)}"
                 parts.append(f"{phase} {_duration(shown[phase])}{price}")
         total = self.cost()
-        money = "no public price" if total is None else f"{_money(total)} at list price"
+        at = f"at {self.price}" if self.price else "at list price"
+        money = "no public price" if total is None else f"{_money(total)} {at}"
         unknown = "".join(f" and {p} unknown" for p in self.unknown)
         lines = [
             f"receipt: {_duration(self.billed)} billed{unknown}, {money} "
@@ -119,6 +122,7 @@ class Receipt:
             "unknown": self.unknown,
             "billedSeconds": round(self.billed, 1),
             "hourlyUsd": self.hourly,
+            "price": self.price,
             "costUsd": None if self.cost() is None else round(self.cost() or 0.0, 4),
             "utilization": self.util,
             "advice": self.advice(),
@@ -131,6 +135,7 @@ def of_marks(
     environment: float,
     hourly: float | None,
     accelerator: str,
+    price: str = "",
 ) -> Receipt:
     """The receipt of a run from the times its phases ended (`begin`, `created`: the
     node's create time by the cloud's clock, `ready`, `started`, `ended`, `gone`; a mark
@@ -155,7 +160,8 @@ def of_marks(
         "teardown": gone - ended,
     }
     # tenths of a second: what the bucket keeps, so another machine's figures are these
-    return Receipt({p: round(v, 1) for p, v in seconds.items()}, hourly, None, accelerator)
+    tenths: dict[str, float | None] = {p: round(v, 1) for p, v in seconds.items()}
+    return Receipt(tenths, hourly, None, accelerator, price)
 
 
 def from_json(value: Any) -> Receipt | None:
@@ -172,7 +178,14 @@ def from_json(value: Any) -> Receipt | None:
     except (TypeError, ValueError):
         return None
     accelerator = value.get("accelerator")
-    return Receipt(parsed, hourly, util, accelerator if isinstance(accelerator, str) else "")
+    price = value.get("price")
+    return Receipt(
+        parsed,
+        hourly,
+        util,
+        accelerator if isinstance(accelerator, str) else "",
+        printable(price[:200]) if isinstance(price, str) else "",  # shared ground
+    )
 
 
 def _known(value: Any) -> float | None:

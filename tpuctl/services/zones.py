@@ -117,7 +117,7 @@ def survey(
     rooms = tpu.headroom(quotas, target.project, shape, scheduling, usable)  # its own pool
     for view in views:
         if not view.dropped:
-            view.price = cost.hourly(shape, spot)
+            view.price = cost.hourly(shape, spot, view.zone)
             view.quota = rooms[view.zone]
     return views
 

@@ -342,15 +342,25 @@ class Runner:
         if outcome.torn_down:
             job.marks["gone"] = time.time()
         env = float((outcome.environment or {}).get("seconds") or 0.0)
+        found = self._rate()
         outcome.receipt = receipt.of_marks(
-            job.marks, job.recovery, env, self._hourly(), spec.shape.name
+            job.marks,
+            job.recovery,
+            env,
+            self._hourly(),
+            spec.shape.name,
+            "" if found is None else found.basis,
         )
+
+    def _rate(self) -> cost.Rate | None:
+        """The price of one slice of the job's node where it is (None: no public price)."""
+        node = self.job.spec.node_spec
+        return cost.rate(self.job.spec.shape, node.spot or node.preemptible, self.zone)
 
     def _hourly(self) -> float | None:
         """USD per hour of the job's node(s) at list price (None: no public price)."""
-        spec = self.job.spec
-        hourly = cost.hourly(spec.shape, spec.node_spec.spot or spec.node_spec.preemptible)
-        return None if hourly is None else hourly * spec.slices
+        found = self._rate()
+        return None if found is None else found.usd_per_hour * self.job.spec.slices
 
     def bring_outputs(self) -> list[Path] | None:
         """Download the outputs the bucket has of the job to where they come home, on
