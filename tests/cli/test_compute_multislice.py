@@ -51,14 +51,15 @@ def test_two_v6e_slices_are_made_listed_and_deleted_as_one(cli, emulator) -> Non
 
     alone = cli("delete", "ms-1", "--zone", ZONE, "--yes")
     assert alone.code == 2
-    assert "ms-1 is slice 1 of the multislice queued resource ms (ms-0, ms-1)" in (
+    assert "ms-1 is slice 1 of the multislice ms (ms-0, ms-1)" in (
         one_line_error(alone)
     )
     assert _groups(emulator) == ["ms-0", "ms-1"]
 
     gone = cli("delete", "ms", "--zone", ZONE, "--yes")
     assert gone.code == 0, gone.err
-    assert "ms: queued resource deleted with its nodes ms-0, ms-1" in gone.out
+    assert "ms: multislice deleted with its nodes ms-0, ms-1" in gone.out
+    assert "queued resource" not in alone.err + gone.out + gone.err + table  # it has none
     assert emulator.instances() == []
 
 

@@ -9,6 +9,7 @@ import typer
 
 from tpuctl.cli import complete, render
 from tpuctl.cli.options import Json, NoWait, Project, Zone, app_of
+from tpuctl.cloud import registry
 from tpuctl.errors import DeleteFailed, Interrupted, NotFoundError, UsageError
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def _confirm(doomed: Doomed, tty: bool) -> None:
         render.info(f"  {n.name}  {n.accelerator_type}  {n.state}  {n.zone}")
     for q in doomed.requests:
         render.info(
-            f"  {q.name}  {q.accelerator_type}  queued resource {q.state}  {q.zone}"
+            f"  {q.name}  {q.accelerator_type}  {registry.request_called(q)} {q.state}  {q.zone}"
             + (f"  (with node {', '.join(q.node_ids)})" if q.state == "ACTIVE" else "")
         )
     if not render.confirm(f"Delete {_what(doomed)}?", default=False):

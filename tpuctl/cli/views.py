@@ -269,7 +269,8 @@ def show_slices(name: str, target: Target, slices: list[Node], json_out: bool) -
         )
         return
     info(
-        f"queued resource {name}: {len(slices)} slices; `tpuctl delete {name} --zone "
+        f"{registry.request_called(slices[0]) if slices else 'queued resource'} {name}: "
+        f"{len(slices)} slices; `tpuctl delete {name} --zone "
         f"{target.zone}` deletes them all"
     )
     for node in slices:

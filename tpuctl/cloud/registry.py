@@ -68,6 +68,14 @@ def holder(backends: Sequence[B], node: Node | QueuedResource) -> B:
     return next((b for b in backends if b.kind.key == node.api), backends[0])
 
 
+def request_called(item: Node | QueuedResource, multislice: bool = False) -> str:
+    """What the API holding `item` calls N slices made as one, in a sentence: "queued
+    resource" on the Cloud TPU API ("multislice queued resource" with `multislice`),
+    "multislice" on Compute Engine, which has no queued resource (BackendKind.multislice)."""
+    called = next((k.multislice for k in KINDS if k.key == item.api), KINDS[0].multislice)
+    return f"multislice {called}" if multislice and "multislice" not in called else called
+
+
 def title_of(node: Node) -> str:
     """The name of the API that holds `node`, as a table shows it."""
     return next((k.title for k in KINDS if k.key == node.api), node.api)

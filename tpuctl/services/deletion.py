@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpuctl.cloud import registry
 from tpuctl.errors import NotFoundError, UsageError
 from tpuctl.models import DeleteResult
 from tpuctl.services import locate, queued
@@ -101,7 +102,8 @@ def resolve(
         if request.name not in names:
             index = request.node_ids.index(name) if name in request.node_ids else "?"
             raise UsageError(
-                f"{name} is slice {index} of the multislice queued resource {request.name} "
+                f"{name} is slice {index} of the "
+                f"{registry.request_called(request, multislice=True)} {request.name} "
                 f"({', '.join(request.node_ids)}): a slice is not deleted on its own",
                 hint=f"delete every slice with "
                 f"`tpuctl delete {request.name} --zone {request.zone}`",

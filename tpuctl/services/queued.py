@@ -17,6 +17,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from tpuctl import interrupts
+from tpuctl.cloud import registry
 from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
@@ -62,7 +63,8 @@ def check_free(api: TpuBackend, target: Target, name: str) -> None:
     except NotFoundError:
         return
     raise AlreadyExistsError(
-        f"queued resource {name} already exists in zone {target.zone} ({existing.state})",
+        f"{registry.request_called(existing)} {name} already exists in zone {target.zone} "
+        f"({existing.state})",
         hint=f"use another name, or delete it: `tpuctl delete {name} --zone {target.zone} --yes`",
     )
 
@@ -119,10 +121,10 @@ def wait_active(
 
     return poll_until(
         check,
-        what=f"queued resource {name}",
+        what=f"{api.kind.multislice} {name}",
         progress=progress,
         timeout=timeout,
-        timed_out=lambda state, elapsed: WaitTimedOut(f"queued resource {name} is {state}"),
+        timed_out=lambda state, elapsed: WaitTimedOut(f"{api.kind.multislice} {name} is {state}"),
     )
 
 
@@ -256,7 +258,8 @@ def _provision(
             )
             raise failure from None
         raise CloudError(
-            f"queued resource {name} ended {e.qr.state}: {reason}; tpuctl deleted the request",
+            f"{api.kind.multislice} {name} ended {e.qr.state}: {reason}; tpuctl deleted the "
+            "request",
             hint="try again later, in another zone, or with a longer --valid-until",
         ) from None
     except (KeyboardInterrupt, WaitTimedOut) as e:
@@ -312,6 +315,6 @@ def delete_queued(
         made = qr.node_ids and qr.state not in QUEUED_MADE_NO_NODE
         plural = "s" if len(qr.node_ids) > 1 else ""
         nodes = f" with its node{plural} {', '.join(qr.node_ids)}" if made else ""
-        return DeleteResult(qr.name, True, f"queued resource {what}{nodes}")
+        return DeleteResult(qr.name, True, f"{registry.request_called(qr)} {what}{nodes}")
     except TpuctlError as e:
         return DeleteResult(qr.name, False, str(e), error=e)
