@@ -92,6 +92,17 @@ def check_scheduling(scheduling: Any, accelerators: bool = True) -> dict[str, An
     if host not in MAINTENANCE:
         raise errors.invalid_value("resource.scheduling.onHostMaintenance", host, "")
     if host != "TERMINATE" and accelerators:
+        # Refused even when the request leaves onHostMaintenance out: Compute Engine does
+        # not turn the default into TERMINATE for a machine type that brings its own
+        # accelerators. gcloud sends no onHostMaintenance without --maintenance-policy
+        # (googlecloudsdk instance_utils.CreateOnHostMaintenanceMessage: None), and
+        # `gcloud compute instances create --machine-type=g2-standard-4` without it got this
+        # very 400 (loft-sh/devpod issue 973, 2024), as did g2-standard-16
+        # (cloudpilot-ai/karpenter-provider-gcp issue 167, 2025) and a2-highgpu-1g
+        # (openshift/release pull 63296, 2025); "VMs that have GPUs attached" can only stop
+        # at host maintenance ("Set VM host maintenance policy", Limitations). No public
+        # source shows a TPU machine type inserted without it; Compute Engine's TPU page
+        # (docs.cloud.google.com/compute/docs/tpus/tpu-machines) creates them with TERMINATE.
         raise errors.bad_request("Instances with guest accelerators do not support live migration.")
     restart = scheduling.get("automaticRestart")
     if spot and restart is True:
