@@ -36,8 +36,8 @@ tools:
 
 # the suite on 5 workers (pytest-xdist), one emulator each: its tests mostly wait (polls,
 # SSH, emulated boots), so more workers than cores pay (on 2 cores, 5 workers ran it in
-# 813 s, 4 in 858 s: docs/performance.md); handed one test at a time, the workers start
-# the tests marked `long` first and run the rest beside them
+# 813 s, 4 in 858 s: bench/results/2026-12-06-bench.md); handed one test at a time, the
+# workers start the tests marked `long` first and run the rest beside them
 PARALLEL := -n 5 --maxschedchunk 1
 
 test: tools lint test-lowest
