@@ -13,7 +13,7 @@ SMOKE     := tests/cli/test_help.py tests/cli/test_list_describe.py tests/cli/te
              tests/cli/test_run.py::test_example_trains_downloads_outputs_and_tears_down \
              tests/cli/test_ssh.py::test_a_command_on_every_worker_is_attributed_and_combined
 
-.PHONY: install test test-lowest test-live lint demo bench chaos clean tools docs-images
+.PHONY: install test test-lowest test-live lint demo bench chaos clean tools docs-images docs-reference
 
 $(STAMP): pyproject.toml
 	@echo "== installing tpuctl and its dependencies into $(VENV) (the first time takes about a minute)"
@@ -89,6 +89,10 @@ chaos: $(STAMP)
 # terminal captures for the README and docs/, from real runs against the emulator
 docs-images: $(STAMP)
 	$(BIN)/python scripts/docs_images.py
+
+# docs/emulator-reference.md from the emulator's route and rule tables (a test keeps it in sync)
+docs-reference: $(STAMP)
+	$(BIN)/python scripts/emulator_reference.py
 
 clean:
 	rm -rf $(VENV) $(LOW) .mypy_cache .ruff_cache .pytest_cache *.egg-info

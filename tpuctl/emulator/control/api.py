@@ -27,11 +27,14 @@ from tpuctl.emulator.quotas.limits import CONFIG_KEYS as QUOTA_CONFIG_KEYS
 from tpuctl.emulator.tpu import queued
 from tpuctl.emulator.tpu.models import Node
 
+OWN_CONFIG_KEYS = {"durations", "defaults", "project_metadata"}  # the others: their services'
+
 
 def update_config(state: State, body: dict[str, Any]) -> dict:
     """Change durations, defaults and quota settings, all checked before any applies."""
-    own = {"durations", "defaults", "project_metadata"}
-    unknown = set(body) - own - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS - POLICY_CONFIG_KEYS
+    unknown = (
+        set(body) - OWN_CONFIG_KEYS - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS - POLICY_CONFIG_KEYS
+    )
     unknown -= BILLING_CONFIG_KEYS
     if unknown:
         raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
