@@ -178,6 +178,9 @@ def test_the_light_coercion_gives_what_typers_own_gives() -> None:
 
 
 def test_an_int_option_given_a_word_gets_typers_own_error(cli) -> None:
+    r = cli("logs", "j", "--worker", "many")
+    assert r.code == 2 and "Invalid value for '--worker'" in r.err and "integer" in r.err
+    # one with a parser of ours (whole_number) says it in its words
     r = cli("list", "--limit", "many")
-    assert r.code == 2 and "Invalid value for '--limit'" in r.err and "integer" in r.err
+    assert r.code == 2 and "invalid --limit 'many': a whole number 1 to" in r.err
     assert cli("list", "--limit", "1").code == 0  # digits: read without pydantic

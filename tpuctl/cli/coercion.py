@@ -28,8 +28,19 @@ class _Light:
         info = descriptor.parameter_info
         plain = info.parser is None and info.min is None and info.max is None
         self._kind = descriptor.annotation if plain and descriptor.file_annotation is None else None
+        # an option with a parser of ours (`whole_number`, `seconds`): its result, when it
+        # is a plain value, is what typer would make of it too
+        bare = info.min is None and info.max is None and descriptor.file_annotation is None
+        self._parser = info.parser if bare else None
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        single = not (param.multiple or param.nargs == -1)
+        if self._parser is not None and single:
+            if value is None:
+                return None
+            parsed = self._parser(value)
+            if type(parsed) in (str, int, float, bool):
+                return parsed
         if self._kind is not None:
             multi = param.multiple or param.nargs == -1
             done, coerced = _identity(self._kind, value, multi)
