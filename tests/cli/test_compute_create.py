@@ -85,3 +85,18 @@ def test_stop_start_and_keep_a_compute_engine_vm(cli, emulator) -> None:
     shown = json.loads(cli("describe", "pause", "--zone", ZONE, "--json").out)
     assert shown["raw"]["labels"]["tpuctl-keep"] == "true"
     assert cli("delete", "pause", "--zone", ZONE, "--yes").code == 0
+
+
+def test_a_vm_and_a_multislice_being_deleted_show_deleting(cli, emulator) -> None:
+    """Compute Engine shows a VM being deleted as STOPPING, and a multislice whose VMs
+    stop would read SUSPENDED: the delete that asked says DELETING."""
+    assert cli("create", "vm", "-a", "tpu7x-8", "--zone", ZONE).code == 0
+    assert cli("create", "ms", "-a", "tpu7x-8", "--zone", ZONE, "--slices", "2").code == 0
+    emulator.config(durations={"delete": 2})  # seen under way by the delete's first look
+    for name in ("vm", "ms"):
+        r = cli("delete", name, "--zone", ZONE, "--yes", tty=True)
+        assert r.code == 0, r.err
+        shown = r.err.replace("\r", "\n")
+        assert f"{name} DELETING" in shown, shown
+        assert "STOPPING" not in shown and "SUSPENDED" not in shown, shown
+    assert emulator.instances() == []

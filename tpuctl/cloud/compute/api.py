@@ -74,6 +74,7 @@ class ComputeTpuApi(ComputeReads, ComputeRules):
         once = compute_wire.once()
         if verb == "delete":
             op = self._call("DELETE", path, subject, project, params=once)
+            self._deleting.add((project, zone, node))
         else:
             try:
                 op = self._call("POST", f"{path}/{verb}", subject, project, params=once)

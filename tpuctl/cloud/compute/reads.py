@@ -14,6 +14,9 @@ from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.errors import NotFoundError, UsageError
 from tpuctl.models import Leftover, Node
 
+# what a VM being deleted shows until it is gone (as tpuctl's states name them: wire.STATES)
+STOPPING = ("STOPPING", "STOPPED")
+
 
 def parts(name: str) -> tuple[str, str, str]:
     """`projects/P/locations/Z/nodes/N` (or `.../operations/OP`) -> (P, Z, last part)."""
@@ -34,6 +37,17 @@ class ComputeReads:
         self._session = session
         self._endpoint = endpoint.rstrip("/")  # .../compute/v1
         self._where, self._hint = where, hint
+        # The single-host VMs this adapter asked to delete. Compute Engine shows a VM being
+        # deleted as STOPPING (then TERMINATED) until it is gone, as a VM being stopped: no
+        # field of the instance tells the two apart, so the one that asked says DELETING.
+        self._deleting: set[tuple[str, str, str]] = set()
+
+    def _node(self, data: dict[str, Any], project: str) -> Node:
+        """A single-host VM as a node; DELETING once this adapter asked to delete it."""
+        node = compute_wire.node_from_instance(data, project)
+        if (project, node.zone, node.name) in self._deleting and node.state in STOPPING:
+            node.state = "DELETING"
+        return node
 
     def _call(self, method: str, path: str, subject: str, project: str, **kw: Any) -> Any:
         from tpuctl.cloud import rest
@@ -67,7 +81,7 @@ class ComputeReads:
                 f"instance {node} is worker {number} of the slice {group}, not a node of its own",
                 hint=f"name the slice: {group}",
             )
-        return compute_wire.node_from_instance(data, project)
+        return self._node(data, project)
 
     def _slice(self, project: str, zone: str, name: str, missing: NotFoundError) -> Node:
         """The multi-host slice `name` (its MIG and VMs), or what a create or delete that did
@@ -152,7 +166,7 @@ class ComputeReads:
         for data in instances:
             group = compute_slice.group_of(data)
             if group is None:
-                nodes.append(compute_wire.node_from_instance(data, project))
+                nodes.append(self._node(data, project))
             else:
                 key = (str(data.get("zone", "")).rsplit("/", 1)[-1], group)
                 members.setdefault(key, []).append(data)
