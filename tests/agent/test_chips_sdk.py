@@ -5,6 +5,8 @@ left out, and the gRPC figures kept whatever the SDK does."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,3 +102,16 @@ def test_the_emulator_refuses_a_tensorcore_utilisation_out_of_range() -> None:
         emulated.update(MARKER, "v4", 4, [{"chip": 0, "tensorcore_util": 150}])
     with pytest.raises(ApiError, match="tensorcore_util must be a number >= 0"):
         emulated.update(MARKER, "v4", 4, [{"chip": 0, "tensorcore_util": "x"}])
+
+
+def test_jax_imports_quietly_beside_the_stand_in(tmp_path: Path) -> None:
+    """As on a fresh TPU VM with libtpu installed: `import jax` finds the library's path
+    (and no chip on the PCI bus here) and warns nothing."""
+    pytest.importorskip("jax")
+    site = tmp_path / "site-packages"
+    libtpu_sdk.publish(site, [0.0])
+    code = "import jax; print(jax.devices()[0].platform)"
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(site)},
+                       capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.strip() == "cpu", r.stderr
+    assert "cloud_tpu_init" not in r.stderr and "Warning" not in r.stderr, r.stderr

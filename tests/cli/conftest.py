@@ -42,6 +42,16 @@ def cli(emulator, capsys, monkeypatch) -> Cli:  # noqa: ANN001
     return run
 
 
+@pytest.fixture
+def workers_have_jax(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emulated workers' python3 is the suite's, with its jax (a dev dependency), for
+    a test that runs JAX on a worker: by default it is a system Python without it, as a
+    fresh TPU VM image's (emulator/workers/guest_env.py)."""
+    from tpuctl.emulator.workers import guest_env
+
+    monkeypatch.setenv(guest_env.PYTHON_ENV, sys.executable)
+
+
 def one_line_error(result: Result, after_call: bool = False) -> str:
     """Assert the error is one `error:` line (plus at most a hint) and no traceback.
 

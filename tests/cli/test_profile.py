@@ -15,6 +15,8 @@ from tests.agent.test_profile import JAX_SCRIPT
 from tests.cli.conftest import one_line_error
 from tests.cli.test_run import bucket_objects, wait_for
 
+pytestmark = pytest.mark.usefixtures("workers_have_jax")  # JAX runs on the workers
+
 PLAIN_SCRIPT = """\
 import threading
 

@@ -15,6 +15,8 @@ from tests.cli.test_logs_live import _drain, _until, follower
 from tests.cli.test_run import bucket_objects
 from tpuctl.services.run import agents
 
+pytestmark = pytest.mark.usefixtures("workers_have_jax")  # JAX runs on the workers
+
 ZONE = "us-central1-a"
 FULL = f"projects/tpuctl-demo/locations/{ZONE}/nodes/tools"
 # A JAX job (CPU) that also starts a process of its own session: another process group

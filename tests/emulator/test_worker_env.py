@@ -18,6 +18,8 @@ PIP = {
     "PIP_EXTRA_INDEX_URL": "http://127.0.0.1:9/extra/simple",
     "PIP_TRUSTED_HOST": "127.0.0.1",
 }
+# what a worker's python3 is, and what it sees of a folder
+LOOK = "import os, sys; print(sys.prefix == sys.base_prefix, sys.prefix, os.listdir(sys.argv[1]))"
 
 
 def tpuctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -34,6 +36,11 @@ def test_a_worker_has_the_pip_settings_of_the_shell_that_started_the_emulator(
     port, state = free_port(), tmp_path / "emu"
     shell = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     started = dict(shell, **PIP, AWS_SECRET_ACCESS_KEY="shh", PYTHONPATH="/laptop/lib")
+    wheels = tmp_path / "wheels"  # a wheel folder of this machine's, and one it has not
+    (wheels / "sub").mkdir(parents=True)
+    (wheels / "demo-1.0-py3-none-any.whl").write_bytes(b"")
+    links = f"{wheels} http://127.0.0.1:9/links"
+    started["PIP_FIND_LINKS"] = f"{tmp_path / 'no-such-wheels'} {links}"
     started["PATH"] = f"/laptop/bin{os.pathsep}{shell['PATH']}"
     laptop = dict(shell, TPUCTL_EMULATOR_HOST=f"127.0.0.1:{port}", LAPTOP_ONLY="1",
                   PIP_INDEX_URL="http://127.0.0.1:8/the-laptop-s/simple")  # fmt: skip
@@ -52,7 +59,25 @@ def test_a_worker_has_the_pip_settings_of_the_shell_that_started_the_emulator(
             assert "AWS_SECRET_ACCESS_KEY" not in seen  # the emulator's shell's, not a VM's
             assert "/laptop" not in seen["PATH"] and "/laptop" not in seen.get("PYTHONPATH", "")
             assert seen["PATH"].endswith("/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin")
-            assert not {k for k in seen if k.startswith("PIP_")} - set(PIP)
+            assert seen["PIP_FIND_LINKS"] == links  # the missing folder left out
+            assert not {k for k in seen if k.startswith("PIP_")} - set(PIP) - {"PIP_FIND_LINKS"}
+            py = tpuctl(
+                laptop,
+                "exec",
+                "n1",
+                "--zone",
+                "us-central1-a",
+                "--",
+                "python3",
+                "-c",
+                LOOK,
+                str(wheels),
+            )
+            assert py.returncode == 0, py.stderr
+            image, prefix, listed = py.stdout.split(" ", 2)
+            # a system Python, not the emulator's (or the laptop's) virtualenv
+            assert image == "True" and prefix != sys.prefix, py.stdout
+            assert "demo-1.0-py3-none-any.whl" in listed  # the wheel folder is seen
         finally:
             gone = tpuctl(laptop, "delete", "n1", "--zone", "us-central1-a", "--yes")
             assert gone.returncode == 0, gone.stderr

@@ -24,7 +24,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -116,9 +115,9 @@ class WorkerFiles:
         env["HOSTNAME"] = vm.name if vm is not None else tpu_vm_name(node.uid, worker)
         if config.get("storage_endpoint"):
             env["TPUCTL_STORAGE_URL"] = str(config["storage_endpoint"])
-        # The emulated VM's `python3` is the interpreter running the emulator (a TPU VM
-        # has a system Python; here that is ours, with whatever it has installed).
-        bin_dir = os.path.dirname(sys.executable)
+        # The emulated VM's `python3`: a system Python, without the emulator's virtualenv
+        # (guest_env.python)
+        bin_dir = os.path.dirname(guest_env.python())
         env["PATH"] = bin_dir + os.pathsep + guest_env.SYSTEM_PATH
         return env
 

@@ -25,7 +25,18 @@ from pathlib import Path
 PACKAGE = "libtpu"
 VALUES = "_tpuctl_emulated_chips.json"  # beside the package's modules
 
+# JAX asks an importable `libtpu` for `get_library_path()` when it is imported
+# (jax/_src/cloud_tpu_init.py `get_tpu_library_path`: `libtpu_module.get_library_path()`),
+# as libtpu's wheel has it: the path of its `libtpu.so`. Without it, every `import jax`
+# warns "cloud_tpu_init failed: AttributeError ... This a JAX bug"; with it, JAX finds no
+# TPU chip on the worker's PCI bus and uses the CPU quietly (the stand-in has no `.so`).
 _INIT = '''"""tpuctl emulator: a stand-in for libtpu, with its SDK's monitoring only."""
+
+import os
+
+
+def get_library_path():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtpu.so")
 '''
 
 _SDK = '''"""tpuctl emulator: a stand-in for libtpu's SDK, its monitoring of TensorCore use."""
@@ -73,7 +84,7 @@ def publish(site: Path, values: list[float] | None) -> None:
         return
     package.mkdir(parents=True, exist_ok=True)
     for name, text in (("__init__.py", _INIT), ("sdk.py", _SDK % {"values": VALUES})):
-        if not (package / name).is_file():
+        if not (package / name).is_file() or (package / name).read_text() != text:
             (package / name).write_text(text)
     fresh = package / f"{VALUES}.{os.getpid()}"
     fresh.write_text(json.dumps(values))

@@ -40,6 +40,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from tpuctl.emulator.workers import guest_env
 from tpuctl.emulator.workers.pidns import HOLDER_ENV, Command, Holder, children, ns_pid
 
 BWRAP_ENV = "TPUCTL_EMULATOR_BWRAP"  # the bwrap to use (tests point it at nothing)
@@ -117,14 +118,17 @@ def _probe(bwrap: str) -> list[str] | str:
 
 def _read_only_paths() -> list[str]:
     """What the worker's python3 needs besides /usr: the interpreter's prefixes (a venv,
-    pyenv's, ...) and the folder tpuctl itself is imported from."""
+    pyenv's, ...), the folder tpuctl itself is imported from, and pip's wheel folders
+    (guest_env.py)."""
     candidates = {
         sys.prefix,
         sys.base_prefix,
         sys.exec_prefix,
         sys.base_exec_prefix,
         os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+        os.path.dirname(os.path.dirname(os.path.realpath(guest_env.python()))),
         str(Path(__file__).resolve().parents[2]),
+        *guest_env.find_links_dirs(),
     }
     paths = set()
     for path in candidates:
