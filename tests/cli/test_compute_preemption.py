@@ -188,3 +188,24 @@ def _beats_go_on_elsewhere(cli, emulator, backend) -> None:  # noqa: ANN001
     grown = lambda: all((homes[k] / "beat").stat().st_size > before[k] for k in others)  # noqa: E731
     wait_until(grown, "the other workers' beats to go on", 30)
     assert [_preempted(emulator, "on", k, SLICE_ZONE) for k in others] == ["FALSE"] * 3
+
+
+def test_a_spot_vm_deleted_at_its_preemption_is_told_preempted_not_deleted(cli, emulator) -> None:
+    """tpuctl's spot VMs end with instanceTerminationAction DELETE: once preempted they
+    are gone, as a deleted VM is; the zone's `compute.instances.preempted` operation
+    tells the two apart (what a run then says of the node: PREEMPTED, not DELETED)."""
+    from tpuctl.cloud import registry
+    from tpuctl.cloud.clients import ClientFactory
+
+    for name in ("gone", "kept"):
+        assert cli("create", name, "-a", "tpu7x-8", "--zone", ZONE, "--spot").code == 0
+    emulator.preempt_instance("gone", notice=0)  # no notice: deleted at once
+    emulator.advance()
+    assert [i["name"].rsplit("/", 1)[-1] for i in emulator.instances()] == ["kept"]
+    backend = registry.kind("compute").build(ClientFactory())
+    parent = f"projects/{PROJECT}/locations/{ZONE}/nodes"
+    assert backend.gone_state(f"{parent}/gone") == "PREEMPTED"
+    assert cli("delete", "kept", "--zone", ZONE, "--yes").code == 0
+    assert backend.gone_state(f"{parent}/kept") == "DELETED"
+    ops = emulator.requests()
+    assert ops.get("GET compute.zoneOperations.list") == 2, ops

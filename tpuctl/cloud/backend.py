@@ -177,6 +177,11 @@ class TpuBackend(Protocol):
 
     def start_node(self, name: str) -> str | None: ...
 
+    def gone_state(self, name: str) -> str:
+        """The state a node found gone was last in, as far as the API tells: PREEMPTED
+        where it recorded a preemption, else DELETED."""
+        ...
+
     def set_labels(self, name: str, labels: dict[str, str]) -> str:
         """Replace the node's labels (every VM's, on an API that labels VMs)."""
         ...
@@ -279,6 +284,9 @@ class BackendDefaults:
 
     def made_of(self, shape: SliceShape) -> str:
         return "its VM" if shape.known and not shape.multi_host else "its VMs"
+
+    def gone_state(self, name: str) -> str:
+        return "DELETED"
 
     def requests_of(self, nodes: list[Node]) -> list[QueuedResource]:
         return []

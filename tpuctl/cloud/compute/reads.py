@@ -14,6 +14,7 @@ from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.errors import NotFoundError, UsageError
 from tpuctl.models import Leftover, Node
 
+PREEMPTED_OP = "compute.instances.preempted"  # the system operation of a preemption
 # what a VM being deleted shows until it is gone (as tpuctl's states name them: wire.STATES)
 STOPPING = ("STOPPING", "STOPPED")
 
@@ -124,6 +125,30 @@ class ComputeReads:
         ):
             found += page.get("items") or []
         return [i for i in found if compute_slice.group_of(i) == name]
+
+    def gone_state(self, name: str) -> str:
+        """PREEMPTED when the zone's operations hold a `compute.instances.preempted` of
+        the VM: a spot VM whose termination action is DELETE is gone at its preemption,
+        and that system operation is how Compute Engine tells it ("Detect preemption of
+        Spot VMs", https://cloud.google.com/compute/docs/instances/create-use-spot:
+        `gcloud compute operations list --filter="operationType=compute.instances.
+        preempted"`); DELETED otherwise, or when the operations cannot be read."""
+        from tpuctl.errors import TpuctlError
+
+        project, zone, node, path = self._instance(name)
+        query = {"filter": f'operationType="{PREEMPTED_OP}"'}
+        try:
+            pages = self._pages(
+                f"projects/{project}/zones/{zone}/operations",
+                f"operations of {zone}",
+                project,
+                query,
+            )
+        except TpuctlError:
+            return "DELETED"
+        ops = [op for page in pages for op in page.get("items") or []]
+        hit = any(str(op.get("targetLink", "")).endswith(f"/{path}") for op in ops)
+        return "PREEMPTED" if hit else "DELETED"
 
     def _pages(
         self, path: str, subject: str, project: str, params: dict[str, str] | None = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tpuctl.emulator.compute import api, changes
+from tpuctl.emulator.compute import api, changes, scheduling
 from tpuctl.emulator.compute.catalog import IMAGE_PROJECT, MachineType
 from tpuctl.emulator.compute.models import Instance, ZoneOperation, fingerprint
 from tpuctl.emulator.core.service import Facade
@@ -263,6 +263,11 @@ class ComputeFront:
 
     def get_operation(self, version: str, project: str, zone: str, name: str) -> dict:
         return self._op(version, api.get_operation, project, zone, name)
+
+    def list_operations(self, version: str, project: str, zone: str, query: dict) -> dict:
+        with self.backend.lock:
+            r, found = self._run(version, scheduling.list_operations, project, zone, query)
+            return _list("compute#operationList", [r.operation(op) for op in found], None, "")
 
     def wait_operation(self, version: str, project: str, zone: str, name: str) -> dict:
         """`wait`: the operation once DONE. Transitions here run on the clock: when one

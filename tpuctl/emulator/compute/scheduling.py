@@ -33,13 +33,15 @@ capacity (PENDING), reservations consumed, and spot preemption with its notice.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from tpuctl.emulator.compute import api
-from tpuctl.emulator.compute.models import Instance
+from tpuctl.emulator.compute import api, rules
+from tpuctl.emulator.compute.models import Instance, ZoneOperation
 from tpuctl.emulator.core.state import State
 
 PREEMPT_NOTICE = 30.0  # Compute Engine's notice to a spot VM
+PREEMPTED_OP = "compute.instances.preempted"  # the system operation a preemption records
 
 
 # -- flex-start -------------------------------------------------------------------------
@@ -75,7 +77,7 @@ def tick(state: State, now: float) -> None:
         ends = instance.preempt_ends
         if ends is not None and now >= ends and instance.transition is None:
             instance.preempt_ends = None
-            api._end_run(state, instance, ends)
+            _preempted(state, instance, ends)
     groups: dict[str, list[Instance]] = {}
     for instance in state.compute.instances.values():
         if instance.status == "PENDING" and instance.transition is None and instance.group:
@@ -93,7 +95,7 @@ def advance(state: State, instance: Instance) -> bool:
     now = state.now()
     if instance.preempt_ends is not None and instance.transition is None:
         instance.preempt_ends = None
-        api._end_run(state, instance, now)
+        _preempted(state, instance, now)
         return True
     if instance.status != "PENDING" or instance.transition is not None:
         return False
@@ -183,6 +185,41 @@ def _preempt_member(
         where = "not yet a slice's" if slice_ is None else f"worker {index} of {slice_}"
         raise core_errors.invalid_argument(f"VM {name} is {where}: name it without worker")
     return {**preempt(state, path, notice), "slice": slice_, "worker": index}
+
+
+def _preempted(state: State, instance: Instance, at: float) -> None:
+    """The notice is over: Compute Engine ends the VM as its termination action says, and
+    records the system operation `compute.instances.preempted` on it, by which a client
+    tells a preemption from a delete once the VM is gone ("Detect preemption of Spot
+    VMs": `gcloud compute operations list --filter="operationType=compute.instances.
+    preempted"`, https://cloud.google.com/compute/docs/instances/create-use-spot)."""
+    op = ZoneOperation.on(
+        instance.project, "zones", instance.zone, PREEMPTED_OP, instance.path, instance.uid, at
+    )
+    op.status, op.ended = "DONE", at
+    state.compute.operations[op.path] = op
+    api._end_run(state, instance, at)
+
+
+def list_operations(state: State, project: str, zone: str, query: dict[str, Any]) -> list[Any]:
+    """`zoneOperations.list` of a zone, with the one filter a client uses here:
+    `operationType="TYPE"` (or unquoted); any other filter is refused."""
+    from tpuctl.emulator.core import errors as core_errors
+
+    rules.check_zone(zone, project)
+    text = str(query.get("filter") or "").strip()
+    wanted = None
+    if text:
+        found = re.fullmatch(r'operationType\s*=\s*"?([\w.]+)"?', text)
+        if found is None:
+            raise core_errors.invalid_argument(f"Invalid list filter expression '{text}'.")
+        wanted = found[1]
+    scope = f"projects/{project}/zones/{zone}/operations/"
+    return [
+        op
+        for path, op in state.compute.operations.items()
+        if path.startswith(scope) and wanted in (None, op.operation_type)
+    ]
 
 
 def preempted(instance: Instance) -> bool:

@@ -73,6 +73,13 @@ ROUTES: list[Route] = [
         (*_VPZ, "name", "?queryPath"),
     ),
     ("GET", _O, "compute.zoneOperations.get", _c("get_operation"), (*_VPZ, "op")),
+    (
+        "GET",
+        _Z + "/operations",
+        "compute.zoneOperations.list",
+        _c("list_operations"),
+        (*_VPZ, "query"),
+    ),
     ("POST", _O + "/wait", "compute.zoneOperations.wait", _c("wait_operation"), (*_VPZ, "op")),
     (
         "GET",

@@ -46,8 +46,8 @@ def node_lost(job: Job) -> str | None:
     for i, name in enumerate(job.slice_names):
         try:
             state = job.adapters.backend.get_node(name).state
-        except NotFoundError:
-            state = "DELETED"
+        except NotFoundError:  # preempted (a spot VM deleted at its preemption) or deleted
+            state = job.adapters.backend.gone_state(name)
         except TpuctlError:
             continue
         if state in NODE_DEAD or state == "DELETED":
