@@ -51,9 +51,7 @@ def test_two_v6e_slices_are_made_listed_and_deleted_as_one(cli, emulator) -> Non
 
     alone = cli("delete", "ms-1", "--zone", ZONE, "--yes")
     assert alone.code == 2
-    assert "ms-1 is slice 1 of the multislice ms (ms-0, ms-1)" in (
-        one_line_error(alone)
-    )
+    assert "ms-1 is slice 1 of the multislice ms (ms-0, ms-1)" in (one_line_error(alone))
     assert _groups(emulator) == ["ms-0", "ms-1"]
 
     gone = cli("delete", "ms", "--zone", ZONE, "--yes")
