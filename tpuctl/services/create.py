@@ -10,6 +10,7 @@ after it names the node and how to delete it, and deletes nothing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -189,9 +190,15 @@ def create(a: Adapters, target: Target, request: CreateRequest, ui: Ui) -> Creat
             for view in sorted(views, key=lambda v: bool(v.dropped)):
                 ui.info(view.line())
             order = zones.usable(views, spec.shape.name)
+        def then(zone: str) -> str:  # the zone tried next, if this one has no capacity
+            later = order[order.index(zone) + 1 :]
+            return later[0] if later else ""
+
         return zones.failover(
             order,
-            lambda z: _create_in(a, target.in_zone(z), request, ui, announce=len(order) == 1),
+            lambda z: _create_in(
+                a, target.in_zone(z), request, ui, announce=len(order) == 1, then=then(z)
+            ),
             lambda z: zones.clear(a.backend, target.in_zone(z), spec.name, request.queued),
             ui.info,
             f"{spec.shape.name} node {spec.name}",
@@ -199,7 +206,7 @@ def create(a: Adapters, target: Target, request: CreateRequest, ui: Ui) -> Creat
 
 
 def _create_in(
-    a: Adapters, target: Target, request: CreateRequest, ui: Ui, announce: bool
+    a: Adapters, target: Target, request: CreateRequest, ui: Ui, announce: bool, then: str = ""
 ) -> CreateOutcome:
     spec, options = request.spec, request.queue
     name, zone = spec.name, target.zone
@@ -227,9 +234,15 @@ def _create_in(
                 return CreateOutcome(target, started=True)
             slices = options.slices
             what = f"{slices} x {spec.shape.name}" if slices > 1 else spec.shape.name
+            plan = queued.plan(options, time.time(), then)
             with ui.progress(f"queued {name} ({what}) in {zone}:") as update:
                 made_nodes = queued.provision_slices(
-                    a.backend, target, name, options, node_spec=prepared, progress=update
+                    a.backend,
+                    target,
+                    name,
+                    options,
+                    node_spec=prepared,
+                    progress=queued.planned(update, plan),
                 )
             made = True
             _wait_all_ssh(a, request, made_nodes, ui)

@@ -22,6 +22,7 @@ from tpuctl.errors import (
     AlreadyExistsError,
     CloudError,
     Interrupted,
+    NoCapacityError,
     NotFoundError,
     QueuedEnded,
     TpuctlError,
@@ -230,7 +231,7 @@ def _provision(
     full = qr_name(target, name)
     where = f"--zone {target.zone}"
     asked = node_spec is None
-    last: dict[str, QueuedResource] = {}  # the request as last read
+    last: dict[str, QueuedResource | None] = {}  # the request as last read, and before
     try:
         if node_spec is not None:
             check_free(api, target, name)
@@ -244,13 +245,24 @@ def _provision(
             name,
             progress=progress,
             timeout=options.timeout,
-            seen=lambda qr: last.update(qr=qr),
+            seen=lambda qr: last.update(before=last.get("qr"), qr=qr),
         )[1]
     except QueuedEnded as e:
         delete_request(api, full)
         reason = e.qr.error or (
             "its node was preempted or deleted" if e.qr.state != "FAILED" else "no reason given"
         )
+        before = last.get("before")  # as the poll before the end read it
+        waited = before is not None and before.state in WAITING_FOR_CAPACITY
+        if e.qr.failure is None and e.qr.state == "FAILED" and waited:
+            # it failed while it waited for capacity (its validity ran out): no capacity in
+            # this zone in time, which the next zone (or API) may have
+            raise NoCapacityError(
+                f"{called_of(api, options)} {name} ended FAILED while waiting for capacity in "
+                f"{target.zone}: {reason}; tpuctl deleted the request",
+                hint="try again later, in another zone (--zone A,B), or with a longer "
+                "--valid-until",
+            ) from None
         if isinstance(e.qr.failure, TpuctlError):  # the adapter's own: no capacity, quota
             failure = copy.copy(e.qr.failure)
             failure.message = (
@@ -267,9 +279,10 @@ def _provision(
             raise
         interrupted = isinstance(e, KeyboardInterrupt)
         why = "stopped waiting" if interrupted else f"gave up after {int(options.timeout)}s"
-        if "qr" in last and last["qr"].progress:  # which slices had no capacity yet
-            why += f" ({last['qr'].progress})"
-        called = api.kind.multislice if options.slices > 1 else "queued resource"
+        seen_last = last.get("qr")
+        if seen_last is not None and seen_last.progress:  # which slices had no capacity yet
+            why += f" ({seen_last.progress})"
+        called = called_of(api, options)
         if options.keep_request:
             error: TpuctlError = CloudError(
                 f"{why}; {called} {name} stays queued (--keep-request) and its node "
@@ -294,6 +307,49 @@ def _provision(
         if interrupted:
             raise Interrupted(str(error), hint=error.hint) from None
         raise error from None
+
+
+# the states of a request still waiting for capacity (a FAILED one had made no node)
+WAITING_FOR_CAPACITY = QUEUED_MADE_NO_NODE - {"FAILED"}
+
+
+def called_of(api: TpuBackend, options: QueueOptions) -> str:
+    """What the request is called on its API: a queued resource, or a multislice."""
+    return api.kind.multislice if options.slices > 1 else "queued resource"
+
+
+def plan(options: QueueOptions, started: float, then: str = "") -> str:
+    """What ends a wait for capacity, and what comes next, for the progress line:
+    `; the request expires at 14:30 UTC (--valid-until), then us-east5-a` or `; tpuctl
+    stops waiting at 15:00 UTC (--timeout)`. `then`: the next zone (or API) to try."""
+    from tpuctl.timestamps import utc_clock
+
+    stops = started + options.timeout
+    expires: float | None = None
+    if options.valid_until:
+        expires = started + options.valid_until
+    elif options.valid_until_time:
+        from datetime import datetime
+
+        stamp = options.valid_until_time.replace("Z", "+00:00")
+        with contextlib.suppress(ValueError):
+            expires = datetime.fromisoformat(stamp).timestamp()
+    after = f", then {then}" if then else ", then tpuctl gives up"
+    if expires is not None and expires < stops:
+        flag = "--valid-until" if options.valid_until else "--valid-until-time"
+        return f"; the request expires at {utc_clock(expires)} ({flag}){after}"
+    return f"; tpuctl stops waiting at {utc_clock(stops)} (--timeout), deleting the request"
+
+
+def planned(progress: Progress, text: str) -> Progress:
+    """`progress` with `text` (a `plan`) after each state of a request still waiting
+    for capacity."""
+
+    def update(state: str, elapsed: float) -> None:
+        waiting = state.split(":")[0].strip() in WAITING_FOR_CAPACITY
+        progress(state + text if waiting else state, elapsed)
+
+    return update
 
 
 def delete_queued(

@@ -143,16 +143,23 @@ def create(job: Job, announce: bool = True, attempt: int | None = None) -> str |
     return ask(a.backend, a.quotas, job.target, spec, queue, say, before_call=made)
 
 
-def wait_ready(job: Job, operation: str | None) -> Node:
-    """The job's node once READY (multislice: slice 0, once every slice is READY)."""
+def wait_ready(job: Job, operation: str | None, then: str = "") -> Node:
+    """The job's node once READY (multislice: slice 0, once every slice is READY).
+    `then`: where the job goes next if this zone has no capacity in time."""
     a, label = job.adapters, f"{job.node_name} ({job.spec.shape.name}):"
     if job.multislice:
         label = f"{job.node_name} ({job.spec.slices} x {job.spec.shape.name}):"
     if job.spec.queued:
         # On Ctrl-C, timeout, FAILED or SUSPENDED the request is deleted there.
-        with job.ui.progress(f"queued {label}") as update:
+        options = _queue(job)
+        plan = queued.plan(options, time.time(), then)
+        with job.ui.progress(f"queued {label[:-1]} in {job.target.zone}:") as update:
             made = queued.provision_slices(
-                a.backend, job.target, job.node_name, _queue(job), progress=update
+                a.backend,
+                job.target,
+                job.node_name,
+                options,
+                progress=queued.planned(update, plan),
             )
             return made[0]
     flex = job.spec.flex_start  # waits for capacity (Compute Engine): --timeout's default
@@ -216,8 +223,11 @@ def place(
     where = places(job, list(order or job.target.candidates))
     announce = attempt is None and len(where) == 1
 
+    places_in_order = list(where)
+
     def one(place: str) -> Node:
         backend, zone = where[place]
+        later = places_in_order[places_in_order.index(place) + 1 :]
         a = job.adapters
         if backend is not a.backend:  # --api auto: another API's turn
             a.others = tuple(x for x in (a.backend, *a.others) if x is not backend)
@@ -225,7 +235,7 @@ def place(
         job.target = job.target.in_zone(zone)
         operation = create(job, announce=announce, attempt=attempt)
         on_created()
-        node = wait_ready(job, operation)
+        node = wait_ready(job, operation, later[0] if later else "")
         lease.take(job, node)  # before any agent: `run --node` of another job is refused
         job.node_labels = dict(node.labels)
         return node
