@@ -96,7 +96,7 @@ def test_print_spec_round_trip_runs_the_same_job(cli, emulator, tmp_path, monkey
     assert again.code == 0 and again.out == r.out  # the file says all the flags said
     run = cli("run", "-f", "job.toml")
     assert run.code == 0, run.err
-    assert "v3-8 spot: about" in run.err
+    assert "v3-8 spot in us-central1: about" in run.err
     assert 'args ["--lr", "0.1 x"]' in run.out
     assert emulator.nodes() == []
 

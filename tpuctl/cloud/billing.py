@@ -13,15 +13,17 @@ prices come from"):
 - Units: v2 and v3 are priced per 8 TensorCores (one `-8` device, 4 chips); later
   generations per chip. Commitment, reservation and other special SKUs are left out.
 The price is `units + nanos / 1e9` of the first tier of the first pricing info.
-Google's library is imported inside the calls, so services may import this module.
+Read over REST with google-auth's session, as the other reads `list` makes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+MAX_PAGES = 100  # 500,000 SKUs: more is no catalog
 SERVICES = {"E000-3F24-B8AA": "Cloud TPU", "6F81-5844-456A": "Compute Engine"}
 TIMEOUT = 20.0  # seconds per page
 PAGE_SIZE = 5000  # the API's largest page
@@ -60,62 +62,77 @@ def generation_of(description: str) -> str | None:
     return word
 
 
-def rate_of(sku: Any) -> TpuRate | None:
-    """The TPU price a SKU (the library's `Sku`) gives, or None for any other SKU."""
-    category = sku.category
-    description = str(sku.description)
-    if str(category.resource_group).upper() != "TPU" and "tpu" not in description.lower():
+def rate_of(sku: dict[str, Any]) -> TpuRate | None:
+    """The TPU price a SKU (as the API's JSON has it) gives, or None for any other SKU."""
+    category = sku.get("category") or {}
+    description = str(sku.get("description") or "")
+    if str(category.get("resourceGroup") or "").upper() != "TPU" and (
+        "tpu" not in description.lower()
+    ):
         return None
-    usage = str(category.usage_type)
+    usage = str(category.get("usageType") or "")
     if usage not in ("OnDemand", "Preemptible") or _SPECIAL.search(description):
         return None
     generation = generation_of(description)
-    if generation is None or not sku.pricing_info:
+    infos = sku.get("pricingInfo") or []
+    if generation is None or not infos:
         return None
-    info = sku.pricing_info[0]
-    expression = info.pricing_expression
-    if not expression.tiered_rates or str(expression.usage_unit) not in ("h", ""):
+    info = infos[0]
+    expression = info.get("pricingExpression") or {}
+    tiers = expression.get("tieredRates") or []
+    if not tiers or str(expression.get("usageUnit") or "h") != "h":
         return None  # not priced per hour: not a rate tpuctl can use
-    unit = expression.tiered_rates[0].unit_price
-    usd = float(unit.units) + float(unit.nanos) / 1e9
-    quantity = float(expression.display_quantity or 1)
-    chips = _CHIPS_PER_UNIT.get(generation, 1)
-    effective = info.effective_time
-    when = effective.isoformat() if hasattr(effective, "isoformat") else str(effective or "")
+    unit = tiers[0].get("unitPrice") or {}
+    try:
+        usd = float(unit.get("units") or 0) + float(unit.get("nanos") or 0) / 1e9
+        quantity = float(expression.get("displayQuantity") or 1)
+    except (TypeError, ValueError):
+        return None
+    if quantity <= 0 or usd < 0:
+        return None
     return TpuRate(
         generation=generation,
         spot=usage == "Preemptible" or "preemptible" in description.lower(),
         pod=" pod" in description.lower() and generation in _CHIPS_PER_UNIT,
-        regions=tuple(str(r) for r in sku.service_regions),
-        usd_per_chip_hour=usd / quantity / chips,
-        sku=str(sku.sku_id),
-        effective=when,
+        regions=tuple(str(r) for r in sku.get("serviceRegions") or []),
+        usd_per_chip_hour=usd / quantity / _CHIPS_PER_UNIT.get(generation, 1),
+        sku=str(sku.get("skuId") or ""),
+        effective=str(info.get("effectiveTime") or ""),
     )
 
 
 class CatalogApi:
-    """The TPU prices of Google's catalog, as the caller's credentials may read them."""
+    """The TPU prices of Google's catalog, as the caller's credentials may read them
+    (REST through google-auth's session: no gRPC loaded, so `list` stays quick)."""
 
-    def __init__(self, client: Any, where: str, unreachable_hint: str = "") -> None:
-        self._client = client
+    def __init__(
+        self, session: Callable[[], Any], endpoint: str, where: str, unreachable_hint: str = ""
+    ) -> None:
+        self._session = session
+        self._endpoint = endpoint.rstrip("/")
         self._where = where
         self._hint = unreachable_hint
 
     def tpu_rates(self) -> list[TpuRate]:
         """Every TPU on-demand and spot rate of both services, all pages read; a
-        CloudError (translated) when the catalog cannot be read."""
-        from tpuctl.cloud.errors import translate
+        TpuctlError (translated) when the catalog cannot be read."""
+        from tpuctl.cloud import rest
 
         rates: list[TpuRate] = []
-        for service in SERVICES:
-            request = {"parent": f"services/{service}", "currency_code": "USD"}
-            request["page_size"] = PAGE_SIZE  # type: ignore[assignment]
-            subject = f"the Cloud Billing catalog of {SERVICES[service]}"
-            try:
-                for sku in self._client.list_skus(request=request, timeout=TIMEOUT):
-                    rate = rate_of(sku)
-                    if rate is not None:
-                        rates.append(rate)
-            except Exception as e:  # noqa: BLE001 - Google's errors, translated
-                raise translate(e, subject, self._where, self._hint) from None
+        for service, title in SERVICES.items():
+            url = f"{self._endpoint}/v1/services/{service}/skus"
+            params = {"currencyCode": "USD", "pageSize": str(PAGE_SIZE)}
+            for _ in range(MAX_PAGES):
+                try:
+                    page = rest.send(self._session, "GET", url, params=params, timeout=TIMEOUT)
+                except Exception as e:  # noqa: BLE001 - Google's errors, translated
+                    from tpuctl.cloud.errors import translate  # loads grpc: on a failure only
+
+                    subject = f"the Cloud Billing catalog of {title}"
+                    raise translate(e, subject, self._where, self._hint) from None
+                rates += [r for s in page.get("skus") or [] if (r := rate_of(s)) is not None]
+                token = page.get("nextPageToken")
+                if not token:
+                    break
+                params["pageToken"] = str(token)
         return rates

@@ -92,18 +92,11 @@ class ClientFactory(Endpoints):
 
     # -- Cloud Billing's catalog of prices -------------------------------------------
     def billing_catalog(self) -> CatalogApi:
-        from google.api_core.client_options import ClientOptions
-        from google.cloud import billing_v1
-
         from tpuctl.cloud.billing import CatalogApi
 
-        client = billing_v1.CloudCatalogClient(
-            transport="rest",
-            credentials=self.credentials,
-            client_options=ClientOptions(api_endpoint=self.billing_endpoint),
-        )
         return CatalogApi(
-            client,
+            self._authorized_session,
+            self.billing_endpoint,
             where=f"Cloud Billing ({self.describe_endpoint()})",
             unreachable_hint=self.unreachable_hint(),
         )

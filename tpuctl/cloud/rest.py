@@ -37,7 +37,8 @@ def call(
 def send(session: Callable[[], Any], method: str, url: str, **kw: Any) -> Any:
     """One request, not retried: its JSON answer ({} if empty), or google-api-core's
     exception for an HTTP error."""
-    response = session().request(method, url, timeout=TIMEOUT, **kw)
+    kw.setdefault("timeout", TIMEOUT)
+    response = session().request(method, url, **kw)
     if response.status_code >= 400:
         # on a failure only: google-api-core's exceptions load grpc (~70 ms)
         from google.api_core import exceptions as gx
