@@ -190,6 +190,7 @@ def create(a: Adapters, target: Target, request: CreateRequest, ui: Ui) -> Creat
             for view in sorted(views, key=lambda v: bool(v.dropped)):
                 ui.info(view.line())
             order = zones.usable(views, spec.shape.name)
+
         def then(zone: str) -> str:  # the zone tried next, if this one has no capacity
             later = order[order.index(zone) + 1 :]
             return later[0] if later else ""
