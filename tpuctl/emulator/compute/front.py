@@ -15,9 +15,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tpuctl.emulator.compute import api, changes, scheduling
+from tpuctl.emulator.compute import api, changes, maintenance, scheduling
 from tpuctl.emulator.compute.catalog import IMAGE_PROJECT, MachineType
 from tpuctl.emulator.compute.models import Instance, ZoneOperation, fingerprint
+from tpuctl.emulator.core import maintenance as host_maintenance
 from tpuctl.emulator.core.service import Facade
 
 try:
@@ -134,6 +135,9 @@ class Renderer:
         ends = i.ends_at()
         if ends is not None:  # when maxRunDuration ends it (ResourceStatusScheduling)
             vm["resourceStatus"] = {"scheduling": {"terminationTimestamp": timestamp(ends)}}
+        if i.maintenance is not None:  # an announced host maintenance (compute/maintenance.py)
+            shown = host_maintenance.render(i.maintenance)
+            vm.setdefault("resourceStatus", {})["upcomingMaintenance"] = shown
         if i.last_start is not None:
             vm["lastStartTimestamp"] = timestamp(i.last_start)
         if i.last_stop is not None:
@@ -250,6 +254,17 @@ class ComputeFront:
 
     def start(self, version: str, project: str, zone: str, name: str, rid: str = "") -> dict:
         return self._change(version, rid, api.power, project, zone, name, "start")
+
+    def simulate_maintenance_event(
+        self, version: str, project: str, zone: str, name: str, rid: str = ""
+    ) -> dict:
+        perform = maintenance.perform
+        return self._change(version, rid, perform, project, zone, name, True)
+
+    def perform_maintenance(
+        self, version: str, project: str, zone: str, name: str, rid: str = ""
+    ) -> dict:
+        return self._change(version, rid, maintenance.perform, project, zone, name, False)
 
     def set_labels(
         self, version: str, project: str, zone: str, name: str, body: dict, rid: str = ""

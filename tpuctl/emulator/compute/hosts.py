@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl.emulator.compute import group_api
+from tpuctl.emulator.compute import group_api, maintenance
 from tpuctl.emulator.compute.catalog import slice_of
 from tpuctl.emulator.compute.models import Instance
 from tpuctl.emulator.core.state import State
@@ -63,6 +63,11 @@ class ComputeHost:
     def preempting(self) -> list[int]:
         """The workers whose VM is in a preemption's notice (scheduling.py)."""
         return [k for k, i in enumerate(self.vms) if i is not None and i.preempt_ends is not None]
+
+    @property
+    def shutting_down(self) -> list[int]:
+        """The workers whose VM's guest is being shut down for a host maintenance."""
+        return [k for k, i in enumerate(self.vms) if maintenance.shutting_down(i)]
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -157,7 +162,7 @@ def host(state: State, project: str, zone: str, name: str) -> ComputeHost | None
 def attributes(view: dict[str, Any], worker: int) -> dict[str, str]:
     """What a Compute Engine slice VM shows beside its own metadata: its worker number
     (`worker-id`), the slice's endpoints and type, as a public walkthrough of a TPU7x
-    slice shows them (docs/emulator-fidelity.md; Google's reference lists none of them)."""
+    slice shows them (docs/emulator.md; Google's reference lists none of them)."""
     shape = SLICES[view["acceleratorType"]]
     spelled = shape.name.replace("tpu7x-", "v7x-")  # the VMs spell TPU7x `v7x`
     return {

@@ -81,6 +81,8 @@ class Instance:
     preempted_at: float | None = None  # when a preemption's notice began (spot)
     preempt_ends: float | None = None  # ... and when it ends the VM
     reservation: str | None = None  # the path of the reservation it consumes
+    # a host maintenance announced (core/maintenance.py's record; compute/maintenance.py)
+    maintenance: dict[str, Any] | None = None
 
     @property
     def path(self) -> str:

@@ -53,6 +53,20 @@ ROUTES: list[Route] = [
     ("POST", _I + "/start", "compute.instances.start", _c("start"), (*_VPZ, "name", _ID)),
     (
         "POST",
+        _I + "/simulateMaintenanceEvent",
+        "compute.instances.simulateMaintenanceEvent",
+        _c("simulate_maintenance_event"),
+        (*_VPZ, "name", _ID),
+    ),
+    (
+        "POST",
+        _I + "/performMaintenance",
+        "compute.instances.performMaintenance",
+        _c("perform_maintenance"),
+        (*_VPZ, "name", _ID),
+    ),
+    (
+        "POST",
         _I + "/setLabels",
         "compute.instances.setLabels",
         _c("set_labels"),

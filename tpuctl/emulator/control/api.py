@@ -15,6 +15,7 @@ from tpuctl.emulator.billing.catalog import CONFIG_KEYS as BILLING_CONFIG_KEYS
 from tpuctl.emulator.billing.catalog import BillingCatalog
 from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.compute import scheduling as compute_scheduling
+from tpuctl.emulator.control import maintenance
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
 from tpuctl.emulator.core.state import DEFAULT_DURATIONS, State
@@ -95,7 +96,10 @@ def advance(state: State, node: str | None = None) -> dict:
         # a flex-start VM waiting: capacity now; a preemption's notice: over now
         if compute_scheduling.advance(state, state.compute.instances[node]):
             return {"completed": [node]}
-        return {"completed": compute_api.advance(state, node)}
+        # a host maintenance: its next phase now (control/maintenance.py)
+        return {"completed": maintenance.advance(state, node) or compute_api.advance(state, node)}
+    if node and maintenance.advance(state, node):
+        return {"completed": [node]}
     targets = [state.node_by_name(node)] if node else list(state.nodes.values())
     now = state.now()
     done = []
@@ -115,6 +119,7 @@ def advance(state: State, node: str | None = None) -> dict:
             if compute_scheduling.advance(state, i)
         ]
         done += compute_api.advance(state, None)
+        done += maintenance.advance(state, None)
     return {"completed": done}
 
 

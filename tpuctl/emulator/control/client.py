@@ -102,6 +102,22 @@ class EmulatorControl:
             body["notice"] = notice
         return dict(self.call("POST", "preempt", body))
 
+    def maintenance(
+        self,
+        node: str,
+        notice: float | None = None,
+        duration: float | None = None,
+        worker: int | None = None,
+        kind: str | None = None,
+    ) -> dict[str, Any]:
+        """Announce a host maintenance on a TPU API node or a Compute Engine VM (or slice)
+        by path: it starts `notice` seconds from now (0 by default) and lasts `duration`
+        (60 s by default); `worker`: only that VM of a slice; `kind`: SCHEDULED (default)
+        or UNSCHEDULED. `advance(path)` moves it to its next phase."""
+        given = {"notice": notice, "duration": duration, "worker": worker, "type": kind}
+        body = {"node": node, **{k: v for k, v in given.items() if v is not None}}
+        return dict(self.call("POST", "maintenance", body))
+
     def preempt_instance(self, instance: str, notice: float | None = None) -> dict[str, Any]:
         """Preempt a RUNNING Compute Engine spot VM (path, or name): its metadata shows
         `instance/preempted` TRUE for `notice` seconds (default 30), then Compute ends it

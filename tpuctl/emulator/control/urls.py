@@ -49,6 +49,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
         None,
     ),
     ("POST", "compute/reservations"): ("compute_reservation", ("body",), None),
+    ("POST", "maintenance"): ("maintenance", ("body",), None),
     ("GET", "queued"): ("all_queued", (), _queued),
     ("POST", "queued/fail"): ("queued_control", ("=fail", "name", "message?"), _qr),
     ("POST", "queued/suspend"): ("queued_control", ("=suspend", "name"), _qr),

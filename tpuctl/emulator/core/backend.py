@@ -35,6 +35,7 @@ from tpuctl.emulator.monitoring import models as monitoring
 from tpuctl.emulator.quotas import preferences as quota_prefs
 from tpuctl.emulator.services import SERVICES
 from tpuctl.emulator.tpu import api as tpu_api
+from tpuctl.emulator.tpu import maintenance as tpu_maintenance
 from tpuctl.emulator.tpu import queued
 from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
 from tpuctl.emulator.workers import faults as worker_faults
@@ -188,6 +189,23 @@ class Backend(ControlPlane):
         return found.render(), vm is not None and compute_scheduling.preempted(vm)
 
     @locked
+    def guest_maintenance(
+        self, project: str, zone: str, name: str, worker: int
+    ) -> tuple[dict[str, Any] | None, bool]:
+        """The maintenance record a worker's metadata server shows (core/maintenance.py),
+        and whether its VM live-migrates (onHostMaintenance MIGRATE) rather than stops."""
+        node = self.state.nodes.get(f"projects/{project}/locations/{zone}/nodes/{name}")
+        if node is not None:
+            record = node.maintenance
+            aimed = record is not None and record.get("worker") not in (None, worker)
+            return (None if aimed else record), False
+        found = compute_hosts.host(self.state, project, zone, name)
+        vm = found.vms[worker] if found and 0 <= worker < len(found.vms) else None
+        if vm is None:
+            return None, False
+        return vm.maintenance, vm.body["scheduling"].get("onHostMaintenance") == "MIGRATE"
+
+    @locked
     def list_nodes(self, project: str, zone: str, page_size: int = 0, page_token: str = "") -> Page:
         return tpu_api.list_nodes(self.state, project, zone, page_size, page_token)
 
@@ -206,6 +224,18 @@ class Backend(ControlPlane):
         self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
     ) -> Operation:
         return tpu_api.power(self.state, project, zone, node_id, "start", body or {})
+
+    @locked
+    def perform_maintenance(self, project: str, zone: str, node_id: str) -> Operation:
+        node = self.state.node(project, zone, node_id, "tpu.nodes.update")
+        return tpu_maintenance.perform(self.state, node, simulate=False)
+
+    @locked
+    def simulate_maintenance_event(
+        self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
+    ) -> Operation:
+        node = self.state.node(project, zone, node_id, "tpu.nodes.update")
+        return tpu_maintenance.perform(self.state, node, simulate=True)
 
     @locked
     def update_node(

@@ -18,6 +18,7 @@ from tpuctl.emulator.compute import group_api as compute_groups
 from tpuctl.emulator.compute import hosts as compute_hosts
 from tpuctl.emulator.compute import scheduling as compute_scheduling
 from tpuctl.emulator.control import api as control_api
+from tpuctl.emulator.control import maintenance as control_maintenance
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.locking import locked
 from tpuctl.emulator.core.requests import RequestLog
@@ -205,6 +206,11 @@ class ControlPlane:
         self, project: str, zone: str, name: str, worker: int | None, notice: float | None
     ) -> dict[str, Any]:
         return compute_scheduling.preempt_worker(self.state, project, zone, name, worker, notice)
+
+    @locked
+    def maintenance(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Announce a host maintenance on a node or VMs (control/maintenance.py)."""
+        return control_maintenance.maintenance(self.state, body)
 
     @locked
     def compute_reservation(self, body: dict[str, Any]) -> dict[str, Any]:

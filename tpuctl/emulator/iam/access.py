@@ -67,6 +67,9 @@ _TPU_VERBS = {
     "stop": "tpu.nodes.stop",
     "start": "tpu.nodes.start",
     "getGuestAttributes": "tpu.nodes.get",
+    # v2alpha1 only; the permission is not documented: the emulator's choice
+    "performMaintenance": "tpu.nodes.update",
+    "simulateMaintenanceEvent": "tpu.nodes.update",
     "queuedResources.list": "tpu.queuedresources.list",
     "queuedResources.create": "tpu.queuedresources.create",
     "queuedResources.get": "tpu.queuedresources.get",
@@ -308,7 +311,7 @@ def permission_denied(service: str, permission: str, resource: str) -> errors.Ap
 def compute_permission_denied(permission: str, resource: str) -> errors.ApiError:
     """403 as Compute Engine words it: `Required 'compute.instances.create' permission for
     'projects/P/zones/Z/instances/N'` (reason `forbidden`; the wording as gcloud prints
-    Compute's refusals, from memory of public output: docs/emulator-fidelity.md)."""
+    Compute's refusals, from memory of public output: docs/emulator.md)."""
     from tpuctl.emulator.compute.errors import ComputeError
 
     return ComputeError(403, "forbidden", f"Required '{permission}' permission for '{resource}'")

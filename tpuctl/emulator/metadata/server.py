@@ -13,7 +13,10 @@ Every answer carries an `ETag`; `?wait_for_change=true` (with `last_etag` and
 differs from `last_etag` (or, without it, from the value when asked), or the timeout
 (at most 300 s here). That is how a guest watches `instance/preempted`, which turns
 TRUE when a preemption's notice begins (control_api.preempt), and stays TRUE.
-`instance/maintenance-event` is served as `NONE`: the emulator has no host maintenance.
+`instance/maintenance-event` is `NONE`, then, while a host maintenance is ongoing,
+`TERMINATE_ON_HOST_MAINTENANCE` (`MIGRATE_ON_HOST_MAINTENANCE` for a Compute Engine VM
+that live-migrates); `instance/upcoming-maintenance` the maintenance announced, `{}`
+when none (core/maintenance.py). Both are watched with `wait_for_change` like any value.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 from tpuctl.emulator.compute import hosts as compute_hosts
 from tpuctl.emulator.control.client import CONTROL_PREFIX
+from tpuctl.emulator.core import maintenance as host_maintenance
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.offerings.accelerators import AcceleratorType, parse_accelerator
 from tpuctl.emulator.tpu.front import render_node
@@ -118,7 +122,12 @@ def attributes(node: dict[str, Any], project: str, zone: str, worker: int) -> di
 
 
 def _tree(
-    node: dict[str, Any], project: str, zone: str, worker: int, preempted: bool
+    node: dict[str, Any],
+    project: str,
+    zone: str,
+    worker: int,
+    preempted: bool,
+    maintenance: tuple[dict[str, Any] | None, bool] = (None, False),
 ) -> dict[str, Any]:
     """Every value served, as nested dicts (directories) and strings (values)."""
     account = (node.get("serviceAccount") or {}).get("email", "default")
@@ -135,7 +144,8 @@ def _tree(
             "attributes": attributes(node, project, zone, worker),
             "hostname": f"{hostname}.{zone}.c.{project}.internal",
             "id": instance_id,
-            "maintenance-event": "NONE",
+            "maintenance-event": host_maintenance.event(*maintenance),
+            "upcoming-maintenance": host_maintenance.guest_view(maintenance[0]),
             "name": hostname,
             "preempted": "TRUE" if preempted else "FALSE",
             "zone": f"projects/{project_number(project)}/zones/{zone}",
@@ -214,7 +224,8 @@ def _answer(backend: Any, match: re.Match[str], query: Mapping[str, str]) -> Ans
             return 404, _TEXT, f"no node {project}/{zone}/{node_id}\n".encode()
     if int(worker) >= len(node.get("networkEndpoints") or []):
         return 404, _TEXT, f"node {node_id} has no worker {worker}\n".encode()
-    value: Any = _tree(node, project, zone, int(worker), preempted)
+    maintenance = backend.guest_maintenance(project, zone, node_id, int(worker))
+    value: Any = _tree(node, project, zone, int(worker), preempted, maintenance)
     parts = [p for p in match["rest"].split("/") if p]
     for i, part in enumerate(parts):
         if not isinstance(value, dict) or part not in value:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tpuctl.emulator.core import maintenance
 from tpuctl.emulator.core.service import Facade
 from tpuctl.emulator.core.timestamps import proto_timestamp
 from tpuctl.emulator.tpu import flex, schema
@@ -68,6 +69,7 @@ def render_node(node: Node, alpha: bool = False) -> dict[str, Any]:
         "shieldedInstanceConfig": node.shielded_instance_config,
         "queuedResource": node.queued_resource,
         "multisliceNode": node.multislice_node,
+        "upcomingMaintenance": maintenance.render(node.maintenance),
     }
     if alpha and node.terminate_at is not None:
         out["schedulingConfig"]["terminationTimestamp"] = flex.termination_timestamp(
@@ -223,6 +225,8 @@ class TpuAlphaFront(TpuFront):
     v2alpha1's names, and the queued-resource fields v2 lacks (`flex`)."""
 
     alpha = True
+    perform_maintenance = _Rendered(render_operation)
+    simulate_maintenance_event = _Rendered(render_operation)
 
     def create_queued_resource(
         self, project: str, zone: str, qr_id: str, body: dict[str, Any]

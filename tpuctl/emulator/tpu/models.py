@@ -99,6 +99,8 @@ class Node:
     # when the guest's host keys become visible in guest attributes (None: not booted yet)
     hostkeys_at: float | None = None
     terminate_at: float | None = None  # a flex-start node's end (its request's run duration)
+    # a host maintenance announced (core/maintenance.py's record; tpu/maintenance.py)
+    maintenance: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         workers = self.accelerator.workers
@@ -119,6 +121,14 @@ class Node:
         """The workers whose VM runs: all of a READY node's (a TPU API node is preempted,
         stopped and deleted whole)."""
         return list(range(len(self.addresses))) if self.state == "READY" else []
+
+    @property
+    def shutting_down(self) -> list[int]:
+        """The workers whose guest is being shut down for a host maintenance: all of a
+        node's (tpu/maintenance.py)."""
+        record = self.maintenance
+        busy = record is not None and record["phase"] == "SHUTDOWN" and record.get("took")
+        return list(range(len(self.addresses))) if busy else []
 
     # -- state machine -----------------------------------------------------
     def may_begin(self, verb: str) -> bool:

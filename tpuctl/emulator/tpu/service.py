@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from tpuctl.emulator.core.service import Service
 from tpuctl.emulator.core.state import State
-from tpuctl.emulator.tpu import queued, urls
+from tpuctl.emulator.tpu import maintenance, queued, urls
 
-SERVICE = Service("tpu.googleapis.com", tuple(urls.ROUTES), (State.tick_nodes, queued.tick))
+SERVICE = Service(
+    "tpu.googleapis.com",
+    tuple(urls.ROUTES),
+    (State.tick_nodes, queued.tick, maintenance.tick),
+)

@@ -108,3 +108,21 @@ def _alpha(route: Route) -> Route:
 
 
 ROUTES += [_alpha(route) for route in ROUTES]
+# v2alpha1's own node methods (tpu.v2alpha1.json; v2 has neither): tpu/maintenance.py
+_NA = _N.replace("/v2/", "/v2alpha1/", 1)
+ROUTES += [
+    (
+        "POST",
+        _NA + ":performMaintenance",
+        "performMaintenance",
+        OnFront(TpuAlphaFront, "perform_maintenance"),
+        (*_PZ, "node"),
+    ),
+    (
+        "POST",
+        _NA + ":simulateMaintenanceEvent",
+        "simulateMaintenanceEvent",
+        OnFront(TpuAlphaFront, "simulate_maintenance_event"),
+        (*_PZ, "node", "body"),
+    ),
+]

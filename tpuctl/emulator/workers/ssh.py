@@ -202,7 +202,8 @@ class SshWorkers:
                     self._noticed.add((node.uid, k))
                     backend.workers.kill(node.uid, k, sig=signal.SIGTERM)
         live = {node.uid for node in nodes}
-        self._noticed = {seen for seen in self._noticed if seen[0] in live}
+        # a worker noticed no more (its VM back after a maintenance) may be noticed again
+        self._noticed &= {(node.uid, k) for node in nodes for k in _noticed_workers(node)}
         for uid in [uid for uid in self._node_dirs if uid not in live]:
             backend.workers.kill(uid)
             backend.workers.remove_node(self._node_dirs.pop(uid))
@@ -295,7 +296,8 @@ def _noticed_workers(node: Any) -> list[int]:
     API node (preempted whole), the one VM of a Compute Engine slice (hosts.py)."""
     if node.transition == "preempt":
         return list(range(len(node.addresses)))
-    return list(getattr(node, "preempting", ()))
+    # ... or being shut down for a host maintenance (tpu/ and compute/maintenance.py)
+    return [*getattr(node, "preempting", ()), *getattr(node, "shutting_down", ())]
 
 
 @functools.lru_cache(maxsize=8)
