@@ -1,4 +1,4 @@
-"""`tpuctl emulator start|stop|status|preempt`: the local Cloud TPU API emulator.
+"""`tpuctl emulator start|stop|status|preempt|maintenance`: the local Cloud TPU API emulator.
 
 Parses the options and renders; starting, finding and stopping the emulator's process
 (its record in STATE_DIR/emulator.json) is `tpuctl.emulator.control.daemon`'s.
@@ -244,6 +244,22 @@ def status(
         raise typer.Exit(1)
 
 
+Zone = Annotated[str | None, typer.Option("--zone", "-z")]
+Project = Annotated[str | None, typer.Option("--project", "-p")]
+
+
+def _emulator(ctx: typer.Context, command: str) -> tuple[Any, str]:
+    """The app's environment and the emulator's address (bad usage when none is set)."""
+    app_env = app_of(ctx)
+    address = app_env.factory.emulator_address
+    if not address:
+        raise UsageError(
+            f"{command} works on the local emulator only, and TPUCTL_EMULATOR_HOST is not set",
+            hint="`tpuctl emulator start --detach` prints the line to set it",
+        )
+    return app_env, str(address)
+
+
 @app.command()
 def preempt(
     ctx: typer.Context,
@@ -254,8 +270,8 @@ def preempt(
             "by its own name (as `gcloud compute instances list` shows it)."
         ),
     ],
-    zone: Annotated[str | None, typer.Option("--zone", "-z")] = None,
-    project: Annotated[str | None, typer.Option("--project", "-p")] = None,
+    zone: Zone = None,
+    project: Project = None,
     notice: Annotated[
         float | None,
         typer.Option(
@@ -286,13 +302,7 @@ def preempt(
     """
     from tpuctl.emulator.control.client import ControlError, EmulatorControl
 
-    app_env = app_of(ctx)
-    address = app_env.factory.emulator_address
-    if not address:
-        raise UsageError(
-            "preempt works on the local emulator only, and TPUCTL_EMULATOR_HOST is not set",
-            hint="`tpuctl emulator start --detach` prints the line to set it",
-        )
+    app_env, address = _emulator(ctx, "preempt")
     target = app_env.target(project, zone)
     control = EmulatorControl(address)
     try:
@@ -345,3 +355,91 @@ def _preempt_vm(
             ) from None
         raise
     return {**vm, "state": vm.get("status")}
+
+
+WEEK = 7 * 86400.0
+
+
+@app.command()
+def maintenance(
+    ctx: typer.Context,
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="A node on either API, or a Compute Engine slice's VM by its own name "
+            "(as `gcloud compute instances list` shows it)."
+        ),
+    ],
+    zone: Zone = None,
+    project: Project = None,
+    notice: Annotated[
+        float | None,
+        typer.Option(
+            "--notice",
+            parser=seconds("--notice", 0, WEEK),
+            help="How long before the window starts (upcomingMaintenance PENDING), e.g. "
+            "10m; 0: now. Default: 60s.",
+        ),
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration",
+            parser=seconds("--duration", 0, WEEK),
+            help="How long the window lasts (the VM is down for it). Default: 60s.",
+        ),
+    ] = None,
+    worker: Annotated[
+        int | None,
+        typer.Option(
+            "--worker",
+            min=0,
+            help="On a slice: the worker whose VM the maintenance is on (default: all). "
+            "A Cloud TPU API node goes down whole.",
+        ),
+    ] = None,
+) -> None:
+    """Announce a host maintenance on a node, then carry it out.
+
+    The node shows upcomingMaintenance (PENDING, its window) and its workers'
+    metadata server instance/upcoming-maintenance; at the window's start
+    instance/maintenance-event is TERMINATE_ON_HOST_MAINTENANCE and the processes get
+    SIGTERM, then the VM is down (TPU API: REPAIRING; Compute Engine: TERMINATED) until
+    the window's end, when it comes back unless it is spot or preemptible.
+
+    Example: tpuctl emulator maintenance my-tpu --notice 5m --duration 2m
+    """
+    from tpuctl.emulator.control.client import ControlError, EmulatorControl
+
+    app_env, address = _emulator(ctx, "maintenance")
+    target = app_env.target(project, zone)
+    control = EmulatorControl(address)
+    notice = 60.0 if notice is None else notice
+    paths = (
+        f"{target.parent}/nodes/{name}",
+        f"projects/{target.project}/zones/{target.zone}/instances/{name}",
+    )
+    try:
+        try:
+            shown = control.maintenance(paths[0], notice, duration, worker)
+        except ControlError as exc:
+            if exc.status != 404:
+                raise
+            shown = control.maintenance(paths[1], notice, duration, worker)
+    except ControlError as exc:
+        if exc.status == 404:
+            exc = ControlError(
+                f"no node {name} in {target.zone}: neither a Cloud TPU API node nor a "
+                "Compute Engine VM or slice (`tpuctl list` shows them)",
+                404,
+            )
+        raise TpuctlError(f"cannot announce a maintenance on {name}: {exc}") from None
+    except OSError as exc:
+        raise TpuctlError(f"cannot reach the emulator at {address}: {exc}") from None
+    window = shown["upcomingMaintenance"]
+    what = name if worker is None else f"worker {worker} of {name}"
+    typer.echo(
+        f"maintenance of {what} in {target.zone}: {window['maintenanceStatus']}, window "
+        f"{window['windowStartTime']} to {window['windowEndTime']}",
+        err=True,
+    )
