@@ -7,6 +7,7 @@ of a module, inside a function, or under TYPE_CHECKING.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -351,11 +352,11 @@ def test_the_api_check_lets_other_text_be() -> None:
 
 def adapter_imported(src: str, dst: str) -> bool:
     """an API's own package imported from above cloud/ (services and CLI ask the backend
-    protocol and the registry, never an adapter). The one exception: services/quota.py,
-    the report of the Cloud TPU API's quota, which reads that API's usage vocabulary."""
+    protocol and the registry, never an adapter; the quota usage an API's nodes hold is
+    its adapter's `quota_usage`)."""
     adapter = _in(dst, "tpuctl.cloud.tpu") or _in(dst, "tpuctl.cloud.compute")
     above = _in(src, "tpuctl.services") or _in(src, "tpuctl.cli")
-    return adapter and above and src != "tpuctl.services.quota"
+    return adapter and above
 
 
 def test_no_adapter_is_imported_from_above_cloud() -> None:
@@ -366,6 +367,36 @@ def test_no_adapter_is_imported_from_above_cloud() -> None:
         )
     }
     assert len(_violations(adapter_imported, graph)) == 1
+
+
+POSITIONAL = re.compile(r"backends\(\)\[0\]|KINDS\[0\]|backends\[0\]")
+
+
+def test_nothing_depends_on_the_registrys_order() -> None:
+    """Callers ask a backend's declared capabilities (`registry.requests_api`,
+    `quota_api`, `preferred`, `holder`), never its place in the registry."""
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{i}"
+        for path in MODULES.values()
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if POSITIONAL.search(line)
+    ]
+    assert found == []
+    assert POSITIONAL.search("api = backends[0]") and POSITIONAL.search("registry.KINDS[0]")
+
+
+def test_the_cloud_modules_import_no_cycle_through_a_lazy_import() -> None:
+    """cloud.backend -> cloud.compute -> cloud.quota closed a cycle once: no cloud module
+    reaches into an API's package but the registry, the client factory and that API's own."""
+    reach = {
+        (src, dst)
+        for src in GRAPH
+        if _in(src, "tpuctl.cloud") and src not in ("tpuctl.cloud.registry", "tpuctl.cloud.clients")
+        for dst in _internal(src)
+        for api in ("tpuctl.cloud.tpu", "tpuctl.cloud.compute")
+        if _in(dst, api) and not _in(src, api)
+    }
+    assert reach == set()
 
 
 def test_only_the_client_factory_reads_the_emulator_switch() -> None:

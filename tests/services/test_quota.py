@@ -8,7 +8,7 @@ from tpuctl import catalog
 from tpuctl.catalog import shape
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.cloud.quota import QuotaInfo
-from tpuctl.cloud.tpu import quota_check
+from tpuctl.cloud.tpu import quota_check, usage
 from tpuctl.config import Target
 from tpuctl.errors import QuotaError
 from tpuctl.models import Node
@@ -100,20 +100,20 @@ def _node(name: str, acc: str, zone: str, state: str = "READY", **sched: bool) -
 
 
 def test_node_usage() -> None:
-    (u,) = quota.node_usages(_node("a", "v5p-8", "us-east5-a", spot=True))[:1]
+    (u,) = usage.node_usages(_node("a", "v5p-8", "us-east5-a", spot=True))[:1]
     assert (u.spec.quota_id, u.location, u.amount) == (
         "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI",
         "us-east5-a",
         8,
     )
-    both = quota.node_usages(_node("a", "v5p-8", "us-east5-a", spot=True))
+    both = usage.node_usages(_node("a", "v5p-8", "us-east5-a", spot=True))
     assert [(x.spec.dimension, x.location) for x in both] == [
         ("zone", "us-east5-a"),
         ("region", "us-east5"),
     ]
-    assert quota.node_usages(_node("b", "v5p-8", "us-east5-a", state="DELETING")) == []
-    assert quota.node_usages(_node("c", "v5p-8", "us-east5-a", reserved=True)) == []
-    assert quota.node_usages(_node("d", "v99-8", "us-east5-a")) == []
+    assert usage.node_usages(_node("b", "v5p-8", "us-east5-a", state="DELETING")) == []
+    assert usage.node_usages(_node("c", "v5p-8", "us-east5-a", reserved=True)) == []
+    assert usage.node_usages(_node("d", "v99-8", "us-east5-a")) == []
 
 
 def test_check_create_and_report_against_the_emulator(emulator) -> None:

@@ -43,7 +43,7 @@ def list_nodes(
 
     prices.prefetch()  # the price catalog is read while the nodes are
     backends = app.backends()
-    tpu = backends[0]  # the queued requests' API, and the one whose errors are the command's
+    tpu = registry.requests_api(backends)  # its errors are the command's
     with ThreadPoolExecutor(max_workers=1) as pool:
         # the queued requests, the node lists of both APIs and Cloud Monitoring's UTIL and
         # IDLE, all read at once: the list costs one round trip, not five
@@ -54,7 +54,7 @@ def list_nodes(
         except TpuctlError as e:  # the nodes are still worth showing
             queued = []
             shot.skipped.append(f"could not list queued resources: {e}")
-    for other in backends[1:]:  # requests made of another API's nodes (its multislices)
+    for other in (b for b in backends if b is not tpu):  # requests made of nodes (multislices)
         mine = [r.node for r in shot.rows if registry.holder(backends, r.node) is other]
         queued += other.requests_of(mine)
     queued.sort(key=lambda q: (q.zone, q.name))
@@ -99,8 +99,8 @@ def list_nodes(
             name: ("-" if r.util is None else f"{r.util:.0f}%", r.idle_seconds)
             for name, r in rows.items()
         }
-        # an API column once a node is not on the default API
-        both = bool({n.api for n in nodes} - {registry.default().key})
+        # an API column once a node is not on the preferred API
+        both = bool({n.api for n in nodes} - {registry.preferred().key})
         render.show_fitted(views.node_columns(both), views.node_rows(nodes, measured, both), wide)
     if queued:
         if nodes:

@@ -114,12 +114,12 @@ class AppEnv:
         return target
 
     def tpu(self) -> TpuBackend:
-        """The first API's adapter (the Cloud TPU API's): its quota report, its queued
-        requests."""
-        return self.backends()[0]
+        """The adapter of the API whose quota `tpuctl quota` reports row by row
+        (`BackendKind.reports_quota`: the Cloud TPU API's)."""
+        return registry.quota_api(self.backends())
 
     def backends(self) -> list[TpuBackend]:
-        """The APIs a node may be on, in the order a name is looked up (the registry's)."""
+        """The APIs a node may be on (the registry's entries, whose order means nothing)."""
         return self.factory.backends()
 
 
@@ -174,7 +174,7 @@ Api = Annotated[
         "--api",
         metavar="|".join(registry.known()),
         help=f"The API: {registry.choices()} (default: the one that offers the type; v6e and "
-        f"v5p: the config file's `api`, else {registry.default().key}).",
+        f"v5p: the config file's `api`, else {registry.preferred().key}).",
         callback=_api,
         show_default=False,
     ),

@@ -39,6 +39,7 @@ from tpuctl.models import (
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.usage import Usage
     from tpuctl.config import Target
     from tpuctl.queueing import QueueOptions
 
@@ -66,9 +67,29 @@ class BackendKind:
     permissions: tuple[str, ...] = ()  # what the caller needs of the project beyond the rest
     # what N slices made as one unit are called in a sentence (docs/multislice.md)
     multislice: str = "queued resource"
+    # -- what it can do, which callers ask instead of its place in the registry ---------
+    # its queued requests are listed on their own (`list_queued_resources`: the Cloud TPU
+    # API's); `registry.requests_api` finds it
+    lists_requests: bool = False
+    # its quota is the one `tpuctl quota` reports row by row (`quota_usage`, the
+    # catalogue's quota table); `registry.quota_api` finds it
+    reports_quota: bool = False
+    # which API a shape that several offer goes to when nothing says otherwise: the
+    # highest (`registry.preferred`), never the registry's order
+    preference: int = 0
+    # a shape name tpuctl does not know is passed to it as it is, the judge of what it
+    # offers, unless another API claims the name by its `type_name`
+    judges_unknown: bool = False
+    # the Cloud Monitoring resource type its TPU series are written on ("" : none known)
+    metrics_resource: str = ""
 
     def offers(self, shape: SliceShape) -> bool:
         return self.type_name(shape) is not None
+
+    def claims(self, shape: SliceShape) -> bool:
+        """Whether `shape` goes to it by name: it offers a known shape, or names an unknown
+        one as its own (not merely as the judge of unknown names)."""
+        return self.offers(shape) and (shape.known or not self.judges_unknown)
 
     @property
     def flag(self) -> str:
@@ -146,6 +167,11 @@ class TpuBackend(Protocol):
         """This API's TPU quota where it is a pool of its own, in `regions` (None: every
         region that offers its TPUs); None for the Cloud TPU API's, which `tpuctl quota`
         reports itself."""
+        ...
+
+    def quota_usage(self, project: str) -> list[Usage]:
+        """What the project's nodes on this API hold of the catalogue's quota table, where
+        its quota is that one (`BackendKind.reports_quota`); [] elsewhere."""
         ...
 
     def leftovers(self, parent: str) -> list[Leftover]:
@@ -277,6 +303,9 @@ class BackendDefaults:
         return None
 
     def locations(self, project: str) -> list[str]:
+        return []
+
+    def quota_usage(self, project: str) -> list[Usage]:
         return []
 
     def leftovers(self, parent: str) -> list[Leftover]:

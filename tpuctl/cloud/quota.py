@@ -178,15 +178,15 @@ class QuotaApi:
 
         return self._call(project, fetch)
 
-    def compute_limits(self, project: str) -> dict[tuple[str, str, str], int]:
-        """Compute Engine's TPU quotas (a pool apart from the Cloud TPU API's, listed under
-        compute.googleapis.com): (quota id, tpu_family or "", region) -> the limit."""
-        from tpuctl.cloud.compute import quotas as compute_quotas
-
-        ids = {q.quota_id for q in compute_quotas.QUOTAS}
+    def regional_limits(
+        self, project: str, service: str, ids: set[str], dimension: str
+    ) -> dict[tuple[str, str, str], int]:
+        """The regional limits of the quotas `ids` that `service` lists (a pool apart from
+        the catalogue's, such as Compute Engine's TPU quotas, whose ids its adapter owns):
+        (quota id, the value of `dimension` or "", region) -> the limit."""
 
         def fetch() -> dict[tuple[str, str, str], int]:
-            parent = f"projects/{project}/locations/global/services/{compute_quotas.SERVICE}"
+            parent = f"projects/{project}/locations/global/services/{service}"
             pager = self._client.list_quota_infos(request={"parent": parent}, timeout=TIMEOUT)
             out: dict[tuple[str, str, str], int] = {}
             for info in (_to_dict(i) for i in pager):
@@ -195,7 +195,7 @@ class QuotaApi:
                 for entry in info.get("dimensionsInfos") or []:
                     dims = entry.get("dimensions") or {}
                     if dims.get("region"):
-                        key = (info["quotaId"], dims.get("tpu_family", ""), dims["region"])
+                        key = (info["quotaId"], dims.get(dimension, ""), dims["region"])
                         out.setdefault(key, int((entry.get("details") or {}).get("value") or 0))
             return out
 

@@ -96,9 +96,10 @@ class CreateOutcome:
 
 def choose_api(shape: SliceShape, asked: str | None, config: Mapping[str, Any]) -> str:
     """The TPU API a create goes to: the one asked for (--api); else the only one that
-    offers the shape (TPU7x and later: Compute Engine; v5e and older: the TPU API); else,
-    for a shape several offer (v6e, v5p), the config file's `api`, by default the
-    registry's first (the Cloud TPU API, which existing projects have quota for). A shape
+    offers the shape (TPU7x and later: Compute Engine; v5e and older: the TPU API), or
+    claims a name tpuctl does not know; else, for a shape several offer (v6e, v5p), the
+    config file's `api`, by default `registry.preferred` (the highest declared preference:
+    the Cloud TPU API, which existing projects have quota for). A shape
     the chosen API does not offer is refused by the create's own check, naming the API
     that does."""
     from tpuctl.cloud import registry
@@ -106,10 +107,10 @@ def choose_api(shape: SliceShape, asked: str | None, config: Mapping[str, Any]) 
     if asked:
         return asked
     offering = registry.offering(shape)
-    if shape.known and len(offering) == 1:
-        return offering[0].key
+    if len(offering) == 1 or (offering and not shape.known):
+        return offering[0].key  # the one that offers it, or claims an unknown name
     configured = config.get("api")
-    return configured if configured in registry.known() else registry.default().key
+    return configured if configured in registry.known() else registry.preferred(shape).key
 
 
 def price_line(spec: CreateSpec, slices: int = 1, zone: str = "") -> str | None:

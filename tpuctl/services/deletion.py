@@ -48,11 +48,12 @@ def resolve(
     elsewhere: bool = True,
 ) -> Doomed:
     """Look each name up as a node and as a queued request (a node's own, or of that name)
-    on the first of `backends`; a name neither is there is looked up as a node on the
-    others, then in the other zones unless not `elsewhere` (services/locate.py: one node
-    of that name there is deleted, `say`ing so; several are refused, naming their
-    zones)."""
-    api, others = backends[0], backends[1:]
+    on the one of `backends` that lists queued requests; a name neither is there is looked
+    up as a node on the others, then in the other zones unless not `elsewhere`
+    (services/locate.py: one node of that name there is deleted, `say`ing so; several are
+    refused, naming their zones)."""
+    api = registry.requests_api(backends)
+    others = [b for b in backends if b is not api]
     found: list[Node] = []
     missing: list[str] = []
     requests: dict[str, QueuedResource] = {}

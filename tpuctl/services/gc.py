@@ -214,14 +214,16 @@ def plan(
     now: float | None = None,
 ) -> Plan:
     """Look at every node and queued request under `parent` (`locations/-`: every zone),
-    on each of `backends` (a project with one of them off has nothing there; the first's
-    errors are the command's),
+    on each of `backends` (a project with one of them off has nothing there; the errors of
+    the one that lists queued requests are the command's),
     and at what unfinished creates left on them."""
+    from tpuctl.cloud import registry
     from tpuctl.services import leftovers as left
 
     at = time.time() if now is None else now
     skipped: list[str] = []
-    api, others = backends[0], backends[1:]
+    api = registry.requests_api(backends)
+    others = [b for b in backends if b is not api]
     nodes = api.list_nodes(parent)
     for other in others:
         try:
@@ -269,7 +271,7 @@ def collect(
     from tpuctl.cloud import registry
     from tpuctl.services import leftovers as left
 
-    api = backends[0]  # the queued requests' (the Cloud TPU API's)
+    api = registry.requests_api(backends)
     done: dict[int, DeleteResult] = {}
     for backend in backends:
         mine = [d for d in found.doomed if registry.holder(backends, d.node) is backend]

@@ -23,7 +23,6 @@ from tpuctl.agent.protocol import BLOBS, JOBS
 from tpuctl.cloud import registry
 from tpuctl.config import for_project, project_table
 from tpuctl.errors import TpuctlError, UsageError
-from tpuctl.services import quota as quota_svc
 from tpuctl.services.init_access import check_permissions, check_service_account
 from tpuctl.services.init_step import Step, failed
 from tpuctl.services.staging import bucket_name, bucket_source, check_owner
@@ -181,7 +180,7 @@ def check_quota(a: InitAdapters, spec: InitSpec) -> Step:
         limit = a.quotas.quota_info(t.project, qspec.quota_id).limit(location) or 0
         used = sum(
             u.amount
-            for u in quota_svc.project_usage(a.tpu, t.project)
+            for u in a.tpu.quota_usage(t.project)
             if u.spec == qspec and u.location == location
         )
         asked = [
@@ -379,8 +378,8 @@ def validate(acc: catalog.SliceShape | None, zone: str) -> None:
     """Refuse an accelerator tpuctl does not know, or one the zone does not offer."""
     if acc is None:
         return
-    # offered only by another API than the default (TPU7x: Compute Engine, its own quota)
-    on_compute = acc.known and not registry.default().offers(acc)
+    # offered only by an API with a quota pool of its own (TPU7x: Compute Engine's)
+    on_compute = acc.known and not registry.quota_kind().offers(acc)
     if not acc.known or (catalog.quota_for(acc, "on-demand") is None and not on_compute):
         raise UsageError(
             f"invalid --accelerator {acc.name!r}: a TPU type like v5litepod-8, v4-8 or v6e-4"

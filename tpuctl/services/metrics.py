@@ -109,7 +109,8 @@ def read(
     now: float | None = None,
 ) -> dict[Key, NodeMetrics]:
     """Every TPU worker's metrics in `project` (in `zones`, else every zone), by node."""
-    from tpuctl.cloud.monitoring import COMPUTE_RESOURCE, IDLE, RESOURCE, TENSORCORE
+    from tpuctl.cloud import registry
+    from tpuctl.cloud.monitoring import IDLE, TENSORCORE
 
     at = time.time() if now is None else now
     where: list[str | None] = [*sorted(set(zones))] if zones is not None else [None]
@@ -128,9 +129,10 @@ def read(
         )
 
     # The resources the descriptor names are asked at the same time as the series of the
-    # two the TPU metrics are known on (one round trip, not two); a resource it names
-    # beyond those is read after, and a series of one it does not name is dropped.
-    guessed = [RESOURCE, COMPUTE_RESOURCE]
+    # ones the registry's APIs write them on (`BackendKind.metrics_resource`: one round
+    # trip, not two); a resource it names beyond those is read after, and a series of one
+    # it does not name is dropped.
+    guessed = list(dict.fromkeys(k.metrics_resource for k in registry.KINDS if k.metrics_resource))
     calls = calls_on(guessed)
     with ThreadPoolExecutor(max_workers=min(16, len(calls) + 1)) as pool:
         kinds_asked = pool.submit(_resources, api, project)
@@ -334,7 +336,10 @@ def snapshot(
             skipped.append(f"could not list the TPU VMs of {api.kind.called}: {e}")
             return []
 
-    tpu, others = backends[0], backends[1:]
+    from tpuctl.cloud import registry
+
+    tpu = registry.requests_api(backends)
+    others = [b for b in backends if b is not tpu]
     with ThreadPoolExecutor(max_workers=2 + len(others)) as pool:
         nodes = pool.submit(tpu.list_nodes, parent)
         more = [pool.submit(other, api) for api in others]

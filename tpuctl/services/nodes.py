@@ -135,10 +135,11 @@ def prepare(
     """The spec as the API is to get it: tpuctl's labels added (managed-by, owner, created,
     and from --ttl, --idle-timeout and a job's start deadline), and the startup-script of
     the idle watchdog and the boot guard in its metadata. `kind`: the API it goes to (by
-    default the registry's first); `zone`: where (a --max-cost is at its region's price)."""
+    default `registry.preferred` for its shape); `zone`: where (a --max-cost is at its
+    region's price)."""
     from tpuctl.cloud import registry
 
-    kind = kind or registry.default()
+    kind = kind or registry.preferred(spec.shape)
     check_scheduling(spec)
     created = int(now if now is not None else time.time())
     labels = dict(spec.labels)

@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
-from tpuctl.cloud.tpu.usage import (  # noqa: F401  (re-exported: quota's one vocabulary)
+from tpuctl.cloud.usage import (  # noqa: F401  (re-exported: quota's one vocabulary)
     Usage,
     log,
-    node_usages,
-    project_usage,
     request_url,
     scheduling_label,
 )
@@ -169,7 +167,7 @@ def report(
     """
     if zone and zone not in catalog.ZONES:
         tpu.accelerator_types(f"projects/{project}/locations/{zone}")
-    usages = project_usage(tpu, project)
+    usages = tpu.quota_usage(project)
     infos: dict[str, QuotaInfo] = {}
     error = None
     requests: list[QuotaRequest] = []

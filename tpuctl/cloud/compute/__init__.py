@@ -37,4 +37,5 @@ KIND = BackendKind(
     ends_at_expiry=True,  # an instance's maxRunDuration (wire.py) deletes it at its expiry
     permissions=COMPUTE_CALLER_PERMISSIONS,
     multislice="multislice",  # N slices made as one, with no queued resource (multislice.py)
+    metrics_resource="gce_instance",
 )

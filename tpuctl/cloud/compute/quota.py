@@ -82,7 +82,8 @@ def rows(
     quotas: QuotaApi, compute: TpuBackend, project: str, regions: list[str]
 ) -> list[ComputeQuotaRow]:
     """Each Compute Engine TPU quota in each region, with what the project's VMs use."""
-    limits = quotas.compute_limits(project)
+    ids = {q.quota_id for q in compute_quotas.QUOTAS}
+    limits = quotas.regional_limits(project, compute_quotas.SERVICE, ids, "tpu_family")
     nodes = compute.list_nodes(f"projects/{project}/locations/-")
     return [
         ComputeQuotaRow(q, r, _limit(limits, q, r), sum(_holds(n, q, r) for n in nodes))

@@ -30,4 +30,9 @@ KIND = BackendKind(
     type_name=_type_name,
     build=_build,
     queues_flex_start=True,  # cloud.google.com/tpu/docs/request-using-flex-start
+    lists_requests=True,  # queued resources, a resource of their own
+    reports_quota=True,  # the catalogue's quota table is tpu.googleapis.com's
+    preference=1,  # a shape it shares (v6e, v5p): here, where existing projects have quota
+    judges_unknown=True,  # a name tpuctl does not know is passed on as it is
+    metrics_resource="tpu_worker",
 )

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl import catalog
-from tpuctl.cloud.tpu.usage import CHECK_PATIENCE, Usage, log, project_usage, request_url
+from tpuctl.cloud.tpu.usage import CHECK_PATIENCE, project_usage
+from tpuctl.cloud.usage import Usage, log, request_url
 from tpuctl.errors import NotFoundError, QuotaError, TpuctlError
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from tpuctl.models import CreateSpec, Node
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
     from tpuctl.cloud.quota import QuotaApi
+    from tpuctl.cloud.usage import Usage
     from tpuctl.config import Target
     from tpuctl.queueing import QueueOptions
 
@@ -57,6 +58,11 @@ class TpuRules(BackendDefaults):
         zones: list[str],
     ) -> dict[str, str]:
         return quota_check.headroom(self._me(), quotas, project, shape, scheduling, zones)
+
+    def quota_usage(self, project: str) -> list[Usage]:
+        from tpuctl.cloud.tpu.usage import project_usage
+
+        return project_usage(self._me(), project)
 
     def monitored_workers(self, node: Node, workers: list[int]) -> MonitoredWorkers:
         # A Cloud TPU API node's workers write their metrics on the `tpu_worker` resource

@@ -5,41 +5,16 @@ check (quota_check.py), `tpuctl quota` and `tpuctl init`.
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl import catalog
+from tpuctl.cloud.usage import Usage
 from tpuctl.models import NODE_HOLDS_NO_QUOTA, Node
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
 
-log = logging.getLogger("tpuctl.quota")
 CHECK_PATIENCE = 10.0  # seconds of retries a pre-create check may spend; it never blocks
-
-
-def request_url(project: str) -> str:
-    """The console page where quota increases are requested."""
-    return (
-        f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
-        f"&service={catalog.QUOTA_SERVICE}"
-    )
-
-
-def scheduling_label(spec: catalog.QuotaSpec) -> str:
-    """Spot and preemptible nodes share the preemptible quotas; tpuctl's flag is --spot."""
-    return "spot" if spec.preemptible else "on-demand"
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What one node takes from one quota."""
-
-    node: Node
-    spec: catalog.QuotaSpec
-    location: str
-    amount: int
 
 
 def node_usages(node: Node) -> list[Usage]:
