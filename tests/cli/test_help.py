@@ -101,9 +101,7 @@ def test_the_hyphenated_words_that_used_to_break_stay_whole(capsys, monkeypatch)
 def _options() -> list:  # noqa: ANN401
     import typer
 
-    from tpuctl.cli import help as help_mod
-
-    root = help_mod.name_values(typer.main.get_command(app))
+    root = typer.main.get_command(app)
     found = []
 
     def walk(command) -> None:  # noqa: ANN001

@@ -19,8 +19,6 @@ from tpuctl.cli import help as help_mod
 from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
 
-help_mod.plain_arguments(typer.core.TyperArgument)
-help_mod.unbroken_hyphens()
 coercion.install()  # no pydantic for the values typer would pass through unchanged
 
 # Every command, in the order the help lists them: (module in tpuctl.cli, function), or
@@ -84,7 +82,7 @@ def make_app(only: str | None = None) -> typer.Typer:
     """tpuctl's typer app: every command, or the command `only` alone (a name of COMMANDS)."""
     import importlib
 
-    made = typer.Typer(
+    made = help_mod.Typer(
         name="tpuctl",
         help="Manage the whole life of Google Cloud TPU VMs.",
         no_args_is_help=True,
@@ -184,7 +182,7 @@ def _main(argv: list[str] | None, app_env: AppEnv | None) -> int:
     try:
         with interrupts.noting():
             made = make_app(_named(args))
-            command = help_mod.whole_summaries(help_mod.name_values(typer.main.get_command(made)))
+            command = typer.main.get_command(made)
             argcheck.check(command, args)  # `-abc`, `-accelerator`: refused, not misread
             result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
         if result == ExitCode.INTERRUPTED and interrupts.received:

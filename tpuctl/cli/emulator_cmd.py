@@ -15,12 +15,13 @@ from typing import Annotated, Any
 
 import typer
 
+from tpuctl.cli.help import Typer
 from tpuctl.cli.options import app_of, seconds
 from tpuctl.errors import ConfigError, TpuctlError, UsageError
 
 # tpuctl.emulator is imported in the commands: other commands never load it.
 
-app = typer.Typer(
+app = Typer(
     help="Run a local emulator of the Cloud TPU API.", no_args_is_help=True, rich_markup_mode=None
 )
 

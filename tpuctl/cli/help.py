@@ -1,15 +1,21 @@
 """Help that reads like a CLI's: `--zone ZONE`, `--ttl DURATION`, `Usage: tpuctl create
-[OPTIONS] [NAME]`.
+[OPTIONS] [NAME]`, through typer's and click's public extension points.
 
 Typer 0.29 shows a Python type for every value (`--zone <str>`, `--labels <list[str]>`,
 `name <str>`) and wraps required arguments in braces in the usage line (`{script}`).
-`name_values` gives each parameter that has no metavar of its own the name gcloud and
-click would show: the option's name in capitals, or what it takes (DURATION, KEY=VALUE).
+tpuctl's commands are made of the classes below (`Typer` passes them as typer's `cls=`):
+each parameter that has no metavar of its own gets the name gcloud and click would show
+(the option's name in capitals, or what it takes: DURATION, KEY=VALUE), arguments are
+shown by their names alone, a command's summary in its group's list is whole, and help
+never breaks a word at its hyphens.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
 
 # option dest -> what it takes, where its own name would not say it
 _TAKES = {
@@ -38,12 +44,39 @@ _TAKES = {
     "notice": "DURATION",
     "timeout": "DURATION",
 }
+_HYPHEN = "\ue000"  # stands for "-" while a text is wrapped: a letter to the wrapper
+
+
+class WholeWordsFormatter(typer.Context.formatter_class):  # type: ignore[misc, valid-type]
+    """Help never wraps inside a word at its hyphens (`us-` / `west4-a`, `--keep-` /
+    `request`), so what is shown can be copied: a line breaks at spaces only. The wrapper
+    sees each hyphen as a letter; `getvalue` gives them back."""
+
+    def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
+        super().write_usage(_held(prog), _held(args), prefix)
+
+    def write_text(self, text: str) -> None:
+        super().write_text(_held(text))
+
+    def write_dl(self, rows: Any, *args: Any, **kwargs: Any) -> None:
+        super().write_dl([(_held(a), _held(b)) for a, b in rows], *args, **kwargs)
+
+    def getvalue(self) -> str:
+        return str(super().getvalue()).replace(_HYPHEN, "-")
+
+
+def _held(text: str) -> str:
+    return text.replace("-", _HYPHEN)
+
+
+class HelpContext(typer.Context):
+    formatter_class = WholeWordsFormatter
 
 
 def name_values(command: Any) -> Any:
-    """Set the metavar of every parameter of `command` (a click command, as typer makes
-    it: typer 0.29 carries a click of its own, so nothing here names click's classes) and
-    of its subcommands, where it has none."""
+    """Set the metavar of every parameter of `command` that has none (a click command, as
+    typer makes it: typer 0.29 carries a click of its own, so nothing here names click's
+    classes)."""
     for param in command.params:
         if param.metavar is not None:
             continue
@@ -51,8 +84,6 @@ def name_values(command: Any) -> Any:
             param.metavar = (param.name or "arg").upper()
         elif param.param_type_name == "option" and not (param.is_flag or param.count):
             param.metavar = _TAKES.get(param.name or "", _number(param) or _upper(param))
-    for sub in getattr(command, "commands", {}).values():
-        name_values(sub)
     return command
 
 
@@ -67,22 +98,80 @@ def _upper(param: Any) -> str:
     return longest.replace("-", "_").upper()
 
 
-def plain_arguments(argument_class: Any) -> None:
-    """Arguments shown by their names alone: bare when required in the usage line
-    (`SCRIPT`, not `{SCRIPT}`), as click and man pages do, optional ones in brackets,
-    and no Python type after the name in the list of arguments (`NAME`, not `NAME <str>`).
-    """
-    if not hasattr(argument_class, "_usage_display_name"):
-        return  # an older typer, which already does so
+def _summary(command: Any, limit: int) -> str:
+    """A command's line in its group's list: the first paragraph of its help, whole (click
+    cuts a summary that does not fit with "..."; the summaries are written to fit 80
+    columns, and at a narrower terminal they wrap instead)."""
+    if command.short_help or not command.help:
+        return str(TyperCommand.get_short_help_str(command, limit))
+    return " ".join(command.help.split("\n\n", 1)[0].split())
 
-    def usage_name(self: Any) -> str:
-        name = str(self.display_name_raw)
-        if self.nargs != 1:
-            name += "..."
-        return name if self.required else f"[{name}]"
 
-    argument_class._usage_display_name = usage_name
-    argument_class.display_type_rich = lambda self, ctx: None
+class Command(TyperCommand):
+    """A tpuctl command: values named, arguments plain (bare when required in the usage
+    line, `SCRIPT` not `{SCRIPT}`, in brackets when optional, no Python type after the
+    name in the list of arguments), hyphens whole."""
+
+    context_class = HelpContext
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        name_values(self)
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                pieces.extend(param.get_usage_pieces(ctx))
+                continue
+            name = str(param.metavar) + ("..." if param.nargs != 1 else "")
+            pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((str(param.metavar), record[1]))
+            elif param.param_type_name == "option":
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return _summary(self, limit)
+
+
+class Group(TyperGroup):
+    """A group of tpuctl's commands: its options named as a command's, each command's
+    summary whole."""
+
+    context_class = HelpContext
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        name_values(self)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return _summary(self, limit)
+
+
+class Typer(typer.Typer):
+    """typer's app whose group and commands are tpuctl's `Group` and `Command`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", Group)
+        super().__init__(*args, **kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("cls") is None:
+            kwargs["cls"] = Command
+        return super().command(*args, **kwargs)
 
 
 def misspelt(error: Any, strict: bool = False) -> str | None:
@@ -97,34 +186,3 @@ def misspelt(error: Any, strict: bool = False) -> str | None:
     cutoff = 0.8 if strict else 0.75
     like = difflib.get_close_matches(typed, sorted(error.possibilities), n=1, cutoff=cutoff)
     return like[0] if like else None
-
-
-def whole_summaries(command: Any) -> Any:
-    """Each subcommand's line in its group's list is the first paragraph of its help, whole
-    (click cuts a summary that does not fit with "..."; the summaries are written to fit 80
-    columns, and at a narrower terminal they wrap instead)."""
-    for sub in getattr(command, "commands", {}).values():
-        if not sub.short_help and sub.help:
-            sub.short_help = " ".join(sub.help.split("\n\n", 1)[0].split())
-        whole_summaries(sub)
-    return command
-
-
-def unbroken_hyphens() -> None:
-    """Help never wraps inside a word at its hyphens (`us-` / `west4-a`, `--keep-` /
-    `request`), so what is shown can be copied: a line breaks at spaces only."""
-    try:  # typer >= 0.29 vendors click; older releases depend on it
-        from typer._click import _textwrap
-    except ImportError:  # pragma: no cover
-        from click import _textwrap  # type: ignore[no-redef]
-    if getattr(_textwrap.TextWrapper, "whole_words", False):
-        return
-
-    class WholeWords(_textwrap.TextWrapper):  # type: ignore[misc, name-defined]
-        whole_words = True
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["break_on_hyphens"] = False
-            super().__init__(*args, **kwargs)
-
-    _textwrap.TextWrapper = WholeWords  # type: ignore[misc]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tpuctl.cli import quota_request, render
+from tpuctl.cli.help import Typer
 from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Zone, app_of
 from tpuctl.errors import UsageError
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from tpuctl.models import QuotaPool
     from tpuctl.services.quota import QuotaReport, QuotaRow
 
-app = typer.Typer(rich_markup_mode=None, no_args_is_help=False)
+app = Typer(rich_markup_mode=None, no_args_is_help=False)
 app.command("request")(quota_request.request)
 
 
