@@ -1,6 +1,5 @@
 """What start-up skips, and that skipping it changes nothing a user sees: the top-level help
-from its kept copy, a command's tree without the other commands, typer's coercion without
-pydantic where it is the identity."""
+from its kept copy, a command's tree without the other commands."""
 
 from __future__ import annotations
 
@@ -8,14 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import typer
 
 from tests.cli.test_help import COMMANDS
 from tpuctl import quick_help
-from tpuctl.cli import coercion, make_app
+from tpuctl.cli import make_app
 
 SHOW_TYPER = (
     "import sys\n"
@@ -131,55 +129,10 @@ def test_a_misspelt_command_still_finds_its_name(cli) -> None:
     assert r.code == 2 and "Did you mean 'list'?" in r.err
 
 
-def _values(param: Any) -> list[Any]:
-    """Values a parameter receives from click: none, its default, what a user types."""
-    kind = param.type_descriptor.annotation
-    multi = param.multiple or param.nargs == -1
-    typed = {
-        str: ["abc", "", "us-central1-a"],
-        int: ["12", "007", "x", "-3", "1.5", " 4"],
-        float: ["1.5", "2", "nan", "no"],
-        bool: [True, False],
-    }.get(kind, ["a/b", "5m"])
-    if multi:
-        return [None, (), ("a", "b"), ("x",), ["y"]]
-    return [None, param.default, *typed]
-
-
-def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> Any:
-    try:
-        return "ok", runtime.coerce(value, param=param, ctx=ctx)
-    except Exception as e:  # noqa: BLE001 - the error is the outcome compared
-        return "error", type(e).__name__, str(e)
-
-
-def test_the_light_coercion_gives_what_typers_own_gives() -> None:
-    from typer import core
-
-    coercion.install()
-    light = core.build_runtime_param
-    assert getattr(light, "_tpuctl_light", False)
-    compared = 0
-    root = typer.main.get_command(make_app())
-    ctx = root.make_context("tpuctl", ["list"], resilient_parsing=True)
-    for group in [root, *[c for c in root.commands.values() if hasattr(c, "commands")]]:
-        for command in group.commands.values():
-            for param in command.params:
-                if getattr(param, "type_descriptor", None) is None:
-                    continue
-                ours = light(param.type_descriptor)
-                for value in _values(param):
-                    real = ours._build(param.type_descriptor)  # typer's own, fresh
-                    expected = _outcome(real, value, param, ctx)
-                    assert _outcome(ours, value, param, ctx) == expected, (param.name, value)
-                    compared += 1
-    assert compared > 500
-
-
 def test_an_int_option_given_a_word_gets_typers_own_error(cli) -> None:
     r = cli("logs", "j", "--worker", "many")
     assert r.code == 2 and "Invalid value for '--worker'" in r.err and "integer" in r.err
     # one with a parser of ours (whole_number) says it in its words
     r = cli("list", "--limit", "many")
     assert r.code == 2 and "invalid --limit 'many': a whole number 1 to" in r.err
-    assert cli("list", "--limit", "1").code == 0  # digits: read without pydantic
+    assert cli("list", "--limit", "1").code == 0

@@ -14,12 +14,10 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc  # type: ignore[no-redef]
 
 from tpuctl import __version__, interrupts
-from tpuctl.cli import argcheck, coercion
+from tpuctl.cli import argcheck
 from tpuctl.cli import help as help_mod
 from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
-
-coercion.install()  # no pydantic for the values typer would pass through unchanged
 
 # Every command, in the order the help lists them: (module in tpuctl.cli, function), or
 # (module, its typer app, the group's help). A command's module is imported only when that
