@@ -76,9 +76,10 @@ def test_a_request_ids_operation_is_kept_an_hour_past_the_done_operations_cap() 
     from tpuctl.emulator.compute import api, changes
     from tpuctl.emulator.compute.models import ZoneOperation
     from tpuctl.emulator.core.state import State
+    from tpuctl.emulator.services import slots
 
     clock = [1_800_000_000.0]
-    state = State(clock=lambda: clock[0])
+    state = State(clock=lambda: clock[0], slots=slots())
     rid = str(uuid.uuid4())
 
     def noop(s: State, project: str) -> ZoneOperation:

@@ -15,6 +15,7 @@ from tpuctl.emulator.core import backend as backend_module
 from tpuctl.emulator.core import urls
 from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.service import Service
+from tpuctl.emulator.core.slots import Slot
 from tpuctl.emulator.core.state import State
 
 PACKAGE = Path(tpuctl.emulator.__file__).parent
@@ -30,7 +31,7 @@ def test_every_package_with_routes_is_a_registered_service() -> None:
     }
     assert registered == with_routes
     listed = [s.routes for s in services.SERVICES]
-    assert all(listed), "a registered service serves no route"
+    assert all(s.routes or s.slots for s in services.SERVICES), "a service that does nothing"
     assert [r for routes in listed for r in routes] == urls.API_ROUTES
 
 
@@ -53,3 +54,48 @@ def test_a_registered_services_transitions_run_with_the_others(
     finally:
         backend.close()
     assert seen == [("new", 1000.0), ("new", 1005.0)]
+
+
+def test_a_registered_services_slot_is_held_configured_and_kept_over_a_restart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A new service's slot is made with the state, shown and changed through the
+    control plane's config, written to the state file and read back, and made anew by a
+    reset: no change to the core."""
+
+    def update(state: State, body: dict) -> None:
+        state.widgets["colour"] = body.get("widget_colour", state.widgets["colour"])
+
+    def validate(body: dict) -> None:
+        if body.get("widget_colour", "red") not in ("red", "blue"):
+            raise ValueError("widget_colour")
+
+    slot = Slot(
+        "widgets",
+        lambda: {"colour": "red"},
+        frozenset({"widget_colour"}),
+        config=lambda state: {"widget_colour": state.widgets["colour"]},
+        validate=validate,
+        update=update,
+        save=lambda state: {"made": 3},
+        load=lambda state, config, kept: state.widgets.update(
+            colour=config["widget_colour"], made=kept["made"]
+        ),
+    )
+    new = Service("widgets.googleapis.com", slots=(slot,))
+    monkeypatch.setattr(services, "SERVICES", (*services.SERVICES, new))
+    backend = Backend(state_dir=tmp_path)
+    try:
+        assert backend.config()["widget_colour"] == "red"
+        with pytest.raises(ValueError):
+            backend.update_config({"widget_colour": "green"})
+        assert backend.update_config({"widget_colour": "blue"})["widget_colour"] == "blue"
+    finally:
+        backend.close()
+    again = Backend(state_dir=tmp_path)
+    try:
+        assert again.state.widgets == {"colour": "blue", "made": 3}
+        again.reset()
+        assert again.state.widgets == {"colour": "red"}
+    finally:
+        again.close()

@@ -11,60 +11,15 @@ import re
 from dataclasses import asdict
 from typing import Any
 
-from tpuctl.emulator.billing.catalog import CONFIG_KEYS as BILLING_CONFIG_KEYS
-from tpuctl.emulator.billing.catalog import BillingCatalog
 from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.compute import scheduling as compute_scheduling
 from tpuctl.emulator.control import maintenance
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
-from tpuctl.emulator.core.state import DEFAULT_DURATIONS, State
+from tpuctl.emulator.core.state import State
 from tpuctl.emulator.core.timestamps import proto_timestamp
-from tpuctl.emulator.iam import oslogin
-from tpuctl.emulator.iam.access import CONFIG_KEYS as ACCESS_CONFIG_KEYS
-from tpuctl.emulator.iam.org_policy import CONFIG_KEYS as POLICY_CONFIG_KEYS
-from tpuctl.emulator.iam.org_policy import Policies
-from tpuctl.emulator.quotas.limits import CONFIG_KEYS as QUOTA_CONFIG_KEYS
 from tpuctl.emulator.tpu import queued
 from tpuctl.emulator.tpu.models import Node
-
-OWN_CONFIG_KEYS = {"durations", "defaults", "project_metadata"}  # the others: their services'
-
-
-def update_config(state: State, body: dict[str, Any]) -> dict:
-    """Change durations, defaults and quota settings, all checked before any applies."""
-    unknown = (
-        set(body) - OWN_CONFIG_KEYS - QUOTA_CONFIG_KEYS - ACCESS_CONFIG_KEYS - POLICY_CONFIG_KEYS
-    )
-    unknown -= BILLING_CONFIG_KEYS
-    if unknown:
-        raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
-    durations = body.get("durations") or {}
-    for verb, seconds in durations.items():
-        if verb not in DEFAULT_DURATIONS:
-            raise errors.invalid_argument(f"unknown duration '{verb}'")
-        number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
-        if (seconds is not None or verb == "hostkeys") and not (number and seconds >= 0):
-            held = "" if verb == "hostkeys" else " or null"
-            raise errors.invalid_argument(f"duration '{verb}' must be seconds >= 0{held}")
-    defaults = body.get("defaults") or {}
-    for key, value in defaults.items():
-        if key not in ("project", "zone") or not isinstance(value, str) or not value:
-            raise errors.invalid_argument(f"bad default {key}={value!r}")
-    if "project_metadata" in body:
-        oslogin.validate_project_metadata(body["project_metadata"])
-    Policies.validate(body)
-    BillingCatalog.validate(body)
-    state.quota.update(body)
-    state.policies.update(body)
-    state.access.update(body)
-    state.billing.update(body)
-    if "project_metadata" in body:
-        oslogin.update_project_metadata(state, body["project_metadata"])
-    state.durations.update({k: None if v is None else float(v) for k, v in durations.items()})
-    state.defaults.update(defaults)
-    state.changed()
-    return state.config()
 
 
 def draw_fault(state: State, target: str) -> tuple[float, int | None, bool, bool]:

@@ -33,7 +33,7 @@ from tpuctl.emulator.core.state import State
 from tpuctl.emulator.iam import oslogin
 from tpuctl.emulator.monitoring import models as monitoring
 from tpuctl.emulator.quotas import preferences as quota_prefs
-from tpuctl.emulator.services import SERVICES
+from tpuctl.emulator.services import SERVICES, slots
 from tpuctl.emulator.tpu import api as tpu_api
 from tpuctl.emulator.tpu import maintenance as tpu_maintenance
 from tpuctl.emulator.tpu import queued
@@ -57,7 +57,7 @@ class Backend(ControlPlane):
         # Notified (under the lock) after every change of the state.
         self.changes = threading.Condition(self.lock)
         self._state_dir = Path(state_dir) if state_dir else None
-        self.state = State(clock)
+        self.state = State(clock, slots())
         # Cloud Storage beside the TPU API (set by EmulatorServer; None: not served)
         self.storage_endpoint: str | None = None
         self.clear_storage: Callable[[], None] | None = None

@@ -124,7 +124,7 @@ class ControlPlane:
 
     @locked
     def update_config(self, body: dict[str, Any]) -> dict:
-        return control_api.update_config(self.state, body)
+        return self.state.update_config(body)
 
     @locked
     def reset(self) -> dict:

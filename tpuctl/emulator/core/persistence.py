@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from tpuctl.emulator.core.state import State
-from tpuctl.emulator.iam import oslogin
 from tpuctl.emulator.tpu.models import Node, Operation, QueuedResource
 
 STATE_FILE = "state.json"
@@ -26,20 +26,17 @@ def save(state: State, state_dir: Path | None) -> None:
     state.dirty = False
     if state_dir is None:
         return
-    data = {
+    data: dict[str, Any] = {
         "version": VERSION,
         "nodes": [n.to_state() for n in state.nodes.values()],
         "operations": [op.to_state() for op in state.operations.values()],
         "queued_resources": [q.to_state() for q in state.queued.values()],
-        "compute": state.compute.to_state(),  # Compute Engine's instances (compute/)
         "config": state.config(),
-        "quota_preferences": list(state.quota_prefs.values()),
-        "oslogin": oslogin.to_state(state),
-        "buckets": state.buckets,
-        "billing_skus": state.billing.to_state(),  # the control plane's changes
-        "tokens": state.access.accounts.tokens_state(),
         "allocator": {"next_index": state.allocator.next_index},
     }
+    for slot in state.slots.values():  # what each service keeps (core/service.py's Slot)
+        if slot.save is not None:
+            data[slot.file_key or slot.name] = slot.save(state)
     state_dir.mkdir(parents=True, exist_ok=True)
     path = state_dir / STATE_FILE
     tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
@@ -59,20 +56,11 @@ def load(state: State, state_dir: Path | None) -> None:
     state.operations = {op.name: op for op in ops}
     items = map(QueuedResource.from_state, data.get("queued_resources", []))
     state.queued = {q.name: q for q in items}
-    state.compute.load(data.get("compute", {}))
     config = data.get("config", {})
     state.durations.update(config.get("durations", {}))
     state.defaults.update(config.get("defaults", {}))
-    state.quota.load(config)
-    state.access.load(config)
-    state.policies.update(
-        {k: config[k] for k in ("org_policy", "tpu_service_agent") if k in config}
-    )
-    state.quota_prefs = {p["name"]: p for p in data.get("quota_preferences", [])}
-    state.project_metadata = {p: dict(md) for p, md in config.get("project_metadata", {}).items()}
-    oslogin.load(state, data.get("oslogin", {}))
-    state.buckets = dict(data.get("buckets", {}))
-    state.billing.load(config, data.get("billing_skus", {}))
-    state.access.accounts.load_tokens(data.get("tokens", []))
+    for slot in state.slots.values():
+        if slot.load is not None:
+            slot.load(state, config, data.get(slot.file_key or slot.name))
     allocator = data.get("allocator", {})
     state.allocator.next_index = allocator.get("next_index", state.allocator.next_index)

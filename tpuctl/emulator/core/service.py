@@ -1,7 +1,9 @@
 """What an emulated Google API is to the emulator's core: its name, its REST routes
-(`<service>/urls.py`) and the transitions it applies as the clock passes. Each service
+(`<service>/urls.py`), the transitions it applies as the clock passes and its slots of
+the state (what it holds, its config keys, what of it outlives a restart). Each service
 package says so in its `service.py`; `emulator/services.py` lists them, and the core
-(`urls.py`, `backend.py`) reads that list, never a service by name."""
+(`urls.py`, `backend.py`, `state.py`, `persistence.py`) reads that list, never a service
+by name."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl.emulator.core.routes import Route
+from tpuctl.emulator.core.slots import Slot
 
 if TYPE_CHECKING:
     from tpuctl.emulator.core.state import State
@@ -35,8 +38,10 @@ class Facade(Protocol):
 @dataclass(frozen=True)
 class Service:
     """One emulated API. `ticks` run in order, under the backend's lock, before every
-    call and between calls (`Backend.tick`): each completes what is due as of `now`."""
+    call and between calls (`Backend.tick`): each completes what is due as of `now`.
+    `slots`: what it holds of the state (`Slot`)."""
 
     name: str
     routes: tuple[Route, ...] = ()
     ticks: tuple[Tick, ...] = ()
+    slots: tuple[Slot, ...] = ()

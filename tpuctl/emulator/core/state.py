@@ -11,22 +11,20 @@ Invariants:
 - `dirty` is True whenever something changed since the state was last written; whoever
   changes the state sets it (`changed()`), `persistence.save` clears it.
 - The address allocator outlives `clear()`: an address is never handed out twice.
+- Each service's part of the state is a slot it registers (`service.Slot`), read as
+  `state.<slot name>`; this module names no service's slot.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from tpuctl.emulator.billing.catalog import BillingCatalog
-from tpuctl.emulator.compute.models import ComputeState
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
-from tpuctl.emulator.iam.access import Access
-from tpuctl.emulator.iam.org_policy import Policies
-from tpuctl.emulator.quotas.limits import QuotaConfig
+from tpuctl.emulator.core.slots import Slot
 from tpuctl.emulator.tpu import rules
 from tpuctl.emulator.tpu.models import AddressAllocator, Node, Operation, QueuedResource
 
@@ -51,37 +49,48 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
 DEFAULT_PROJECT = "tpuctl-demo"
 DEFAULT_ZONE = "us-central1-a"
 MAX_DONE_OPERATIONS = 500
+OWN_CONFIG_KEYS = frozenset({"durations", "defaults"})  # the others: the slots'
 
 
 class State:
     """Nodes, operations and queued resources of every project and zone, the config
-    (durations, defaults, quotas, faults) and the clock."""
+    (durations, defaults, faults), the clock, and the services' slots (`slots`: what
+    `service.Slot` each service registers, `emulator/services.py` lists)."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, slots: Iterable[Slot] = ()) -> None:
         self.clock = clock
         self.allocator = AddressAllocator()
+        self.slots: dict[str, Slot] = {}
+        for slot in slots:
+            if slot.name in self.slots:
+                raise ValueError(f"two slots named {slot.name}")
+            self.slots[slot.name] = slot
         self.clear()
+        if clash := set(self.slots) & set(vars(self)):
+            raise ValueError(f"slots named as the state's own: {sorted(clash)}")
+
+    def __getattr__(self, name: str) -> Any:
+        """A service's slot (called only for names the state itself does not hold)."""
+        try:
+            return self.__dict__["held"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.__dict__.get("slots", ()):
+            self.held[name] = value  # a slot made anew (e.g. loaded)
+        else:
+            object.__setattr__(self, name, value)
 
     def clear(self) -> None:
         """Back to a fresh emulator (the allocator carries on)."""
         self.nodes: dict[str, Node] = {}
         self.operations: dict[str, Operation] = {}
         self.queued: dict[str, QueuedResource] = {}
-        self.compute = ComputeState()  # Compute Engine's TPU VM instances (compute/)
         self.durations: dict[str, float | None] = dict(DEFAULT_DURATIONS)
         self.defaults = {"project": DEFAULT_PROJECT, "zone": DEFAULT_ZONE}
         self.faults = Faults()
-        self.quota = QuotaConfig()
-        self.access = Access()  # enabled APIs, billing, the caller's permissions
-        self.policies = Policies()  # organisation policies, the TPU service agent
-        self.quota_prefs: dict[str, dict[str, Any]] = {}  # Cloud Quotas preferences by name
-        # Compute's project metadata (e.g. enable-oslogin) and OS Login profiles (iam/oslogin.py)
-        self.project_metadata: dict[str, dict[str, str]] = {}
-        self.oslogin: dict[str, dict[str, Any]] = {}
-        # What fake-gcs-server does not keep of a Cloud Storage bucket, by its name: its
-        # lifecycle configuration and metageneration (storage/proxy.py)
-        self.buckets: dict[str, dict[str, Any]] = {}
-        self.billing = BillingCatalog()  # the Cloud Billing Catalog's SKUs (billing/)
+        self.held: dict[str, Any] = {name: slot.new() for name, slot in self.slots.items()}
         self.rng = random.Random()
         self.dirty = True
 
@@ -94,15 +103,41 @@ class State:
 
     def config(self) -> dict[str, Any]:
         """The config as the control plane shows it and as the state file keeps it."""
-        return {
+        config: dict[str, Any] = {
             "durations": dict(self.durations),
             "defaults": dict(self.defaults),
-            **self.quota.to_config(),
-            **self.access.to_config(),
-            **self.policies.to_config(),
-            **self.billing.to_config(),
-            "project_metadata": {p: dict(md) for p, md in self.project_metadata.items()},
         }
+        for slot in self.slots.values():
+            config.update(slot.config(self))
+        return config
+
+    def update_config(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Change durations, defaults and the slots' settings, all checked before any
+        applies (control plane: `POST config`); the config as it is then."""
+        known = OWN_CONFIG_KEYS.union(*(slot.config_keys for slot in self.slots.values()))
+        unknown = set(body) - known
+        if unknown:
+            raise errors.invalid_argument(f"unknown config keys: {sorted(unknown)}")
+        durations = body.get("durations") or {}
+        for verb, seconds in durations.items():
+            if verb not in DEFAULT_DURATIONS:
+                raise errors.invalid_argument(f"unknown duration '{verb}'")
+            number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+            if (seconds is not None or verb == "hostkeys") and not (number and seconds >= 0):
+                held = "" if verb == "hostkeys" else " or null"
+                raise errors.invalid_argument(f"duration '{verb}' must be seconds >= 0{held}")
+        defaults = body.get("defaults") or {}
+        for key, value in defaults.items():
+            if key not in ("project", "zone") or not isinstance(value, str) or not value:
+                raise errors.invalid_argument(f"bad default {key}={value!r}")
+        for slot in self.slots.values():
+            slot.validate(body)
+        for slot in self.slots.values():
+            slot.update(self, body)
+        self.durations.update({k: None if v is None else float(v) for k, v in durations.items()})
+        self.defaults.update(defaults)
+        self.changed()
+        return self.config()
 
     # -- lookups -------------------------------------------------------------
     def node(self, project: str, zone: str, node_id: str, permission: str) -> Node:

@@ -1,0 +1,82 @@
+"""The emulator's core names no service: a service registers what it adds (routes,
+ticks, its slots of the state) in its `service.py`, and the core reads them from the
+list `tpuctl.emulator.services`. The import graph is tests/test_architecture.py's."""
+
+from __future__ import annotations
+
+from tests.test_architecture import GRAPH, _in
+
+
+def emulator_core_imports_a_service(src: str, dst: str) -> bool:
+    """the emulator's core naming a service package: a service registers what it adds
+    (routes, ticks, its slots of the state) in its `service.py`, which the core reads
+    from the list `tpuctl.emulator.services`, the only module above it that it imports."""
+    own = _in(dst, "tpuctl.emulator.core") or dst in ("tpuctl.emulator", "tpuctl.emulator.services")
+    return _in(src, "tpuctl.emulator.core") and _in(dst, "tpuctl.emulator") and not own
+
+
+# What the core still imports of the services (module in core, module of a service):
+# this list only shrinks; an entry no longer imported fails the test too.
+CORE_IMPORTS_LEFT = {
+    ("core.backend", "compute.hosts"),
+    ("core.backend", "compute.scheduling"),
+    ("core.backend", "iam.oslogin"),
+    ("core.backend", "monitoring.models"),
+    ("core.backend", "quotas.preferences"),
+    ("core.backend", "tpu.api"),
+    ("core.backend", "tpu.maintenance"),
+    ("core.backend", "tpu.models"),
+    ("core.backend", "tpu.queued"),
+    ("core.backend", "workers.chips"),
+    ("core.backend", "workers.faults"),
+    ("core.backend", "workers.files"),
+    ("core.backend", "workers.sandbox"),
+    ("core.control_plane", "billing.control"),
+    ("core.control_plane", "compute.admission"),
+    ("core.control_plane", "compute.api"),
+    ("core.control_plane", "compute.group_api"),
+    ("core.control_plane", "compute.hosts"),
+    ("core.control_plane", "compute.scheduling"),
+    ("core.control_plane", "control.api"),
+    ("core.control_plane", "control.maintenance"),
+    ("core.control_plane", "monitoring.models"),
+    ("core.control_plane", "tpu.models"),
+    ("core.control_plane", "workers.chips"),
+    ("core.control_plane", "workers.faults"),
+    ("core.control_plane", "workers.files"),
+    ("core.control_plane", "workers.libtpu_sdk"),
+    ("core.errors", "tpu.models"),
+    ("core.persistence", "tpu.models"),
+    ("core.server", "compute.batch"),
+    ("core.server", "control.client"),
+    ("core.server", "control.urls"),
+    ("core.server", "metadata.server"),
+    ("core.server", "monitoring.grpc_front"),
+    ("core.server", "storage.proxy"),
+    ("core.server", "storage.server"),
+    ("core.server", "tpu.enums"),
+    ("core.server", "tpu.grpc_front"),
+    ("core.server", "workers.sandbox"),
+    ("core.server", "workers.ssh"),
+    ("core.state", "tpu.models"),
+    ("core.state", "tpu.rules"),
+}
+
+
+def test_the_emulators_core_imports_no_service_but_the_shrinking_list() -> None:
+    found = {
+        (src.removeprefix("tpuctl.emulator."), dst.removeprefix("tpuctl.emulator."))
+        for src in GRAPH
+        for dst in GRAPH[src]
+        if emulator_core_imports_a_service(src, dst)
+    }
+    assert found - CORE_IMPORTS_LEFT == set(), "a new import from the core into a service"
+    assert CORE_IMPORTS_LEFT - found == set(), "gone: take it off CORE_IMPORTS_LEFT"
+
+
+def test_the_core_rule_sees_a_service_import() -> None:
+    src = "tpuctl.emulator.core.state"
+    assert emulator_core_imports_a_service(src, "tpuctl.emulator.billing.catalog")
+    assert not emulator_core_imports_a_service(src, "tpuctl.emulator.core.slots")
+    assert not emulator_core_imports_a_service(src, "tpuctl.emulator.services")
+    assert not emulator_core_imports_a_service("tpuctl.emulator.billing.service", src)
