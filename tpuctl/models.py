@@ -32,6 +32,7 @@ from tpuctl.agent.labels import (  # noqa: F401
     START_DEADLINE,
 )
 from tpuctl.catalog import SliceShape
+from tpuctl.host_maintenance import Maintenance
 
 # -- states, declared once ------------------------------------------------------
 # A node's state (the TPU API's Node.State), grouped by what it means to a user.
@@ -94,7 +95,7 @@ class Node:
     api: str = "tpu"  # the key of the API that holds it (cloud/registry.py)
     queued_resource: str = ""  # the full name of the queued resource that made it, if any
     symptoms: list[Symptom] = field(default_factory=list)
-    upcoming_maintenance: str = ""  # as the API describes it, "" when none
+    maintenance: Maintenance | None = None  # a host maintenance announced on it
     topology: str = ""  # a Compute Engine slice's interconnect: "4x4 ACTIVE" ("" elsewhere)
     shape: SliceShape | None = None  # what the adapter resolved; else from the type's name
     # What is left of a node whose billing parts (its VMs) are gone, when parts that bill
@@ -169,6 +170,7 @@ class Node:
                 for w in self.workers
             ],
             **({"topology": self.topology} if self.topology else {}),
+            "upcomingMaintenance": self.maintenance.to_json() if self.maintenance else None,
         }
 
 

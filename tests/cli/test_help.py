@@ -12,7 +12,7 @@ COMMANDS = [
     ["create"], ["list"], ["top"], ["describe"], ["stop"], ["start"], ["delete"], ["keep"],
     ["gc"], ["quota"], ["quota", "request"], ["run"], ["doctor"], ["jobs"], ["logs"],
     ["cancel"], ["outputs"], ["stacks"], ["cost"], ["prices"], ["profile"], ["ssh"], ["exec"],
-    ["scp"], ["init"], ["emulator", "start"], ["emulator", "preempt"],
+    ["scp"], ["init"], ["emulator", "start"], ["emulator", "preempt"], ["maintain"],
 ]  # fmt: skip
 
 

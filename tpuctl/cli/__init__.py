@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str] | tuple[str, str, str | None]] = {
     "stop": ("power", "stop"),
     "start": ("power", "start"),
     "delete": ("delete", "delete"),
+    "maintain": ("maintain", "maintain"),
     "keep": ("keep", "keep"),
     "gc": ("gc", "gc"),
     "quota": ("quota", "app", None),

@@ -177,7 +177,7 @@ def table(shot: Snapshot, key: str, width: int | None = None) -> tuple[Table, li
                 r.node.name,
                 r.node.zone,
                 r.node.accelerator_type,
-                r.node.state,
+                views.state_text(r.node),
                 render.human_age(j["ageSeconds"]),
                 cost.money(j["hourlyUsd"]),
                 cost.estimate(j["costSoFarUsd"]),

@@ -65,6 +65,34 @@ def idle_column(node: Node, now: float | None = None, measured: float | None = N
 Measured = dict[str, tuple[str, float | None]]
 
 
+def state_text(node: Node) -> str:
+    """The node's state, with its host maintenance when one is announced: `READY (maint
+    14:00)` before the window, `REPAIRING (maintenance until 14:30)` in it."""
+    upcoming = node.maintenance
+    if upcoming is None:
+        return node.state
+    if upcoming.ongoing:
+        end = upcoming.window_end
+        return f"{node.state} (maintenance" + (f" until {_clock(end)})" if end else ")")
+    start = upcoming.window_start
+    return f"{node.state} (maint {_clock(start)})" if start else f"{node.state} (maint)"
+
+
+def _clock(at: float) -> str:
+    return utc_clock(at).removesuffix(" UTC")
+
+
+def maintenance_text(node: Node) -> str:
+    """`scheduled, 2026-12-07 14:00-15:00 UTC, pending, can be rescheduled (...)`."""
+    upcoming = node.maintenance
+    if upcoming is None:
+        return "none announced"
+    text = upcoming.summary()
+    if upcoming.can_reschedule and not upcoming.ongoing:
+        text += f" (tpuctl maintain {node.name} --now starts it now)"
+    return text
+
+
 # On a narrow terminal the highest `drop` goes first; what tells of money (when the node
 # goes, what it has cost, what it costs an hour) goes last.
 NODE_COLUMNS = [
@@ -106,7 +134,7 @@ def node_rows(
                 n.zone,
                 n.accelerator_type,
                 *([n.api] if with_api else []),
-                n.state,
+                state_text(n),
                 n.health or "-",
                 str(len(n.workers)),
                 human_age(n.age_seconds()),
@@ -187,6 +215,8 @@ def describe_node(node: Node) -> Table:
     ]
     if node.topology:
         rows.append(("topology", f"{node.topology} (the slice's interconnect)"))
+    if node.maintenance:
+        rows.append(("maintenance", maintenance_text(node)))
     expires, why = expiry(node.labels)
     if expires is not None:
         left = expires - time.time()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl.catalog.shapes import SliceShape
-from tpuctl.errors import QuotaError
+from tpuctl.errors import QuotaError, UsageError
 from tpuctl.models import (
     CreateSpec,
     Leftover,
@@ -208,6 +208,11 @@ class TpuBackend(Protocol):
         where it recorded a preemption, else DELETED."""
         ...
 
+    def perform_maintenance(self, name: str) -> str | None:
+        """Start the node's pending host maintenance now; the operation's name. A
+        CloudError/UsageError when the API offers no such call or nothing is pending."""
+        ...
+
     def set_labels(self, name: str, labels: dict[str, str]) -> str:
         """Replace the node's labels (every VM's, on an API that labels VMs)."""
         ...
@@ -316,6 +321,9 @@ class BackendDefaults:
 
     def gone_state(self, name: str) -> str:
         return "DELETED"
+
+    def perform_maintenance(self, name: str) -> str | None:
+        raise UsageError(f"{self.kind.title} offers no way to start a maintenance early")
 
     def requests_of(self, nodes: list[Node]) -> list[QueuedResource]:
         return []

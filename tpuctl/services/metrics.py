@@ -295,6 +295,9 @@ class Row:
             "chips": self.chips,
             "ttlLeftSeconds": None if expires is None else expires - at,
             "owner": self.node.owner or None,
+            "upcomingMaintenance": (
+                self.node.maintenance.to_json() if self.node.maintenance else None
+            ),
         }
 
 

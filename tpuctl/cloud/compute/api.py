@@ -141,17 +141,34 @@ class ComputeTpuApi(ComputeReads, ComputeRules):
         """Every VM of the node: the instance, or each VM of a slice (a slice's labels are
         its VMs': slices.node), each guarded by its label fingerprint; the last one's
         operation."""
+        return self._on_each_vm(
+            name,
+            "setLabels",
+            lambda vm: {"labels": labels, "labelFingerprint": vm.get("labelFingerprint", "")},
+        )
+
+    def perform_maintenance(self, name: str) -> str | None:
+        """Start the pending maintenance of every VM of the node now (the instance, or each
+        VM of a slice: `instances.performMaintenance`); the last one's operation."""
+        return self._on_each_vm(name, "performMaintenance", lambda vm: None)
+
+    def _on_each_vm(
+        self, name: str, verb: str, body: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> str:
+        """`POST .../instances/VM/{verb}` on each VM of the node, in worker order, with
+        `body(vm)` as its JSON (none when None); the last one's operation."""
         project, zone = parts(name)[:2]
         op: dict[str, Any] = {}
         for vm in self._vms(name):
             path = str(vm.get("selfLink", "")).split("/compute/", 1)[-1].split("/", 1)[-1]
+            sent = body(vm)
             op = self._call(
                 "POST",
-                f"{path}/setLabels",
+                f"{path}/{verb}",
                 f"instance '{vm.get('name')}' in zone {zone}",
                 project,
-                json={"labels": labels, "labelFingerprint": vm.get("labelFingerprint", "")},
                 params=compute_wire.once(),
+                **({} if sent is None else {"json": sent}),
             )
         return f"projects/{project}/locations/{zone}/operations/{op.get('name', '')}"
 

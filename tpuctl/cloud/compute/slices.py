@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.cloud import maintenance
 from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.errors import (
     AlreadyExistsError,
@@ -329,6 +330,9 @@ def node(
         health_description=health,
         api="compute",
         shape=shape,
+        maintenance=maintenance.first(
+            [compute_wire.node_from_instance(vm, project).maintenance for vm in vms]
+        ),
         topology=" ".join(
             filter(None, (topology.get("acceleratorTopology"), topology.get("state")))
         ),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.cloud import maintenance
 from tpuctl.errors import CloudError, NoCapacityError, QuotaError, TpuctlError
 from tpuctl.models import CREATED, EXPIRES, MAX_COST, CreateSpec, Node, Worker
 from tpuctl.timestamps import parse_rfc3339
@@ -223,6 +224,9 @@ def node_from_instance(data: dict[str, Any], project: str) -> Node:
         health_description=_why(data),
         api="compute",
         shape=shape,
+        maintenance=maintenance.from_json(
+            (data.get("resourceStatus") or {}).get("upcomingMaintenance")
+        ),
         raw=data,
     )
 

@@ -28,6 +28,8 @@ class TpuApi(TpuTransport, TpuRules):
 
     # -- nodes --------------------------------------------------------------
     def get_node(self, name: str) -> Node:
+        if self._session is not None:  # REST: google-cloud-tpu's v2 Node lacks some fields
+            return tpu_wire.node_from_json(self._rest("GET", f"v2/{name}", subject_of(name)))
         node = self._call(
             subject_of(name), lambda: self._client.get_node(name=name, timeout=TIMEOUT)
         )
@@ -122,6 +124,16 @@ class TpuApi(TpuTransport, TpuRules):
             lambda: self._client.start_node(request={"name": name}, timeout=TIMEOUT),
             {"STARTING", "READY"},
         )
+
+    def perform_maintenance(self, name: str) -> str | None:
+        """Start the node's pending maintenance now: the TPU API's v2alpha1
+        `nodes.performMaintenance` (v2 has no such method:
+        https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.nodes/performMaintenance),
+        over REST; the operation's name."""
+        if self._session is None:
+            raise CloudError("starting a maintenance needs the TPU API's REST endpoint")
+        op = self._rest("POST", f"v2alpha1/{name}:performMaintenance", subject_of(name), json={})
+        return str(op.get("name") or "") or None
 
     def set_labels(self, name: str, labels: dict[str, str]) -> str:
         """Replace the node's labels (the API takes the whole map); the operation's name."""

@@ -79,25 +79,23 @@ class TpuTransport:
 
         return call(fn, translated)
 
-    def _rest_list(self, parent: str, collection: str, subject: str) -> list[dict[str, Any]]:
-        """Every item of `GET /v2/{parent}/{collection}` (camelCase JSON, as the client's
-        messages become with MessageToDict), page by page."""
+    def _rest(self, method: str, path: str, subject: str, **kw: Any) -> dict[str, Any]:
+        """`method /{path}` over REST (`path` from the version on: `v2/projects/...`)."""
         from tpuctl.cloud import rest
 
         assert self._session is not None
+        kw.update(where=self._where, hint=self._hint, project=project_of(path.split("/", 1)[1]))
+        url = f"{self._endpoint}/{path}"
+        return dict(rest.call(self._session, method, url, subject=subject, **kw))
+
+    def _rest_list(self, parent: str, collection: str, subject: str) -> list[dict[str, Any]]:
+        """Every item of `GET /v2/{parent}/{collection}` (camelCase JSON, as the client's
+        messages become with MessageToDict), page by page."""
         items: list[dict[str, Any]] = []
         token = ""
         while True:
-            page = rest.call(
-                self._session,
-                "GET",
-                f"{self._endpoint}/v2/{parent}/{collection}",
-                subject=subject,
-                where=self._where,
-                hint=self._hint,
-                project=project_of(parent),
-                params={"pageToken": token} if token else None,
-            )
+            params = {"pageToken": token} if token else None
+            page = self._rest("GET", f"v2/{parent}/{collection}", subject, params=params)
             items += page.get(collection) or []
             token = str(page.get("nextPageToken") or "")
             if not token:
@@ -121,7 +119,11 @@ class TpuTransport:
         return str(response.json().get("name", ""))
 
     def _get_operation(self, name: str) -> dict[str, Any]:
-        """The operation as JSON ({name, done, error?, ...})."""
+        """The operation as JSON ({name, done, error?, ...}); over REST when a session is
+        given (its response, a Node, may hold fields google-cloud-tpu's v2 Node lacks, such
+        as `upcomingMaintenance`, which its REST transport refuses to parse)."""
+        if self._session is not None:
+            return self._rest("GET", f"v2/{name}", f"operation {name}")
         from google.protobuf import json_format
 
         op = self._call(

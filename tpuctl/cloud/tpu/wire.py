@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from tpuctl import catalog
+from tpuctl.cloud import maintenance
 from tpuctl.errors import CloudError, NoCapacityError, QuotaError, TpuctlError
 from tpuctl.models import CreateSpec, Node, QueuedResource, QueueSpec, Symptom, Worker, slice_ids
 from tpuctl.timestamps import parse_rfc3339
@@ -136,7 +137,6 @@ def node_from_json(data: dict[str, Any]) -> Node:
     config = data.get("acceleratorConfig") or {}
     if shape is None and config:
         shape = catalog.accelerator_for_config(config.get("type", ""), config.get("topology", ""))
-    maintenance = data.get("upcomingMaintenance")
     return Node(
         name=name,
         project=project,
@@ -163,7 +163,7 @@ def node_from_json(data: dict[str, Any]) -> Node:
             )
             for s in data.get("symptoms") or []
         ],
-        upcoming_maintenance=str(maintenance) if maintenance else "",
+        maintenance=maintenance.from_json(data.get("upcomingMaintenance")),
         shape=shape,
         raw=data,
     )

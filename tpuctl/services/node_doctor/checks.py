@@ -43,8 +43,8 @@ def node_state(node: Node) -> Check:
     for s in node.symptoms:
         worker = f" on worker {s.worker}" if s.worker else ""
         evidence.append(f"symptom {s.kind}{worker}: {s.details}".rstrip(": "))
-    if node.upcoming_maintenance:
-        evidence.append(f"upcoming maintenance: {node.upcoming_maintenance}")
+    if node.maintenance:
+        evidence.append(f"upcoming maintenance: {node.maintenance.summary()}")
     name = node.name
     if node.state == "PREEMPTED":
         return Check(
@@ -85,7 +85,7 @@ def node_state(node: Node) -> Check:
             f"the TPU runtime of the node is unwell: `tpuctl delete {name}` and "
             "create it again (a restart may not clear it)",
         )
-    if node.symptoms or node.upcoming_maintenance:
+    if node.symptoms or node.maintenance:
         return Check(
             "node-state",
             "warn",
