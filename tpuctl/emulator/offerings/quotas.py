@@ -38,17 +38,19 @@ class QuotaSpec:
     primary: bool
 
     def amount(self, acc: AcceleratorType) -> int:
-        """How much of this quota one `acc` slice uses."""
-        return acc.chips if self.unit == "chips" else acc.cores
+        """What one `acc` slice takes of this quota: its chips, or its TensorCores."""
+        return {"chips": acc.chips, "cores": acc.cores}[self.unit]
 
     def location(self, zone: str) -> str:
-        """The region or zone whose limit a node in `zone` counts against."""
-        return zone if self.dimension == "zone" else region_of(zone)
+        """Where the limit a node in `zone` counts against is set: the zone, or its region."""
+        return {"zone": zone, "region": region_of(zone)}[self.dimension]
 
     @property
     def display_name(self) -> str:
-        kind = "preemptible " if self.preemptible else ""
-        return f"TPU {self.family} {kind}{self.unit} per project per {self.dimension}"
+        """E.g. `TPU v6e preemptible chips per project per zone`."""
+        scheduling = ["preemptible"] if self.preemptible else []
+        words = ["TPU", self.family, *scheduling, self.unit, "per project per", self.dimension]
+        return " ".join(words)
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,7 @@ def scheduling(spot: bool, preemptible: bool, reserved: bool) -> str:
 def quotas_for(acc: AcceleratorType, how: str) -> tuple[QuotaSpec, ...]:
     """Every quota a create of `acc` scheduled `how` counts against, primary first
     (reserved capacity is counted by its reservation: none)."""
-    if how == "reserved":
-        return ()
-    preemptible = how in ("spot", "preemptible")
-    family = quota_family(acc)
-    specs = [q for q in QUOTAS if q.family == family and q.preemptible == preemptible]
-    return tuple(sorted(specs, key=lambda q: not q.primary))
+    wanted = (quota_family(acc), how in ("spot", "preemptible"))
+    primary = [q for q in QUOTAS if (q.family, q.preemptible) == wanted and q.primary]
+    twins = [q for q in QUOTAS if (q.family, q.preemptible) == wanted and not q.primary]
+    return () if how == "reserved" else (*primary, *twins)
