@@ -58,6 +58,9 @@ def test_an_announced_maintenance_is_shown_then_the_node_down_for_it(cli, emulat
     assert parse_rfc3339(got["windowStartTime"]) == start and got["canReschedule"] is True
     listed = json.loads(cli("list", "--zone", zone, "--json").out)
     assert [n["upcomingMaintenance"] for n in listed if n.get("name") == "mnt"] == [got]
+    topped = {r["name"]: r for r in json.loads(cli("top", "--zone", zone, "--json").out)}
+    assert topped["mnt"]["upcomingMaintenance"] == got
+    assert "(maint " in cli("top", "--zone", zone).out
     shown = cli("maintain", "mnt", "--zone", zone)
     assert shown.code == 0 and f"scheduled, {window}, pending" in shown.out
     emulator.advance(path)  # the window starts: the guest is shut down
