@@ -146,11 +146,13 @@ class QueuedEnded(TpuctlError):
 class Preempted(Exception):
     """The node went away under a running job (PREEMPTED, TERMINATED, or deleted by
     someone). A signal inside `tpuctl run`, never shown as it is: the runner restarts
-    the job or turns it into the job's outcome."""
+    the job or turns it into the job's outcome. `reason` "maintenance" when the node went
+    down for a host maintenance (the agents said so, or its state does)."""
 
-    def __init__(self, state: str) -> None:
+    def __init__(self, state: str, reason: str = "preemption") -> None:
         super().__init__(state)
         self.state = state
+        self.reason = reason
 
 
 class SshError(TpuctlError):

@@ -55,6 +55,7 @@ MODULES = (
     "idle.py",
     "follow.py",
     "hang.py",
+    "maintenance.py",
     "chips.py",
     "stacks.py",
     "sitehook.py",

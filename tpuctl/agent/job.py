@@ -22,9 +22,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from . import chips, claims, envs, hang, protocol, sitehook, target
-from .metadata import METADATA_URL, Token, identity
-from .net import HttpError, Json, http
+from . import chips, claims, envs, hang, maintenance, protocol, sitehook, target
+from .metadata import Token, identity
+from .net import HttpError, Json
 from .outputs import Outputs
 from .protocol import Beats, Refused, job_path, log_path, status_path
 from .retention import Kept
@@ -111,29 +111,27 @@ class Job(Teardown):
     def preempted(self, wait_etag: str | None = None) -> tuple[bool, str]:
         """(`instance/preempted` is TRUE, its ETag); with `wait_etag`, held until the value
         differs from that ETag (or a minute passes), as Google's guest agents watch it."""
-        url = f"{METADATA_URL}/instance/preempted"
-        if wait_etag is not None:
-            url += f"?wait_for_change=true&timeout_sec=60&last_etag={wait_etag}"
-        _, head, body = http(
-            "GET", url, headers={"Metadata-Flavor": "Google"}, attempts=2, timeout=75
-        )
-        return body.decode().strip().upper() == "TRUE", head.get("etag", "")
+        value, etag = maintenance.instance_value("preempted", wait_etag)
+        return value == "TRUE", etag
 
-    def notice(self, how: str, passed: bool = False) -> None:
+    def notice(self, how: str, passed: bool = False, reason: str = "preemption") -> None:
         """The attempt ends on a preemption notice: this VM's own, or (`passed`) one a
-        peer's VM got, passed on to this worker (protocol.with_notice)."""
+        peer's VM got, passed on to this worker (protocol.with_notice); `reason`
+        "maintenance" for a host maintenance's (maintenance.py), the same notice."""
         if self.noticed_at is not None:
             return
         if not passed and self.total > 1:  # the other VMs of a slice get no notice
             self.passing = threading.Thread(target=self.pass_notice, daemon=True)
             self.passing.start()
         self.noticed_at = time.monotonic()
-        self.stop_reason = "preemption notice"
-        self.status.value["message"] = f"preempted ({how})"
+        self.stop_reason = f"{reason} notice"
+        self.status.value["reason"] = reason
+        what = "host maintenance" if reason == maintenance.REASON else "preempted"
+        self.status.value["message"] = f"{what} ({how})"
         if not passed:  # this VM's own: the runner names its slice (run/watch.py)
             self.status.value["noticed_here"] = True
         self.say(
-            f"preemption notice ({how}): passing SIGTERM to the job; it may save its "
+            f"{reason} notice ({how}): passing SIGTERM to the job; it may save its "
             f"state into TPUCTL_OUTPUT_DIR, outputs are synced a last time"
         )
 
@@ -180,6 +178,9 @@ class Job(Teardown):
         with contextlib.suppress(HttpError):
             if self.preempted()[0]:
                 self.notice("the VM is shutting down")
+        with contextlib.suppress(HttpError):
+            if self.noticed_at is None and maintenance.now():
+                self.notice("the VM is shutting down", reason=maintenance.REASON)
 
     def say(self, text: str) -> None:
         """A line of the agent's own in the job's log."""
@@ -357,7 +358,8 @@ class Job(Teardown):
         self.code.mkdir(exist_ok=True)
         self.quietly(lambda: self.status.write(state=protocol.FETCHING))
         stop = threading.Event()
-        for work in (self.heartbeat, self.watch_preemption, self.hang.watch, self.chips.watch):
+        watches = (self.watch_preemption, partial(maintenance.watch, self), self.hang.watch)
+        for work in (self.heartbeat, *watches, self.chips.watch):
             threading.Thread(target=work, args=(stop,), daemon=True).start()
         try:
             return self._run()
@@ -418,7 +420,9 @@ class Job(Teardown):
         self.quietly(
             lambda: self.status.write(state=state, exit_status=exit_status, ended=time.time())
         )
-        if self.worker == 0 and self.args.teardown:
+        if self.status.value.get("reason") == maintenance.REASON:  # it comes back
+            self.say("host maintenance: the node is left to the runner, which waits for it")
+        elif self.worker == 0 and self.args.teardown:
             if state == protocol.PREEMPTED and getattr(self.args, "supervisor", None):
                 # the supervisor's after_death deletes it once this agent has ended
                 self.say(

@@ -53,7 +53,8 @@ class Teardown:
         owes_teardown = self.worker == 0 and self.args.teardown
         current = current or {}
         if protocol.is_final(current, self.args.attempt):
-            if not owes_teardown or "teardown" in current:
+            # a host maintenance's notice: the node comes back, the runner waits for it
+            if not owes_teardown or "teardown" in current or current.get("reason") == "maintenance":
                 return
             self.status.value = dict(current)
         else:

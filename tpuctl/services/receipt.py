@@ -10,7 +10,8 @@ node's life as `run` saw it:
     start        until the agents ran on every worker (SSH, the agent's bundle)
     environment  the slowest worker's environment step (its own clock, from its status)
     script       the rest of the attempts: the setup command and the script
-    recovery     after a preemption, until the agents ran again on the new node
+    recovery     after a preemption or a host maintenance, until the agents ran again
+                 on the new node, or on the node back from its maintenance
     teardown     from the job's end until the node was confirmed gone (0: kept)
 
 Each billed phase is priced at the list price of the node (tpuctl's price table, its
@@ -48,6 +49,7 @@ class Receipt:
     util: float | None = None  # percent, the TensorCores' mean use while the job ran
     accelerator: str = ""
     price: str = ""  # the price it is costed at, and from when (cost.Rate.basis)
+    restarts: dict[str, int] = field(default_factory=dict)  # reason -> restarts for it
 
     @property
     def billed(self) -> float:
@@ -96,6 +98,9 @@ class Receipt:
             f"receipt: {_duration(self.billed)} billed{unknown}, {money} "
             f"({self.accelerator}): " + ", ".join(parts)
         ]
+        if self.restarts:
+            said = [f"{n} {why} restart{'s' if n > 1 else ''}" for why, n in self.restarts.items()]
+            lines.append(f"receipt: {', '.join(said)}")
         if (advice := self.advice()) is not None:
             lines.append(f"receipt: {advice}")
         return lines
@@ -126,6 +131,7 @@ class Receipt:
             "costUsd": None if self.cost() is None else round(self.cost() or 0.0, 4),
             "utilization": self.util,
             "advice": self.advice(),
+            **({"restarts": dict(self.restarts)} if self.restarts else {}),
         }
 
 
@@ -179,12 +185,19 @@ def from_json(value: Any) -> Receipt | None:
         return None
     accelerator = value.get("accelerator")
     price = value.get("price")
+    restarts = value.get("restarts")
+    restarts = restarts if isinstance(restarts, dict) else {}
     return Receipt(
         parsed,
         hourly,
         util,
         accelerator if isinstance(accelerator, str) else "",
         printable(price[:200]) if isinstance(price, str) else "",  # shared ground
+        {
+            printable(str(why)[:40]): n
+            for why, n in list(restarts.items())[:5]
+            if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 1000
+        },
     )
 
 

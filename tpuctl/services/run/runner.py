@@ -34,6 +34,7 @@ from tpuctl.services.run import (
     agents,
     environment,
     lease,
+    maintenance,
     provision,
     signing,
     teardown,
@@ -230,6 +231,9 @@ class Runner:
             except Preempted as e:
                 if ended := provision.expired(job):  # its TTL or max cost: no restart
                     return self._give_up(e.state, ended)
+                if e.reason == watch.MAINTENANCE and maintenance.comes_back(job):
+                    self._after_maintenance(e.state)
+                    continue
                 if job.attempt > spec.restarts:
                     return self._give_up(e.state)
                 if job.multislice:
@@ -248,6 +252,7 @@ class Runner:
                 provision.recreate(job)
                 self._next_attempt()
                 job.recovery += time.time() - since
+                job.restarts_for[e.reason] = job.restarts_for.get(e.reason, 0) + 1
                 continue
             if job.lost:
                 return self._lost(workers)
@@ -257,6 +262,23 @@ class Runner:
                 self._next_attempt()
                 continue
             return self._finish(final)
+
+    def _after_maintenance(self, state: str) -> None:
+        """The node went down for a host maintenance: wait for it to come back (or make
+        it again), then the next attempt; not one of --restarts (the cloud's doing)."""
+        job = self.job
+        job.ui.info(
+            f"{job.what} is down for host maintenance ({state}) during attempt "
+            f"{job.attempt}; waiting for it to come back, then resuming the job"
+        )
+        job.agents_started = False  # until they start on the node back
+        since = time.time()
+        if not maintenance.wait_back(job):
+            job.ui.info(f"recreating {job.what} (it did not come back from its maintenance)")
+            provision.recreate(job)
+        self._next_attempt()
+        job.recovery += time.time() - since
+        job.restarts_for[watch.MAINTENANCE] = job.restarts_for.get(watch.MAINTENANCE, 0) + 1
 
     def _next_attempt(self) -> None:
         job = self.job
@@ -351,6 +373,7 @@ class Runner:
             spec.shape.name,
             "" if found is None else found.basis,
         )
+        outcome.receipt.restarts = dict(job.restarts_for)
 
     def _rate(self) -> cost.Rate | None:
         """The price of one slice of the job's node where it is (None: no public price)."""

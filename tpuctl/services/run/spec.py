@@ -250,6 +250,7 @@ class Job:
     # the time its recoveries took: the receipt's (services/receipt.py)
     marks: dict[str, float] = field(default_factory=dict)
     recovery: float = 0.0
+    restarts_for: dict[str, int] = field(default_factory=dict)  # reason -> restarts
 
     @property
     def full_name(self) -> str:

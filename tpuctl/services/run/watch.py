@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 TAIL_GRACE = 5.0  # once the job is over, how long the followers may print its tail
 NODE_CHECK_EVERY = 2  # status polls between two looks at the node's state
+MAINTENANCE = "maintenance"  # a restart's reason after a host maintenance
+MAINTENANCE_STATE = "REPAIRING"  # a TPU API node's state during a host maintenance
 
 
 def node_lost(job: Job) -> str | None:
@@ -50,7 +52,7 @@ def node_lost(job: Job) -> str | None:
             state = job.adapters.backend.gone_state(name)
         except TpuctlError:
             continue
-        if state in NODE_DEAD or state == "DELETED":
+        if state in NODE_DEAD or state in ("DELETED", MAINTENANCE_STATE):
             return f"{state} (slice {i})" if job.multislice else state
     return None
 
@@ -96,9 +98,20 @@ def watch(job: Job, workers: int) -> dict[int, dict[str, Any]]:
         _print_rest_from_bucket(job, final, offsets)
         lost = _preempted(job, final)
     if lost:
-        raise Preempted(lost)
+        raise Preempted(lost, _reason(job, lost, final))
     _print_rest_from_bucket(job, final, offsets)
     return final
+
+
+def _reason(job: Job, state: str, final: dict[int, dict[str, Any]]) -> str:
+    """ "maintenance" when the node went down for a host maintenance: an agent ended the
+    attempt on its notice (agent/maintenance.py), or the TPU API shows the node REPAIRING
+    (where it stays while the maintenance lasts); else "preemption"."""
+    if state.startswith(MAINTENANCE_STATE):
+        return MAINTENANCE
+    seen = final or agents.reported(job)
+    said = any(s.get("reason") == MAINTENANCE for s in seen.values())
+    return MAINTENANCE if said else "preemption"
 
 
 def _preempted(job: Job, final: dict[int, dict[str, Any]]) -> str:
