@@ -22,12 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tpuctl.emulator.billing import catalog as billing  # noqa: E402
-from tpuctl.emulator.control import api as control_api  # noqa: E402
 from tpuctl.emulator.control.client import CONTROL_PREFIX  # noqa: E402
 from tpuctl.emulator.control.urls import CONTROL_PREFIXES, CONTROL_ROUTES  # noqa: E402
 from tpuctl.emulator.core import errors  # noqa: E402
-from tpuctl.emulator.core.state import DEFAULT_DURATIONS  # noqa: E402
-from tpuctl.emulator.iam import access, org_policy  # noqa: E402
+from tpuctl.emulator.core.state import DEFAULT_DURATIONS, OWN_CONFIG_KEYS  # noqa: E402
+from tpuctl.emulator.iam import access  # noqa: E402
 from tpuctl.emulator.monitoring import models as monitoring  # noqa: E402
 from tpuctl.emulator.quotas import compute as compute_quotas  # noqa: E402
 from tpuctl.emulator.quotas import limits  # noqa: E402
@@ -134,6 +133,9 @@ def routes_section() -> list[str]:
             for method, path, verb, _, _ in service.routes
         ]
         lines += ["", f"### {service.name}", ""]
+        if not rows:
+            lines.append("No REST route on the emulator's port: it is served on its own.")
+            continue
         lines += _table(("method", "path", "verb", "permission checked"), rows)
     return lines
 
@@ -152,20 +154,23 @@ def control_section() -> list[str]:
 
 
 def config_section() -> list[str]:
-    owners = [
-        ("control/api.py", control_api.OWN_CONFIG_KEYS),
-        ("quotas/limits.py", limits.CONFIG_KEYS),
-        ("iam/access.py", access.CONFIG_KEYS),
-        ("iam/org_policy.py", org_policy.CONFIG_KEYS),
-        ("billing/catalog.py", billing.CONFIG_KEYS),
+    owners = [("the emulator", "", OWN_CONFIG_KEYS)] + [
+        (service.name, slot.name, slot.config_keys)
+        for service in SERVICES
+        for slot in service.slots
     ]
-    rows = [(_code(key), _code(owner)) for owner, keys in owners for key in sorted(keys)]
+    rows = [
+        (_code(key), service, _code(f"state.{slot}" if slot else "state"))
+        for service, slot, keys in owners
+        for key in sorted(keys)
+    ]
     lines = [
         "## Config keys",
         "",
-        f"What `POST {CONTROL_PREFIX}config` accepts, by the module that owns it.",
+        f"What `POST {CONTROL_PREFIX}config` accepts, by the service that owns it and",
+        "where the emulator's state holds it.",
     ]
-    lines += [""] + _table(("key", "module"), rows)
+    lines += [""] + _table(("key", "service", "held in"), rows)
     presets = [
         ("quotas", limits.PRESETS),
         ("compute_quotas", compute_quotas.PRESETS),
