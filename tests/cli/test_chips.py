@@ -14,6 +14,10 @@ import pytest
 
 from tests.cli.test_run import wait_for
 
+# the chips' figures come from libtpu's gRPC service, read with grpc, which a TPU VM
+# with jax[tpu] or tpu-info has: the workers' python3 is the suite's, which has it
+pytestmark = pytest.mark.usefixtures("workers_have_jax")
+
 GIB = 1 << 30
 SCRIPT = """\
 import threading

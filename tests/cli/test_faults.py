@@ -44,14 +44,14 @@ def test_quota_like_429_is_not_retried(cli, emulator) -> None:
     emulator.faults(rate=0)
     assert r.code == 5
     assert "quota exceeded" in r.err
-    # the metrics (and their descriptor) and Compute Engine's TPU VMs, read beside it, are
-    # other APIs; the queued requests are asked for at the same time as the nodes: each
-    # call once, none retried
+    # the metrics (and their descriptor), Compute Engine's TPU VMs and the price catalog,
+    # read beside it, are other APIs; the queued requests are asked for at the same time
+    # as the nodes: each call once, none retried
     tpu_calls = {
         k: v
         for k, v in emulator.requests().items()
         if "timeSeries" not in k
         and "metricDescriptors" not in k
-        and not k.split()[-1].startswith("compute.")
+        and not k.split()[-1].startswith(("compute.", "cloudbilling."))
     }
     assert tpu_calls == {"GET list": 1, "GET queuedResources.list": 1}

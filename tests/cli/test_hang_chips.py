@@ -12,6 +12,10 @@ import pytest
 
 from tests.cli.test_run import bucket_objects, wait_for
 
+# the chips' figures come from libtpu's gRPC service, read with grpc, which a TPU VM
+# with jax[tpu] or tpu-info has: the workers' python3 is the suite's, which has it
+pytestmark = pytest.mark.usefixtures("workers_have_jax")
+
 SCRIPT = """\
 import threading
 

@@ -31,7 +31,7 @@ def test_list_zone_all_zones_and_json(cli) -> None:
     ]
     assert [row.split()[:4] for row in rows] == [["a1", "us-central1-a", "v3-8", "READY"]]
     assert rows[0].split()[7] == "$8.00"  # v3-8: 4 chips at $2.00 on demand
-    assert "estimates from Cloud Billing list prices of 2026-11-01" in r.err
+    assert "estimates from Cloud Billing prices of 2026-11-01" in r.err
 
     r = cli("list", "--all-zones", "--json")
     data = json.loads(r.out)

@@ -71,9 +71,9 @@ def test_create_and_list_show_the_catalogs_price_with_its_date(cli, emulator) ->
     assert r.code == 0, r.err
     # a v3-8 is 4 chips at the catalog's 2.00 a chip-hour in us-central1
     assert "v3-8 on-demand in us-central1: about $8.00/h" in r.err
-    assert "Cloud Billing list prices of 2026-11-01" in r.err
+    assert "Cloud Billing prices of 2026-11-01" in r.err
     r = cli("list", "--zone", ZONE)
-    assert "Cloud Billing list prices of 2026-11-01" in r.err
+    assert "Cloud Billing prices of 2026-11-01" in r.err
     assert "built-in table" not in r.err
     assert cli("delete", "priced", "--zone", ZONE, "--yes").code == 0
 
@@ -111,7 +111,7 @@ def test_a_catalog_that_cannot_be_read_gives_the_built_in_table_said_once(cli, e
     emulator.config(billing_catalog="ok")
     r = cli("prices", "v6e-8", "--region", "us-east5")
     assert "built-in table of 2026-12" in r.err
-    assert "Cloud Billing list prices" in cli("prices", "v6e-8", "--refresh").err
+    assert "Cloud Billing prices" in cli("prices", "v6e-8", "--refresh").err
 
 
 def test_tpu7x_has_no_public_price_until_the_catalog_has_one(cli, emulator) -> None:

@@ -116,7 +116,7 @@ def test_prices_from_the_config_file_are_used_and_named(cli, emulator, isolated_
     _config(isolated_env, "[prices.v3]\non_demand = 3.0\n")
     r = cli("create", "priced", "-a", "v3-8")  # 4 chips
     assert r.code == 0, r.err
-    assert "v3-8 on-demand: about $12.00/h (estimates from Cloud Billing list prices" in r.err
+    assert "v3-8 on-demand: about $12.00/h (estimates from Cloud Billing prices" in r.err
     assert "(v3 from your config file)" in r.err
     (node,) = json.loads(cli("list", "--json").out)
     assert node["hourlyUsd"] == 12.0

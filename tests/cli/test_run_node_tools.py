@@ -143,6 +143,6 @@ def test_a_job_on_an_existing_node_is_reached_and_its_receipt_names_the_node(
         second = json.loads(r.out)
         assert _label(emulator) == second["job"] != job
         assert second["receipt"]["accelerator"] == "v5litepod-1"
-        assert "at list price (v5litepod-1)" in r.err
+        assert " in us-central1 (v5litepod-1)" in r.err  # the price it was costed at
     finally:
         assert cli("delete", "tools", "-z", ZONE, "--yes").code == 0

@@ -92,8 +92,8 @@ def test_hang_after_is_a_duration_or_seconds_and_0_turns_it_off(
         ('exclude = "*.ckpt"\n', ":1: exclude: expected a list of strings, not '*.ckpt'"),
         ("args = [1, 2]\n", ":1: args: expected a list of strings"),
         ("env_file = 3\n", ":1: env_file: expected a string or a list of strings"),
-        ("[env]\nA = true\n", ":1: env: A: expected a string, not True"),
-        ('[env]\n"1X" = "a"\n', ":1: env: '1X' is not a variable name"),
+        ("[env]\nA = true\n", ":2: env: A: expected a string, not True"),  # the key's line
+        ('[env]\n"1X" = "a"\n', ":2: env: '1X' is not a variable name"),
         ('env = "A=1"\n', ":1: env: expected a table of names to strings"),
         ("[workdir]\nx = 1\n", ":1: workdir: expected a string (a path"),
         ('\n\nacclerator = "v3-8"\n', ":3: unknown key 'acclerator' (did you mean 'accelerator'?); "

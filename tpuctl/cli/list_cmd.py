@@ -107,6 +107,6 @@ def list_nodes(
             render.out().print()
         render.show_fitted(views.QUEUED_COLUMNS, views.queued_rows(queued), wide)
     if nodes:
-        render.info(f"costs are {cost.note()}")
+        render.info(f"costs: {cost.note()}")
         if missing := cost.unpriced(n.slice.generation for n in nodes):
             render.info(missing)

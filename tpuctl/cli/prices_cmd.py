@@ -63,7 +63,12 @@ def prices(
     missing = sorted({g for g in generations if not any(r["generation"] == g for r in rows)})
     if json_out:
         render.print_json(
-            {"source": book.line(), "prices": rows, "noPublicPrice": missing, "region": region}
+            {
+                "source": book.line(read=True),
+                "prices": rows,
+                "noPublicPrice": missing,
+                "region": region,
+            }
         )
         return
     if rows:
@@ -88,7 +93,9 @@ def prices(
                 for r in rows
             ],
         )
-        render.info(f"USD {unit}; {cost.note(book)}")
+        mine = sorted(cost.in_force())
+        yours = f"; {', '.join(mine)} from {cost.MINE}" if mine else ""
+        render.info(f"USD {unit}; estimates from {book.line(read=True)}{yours}")
     elif region and not missing:
         render.info(f"no price for {accelerator or 'any TPU'} in {region}")
     if missing and (line := cost.unpriced(missing, book)):

@@ -78,14 +78,15 @@ class Book:
                 return Price(value, TABLE, builtin.AS_OF, row.regions[0])
         return None
 
-    def line(self) -> str:
-        """Where this book's prices come from, for every message that shows one."""
+    def line(self, read: bool = False) -> str:
+        """Where this book's prices come from, for every message that shows one (with
+        `read`: when the catalog was read, as `tpuctl prices` says)."""
         if self.source == LIVE:
             dates = sorted({_day(r.effective) for r in self.rates if r.effective})
             since = f" of {dates[-1]}" if dates else ""
-            read = _day_of(self.fetched)
+            when = f" (read {_day_of(self.fetched)})" if read else ""
             stale = f"; could not read them again: {self.reason}" if self.reason else ""
-            return f"Cloud Billing list prices{since} (read {read}{stale})"
+            return f"Cloud Billing prices{since}{when}{stale}"
         why = f" (Cloud Billing not readable: {self.reason})" if self.reason else ""
         return f"tpuctl's built-in table of {builtin.AS_OF}{why}"
 
