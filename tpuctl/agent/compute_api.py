@@ -6,7 +6,7 @@ import), Google's by default (docs/runner-internals.md, "Endpoints").
 A slice's instance template and workload policy cannot go from here: the group refers to
 both until it is gone, and it is gone only once this VM is. They bill nothing (only
 VMs and disks do); the client deletes them once the group is gone, and `tpuctl gc` does
-when no client is left (docs/compute-engine.md, "What tpuctl creates and deletes").
+when no client is left (docs/compute-engine.md, "gc, top and doctor").
 
 Standard library only, Python 3.8+, like every module of the agent (bundle.py).
 """

@@ -57,7 +57,7 @@ def identity() -> Json:
 
 def worker_number() -> str:
     """This VM's worker number: the TPU API's `agent-worker-number`, or on a Compute
-    Engine slice `worker-id` (docs/compute-engine.md, "On the VMs"); a VM with neither
+    Engine slice `worker-id` (docs/compute-engine.md, "Multi-host slices"); a VM with neither
     is a single host, worker 0."""
     return attribute("agent-worker-number") or attribute("worker-id") or "0"
 
