@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from . import preflight, protocol, signing, target
+from . import preflight, protocol, signing, target, tpu_preflight
 from .job import VERSION, Job, private_dir
 from .metadata import Token, identity
 from .net import HttpError
@@ -62,6 +62,8 @@ def serve(args: argparse.Namespace, user_env: dict[str, str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    if not tpu_preflight.ready(job):  # no TPU here: the attempt ended, its status says why
+        return 1
     return job.run()
 
 

@@ -49,6 +49,7 @@ MODULES = (
     "transfer.py",
     "retention.py",
     "preflight.py",
+    "tpu_preflight.py",
     "job.py",
     "teardown.py",
     "agent.py",

@@ -150,6 +150,7 @@ def list_jobs(
                 "restarts": max((int(s.get("attempt", 1)) - 1 for s in st.values()), default=0),
                 "workers": record.get("workers", 1),
                 **hung(st),
+                "tpuUnhealthy": tpu_unhealthy(st),
                 # the workers' statuses' (agent/envs.py): built, from the bucket, reused
                 "environment": summary(st),
                 "chips": job_chips(st),  # live, from each worker's libtpu (agent/chips.py)
@@ -160,6 +161,15 @@ def list_jobs(
         for row in rows:
             row.update(found.get(row["id"], usage.Usage(note="no node recorded")).to_json())
     return rows
+
+
+def tpu_unhealthy(st: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """The first worker whose attempt ended on its TPU (agent/tpu_preflight.py: a status
+    with `"reason": "tpu_unhealthy"`), with the evidence it gave; None without one."""
+    for worker, s in st.items():
+        if s.get("reason") == "tpu_unhealthy":
+            return {"worker": worker, "evidence": str(s.get("evidence") or "")[:500]}
+    return None
 
 
 def hung(st: dict[int, dict[str, Any]]) -> dict[str, Any]:

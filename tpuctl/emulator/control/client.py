@@ -194,8 +194,9 @@ class EmulatorControl:
 
     def worker_fault(self, node: str, kind: str, worker: int = 0, **fields: Any) -> dict[str, Any]:
         """Plant a fault on a worker of a node (full name) for `tpuctl doctor NODE`:
-        `stale-lockfile`, `tpu-held`, `disk-full`, or `package` (package=, version=;
-        version None removes it). See workers/faults.py."""
+        `stale-lockfile`, `no-device`, `unhealthy` (health=, symptoms=), `tpu-held`,
+        `disk-full`, or `package` (package=, version=; version None removes it). See
+        workers/faults.py."""
         body = {"node": node, "kind": kind, "worker": worker, **fields}
         return dict(self.call("POST", "worker-fault", body))
 

@@ -228,9 +228,26 @@ class ControlPlane:
 
     @locked
     def worker_fault(self, body: dict[str, Any]) -> dict:
-        """Plant a fault on a worker for `tpuctl doctor NODE` (workers/faults.py)."""
+        """Plant a fault on a worker for `tpuctl doctor NODE` (workers/faults.py); an
+        `unhealthy` one is the node's health and symptoms, as `node-state` sets them."""
         node, worker = self._worker_of(body)
-        return worker_faults.plant(self.workers, node, worker, body, self.node_env(node, worker))
+        if body.get("kind") != "unhealthy":
+            env = self.node_env(node, worker)
+            return worker_faults.plant(self.workers, node, worker, body, env)
+        if getattr(node, "api", "tpu") == "compute":
+            raise errors.failed_precondition(worker_faults.NO_HEALTH)
+        if node.state != "READY":
+            raise errors.failed_precondition(
+                f"Node {node.name} is in state {node.state}, not READY."
+            )
+        change = worker_faults.unhealthy(str(body["node"]), worker, body)
+        target = control_api.set_node_state(self.state, change)
+        return {
+            "kind": "unhealthy",
+            "worker": worker,
+            "health": target.health,
+            "symptoms": target.symptoms,
+        }
 
     @locked
     def set_chips(self, body: dict[str, Any]) -> dict:

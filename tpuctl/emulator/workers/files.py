@@ -4,7 +4,8 @@ Layout, under STATE_DIR/workers (or a temp dir when the emulator keeps no state)
 
     <node id>-<node uid>/w<k>/home/                    the worker's home directory
     <node id>-<node uid>/w<k>/root/                    the worker's `/` (sandbox.py)
-    <node id>-<node uid>/w<k>/dev/accel0..             empty files standing for the TPU chips
+    <node id>-<node uid>/w<k>/dev/accel0.. or vfio/0..  empty files standing for the TPU chips
+                                                       (bound at /dev in the sandbox)
     <node id>-<node uid>/w<k>/ssh_host_{ed25519,ecdsa}_key   the worker's SSH host keys
     ssh_host_rsa_key                                   the RSA host key, one per emulator
     <node id>-<node uid>/w<k>/startup-script(.log)     the node's startup script, its output
@@ -39,6 +40,20 @@ MARKER = "TPUCTL_EMULATOR_WORKER"
 # Here the 2048-bit RSA key is shared by every worker of the emulator: making one takes
 # 50-100 ms of CPU (the others ~0.1 ms), which hundreds of nodes paid each; tpuctl and
 # OpenSSH pick the Ed25519 key, which stays each worker's own.
+# The generations whose chips a TPU VM shows as /dev/accel0..N-1; the later ones (v5e on)
+# as VFIO groups /dev/vfio/0..N-1 (Ray's TPU accelerator manager counts either:
+# github.com/ray-project/ray, python/ray/_private/accelerators/tpu.py).
+ACCEL_GENERATIONS = ("v2", "v3", "v4")
+NO_DEVICE = "no-device"  # in a worker's folder: its device files are gone (faults.py)
+
+
+def device_names(generation: str, chips: int) -> list[str]:
+    """A VM's TPU device files, relative to /dev: one per chip."""
+    if generation in ACCEL_GENERATIONS:
+        return [f"accel{i}" for i in range(chips)]
+    return [f"vfio/{i}" for i in range(chips)]
+
+
 HOST_KEYS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "ssh-ed25519": ("ssh_host_ed25519_key", {}, False),
     "ecdsa-sha2-nistp256": ("ssh_host_ecdsa_key", {}, False),
@@ -78,7 +93,8 @@ class WorkerFiles:
     def devices(self, node: Node, worker: int) -> list[Path]:
         acc = node.accelerator
         chips = max(1, acc.chips // max(1, acc.workers))
-        return [self.worker_dir(node, worker) / "dev" / f"accel{i}" for i in range(chips)]
+        dev = self.worker_dir(node, worker) / "dev"
+        return [dev / name for name in device_names(acc.generation, chips)]
 
     def marker(self, node: Node, worker: int) -> str:
         return f"{self.node_marker(node)}/{worker}"
@@ -128,8 +144,10 @@ class WorkerFiles:
         (wdir / "home").mkdir(parents=True, exist_ok=True)
         (wdir / "dev").mkdir(exist_ok=True)
         self.sandbox.prepare(wdir / "root")
-        for device in self.devices(node, worker):
-            device.touch(exist_ok=True)
+        if not (wdir / NO_DEVICE).exists():  # gone for good once a fault took them
+            for device in self.devices(node, worker):
+                device.parent.mkdir(exist_ok=True)
+                device.touch(exist_ok=True)
         keys = {}
         for algorithm, (name, options, shared) in HOST_KEYS.items():
             key_file = (self.root if shared else wdir) / name

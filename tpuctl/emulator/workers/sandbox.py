@@ -6,7 +6,11 @@ which maps paths instead; the node's startup script) runs under bubblewrap (`bwr
     <worker dir>/root      bound read-write as `/` (so /tmp, /var, /home, /root are the worker's)
     /usr, /etc, /bin ...   the machine's, read-only (/bin, /lib... linked as on the host)
     the Python prefixes    read-only: the worker's `python3` is the emulator's interpreter
-    /proc, /dev            the worker's own procfs (below), a minimal /dev
+    /proc, /dev            the worker's own procfs (below), a minimal /dev, with the
+                           worker's TPU device files bound where a TPU VM has them
+                           (<worker dir>/dev/accel0.. at /dev/accel0.. on v2-v4,
+                           <worker dir>/dev/vfio/0.. at /dev/vfio/0.. from v5e on:
+                           files.py), those that are there when the command starts
     <worker dir>           bound read-write at its own path (HOME and TPUCTL_TPU_DEVICES name it)
 
 Where the emulator may (it runs as root, and bwrap can make and join a PID namespace,
@@ -114,6 +118,17 @@ def _probe(bwrap: str) -> list[str] | str:
                     result = lines[-1] if lines else f"{bwrap} exited {done.returncode}"
         _probed[bwrap] = result
         return result
+
+
+def _device_binds(worker_dir: Path) -> list[str]:
+    """The worker's TPU device files (files.py), bound read-write at their place under
+    /dev: those there now (a `no-device` fault removes them, faults.py)."""
+    dev = worker_dir / "dev"
+    binds: list[str] = []
+    for path in sorted(dev.rglob("*")) if dev.is_dir() else ():
+        if path.is_file():
+            binds += ["--bind", str(path), f"/dev/{path.relative_to(dev)}"]
+    return binds
 
 
 def _read_only_paths() -> list[str]:
@@ -346,6 +361,7 @@ class Sandbox:
                 f"{wdir}/root",
                 "/",
                 *self._system_binds(),
+                *_device_binds(worker_dir),
                 "--bind",
                 wdir,
                 wdir,

@@ -1,0 +1,109 @@
+"""Before anything of the job runs on a worker: is the TPU there, and free?
+
+Standard library only, Python 3.8+. `agent run|start` calls `ready` before the job
+(agent.py, `serve`). It looks at
+- the TPU's device files. A TPU VM shows its chips as /dev/accel0, /dev/accel1, ... on
+  v2, v3 and v4, and as VFIO groups /dev/vfio/0, /dev/vfio/1, ... from v5e on: the files
+  libtpu opens, and those Ray's TPU accelerator manager counts
+  (github.com/ray-project/ray, python/ray/_private/accelerators/tpu.py). Which kind, the
+  VM's accelerator type says (the metadata server's `instance/attributes/
+  accelerator-type`, else TPU_ACCELERATOR_TYPE); where TPUCTL_TPU_DEVICES
+  (comma-separated) names them elsewhere, as for the idle check (idle.py), those count
+  too. None there is a problem: users meet it after a stop/start that did not bring
+  the chips back (github.com/jax-ml/jax/issues/13260), and their fix is a new VM;
+- libtpu's lock, /tmp/libtpu_lockfile (checkup.py): one that no live process holds (no
+  process has it or a TPU device open) is what a killed libtpu process leaves, and the
+  next one refuses the TPU ("TPU in use", github.com/jax-ml/jax/issues/10192). It is
+  removed, as a person would, and the job's log says so: a fix, not a problem.
+A problem ends the attempt before anything of the job runs (no code fetched, no setup,
+no script): its status FAILED with no exit status, `"reason": "tpu_unhealthy"` and
+`"evidence"` the problem, and the node is left to the runner, which replaces it
+(`tpuctl run --repairs`).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from typing import TYPE_CHECKING
+
+from . import checkup, protocol
+from .metadata import attribute
+from .net import HttpError
+
+if TYPE_CHECKING:
+    from .job import Job
+
+REASON = "tpu_unhealthy"  # the status's "reason" (tpu_health.py's too)
+ACCEL_GENERATIONS = ("v2", "v3", "v4")  # /dev/accel*; later ones: /dev/vfio/*
+ACCEL, VFIO = "/dev/accel*", "/dev/vfio/*"
+
+
+def accelerator_type() -> str:
+    """This VM's accelerator type (`v4-8`, `v5litepod-4`, `v7x-8`), "" when unknown."""
+    try:
+        found = attribute("accelerator-type")
+    except (HttpError, OSError):
+        found = ""
+    return (found or os.environ.get("TPU_ACCELERATOR_TYPE", "")).strip()
+
+
+def expected(accelerator: str) -> tuple[str, ...]:
+    """The globs of the device files of a VM of that type (either, when unknown)."""
+    generation = accelerator.rsplit("-", 1)[0].lower()
+    if not generation:
+        return (ACCEL, VFIO)
+    return (ACCEL,) if generation in ACCEL_GENERATIONS else (VFIO,)
+
+
+def _chips(pattern: str) -> list[str]:
+    """The device files a glob finds: /dev/vfio's numbered groups (not its container)."""
+    found = glob.glob(pattern)
+    if pattern == VFIO:
+        found = [p for p in found if os.path.basename(p).isdigit()]
+    return sorted(found)
+
+
+def device_problem(worker: int, accelerator: str) -> str | None:
+    """What is wrong with this worker's TPU device files, or None."""
+    patterns = expected(accelerator)
+    if any(_chips(p) for p in patterns):
+        return None
+    named = [p.strip() for p in os.environ.get("TPUCTL_TPU_DEVICES", "").split(",") if p.strip()]
+    if named and all(os.path.exists(p) for p in named):
+        return None
+    return f"no TPU device files ({' or '.join(patterns)}) on worker {worker}"
+
+
+def remove_stale_lock() -> str | None:
+    """Remove libtpu's lock when no live process holds it; what was done, or None."""
+    if not checkup.lockfile(checkup.holders()).get("stale"):
+        return None
+    try:
+        os.remove(checkup.LOCKFILE)
+    except OSError as e:
+        return f"could not remove a stale libtpu lock ({checkup.LOCKFILE}): {e}"
+    return f"removed a stale libtpu lock left by no live process ({checkup.LOCKFILE})"
+
+
+def ready(job: Job) -> bool:
+    """Check this worker's TPU before the job; on a problem, end the attempt (its final
+    status, the log) and return False."""
+    from .job import private_dir
+
+    private_dir(job.dir)
+    accelerator = accelerator_type()
+    problem = device_problem(job.worker, accelerator)
+    if problem is None:
+        fixed = remove_stale_lock()
+        if fixed:
+            job.say(fixed)
+        return True
+    job.say(f"error: {problem}: the job is not started; the node is left to the runner")
+    job.status.value.update(reason=REASON, evidence=problem, message=problem)
+    job.quietly(
+        lambda: job.status.write(state=protocol.FAILED, exit_status=None, ended=time.time())
+    )
+    job.quietly(lambda: job.log.upload(force=True))
+    return False
