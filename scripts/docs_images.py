@@ -2,14 +2,19 @@
 real runs against a fresh emulator, so they never drift from what tpuctl prints.
 
 Each capture runs one tpuctl command with colours forced on (as on a terminal), reads
-its output (stderr then stdout, as a terminal would show them interleaved for these
-short commands) and writes it as an SVG with rich's own exporter. Talks only to an
+its output (stderr and stdout through one pipe, in the order they were written) and
+writes it as an SVG with rich's own exporter. Talks only to an
 emulator it starts on 127.0.0.1 and stops at the end.
+
+To keep the images small: a spinner's frames collapse to its last one per label (what
+the terminal showed last), and the SVG drops rich's web-font declarations (an SVG shown
+through <img>, as GitHub does, loads no external font) and its per-line clip paths.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,10 +27,38 @@ sys.path.insert(0, str(ROOT))
 from tpuctl.emulator.core.ports import free_port  # noqa: E402
 
 WIDTH = 100
+LIST_WIDTH = 136  # a wide terminal: a row of list, owner and all, on one line
 DROP = "TPUCTL_EMULATOR_HOST"  # the captures' own emulator, never another one
+SPINNER = re.compile(r"^(?:\x1b\[[0-9;?]*[A-Za-z])*[\u2800-\u28ff](?:\x1b\[[0-9;]*m)* ([^:]*)")
+FONT_FACES = re.compile(r"\s*@font-face \{\{.*?\}\}", re.S)
+LINE_CLIPS = re.compile(
+    r'<clipPath id="[^"]*-line-\d+">.*?</clipPath>\s*|\sclip-path="url\(#[^)]*-line-\d+\)"', re.S
+)
+
+
+def collapse_spinners(output: str) -> str:
+    """Each run of a spinner's frames (same label) down to its last frame."""
+    kept: list[str] = []
+    label = None
+    for line in output.splitlines():
+        m = SPINNER.match(line)
+        if m and m.group(1) == label and kept:
+            kept[-1] = line
+        else:
+            kept.append(line)
+        label = m.group(1) if m else None
+    return "\n".join(kept)
+
+
+NEWLINES = re.compile(r"<text [^>]*>\n</text>")  # rich draws each line's newline too
+
+
+def small_svg(svg: str) -> str:
+    return NEWLINES.sub("", LINE_CLIPS.sub("", svg))
 
 
 def main() -> int:
+    from rich._export_format import CONSOLE_SVG_FORMAT
     from rich.console import Console
     from rich.text import Text
 
@@ -41,30 +74,35 @@ def main() -> int:
             "CLOUDSDK_CONFIG": f"{tmp}/gcloud",
             "TPUCTL_EMULATOR_HOST": f"127.0.0.1:{port}",
             "FORCE_COLOR": "1",
+            "PYTHONUNBUFFERED": "1",  # stdout and stderr interleaved as they were written
             "COLUMNS": str(WIDTH),
             "LOGNAME": "ada",  # the owner label the captures show
             "USER": "ada",
         }
 
-        def tpuctl(*args: str) -> str:
+        def tpuctl(*args: str, width: int = WIDTH) -> str:
             r = subprocess.run(
                 [sys.executable, "-m", "tpuctl", *args],
-                env=env,
-                capture_output=True,
+                env={**env, "COLUMNS": str(width)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
                 text=True,
                 cwd=ROOT,
                 timeout=300,
                 check=False,
             )
-            return r.stderr + r.stdout
+            return collapse_spinners(r.stdout)
 
-        def capture(name: str, title: str, *args: str) -> None:
+        def capture(name: str, title: str, *args: str, width: int = WIDTH) -> None:
             with open(os.devnull, "w") as sink:
-                console = Console(record=True, width=WIDTH, force_terminal=True, file=sink)
+                console = Console(record=True, width=width, force_terminal=True, file=sink)
                 console.print(Text(f"$ tpuctl {' '.join(args)}", style="bold"))
-                console.print(Text.from_ansi(tpuctl(*args).rstrip()))
+                console.print(Text.from_ansi(tpuctl(*args, width=width).rstrip()))
             OUT.mkdir(parents=True, exist_ok=True)
-            console.save_svg(str(OUT / f"{name}.svg"), title=title)
+            svg = console.export_svg(
+                title=title, code_format=FONT_FACES.sub("", CONSOLE_SVG_FORMAT)
+            )
+            (OUT / f"{name}.svg").write_text(small_svg(svg), encoding="utf-8")
             print(f"wrote docs/images/{name}.svg", file=sys.stderr)
 
         state = f"{tmp}/emulator"
@@ -86,7 +124,7 @@ def main() -> int:
             tpuctl("create", "exp-small", "-a", "v3-8", "--ttl", "8h")
             tpuctl("create", "pod", "-a", "v4-32", "--zone", "us-central2-b", "--spot")
             tpuctl("create", "old", "-a", "v3-8", "--ttl", "1s")
-            capture("list", "tpuctl list", "list", "--all-zones")
+            capture("list", "tpuctl list", "list", "--all-zones", width=LIST_WIDTH)
             capture("gc", "tpuctl gc --dry-run", "gc", "--dry-run")
             capture("quota", "tpuctl quota", "quota", "--zone", "us-central1-a")
             tpuctl("delete", "exp-small", "old", "--yes")
