@@ -5,7 +5,7 @@
 
 Standard library only, Python 3.8+ (it runs from the agent bundle, bundle.py, sent on
 stdin like `idle check`: services/node_doctor/live.py). It reports
-- `devices`: the TPU device files (`/dev/accel*`, `/dev/vfio/*`, TPUCTL_TPU_DEVICES);
+- `devices`: the TPU device files there (`/dev/accel*`, `/dev/vfio/*`, TPUCTL_TPU_DEVICES);
 - `holders`: the processes holding one open: pid, user, command, start time, and whether
   they are busy: using the CPU now (two /proc samples 0.5 s apart), or, with `--target`
   (what the worker runs on, target.py), their worker's TensorCores working in Cloud
@@ -261,6 +261,24 @@ def memory() -> Json:
     return {"total": info.get("MemTotal"), "available": info.get("MemAvailable")}
 
 
+def present_devices() -> list[str]:
+    """The TPU device files that are there, each once: a path TPUCTL_TPU_DEVICES names
+    may be gone, a file may show at two paths (a bind mount), and /dev/vfio/vfio is
+    VFIO's container, no chip."""
+    seen, found = set(), []
+    for path in device_paths():
+        if os.path.dirname(path) == "/dev/vfio" and not os.path.basename(path).isdigit():
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            found.append(path)
+    return found
+
+
 def _gone(pid: int) -> bool:
     """Exited: no such process, or a zombie its parent has not reaped yet."""
     raw = _read(f"/proc/{pid}/stat")
@@ -308,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.target and any(not h["busy"] for h in held):
         tensorcores(held, args.target, args.worker)
     report: Json = {
-        "devices": device_paths(),
+        "devices": present_devices(),
         "holders": held,
         "lockfile": lockfile(held),
         "packages": packages(),

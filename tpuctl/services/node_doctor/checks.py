@@ -97,17 +97,22 @@ def node_state(node: Node) -> Check:
     return Check("node-state", "pass", "READY and HEALTHY", evidence)
 
 
-def devices(worker: int, report: dict[str, Any]) -> Check:
+def devices(worker: int, report: dict[str, Any], node: Node | None = None) -> Check:
+    from tpuctl.agent.tpu_preflight import expected
+
     found = report.get("devices") or []
     if not found:
+        wanted = " or ".join(expected(node.accelerator_type if node else ""))
+        name = node.name if node else "NODE"
         return Check(
             "tpu-devices",
             "fail",
-            "no TPU device on the worker",
-            ["no /dev/accel* and no /dev/vfio/*"],
-            "the VM sees no TPU chip: a runtime version for another TPU generation, "
-            "or a broken VM; recreate the node with the runtime version of its "
-            "generation",
+            f"no TPU device files ({wanted}) on the worker",
+            [f"none of {wanted} is there"],
+            "the VM sees no TPU chip, as after a stop/start that did not bring them back: "
+            f"`tpuctl delete {name}` and create it again (a `tpuctl stop {name}` and "
+            f"`tpuctl start {name}` may bring them back); `tpuctl run` ends a job on "
+            "this worker as a TPU failure and replaces the node",
             worker,
         )
     return Check("tpu-devices", "pass", f"{len(found)} TPU device(s)", found[:8], "", worker)
@@ -132,8 +137,9 @@ def lockfile(worker: int, report: dict[str, Any], fixed: list[str]) -> Check:
             "fail",
             f"a stale {lock['path']} (from {since}): its owner is gone",
             [f"{lock['path']} exists; no process holds a TPU device or the file", *done],
-            "the next job will say the TPU is in use: `tpuctl doctor NODE --fix` "
-            f"removes it (or: sudo rm {lock['path']})",
+            "the next job would be told the TPU is in use: `tpuctl run` removes it "
+            "before its job starts; `tpuctl doctor NODE --fix` removes it now (or "
+            f"`tpuctl exec NODE -- sudo rm {lock['path']}`)",
             worker,
         )
     owners = ", ".join(f"pid {p}" for p in lock.get("owners") or [])

@@ -180,7 +180,7 @@ def examine(
         )
         fixed = list(answer.get("fixed") or [])
         report.checks += [
-            nc.devices(worker, answer),
+            nc.devices(worker, answer, node),
             nc.lockfile(worker, answer, fixed),
             nc.holders(worker, answer, fixed),
             nc.framework_versions(worker, answer, node.runtime_version),
