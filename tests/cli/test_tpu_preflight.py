@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.cli.test_run import bucket_objects, wait_for
+from tpuctl.emulator.control.client import ControlError
 
 ZONE = "us-central1-a"
 FULL = f"projects/tpuctl-demo/locations/{ZONE}/nodes/pre"
@@ -73,3 +74,25 @@ def test_a_stale_libtpu_lock_is_removed_and_the_job_runs(
     assert said in r.out and "the script ran" in r.out
     assert r.out.index(said) < r.out.index("the script ran")
     assert not lock.exists() and (home / "ran").exists()
+
+
+def test_on_compute_engine_the_vfio_files_are_checked_and_health_is_not_a_fault(
+    cli: Any, emulator: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "job.py").write_text(SCRIPT)
+    assert cli("create", "c7", "-a", "tpu7x-8", "-z", "us-central1-c").code == 0
+    try:
+        (vm,) = emulator.instances()
+        with pytest.raises(ControlError, match="no health or symptoms field"):
+            emulator.worker_fault(vm["name"], "unhealthy")
+        emulator.worker_fault(vm["name"], "no-device")
+        flags = ["--node", "c7", "-z", "us-central1-c", "--json", "--detach"]
+        r = cli("run", str(tmp_path / "job.py"), *flags)
+        assert r.code == 0, r.err
+        job = json.loads(r.out)["job"]
+        wait_for(lambda: _status(emulator, job).get("state") == "FAILED")
+        status = _status(emulator, job)
+        assert status["reason"] == "tpu_unhealthy"
+        assert status["evidence"] == "no TPU device files (/dev/vfio/*) on worker 0"
+    finally:
+        assert cli("delete", "c7", "-z", "us-central1-c", "--yes").code == 0
