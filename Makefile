@@ -61,7 +61,7 @@ test-lowest: tools $(LOW_STAMP)
 	  --maxschedchunk 1 $(SMOKE) -k "not signal"
 
 # the main scenarios against a real project, when TPUCTL_LIVE_PROJECT and TPUCTL_LIVE_ZONE
-# say which (docs/live-testing.md: what it costs, its guards); skipped without them
+# say which (contributing/live-testing.md: what it costs, its guards); skipped without them
 test-live: $(STAMP)
 	$(BIN)/python scripts/live_test.py $(LIVE_ARGS)
 

@@ -1,4 +1,4 @@
-"""tpuctl's main scenarios on a real project (`make test-live`; docs/live-testing.md).
+"""tpuctl's main scenarios on a real project (`make test-live`; contributing/live-testing.md).
 
 Every node is spot, has the run's TTL and a name that starts with the run's prefix, so
 the runner's final sweep finds whatever a failed scenario leaves.

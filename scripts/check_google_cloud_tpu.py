@@ -91,7 +91,8 @@ def queued_scenario(alpha: Any, address: str) -> None:
         assert time.monotonic() < deadline, "the queued resource never became ACTIVE"
         time.sleep(0.1)
     assert made.name in [q.name for q in alpha.list_queued_resources(parent=PARENT)]
-    # v2alpha1 expects a QueuedResource, the service answers Empty (see docs/emulator-fidelity.md)
+    # v2alpha1 expects a QueuedResource, the service answers Empty
+    # (see contributing/emulator-fidelity.md)
     with contextlib.suppress(TypeError):
         alpha.delete_queued_resource(request={"name": made.name, "force": True}).result(30)
     deadline = time.monotonic() + 30

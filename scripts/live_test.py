@@ -15,7 +15,7 @@ Without both variables it says it was skipped and why, and exits 0. With them:
 
 It talks to whatever tpuctl talks to: pointed at the emulator (TPUCTL_EMULATOR_HOST), it
 is a rehearsal, which is how `make test` proves the guards (tests/test_live_suite.py).
-docs/live-testing.md says what it costs.
+contributing/live-testing.md says what it costs.
 """
 
 from __future__ import annotations
@@ -127,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         missing = [
             n for n, v in (("TPUCTL_LIVE_PROJECT", project), ("TPUCTL_LIVE_ZONE", zone)) if not v
         ]
-        say(f"skipped: {' and '.join(missing)} not set (docs/live-testing.md says how to run it)")
+        say(
+            f"skipped: {' and '.join(missing)} not set"
+            " (contributing/live-testing.md says how to run it)"
+        )
         return 0
     yes = "--yes" in argv or os.environ.get("TPUCTL_LIVE_YES", "") in ("1", "true", "yes")
     ttl = os.environ.get("TPUCTL_LIVE_TTL", DEFAULT_TTL)

@@ -1,5 +1,11 @@
-"""The examples in the README and docs/ run as written against the emulator, and the pages
-speak of the product alone.
+"""The examples in the README, docs/ and contributing/ run as written against the emulator,
+and the pages speak of the product alone.
+
+contributing/ holds the contributors' pages (architecture, the runner's internals, the
+emulator's fidelity, development, live testing): they are held to the same rules as
+docs/ (shell blocks marked, runnable ones run, no issue numbers, no files outside the
+repository, no history); they may name modules and tests, which these checks allow on
+any page. Only docs/ counts toward the size of the user docs (tests/test_docs_size.py).
 
 Every fenced shell block says what it is by its info string:
 - `sh runnable`: run by this test, with the other runnable blocks of the same page, in
@@ -36,7 +42,11 @@ from tests.cli.env_index import Index, serving
 from tpuctl.emulator.core.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "contributing").glob("*.md")),
+]
 BLOCK = re.compile(r"^```sh runnable\n(.*?)^```", re.S | re.M)
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
 SHELL_KINDS = {"sh runnable", "sh cloud", "sh machine"}

@@ -44,7 +44,7 @@ def test_without_a_project_it_says_why_and_succeeds(tmp_path: Path) -> None:
     )
     assert done.returncode == 0
     assert "skipped: TPUCTL_LIVE_PROJECT and TPUCTL_LIVE_ZONE not set" in done.stderr
-    assert "docs/live-testing.md" in done.stderr
+    assert "contributing/live-testing.md" in done.stderr
 
 
 def test_it_asks_before_it_spends(emulator, tmp_path: Path) -> None:  # noqa: ANN001

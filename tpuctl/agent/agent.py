@@ -21,7 +21,7 @@ job's trust (signing.py: its own key, derived on the laptop, never the client's)
 name no env variable can have. Cloud
 Storage (JSON API), the TPU API and the metadata server are reached at the endpoints in
 TPUCTL_STORAGE_URL, TPUCTL_TPU_URL and TPUCTL_METADATA_URL, Google's by default, with
-the token of the VM's service account. docs/runner-internals.md is the protocol.
+the token of the VM's service account. contributing/runner-internals.md is the protocol.
 This module starts and supervises; job.py is the job itself.
 """
 

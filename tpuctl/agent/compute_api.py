@@ -1,7 +1,7 @@
 """Compute Engine, as the agent calls it about its own TPU VM or slice: read the VM (its
 labels), and delete what the job runs on: the instance, or the slice's managed instance
 group (which deletes every VM of it). Reached at TPUCTL_COMPUTE_URL (read once, at
-import), Google's by default (docs/runner-internals.md, "Endpoints").
+import), Google's by default (contributing/runner-internals.md, "Endpoints").
 
 A slice's instance template and workload policy cannot go from here: the group refers to
 both until it is gone, and it is gone only once this VM is. They bill nothing (only

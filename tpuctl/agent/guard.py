@@ -14,7 +14,7 @@ Only worker 0 guards (one delete per node); the others exit at once. What it rea
 - the node's metadata: `tpuctl-bucket` (the job's bucket) and `tpuctl-attempt` (the
   attempt the node was created for: a node recreated after a preemption waits for an
   agent of the next attempt, not for the status its predecessor left);
-- worker 0's status object in the bucket (docs/runner-internals.md): an agent that has
+- worker 0's status object in the bucket (contributing/runner-internals.md): an agent that has
   written one for this attempt or a later one has started, and owns the node from then
   on (it deletes it when the job ends). A node stopped and started again later finds
   that status too, and is left alone.

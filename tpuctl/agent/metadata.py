@@ -1,6 +1,6 @@
 """The metadata server: its values, the service account's token, and who this worker is.
 Reached at TPUCTL_METADATA_URL (read once, at import), Google's by default
-(docs/runner-internals.md, "Endpoints").
+(contributing/runner-internals.md, "Endpoints").
 
 Standard library only, Python 3.8+, like every module of the agent (bundle.py).
 """

@@ -1,7 +1,7 @@
 """The job protocol between the laptop (tpuctl.services) and the agent on every worker:
 where a job lives in the bucket, the states a worker's status goes through and what a
 job's state is made of, heartbeats, and the rules by which a status object is changed
-(docs/runner-internals.md). Both sides import this one module. It does no I/O: each side
+(contributing/runner-internals.md). Both sides import this one module. It does no I/O: each side
 reads and writes the objects with a Storage client of its own, and asks this module what
 to write.
 

@@ -1,7 +1,7 @@
 """Cloud Storage's JSON API, one bucket at a time: small objects read and written whole,
 JSON objects rewritten under a generation precondition, listings. Streaming whole files
 to and from disk is streams.py's. Reached at TPUCTL_STORAGE_URL (read once, at import),
-Google's by default (docs/runner-internals.md, "Endpoints").
+Google's by default (contributing/runner-internals.md, "Endpoints").
 
 Standard library only, Python 3.8+, like every module of the agent (bundle.py).
 """

@@ -1,6 +1,6 @@
 """The Cloud TPU API, as the agent calls it about its own node: one call (`tpu`), and
 the deletes of a teardown (the node, or a multislice job's queued resource). Reached at
-TPUCTL_TPU_URL (read once, at import), Google's by default (docs/runner-internals.md,
+TPUCTL_TPU_URL (read once, at import), Google's by default (contributing/runner-internals.md,
 "Endpoints").
 
 Standard library only, Python 3.8+, like every module of the agent (bundle.py).

@@ -71,7 +71,7 @@ def zones_offering(generation: str) -> list[str]:
 # page (https://cloud.google.com/tpu/docs/runtimes) and the defaults of Google's samples
 # (`v2-tpuv5-litepod` is the default of python-docs-samples' v5e node and queued-resource
 # samples); which older images run on which generation is not confirmed by a local source
-# (docs/emulator-fidelity.md says so). The emulator refuses a version on another generation.
+# (contributing/emulator-fidelity.md says so). The emulator refuses a version on another generation.
 # TensorFlow's PJRT images from 2.15 on boot every generation: "TPU v6e, v5e, and v5p
 # support TensorFlow 2.15.0 and newer. You specify the TPU software version in the form
 # tpu-vm-tf-x.y.z-{pod}-pjrt" (cloud.google.com/tpu/docs/runtimes), and

@@ -57,7 +57,7 @@ _TOPOLOGY_3D = {
 
 # Compute Engine's machine type per host, by generation and chips per host (the TPU
 # machine-types page of Compute Engine, https://cloud.google.com/compute/docs/accelerator-optimized-machines;
-# docs/architecture.md, "Two TPU APIs"). v5e and older are not offered on Compute Engine.
+# contributing/architecture.md, "Two TPU APIs"). v5e and older are not offered on Compute Engine.
 _MACHINE_TYPES: dict[str, dict[int, str]] = {
     "v5p": {4: "ct5p-hightpu-4t"},
     "v6e": {1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"},

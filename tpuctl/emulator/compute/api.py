@@ -298,7 +298,7 @@ def delete(state: State, project: str, zone: str, name: str) -> ZoneOperation:
 
 def power(state: State, project: str, zone: str, name: str, verb: str) -> ZoneOperation:
     """`stop` or `start`. Compute Engine's API offers both for any instance; whether a TPU
-    machine type may be stopped is not documented (docs/emulator-fidelity.md): single-host
+    machine type may be stopped is not documented (contributing/emulator-fidelity.md): single-host
     instances are allowed here. A start needs the zone's capacity again."""
     instance = get(state, project, zone, name)
     status = instance.shown_status(state.now())
@@ -334,7 +334,7 @@ def set_metadata(
     state: State, project: str, zone: str, name: str, body: dict[str, Any]
 ) -> ZoneOperation:
     """`setMetadata`: the whole metadata, guarded by its fingerprint (412 when stale; the
-    wording is from memory of Compute's output, docs/emulator-fidelity.md)."""
+    wording is from memory of Compute's output, contributing/emulator-fidelity.md)."""
     instance = get(state, project, zone, name)
     if body.get("fingerprint") != instance.metadata_fingerprint:
         raise errors.ComputeError(

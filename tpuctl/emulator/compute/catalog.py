@@ -8,7 +8,8 @@ Zones: a machine type is offered where the emulator's TPU zones (offerings/zones
 offer its generation; TPU7x only in us-central1-c
 (https://docs.cloud.google.com/tpu/docs/regions-zones).
 v5e (`ct5lp-hightpu-*`) is listed but refused to `instances.insert`: it exists for GKE
-node pools only (a public migration guide quotes the refusal, see docs/emulator-fidelity.md).
+node pools only (a public migration guide quotes the refusal, see
+contributing/emulator-fidelity.md).
 """
 
 from __future__ import annotations

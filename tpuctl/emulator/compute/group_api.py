@@ -4,7 +4,7 @@
 group_models.py for the invariants, api.py for how a method is called.
 
 What Compute answers for a workload policy whose topology does not fit the group is not
-documented: the wording here is the emulator's own (docs/emulator-fidelity.md).
+documented: the wording here is the emulator's own (contributing/emulator-fidelity.md).
 """
 
 from __future__ import annotations
@@ -232,7 +232,8 @@ def _make(state: State, group: Group, slot: dict[str, Any]) -> None:
             "key": "created-by",
             "value": f"projects/{number}/zones/{group.zone}/instanceGroupManagers/{group.name}",
         },  # noqa: E501
-        # the worker's number, as a TPU7x slice made by a MIG shows it (docs/emulator-fidelity.md)
+        # the worker's number, as a TPU7x slice made by a MIG shows it
+        # (contributing/emulator-fidelity.md)
         {"key": "worker-id", "value": str(slot["worker"])},
     ]
     props["metadata"] = {"items": items}

@@ -162,7 +162,7 @@ def host(state: State, project: str, zone: str, name: str) -> ComputeHost | None
 def attributes(view: dict[str, Any], worker: int) -> dict[str, str]:
     """What a Compute Engine slice VM shows beside its own metadata: its worker number
     (`worker-id`), the slice's endpoints and type, as a public walkthrough of a TPU7x
-    slice shows them (docs/emulator-fidelity.md; Google's reference lists none of them)."""
+    slice shows them (contributing/emulator-fidelity.md; Google's reference lists none of them)."""
     shape = SLICES[view["acceleratorType"]]
     spelled = shape.name.replace("tpu7x-", "v7x-")  # the VMs spell TPU7x `v7x`
     return {

@@ -38,7 +38,7 @@ def check_request_id(value: str) -> None:
     """ "The request ID must be a valid UUID with the exception that zero UUID is not
     supported (00000000-0000-0000-0000-000000000000)" (the `requestId` parameter of every
     mutating method, e.g. instances.insert's reference); the refusal's wording is the
-    emulator's own (docs/emulator-fidelity.md)."""
+    emulator's own (contributing/emulator-fidelity.md)."""
     try:
         valid = uuid.UUID(value).int != 0
     except ValueError:
@@ -70,7 +70,8 @@ def machine_type(zone: str, value: Any) -> MachineType:
             f"Machine type with name '{name}' does not exist in zone '{zone}'.",
         )
     if not found.instances_allowed:
-        # a migration guide's quote of the refusal (docs/emulator-fidelity.md; reason guessed)
+        # a migration guide's quote of the refusal
+        # (contributing/emulator-fidelity.md; reason guessed)
         raise errors.bad_request(f"This user agent is not allowed to use the machine type [{name}]")
     return found
 

@@ -43,7 +43,7 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
     "enable_service": 0.5,
     # A preempted spot or preemptible node's notice: its guest sees `instance/preempted`
     # TRUE and every process gets SIGTERM, then the node is PREEMPTED. About 30 s on
-    # Compute Engine (docs/emulator-fidelity.md cites it); a preemption may set its own.
+    # Compute Engine (contributing/emulator-fidelity.md cites it); a preemption may set its own.
     "preempt_notice": 30.0,
 }
 DEFAULT_PROJECT = "tpuctl-demo"

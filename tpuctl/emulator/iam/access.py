@@ -311,7 +311,7 @@ def permission_denied(service: str, permission: str, resource: str) -> errors.Ap
 def compute_permission_denied(permission: str, resource: str) -> errors.ApiError:
     """403 as Compute Engine words it: `Required 'compute.instances.create' permission for
     'projects/P/zones/Z/instances/N'` (reason `forbidden`; the wording as gcloud prints
-    Compute's refusals, from memory of public output: docs/emulator-fidelity.md)."""
+    Compute's refusals, from memory of public output: contributing/emulator-fidelity.md)."""
     from tpuctl.emulator.compute.errors import ComputeError
 
     return ComputeError(403, "forbidden", f"Required '{permission}' permission for '{resource}'")

@@ -1,6 +1,6 @@
 """The agent protocol from the client's side: install the agent on every worker and
 start it for one attempt (over SSH), then read what the agents write to the bucket
-(status objects, docs/runner-internals.md) and ask them to stop (cancel)."""
+(status objects, contributing/runner-internals.md) and ask them to stop (cancel)."""
 
 from __future__ import annotations
 
