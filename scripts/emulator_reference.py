@@ -16,6 +16,7 @@ import dataclasses
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,20 +92,17 @@ def permission(verb: str) -> str:
     return access.compute_permission(verb) or "none"
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    # a `|` inside a cell, even in code, ends the cell unless escaped (GitHub's tables)
-    return lines + [
-        "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows
-    ]
-
-
 def _code(value: object) -> str:
     return f"`{value}`"
 
 
 def _json(value: object) -> str:
     return _code(json.dumps(value))
+
+
+def _pairs(values: Mapping[str, object]) -> str:
+    """`key` default, ... on one line."""
+    return ", ".join(f"`{key}` {_json(value)}" for key, value in values.items()) + "."
 
 
 def _keys(spec: tuple[str, ...]) -> str:
@@ -121,36 +119,121 @@ def _keys(spec: tuple[str, ...]) -> str:
     return ", ".join(shown) or "-"
 
 
+def prefix_of(path: str) -> str:
+    """The part of a path its group shares: up to its second placeholder segment (`{x}`)
+    when a segment follows, else up to its first, else its first segment."""
+    parts = path.split("/")
+    marks = [i for i, part in enumerate(parts[:-1]) if part.startswith("{")]
+    end = marks[1] if len(marks) > 1 else marks[0] if marks else 1
+    return "/".join(parts[: end + 1]) if end < len(parts) - 1 else ""
+
+
+def groups(paths: list[str]) -> list[tuple[str, list[int]]]:
+    """Consecutive paths of one prefix: (prefix, their indexes)."""
+    out: list[tuple[str, list[int]]] = []
+    for i, path in enumerate(paths):
+        prefix = prefix_of(path)
+        if out and out[-1][0] == prefix:
+            out[-1][1].append(i)
+        else:
+            out.append((prefix, [i]))
+    return out
+
+
+def _first(path: str) -> tuple[str, str]:
+    """`/v2/projects/x` -> (`v2`, `projects/x`)."""
+    _, first, rest = (path + "/").split("/", 2)
+    return first, rest
+
+
+def repeats(routes: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    """First segments (`v2alpha1`) that serve again, with the same verb, every route of
+    the first segments before them that they repeat any of (`v2`, `v{1|2}`): each maps
+    to those it repeats. Their repeated routes are said in one line, not listed."""
+    seen: dict[tuple[str, str, str], str] = {}
+    sources: dict[str, set[str]] = {}
+    for method, path, verb in routes:
+        first, rest = _first(path)
+        earlier = seen.setdefault((method, rest, verb), first)
+        if earlier != first:
+            sources.setdefault(first, set()).add(earlier)
+    out = {}
+    for alias, froms in sources.items():
+        mine = {(m, _first(p)[1], v) for m, p, v in routes if _first(p)[0] == alias}
+        theirs = {(m, _first(p)[1], v) for m, p, v in routes if _first(p)[0] in froms}
+        if theirs <= mine:
+            out[alias] = sorted(froms)
+    return out
+
+
+def route_lines(routes: list[tuple[str, str, str]]) -> list[str]:
+    """(method, path template, verb) as one line each, grouped under their prefixes; a
+    first segment that serves again the routes of others says so in one line."""
+    aliases = repeats(routes)
+    known = {(m, _first(p)[1], v) for m, p, v in routes if _first(p)[0] not in aliases}
+    lines: list[str] = []
+    shown = [
+        (method, path, verb)
+        for method, path, verb in routes
+        if _first(path)[0] not in aliases or (method, _first(path)[1], verb) not in known
+    ]
+    for alias, froms in aliases.items():
+        where = " and ".join(f"`/{first}`" for first in froms)
+        lines += ["", f"`/{alias}` serves each route below under {where} too, as they do."]
+    for prefix, members in groups([path for _, path, _ in shown]):
+        lines += ["", f"`{prefix}`"] if prefix else [""]
+        for i in members:
+            method, path, verb = shown[i]
+            lines.append(f"- {method} `{path[len(prefix) :]}` {verb}")
+    return lines
+
+
+def _verb(service: str, verb: str) -> str:
+    """The verb, and the permission checked unless it is the verb's own name."""
+    checked = permission(verb)
+    own = {verb.lower(), f"{service.split('.')[0]}.{verb}".lower()}
+    return f"`{verb}`" if checked.lower() in own else f"`{verb}` ({checked})"
+
+
 def routes_section() -> list[str]:
     lines = [
         "## REST routes",
         "",
-        "Each service's routes, matched in this order; the verb is what `/requests` counts.",
+        "Each service's routes in the order they are matched, under the prefix they share:",
+        "method, path, the verb `/requests` counts, and the permission checked unless it is",
+        "the verb, alone or after the API's name, case aside: `none` when none is.",
     ]
     for service in SERVICES:
-        rows = [
-            (method, _code(template(path)), _code(verb), _code(permission(verb)))
+        routes = [
+            (method, template(path), _verb(service.name, verb))
             for method, path, verb, _, _ in service.routes
         ]
-        lines += ["", f"### {service.name}", ""]
-        if not rows:
-            lines.append("No REST route on the emulator's port: it is served on its own.")
+        lines += ["", f"### {service.name}"]
+        if not routes:
+            lines += ["", "No REST route on the emulator's port: it is served on its own."]
             continue
-        lines += _table(("method", "path", "verb", "permission checked"), rows)
+        lines += route_lines(routes)
     return lines
 
 
 def control_section() -> list[str]:
     rows = [
-        (method, _code(CONTROL_PREFIX + path), _code(target), _keys(spec))
+        (method, path, f"`{target}`" + ("" if spec_keys == "-" else f", body: {spec_keys}"))
         for (method, path), (target, spec, _) in CONTROL_ROUTES.items()
+        for spec_keys in [_keys(spec)]
     ]
     rows += [
-        (method, _code(CONTROL_PREFIX + prefix + "{id}"), _code(target), "-")
+        (method, prefix + "{id}", f"`{target}`")
         for (method, prefix), (target, _) in CONTROL_PREFIXES.items()
     ]
-    lines = ["## Control-plane routes", "", "JSON in and out; never faulted, never counted."]
-    return lines + [""] + _table(("method", "path", "backend method", "body keys"), rows)
+    lines = [
+        "## Control-plane routes",
+        "",
+        f"JSON in and out; never faulted, never counted. Under `{CONTROL_PREFIX}`: method,",
+        "path, the backend's method and the body's keys.",
+        "",
+    ]
+    return lines + [f"- {method} `{path}` {rest}" for method, path, rest in rows]
 
 
 def config_section() -> list[str]:
@@ -160,9 +243,10 @@ def config_section() -> list[str]:
         for slot in service.slots
     ]
     rows = [
-        (_code(key), service, _code(f"state.{slot}" if slot else "state"))
+        f"- {service} (`{f'state.{slot}' if slot else 'state'}`): "
+        + ", ".join(map(_code, sorted(keys)))
         for service, slot, keys in owners
-        for key in sorted(keys)
+        if keys
     ]
     lines = [
         "## Config keys",
@@ -170,7 +254,7 @@ def config_section() -> list[str]:
         f"What `POST {CONTROL_PREFIX}config` accepts, by the service that owns it and",
         "where the emulator's state holds it.",
     ]
-    lines += [""] + _table(("key", "service", "held in"), rows)
+    lines += ["", *rows]
     presets = [
         ("quotas", limits.PRESETS),
         ("compute_quotas", compute_quotas.PRESETS),
@@ -178,42 +262,35 @@ def config_section() -> list[str]:
         ("services", access.PRESETS),
         ("billing_catalog", billing.MODES),
     ]
-    lines += ["", "### Presets", "", "The string values a key takes besides a map."]
-    lines += [""] + _table(
-        ("key", "values"), [(_code(k), ", ".join(map(_code, v))) for k, v in presets]
-    )
-    durations = [(_code(k), _json(v)) for k, v in DEFAULT_DURATIONS.items()]
+    lines += ["", "### Presets", "", "The string values a key takes besides a map:", ""]
+    lines += [f"- `{k}`: " + ", ".join(map(_code, v)) for k, v in presets]
     lines += [
         "",
         "### Durations",
         "",
-        "`durations` keys and their defaults in seconds (null: held until `advance`).",
-    ]
-    lines += [""] + _table(("duration", "default"), durations)
-    sampler = [(_code(k), _json(v)) for k, v in monitoring.DEFAULTS.items()]
-    lines += [
+        "`durations` keys and their defaults in seconds (null: held until `advance`):",
+        _pairs(DEFAULT_DURATIONS),
         "",
         "### Monitoring settings",
         "",
-        f"What `POST {CONTROL_PREFIX}monitoring` accepts, in seconds.",
+        f"What `POST {CONTROL_PREFIX}monitoring` accepts, in seconds:",
+        _pairs(monitoring.DEFAULTS),
     ]
-    return lines + [""] + _table(("setting", "default"), sampler)
+    return lines
 
 
 def rules_section() -> list[str]:
-    fields = [
-        (_code(f.name), _json(f.default_factory() if callable(f.default_factory) else f.default))
+    fields: dict[str, object] = {
+        f.name: f.default_factory() if callable(f.default_factory) else f.default
         for f in dataclasses.fields(errors.Faults)
-    ]
+    }
     lines = [
         "## Rule tables",
         "",
         "### Faults",
         "",
-        f"`POST {CONTROL_PREFIX}faults` keys and defaults.",
-    ]
-    lines += [""] + _table(("key", "default"), fields)
-    lines += [
+        f"`POST {CONTROL_PREFIX}faults` keys and defaults:",
+        _pairs(fields),
         "",
         "HTTP codes a fault may answer: " + ", ".join(map(_code, errors.FAULT_CODES)) + ".",
     ]
