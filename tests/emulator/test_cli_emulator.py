@@ -60,6 +60,9 @@ def test_detached_start_status_stop(
         assert tpu_grpc == EmulatorControl(f"127.0.0.1:{port}").status()["tpu_grpc_endpoint"]
         assert f"TPU API over gRPC at {tpu_grpc}," in status.stdout
         assert report.pop("billing_endpoint") == f"http://127.0.0.1:{port}"
+        registry = EmulatorControl(f"127.0.0.1:{port}").status()["registry_endpoint"]
+        assert registry.startswith("127.0.0.1:")
+        assert report.pop("registry_endpoint") == registry
         assert report == {
             "running": True,
             "address": f"127.0.0.1:{port}",

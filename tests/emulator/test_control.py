@@ -20,6 +20,7 @@ def test_status_and_defaults(emulator) -> None:
     assert storage.startswith("http://127.0.0.1:")
     assert status.pop("monitoring_endpoint").startswith("127.0.0.1:")  # gRPC: host:port
     assert status.pop("tpu_grpc_endpoint").startswith("127.0.0.1:")  # the TPU API, gRPC
+    assert status.pop("registry_endpoint").startswith("127.0.0.1:")  # Docker API (registry/)
     # the Cloud Billing Catalog API, on the emulator's own port
     assert status.pop("billing_endpoint") == f"http://{emulator.address}"
     assert status == {

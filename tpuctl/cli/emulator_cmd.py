@@ -220,6 +220,8 @@ def status(
             "tpu_grpc_endpoint": info.get("tpu_grpc_endpoint") if info else None,
             # the Cloud Billing Catalog API (http://host:port, /v1/services/{id}/skus)
             "billing_endpoint": info.get("billing_endpoint") if info else None,
+            # Artifact Registry's Docker API (host:port): image H/P/R/I is <this>/H/P/R/I
+            "registry_endpoint": info.get("registry_endpoint") if info else None,
             "state_dir": str(directory),
         }
         typer.echo(json.dumps(report))

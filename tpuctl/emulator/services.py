@@ -11,10 +11,11 @@ from tpuctl.emulator.core.slots import Slot
 from tpuctl.emulator.iam.service import SERVICE as IAM
 from tpuctl.emulator.monitoring.service import SERVICE as MONITORING
 from tpuctl.emulator.quotas.service import SERVICE as QUOTAS
+from tpuctl.emulator.registry.service import SERVICE as REGISTRY
 from tpuctl.emulator.storage.service import SERVICE as STORAGE
 from tpuctl.emulator.tpu.service import SERVICE as TPU
 
-SERVICES: tuple[Service, ...] = (TPU, QUOTAS, IAM, MONITORING, COMPUTE, BILLING, STORAGE)
+SERVICES: tuple[Service, ...] = (TPU, QUOTAS, IAM, MONITORING, COMPUTE, BILLING, STORAGE, REGISTRY)
 
 
 def slots() -> list[Slot]:

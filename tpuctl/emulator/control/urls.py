@@ -65,6 +65,7 @@ CONTROL_ROUTES: dict[tuple[str, str], tuple[str, tuple[str, ...], Render | None]
     ("POST", "storage/lifecycle"): ("run_lifecycle", ("days?",), None),
     ("POST", "compute/age"): ("compute_age", ("path", "seconds"), None),
     ("GET", "billing/skus"): ("billing_skus", (), None),
+    ("GET", "registry/images"): ("fronts.registry.images", (), None),
     ("POST", "billing/skus"): ("billing_put_sku", ("sku",), None),
 }
 # (HTTP method, path prefix) -> backend method taking the rest of the path, and renderer

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,9 @@ class Backend(ControlPlane):
         self.monitoring = monitoring.Monitoring(self._monitored)
         self.monitoring_endpoint: str | None = None
         self.tpu_grpc_endpoint: str | None = None  # the TPU API over gRPC (tpu/grpc_front.py)
+        # the services' own ports (service.Front) by name, and their addresses
+        self.fronts = types.SimpleNamespace()
+        self.front_endpoints: dict[str, str] = {}
         self.requests = RequestLog()  # counts and bodies of the API calls, for the control plane
 
     def _monitored(self) -> list[monitoring.WorkerView]:

@@ -44,6 +44,7 @@ class ControlPlane:
     storage_endpoint: str | None
     monitoring_endpoint: str | None
     tpu_grpc_endpoint: str | None
+    front_endpoints: dict[str, str]
     ssh_port: int | None
     clear_storage: Callable[[], None] | None
     apply_lifecycle: Callable[[dict[str, Any], float], dict[str, list[str]]] | None
@@ -113,6 +114,8 @@ class ControlPlane:
             "caller": self.state.access.caller,
             "monitoring_endpoint": self.monitoring_endpoint,
             "tpu_grpc_endpoint": self.tpu_grpc_endpoint,
+            # the services' own ports (service.Front), e.g. `registry_endpoint`
+            **{f"{name}_endpoint": address for name, address in self.front_endpoints.items()},
             # the Cloud Billing Catalog API (billing/), served on the emulator's own port
             "billing_endpoint": f"http://{self.endpoint}" if self.endpoint else None,
             "workers_sandbox": self.workers.sandbox.mode,

@@ -27,6 +27,7 @@ from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.http_server import QuietServer
 from tpuctl.emulator.core.ports import port_free
 from tpuctl.emulator.metadata import server as metadata
+from tpuctl.emulator.services import SERVICES
 from tpuctl.emulator.storage.server import StorageServer
 from tpuctl.emulator.tpu import enums
 from tpuctl.emulator.workers.sandbox import Sandbox
@@ -250,6 +251,8 @@ class EmulatorServer:
         self.monitoring: Any = None  # Cloud Monitoring's gRPC front (monitoring/grpc_front.py)
         self._storage_proxy: Any = None  # in front of fake-gcs-server, for every client
         self.tpu_grpc: Any = None  # the TPU API's gRPC front (tpu/grpc_front.py) once started
+        self._was = was  # the services' own ports (service.Front) take theirs back too
+        self.fronts: dict[str, Any] = {}
 
     @property
     def address(self) -> str:
@@ -305,6 +308,12 @@ class EmulatorServer:
 
         self.tpu_grpc = TpuGrpc(self.backend, self._host, self._tpu_grpc_port).start()
         self.backend.tpu_grpc_endpoint = self.tpu_grpc.address
+        for front in (front for service in SERVICES for front in service.fronts):
+            port = self._was.get(front.name, 0)
+            args = (self.backend, self._host, port, self._state_dir, self._verbose)
+            started = self.fronts[front.name] = front.start(*args)
+            setattr(self.backend.fronts, front.name, started)
+            self.backend.front_endpoints[front.name] = started.address
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},  # how long stop() may wait for the loop
@@ -352,6 +361,7 @@ class EmulatorServer:
             "monitoring": self.monitoring.port if self.monitoring else None,
             "storage_proxy": self._storage_proxy.port if self._storage_proxy else None,
             "tpu_grpc": self.tpu_grpc.port if self.tpu_grpc else None,
+            **{name: front.port for name, front in self.fronts.items()},
         }
         with contextlib.suppress(OSError):
             (self._state_dir / self._PORTS_FILE).write_text(json.dumps(ports) + "\n")
@@ -386,6 +396,9 @@ class EmulatorServer:
         if self.tpu_grpc is not None:
             self.tpu_grpc.stop()
             self.tpu_grpc = None
+        for front in self.fronts.values():
+            front.stop()
+        self.fronts.clear()
         self.backend.close()
         if self._httpd is None:
             return

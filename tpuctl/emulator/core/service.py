@@ -36,12 +36,25 @@ class Facade(Protocol):
 
 
 @dataclass(frozen=True)
+class Front:
+    """A port of a service's own beside the emulator's REST port (the server starts it,
+    `core/server.py`): `start(backend, host, port, state_dir, verbose)` (port 0: a free
+    one; the state dir None: none) answers a started object with `port`, `address`
+    (host:port, which the status shows as `<name>_endpoint`) and `stop()`. The backend
+    holds it as `backend.fronts.<name>` (control routes may name its methods)."""
+
+    name: str
+    start: Callable[..., Any]
+
+
+@dataclass(frozen=True)
 class Service:
     """One emulated API. `ticks` run in order, under the backend's lock, before every
     call and between calls (`Backend.tick`): each completes what is due as of `now`.
-    `slots`: what it holds of the state (`Slot`)."""
+    `slots`: what it holds of the state (`Slot`); `fronts`: its own ports (`Front`)."""
 
     name: str
     routes: tuple[Route, ...] = ()
     ticks: tuple[Tick, ...] = ()
     slots: tuple[Slot, ...] = ()
+    fronts: tuple[Front, ...] = ()

@@ -103,6 +103,15 @@ VERBS: dict[str, tuple[str, str]] = {
     "timeSeries.list": (apis.MONITORING, "monitoring.timeSeries.list"),
     # asking needs no permission; reading the policies does (troubleshooter.py)
     "iam.troubleshoot": (apis.POLICY_TROUBLESHOOTER, ""),
+    # Artifact Registry (registry/urls.py; each method's permission as its REST reference says)
+    "repositories.create": (apis.ARTIFACT_REGISTRY, "artifactregistry.repositories.create"),
+    "repositories.get": (apis.ARTIFACT_REGISTRY, "artifactregistry.repositories.get"),
+    "repositories.list": (apis.ARTIFACT_REGISTRY, "artifactregistry.repositories.list"),
+    # the operations' permission is not documented: the emulator's choice
+    "artifactregistry.operations.get": (
+        apis.ARTIFACT_REGISTRY,
+        "artifactregistry.repositories.get",
+    ),
 }
 
 

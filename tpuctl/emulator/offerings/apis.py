@@ -16,6 +16,8 @@ MONITORING = "monitoring.googleapis.com"
 POLICY_TROUBLESHOOTER = "policytroubleshooter.googleapis.com"
 COMPUTE = "compute.googleapis.com"
 BILLING = "cloudbilling.googleapis.com"  # the Cloud Billing Catalog API
+# https://cloud.google.com/artifact-registry/docs/reference/rest
+ARTIFACT_REGISTRY = "artifactregistry.googleapis.com"
 
 # service name -> title
 TITLES: dict[str, str] = {
@@ -30,4 +32,5 @@ TITLES: dict[str, str] = {
     "oslogin.googleapis.com": "Cloud OS Login API",
     SERVICE_USAGE: "Service Usage API",
     BILLING: "Cloud Billing API",
+    ARTIFACT_REGISTRY: "Artifact Registry API",
 }
