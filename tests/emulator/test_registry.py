@@ -281,3 +281,28 @@ def test_repositories_are_made_got_and_listed_through_the_rest_api(emulator, reg
     status, _, body = _send(emulator.address, "GET", f"{PARENT}/{REPO}")
     assert status == 403
     assert json.loads(body)["error"]["details"][0]["reason"] == "SERVICE_DISABLED"
+
+
+def test_an_image_outlives_a_restart_on_the_same_port(tmp_path, isolated_env) -> None:
+    """The repository, the tags and the blobs (files in the state dir) are kept; the
+    registry takes its port back, as the cloud's endpoints never move."""
+    from tpuctl.emulator.core.server import EmulatorServer
+
+    state = tmp_path / "emu"
+    kwargs = {"port": 0, "state_dir": state, "storage": False, "ssh": False}
+    with EmulatorServer(**kwargs) as first:
+        create = (
+            "POST",
+            f"{PARENT}?repositoryId={REPO}",
+            json.dumps({"format": "DOCKER"}).encode(),
+        )
+        assert _send(first.address, *create, **{"Content-Type": "application/json"})[0] == 200
+        registry = first.backend.front_endpoints["registry"]
+        auth = {"Authorization": f"Bearer {_token(registry)}"}
+        digest = _push(registry, auth, "v1", "kept")
+    assert list((state / "registry" / "sha256").iterdir())  # blobs are files
+    with EmulatorServer(**kwargs) as again:
+        assert again.backend.front_endpoints["registry"] == registry
+        auth = {"Authorization": f"Bearer {_token(registry)}"}
+        assert _pull_text(registry, auth, "v1") == "kept"
+        assert _pull_text(registry, auth, digest) == "kept"
