@@ -11,6 +11,11 @@ kept current in a file beside the package that the stand-in reads on each call, 
 process of the worker reads them, as tpu-info does beside the workload. A worker set
 without the SDK (`set_chips(..., sdk=False)`) has no `libtpu` package at all.
 
+A worker with the fault `tpu-init-fails` (workers/faults.py) has its TPU runtime fail
+to start: importing the stand-in, as JAX does when it starts its TPU backend, raises
+JAX's RuntimeError (`INIT_ERROR`), so a program
+that uses the TPU ends non-zero before its first step.
+
 The stand-in is text written into the worker's folder: neither the emulator nor tpuctl
 imports it.
 """
@@ -24,6 +29,16 @@ from pathlib import Path
 
 PACKAGE = "libtpu"
 VALUES = "_tpuctl_emulated_chips.json"  # beside the package's modules
+INIT_FAILS = "_tpuctl_init_fails"  # beside them: the TPU runtime's error (fault tpu-init-fails)
+# What JAX raises when libtpu cannot start the TPU (jax/_src/xla_bridge.py `backends()`:
+# "Unable to initialize backend 'tpu': " and libtpu's status, as reported on
+# github.com/jax-ml/jax/issues/21761 and /30834: "UNKNOWN: TPU initialization failed: ...",
+# "Failed to initialize TPU system with error: FAILED_PRECONDITION: Couldn't mmap: ...").
+INIT_ERROR = (
+    "Unable to initialize backend 'tpu': UNKNOWN: TPU initialization failed: Failed to "
+    "initialize TPU system with error: FAILED_PRECONDITION: Couldn't mmap: Operation not "
+    "permitted"
+)
 
 # JAX asks an importable `libtpu` for `get_library_path()` when it is imported
 # (jax/_src/cloud_tpu_init.py `get_tpu_library_path`: `libtpu_module.get_library_path()`),
@@ -33,6 +48,11 @@ VALUES = "_tpuctl_emulated_chips.json"  # beside the package's modules
 _INIT = '''"""tpuctl emulator: a stand-in for libtpu, with its SDK's monitoring only."""
 
 import os
+
+_FAILS = os.path.join(os.path.dirname(os.path.abspath(__file__)), %(fails)r)
+if os.path.exists(_FAILS):  # this worker's TPU runtime does not start
+    with open(_FAILS) as _f:
+        raise RuntimeError(_f.read().strip())
 
 
 def get_library_path():
@@ -83,9 +103,20 @@ def publish(site: Path, values: list[float] | None) -> None:
         shutil.rmtree(package, ignore_errors=True)
         return
     package.mkdir(parents=True, exist_ok=True)
-    for name, text in (("__init__.py", _INIT), ("sdk.py", _SDK % {"values": VALUES})):
+    init = _INIT % {"fails": INIT_FAILS}
+    for name, text in (("__init__.py", init), ("sdk.py", _SDK % {"values": VALUES})):
         if not (package / name).is_file() or (package / name).read_text() != text:
             (package / name).write_text(text)
     fresh = package / f"{VALUES}.{os.getpid()}"
     fresh.write_text(json.dumps(values))
     os.replace(fresh, package / VALUES)  # a reader sees the old values or the new
+
+
+def fail_init(site: Path, why: str | None) -> None:
+    """Make the worker's TPU runtime fail to start with `why` (None: start again)."""
+    flag = site / PACKAGE / INIT_FAILS
+    if why is None:
+        flag.unlink(missing_ok=True)
+        return
+    flag.parent.mkdir(parents=True, exist_ok=True)
+    flag.write_text(why + "\n")
