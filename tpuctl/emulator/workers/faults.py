@@ -11,6 +11,15 @@ first on its PATH, where a fault may put a command of its own.
 Faults (kind, per worker):
 - `stale-lockfile`: an empty `/tmp/libtpu_lockfile` in the worker's root, whose owner
   is gone (as a killed libtpu process leaves it);
+- `no-device`: the worker's TPU device files (/dev/accel* or /dev/vfio/*, files.py)
+  vanish, as after a stop/start that did not bring the chips back; commands started
+  afterwards see none, and they stay gone until the node is made again (a new folder);
+- `unhealthy` (a TPU API node's, control_plane.py): the node's `health` becomes `health`
+  (UNHEALTHY_TENSORFLOW unless given) and its `symptoms` the `symptoms` given (one
+  MESH_BUILD_FAIL of this worker unless given). A Compute Engine instance has no
+  health or symptoms field (`instances` in compute.v1: its `status` and
+  `resourceStatus` only; `reportHostAsFaulty` is the user's report to the cloud, not
+  the cloud's to the user), so the kind is refused on a Compute Engine TPU VM;
 - `tpu-init-fails`: the worker's TPU runtime fails to start: its libtpu stand-in
   (libtpu_sdk.py) raises, at import, the error JAX reports for a TPU that will not come
   up ("TPU initialization failed: ..."), so a program that starts the TPU ends non-zero
@@ -41,10 +50,23 @@ from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.offerings import runtimes
 from tpuctl.emulator.tpu.models import Node
 from tpuctl.emulator.workers import libtpu_sdk
-from tpuctl.emulator.workers.files import WorkerFiles
+from tpuctl.emulator.workers.files import NO_DEVICE, WorkerFiles
 from tpuctl.emulator.workers.sandbox import Refused
 
-KINDS = ("stale-lockfile", "tpu-init-fails", "tpu-held", "tpu-busy", "disk-full", "package")
+KINDS = (
+    "stale-lockfile",
+    "tpu-init-fails",
+    "no-device",
+    "unhealthy",
+    "tpu-held",
+    "tpu-busy",
+    "disk-full",
+    "package",
+)
+NO_HEALTH = (
+    "a Compute Engine VM has no health or symptoms field (the unhealthy fault is a TPU API node's)"
+)
+UNHEALTHY = "UNHEALTHY_TENSORFLOW"
 _DIST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _FULL_DF = """#!/bin/sh
 # tpuctl emulator: a full disk (worker fault disk-full)
@@ -107,6 +129,12 @@ def plant(
     if kind == "stale-lockfile":
         (wdir / "root" / "tmp" / "libtpu_lockfile").write_bytes(b"")
         return {"kind": kind, "worker": worker, "path": "/tmp/libtpu_lockfile"}
+    if kind == "no-device":
+        (wdir / NO_DEVICE).write_text("")
+        gone = [f"/dev/{p.relative_to(wdir / 'dev')}" for p in workers.devices(node, worker)]
+        for device in workers.devices(node, worker):
+            device.unlink(missing_ok=True)
+        return {"kind": kind, "worker": worker, "removed": gone}
     if kind == "tpu-init-fails":
         libtpu_sdk.fail_init(site_packages(workers, node, worker), libtpu_sdk.INIT_ERROR)
         return {"kind": kind, "worker": worker, "error": libtpu_sdk.INIT_ERROR}
@@ -124,6 +152,23 @@ def plant(
         set_package(site_packages(workers, node, worker), name, version)
         return {"kind": kind, "worker": worker, "package": name, "version": version}
     return _hold(workers, node, worker, env, busy=kind == "tpu-busy")
+
+
+def unhealthy(name: str, worker: int, body: dict[str, Any]) -> dict[str, Any]:
+    """The node-state change (control/api.py) an `unhealthy` fault on `worker` makes."""
+    symptom = {
+        "symptomType": "MESH_BUILD_FAIL",
+        "details": f"the TPU mesh could not be built on worker {worker}",
+        "workerId": str(worker),
+    }
+    change = {
+        "node": name,
+        "health": body.get("health", UNHEALTHY),
+        "symptoms": body.get("symptoms", [symptom]),
+    }
+    if "healthDescription" in body:
+        change["healthDescription"] = body["healthDescription"]
+    return change
 
 
 def _hold(workers: WorkerFiles, node: Node, worker: int, env: dict[str, str], busy: bool) -> dict:
