@@ -70,6 +70,11 @@ def test_stopped_nodes_cost_nothing_now_and_so_far_counts_only_the_time_run() ->
     assert cost.so_far(again, now=1_000_000, book=TABLE) == pytest.approx(12.0)
     # stopped outside tpuctl, nobody kept how long it ran: not known, never a growing guess
     assert cost.so_far(node("v3-8", "STOPPED", age_h=30), now=1_000_000, book=TABLE) is None
+    # a reserved node is billed through its reservation: its price is not known here
+    reserved = node("v3-8")
+    reserved.reserved = True
+    assert cost.node_hourly(reserved, TABLE) is None
+    assert cost.so_far(reserved, now=1_000_000, book=TABLE) is None
 
 
 def test_config_overrides_prices() -> None:

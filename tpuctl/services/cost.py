@@ -147,9 +147,12 @@ def hourly(
 
 
 def node_hourly(node: Node, book: Book | None = None) -> float | None:
-    """What the node costs per hour now (0 while stopped: its chips are released)."""
+    """What the node costs per hour now (0 while stopped: its chips are released; None
+    for a reserved node, billed through its reservation at a price tpuctl cannot know)."""
     if node.state in NODE_STOPPED - {"STOPPING"}:
         return 0.0
+    if node.reserved:
+        return None
     return hourly(node.slice, node.spot or node.preemptible, node.zone, book)
 
 
@@ -173,7 +176,10 @@ def ran_seconds(node: Node, now: float | None = None) -> float | None:
 
 
 def so_far(node: Node, now: float | None = None, book: Book | None = None) -> float | None:
-    """Cost since creation at the node's rate, counting only the time it ran."""
+    """Cost since creation at the node's rate, counting only the time it ran (None for a
+    reserved node: its reservation's price is its own contract)."""
+    if node.reserved:
+        return None
     per_hour = hourly(node.slice, node.spot or node.preemptible, node.zone, book)
     seconds = ran_seconds(node, now)
     if per_hour is None or seconds is None:
