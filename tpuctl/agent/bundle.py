@@ -57,6 +57,7 @@ MODULES = (
     "follow.py",
     "hang.py",
     "maintenance.py",
+    "tpu_health.py",
     "chips.py",
     "stacks.py",
     "sitehook.py",

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from . import chips, claims, envs, hang, maintenance, protocol, sitehook, target
+from . import chips, claims, envs, hang, maintenance, protocol, sitehook, target, tpu_health
 from .metadata import Token, identity
 from .net import HttpError, Json
 from .outputs import Outputs
@@ -387,7 +387,7 @@ class Job(Teardown):
                 if code:
                     self.say(f"the setup failed with exit status {code}")
             if code == 0 and self.may_start("script"):
-                code = self.supervise(command + list(request.get("args") or []), env, "script")
+                code = tpu_health.script(self, command + list(request.get("args") or []), env)
             if self.signalled:
                 self.check_signal()
             state = protocol.SUCCEEDED if code == 0 else protocol.FAILED
@@ -420,8 +420,8 @@ class Job(Teardown):
         self.quietly(
             lambda: self.status.write(state=state, exit_status=exit_status, ended=time.time())
         )
-        if self.status.value.get("reason") == maintenance.REASON:  # it comes back
-            self.say("host maintenance: the node is left to the runner, which waits for it")
+        if self.status.value.get("reason") in tpu_health.LEFT:  # it comes back, or is replaced
+            self.say(tpu_health.LEFT[self.status.value["reason"]])
         elif self.worker == 0 and self.args.teardown:
             if state == protocol.PREEMPTED and getattr(self.args, "supervisor", None):
                 # the supervisor's after_death deletes it once this agent has ended

@@ -17,6 +17,7 @@ from .net import HttpError, Json
 from .protocol import status_path
 from .storage import Storage
 from .target import Target
+from .tpu_health import LEFT
 from .transfer import LogUploader, StatusWriter
 
 
@@ -53,8 +54,9 @@ class Teardown:
         owes_teardown = self.worker == 0 and self.args.teardown
         current = current or {}
         if protocol.is_final(current, self.args.attempt):
-            # a host maintenance's notice: the node comes back, the runner waits for it
-            if not owes_teardown or "teardown" in current or current.get("reason") == "maintenance":
+            # a host maintenance's notice (the node comes back, the runner waits for it),
+            # or a TPU that did not come up (the runner replaces the node)
+            if not owes_teardown or "teardown" in current or current.get("reason") in LEFT:
                 return
             self.status.value = dict(current)
         else:

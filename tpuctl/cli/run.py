@@ -146,6 +146,16 @@ def run(
             "(default: 3 with --spot, else 0).",
         ),
     ] = None,
+    repairs: Annotated[
+        int,
+        typer.Option(
+            "--repairs",
+            parser=whole_number("--repairs", 0, MAX_RESTARTS),
+            show_default=False,
+            help="Replace a node whose TPU does not come up, and resume, at most N times "
+            "(default 1).",
+        ),
+    ] = 1,
     retry_on_failure: Annotated[
         bool, typer.Option("--retry-on-failure", help="A failed script counts as restartable.")
     ] = False,

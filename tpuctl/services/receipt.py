@@ -99,7 +99,7 @@ class Receipt:
             f"({self.accelerator}): " + ", ".join(parts)
         ]
         if self.restarts:
-            said = [f"{n} {why} restart{'s' if n > 1 else ''}" for why, n in self.restarts.items()]
+            said = [f"{n} {_restart(why)}{'s' * (n > 1)}" for why, n in self.restarts.items()]
             lines.append(f"receipt: {', '.join(said)}")
         if (advice := self.advice()) is not None:
             lines.append(f"receipt: {advice}")
@@ -133,6 +133,12 @@ class Receipt:
             "advice": self.advice(),
             **({"restarts": dict(self.restarts)} if self.restarts else {}),
         }
+
+
+def _restart(why: str) -> str:
+    """How a restart for `why` is named: "repair" (a node replaced because its TPU did
+    not come up, services/run/repair.py) is one already; others are "<why> restart"."""
+    return why if why == "repair" else f"{why} restart"
 
 
 def of_marks(

@@ -84,6 +84,7 @@ KEYS: dict[str, str] = {
     "no_outputs": "bool",
     "bucket": "string",
     "restarts": "count",
+    "repairs": "count",
     "retry_on_failure": "bool",
     "sync_every": "seconds",
     "hang_after": "wait",

@@ -17,9 +17,11 @@ takes the preemption's path (and its --restarts).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from tpuctl.errors import NotFoundError, TpuctlError
 from tpuctl.models import NODE_CREATE_FAILED
+from tpuctl.services.run import provision, watch
 from tpuctl.services.run.spec import Job
 from tpuctl.waiting import poll_until
 
@@ -63,3 +65,20 @@ def wait_back(job: Job) -> bool:
         except TpuctlError as e:
             job.ui.info(f"{job.what} did not come back from its maintenance: {e}")
             return False
+
+
+def resume(job: Job, state: str, next_attempt: Callable[[], None]) -> None:
+    """The node went down for a host maintenance: wait for it to come back (or make it
+    again), then the next attempt; not one of --restarts (the cloud's doing)."""
+    job.ui.info(
+        f"{job.what} is down for host maintenance ({state}) during attempt "
+        f"{job.attempt}; waiting for it to come back, then resuming the job"
+    )
+    job.agents_started = False  # until they start on the node back
+    since = time.time()
+    if not wait_back(job):
+        job.ui.info(f"recreating {job.what} (it did not come back from its maintenance)")
+        provision.recreate(job)
+    next_attempt()
+    job.recovery += time.time() - since
+    job.restarts_for[watch.MAINTENANCE] = job.restarts_for.get(watch.MAINTENANCE, 0) + 1

@@ -91,6 +91,7 @@ class RunRequest:
     flex_start: bool = False
     max_run_duration: str | None = None
     restarts: int | None = None
+    repairs: int = 1
     retry_on_failure: bool = False
     sync_every: float = 30.0
     hang_after: float | None = None
@@ -152,6 +153,11 @@ class RunRequest:
             if self.restarts is not None and not 0 <= self.restarts <= MAX_RESTARTS:
                 raise UsageError(
                     f"invalid --restarts {self.restarts}: a whole number 0 to {MAX_RESTARTS}"
+                )
+        with blame("repairs") if "repairs" in from_file else contextlib.nullcontext():
+            if not 0 <= self.repairs <= MAX_RESTARTS:
+                raise UsageError(
+                    f"invalid --repairs {self.repairs}: a whole number 0 to {MAX_RESTARTS}"
                 )
         with blame("setup") if "setup" in from_file else contextlib.nullcontext():
             if self.setup is not None and len(self.setup.encode()) > MAX_SETUP:
@@ -244,6 +250,7 @@ class RunRequest:
             flex_start=self.flex_start,
             max_run_duration=durations.get("max_run_duration"),
             restarts=self.restarts_or_default,
+            repairs=self.repairs,
             retry_on_failure=self.retry_on_failure,
             sync_every=self.sync_every,
             hang_after=HANG_AFTER if self.hang_after is None else self.hang_after,

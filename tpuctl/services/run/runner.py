@@ -36,6 +36,7 @@ from tpuctl.services.run import (
     lease,
     maintenance,
     provision,
+    repair,
     signing,
     teardown,
     vouching,
@@ -232,7 +233,7 @@ class Runner:
                 if ended := provision.expired(job):  # its TTL or max cost: no restart
                     return self._give_up(e.state, ended)
                 if e.reason == watch.MAINTENANCE and maintenance.comes_back(job):
-                    self._after_maintenance(e.state)
+                    maintenance.resume(job, e.state, self._next_attempt)
                     continue
                 if job.attempt > spec.restarts:
                     return self._give_up(e.state)
@@ -256,29 +257,16 @@ class Runner:
                 continue
             if job.lost:
                 return self._lost(workers)
+            if repair.broken(job, final) is not None:  # a worker's TPU did not come up
+                if (done := repair.handle(job, final, self._next_attempt, self._finish)) is None:
+                    continue
+                return done
             failed = any(int(s.get("exit_status") or 0) for s in final.values())
             if failed and spec.retry_on_failure and job.attempt <= spec.restarts:
                 job.ui.info(f"attempt {job.attempt} failed; restarting (--retry-on-failure)")
                 self._next_attempt()
                 continue
             return self._finish(final)
-
-    def _after_maintenance(self, state: str) -> None:
-        """The node went down for a host maintenance: wait for it to come back (or make
-        it again), then the next attempt; not one of --restarts (the cloud's doing)."""
-        job = self.job
-        job.ui.info(
-            f"{job.what} is down for host maintenance ({state}) during attempt "
-            f"{job.attempt}; waiting for it to come back, then resuming the job"
-        )
-        job.agents_started = False  # until they start on the node back
-        since = time.time()
-        if not maintenance.wait_back(job):
-            job.ui.info(f"recreating {job.what} (it did not come back from its maintenance)")
-            provision.recreate(job)
-        self._next_attempt()
-        job.recovery += time.time() - since
-        job.restarts_for[watch.MAINTENANCE] = job.restarts_for.get(watch.MAINTENANCE, 0) + 1
 
     def _next_attempt(self) -> None:
         job = self.job

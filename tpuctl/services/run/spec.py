@@ -93,6 +93,7 @@ class RunSpec:
     flex_start: bool = False  # flex-start capacity (TPU API: through a queued resource)
     max_run_duration: int | None = None  # with flex_start: seconds the TPUs may run
     restarts: int = 0  # recreate and restart after a preemption at most this often
+    repairs: int = 1  # replace a node whose TPU did not come up at most this often
     retry_on_failure: bool = False  # a failed script counts as restartable too
     sync_every: float = 30.0  # seconds between output uploads (checkpoints to resume from)
     hang_after: float = HANG_AFTER  # no output and idle chips this long: a hang (0: off)
