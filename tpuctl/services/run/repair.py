@@ -7,8 +7,8 @@ node. The runner replaces it (`provision.recreate`: delete and create, as after 
 preemption; the users' own fix for such a node) and starts the next attempt, which
 resumes from the job's last synced outputs: a repair, at most `--repairs` of them
 (default 1), counted apart from --restarts and shown in the receipt ("1 repair"). With
-none left the job ends with one line naming the worker and the evidence, exit 6 (the
-cloud's failure, not the script's), and the node is deleted unless kept (--no-teardown).
+none left the job ends with one line naming the worker and the evidence (exit status
+1, as any job that did not succeed), and the node is deleted unless kept (--keep).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ Statuses = dict[int, dict[str, Any]]
 
 REASON = "tpu_unhealthy"  # the agents' status reason (agent/tpu_health.py, tpu_preflight.py)
 REPAIR = "repair"  # the receipt's name for a restart on a replaced node
-EXIT = 6  # ExitCode.CLOUD: the TPU's failure, not the script's
 
 
 def broken(job: Job, final: Statuses) -> tuple[str, str] | None:
@@ -86,7 +85,7 @@ def handle(
 
 def message(job: Job, worker: str, evidence: str, torn_down: bool) -> str:
     """The one line a job ends with when its node is not replaced."""
-    where = "the node was deleted" if torn_down else f"{job.what} is kept (--no-teardown)"
+    where = "the node was deleted" if torn_down else f"{job.what} is kept (--keep)"
     return (
         f"worker {worker}'s TPU did not come up: {evidence}; {where} "
         f"(--repairs {job.spec.repairs}: {used(job)} used)"
