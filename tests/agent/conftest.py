@@ -131,6 +131,9 @@ class Cluster:
         home = self.tmp / f"{name}-w{k}"
         home.mkdir(parents=True, exist_ok=True)
         installed = install_bundle(home)
+        device = home / "dev" / "accel0"  # the worker's TPU, as an emulated worker has one
+        device.parent.mkdir(exist_ok=True)
+        device.touch()
         base = f"http://{self.emulator.address}"
         env = {
             "PATH": os.environ["PATH"],
@@ -141,6 +144,7 @@ class Cluster:
             "TPUCTL_STORAGE_URL": self.emulator.status()["storage_endpoint"],
             "TPUCTL_TPU_URL": base,
             "TPUCTL_CRM_URL": base,
+            "TPUCTL_TPU_DEVICES": str(device),  # what the agent's preflight looks for
         }
         target = KIND.agent_target(name)  # as the runner passes it
         return Worker(env, home / ".tpuctl", k, installed, self.starts, target)

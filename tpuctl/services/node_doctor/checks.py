@@ -97,12 +97,19 @@ def node_state(node: Node) -> Check:
     return Check("node-state", "pass", "READY and HEALTHY", evidence)
 
 
-def devices(worker: int, report: dict[str, Any], node: Node | None = None) -> Check:
-    from tpuctl.agent.tpu_preflight import expected
+def device_files(node: Node | None) -> str:
+    """Where a TPU VM shows its chips: /dev/accel* on v2, v3 and v4, VFIO groups
+    /dev/vfio/* from v5e on (the agent's preflight looks for the same)."""
+    generation = node.slice.generation if node is not None else ""
+    if generation in ("v2", "v3", "v4"):
+        return "/dev/accel*"
+    return "/dev/vfio/*" if generation else "/dev/accel* or /dev/vfio/*"
 
+
+def devices(worker: int, report: dict[str, Any], node: Node | None = None) -> Check:
     found = report.get("devices") or []
     if not found:
-        wanted = " or ".join(expected(node.accelerator_type if node else ""))
+        wanted = device_files(node)
         name = node.name if node else "NODE"
         return Check(
             "tpu-devices",
