@@ -13,8 +13,9 @@ the script failed early: it ran less than `EARLY` seconds and wrote nothing into
 TPUCTL_OUTPUT_DIR (no checkpoint, no progress of this attempt). A match is the TPU's
 failure, not the script's: the attempt's status ends FAILED with `"reason":
 "tpu_unhealthy"` and `"evidence"` the matching line (the same two keys
-tpu_preflight.py writes), and the node is left to the runner, which replaces it
-(`tpuctl run --repairs`).
+tpu_preflight.py writes), and worker 0 tears the node down as after a preemption: the
+runner makes a new one (`tpuctl run --repairs`), and no node is left billing when no
+client is there to.
 
 Standard library only, Python 3.8+.
 """
@@ -30,10 +31,12 @@ from typing import Any
 from . import maintenance
 
 REASON = "tpu_unhealthy"  # the status's "reason" (also tpu_preflight.py's)
-# the reasons of an attempt's end whose node is the runner's, not torn down by the agent
+# the reasons of an attempt's end whose node is the runner's, not torn down by the agent:
+# a host maintenance's node comes back. A node whose TPU did not come up is torn down as
+# after a preemption (the runner makes a new one), so that no client, or a detached job,
+# leaves it billing.
 LEFT = {
     maintenance.REASON: "host maintenance: the node is left to the runner, which waits for it",
-    REASON: "the TPU did not come up: the node is left to the runner, which replaces it",
 }
 TAIL = 64 * 1024  # bytes of the log's end that are read
 EARLY = 600.0  # seconds: a script that ran longer got past its TPU's start

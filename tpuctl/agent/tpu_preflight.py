@@ -17,8 +17,8 @@ Standard library only, Python 3.8+. `agent run|start` calls `ready` before the j
   removed, as a person would, and the job's log says so: a fix, not a problem.
 A problem ends the attempt before anything of the job runs (no code fetched, no setup,
 no script): its status FAILED with no exit status, `"reason": "tpu_unhealthy"` and
-`"evidence"` the problem, and the node is left to the runner, which replaces it
-(`tpuctl run --repairs`).
+`"evidence"` the problem; the node is torn down as after a preemption and the runner
+makes a new one (`tpuctl run --repairs`).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def ready(job: Job) -> bool:
         if fixed:
             job.say(fixed)
         return True
-    job.say(f"error: {problem}: the job is not started; the node is left to the runner")
+    job.say(f"error: {problem}: the job is not started; the runner replaces the node")
     job.status.value.update(reason=REASON, evidence=problem, message=problem)
     job.quietly(
         lambda: job.status.write(state=protocol.FAILED, exit_status=None, ended=time.time())

@@ -2,9 +2,9 @@
 
 An agent that finds its worker's TPU broken (before the script: agent/tpu_preflight.py;
 in the script's early failure: agent/tpu_health.py) ends the attempt FAILED with
-`"reason": "tpu_unhealthy"` and `"evidence"`, the line that says so, and leaves the
-node. The runner replaces it (`provision.recreate`: delete and create, as after a
-preemption; the users' own fix for such a node) and starts the next attempt, which
+`"reason": "tpu_unhealthy"` and `"evidence"`, the line that says so; worker 0 tears the
+node down, as after a preemption. The runner replaces it (`provision.recreate`: delete
+what is left and create, the users' own fix for such a node) and starts the next attempt, which
 resumes from the job's last synced outputs: a repair, at most `--repairs` of them
 (default 1), counted apart from --restarts and shown in the receipt ("1 repair"). With
 none left the job ends with one line naming the worker and the evidence (exit status
