@@ -109,7 +109,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
     r = cli(
         "run", "-f", str(repo / "job.toml"), "--zone", "us-central1-a,us-central1-b",
         "--queued", "--valid-until", "2h", "--ttl", "1d", "--restarts", "1", "--sync-every", "5",
-        "--slices", "2",
+        "--slices", "2", "--repairs", "2",
         "--setup", "pip install -r requirements.txt", "--keep", "--detach", "--no-check",
         "--heartbeat-deadline", "90s", "--start-deadline", "15m", "--retry-on-failure",
         "--max-cost", "25", "--start-lease", "30s", "--api", "compute",
@@ -140,6 +140,7 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "api": "compute", "flex_start": True, "max_run_duration": "4h", "preemptible": True,
         "reserved": True, "reservation": "r1", "labels": ["team=ml"], "network": "net",
         "subnetwork": "sub", "tags": ["ssh,web"], "internal_ip_only": True, "hang_after": 300.0,
+        "repairs": 2,
     }.items():  # fmt: skip
         assert spec[key] == value, key
     # all but what was not given (the job file gives outputs, so not --no-outputs)
