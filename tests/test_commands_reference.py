@@ -4,20 +4,14 @@ the script fails here."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "commands_reference.py"
+from tests import script_modules
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("commands_reference", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_modules.load("scripts/commands_reference.py")
 
 
 def test_the_commands_page_lists_what_the_cli_has_now() -> None:

@@ -4,7 +4,6 @@ emulator's tables now: a route, control call, config key or rule added without r
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -13,16 +12,14 @@ from types import ModuleType
 
 import pytest
 
+from tests import script_modules
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "emulator_reference.py"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("emulator_reference", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_modules.load("scripts/emulator_reference.py")
 
 
 def test_the_reference_page_is_what_the_script_makes_now() -> None:
