@@ -19,7 +19,7 @@ def test_every_api_names_its_node_as_the_agent_reads_it(kind: registry.BackendKi
     flag, value = kind.agent_target("my-node")
     assert flag == "--target"
     assert target.parse(value) == (kind.key, "my-node")
-    assert target.KINDS[kind.key]  # a class reads, labels, stops and deletes such a node
+    assert target.module_of(kind.key).TARGET  # a class reads, labels, stops and deletes such a node
 
 
 PROGRAMS = [

@@ -8,6 +8,7 @@ commands as the Cloud TPU API and Compute Engine, with no change to either.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tpuctl.catalog.shapes import SliceShape
@@ -113,4 +114,5 @@ KIND = BackendKind(
     service="lab.example.com",
     type_name=lambda shape: shape.name if shape.name.startswith("lab-") else None,
     build=_build,
+    agent_module=str(Path(__file__).with_name("lab_vm.py")),  # its VM target
 )

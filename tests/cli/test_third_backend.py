@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +95,35 @@ def test_gc_plans_a_third_apis_expired_node_and_leaves_the_rest(cli, lab_nodes) 
     assert r.code == 0, r.err
     assert sorted(n.name for n in lab_nodes.values()) == ["fresh", "theirs"]
     assert "deleted expired" in r.out
+
+
+def test_the_bundle_carries_a_third_apis_agent_target(lab_nodes, tmp_path) -> None:  # noqa: ANN001
+    """The lab's VM target (tests/backends/lab_vm.py, its `agent_module`) rides in the
+    bundle as `targets/lab.py`, and the bundle's agent takes `--target lab:NAME` with no
+    change to tpuctl/agent; without the lab registered the same bundle refuses it."""
+    import ast
+    import io
+    import zipfile
+
+    from tests.agent.conftest import checked
+    from tpuctl.agent import bundle
+
+    source = Path(lab.KIND.agent_module).read_bytes()
+    ast.parse(source, feature_version=(3, 8))
+    data = bundle.build()
+    assert zipfile.ZipFile(io.BytesIO(data)).read("tpuctl_agent/targets/lab.py") == source
+    path = tmp_path / "agent.pyz"
+    path.write_bytes(data)
+
+    def guard(target: str) -> str:
+        done = subprocess.run(checked(path, "guard", "--target", target), capture_output=True,
+                              text=True, cwd=tmp_path, timeout=60)  # fmt: skip
+        assert done.returncode == 2, done.stderr  # argparse's refusal: nothing ran
+        return done.stderr
+
+    assert "the agent knows compute, lab, tpu (KIND:NAME)" in guard("nope:bench")
+    assert "'lab:' names no node" in guard("lab:")  # the kind itself is known
+
+    registry.KINDS.remove(lab.KIND)
+    path.write_bytes(bundle.build())
+    assert "unknown target kind 'lab'" in guard("lab:bench")

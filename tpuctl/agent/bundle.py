@@ -29,6 +29,7 @@ import hashlib
 import io
 import shlex
 import zipfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .processes import BUNDLE_PREFIX, BUNDLE_SUFFIX
@@ -67,6 +68,9 @@ MODULES = (
     "claims.py",
     "compute_api.py",
     "target.py",
+    "targets/__init__.py",
+    "targets/tpu.py",
+    "targets/compute.py",
     "monitoring.py",
     "envkeys.py",
     "envbuild.py",
@@ -176,12 +180,28 @@ _HERE = Path(__file__).resolve().parent
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold
 
 
-@functools.lru_cache(maxsize=1)
+# The agent targets of further APIs that the bundle carries, as `targets/KEY.py` (KEY ->
+# the path of its module: `BackendKind.agent_module`), asked at each build: the client's
+# registry sets it (cloud/registry.py), so that the bundle, like the agent, names no API.
+carried: Callable[[], Mapping[str, str]] = dict
+
+
 def build() -> bytes:
-    """The zipapp's bytes (the sources do not change while tpuctl runs: built once).
-    MAIN comes first and stored, as BOOTSTRAP reads it."""
+    """The zipapp's bytes, with the targets `carried` names."""
+    return _build(tuple(sorted(carried().items())))
+
+
+@functools.lru_cache(maxsize=4)
+def _build(targets: tuple[tuple[str, str], ...]) -> bytes:
+    """The zipapp's bytes (the sources do not change while tpuctl runs: built once per set
+    of carried targets). MAIN comes first and stored, as BOOTSTRAP reads it."""
     files = [("__main__.py", MAIN.encode())]
     files += [(f"{PACKAGE}/{name}", (_HERE / name).read_bytes()) for name in MODULES]
+    for key, path in targets:
+        name = f"{PACKAGE}/targets/{key}.py"
+        if not key.isidentifier() or any(f == name for f, _ in files):
+            raise ValueError(f"agent target {key!r} ({path}) is not a new module name")
+        files.append((name, Path(path).read_bytes()))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
         for name, data in files:

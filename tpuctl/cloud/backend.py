@@ -82,6 +82,10 @@ class BackendKind:
     judges_unknown: bool = False
     # the Cloud Monitoring resource type its TPU series are written on ("" : none known)
     metrics_resource: str = ""
+    # the path of a standard-library module (Python 3.8+) the agent bundle carries as its
+    # target for `--target KEY:NAME` (its class `TARGET`, agent/target.py); "": the
+    # agent's own `agent/targets/KEY.py`
+    agent_module: str = ""
 
     def offers(self, shape: SliceShape) -> bool:
         return self.type_name(shape) is not None
@@ -99,7 +103,8 @@ class BackendKind:
         """What the node's own programs (the agent, the boot guard, the idle watchdog, the
         checkup) are told they run on: `--target KEY:NAME`, `node` its short name. The
         agent maps KEY to the class that reads, labels, stops and deletes such a node
-        (agent/target.py), and refuses a key it does not know."""
+        (agent/target.py: `targets/KEY.py`, or `agent_module`), and refuses a key it has
+        no module for."""
         return ("--target", f"{self.key}:{node}")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from tpuctl.agent import bundle
 from tpuctl.cloud import compute, tpu
 from tpuctl.errors import CloudError, ConfigError, UsageError
 
@@ -25,6 +26,15 @@ KINDS: list[BackendKind] = [tpu.KIND, compute.KIND]
 AUTO = "auto"  # --api auto: any API that offers the shape, preferred first
 
 B = TypeVar("B", bound="TpuBackend")
+
+
+def agent_modules() -> dict[str, str]:
+    """The agent targets the bundle carries for the registered APIs that declare their own
+    (`BackendKind.agent_module`), by key."""
+    return {k.key: k.agent_module for k in KINDS if k.agent_module}
+
+
+bundle.carried = agent_modules  # the bundle reads the registry as it is when built
 
 
 def known() -> tuple[str, ...]:
