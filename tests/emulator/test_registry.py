@@ -5,10 +5,6 @@ tag) and pulled back, digest for digest; a moved tag; the registry's refusals.""
 
 from __future__ import annotations
 
-import base64
-import gzip
-import hashlib
-import http.client
 import io
 import json
 import tarfile
@@ -16,135 +12,26 @@ from typing import Any
 
 import pytest
 
-PROJECT, REPO = "tpuctl-demo", "images"
-PARENT = f"/v1/projects/{PROJECT}/locations/us/repositories"
-NAME = f"us-docker.pkg.dev/{PROJECT}/{REPO}/trainer"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-
-
-def _send(address: str, method: str, path: str, body: bytes = b"", **headers: str):
-    """(status, headers by lower-case name, body) of one request."""
-    host, port = address.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request(method, path, body=body or None, headers=headers)
-        response = conn.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        conn.close()
-
-
-def _digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _image(text: str) -> tuple[bytes, bytes, bytes]:
-    """(layer, config, manifest) of a one-layer image whose /app/hello.txt says `text`."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
-        for path, data in (("app/hello.txt", text.encode()), ("app/run.sh", b"cat hello.txt\n")):
-            info = tarfile.TarInfo(path)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    layer = raw.getvalue()
-    diff_id = _digest(gzip.decompress(layer))  # the uncompressed layer
-    config = json.dumps(
-        {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": {"Cmd": ["sh", "/app/run.sh"], "WorkingDir": "/app"},
-            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        }
-    ).encode()
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": _digest(config),
-                "size": len(config),
-            },
-            "layers": [
-                {
-                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                    "digest": _digest(layer),
-                    "size": len(layer),
-                }
-            ],
-        }
-    ).encode()
-    return layer, config, manifest
+from tests.emulator.registry_helpers import (
+    NAME,
+    OCI_MANIFEST,
+    PARENT,
+    PROJECT,
+    REPO,
+    make_repository,
+)
+from tests.emulator.registry_helpers import digest as _digest
+from tests.emulator.registry_helpers import image as _image
+from tests.emulator.registry_helpers import push as _push
+from tests.emulator.registry_helpers import send as _send
+from tests.emulator.registry_helpers import token as _token
 
 
 @pytest.fixture
 def registry(emulator) -> str:
     """The registry's address, with the repository made through the REST API."""
-    status, _, body = _send(
-        emulator.address,
-        "POST",
-        f"{PARENT}?repositoryId={REPO}",
-        json.dumps({"format": "DOCKER"}).encode(),
-        **{"Content-Type": "application/json"},
-    )
-    assert status == 200, body
+    make_repository(emulator.address)
     return str(emulator.status()["registry_endpoint"])
-
-
-def _token(registry: str, access: str = "ya29.a-user-token") -> str:
-    """The token dance: /v2/ answers 401 with the challenge; its realm gives a token."""
-    status, headers, body = _send(registry, "GET", "/v2/")
-    assert status == 401
-    challenge = headers["www-authenticate"]
-    assert challenge.startswith(f'Bearer realm="http://{registry}/v2/token"')
-    assert f'service="{registry}"' in challenge
-    assert json.loads(body)["errors"][0]["code"] == "UNAUTHORIZED"
-    basic = base64.b64encode(f"oauth2accesstoken:{access}".encode()).decode()
-    scope = f"repository:{NAME}:pull,push"
-    status, _, body = _send(
-        registry,
-        "GET",
-        f"/v2/token?service={registry}&scope={scope}",
-        Authorization=f"Basic {basic}",
-    )
-    assert status == 200
-    answer = json.loads(body)
-    assert answer["token"] == answer["access_token"]
-    return str(answer["token"])
-
-
-def _push_blob_in_chunks(registry: str, auth: dict[str, str], data: bytes) -> None:
-    status, headers, _ = _send(registry, "POST", f"/v2/{NAME}/blobs/uploads/", **auth)
-    assert status == 202
-    location = headers["location"]
-    half = len(data) // 2
-    for chunk in (data[:half], data[half:]):
-        status, headers, _ = _send(registry, "PATCH", location, chunk, **auth)
-        assert status == 202
-        location = headers["location"]
-    assert headers["range"] == f"0-{len(data) - 1}"
-    status, headers, _ = _send(registry, "PUT", f"{location}?digest={_digest(data)}", **auth)
-    assert status == 201
-    assert headers["docker-content-digest"] == _digest(data)
-
-
-def _push(registry: str, auth: dict[str, str], tag: str, text: str) -> str:
-    layer, config, manifest = _image(text)
-    _push_blob_in_chunks(registry, auth, layer)
-    # the config in one POST, as docker sends a small blob
-    path = f"/v2/{NAME}/blobs/uploads/?digest={_digest(config)}"
-    assert _send(registry, "POST", path, config, **auth)[0] == 201
-    status, headers, _ = _send(
-        registry,
-        "PUT",
-        f"/v2/{NAME}/manifests/{tag}",
-        manifest,
-        **auth,
-        **{"Content-Type": OCI_MANIFEST},
-    )
-    assert status == 201
-    assert headers["docker-content-digest"] == _digest(manifest)
-    return _digest(manifest)
 
 
 def _pull_text(registry: str, auth: dict[str, str], reference: str) -> str:
@@ -291,12 +178,7 @@ def test_an_image_outlives_a_restart_on_the_same_port(tmp_path, isolated_env) ->
     state = tmp_path / "emu"
     kwargs = {"port": 0, "state_dir": state, "storage": False, "ssh": False}
     with EmulatorServer(**kwargs) as first:
-        create = (
-            "POST",
-            f"{PARENT}?repositoryId={REPO}",
-            json.dumps({"format": "DOCKER"}).encode(),
-        )
-        assert _send(first.address, *create, **{"Content-Type": "application/json"})[0] == 200
+        make_repository(first.address)
         registry = first.backend.front_endpoints["registry"]
         auth = {"Authorization": f"Bearer {_token(registry)}"}
         digest = _push(registry, auth, "v1", "kept")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.compute.api import ComputeTpuApi
     from tpuctl.cloud.compute.project import ProjectMetadataApi
     from tpuctl.cloud.iam import IamApi
+    from tpuctl.cloud.image_registry import ImageRegistry
     from tpuctl.cloud.monitoring import MonitoringApi
     from tpuctl.cloud.oslogin import OsLoginApi
     from tpuctl.cloud.quota import QuotaApi
@@ -188,6 +189,19 @@ class ClientFactory(Endpoints):
             emulated or "https://iam.googleapis.com",
             emulated or "https://policytroubleshooter.googleapis.com",
             where=f"Cloud Resource Manager and IAM ({self.describe_endpoint()})",
+            unreachable_hint=self.unreachable_hint(),
+        )
+
+    def images(self) -> ImageRegistry:
+        """Artifact Registry's Docker API, as the caller: resolves images to digests
+        (Google's LOCATION-docker.pkg.dev, or the emulator's registry port)."""
+        from tpuctl.cloud.image_registry import ImageRegistry
+
+        return ImageRegistry(
+            self.registry_root,
+            self.registry_access_token,
+            self.account,
+            where=f"Artifact Registry ({self.describe_endpoint()})",
             unreachable_hint=self.unreachable_hint(),
         )
 

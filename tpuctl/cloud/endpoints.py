@@ -137,6 +137,41 @@ class Endpoints:
 
         return TOKENINFO
 
+    def registry_root(self, host: str) -> tuple[str, str]:
+        """Where the Docker API of Artifact Registry's `host` (LOCATION-docker.pkg.dev) is:
+        (base URL, prefix of image names under it). Google's: (`https://HOST`, ""); the
+        emulator's registry port (its status's `registry_endpoint`), under which an image
+        keeps its real name: (`http://ADDRESS`, `HOST/`)."""
+        if not self._emulator:
+            return f"https://{host}", ""
+        endpoint = self._emulator_config.get("registry_endpoint")
+        if not endpoint:
+            raise ConfigError(
+                f"the local emulator at {self._emulator} serves no Artifact Registry",
+                hint="restart it with a tpuctl that does (`tpuctl emulator stop`, then start)",
+            )
+        return f"http://{endpoint}", f"{host}/"
+
+    def registry_access_token(self) -> str:
+        """The access token a registry's token endpoint takes as Basic
+        `oauth2accesstoken:<token>`: the credentials' (refreshed when due). The emulator's
+        credentials are anonymous; its registry takes any token it did not mint for a VM
+        as its caller's, so a fixed one stands for the caller there."""
+        if self._emulator:
+            return "tpuctl-emulator-caller"
+        credentials: Any = self.credentials
+        if not credentials.valid:
+            from google.auth.exceptions import RefreshError
+            from google.auth.transport.requests import Request
+
+            try:
+                credentials.refresh(Request())
+            except RefreshError as e:
+                raise ConfigError(
+                    f"your Google Cloud credentials could not be refreshed: {e}", hint=_ADC_HINT
+                ) from e
+        return str(credentials.token)
+
     @property
     def emulator_address(self) -> str | None:
         """host:port of the emulator in use, or None against Google Cloud."""

@@ -8,10 +8,12 @@ The shapes are those of the API's reference
 (https://cloud.google.com/policy-intelligence/docs/reference/policytroubleshooter/rest/v1/iam/troubleshoot):
 the request's `accessTuple` names `principal` (an email), `fullResourceName`
 (`//cloudresourcemanager.googleapis.com/projects/P`,
-`//storage.googleapis.com/projects/_/buckets/B`) and `permission`; the answer's
-`access` is GRANTED, NOT_GRANTED, UNKNOWN_CONDITIONAL or UNKNOWN_INFO_DENIED, the last
-when the caller may not read a policy that counts (`resourcemanager.projects.getIamPolicy`
-on a project, `storage.buckets.getIamPolicy` on a bucket; the API's guide
+`//storage.googleapis.com/projects/_/buckets/B`,
+`//artifactregistry.googleapis.com/projects/P/locations/L/repositories/R`) and
+`permission`; the answer's `access` is GRANTED, NOT_GRANTED, UNKNOWN_CONDITIONAL or
+UNKNOWN_INFO_DENIED, the last when the caller may not read a policy that counts
+(`resourcemanager.projects.getIamPolicy` on a project, `storage.buckets.getIamPolicy` on a bucket,
+`artifactregistry.repositories.getIamPolicy` on a repository; the API's guide
 https://cloud.google.com/policy-intelligence/docs/troubleshoot-access).
 
 The emulator has no policies of its own: a principal holds what its config does not
@@ -33,10 +35,12 @@ from tpuctl.emulator.iam.accounts import Principal
 _VIEW = {
     "cloudresourcemanager.googleapis.com": "resourcemanager.projects.getIamPolicy",
     "storage.googleapis.com": "storage.buckets.getIamPolicy",
+    "artifactregistry.googleapis.com": "artifactregistry.repositories.getIamPolicy",
 }
 _RESOURCE = re.compile(
     r"^//(?P<service>[a-z0-9.-]+\.googleapis\.com)/projects/(?P<project>[^/]+)"
-    r"(?:/buckets/(?P<bucket>[^/]+))?$"
+    r"(?:/buckets/(?P<bucket>[^/]+)"
+    r"|/locations/(?P<location>[^/]+)/repositories/(?P<repo>[^/]+))?$"
 )
 _DEFAULT_ACCOUNT = re.compile(r"^\d+-compute@developer\.gserviceaccount\.com$")
 
@@ -56,7 +60,11 @@ def _fields(body: dict[str, Any]) -> tuple[str, str, str]:
 def troubleshoot(state: Any, body: dict[str, Any], principal: Principal | None) -> dict[str, Any]:
     who, resource, permission = _fields(body)
     parts = _RESOURCE.match(resource)
-    if parts is None or (parts["service"] == "storage.googleapis.com") != bool(parts["bucket"]):
+    if (
+        parts is None
+        or (parts["service"] == "storage.googleapis.com") != bool(parts["bucket"])
+        or (parts["service"] == "artifactregistry.googleapis.com") != bool(parts["repo"])
+    ):
         raise errors.invalid_argument(f"Invalid full resource name: {resource}")
     access = state.access
     if parts["project"] != "_":
