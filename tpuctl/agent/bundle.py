@@ -59,6 +59,7 @@ MODULES = (
     "hang.py",
     "maintenance.py",
     "tpu_health.py",
+    "container.py",
     "chips.py",
     "stacks.py",
     "sitehook.py",
