@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuctl import catalog
 
@@ -33,6 +33,9 @@ from tpuctl.agent.labels import (  # noqa: F401
 )
 from tpuctl.catalog import SliceShape
 from tpuctl.host_maintenance import Maintenance
+
+if TYPE_CHECKING:
+    from tpuctl.startup import Startup
 
 # -- states, declared once ------------------------------------------------------
 # A node's state (the TPU API's Node.State), grouped by what it means to a user.
@@ -299,6 +302,9 @@ class CreateSpec:
     capacity_wait: int | None = None
     reservation: str | None = None
     owner: str = ""  # `tpuctl-owner`: names.owner_label of the account (required to create)
+    # the programs its startup-script starts (`prepare` writes the script from it; an
+    # adapter that makes several nodes of the request writes each its own)
+    startup: Startup | None = None
 
     @property
     def scheduling(self) -> str:
@@ -322,7 +328,19 @@ def slice_ids(name: str, slices: int) -> list[str]:
     """The nodes a request `name` for `slices` slices makes: itself, or `name-0` ...
     `name-N-1` (a multislice queued resource's nodes, named after its `nodeIdPrefix`,
     which tpuctl sets to the request's name; its Compute Engine form names them alike)."""
-    return [name] if slices <= 1 else [f"{name}-{i}" for i in range(slices)]
+    return [name] if slices <= 1 else [slice_id(name, i) for i in range(slices)]
+
+
+def slice_id(name: str, index: int) -> str:
+    """Slice `index` of the multislice request `name`: `name-index`."""
+    return f"{name}-{index}"
+
+
+def slice_index(node: str, request: str) -> int | None:
+    """Which slice of the multislice request `request` the node `node` is, by its name
+    (`slice_id`); None: none of its."""
+    head, _, k = node.rpartition("-")
+    return int(k) if head == request and k.isascii() and k.isdigit() else None
 
 
 @dataclass(frozen=True)

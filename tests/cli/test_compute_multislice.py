@@ -12,6 +12,8 @@ import pytest
 
 from tests.cli.conftest import one_line_error
 from tests.cli.test_gc_compute import set_label
+from tpuctl.cloud.compute import KIND
+from tpuctl.startup import Startup
 
 ZONE = "us-east1-d"  # v6e here
 SLICES = ("-a", "v6e-16", "--api", "compute", "--zone", ZONE, "--slices", "2")
@@ -123,3 +125,21 @@ def test_gc_collects_an_expired_multislice_whole(cli, emulator) -> None:
     assert done.code == 0, done.err
     assert "deleted ms-0 (us-east1-d, v6e-8): expired 2m ago (--ttl)" in done.out
     assert emulator.instances() == []  # slice 1 went with it: a multislice goes whole
+
+
+def test_each_slice_boots_the_startup_script_written_for_it(cli, emulator) -> None:
+    """Each slice's guard and watchdog are told the slice they run on, not the request
+    (which is no VM): its script is the one `Startup` writes for that slice's name."""
+    zone = "us-central1-c"  # TPU7x here: each slice one VM
+    made = cli("create", "kept", "-a", "tpu7x-8", "--zone", zone, "--slices", "2",
+               "--idle-timeout", "1h")  # fmt: skip
+    assert made.code == 0, made.err
+    scripts = {
+        b["body"]["name"]: {i["key"]: i["value"] for i in b["body"]["metadata"]["items"]}
+        for b in emulator.bodies("compute.instances.insert")
+    }
+    assert sorted(scripts) == ["kept-0", "kept-1"]
+    for name, metadata in scripts.items():
+        wanted = Startup(idle_action="delete").script(KIND.agent_target(name))
+        assert metadata["startup-script"] == wanted, name
+    assert cli("delete", "kept", "--zone", zone, "--yes").code == 0

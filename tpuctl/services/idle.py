@@ -4,14 +4,13 @@
 worker over SSH (the bundle travels on stdin into a temporary file, removed after: nothing
 is installed) and answers busy, idle or unknown. A worker
 it cannot reach or read makes the answer unknown: gc never deletes on a guess.
-`startup_script` is the startup script that keeps a watchdog on every worker of a node
-created with `--idle-timeout` (see docs/gc.md), and the boot guard of a node made for a
-job (docs/run.md).
+The startup script that keeps a watchdog on every worker of a node created with
+`--idle-timeout` (see docs/gc.md), and the boot guard of a node made for a job
+(docs/run.md), is tpuctl/startup.py's.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
@@ -47,7 +46,6 @@ def bundle_on_stdin(*args: str) -> str:
 
 
 CHECK_COMMAND = bundle_on_stdin("idle", "check")
-WATCHDOG_DIR = "${HOME:-/root}/.tpuctl"
 
 
 def verdict(node: str, answers: dict[int, dict | str]) -> tuple[Busy, str]:  # type: ignore[type-arg]
@@ -104,38 +102,3 @@ def ssh_probe(api: TpuBackend, ssh: SshApi, timeout: float = PROBE_TIMEOUT) -> I
         return verdict(node.name, answers)
 
     return probe
-
-
-def startup_script(
-    idle_action: str | None = None, start_guard: bool = False, target: tuple[str, ...] = ()
-) -> str:
-    """The node's `startup-script`: install the agent bundle and start, detached, on every
-    boot of every worker, the idle watchdog (`idle_action`: delete or stop the node once
-    idle past its tpuctl-idle-timeout label) and/or the boot guard (delete a node made
-    for a job when no agent has started by its tpuctl-start-deadline label; agent/guard.py).
-    The guest runs it as root; it needs no client, no cron. The bundle travels in the
-    script as base64, decoded by python3 (which both need anyway) into the bundle's
-    install command. `target`: what the programs run on, as the node's API names it
-    (`--target KIND:NAME`, agent/target.py)."""
-    encoded = base64.encodebytes(bundle.build()).decode()  # lines of 76: never the marker
-    marker = "TPUCTL_AGENT_PYZ_EOF"
-    root = '"$dir"'
-    programs = []
-    if start_guard:
-        programs.append(("start-guard.log", bundle.command("guard", *target, root=root)))
-    if idle_action:
-        watch = bundle.command("idle", "watch", "--action", idle_action, *target, root=root)
-        programs.append(("idle-watchdog.log", watch))
-    return (
-        "#!/bin/bash\n"
-        "# tpuctl: the boot guard and the idle watchdog (docs/run.md, docs/gc.md). Deletes\n"
-        "# this node when no agent started by its tpuctl-start-deadline label, or once it\n"
-        "# has been idle longer than its tpuctl-idle-timeout label (not if tpuctl-keep=true).\n"
-        f'dir="{WATCHDOG_DIR}"\n'
-        f"python3 -m base64 -d <<'{marker}' | {{ {bundle.install_command(root)}; }}\n"
-        f"{encoded}{marker}\n"
-        + "".join(
-            f'setsid nohup {command} >> "$dir/{log}" 2>&1 < /dev/null &\n'
-            for log, command in programs
-        )
-    )

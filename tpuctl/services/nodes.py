@@ -39,6 +39,7 @@ from tpuctl.models import (
 )
 from tpuctl.services import cost
 from tpuctl.services.names import validate_labels, validate_name
+from tpuctl.startup import STARTUP_SCRIPT, Startup
 from tpuctl.waiting import Progress, noop, poll_until
 
 if TYPE_CHECKING:
@@ -168,17 +169,19 @@ def prepare(
     own_script = STARTUP_SCRIPT in spec.metadata and not spec.max_cost
     watchdog = not kind.ends_at_expiry
     watched = spec.idle_timeout or (EXPIRES in labels and watchdog and not own_script)
+    startup = None
     if watched or spec.start_deadline:
-        metadata[STARTUP_SCRIPT] = _startup_script(spec, bool(watched), kind)
+        startup = _startup(spec, bool(watched))
+        # the guard and the watchdog are told what they run on (agent/target.py)
+        metadata[STARTUP_SCRIPT] = startup.script(kind.agent_target(spec.name))
     validate_labels(labels)
     if spec.service_account and "@" not in spec.service_account:
         raise UsageError(
             f"invalid --service-account {spec.service_account!r}: a service account's email address"
         )
-    return replace(spec, labels=labels, metadata=metadata)
+    return replace(spec, labels=labels, metadata=metadata, startup=startup)
 
 
-STARTUP_SCRIPT = "startup-script"
 _SCOPE_PREFIX = "https://www.googleapis.com/auth/"
 
 
@@ -197,11 +200,9 @@ def parse_scopes(values: list[str]) -> list[str]:
     return [s if s.startswith("https://") else _SCOPE_PREFIX + s for s in scopes]
 
 
-def _startup_script(spec: CreateSpec, watched: bool, kind: BackendKind) -> str:
-    """The startup script that runs the node's idle watchdog and/or its boot guard
-    (services/idle.py)."""
-    from tpuctl.services.idle import startup_script
-
+def _startup(spec: CreateSpec, watched: bool) -> Startup:
+    """What the node's startup script starts: its idle watchdog and/or its boot guard
+    (tpuctl/startup.py)."""
     if spec.idle_action not in ("delete", "stop"):
         raise UsageError(f"invalid --idle-action {spec.idle_action!r}: use delete or stop")
     if spec.idle_action == "stop" and spec.shape.multi_host:
@@ -218,9 +219,7 @@ def _startup_script(spec: CreateSpec, watched: bool, kind: BackendKind) -> str:
             hint="run your own setup over SSH (`tpuctl exec`) or from `tpuctl run --setup`",
         )
     idle_action = spec.idle_action if spec.idle_timeout else "delete" if watched else None
-    # the guard and the watchdog are told what they run on (agent/target.py)
-    on = kind.agent_target(spec.name)
-    return startup_script(idle_action, start_guard=bool(spec.start_deadline), target=on)
+    return Startup(idle_action, start_guard=bool(spec.start_deadline))
 
 
 def validate_create(

@@ -32,22 +32,28 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
-import shlex
 from typing import TYPE_CHECKING
 
 from tpuctl.cloud.compute import KIND, flex
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute.api import ComputeTpuApi
 from tpuctl.errors import AlreadyExistsError, NotFoundError, TpuctlError, UsageError
-from tpuctl.models import CreateSpec, Node, QueuedResource, QueueSpec
+from tpuctl.models import (
+    CreateSpec,
+    Node,
+    QueuedResource,
+    QueueSpec,
+    slice_id,
+    slice_ids,
+    slice_index,
+)
+from tpuctl.startup import STARTUP_SCRIPT
 
 if TYPE_CHECKING:
     from tpuctl.queueing import QueueOptions
 
 MULTISLICE = "tpuctl-multislice"  # label: the request a slice's VMs belong to
 SLICES = "tpuctl-slices"  # label: how many slices the request has
-STARTUP_SCRIPT = "startup-script"  # the metadata key (services/nodes.py)
 LOST = ("PREEMPTED", "TERMINATED", "STOPPED", "STOPPING", "SUSPENDED")
 WAITING = "WAITING_FOR_RESOURCES"  # a flex-start slice with no capacity yet
 
@@ -61,13 +67,9 @@ def _split(name: str) -> tuple[str, str, str]:
 def request_of(node: Node) -> str:
     """The full name of the multislice request `node` is a slice of ('' for none)."""
     request = node.labels.get(MULTISLICE, "")
-    if not request or not re.fullmatch(rf"{re.escape(request)}-\d+", node.name):
+    if not request or slice_index(node.name, request) is None:
         return ""
     return f"projects/{node.project}/locations/{node.zone}/queuedResources/{request}"
-
-
-def index_of(node: Node) -> int:
-    return int(node.name.rsplit("-", 1)[-1])
 
 
 def _count(node: Node) -> int:
@@ -88,18 +90,16 @@ class ComputeMultisliceApi(ComputeTpuApi):
 
     def _slices_of(self, parent: str, request: str) -> tuple[dict[int, Node], int]:
         """The slices of `request` found in the zone, by index, and how many it has."""
-        found = [n for n in self.list_nodes(parent) if n.name.startswith(f"{request}-")]
-        labelled = [n for n in found if n.labels.get(MULTISLICE) == request]
+        found = _by_index(self.list_nodes(parent), request)
+        labelled = [n for n in found.values() if n.labels.get(MULTISLICE) == request]
         if not labelled:
             return {}, 0
         count = max(_count(n) for n in labelled)
         # a slice whose VMs are all gone shows no labels: its name says whose it is
         members = {
-            index_of(n): n
-            for n in found
-            if re.fullmatch(rf"{re.escape(request)}-\d+", n.name)
-            and index_of(n) < count
-            and (n.labels.get(MULTISLICE) == request or not n.labels)
+            k: n
+            for k, n in found.items()
+            if k < count and (n.labels.get(MULTISLICE) == request or not n.labels)
         }
         return members, count
 
@@ -129,7 +129,7 @@ class ComputeMultisliceApi(ComputeTpuApi):
         out = []
         for (zone, request), group in sorted(by_request.items()):
             count = max(_count(n) for n in group)
-            members = {index_of(n): n for n in group}
+            members = _by_index(group, request)
             state, error = _summary(members, count, request)
             out.append(_request(group[0].project, zone, request, count, members, state, error))
         return out
@@ -156,7 +156,7 @@ class ComputeMultisliceApi(ComputeTpuApi):
     ) -> str | None:
         if queue.slices <= 1:
             return super().create_queued_resource(parent, qr_id, spec, queue)
-        names = [f"{parent}/nodes/{qr_id}-{k}" for k in range(queue.slices)]
+        names = [f"{parent}/nodes/{n}" for n in slice_ids(qr_id, queue.slices)]
         for name in names:  # what is undone below must be this create's own
             with contextlib.suppress(NotFoundError):
                 self.get_node(name)
@@ -173,7 +173,7 @@ class ComputeMultisliceApi(ComputeTpuApi):
                     spec,
                     name=short,
                     labels={**spec.labels, MULTISLICE: qr_id, SLICES: str(queue.slices)},
-                    metadata=_own_target(spec.metadata, qr_id, short),
+                    metadata=_own_script(spec, short),
                 )
                 made.append(name)
                 try:
@@ -217,7 +217,7 @@ class ComputeMultisliceApi(ComputeTpuApi):
 
     def delete_queued_resource(self, name: str, force: bool = True) -> str | None:
         project, zone, request = _split(name)
-        members, _count = self._slices_of(f"projects/{project}/locations/{zone}", request)
+        members, _ = self._slices_of(f"projects/{project}/locations/{zone}", request)
         for node in members.values():
             if node.state != "DELETING":
                 with contextlib.suppress(NotFoundError):  # gone meanwhile
@@ -240,16 +240,20 @@ class ComputeMultisliceApi(ComputeTpuApi):
         return super().check_request(spec, queue, True)
 
 
-def _own_target(metadata: dict[str, str], request: str, name: str) -> dict[str, str]:
-    """The slice's metadata, its startup script's programs (the boot guard, the idle
-    watchdog: `--target compute:NAME`, agent/target.py) told the slice they run on, not
-    the request, which is no group nor VM: a guard whose client died deletes its own
-    slice's group (or VM), whichever slice it is and whenever that slice got capacity."""
-    script = metadata.get(STARTUP_SCRIPT)
-    if not script:
-        return dict(metadata)
-    asked, own = (shlex.join(KIND.agent_target(n)) for n in (request, name))
-    return {**metadata, STARTUP_SCRIPT: re.sub(rf"{re.escape(asked)}(?=\s)", own, script)}
+def _own_script(spec: CreateSpec, name: str) -> dict[str, str]:
+    """The slice's metadata, its startup script written for the slice (`spec.startup`):
+    its programs (the boot guard, the idle watchdog: `--target compute:NAME`,
+    agent/target.py) told the slice they run on, not the request, which is no group nor
+    VM: a guard whose client died deletes its own slice's group (or VM), whichever slice
+    it is and whenever that slice got capacity."""
+    if spec.startup is None:
+        return dict(spec.metadata)
+    return {**spec.metadata, STARTUP_SCRIPT: spec.startup.script(KIND.agent_target(name))}
+
+
+def _by_index(nodes: list[Node], request: str) -> dict[int, Node]:
+    """The nodes named as slices of `request` (`models.slice_id`), by their index."""
+    return {k: n for n in nodes if (k := slice_index(n.name, request)) is not None}
 
 
 def _tagged(node: Node) -> Node:
@@ -267,7 +271,7 @@ def _summary(members: dict[int, Node], count: int, request: str) -> tuple[str, s
         if node is None or node.state in LOST or node.free_parts:
             state = "gone" if node is None else node.state
             why = f": {node.health_description}" if node and node.health_description else ""
-            return "SUSPENDED", f"slice {k} of {count} ({request}-{k}) is {state}{why}"
+            return "SUSPENDED", f"slice {k} of {count} ({slice_id(request, k)}) is {state}{why}"
     if all(n.state == "READY" for n in members.values()):
         return "ACTIVE", ""
     if members and all(n.state == WAITING for n in members.values()):
@@ -291,7 +295,7 @@ def _progress(members: dict[int, Node], count: int, request: str) -> str:
 
 def _slices(ks: list[int], request: str, of: str = "") -> str:
     """`slices 0, 2 of 4 (ms-0, ms-2)`."""
-    numbers, names = ", ".join(map(str, ks)), ", ".join(f"{request}-{k}" for k in ks)
+    numbers, names = ", ".join(map(str, ks)), ", ".join(slice_id(request, k) for k in ks)
     return f"slice{'s' if len(ks) > 1 else ''} {numbers}{of} ({names})"
 
 
@@ -310,7 +314,7 @@ def _request(
         project=project,
         zone=zone,
         state=state,
-        node_ids=[f"{request}-{k}" for k in range(count)],
+        node_ids=slice_ids(request, count),
         accelerator_type=first.accelerator_type,
         spot=first.spot,
         labels={k: v for k, v in first.labels.items() if k not in (MULTISLICE, SLICES)},
