@@ -26,7 +26,7 @@ def write(tmp_path: Path, text: str | bytes, name: str = "job.toml") -> Path:
     return path
 
 
-def test_every_kind_of_value_in_the_form_its_flag_gives(tmp_path: Path) -> None:
+def test_every_kind_of_value_read_into_its_type(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         """
@@ -52,14 +52,14 @@ NAME = "ünï"
     )
     job = jobfile.load(path)
     v = job.values
-    assert v["script"] == tmp_path / "src/train.py"
+    assert v["script"] == str(tmp_path / "src/train.py")  # as named, as the argument gives it
     assert v["workdir"] == tmp_path / "src"
     assert v["outputs"] == Path("/abs/out")
     assert v["env_file"] == [tmp_path / "secrets.env"]
     assert v["accelerator"] == "v5litepod-8"
     assert v["zones"] == "us-east5-a,us-east5-b"
     assert (v["spot"], v["restarts"], v["sync_every"]) == (True, 2, 5.0)
-    assert (v["ttl"], v["start_deadline"]) == ("2h", "600")
+    assert (v["ttl"], v["start_deadline"]) == (7200, 600)  # in seconds, as the request holds them
     assert v["env"] == ["STEPS=100", "NAME=ünï"]
     assert job.lines["script"] == 3 and job.lines["env"] == 17
     assert job.where("ttl") == f"{path}:10"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 if TYPE_CHECKING:
     from tpuctl.services.run.jobfile import JobFile
+    from tpuctl.services.run.request import RunRequest
 
 _GIVEN = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")  # click's ParameterSource names
 
@@ -22,26 +22,29 @@ def given_flag(ctx: typer.Context, param: str) -> bool:
     return source is not None and source.name in _GIVEN
 
 
-def merged(ctx: typer.Context, file: Path | None) -> tuple[Any, JobFile | None, set[str]]:
+def merged(
+    ctx: typer.Context, file: Path | None
+) -> tuple[dict[str, Any], JobFile | None, set[str]]:
     """run()'s parameters with a job file's values under the flags the user gave; the
     file, and the keys it gave."""
     from tpuctl.services.run import jobfile
 
     params = dict(ctx.params)
     if file is None:
-        return SimpleNamespace(**params), None, set()
+        return params, None, set()
     job_file = jobfile.load(file)
     used = jobfile.merge(params, {n for n in params if given_flag(ctx, n)}, job_file)
-    return SimpleNamespace(**params), job_file, used
+    return params, job_file, used
 
 
 def write_spec(
-    ctx: typer.Context, o: Any, from_file: set[str], script: Path, restarts: int
+    ctx: typer.Context, request: RunRequest, from_file: set[str], script: Path, restarts: int
 ) -> None:
     """The job file for what was given (flags, and the file read with -f) on stdout."""
     from tpuctl.services.run import jobfile
 
-    given = {n for n in vars(o) if given_flag(ctx, n)}
-    text = jobfile.spec_text(vars(o), given, from_file, script, restarts)
+    values = vars(request)
+    given = {n for n in values if given_flag(ctx, n)}
+    text = jobfile.spec_text(values, given, from_file, script, restarts)
     sys.stdout.buffer.write(text.encode("utf-8"))
     sys.stdout.buffer.flush()

@@ -8,19 +8,21 @@ node when the job ends or is interrupted (`left`, `stop`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpuctl import catalog
 from tpuctl.agent import claims
 from tpuctl.cloud import registry
-from tpuctl.durations import parse_duration
+from tpuctl.durations import format_duration
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
 from tpuctl.queueing import check_slices
+from tpuctl.services.run.options import MAX_RESTARTS, OPTIONS, RunOptions
 from tpuctl.services.run.spec import (
     DEFAULT_OUTPUTS,
     HANG_AFTER,
@@ -43,69 +45,27 @@ def no_blame(key: str) -> AbstractContextManager[Any]:
 
 
 SPOT_RESTARTS = 3  # a spot job's --restarts when none is given: preemption is expected
-MAX_RESTARTS = 100  # a node recreated more often than this is a loop, not a job
 # `--setup` runs as one argument of `bash -c` on every worker: Linux takes at most 128 KiB
 # in one argument (MAX_ARG_STRLEN, execve(2)); a longer setup belongs in a script.
 MAX_SETUP = 64 << 10
 
 
 @dataclass
-class RunRequest:
-    """`tpuctl run`'s options, named as the flags are (a job file's values merged in)."""
-
-    script: str | None = None
-    script_args: list[str] | None = None
-    node: str | None = None
-    accelerator: str = catalog.DEFAULT_ACCELERATOR
-    api: str | None = None  # a registry key, or auto; None: as create chooses (choose_api)
-    version: str | None = None
-    spot: bool = False
-    preemptible: bool = False
-    reserved: bool = False
-    reservation: str | None = None
-    labels: list[str] = field(default_factory=list)
-    network: str | None = None
-    subnetwork: str | None = None
-    tags: list[str] = field(default_factory=list)
-    internal_ip_only: bool = False
-    service_account: str | None = None
-    scopes: list[str] = field(default_factory=list)
-    workdir: Path | None = None
-    exclude: list[str] = field(default_factory=list)
-    bucket: str | None = None
-    env_pairs: list[str] = field(default_factory=list)
-    env_file: list[Path] = field(default_factory=list)
-    setup: str | None = None
-    outputs: Path | None = None
-    no_outputs: bool = False
-    teardown: bool | None = None
-    detach: bool = False
-    name: str | None = None
-    ttl: str | None = None
-    max_cost: str | None = None
-    start_deadline: str | None = None
-    start_lease: str | None = None
-    queued_flag: bool = False
-    slices: int = 1
-    valid_until: str | None = None
-    flex_start: bool = False
-    max_run_duration: str | None = None
-    restarts: int | None = None
-    repairs: int = 1
-    retry_on_failure: bool = False
-    sync_every: float = 30.0
-    hang_after: float | None = None
-    heartbeat_deadline: str | None = None
-    requirements: Path | None = None
-    no_requirements: bool = False
-    rebuild_env: bool = False
-    system_site_packages: bool = False
+class RunRequest(RunOptions):
+    """`tpuctl run`'s options (options.py), a job file's values merged in, and the rules
+    that make them a job's spec."""
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> RunRequest:
-        """The request from the command's parameters (others, such as --zone, ignored)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
+        """The request from the command's parameters, a flag's text read as its option's
+        kind reads it (`--ttl 2h`: 7200 seconds); a job file's values are read already."""
+        read = {}
+        for o in OPTIONS:
+            value = values.get(o.name, copy.copy(o.default))
+            if isinstance(value, str) and o.kind.text is not None:
+                value = o.kind.text(value, o.flag)
+            read[o.name] = value
+        return cls(**read)
 
     @property
     def shape(self) -> catalog.SliceShape:
@@ -181,7 +141,7 @@ class RunRequest:
     def spec(self, root: Path, rel: str, service_account: str | None) -> RunSpec:
         """The job's spec (`service_account`: the config file's, when no flag gave one)."""
         from tpuctl.models import CreateSpec
-        from tpuctl.services import cost, names, nodes
+        from tpuctl.services import names, nodes
         from tpuctl.services.run import environment
 
         env_spec, by_default = environment.spec_of(
@@ -192,21 +152,9 @@ class RunRequest:
             self.system_site_packages,
         )
 
-        durations = {
-            key: parse_duration(getattr(self, key), f"--{key.replace('_', '-')}")
-            for key in (
-                "ttl",
-                "valid_until",
-                "start_deadline",
-                "start_lease",
-                "heartbeat_deadline",
-                "max_run_duration",
-            )
-            if getattr(self, key)
-        }
-        if durations.get("start_lease", 0) > claims.MAX_LEASE:
+        if (self.start_lease or 0) > claims.MAX_LEASE:
             raise UsageError(
-                f"invalid --start-lease {self.start_lease}: at most "
+                f"invalid --start-lease {format_duration(self.start_lease or 0)}: at most "
                 f"{claims.MAX_LEASE / 3600:g}h (a node outlives its gone client by that long)"
             )
         return RunSpec(
@@ -229,8 +177,8 @@ class RunRequest:
                 internal_ip_only=self.internal_ip_only,
                 service_account=self.service_account or service_account,
                 scopes=nodes.parse_scopes(list(self.scopes or [])),
-                ttl=durations.get("ttl"),
-                max_cost=cost.parse_dollars(str(self.max_cost)) if self.max_cost else None,
+                ttl=self.ttl,
+                max_cost=self.max_cost,
             ),
             api=self.api,
             excludes=list(self.exclude),
@@ -246,17 +194,17 @@ class RunRequest:
             name=self.name,
             queued=self.queued,
             slices=self.slices,
-            valid_until=durations.get("valid_until"),
+            valid_until=self.valid_until,
             flex_start=self.flex_start,
-            max_run_duration=durations.get("max_run_duration"),
+            max_run_duration=self.max_run_duration,
             restarts=self.restarts_or_default,
             repairs=self.repairs,
             retry_on_failure=self.retry_on_failure,
             sync_every=self.sync_every,
             hang_after=HANG_AFTER if self.hang_after is None else self.hang_after,
-            start_deadline=durations.get("start_deadline", START_DEADLINE),
-            start_lease=durations.get("start_lease", START_LEASE),
-            heartbeat_deadline=durations.get("heartbeat_deadline", HEARTBEAT_DEADLINE),
+            start_deadline=self.start_deadline or START_DEADLINE,
+            start_lease=self.start_lease or START_LEASE,
+            heartbeat_deadline=self.heartbeat_deadline or HEARTBEAT_DEADLINE,
             environment=env_spec,
             environment_by_default=by_default,
         )
