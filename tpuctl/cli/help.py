@@ -17,29 +17,21 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-# option dest -> what it takes, where its own name would not say it
+# option dest -> what it takes, where its own name would not say it (run's options say
+# it in their declarations: tpuctl/services/run/options.py)
 _TAKES = {
     "ttl": "DURATION",
     "idle_timeout": "DURATION",
     "valid_until": "DURATION",
-    "start_deadline": "DURATION",
-    "heartbeat_deadline": "DURATION",
     "older_than": "DURATION",
     "idle": "DURATION",
     "interval": "DURATION",
     "labels": "KEY=VALUE,...",
     "metadata": "KEY=VALUE,...",
-    "env_pairs": "NAME=VALUE",
-    "env_file": "FILE",
-    "file": "FILE",
     "workdir": "DIR",
-    "outputs": "DIR",
     "output_dir": "DIR",
     "state_dir": "DIR",
-    "exclude": "PATTERN",
     "accelerator": "TYPE",
-    "sync_every": "DURATION",
-    "hang_after": "DURATION",
     "connect_timeout": "DURATION",
     "notice": "DURATION",
     "timeout": "DURATION",
