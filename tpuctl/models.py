@@ -270,7 +270,7 @@ def _utc(when: datetime | None) -> str | None:
 class CreateSpec:
     """What a create asks of a TPU API, in tpuctl's terms: the adapter turns it into the
     API's request body. Services fill in the labels and metadata tpuctl adds
-    (`services/nodes.py:prepare`) before the adapter sees it."""
+    (`services/node_create.py:prepare`) before the adapter sees it."""
 
     name: str
     shape: SliceShape

@@ -1,6 +1,6 @@
 """The `startup-script` of a node tpuctl makes: it installs the agent bundle and starts,
 detached, on every boot of every worker, the idle watchdog and/or the boot guard
-(docs/gc.md, docs/run.md). `services/nodes.py:prepare` decides which (`Startup`) and
+(docs/gc.md, docs/run.md). `services/node_create.py:prepare` decides which (`Startup`) and
 writes the script for the node; an adapter that makes several nodes of one request (a
 Compute Engine multislice) writes each its own from the same `Startup`, told the node it
 runs on."""

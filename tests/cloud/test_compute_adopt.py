@@ -10,13 +10,13 @@ from tpuctl import catalog
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.errors import AlreadyExistsError
 from tpuctl.models import CreateSpec
-from tpuctl.services import nodes
+from tpuctl.services import node_create, nodes
 
 PROJECT = "tpuctl-demo"
 
 
 def _spec(name: str, shape: str, now: float) -> CreateSpec:
-    return nodes.prepare(CreateSpec(name, catalog.shape(shape), owner="me"), now=now)
+    return node_create.prepare(CreateSpec(name, catalog.shape(shape), owner="me"), now=now)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from tpuctl import catalog
 from tpuctl.cloud.clients import ClientFactory
 from tpuctl.errors import AlreadyExistsError
 from tpuctl.models import CreateSpec, QueueSpec
-from tpuctl.services import nodes, queued
+from tpuctl.services import node_create, queued
 
 ZONE = "us-central1-a"
 PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
@@ -17,7 +17,7 @@ PARENT = f"projects/tpuctl-demo/locations/{ZONE}"
 
 def _ours(name: str) -> CreateSpec:
     spec = CreateSpec(name, catalog.shape("v3-8"), version="tpu-ubuntu2204-base", owner="me")
-    return nodes.prepare(spec)
+    return node_create.prepare(spec)
 
 
 def _theirs(emulator, name: str) -> None:

@@ -154,7 +154,7 @@ def test_a_max_cost_is_a_deadline_at_the_shapes_price() -> None:
     from tpuctl.cloud import compute as compute_api
     from tpuctl.cloud.compute.wire import instance_body
     from tpuctl.models import CreateSpec
-    from tpuctl.services.nodes import prepare
+    from tpuctl.services.node_create import prepare
 
     assert cost.parse_dollars("$12.50") == 12.5
     assert cost.cap_seconds(shape("v3-8"), False, 50) == (22500, 8.0)  # 6h15m at $8.00/h

@@ -21,7 +21,7 @@ from tpuctl.durations import format_duration
 from tpuctl.errors import Interrupted, NotFoundError, TpuctlError, UsageError
 from tpuctl.models import COST_DEADLINE, EXPIRES, NODE_CREATE_FAILED, CreateSpec, Node, slice_ids
 from tpuctl.queueing import check_slices
-from tpuctl.services import cost, names, nodes, queued, zones
+from tpuctl.services import cost, names, node_create, nodes, queued, zones
 from tpuctl.services.queued import QueueOptions
 from tpuctl.timestamps import utc_clock
 
@@ -134,7 +134,7 @@ def price_line(spec: CreateSpec, slices: int = 1, zone: str = "") -> str | None:
 
 def cap_line(prepared: CreateSpec, zone: str = "") -> str | None:
     """`max cost $50.00 ≈ 12h30m at $4.00/h: the node deletes itself at 21:30 UTC`, for
-    a spec `nodes.prepare` labelled with a --max-cost (None without one)."""
+    a spec `node_create.prepare` labelled with a --max-cost (None without one)."""
     labels = prepared.labels
     if not prepared.max_cost or COST_DEADLINE not in labels:
         return None
@@ -165,7 +165,7 @@ def ask(
     or, with `queue`, through a queued resource (None). `before_call` runs just before
     the call, from when on the node may exist."""
     slices = queue.slices if queue else 1
-    prepared = nodes.validate_create(tpu, target, spec, quotas, slices)
+    prepared = node_create.validate_create(tpu, target, spec, quotas, slices)
     line = price_line(spec, slices, target.zone)
     for said in (line, cap_line(prepared, target.zone)):
         if say is not None and said is not None:
@@ -174,7 +174,7 @@ def ask(
     if queue is not None:
         queued.create_queued(tpu, target, spec.name, prepared, queue)
         return None
-    return nodes.create_node(tpu, target, spec, prepared, quotas)
+    return node_create.create_node(tpu, target, spec, prepared, quotas)
 
 
 def create(a: Adapters, target: Target, request: CreateRequest, ui: Ui) -> CreateOutcome:
@@ -223,7 +223,9 @@ def _create_in(
     try:
         if request.queued:
             # The queue's own functions delete the request on a failure or an interruption.
-            prepared = nodes.validate_create(a.backend, target, spec, a.quotas, options.slices)
+            prepared = node_create.validate_create(
+                a.backend, target, spec, a.quotas, options.slices
+            )
             for line in (
                 price_line(spec, options.slices, zone),
                 cap_line(prepared, zone),
