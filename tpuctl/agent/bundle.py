@@ -51,6 +51,7 @@ MODULES = (
     "retention.py",
     "preflight.py",
     "tpu_preflight.py",
+    "tpu_checks.py",
     "job.py",
     "teardown.py",
     "agent.py",

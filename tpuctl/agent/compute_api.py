@@ -79,6 +79,15 @@ class ComputeNode:
         path = f"projects/{self.project}/zones/{self.zone}/instances/{name}"
         return dict(json.loads(compute(self.token, "GET", path)))
 
+    def health(self, worker: int) -> str | None:
+        """Nothing to read: a Compute Engine instance has no health or symptoms of its
+        TPU (`instances` in compute.v1 has `status`, `statusMessage` and
+        `resourceStatus`, none of which names the accelerator's health:
+        cloud.google.com/compute/docs/reference/rest/v1/instances;
+        `reportHostAsFaulty` is the user's report to the cloud, not the cloud's to the
+        user). The device files and the script's own words are what tell here."""
+        return None
+
     def view(self) -> Json:
         """What the idle watchdog reads, in the TPU API's words: this VM's labels, `state`
         READY while it runs, `createTime`; on a slice, `tpuctl-last-active` is the latest

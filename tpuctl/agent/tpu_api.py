@@ -16,6 +16,14 @@ from .monitoring import tensorcore_idle
 from .net import HttpError, Json, http
 
 TPU_URL = os.environ.get("TPUCTL_TPU_URL", "https://tpu.googleapis.com").rstrip("/")
+# What a node says of its TPU (the v2 API's Node `health` and `symptoms[]`:
+# cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes). Unwell: a
+# `health` UNHEALTHY_* but UNHEALTHY_MAINTENANCE (a host maintenance's, which ends:
+# maintenance.py), and the symptoms that are the TPU's: a mesh that could not be built, a
+# program that timed out on it. OUT_OF_MEMORY and HBM_OUT_OF_MEMORY are the program's,
+# PROJECT_ABUSE the project's: neither is mended by a new node.
+UNWELL_EXCEPT = ("UNHEALTHY_MAINTENANCE",)
+TPU_SYMPTOMS = ("MESH_BUILD_FAIL", "EXECUTE_TIMED_OUT")
 
 
 def tpu(token: Token, method: str, path: str, body: bytes | None = None) -> bytes:
@@ -49,6 +57,30 @@ def delete_request(token: Token, project: str, zone: str, request: str) -> Json 
         raise
 
 
+def unwell(node: Json, worker: int) -> str | None:
+    """What a node (as read) says is wrong with `worker`'s TPU, or None: its health and
+    the symptoms of that worker (or of no worker in particular)."""
+    health = str(node.get("health") or "")
+    sick = health.startswith("UNHEALTHY_") and health not in UNWELL_EXCEPT
+    symptoms = []
+    for symptom in node.get("symptoms") or []:
+        if not isinstance(symptom, dict) or str(symptom.get("workerId", worker)) != str(worker):
+            continue
+        kind = str(symptom.get("symptomType") or "")
+        if sick or kind in TPU_SYMPTOMS:
+            sick = True
+            symptoms.append(f"{kind}: {symptom.get('details') or ''}".rstrip(": "))
+    if not sick:
+        return None
+    said = []
+    if health.startswith("UNHEALTHY_"):
+        described = str(node.get("healthDescription") or "")
+        said.append(f"the node's health is {health}" + (f" ({described})" if described else ""))
+    if symptoms:
+        said.append(f"its symptoms on worker {worker}: " + "; ".join(symptoms))
+    return ", ".join(said)[:500]
+
+
 class TpuNode:
     """The job's node on the Cloud TPU API, as agent/compute_api.py's ComputeNode is a
     Compute Engine VM or slice (target.py: `tpu:NAME`)."""
@@ -75,6 +107,11 @@ class TpuNode:
 
     def read(self) -> Json:
         return dict(json.loads(tpu(self.token, "GET", self.path)))
+
+    def health(self, worker: int) -> str | None:
+        """What the node's `health` and `symptoms` say is wrong with `worker`'s TPU, or
+        None (tpu_checks.py reads it before the job and after the script failed)."""
+        return unwell(self.read(), worker)
 
     def view(self) -> Json:
         """What the idle watchdog reads: the node (`labels`, `state`, `createTime`)."""

@@ -7,12 +7,17 @@ start), of `Failed to get TPU metadata` and of `libtpu.so already in use by anot
 process` with no live holder, on github.com/jax-ml/jax/issues/10192, /13260 and /21761
 and github.com/pytorch/xla/issues/7227.
 
-`script` runs the job's script (Job.supervise) and `judge` reads the last `TAIL` bytes
-of the attempt's log (the script's stdout and stderr, as the agent keeps them) once
-the script failed early: it ran less than `EARLY` seconds and wrote nothing into
-TPUCTL_OUTPUT_DIR (no checkpoint, no progress of this attempt). A match is the TPU's
-failure, not the script's: the attempt's status ends FAILED with `"reason":
-"tpu_unhealthy"` and `"evidence"` the matching line (the same two keys
+A TPU can also go mid-run, after the job wrote checkpoints: its chips vanish, its
+runtime halts, its node turns UNHEALTHY_*.
+
+`script` runs the job's script (Job.supervise); once the script failed, `judge` runs
+the TPU's checks again (tpu_checks.py: its device files, what its node says of it)
+and reads the attempt's log (the script's stdout and stderr, as the agent keeps them):
+its last `TAIL` bytes when the script failed early (it ran less than `EARLY` seconds
+and wrote nothing into TPUCTL_OUTPUT_DIR: no checkpoint, no progress of this attempt),
+else its last `LAST_LINES` lines. A finding is the TPU's failure, not the script's:
+the attempt's status ends FAILED with `"reason":
+"tpu_unhealthy"` and `"evidence"` what was found (the same two keys
 tpu_preflight.py writes), and worker 0 tears the node down as after a preemption: the
 runner makes a new one (`tpuctl run --repairs`), and no node is left billing when no
 client is there to.
@@ -28,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import maintenance
+from . import maintenance, tpu_checks
 
 REASON = "tpu_unhealthy"  # the status's "reason" (also tpu_preflight.py's)
 # the reasons of an attempt's end whose node is the runner's, not torn down by the agent:
@@ -40,6 +45,7 @@ LEFT = {
 }
 TAIL = 64 * 1024  # bytes of the log's end that are read
 EARLY = 600.0  # seconds: a script that ran longer got past its TPU's start
+LAST_LINES = 40  # a later failure's TPU error: among the log's last lines (its traceback)
 PATTERNS = re.compile(
     r"TPU initialization failed"
     r"|Failed to get TPU metadata"
@@ -48,8 +54,9 @@ PATTERNS = re.compile(
 )
 
 
-def evidence(log: Path, size: int = TAIL) -> str | None:
-    """The last line of the log's tail that says the TPU did not come up, or None."""
+def evidence(log: Path, size: int = TAIL, last: int | None = None) -> str | None:
+    """The last line of the log's tail (of its `last` lines, when given) that says the
+    TPU did not come up, or None."""
     try:
         with open(str(log), "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -58,7 +65,8 @@ def evidence(log: Path, size: int = TAIL) -> str | None:
     except OSError:
         return None
     found = None
-    for line in tail.decode("utf-8", "replace").splitlines():
+    lines = tail.decode("utf-8", "replace").splitlines()
+    for line in lines[-last:] if last else lines:
         if PATTERNS.search(line):
             found = line.strip()
     return found[:500] if found else None
@@ -76,12 +84,19 @@ def wrote_since(folder: Path, since: float) -> bool:
     return False
 
 
-def judge(log: Path, outputs: Path, started: float, code: int) -> str | None:
-    """The evidence that a script which exited `code` failed on its TPU, or None: it
-    failed within `EARLY` seconds of `started` (epoch), before writing any output."""
-    if code == 0 or time.time() - started > EARLY or wrote_since(outputs, started):
+def judge(job: Any, started: float, code: int) -> str | None:
+    """The evidence that the script of `job`, which exited `code`, failed on its TPU, or
+    None: the TPU's checks, run again (tpu_checks.problem_now: its device files, its
+    node's health), or the log's words: anywhere in its tail when the script failed
+    within `EARLY` seconds of `started` (epoch) before writing any output, else in its
+    last `LAST_LINES` lines (a TPU lost mid-run, whose error ends the log)."""
+    if code == 0:
         return None
-    return evidence(log)
+    found = tpu_checks.problem_now(job)
+    if found is not None:
+        return found
+    early = time.time() - started <= EARLY and not wrote_since(job.outputs, started)
+    return evidence(job.local_log, last=None if early else LAST_LINES)
 
 
 def mark(status: dict, found: str) -> None:
@@ -96,7 +111,7 @@ def script(job: Any, command: list, env: dict) -> int:
     says so (the runner replaces the node) and the job's log has the agent's line."""
     started = time.time()
     code = job.supervise(command, env, "script")
-    found = judge(job.local_log, job.outputs, started, code)
+    found = judge(job, started, code)
     if found is not None and job.noticed_at is None and not job.cancelled:
         mark(job.status.value, found)
         job.say(f"the script failed on its TPU: {found}")

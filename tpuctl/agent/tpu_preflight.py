@@ -2,6 +2,7 @@
 
 Standard library only, Python 3.8+. `agent run|start` calls `ready` before the job
 (agent.py, `serve`). It looks at
+(their checks, also run after the script failed, are tpu_checks.py's)
 - the TPU's device files. A TPU VM shows its chips as /dev/accel0, /dev/accel1, ... on
   v2, v3 and v4, and as VFIO groups /dev/vfio/0, /dev/vfio/1, ... from v5e on: the files
   libtpu opens, and those Ray's TPU accelerator manager counts
@@ -11,6 +12,9 @@ Standard library only, Python 3.8+. `agent run|start` calls `ready` before the j
   (comma-separated) names them elsewhere, as for the idle check (idle.py), those count
   too. None there is a problem: users meet it after a stop/start that did not bring
   the chips back (github.com/jax-ml/jax/issues/13260), and their fix is a new VM;
+- what the node says of its TPU, where its API says it (a TPU API node's `health`
+  UNHEALTHY_* and its TPU `symptoms[]`, read with the VM's service account:
+  tpu_api.unwell; a Compute Engine instance has no such field, compute_api.py);
 - libtpu's lock, /tmp/libtpu_lockfile (checkup.py): one that no live process holds (no
   process has it or a TPU device open) is what a killed libtpu process leaves, and the
   next one refuses the TPU ("TPU in use", github.com/jax-ml/jax/issues/10192). It is
@@ -23,57 +27,17 @@ makes a new one (`tpuctl run --repairs`).
 
 from __future__ import annotations
 
-import glob
 import os
 import time
 from typing import TYPE_CHECKING
 
 from . import checkup, protocol
-from .metadata import attribute
-from .net import HttpError
+from .tpu_checks import problem_now
 
 if TYPE_CHECKING:
     from .job import Job
 
 REASON = "tpu_unhealthy"  # the status's "reason" (tpu_health.py's too)
-ACCEL_GENERATIONS = ("v2", "v3", "v4")  # /dev/accel*; later ones: /dev/vfio/*
-ACCEL, VFIO = "/dev/accel*", "/dev/vfio/*"
-
-
-def accelerator_type() -> str:
-    """This VM's accelerator type (`v4-8`, `v5litepod-4`, `v7x-8`), "" when unknown."""
-    try:
-        found = attribute("accelerator-type")
-    except (HttpError, OSError):
-        found = ""
-    return (found or os.environ.get("TPU_ACCELERATOR_TYPE", "")).strip()
-
-
-def expected(accelerator: str) -> tuple[str, ...]:
-    """The globs of the device files of a VM of that type (either, when unknown)."""
-    generation = accelerator.rsplit("-", 1)[0].lower()
-    if not generation:
-        return (ACCEL, VFIO)
-    return (ACCEL,) if generation in ACCEL_GENERATIONS else (VFIO,)
-
-
-def _chips(pattern: str) -> list[str]:
-    """The device files a glob finds: /dev/vfio's numbered groups (not its container)."""
-    found = glob.glob(pattern)
-    if pattern == VFIO:
-        found = [p for p in found if os.path.basename(p).isdigit()]
-    return sorted(found)
-
-
-def device_problem(worker: int, accelerator: str) -> str | None:
-    """What is wrong with this worker's TPU device files, or None."""
-    patterns = expected(accelerator)
-    if any(_chips(p) for p in patterns):
-        return None
-    named = [p.strip() for p in os.environ.get("TPUCTL_TPU_DEVICES", "").split(",") if p.strip()]
-    if named and all(os.path.exists(p) for p in named):
-        return None
-    return f"no TPU device files ({' or '.join(patterns)}) on worker {worker}"
 
 
 def remove_stale_lock() -> str | None:
@@ -93,8 +57,7 @@ def ready(job: Job) -> bool:
     from .job import private_dir
 
     private_dir(job.dir)
-    accelerator = accelerator_type()
-    problem = device_problem(job.worker, accelerator)
+    problem = problem_now(job)
     if problem is None:
         fixed = remove_stale_lock()
         if fixed:
