@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from tpuctl.cli.options import AppEnv
     from tpuctl.cloud.quota import QuotaRequest
-    from tpuctl.models import QuotaPool
+    from tpuctl.quota_pool import QuotaPool
     from tpuctl.services.quota import QuotaReport, QuotaRow
 
 app = Typer(rich_markup_mode=None, no_args_is_help=False)

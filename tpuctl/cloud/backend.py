@@ -27,15 +27,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl.catalog.shapes import SliceShape
 from tpuctl.errors import QuotaError, UsageError
-from tpuctl.models import (
-    CreateSpec,
-    Leftover,
-    Node,
-    OperationStatus,
-    QueuedResource,
-    QueueSpec,
-    QuotaPool,
-)
+from tpuctl.leftover import Leftover
+from tpuctl.models import CreateSpec, Node, OperationStatus, QueuedResource, QueueSpec
+from tpuctl.quota_pool import QuotaPool
 
 if TYPE_CHECKING:
     from tpuctl.cloud.quota import QuotaApi

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from tpuctl.durations import format_duration
 from tpuctl.errors import NotFoundError, ServiceDisabledError, TpuctlError
-from tpuctl.models import KEEP, MANAGED_BY, MANAGED_BY_VALUE, OWNER, Leftover, Node
+from tpuctl.leftover import Leftover
+from tpuctl.models import KEEP, MANAGED_BY, MANAGED_BY_VALUE, OWNER, Node
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend

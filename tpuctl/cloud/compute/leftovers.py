@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl.cloud.compute import slices as compute_slice
-from tpuctl.models import MANAGED_BY, MANAGED_BY_VALUE, OWNER, Leftover, Part
+from tpuctl.leftover import Leftover, Part
+from tpuctl.models import MANAGED_BY, MANAGED_BY_VALUE, OWNER
 
 GROUP, TEMPLATE, POLICY = "managed instance group", "instance template", "workload policy"
 KINDS = {GROUP: "instanceGroupManagers", TEMPLATE: "instanceTemplates", POLICY: "resourcePolicies"}

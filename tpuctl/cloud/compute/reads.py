@@ -12,7 +12,8 @@ from tpuctl.cloud.compute import leftovers as compute_orphans
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.errors import NotFoundError, UsageError
-from tpuctl.models import Leftover, Node
+from tpuctl.leftover import Leftover
+from tpuctl.models import Node
 
 PREEMPTED_OP = "compute.instances.preempted"  # the system operation of a preemption
 # what a VM being deleted shows until it is gone (as tpuctl's states name them: wire.STATES)

@@ -12,7 +12,8 @@ from tpuctl.cloud.backend import BackendDefaults, BackendKind, MonitoredWorkers
 from tpuctl.cloud.compute import KIND, flex, quotas
 from tpuctl.cloud.compute import quota as pool
 from tpuctl.errors import NotFoundError, TpuctlError, UsageError
-from tpuctl.models import CreateSpec, Node, PoolRow, QueuedResource, QueueSpec, QuotaPool
+from tpuctl.models import CreateSpec, Node, QueuedResource, QueueSpec
+from tpuctl.quota_pool import PoolRow, QuotaPool
 
 if TYPE_CHECKING:
     from tpuctl.cloud.backend import TpuBackend
