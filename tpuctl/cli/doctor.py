@@ -58,7 +58,9 @@ def is_node(target: str, workdir: Path | None, node_flag: bool) -> bool:
 
 def doctor(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(help="A training script (.py), or a node name.")],
+    target: Annotated[
+        str | None, typer.Argument(help="A training script (.py), or a node name.")
+    ] = None,
     accelerator: Annotated[
         str, typer.Option("--accelerator", "-a", help="Script: the slice it will run on.")
     ] = "v3-8",
@@ -100,6 +102,17 @@ def doctor(
         bool, typer.Option("--fix", help="Node: repair what is safe; ask before the rest.")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Node: agree to every repair.")] = False,
+    image: Annotated[
+        str | None,
+        typer.Option("--image", help="Check a container image (Artifact Registry) instead."),
+    ] = None,
+    service_account: Annotated[
+        str | None,
+        typer.Option(
+            "--service-account",
+            help="Image: the nodes' service account (default: the project's compute account).",
+        ),
+    ] = None,
     json_out: Json = False,
 ) -> None:
     """Check a script for GPU-to-TPU mistakes, or troubleshoot a node.
@@ -107,12 +120,22 @@ def doctor(
     For a script: the mistakes of moving from GPUs to TPUs, before a node bills (one
     line per finding and its fix). For a node: the troubleshooting chain, state and
     health, SSH, TPU devices, libtpu lockfile, processes holding the TPU, frameworks,
-    Storage access, disk and memory, the last job.
+    Storage access, disk and memory, the last job. For --image: its Python's TPU
+    runtime (its layers read whole), and whether the nodes' service account may pull it.
 
     Exit status 1 when a finding is an error, or a check of the node fails.
     Examples: tpuctl doctor train.py -a v4-8 --version tpu-vm-tf-2.16.0-pjrt;
-    tpuctl doctor my-tpu --fix
+    tpuctl doctor my-tpu --fix; tpuctl doctor --image us-docker.pkg.dev/P/R/trainer:v1
     """
+    if image is not None or target is None:
+        if target is not None or image is None:
+            raise UsageError("give a training script, a node name or --image IMAGE (one of them)")
+        from tpuctl.cli.doctor_image import doctor_image
+
+        doctor_image(app_of(ctx), image, project, service_account, json_out)
+        return
+    if service_account:
+        raise UsageError("--service-account is for --image")
     if is_node(target, workdir, node_flag):
         _node(ctx, target, zone, project, bucket, paths or [], fix, yes, json_out)
         return

@@ -3,7 +3,8 @@ Bearer challenge it answers 401 with, a registry token from the challenge's real
 Basic `oauth2accesstoken:<access token>` (what `docker login -u oauth2accesstoken` sends,
 https://cloud.google.com/artifact-registry/docs/docker/authentication#token), then the
 manifest by tag or digest with docker's Accept list and the image config blob
-(https://github.com/opencontainers/distribution-spec/blob/main/spec.md).
+(https://github.com/opencontainers/distribution-spec/blob/main/spec.md); for the doctor,
+the layer blobs as streams of names (`layer_names`, image_layers.py).
 
 Every body is read with a bound (a manifest or config over `MAX_MANIFEST` is refused) and
 checked against its digest: a `Docker-Content-Digest` that is not the sha256 of the bytes
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from tpuctl.cloud.image_layers import LayerNames, layers_of, member_names
 from tpuctl.cloud.images import PULL_PERMISSION, READER_ROLE, ImageRef, ResolvedImage
 from tpuctl.errors import CloudError, NotFoundError, PermissionDeniedError
 
@@ -87,6 +89,28 @@ class ImageRegistry:
             working_dir=str(config.get("WorkingDir") or ""),
             env=_strings(config.get("Env")),
         )
+
+    def layer_names(self, image: ResolvedImage, budget: int | None = None) -> LayerNames:
+        """The member names of each of `image`'s layers (its linux/amd64 manifest's), read
+        as streams (image_layers.py); none read when their compressed total is over
+        `budget` bytes (None: no bound). Errors as `resolve`'s, and a layer that is not a
+        gzip or plain tar, or not its digest's bytes, a CloudError."""
+        import requests
+
+        base, prefix = self._root(image.host)
+        with requests.Session() as session:
+            call = _Calls(session, base, f"{prefix}{image.repository}", image.image, self)
+            call.authenticate()
+            manifest = call.manifest(image.manifest_digest)[2]
+            layers = layers_of(manifest, image.image)
+            total = sum(layer.size for layer in layers)
+            if budget is not None and total > budget:
+                return LayerNames(total, None)
+            names = []
+            for layer in layers:
+                with call.blob(layer.digest) as answer:
+                    names.append(member_names(answer.raw, layer, image.image))
+        return LayerNames(total, names)
 
     # what _Calls reports with
     def unreachable(self, image: ImageRef, exc: BaseException) -> CloudError:
@@ -188,6 +212,14 @@ class _Calls:
                 "bytes: refused"
             )
         return self._json(data, "image config")
+
+    def blob(self, digest: str) -> Any:
+        """The answer for the blob `digest`, its body unread (the caller streams it)."""
+        answer = self._get(f"{self.base}/v2/{self.name}/blobs/{digest}", headers=self.headers)
+        if answer.status_code != 200:
+            with answer:
+                raise self._refused(answer, digest)
+        return answer
 
     def _bounded(self, answer: Any) -> bytes:
         told = answer.headers.get("Content-Length", "")
