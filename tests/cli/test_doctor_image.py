@@ -15,9 +15,11 @@ import pytest
 from tests.cli.conftest import one_line_error
 from tests.emulator import registry_helpers as reg
 from tpuctl.cloud.clients import ClientFactory
+from tpuctl.cloud.image_layers import Layer, member_names
 from tpuctl.cloud.images import PULL_PERMISSION, parse_image
 from tpuctl.emulator.tpu.models import project_number
-from tpuctl.services.doctor.image import check_image
+from tpuctl.errors import CloudError
+from tpuctl.services.doctor.image import check_image, frameworks_of, runtime_findings
 
 IMAGE = reg.NAME  # us-docker.pkg.dev/tpuctl-demo/images/trainer
 VM_ACCOUNT = f"{project_number(reg.PROJECT)}-compute@developer.gserviceaccount.com"
@@ -205,3 +207,54 @@ def test_a_bad_reference_or_both_forms_are_one_line_exit_2(cli) -> None:
     r = cli("doctor", "train.py", "--image", f"{IMAGE}:v1")
     assert r.code == 2 and "one of them" in one_line_error(r)
     assert cli("doctor").code == 2
+
+
+@pytest.mark.parametrize(
+    ("paths", "found", "checks"),
+    [
+        (
+            [f"{SITE}/torch_xla/__init__.py", f"{SITE}/torch_xla-2.5.0.dist-info/"],
+            {"torch_xla": "2.5.0"},
+            [],
+        ),
+        (
+            [f"{SITE}/tensorflow/__init__.py", f"{SITE}/tensorflow_tpu-2.18.0.dist-info/"],
+            {"tensorflow": "2.18.0", "tensorflow_tpu": "2.18.0"},
+            [],
+        ),
+        (
+            [f"{SITE}/tensorflow/__init__.py", f"{SITE}/tensorflow-2.18.0.dist-info/"],
+            {"tensorflow": "2.18.0"},
+            ["image-no-tpu-runtime"],
+        ),
+        (["usr/local/lib/python3.10/dist-packages/libtpu/libtpu.so"], {"libtpu": ""}, []),
+        ([f"{SITE}/jax/__init__.py"], {}, ["image-no-tpu-runtime"]),  # no jaxlib: no JAX
+    ],
+)
+def test_what_counts_as_a_tpu_runtime(paths: list[str], found: dict[str, str], checks) -> None:
+    assert frameworks_of([paths]) == found
+    assert [f.check for f in runtime_findings(IMAGE, found)] == checks
+
+
+class _Raw:
+    """A blob body as urllib3 streams it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.body = io.BytesIO(data)
+
+    def read(self, size: int, decode_content: bool = True) -> bytes:
+        assert decode_content is False  # a blob is read as stored
+        return self.body.read(size)
+
+
+def test_a_layer_is_believed_only_for_its_digests_bytes_and_size() -> None:
+    ref = parse_image(f"{IMAGE}:v1")
+    data = _layer(LIBTPU)
+    right = Layer(reg.digest(data), len(data), "application/vnd.oci.image.layer.v1.tar+gzip")
+    assert member_names(_Raw(data), right, ref) == [f"{SITE}/libtpu/libtpu.so", LIBTPU[1][:-1]]
+    with pytest.raises(CloudError, match="with other bytes: refused"):
+        member_names(_Raw(data), Layer(reg.digest(b"x"), len(data), ""), ref)
+    with pytest.raises(CloudError, match="longer than its 10 bytes: refused"):
+        member_names(_Raw(data), Layer(right.digest, 10, ""), ref)
+    with pytest.raises(CloudError, match="is not a gzip or plain tar"):
+        member_names(_Raw(b"\x28\xb5\x2f\xfd" + b"0" * 600), Layer(right.digest, 604, "zstd"), ref)

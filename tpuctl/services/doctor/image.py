@@ -73,7 +73,7 @@ def check_image(
         findings += _pull_findings(iam, image, project, service_account)
     frameworks = _frameworks(images, image, budget, cache, findings)
     if frameworks is not None:
-        findings += _runtime_findings(ref, frameworks)
+        findings += runtime_findings(ref, frameworks)
     return ImageReport(sorted(findings, key=Finding.sort_key), frameworks)
 
 
@@ -191,7 +191,9 @@ def _relevant(top: str) -> bool:
     )
 
 
-def _runtime_findings(ref: str, found: dict[str, str]) -> list[Finding]:
+def runtime_findings(ref: str, found: dict[str, str]) -> list[Finding]:
+    """The errors of an image whose frameworks are `found`: no TPU runtime, or JAX
+    without libtpu."""
     libtpu = "libtpu" in found
     tf_tpu = "tensorflow" in found and (libtpu or "tensorflow_tpu" in found)
     out = []
