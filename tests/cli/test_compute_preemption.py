@@ -125,7 +125,7 @@ def test_emulator_preempt_takes_one_vm_of_a_compute_engine_slice_by_worker(cli, 
 def test_emulator_preempt_takes_a_slice_vm_by_its_own_name(cli, emulator) -> None:
     """The name `gcloud compute instances list` shows for a VM of a slice (its group's
     base name and a random suffix) preempts that VM, as its worker number would."""
-    from tpuctl.cloud.compute.slices import worker_number
+    from tpuctl.cloud.compute.slice_state import worker_number
 
     r = cli("create", "vs", "-a", "v6e-16", "--api", "compute", "--zone", SLICE_ZONE, "--spot")
     assert r.code == 0, r.err

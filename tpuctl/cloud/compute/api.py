@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl.catalog.shapes import SliceShape
+from tpuctl.cloud.compute import slice_state
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.cloud.compute.reads import ComputeReads, parts
@@ -241,11 +242,11 @@ class ComputeTpuApi(ComputeReads, ComputeRules):
             return OperationStatus(op.get("status") == "DONE", error)
         mig = compute_slice.paths(project, zone, name)[0]
         managed = self._managed(mig, project)
-        error = compute_slice.capacity_error(managed, subject)
+        error = slice_state.capacity_error(managed, subject)
         group = self._call("GET", mig, f"managed instance group {name}", project)
         running = [m for m in managed if m.get("instanceStatus") == "RUNNING"]
         whole = len(running) == group.get("targetSize")
-        if error is None and not running and compute_slice.waits_in_bulk(group):
+        if error is None and not running and slice_state.waits_in_bulk(group):
             error = self.wait_ended(project, zone, group, subject)
         return OperationStatus(error is not None or whole, error)
 
@@ -261,7 +262,7 @@ class ComputeTpuApi(ComputeReads, ComputeRules):
             )
         except NotFoundError:
             return None
-        return compute_slice.wait_ended(group, found, subject)
+        return slice_state.wait_ended(group, found, subject)
 
     def whole_at_once(self, shape: SliceShape) -> bool:
         """A single-host instance becomes the node on its own; a slice's three resources

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tpuctl.cloud.compute import slice_state
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.leftover import Leftover, Part
 from tpuctl.models import MANAGED_BY, MANAGED_BY_VALUE, OWNER
@@ -73,7 +74,7 @@ def find(pages: Pages, project: str, zone: str | None = None) -> list[Leftover]:
                 found.setdefault((key[1], key[0]), {})[what] = item
     members: set[tuple[str, str]] = set()
     for vm in instances:
-        owner = compute_slice.group_of(vm)
+        owner = slice_state.group_of(vm)
         if owner is not None:
             members.add((str(vm.get("zone", "")).rsplit("/", 1)[-1], owner))
     out = []

@@ -34,7 +34,7 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud.compute import KIND, flex
+from tpuctl.cloud.compute import KIND, flex, slice_state
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute.api import ComputeTpuApi
 from tpuctl.errors import AlreadyExistsError, NotFoundError, TpuctlError, UsageError
@@ -143,7 +143,7 @@ class ComputeMultisliceApi(ComputeTpuApi):
                 continue
             mig = compute_slice.paths(node.project, node.zone, node.name)[0]
             subject = f"slice {k} of {count} ({node.name})"
-            error = compute_slice.capacity_error(self._managed(mig, node.project), subject)
+            error = slice_state.capacity_error(self._managed(mig, node.project), subject)
             if error is None and node.state == WAITING:
                 error = self.wait_ended(node.project, node.zone, node.raw["group"], subject)
             if error is not None:

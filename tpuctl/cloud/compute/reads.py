@@ -9,6 +9,7 @@ from typing import Any
 
 from tpuctl import catalog
 from tpuctl.cloud.compute import leftovers as compute_orphans
+from tpuctl.cloud.compute import slice_state
 from tpuctl.cloud.compute import slices as compute_slice
 from tpuctl.cloud.compute import wire as compute_wire
 from tpuctl.errors import NotFoundError, UsageError
@@ -76,9 +77,9 @@ class ComputeReads:
             data = self._call("GET", path, f"instance '{node}' in zone {zone}", project)
         except NotFoundError as e:
             return self._slice(project, zone, node, e)
-        group = compute_slice.group_of(data)
+        group = slice_state.group_of(data)
         if group is not None:
-            number = compute_slice.worker_number(data)
+            number = slice_state.worker_number(data)
             raise UsageError(
                 f"instance {node} is worker {number} of the slice {group}, not a node of its own",
                 hint=f"name the slice: {group}",
@@ -97,9 +98,9 @@ class ComputeReads:
             ]
             if parts == [None, None]:
                 raise missing
-            return compute_slice.leftovers(project, zone, name, *parts)
+            return slice_state.leftovers(project, zone, name, *parts)
         managed = self._managed(mig, project)
-        return compute_slice.node(group, managed, self._members(project, zone, name), project)
+        return slice_state.node(group, managed, self._members(project, zone, name), project)
 
     def _ours(self, path: str, what: str, name: str, zone: str, project: str) -> dict | None:
         try:
@@ -125,7 +126,7 @@ class ComputeReads:
             path, f"instances in zone {zone}", project, {"filter": f'name eq "{name}-.*"'}
         ):
             found += page.get("items") or []
-        return [i for i in found if compute_slice.group_of(i) == name]
+        return [i for i in found if slice_state.group_of(i) == name]
 
     def gone_state(self, name: str) -> str:
         """PREEMPTED when the zone's operations hold a `compute.instances.preempted` of
@@ -190,7 +191,7 @@ class ComputeReads:
         members: dict[tuple[str, str], list[dict[str, Any]]] = {}
         nodes = []
         for data in instances:
-            group = compute_slice.group_of(data)
+            group = slice_state.group_of(data)
             if group is None:
                 nodes.append(self._node(data, project))
             else:
@@ -202,7 +203,7 @@ class ComputeReads:
             name = str(mig.get("name", ""))
             if compute_slice.ours(mig, "managed instance group", name, gzone):
                 vms = members.get((gzone, name), [])
-                nodes.append(compute_slice.node(mig, None, vms, project))
+                nodes.append(slice_state.node(mig, None, vms, project))
         return sorted(nodes, key=lambda n: (n.zone, n.name))
 
     def leftovers(self, parent: str) -> list[Leftover]:
@@ -222,7 +223,7 @@ class ComputeReads:
         try:
             return [self._call("GET", path, f"instance '{node}' in zone {zone}", project)]
         except NotFoundError as e:
-            vms = compute_slice.in_order(self._members(project, zone, node))
+            vms = slice_state.in_order(self._members(project, zone, node))
             if not vms:
                 raise e
             return vms
