@@ -16,6 +16,7 @@ from tpuctl.errors import TpuctlError
 
 if TYPE_CHECKING:
     from tpuctl.services.run.jobfile import JobFile
+    from tpuctl.services.run.request import RunRequest
 
 
 @with_run_options  # its parameters: every option of tpuctl/services/run/options.py
@@ -28,11 +29,13 @@ def run(ctx: typer.Context, **given: Any) -> None:
     """
     from tpuctl.cli.run_file import merged
     from tpuctl.cli.run_ui import failed_json
+    from tpuctl.services.run.request import RunRequest
 
     params, job_file, from_file = merged(ctx, given["file"])
     made: list[Any] = []  # the job's runner, once there is one
     try:
-        ending = _run(ctx, params, job_file, from_file, made)
+        request = RunRequest.of(params)  # each value read into its type (`--ttl 2h`: 7200)
+        ending = _run(ctx, request, job_file, from_file, made)
     except TpuctlError as e:
         if params["json_out"] and not params["print_spec"]:
             failed_json(made[0] if made else None, e)
@@ -45,7 +48,7 @@ def run(ctx: typer.Context, **given: Any) -> None:
 
 def _run(
     ctx: typer.Context,
-    params: dict[str, Any],
+    request: RunRequest,
     job_file: JobFile | None,
     from_file: set[str],
     made: list[Any],
@@ -60,7 +63,6 @@ def _run(
     from tpuctl.services.run.runner import Adapters, Runner
 
     blame = job_file.blame if job_file else run_request.no_blame
-    request = run_request.RunRequest.of(params)  # each value read into its type
     request.check(blame, from_file)
     root, rel = request.located(blame, from_file)
     spec = request.spec(root, rel, configured_service_account())

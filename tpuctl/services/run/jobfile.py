@@ -75,9 +75,8 @@ _KEY_LINE = re.compile(
 )  # noqa: E501
 _TABLE_LINE = re.compile(r"\s*\[\s*([^\]\[]+?)\s*\]")
 
-# Written by --print-spec even when left at their defaults: what the job would otherwise
-# get from this tpuctl's defaults, which a teammate's may not share.
-ALWAYS = ("accelerator", "spot", "restarts")
+# Written by --print-spec even when left at their defaults (options.py: `always`)
+ALWAYS = tuple(o.key for o in OPTIONS if o.always and o.key)
 
 
 @dataclass

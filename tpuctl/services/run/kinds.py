@@ -19,7 +19,7 @@ from tpuctl.durations import parse_duration, parse_seconds
 from tpuctl.errors import UsageError
 from tpuctl.services.run.spec import MIN_SYNC_EVERY
 
-Read = Callable[[Any, Path, str], Any]  # a job file's value, its folder, its key -> a value
+Check = Callable[["Kind", Any, Path, str], Any]  # kind, value, the file's folder, key
 
 
 def _same(value: Any) -> Any:
@@ -31,10 +31,14 @@ class Kind:
     """What a job file must give (said in an error: `expected ...`), and the readers."""
 
     wanted: str
-    read: Read  # a job file's value -> the option's (UsageError when wrong)
+    check: Check  # a job file's value -> the option's (UsageError when wrong)
     text: Callable[[str, str], Any] | None = None  # a flag's text, its flag -> the value
     show: Callable[[Any], Any] = _same  # the value -> what a job file writes
     metavar: str | None = None  # what the flag takes, in its help
+
+    def read(self, value: Any, base: Path, key: str) -> Any:
+        """A job file's `value` for `key`, checked, in the option's type."""
+        return self.check(self, value, base, key)
 
 
 class EntryError(UsageError):
@@ -50,17 +54,9 @@ def wrong(kind: Kind, value: Any) -> UsageError:
     return UsageError(f"expected {kind.wanted}, not {shown}")
 
 
-def _kind(wanted: str, **kw: Any) -> Callable[[Callable[[Kind, Any, Path, str], Any]], Kind]:
-    """A Kind whose job-file reader is the decorated function (which gets the Kind, to
-    say what it wanted when the value is wrong)."""
-
-    def make(read: Callable[..., Any]) -> Kind:
-        made: list[Kind] = []
-        kind = Kind(wanted, lambda v, base, key: read(made[0], v, base, key), **kw)
-        made.append(kind)
-        return kind
-
-    return make
+def _kind(wanted: str, **kw: Any) -> Callable[[Check], Kind]:
+    """The Kind whose check is the decorated function."""
+    return lambda check: Kind(wanted, check, **kw)
 
 
 def shown_path(path: Path, cwd: Path | None = None) -> str:

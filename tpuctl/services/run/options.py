@@ -37,7 +37,9 @@ from tpuctl.services.run.kinds import (
 
 MAX_RESTARTS = 100  # a node recreated more often than this is a loop, not a job
 # the script as named (a job file's, from the file's folder), not made a Path: as typed
-SCRIPT = Kind(PATH.wanted, lambda v, base, key: str(PATH.read(v, base, key)), show=kinds.shown_path)
+SCRIPT = Kind(
+    PATH.wanted, lambda _, v, base, key: str(PATH.read(v, base, key)), show=kinds.shown_path
+)
 
 
 @dataclass(frozen=True)
@@ -47,11 +49,14 @@ class RunOption:
     kind: Kind
     default: Any = None
     help: str = ""
-    flags: tuple[str, ...] = ()  # default: --NAME, `_` as `-`
+    flags: tuple[str, ...] = ()  # default: --NAME, `_` as `-` (a shared one's: its first)
     key: str | None = ""  # its job file key (default: the name); None: not in a job file
     shared: str | None = None  # the CLI's option another command shares (tpuctl/cli)
     metavar: str | None = None  # what it takes, in the help (default: the kind's)
     argument: bool = False  # a positional argument, not a flag
+    # --print-spec writes it even at its default: what the job would otherwise get from
+    # this tpuctl's defaults, which a teammate's may not share
+    always: bool = False
     name: str = ""
 
     @property
@@ -80,11 +85,11 @@ class RunOptions:
     script_args: list[str] | None = option(
         STRINGS, None, "Arguments for the script, after --.", argument=True, key="args"
     )
-    accelerator: str = option(ACCELERATOR, DEFAULT_ACCELERATOR, shared="Accelerator")
+    accelerator: str = option(ACCELERATOR, DEFAULT_ACCELERATOR, shared="Accelerator", always=True)
     api: str | None = option(API, shared="RunApi")  # a registry key, auto; None: choose_api
     zone: str | None = option(ZONE, shared="Zones")  # also `zones`, a list: jobfile.py
     project: str | None = option(PROJECT, shared="Project")
-    spot: bool = option(BOOL, False, shared="Spot")
+    spot: bool = option(BOOL, False, shared="Spot", always=True)
     service_account: str | None = option(STRING, shared="ServiceAccount")
     scopes: list[str] = option(STRINGS, [], shared="Scopes")
     preemptible: bool = option(BOOL, False, shared="Preemptible")
@@ -95,7 +100,7 @@ class RunOptions:
     subnetwork: str | None = option(STRING, shared="Subnetwork")
     tags: list[str] = option(STRINGS, [], shared="Tags")
     internal_ip_only: bool = option(BOOL, False, shared="InternalIpOnly")
-    queued_flag: bool = option(BOOL, False, shared="Queued", key="queued")
+    queued_flag: bool = option(BOOL, False, shared="Queued", key="queued", flags=("--queued",))
     slices: int = option(COUNT, 1, shared="Slices")
     valid_until: int | None = option(DURATION, shared="ValidUntil")
     flex_start: bool = option(BOOL, False, shared="FlexStart")
@@ -129,6 +134,7 @@ class RunOptions:
         kinds.counted(MAX_RESTARTS),
         help="Recreate the node and restart after a preemption at most N times "
         "(default: 3 with --spot, else 0).",
+        always=True,
     )
     repairs: int = option(
         kinds.counted(MAX_RESTARTS),
@@ -174,7 +180,7 @@ class RunOptions:
         key="env",
         metavar="NAME=VALUE",
     )
-    json_out: bool = option(BOOL, False, shared="Json", key=None)
+    json_out: bool = option(BOOL, False, shared="Json", key=None, flags=("--json",))
     file: Path | None = option(
         PATH,
         help="A job file (TOML) with these options; flags given win.",
