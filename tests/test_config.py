@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.config import gcloud_properties, resolve_target
+from tpuctl.config import gcloud_properties
 from tpuctl.errors import ConfigError, UsageError
+from tpuctl.target_resolution import resolve_target
 
 
 def write_gcloud(root: Path, name: str, project: str | None, zone: str | None) -> None:

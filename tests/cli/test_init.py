@@ -247,8 +247,8 @@ def test_the_config_file_keeps_its_other_keys(isolated_env: Path) -> None:
 
 
 def test_each_project_has_its_own_zone_and_bucket(isolated_env: Path) -> None:
-    from tpuctl.config import resolve_target
     from tpuctl.services.staging import bucket_name
+    from tpuctl.target_resolution import resolve_target
 
     write_config_values({"project": "alpha-proj", "zone": "us-central1-a"})
     write_config_values({"zone": "us-west4-a", "bucket": "alpha-jobs"}, project="alpha-proj")

@@ -76,7 +76,7 @@ def job_ids(ctx: typer.Context, incomplete: str) -> list[str]:
 def _where(project: str | None, zone: str | None, need_zone: bool) -> tuple[Any, Any]:
     """The client factory and the target a command with these flags would use."""
     from tpuctl.cloud.clients import ClientFactory
-    from tpuctl.config import resolve_target
+    from tpuctl.target_resolution import resolve_target
 
     factory = ClientFactory()
     return factory, resolve_target(

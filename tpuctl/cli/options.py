@@ -90,8 +90,9 @@ class AppEnv:
         many_zones: bool = False,
     ) -> Target:
         from tpuctl.cli.first_run import not_set_up
-        from tpuctl.config import NotSetUp, resolve_target
+        from tpuctl.config import NotSetUp
         from tpuctl.services.zones import check_known
+        from tpuctl.target_resolution import resolve_target
 
         try:
             target = resolve_target(
