@@ -79,6 +79,7 @@ class Backend(ControlPlane):
         # the services' own ports (service.Front) by name, and their addresses
         self.fronts = types.SimpleNamespace()
         self.front_endpoints: dict[str, str] = {}
+        self.workers.docker.endpoints = self.front_endpoints  # the workers' docker pulls there
         self.requests = RequestLog()  # counts and bodies of the API calls, for the control plane
 
     def _monitored(self) -> list[monitoring.WorkerView]:

@@ -9,6 +9,8 @@ Layout, under STATE_DIR/workers (or a temp dir when the emulator keeps no state)
     <node id>-<node uid>/w<k>/ssh_host_{ed25519,ecdsa}_key   the worker's SSH host keys
     ssh_host_rsa_key                                   the RSA host key, one per emulator
     <node id>-<node uid>/w<k>/startup-script(.log)     the node's startup script, its output
+    <node id>-<node uid>/w<k>-docker/                  the worker's container images (images.py)
+    docker                                             the workers' `docker` (containers.py)
 
 A recreated node has a new uid, so it gets a fresh folder and new host keys. Every
 process started on a worker carries TPUCTL_EMULATOR_WORKER=<emulator>/<uid>/<k> in its
@@ -32,6 +34,7 @@ from typing import Any
 
 from tpuctl.emulator.tpu.models import Node, tpu_vm_name
 from tpuctl.emulator.workers import guest_env
+from tpuctl.emulator.workers.containers import Daemons
 from tpuctl.emulator.workers.sandbox import Refused, Sandbox
 
 MARKER = "TPUCTL_EMULATOR_WORKER"
@@ -67,6 +70,7 @@ class WorkerFiles:
     def __init__(self, state_dir: Path | None, sandbox: Sandbox | None = None) -> None:
         self._state_dir = state_dir
         self.sandbox = sandbox or Sandbox()
+        self.docker = Daemons(self.sandbox)  # each worker's docker daemon (containers.py)
         self._root: Path | None = None
         self._temp = False
         # tells this emulator's processes apart; begins with its pid, so that `emulator
@@ -144,6 +148,8 @@ class WorkerFiles:
         (wdir / "home").mkdir(parents=True, exist_ok=True)
         (wdir / "dev").mkdir(exist_ok=True)
         self.sandbox.prepare(wdir / "root")
+        self._docker_cli()
+        self.docker.serve(wdir)
         if not (wdir / NO_DEVICE).exists():  # gone for good once a fault took them
             for device in self.devices(node, worker):
                 device.parent.mkdir(exist_ok=True)
@@ -161,6 +167,19 @@ class WorkerFiles:
                 os.replace(tmp, key_file)
             keys[algorithm] = key_file.read_text()
         return keys
+
+    def _docker_cli(self) -> None:
+        """The workers' `docker` (docker_cli.py under the workers' python3; sandbox.py
+        binds it where the machine has its own)."""
+        path = self.root / "docker"
+        cli = Path(__file__).with_name("docker_cli.py")
+        text = f'#!/bin/sh\nexec "{guest_env.python()}" -I -S "{cli}" "$@"\n'
+        if not path.is_file() or path.read_text() != text:
+            tmp = path.with_name(f"docker.{secrets.token_hex(4)}.tmp")
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            os.replace(tmp, path)
+        self.sandbox.docker_cli = str(path)
 
     def run_startup_script(self, node: Node, worker: int, env: dict[str, str]) -> int | None:
         """Run the node's `startup-script` metadata on a worker that just came up, as the
@@ -207,6 +226,7 @@ class WorkerFiles:
         return proc
 
     def remove_node(self, node_dir_name: str) -> None:
+        self.docker.end(lambda wdir: Path(wdir).parent.name == node_dir_name)
         shutil.rmtree(self.root / node_dir_name, ignore_errors=True)
 
     def node_dir_names(self) -> set[str]:
@@ -221,7 +241,9 @@ class WorkerFiles:
         """SIGKILL (or `sig`) the processes of one worker, of one node (by uid) or of every
         worker of this emulator; returns how many were signalled. A SIGKILL takes the
         workers down: their PID namespaces are ended first, and waited for, so that a
-        worker started again at once gets a new one (sandbox.py)."""
+        worker started again at once gets a new one (sandbox.py); its containers get the
+        signal too (containers.py)."""
+        self.docker.kill(lambda wdir: _is_worker(Path(wdir), uid, worker), sig)
         if sig == signal.SIGKILL:
             self.sandbox.end_namespaces(lambda wdir: _is_worker(Path(wdir), uid, worker))
         if uid is None:
@@ -233,6 +255,7 @@ class WorkerFiles:
     def close(self) -> None:
         """End the workers' PID namespaces; remove the temporary workers dir, if one was
         made."""
+        self.docker.end(lambda _: True)
         self.sandbox.close()
         if self._temp and self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)

@@ -12,6 +12,9 @@ which maps paths instead; the node's startup script) runs under bubblewrap (`bwr
                            <worker dir>/dev/vfio/0.. at /dev/vfio/0.. from v5e on:
                            files.py), those that are there when the command starts
     <worker dir>           bound read-write at its own path (HOME and TPUCTL_TPU_DEVICES name it)
+    docker                 the emulated docker CLI (docker_cli.py) over the machine's
+                           /usr/local/bin/docker and /usr/bin/docker; its daemon's socket
+                           is the root's /var/run/docker.sock (containers.py)
 
 Where the emulator may (it runs as root, and bwrap can make and join a PID namespace,
 tried once), every worker has a PID namespace of its own, held by a `sleep` under bwrap's
@@ -66,6 +69,9 @@ _uts_probed: dict[str, bool] = {}  # bwrap path -> whether --unshare-uts works
 _pidns_probed: dict[str, bool] = {}  # bwrap path -> whether workers get PID namespaces
 _pidns_lock = threading.Lock()
 _NO_CAPS = ("--cap-drop", "ALL")  # as root: a worker's root may not mount, mknod, ...
+# where the worker's `docker` (containers.py) is bound over the machine's; /snap/bin (on a
+# VM's PATH, in the worker's own root) when the machine has neither
+_DOCKER_PATHS = ("/usr/local/bin/docker", "/usr/bin/docker")
 _probe_lock = threading.Lock()
 
 
@@ -165,6 +171,7 @@ class Sandbox:
         self._system: list[str] | None = None
         self._holders: dict[str, Holder] = {}  # worker dir -> its PID namespace's holder
         self._holders_lock = threading.Lock()
+        self.docker_cli: str | None = None  # the workers' `docker` (WorkerFiles sets it)
 
     def problem(self) -> str | None:
         """Why bwrap cannot confine the workers here (None: it can)."""
@@ -362,6 +369,7 @@ class Sandbox:
                 "/",
                 *self._system_binds(),
                 *_device_binds(worker_dir),
+                *self._docker_binds(),
                 "--bind",
                 wdir,
                 wdir,
@@ -372,3 +380,50 @@ class Sandbox:
             ],
             fds,
         )
+
+    def _docker_binds(self) -> list[str]:
+        if self.docker_cli is None:
+            return []
+        where = [p for p in _DOCKER_PATHS if os.path.isfile(p)] or ["/snap/bin/docker"]
+        return [arg for path in where for arg in ("--ro-bind", self.docker_cli, path)]
+
+    def container(
+        self,
+        worker_dir: Path,
+        root: str,
+        argv: list[str],
+        binds: list[str],
+        cwd: str,
+        hostname: str | None,
+    ) -> Command:
+        """A container's process (containers.py), started from outside the worker's
+        sandbox: `root` as `/`, a procfs, a minimal /dev with the worker's TPU device files,
+        `binds`, the worker's hostname, without any capability, in the worker's PID
+        namespace (OSError when the worker has none running: it is down)."""
+        if not self.confined:
+            raise Refused("containers run only in the workers' sandbox (bubblewrap)")
+        found = _probe(self.bwrap)
+        proc = found if isinstance(found, list) else list(_PROC_CHOICES[0])
+        named = ["--unshare-uts", "--hostname", hostname] if hostname and self._uts() else []
+        fds: tuple[int, ...] = ()
+        if self.namespaced:
+            with self._holders_lock:
+                holder = self._holders.get(str(worker_dir))
+                if holder is None or not holder.alive():
+                    raise OSError("the worker is not running")
+                fds = (holder.namespace(),)
+            named += ["--pidns", str(fds[0])]
+        else:  # a namespace of its own, which ends with it
+            named += ["--unshare-pid", "--die-with-parent"]
+        if os.geteuid() == 0:
+            named += _NO_CAPS
+        return Command(
+            [self.bwrap, *named, "--bind", root, "/", *proc, "--dev", "/dev"]
+            + [*_device_binds(worker_dir), *binds, "--chdir", cwd, "--", *argv],
+            fds,
+        )
+
+    def read_only(self) -> list[str]:
+        """Where the workers see the machine's files (read-only), not their own."""
+        binds = self._system_binds()
+        return [binds[i + 2] for i, arg in enumerate(binds) if arg == "--ro-bind"]

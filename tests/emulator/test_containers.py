@@ -1,0 +1,329 @@
+"""An emulated worker's `docker` (workers/containers.py, docker_cli.py): an image built
+here (a layer with a shell and its libraries, a second that overrides and whites out
+files of the first), pushed to the emulator's registry as docker pushes, is pulled and
+run on a worker over SSH as on a TPU VM: login with the VM's token, pull by digest, run
+with its environment, binds, devices, exit status and signals; docker's refusals."""
+
+from __future__ import annotations
+
+import array
+import base64
+import hashlib
+import http.client
+import io
+import json
+import os
+import shlex
+import socket
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.emulator.ssh_helpers import create, delete, mine, user_key, wait_until
+from tests.emulator.test_ssh_workers import run
+from tpuctl.emulator.workers.sandbox import Sandbox
+
+CONFINED = pytest.mark.skipif(Sandbox().mode != "bwrap", reason="needs bubblewrap")
+
+PROJECT, REPO = "tpuctl-demo", "boxes"
+NAME = f"us-docker.pkg.dev/{PROJECT}/{REPO}/tool"
+SA = f"runner@{PROJECT}.iam.gserviceaccount.com"
+PULL = "artifactregistry.repositories.downloadArtifacts"
+TOKEN = (
+    'python3 -c "import json,os,urllib.request as u; print(json.load(u.urlopen(u.Request('
+    "os.environ['TPUCTL_METADATA_URL'] + '/instance/service-accounts/default/token', "
+    "headers={'Metadata-Flavor': 'Google'})))['access_token'])\""
+)
+LOGIN = f"{TOKEN} | docker login -u oauth2accesstoken --password-stdin https://us-docker.pkg.dev"
+
+
+def _send(address: str, method: str, path: str, body: bytes = b"", **headers: str) -> Any:
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request(method, path, body=body or None, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _layer(files: dict[str, bytes | str | None], gzip: bool) -> bytes:
+    """A layer: a path's bytes, a host file's path to copy (str), or None for a FIFO."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz" if gzip else "w") as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            if data is None:
+                info.type = tarfile.FIFOTYPE
+            elif isinstance(data, str):
+                data = Path(data).read_bytes()
+                info.mode = 0o755
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return raw.getvalue()
+
+
+def _libraries(*programs: str) -> dict[str, str]:
+    """The programs and the shared libraries `ldd` names for them, by their path."""
+    found = {}
+    for program in programs:
+        found[program.lstrip("/")] = os.path.realpath(program)
+        for line in subprocess.run(["ldd", program], capture_output=True, text=True).stdout.split(
+            "\n"
+        ):
+            path = next((w for w in line.split() if w.startswith("/")), None)
+            if path:
+                found[path.lstrip("/")] = os.path.realpath(path)
+    return found
+
+
+def _push(registry: str, tag: str) -> str:
+    """The test image as NAME:tag; its manifest's digest."""
+    basic = base64.b64encode(b"oauth2accesstoken:ya29.a-user-token").decode()
+    status, body = _send(
+        registry,
+        "GET",
+        f"/v2/token?service={registry}&scope=repository:{NAME}:pull,push",
+        Authorization=f"Basic {basic}",
+    )
+    auth = {"Authorization": f"Bearer {json.loads(body)['token']}"}
+    first = _layer(
+        {
+            **_libraries("/bin/dash", "/bin/sleep", "/bin/cat"),
+            "bin/sh": "/bin/dash",
+            "etc/msg": b"from the first layer\n",
+            "etc/gone": b"whited out\n",
+            "data/old": b"hidden by the opaque folder\n",
+            "wait.fifo": None,
+        },
+        gzip=True,
+    )
+    second = _layer(
+        {
+            "etc/msg": b"from the second layer\n",
+            "etc/.wh.gone": b"",
+            "data/.wh..wh..opq": b"",
+            "data/new": b"new\n",
+        },
+        gzip=False,
+    )
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {
+                "Cmd": ["cat", "/etc/msg"],
+                "Env": ["FROM_IMAGE=yes"],
+                "WorkingDir": "/data",
+            },
+            "rootfs": {"type": "layers", "diff_ids": []},
+        }
+    ).encode()
+    layers = []
+    for blob, kind in ((first, "tar+gzip"), (second, "tar"), (config, None)):
+        path = f"/v2/{NAME}/blobs/uploads/?digest={_sha(blob)}"
+        assert _send(registry, "POST", path, blob, **auth)[0] == 201
+        if kind:
+            layers.append(
+                {
+                    "mediaType": f"application/vnd.oci.image.layer.v1.{kind}",
+                    "digest": _sha(blob),
+                    "size": len(blob),
+                }
+            )
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": _sha(config),
+                "size": len(config),
+            },
+            "layers": layers,
+        }
+    ).encode()
+    headers = {**auth, "Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    assert _send(registry, "PUT", f"/v2/{NAME}/manifests/{tag}", manifest, **headers)[0] == 201
+    return _sha(manifest)
+
+
+@pytest.fixture
+def worker(emulator: Any, emulator_server: Any, tmp_path: Path) -> Any:
+    """(run a command on worker 0 as alice: its result, the worker's folder, the image's
+    digest) of a READY v3-8 whose account is SA."""
+    create_repo = f"/v1/projects/{PROJECT}/locations/us/repositories?repositoryId={REPO}"
+    body = json.dumps({"format": "DOCKER"}).encode()
+    assert (
+        _send(emulator.address, "POST", create_repo, body, **{"Content-Type": "application/json"})[
+            0
+        ]
+        == 200
+    )
+    digest = _push(str(emulator.status()["registry_endpoint"]), "v1")
+    pub, key = user_key(tmp_path)
+    node = create(
+        emulator,
+        "docked",
+        "v3-8",
+        metadata={"ssh-keys": f"alice:{pub}"},
+        service_account={"email": SA},
+    )
+    wdir = Path(emulator_server.backend.worker_env(node.name, 0)["HOME"]).parent
+
+    def on_worker(cmd: str) -> Any:
+        return run(emulator, tmp_path, node, 0, "alice", key, cmd)
+
+    try:
+        yield on_worker, wdir, digest
+    finally:
+        if any(n["name"] == node.name for n in emulator.nodes()):
+            delete(emulator, node.name)
+        procs = mine(emulator_server, holders=True)
+        wait_until(lambda: not procs(), "the worker's processes (and containers) to be gone")
+
+
+def _out(done: Any) -> str:
+    return done.stdout.decode()
+
+
+@CONFINED
+def test_an_image_runs_on_a_worker_as_docker_runs_it(worker: Any) -> None:
+    on_worker, wdir, digest = worker
+    image = f"{NAME}@{digest}"
+    done = on_worker(f"export DOCKER_CONFIG=$HOME/.dk; {LOGIN} && cat $DOCKER_CONFIG/config.json")
+    assert done.exit_status == 0, done.stderr
+    assert _out(done).startswith("Login Succeeded\n")
+    auth = json.loads(_out(done).split("\n", 1)[1])["auths"]["us-docker.pkg.dev"]["auth"]
+    assert base64.b64decode(auth).decode().startswith("oauth2accesstoken:ya29.")
+
+    pull = on_worker(f"export DOCKER_CONFIG=$HOME/.dk; docker pull {image}")
+    assert pull.exit_status == 0, pull.stderr
+    lines = _out(pull).splitlines()
+    assert lines[-2:] == [f"Status: Downloaded newer image for {image}", image]
+    again = on_worker(f"export DOCKER_CONFIG=$HOME/.dk; docker pull {image}")
+    assert _out(again).splitlines()[-2:] == [f"Status: Image is up to date for {image}", image]
+    inspect = on_worker(f"docker image inspect --format '{{{{json .Config}}}}' {image}")
+    assert json.loads(_out(inspect))["Env"] == ["FROM_IMAGE=yes"]
+
+    # the image's Cmd, in its WorkingDir: the second layer's file; whiteouts applied
+    assert _out(on_worker(f"docker run --rm --net=host {image}")) == "from the second layer\n"
+    script = (
+        'echo "$FROM_IMAGE $GIVEN $FROM_CLI $(pwd)"; echo /etc/* /data/*; '
+        "test -e /dev/accel0 && echo has-accel0; echo written > /out/result; exit 7"
+    )
+    cmd = (
+        f"mkdir -p /tmp/o && FROM_CLI=cli docker run --rm --name c1 --net=host --privileged "
+        "--device /dev/accel0 -e GIVEN=given -e FROM_CLI -v /tmp/o:/out "
+        f"{image} sh -c {shlex.quote(script)}"
+    )
+    done = on_worker(cmd)
+    assert done.exit_status == 7, done.stderr
+    # the image's and the given environment; the first layer's /etc/gone and /data/old
+    # whited out by the second
+    assert _out(done) == "yes given cli /data\n/etc/msg /data/new\nhas-accel0\n"
+    assert (wdir / "root" / "tmp" / "o" / "result").read_text() == "written\n"
+
+
+@CONFINED
+def test_a_signal_to_docker_reaches_the_container(worker: Any) -> None:
+    on_worker, wdir, digest = worker
+    script = "trap 'kill $!; echo got-term; exit 42' TERM; echo > /out/ready; sleep 60 & wait"
+    cmd = (
+        f"mkdir -p /tmp/s; docker run --rm --name sig -v /tmp/s:/out {NAME}@{digest} "
+        f"sh -c {shlex.quote(script)} & pid=$!; until [ -e /tmp/s/ready ]; do sleep 0.05; done; "
+        "docker ps -q --filter name=sig | wc -l; kill -TERM $pid; wait $pid; echo status=$?"
+    )
+    done = on_worker(f"export DOCKER_CONFIG=$HOME/.dk; {LOGIN} >/dev/null && {cmd}")
+    assert _out(done).split("\n")[-3:] == ["got-term", "status=42", ""], done.stderr
+    assert _out(done).split("\n")[0] == "1"
+
+
+@CONFINED
+def test_docker_refuses_as_docker_does(emulator: Any, worker: Any) -> None:
+    on_worker, wdir, digest = worker
+    done = on_worker(f"docker run --bogus {NAME}@{digest}")
+    assert (done.exit_status, done.stderr.decode()) == (
+        125,
+        "unknown flag: --bogus\nSee 'docker run --help'.\n",
+    )
+    setup = f"export DOCKER_CONFIG=$HOME/.dk; {LOGIN} >/dev/null 2>&1 && "
+    missing = on_worker(setup + f"docker pull {NAME}:v9")
+    assert missing.exit_status == 1
+    assert missing.stderr.decode().startswith("Error response from daemon: manifest for ")
+    assert "manifest unknown" in missing.stderr.decode()
+    # run pulls what is not here: with no credentials (no DOCKER_CONFIG), refused
+    anonymous = on_worker(f"docker run --rm {NAME}@{digest} true")
+    assert anonymous.exit_status == 125
+    assert "Unauthenticated request" in anonymous.stderr.decode()
+    assert on_worker(setup + f"docker pull {NAME}@{digest}").exit_status == 0
+    outside = on_worker(f"docker run --rm -v /etc:/x {NAME}@{digest} true")
+    assert outside.exit_status == 125
+    assert "invalid mount config: /etc is not the worker's own" in outside.stderr.decode()
+    absent = on_worker(f"docker run --rm {NAME}@{digest} nothing-here")
+    assert absent.exit_status == 127
+    assert '"nothing-here": executable file not found in $PATH' in absent.stderr.decode()
+    emulator.config(service_accounts={SA: {"denied_permissions": [PULL]}})
+    refused = on_worker(setup + f"docker pull {NAME}@{digest}")
+    assert refused.exit_status == 1
+    assert refused.stderr.decode().startswith("Error response from daemon: ")
+    assert f'denied: Permission "{PULL}" denied on resource' in refused.stderr.decode()
+
+
+def _sleeping(mark: str) -> list[int]:
+    """This machine's processes running `sleep MARK`."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{entry}/cmdline").read_bytes() == f"sleep\0{mark}\0".encode():
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+@CONFINED
+def test_no_container_process_outlives_its_worker(emulator: Any, worker: Any) -> None:
+    on_worker, wdir, digest = worker
+    mark = str(400000 + os.getpid() % 10000)
+    pull = f"export DOCKER_CONFIG=$HOME/.dk; {LOGIN} && docker pull {NAME}@{digest}"
+    assert on_worker(pull).exit_status == 0
+    detached = f"setsid docker run --rm --name long {NAME}@{digest} sleep {mark} >/dev/null 2>&1 &"
+    assert on_worker(detached).exit_status == 0
+    wait_until(lambda: _sleeping(mark), "the container's process")
+    assert _out(on_worker("docker ps -q --filter name=lon")).strip() != ""
+    emulator.tpu_client().delete_node(name=emulator.nodes()[0]["name"]).result()
+    wait_until(lambda: not _sleeping(mark), "the container's process to end with its worker")
+
+
+def test_an_unconfined_worker_runs_no_container(tmp_path: Path) -> None:
+    """Without the workers' sandbox, `run` is refused by the daemon (image code never
+    runs on the machine unconfined)."""
+    from tpuctl.emulator.workers.containers import Daemons
+
+    daemons = Daemons(Sandbox(bwrap=str(tmp_path / "no-bwrap"), unconfined=True))
+    wdir = tmp_path / "node" / "w0"
+    daemons.serve(wdir)
+    read, write = os.pipe()
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(wdir / "root" / "var" / "run" / "docker.sock"))
+            request = json.dumps({"op": "run", "image": f"{NAME}:v1"}).encode() + b"\n"
+            rights = array.array("i", [read, write, write]).tobytes()
+            sock.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+            replies = [json.loads(line) for line in sock.makefile("rb")]
+    finally:
+        os.close(read)
+        os.close(write)
+        daemons.end(lambda _: True)
+    assert replies[-1] == {"exit": 125}
+    assert "runs containers only in sandboxed workers" in replies[0]["err"]
