@@ -11,7 +11,7 @@ import pytest
 from tpuctl.agent import protocol
 from tpuctl.cloud.storage import Bucket
 from tpuctl.errors import AlreadyExistsError, NotFoundError, UsageError
-from tpuctl.services import records, staging
+from tpuctl.services import blob_sender, records, staging
 from tpuctl.services import workdir as workdir_module
 from tpuctl.services.staging import JobSpec, stage_job
 
@@ -82,7 +82,7 @@ def test_stage_uploads_blobs_and_record(bucket: Bucket, workdir: Path) -> None:
         "size": 17,
         "mode": 0o644,
     }
-    assert bucket.read_bytes(staging.blob_path(entry["sha256"]))[0] == b"import pkg.model\n"
+    assert bucket.read_bytes(protocol.blob_path(entry["sha256"]))[0] == b"import pkg.model\n"
     assert record["env"] == request["env"] == ["A", "WANDB_KEY"]
     assert record["args"] == ["--lr", "0.1 0.2"] and record["teardown"] is True
     for key in ("id", "user", "host", "created", "node", "accelerator", "script", "bucket"):
@@ -193,7 +193,7 @@ class _Growing:
         return data
 
 
-@pytest.mark.parametrize("limit", [staging.INLINE_LIMIT, 4])  # kept in memory, or copied
+@pytest.mark.parametrize("limit", [blob_sender.INLINE_LIMIT, 4])  # kept in memory, or copied
 def test_a_file_changing_while_staged_is_staged_as_read(bucket, workdir, monkeypatch, limit):
     log = workdir / "train.log"
     log.write_text("step 1\n")
@@ -205,10 +205,10 @@ def test_a_file_changing_while_staged_is_staged_as_read(bucket, workdir, monkeyp
         lambda path, mode="r": _Growing(path, mode) if Path(path) == log else real_open(path, mode),
         raising=False,
     )
-    monkeypatch.setattr(staging, "INLINE_LIMIT", limit)
+    monkeypatch.setattr(blob_sender, "INLINE_LIMIT", limit)
     staged = stage_job(bucket, spec(bucket), workdir)
     entry = bucket.read_json(protocol.request_path(staged.job_id))[0]["manifest"]["train.log"]
-    sent = bucket.read_bytes(staging.blob_path(entry["sha256"]))[0]
+    sent = bucket.read_bytes(protocol.blob_path(entry["sha256"]))[0]
     assert sent.startswith(b"step 1\n") and len(sent) == entry["size"]  # the bytes hashed
     assert hashlib.sha256(sent).hexdigest() == entry["sha256"]
     assert log.read_bytes() != sent  # the file went on changing after it was read
