@@ -327,3 +327,34 @@ def test_an_unconfined_worker_runs_no_container(tmp_path: Path) -> None:
         daemons.end(lambda _: True)
     assert replies[-1] == {"exit": 125}
     assert "runs containers only in sandboxed workers" in replies[0]["err"]
+
+
+@CONFINED
+def test_kill_rm_and_a_device_gone_as_docker_says(emulator: Any, worker: Any) -> None:
+    on_worker, wdir, digest = worker
+    image = f"{NAME}@{digest}"
+    script = "trap 'kill $!; echo got-usr1; exit 3' USR1; echo > /out/ready; sleep 60 & wait"
+    start = (
+        f"export DOCKER_CONFIG=$HOME/.dk; {LOGIN} >/dev/null 2>&1 && docker pull {image} >/dev/null"
+        f" && mkdir -p /tmp/k && (docker run --rm --name k1 -v /tmp/k:/out {image} "
+        f"sh -c {shlex.quote(script)} > /tmp/k/out; echo $? > /tmp/k/status) & "
+        "until [ -e /tmp/k/ready ]; do sleep 0.05; done; docker kill --signal USR1 k1; "
+        "until [ -e /tmp/k/status ]; do sleep 0.05; done; cat /tmp/k/out /tmp/k/status"
+    )
+    done = on_worker(start)
+    assert _out(done) == "k1\ngot-usr1\n3\n", done.stderr
+    missing = on_worker("docker kill k1")
+    assert (missing.exit_status, missing.stderr.decode()) == (
+        1,
+        "Error response from daemon: Cannot kill container: k1: No such container: k1\n",
+    )
+    long = f"setsid docker run --rm --name k2 {image} sleep 60 >/dev/null 2>&1 & "
+    long += 'until [ -n "$(docker ps -q --filter name=k2)" ]; do sleep 0.05; done; '
+    long += "docker rm -f k2; docker ps -q --filter name=k2 | wc -l; docker rm -f k2; echo $?"
+    assert _out(on_worker(long)) == "k2\n0\n0\n"
+
+    emulator.worker_fault(emulator.nodes()[0]["name"], "no-device")
+    gone = on_worker(f"docker run --rm --device /dev/accel0 {image} true")
+    assert gone.exit_status == 125
+    assert 'adding custom device "/dev/accel0": no such file' in gone.stderr.decode()
+    assert _out(on_worker(f"docker run --rm {image} sh -c 'echo /dev/accel*'")) == "/dev/accel*\n"
