@@ -114,8 +114,10 @@ def apply_layer(root: str, layer: Path) -> None:
 
 
 def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, root: str) -> None:
-    name = os.path.normpath("/" + member.name).lstrip("/")
-    if not name or member.ischr() or member.isblk():
+    name = os.path.normpath(member.name.lstrip("/"))
+    if name == ".." or name.startswith("../"):
+        raise ImageError(f"invalid layer: {member.name} leads out of the image's root")
+    if name == "." or member.ischr() or member.isblk():
         return
     target = resolve(root, name)
     os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -126,8 +128,10 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, root: str) -> None:
     elif member.issym():
         os.symlink(member.linkname, target)
     elif member.islnk():
-        source = resolve(root, os.path.normpath("/" + member.linkname))
-        if not os.path.isfile(source) or os.path.islink(source):
+        link = os.path.normpath(member.linkname.lstrip("/"))
+        source = resolve(root, link)
+        bad = link == ".." or link.startswith("../") or os.path.islink(source)
+        if bad or not os.path.isfile(source):
             raise ImageError(f"invalid hard link in layer: {member.name} -> {member.linkname}")
         os.link(source, target)
         return
