@@ -33,31 +33,13 @@ def _layer(path: Path, *members: tuple[str, str, str]) -> Path:
 def test_whiteouts_hide_what_the_layers_below_have(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
-    apply_layer(
-        str(root),
-        _layer(
-            tmp_path / "1.tar",
-            ("etc/a", "file", "1"),
-            ("etc/b", "file", "1"),
-            ("d/old", "file", "1"),
-        ),
-    )
-    apply_layer(
-        str(root),
-        _layer(
-            tmp_path / "2.tar",
-            ("etc/.wh.b", "file", ""),
-            ("d/.wh..wh..opq", "file", ""),
-            ("d/new", "file", "2"),
-            ("etc/a", "file", "2"),
-        ),
-    )
-    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == [
-        "d",
-        "d/new",
-        "etc",
-        "etc/a",
-    ]
+    first = [("etc/a", "file", "1"), ("etc/b", "file", "1"), ("d/old", "file", "1")]
+    apply_layer(str(root), _layer(tmp_path / "1.tar", *first))
+    whiteouts = [("etc/.wh.b", "file", ""), ("d/.wh..wh..opq", "file", "")]
+    second = [*whiteouts, ("d/new", "file", "2"), ("etc/a", "file", "2")]
+    apply_layer(str(root), _layer(tmp_path / "2.tar", *second))
+    found = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert found == ["d", "d/new", "etc", "etc/a"]
     assert (root / "etc" / "a").read_text() == "2"
 
 
