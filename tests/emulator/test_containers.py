@@ -232,6 +232,10 @@ def test_an_image_runs_on_a_worker_as_docker_runs_it(worker: Any) -> None:
     # whited out by the second
     assert _out(done) == "yes given cli /data\n/etc/msg /data/new\nhas-accel0\n"
     assert (wdir / "root" / "tmp" / "o" / "result").read_text() == "written\n"
+    # --env-file (a bare NAME taken from the CLI's environment), -w made, --entrypoint
+    options = f"--env-file /tmp/e -w /made --entrypoint sh {image} -c 'echo $A $B $(pwd)'"
+    done = on_worker(f"printf 'A=from-file\\n# no\\nB\\n' > /tmp/e; B=b docker run --rm {options}")
+    assert _out(done) == "from-file b /made\n", done.stderr
 
 
 @CONFINED
