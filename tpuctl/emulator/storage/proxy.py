@@ -18,49 +18,34 @@ on a network only the proxy reaches (private_net.py). It does what fake-gcs-serv
   shows it (fake-gcs-server shows one location for every bucket).
 Everything else passes on unchanged.
 
-Bodies stream both ways in blocks of BLOCK bytes (a checkpoint of gigabytes is never
-held in memory), one thread per connection, and one kept-alive upstream connection per
-thread.
+One thread per connection; what passes on is relayed by relay.py (bodies streamed,
+one kept-alive upstream connection per thread).
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import re
-import socket
 import threading
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tpuctl.emulator.core import browsers
 from tpuctl.emulator.core.errors import ApiError
-from tpuctl.emulator.core.http_server import QuietServer
 from tpuctl.emulator.iam import accounts as iam
 from tpuctl.emulator.offerings import apis
 from tpuctl.emulator.storage import lifecycle as bucket_lifecycle
 from tpuctl.emulator.storage import preconditions
+from tpuctl.emulator.storage.relay import Relay, Upstream
 from tpuctl.emulator.tpu.models import project_number
 
-BLOCK = 1 << 20
 # A bucket is where its insert's `location` says, kept uppercase ("us-west4" is shown as
 # US-WEST4); without one it is in the US multi-region
 # (https://cloud.google.com/storage/docs/json_api/v1/buckets/insert, `location`;
 # https://cloud.google.com/storage/docs/locations).
 _DEFAULT_LOCATION = "US"
 _MULTI_REGIONS = {"US", "EU", "ASIA"}
-_HOP = {
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "host",
-    "expect",
-}
 # (method, path pattern) -> the permission a call needs (Cloud Storage's IAM reference)
 _RULES: list[tuple[str, re.Pattern[str], str]] = [
     (m, re.compile(p), perm)
@@ -98,11 +83,6 @@ _BUCKET_VERBS = {
 }
 
 
-def _passed(header: str) -> bool:
-    """An answer's header passed on: not hop-by-hop, not CORS (fake-gcs-server allows `*`)."""
-    return header.lower() not in _HOP and not header.lower().startswith("access-control-")
-
-
 def permission(method: str, path: str) -> str | None:
     """The IAM permission a Cloud Storage JSON API call needs (None: not one we know)."""
     path = unquote(path)
@@ -127,59 +107,13 @@ def _show(item: dict[str, Any], meta: dict[str, Any]) -> None:
         item["metageneration"] = str(meta.get("metageneration") or item["metageneration"])
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(Relay):
     server: StorageProxy
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
 
     def _refuse(self, payload: dict[str, Any], drained: bool = False) -> None:
         if not drained:
             self._drain()
         self._answer(payload["error"]["code"], "", [], json.dumps(payload).encode())
-
-    def _answer(
-        self, status: int, reason: str, headers: list[tuple[str, str]], data: bytes
-    ) -> None:
-        """A whole answer, held in memory (small: an error, or bucket metadata)."""
-        self.send_response(status, reason or None)
-        kind = "application/json; charset=UTF-8"
-        for name, value in headers:
-            if name.lower() == "content-type":
-                kind = value
-            elif _passed(name) and name.lower() != "content-length":
-                self.send_header(name, value)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _drain(self) -> None:
-        """Read the request body we will not pass on, so the connection stays usable."""
-        for _ in self._body():
-            pass
-
-    def _body(self) -> Any:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return
-                yield self.rfile.read(size)
-                self.rfile.readline()
-        left = int(self.headers.get("Content-Length") or 0)
-        while left > 0:
-            data = self.rfile.read(min(BLOCK, left))
-            if not data:
-                return
-            left -= len(data)
-            yield data
 
     def _check(self) -> dict[str, Any] | None:
         """The error body for a call its caller may not make (a VM's token, or the
@@ -306,108 +240,10 @@ class _Handler(BaseHTTPRequestHandler):
             data = json.dumps(resource).encode()
         self._answer(status, reason, headers, data)
 
-    def _upstream(self) -> http.client.HTTPConnection:
-        local = self.server.local
-        conn = getattr(local, "conn", None)
-        if conn is None:
-            conn = self.server.storage.connection(300)
-            local.conn = conn
-        return conn
-
-    def _open(self, length: int | None = None) -> http.client.HTTPConnection:
-        """The upstream connection with this request's line and headers sent (`length`:
-        the body's, replacing the request's own and its encoding)."""
-        chunked = length is None and self.headers.get("Transfer-Encoding", "").lower() == "chunked"
-        drop = _HOP | ({"content-length", "accept-encoding"} if length is not None else set())
-        for attempt in (0, 1):  # a kept-alive upstream connection may have been closed
-            conn = self._upstream()
-            try:
-                conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-                conn.putheader("Host", self.server.target)
-                for name, value in self.headers.items():
-                    if name.lower() not in drop:
-                        conn.putheader(name, value)
-                if chunked:
-                    conn.putheader("Transfer-Encoding", "chunked")
-                if length is not None:
-                    conn.putheader("Content-Length", str(length))
-                conn.endheaders()
-                return conn
-            except OSError:
-                conn.close()
-                self.server.local.conn = None
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _response(self, conn: http.client.HTTPConnection) -> http.client.HTTPResponse:
-        try:
-            return conn.getresponse()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            self.server.local.conn = None
-            raise
-
-    def _exchange(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        """Send this request with `body`; the whole answer (status, reason, headers, body)."""
-        conn = self._open(len(body))
-        if body:
-            conn.send(body)
-        resp = self._response(conn)
-        data = resp.read()
-        if resp.will_close:
-            conn.close()
-            self.server.local.conn = None
-        return resp.status, resp.reason, resp.getheaders(), data
-
-    def _forward(self) -> None:
-        chunked = self.headers.get("Transfer-Encoding", "").lower() == "chunked"
-        conn = self._open()
-        for data in self._body():
-            conn.send(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-        if chunked:
-            conn.send(b"0\r\n\r\n")
-        resp = self._response(conn)
-        self.send_response(resp.status, resp.reason)
-        length = resp.getheader("Content-Length")
-        upstream = f"http://{self.server.target}"
-        # An object's metadata names its links (mediaLink, selfLink) at fake-gcs-server's
-        # own address, which only this proxy reaches: they name the proxy instead, as
-        # Cloud Storage's name storage.googleapis.com (a client downloads a listed blob
-        # by its mediaLink).
-        metadata = None
-        media = "alt=media" in self.path or self.path.startswith("/download/")
-        if (
-            "json" in (resp.getheader("Content-Type") or "")
-            and not media
-            and self.command != "HEAD"
-        ):
-            metadata = resp.read().replace(upstream.encode(), self.server.url.encode())
-        for name, value in resp.getheaders():
-            if name.lower() == "location" and value.startswith(upstream):
-                value = self.server.url + value[len(upstream) :]  # a resumable session's
-            if metadata is not None and name.lower() in ("content-length", "transfer-encoding"):
-                continue
-            if _passed(name):
-                self.send_header(name, value)
-        if metadata is not None:
-            self.send_header("Content-Length", str(len(metadata)))
-        elif length is None and self.command != "HEAD" and resp.status not in (204, 304):
-            self.send_header("Connection", "close")  # the end of the body is the close
-            self.close_connection = True
-        self.end_headers()
-        if metadata is not None:
-            self.wfile.write(metadata)
-        while data := resp.read(BLOCK):
-            self.wfile.write(data)
-        if resp.will_close:
-            conn.close()
-            self.server.local.conn = None
-
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
 
-class StorageProxy(QuietServer):
+class StorageProxy(Upstream):
     """The proxy on host:port (0: any free one) in front of `storage` (fake-gcs-server:
     server.StorageServer, its `target` and its `connection`)."""
 
