@@ -10,7 +10,9 @@ own (`stands_in`: the user's project with `-lab` after it), so the Cloud TPU API
 adapter never lists it in the user's project: the lab reads and changes that node
 through the TPU API's adapter and reports it as its own (`api="lab"`, in the user's
 project, of the lab's type). Its workers are that node's, so a run reaches them over
-SSH, and its agent (`--target lab:NAME`, tests/backends/lab_vm.py) acts on that node.
+SSH, its agent (`--target lab:NAME`, tests/backends/lab_vm.py) acts on that node, and
+its metrics are that node's `tpu_worker` series, in the lab's project
+(`monitored_workers`).
 Nodes a test plants in `nodes` are the lab's alone: kept in memory, with no workers.
 """
 
@@ -138,7 +140,9 @@ class LabTpus(BackendDefaults):
         return self.tpu.operation_status(name, subject)  # only the TPU API's operations
 
     def monitored_workers(self, node: Node, workers: list[int]) -> MonitoredWorkers:
-        return self.tpu.monitored_workers(node, workers)  # its node's, by the same name
+        # its node's series, by the same name, in the project that node is in
+        on = self.tpu.monitored_workers(node, workers)
+        return dataclasses.replace(on, project=stands_in(node.full_name).split("/")[1])
 
     def whole_at_once(self, shape: SliceShape) -> bool:
         return True

@@ -1,5 +1,6 @@
 """A third TPU API creates a node and runs a job on it through the agent, its own VM
-target (`--target lab:NAME`, tests/backends/lab_vm.py), in either order of the registry:
+target (`--target lab:NAME`, tests/backends/lab_vm.py), and `top` shows its TensorCores'
+use, in either order of the registry:
 tests/backends/lab.py, registered for the test only, whose nodes stand on Cloud TPU API
 nodes of a project of their own."""
 
@@ -7,10 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cli.test_registry_order import order  # noqa: F401  (the registry both ways)
+from tests.emulator.monitoring_helpers import on_worker  # noqa: F401 - a fixture
 
 Z = "us-central1-a"
 SCRIPT = """\
@@ -23,9 +26,10 @@ print("bye")
 
 @pytest.mark.usefixtures("order")
 def test_a_lab_node_is_created_and_runs_a_job_through_its_agent(
-    cli,
-    emulator,
-    tmp_path: Path,  # noqa: ANN001
+    cli: Any,
+    emulator: Any,
+    on_worker: Any,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     r = cli("create", "bench", "-a", "lab-8", "--zone", Z)
     assert r.code == 0, r.err
@@ -37,6 +41,23 @@ def test_a_lab_node_is_created_and_runs_a_job_through_its_agent(
     assert [
         (n["name"], n["project"], n["api"], n["acceleratorType"]) for n in json.loads(r.out)
     ] == [("bench", "tpuctl-demo", "lab", "lab-8")]
+
+    # its TensorCores' use, from its series in the lab's project (monitored_workers)
+    trainer = on_worker(under["name"])
+    emulator.sample()
+    trainer.step("80")
+    emulator.sample()
+    r = cli("top", "--json")
+    assert r.code == 0, r.err
+    (row,) = json.loads(r.out)
+    assert (row["name"], row["utilization"], row["idleSeconds"]) == ("bench", 40.0, 0)
+    r = cli("top")  # no terminal: one snapshot
+    assert r.code == 0, r.err
+    assert [line.split()[:3] for line in r.out.splitlines() if "bench" in line] == [
+        ["bench", Z, "lab-8"]
+    ]
+    assert "40%" in r.out
+    trainer.stop()
 
     script = tmp_path / "hello.py"
     script.write_text(SCRIPT)

@@ -8,7 +8,7 @@ import pytest
 
 from tpuctl.cloud import tpu
 from tpuctl.cloud.backend import BackendDefaults
-from tpuctl.models import Node, QueuedResource
+from tpuctl.models import Node, QueuedResource, Worker
 from tpuctl.services import audit, gc
 from tpuctl.services.names import Owner
 
@@ -98,13 +98,14 @@ def test_an_audit_line_keeps_its_keys_in_order(
 def test_a_metrics_point_counts_its_age_and_one_older_than_the_limit_is_no_evidence(
     idle: float, age: float, limit: float, verdict: str | None
 ) -> None:
-    from tpuctl.services.metrics import NodeMetrics, WorkerMetrics, idle_check
+    from tpuctl.cloud.tpu.rules import TpuRules
+    from tpuctl.services.metrics import Seen, WorkerMetrics, idle_check
 
     n = node("n", MINE)
-    seen = {
-        ("z", "n"): NodeMetrics("z", "n", {0: WorkerMetrics(idle_seconds=idle, idle_at=NOW - age)})
-    }
-    said = idle_check(lambda: seen, now=NOW)(n, limit)
+    n.workers = [Worker(0, "10.0.0.2")]
+    worker = (("node_id", "n"), ("project_id", "p"), ("worker_id", "0"), ("zone", "z"))
+    seen = Seen({("tpu_worker", worker): WorkerMetrics(idle_seconds=idle, idle_at=NOW - age)})
+    said = idle_check(lambda _: seen, [TpuRules()], now=NOW)(n, limit)  # type: ignore[list-item]
     assert (said[0] if said else None) == verdict, said
     if verdict == "idle" and idle < limit:
         assert said is not None and said[1] == (

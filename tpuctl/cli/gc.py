@@ -89,9 +89,9 @@ def gc(
         _prune_envs(app, target.project, bucket, unused_for, dry_run=dry_run, yes=yes)
     backends = app.backends()  # every TPU API's nodes (and what unfinished creates left)
 
-    def load_metrics() -> dict[tuple[str, str], metrics_service.NodeMetrics]:
+    def load_metrics(project: str) -> metrics_service.Seen:
         seen, why_not = metrics_service.safe_read(
-            app.factory.monitoring, target.project, [zone] if zone else None, history=False
+            app.factory.monitoring, project, [zone] if zone else None, history=False
         )
         if why_not:
             render.info(f"no metrics ({why_not}): idleness is probed over SSH")
@@ -104,7 +104,7 @@ def gc(
         idle_limit=idle_limit,
         # Cloud Monitoring first; where its metrics are missing or old, a node whose labels
         # say idle is looked at over SSH before it counts as idle.
-        metrics=metrics_service.idle_check(load_metrics),
+        metrics=metrics_service.idle_check(load_metrics, backends),
         probe=left.probe_by_api(backends, app.factory.ssh),
     )
     for why in found.skipped:

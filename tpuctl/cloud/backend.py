@@ -113,6 +113,7 @@ class MonitoredWorkers:
     labels: dict[str, tuple[str, ...]]
     keys: tuple[str, ...]
     workers: dict[tuple[str, ...], int]  # the keys' values -> the worker's number
+    project: str = ""  # the project whose Cloud Monitoring holds them ("": the node's)
 
 
 class TpuBackend(Protocol):

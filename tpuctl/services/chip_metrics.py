@@ -67,8 +67,9 @@ def read(
 def _resources(
     backends: Sequence[TpuBackend], record: dict[str, Any], workers: list[int]
 ) -> list[MonitoredWorkers]:
-    """Where the series of the job's `workers` are, one entry per resource type: each of
-    its nodes' adapters says, and the nodes' answers are merged."""
+    """Where the series of the job's `workers` are, one entry per resource type (and
+    project, where an API keeps them in another): each of its nodes' adapters says, and
+    the nodes' answers are merged."""
     from tpuctl.cloud.backend import MonitoredWorkers
     from tpuctl.services.lookup import find_node
 
@@ -76,7 +77,7 @@ def _resources(
     slices = int(record.get("slices", 1))
     per = max(1, int(record.get("workers", 1)) // max(1, slices))
     parent = f"projects/{record.get('project')}/locations/{zone}/nodes"
-    by_resource: dict[str, MonitoredWorkers] = {}
+    by_resource: dict[tuple[str, str], MonitoredWorkers] = {}
     for s in sorted({w // per for w in workers}):
         # worker numbers come from the bucket's statuses: one past the record's slices
         # names a node that is not there (NotFoundError), never an index out of range
@@ -87,13 +88,15 @@ def _resources(
         known = {k: s * per + w for k, w in m.workers.items()}  # the job's worker numbers
         if not known:
             continue
-        had = by_resource.get(m.resource)
+        had = by_resource.get((m.resource, m.project))
         if had is not None:
             labels = {k: tuple({*had.labels.get(k, ()), *v}) for k, v in m.labels.items()}
             known = {**had.workers, **known}
         else:
             labels = dict(m.labels)
-        by_resource[m.resource] = MonitoredWorkers(m.resource, labels, m.keys, known)
+        by_resource[m.resource, m.project] = MonitoredWorkers(
+            m.resource, labels, m.keys, known, m.project
+        )
     return list(by_resource.values())
 
 
@@ -121,7 +124,7 @@ def _series(
 
     def one(c: Call) -> list[Series]:
         return api.series(
-            project,
+            c[1].project or project,
             c[0],
             resource=c[1].resource,
             labels=c[1].labels,

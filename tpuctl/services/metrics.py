@@ -10,8 +10,10 @@ write them on the `tpu_worker` resource (node_id, worker_id), and Google's pages
 say which resource a Compute Engine TPU VM's are on (https://docs.cloud.google.com/tpu/docs/monitor-tpu
 says only that Compute Engine VMs and the TPU runtime generate them). So the metric's
 descriptor (`metricDescriptors.list`) names the resources it is written on, and each is
-read: `tpu_worker` series by node, `gce_instance` series by VM instance id, joined to
-their slice and worker number through the node's workers (`for_node`). Metrics arrive late
+read; a read keeps each worker's series by the monitored resource they are on, and which
+of those are a node's workers is its API's to say (`TpuBackend.monitored_workers`: its
+`tpu_worker` series by node id on the Cloud TPU API, its VMs' `gce_instance` series by
+instance id on Compute Engine; `for_node`). Metrics arrive late
 (sampled every 60 s, visible up to 180 s after): a worker whose newest idle point is older
 than `STALE` seconds, or that has none, has no fresh evidence (`idle_seconds` None).
 """
@@ -29,7 +31,7 @@ from tpuctl.errors import ServiceDisabledError, TpuctlError
 from tpuctl.models import Node
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.backend import TpuBackend
+    from tpuctl.cloud.backend import MonitoredWorkers, TpuBackend
     from tpuctl.cloud.monitoring import MonitoringApi, Series
     from tpuctl.services.gc import MetricsCheck
     from tpuctl.services.idle import Busy
@@ -87,8 +89,33 @@ class NodeMetrics:
         return min(values)
 
 
-Key = tuple[str, str]  # (zone, node id), or (zone, VM + instance id) for a gce_instance series
-VM = "instance/"
+Resource = tuple[str, tuple[tuple[str, str], ...]]  # a monitored resource: type, labels
+
+
+@dataclass
+class Seen:
+    """Every worker's metrics a read found, by the monitored resource its series are on
+    (one worker each: a TPU API worker's `tpu_worker`, a VM's `gce_instance`)."""
+
+    workers: dict[Resource, WorkerMetrics] = field(default_factory=dict)
+    _index: dict[Any, dict[tuple[str, ...], list[Any]]] = field(default_factory=dict)
+
+    def find(self, where: MonitoredWorkers) -> dict[int, WorkerMetrics]:
+        """The workers `where` names, by their number in the node."""
+        index = self._index.get((where.resource, where.keys))
+        if index is None:  # once per kind of resource and keys, not once per node
+            index = {}
+            for (kind, labels), w in self.workers.items():
+                if kind == where.resource:
+                    got = dict(labels)
+                    index.setdefault(tuple(got.get(k, "") for k in where.keys), []).append((got, w))
+            self._index[(where.resource, where.keys)] = index
+        return {
+            number: w
+            for values, number in where.workers.items()
+            for got, w in index.get(values, [])
+            if all(got.get(k) in allowed for k, allowed in where.labels.items())
+        }
 
 
 def _resources(api: MonitoringApi, project: str) -> list[str]:
@@ -107,8 +134,9 @@ def read(
     minutes: float = HISTORY_MINUTES,
     history: bool = True,
     now: float | None = None,
-) -> dict[Key, NodeMetrics]:
-    """Every TPU worker's metrics in `project` (in `zones`, else every zone), by node."""
+) -> Seen:
+    """Every TPU worker's metrics in `project` (in `zones`, else every zone), by the
+    monitored resource its series are on."""
     from tpuctl.cloud import registry
     from tpuctl.cloud.monitoring import IDLE, TENSORCORE
 
@@ -145,28 +173,41 @@ def read(
     calls += more
     kept = [(c, r) for c, r in zip(calls, results, strict=True) if c[3] in kinds]
     calls, results = [c for c, _ in kept], [r for _, r in kept]
-    nodes: dict[Key, NodeMetrics] = {}
-    for (metric, _, _, _), found in zip(calls, results, strict=True):
+    seen = Seen()
+    for (metric, _, _, resource), found in zip(calls, results, strict=True):
         for s in found:
-            key = (s.zone, VM + s.instance_id) if s.instance_id else (s.zone, s.node_id)
-            worker = nodes.setdefault(key, NodeMetrics(*key))
-            w = worker.workers.setdefault(s.worker, WorkerMetrics())
-            _merge(w, s, metric == IDLE)
-    return nodes
+            key = (resource, tuple(sorted(s.resource.items())))
+            _merge(seen.workers.setdefault(key, WorkerMetrics()), s, metric == IDLE)
+    return seen
 
 
-def for_node(seen: dict[Key, NodeMetrics], node: Node) -> NodeMetrics | None:
-    """The node's metrics: its own series (by node id), or its VMs' (by instance id, or
-    by a VM's name where that is the node id), each as the worker it is."""
-    direct = seen.get((node.zone, node.name))
-    joined = NodeMetrics(node.zone, node.name)
-    for w in node.workers:
-        found = seen.get((node.zone, VM + w.instance_id)) if w.instance_id else None
-        if found is None and w.instance and w.instance != node.name:
-            found = seen.get((node.zone, w.instance))
-        if found is not None and found.workers:
-            joined.workers[w.index] = next(iter(found.workers.values()))
-    return joined if joined.workers else direct
+def where(backends: Sequence[TpuBackend], node: Node) -> MonitoredWorkers:
+    """Where the series of `node`'s workers are, as the API that holds it says."""
+    from tpuctl.cloud import registry
+
+    numbers = [w.index for w in node.workers] or [0]  # a node listed without its workers
+    return registry.holder(backends, node).monitored_workers(node, numbers)
+
+
+def for_node(seen: Seen, node: Node, at: MonitoredWorkers) -> NodeMetrics | None:
+    """The node's metrics: the series of its workers `at` names, each as the worker it
+    is (None: none found)."""
+    found = seen.find(at)
+    return NodeMetrics(node.zone, node.name, found) if found else None
+
+
+class Reads:
+    """Metrics read once per project, when first needed: the target's, and another that
+    an API keeps a node's series in (`MonitoredWorkers.project`)."""
+
+    def __init__(self, load: Callable[[str], Seen], project: str) -> None:
+        self.load, self.project, self.seen = load, project, dict[str, Seen]()
+
+    def of(self, node: Node, at: MonitoredWorkers) -> NodeMetrics | None:
+        project = at.project or node.project or self.project
+        if project not in self.seen:
+            self.seen[project] = self.load(project)
+        return for_node(self.seen[project], node, at)
 
 
 def _merge(w: WorkerMetrics, s: Series, idle: bool) -> None:
@@ -190,7 +231,7 @@ def _merge(w: WorkerMetrics, s: Series, idle: bool) -> None:
 
 def safe_read(
     api: Callable[[], MonitoringApi], project: str, zones: Iterable[str] | None = None, **kw: Any
-) -> tuple[dict[Key, NodeMetrics], str | None]:
+) -> tuple[Seen, str | None]:
     """`read` with the adapter `api()` makes, or nothing and why (metrics are worth having,
     never worth failing for)."""
     from tpuctl.errors import TpuctlError
@@ -198,13 +239,14 @@ def safe_read(
     try:
         return read(api(), project, zones, **kw), None
     except TpuctlError as e:
-        return {}, str(e)
+        return Seen(), str(e)
 
 
 def idle_check(
-    load: Callable[[], dict[Key, NodeMetrics]], now: float | None = None
+    load: Callable[[str], Seen], backends: Sequence[TpuBackend], now: float | None = None
 ) -> MetricsCheck:
-    """gc's metrics check, over metrics `load`ed once, when first needed: idle when every
+    """gc's metrics check, over metrics `load`ed once per project, when first needed (a
+    node's workers found as its API says, `where`): idle when every
     TensorCore of every worker has been idle for the limit; active when one was busy more
     recently; None when a worker has no fresh point (the caller falls back on its probe).
 
@@ -212,12 +254,10 @@ def idle_check(
     or busy, for all of the limit since): None, so the node is probed as one with no
     point. A worker idle when sampled counts as idle since then too (its idle time at
     the point plus the point's age): nothing newer says otherwise."""
-    loaded: list[dict[Key, NodeMetrics]] = []
+    reads = Reads(load, "")
 
     def check(node: Node, limit: float) -> tuple[Busy, str] | None:
-        if not loaded:
-            loaded.append(load())
-        m = for_node(loaded[0], node)
+        m = reads.of(node, where(backends, node))
         sampled = m.idle_seconds(len(node.workers) or None, now) if m else None
         if sampled is None:
             return None
@@ -353,9 +393,16 @@ def snapshot(
         if job_states is not None and jobs:
             states = job_states(jobs)
         seen, why_not = found.result()
+    located = [(n, where(backends, n)) for n in listed]
+    reads = Reads(lambda p: safe_read(monitoring, p, zones)[0], project)
+    reads.seen[project] = seen
+    elsewhere = sorted({a.project for _, a in located if a.project and a.project != project})
+    if elsewhere:  # an API that keeps its nodes' series in a project of its own: read at once
+        with ThreadPoolExecutor(max_workers=min(8, len(elsewhere))) as pool:
+            reads.seen.update(zip(elsewhere, pool.map(reads.load, elsewhere), strict=True))
     chips = job_chips or (lambda _: [])
     rows = [
-        Row(n, for_node(seen, n), states.get(n.labels.get(JOB, "")), chips(n.labels.get(JOB, "")))
-        for n in listed
+        Row(n, reads.of(n, at), states.get(n.labels.get(JOB, "")), chips(n.labels.get(JOB, "")))
+        for n, at in located
     ]
     return Snapshot(rows, why_not, skipped)
