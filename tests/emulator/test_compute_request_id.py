@@ -73,7 +73,7 @@ def test_a_request_id_that_is_no_uuid_is_refused(clients, emulator) -> None:
 def test_a_request_ids_operation_is_kept_an_hour_past_the_done_operations_cap() -> None:
     """Done operations are trimmed to the last 500, but one made with a requestId stays
     for at least 60 minutes (the reference's promise), then goes like the rest."""
-    from tpuctl.emulator.compute import api, changes
+    from tpuctl.emulator.compute import changes, transitions
     from tpuctl.emulator.compute.models import ZoneOperation
     from tpuctl.emulator.core.state import State
     from tpuctl.emulator.services import slots
@@ -85,13 +85,13 @@ def test_a_request_ids_operation_is_kept_an_hour_past_the_done_operations_cap() 
     def noop(s: State, project: str) -> ZoneOperation:
         op = ZoneOperation.on(project, "zones", ZONE, "setLabels", "x", "1", s.now())
         op.succeed(s.now())
-        api._keep(s, op)
+        transitions._keep(s, op)
         return op
 
     first = changes.once(state, rid, noop, PROJECT)
-    for _ in range(api.MAX_DONE_OPERATIONS + 10):
+    for _ in range(transitions.MAX_DONE_OPERATIONS + 10):
         noop(state, PROJECT)
     assert changes.once(state, rid, noop, PROJECT) is first
-    clock[0] += api.REQUEST_IDS_KEPT + 1
+    clock[0] += transitions.REQUEST_IDS_KEPT + 1
     noop(state, PROJECT)
     assert state.compute.by_request(PROJECT, rid) is None

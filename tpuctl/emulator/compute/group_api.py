@@ -14,7 +14,7 @@ import re
 import secrets
 from typing import Any
 
-from tpuctl.emulator.compute import admission, api, catalog, errors, rules
+from tpuctl.emulator.compute import admission, catalog, errors, rules, transitions
 from tpuctl.emulator.compute.errors import ComputeError
 from tpuctl.emulator.compute.group_models import Group, Policy, Template
 from tpuctl.emulator.compute.models import Instance, ZoneOperation
@@ -93,7 +93,7 @@ def insert_group(state: State, project: str, zone: str, body: dict[str, Any]) ->
     state.compute.groups[path] = group
     op = ZoneOperation.on(project, "zones", zone, "insert", path, group.uid, state.now())
     op.succeed(state.now())  # DONE before any VM exists: they come at the next tick
-    api._keep(state, op)
+    transitions._keep(state, op)
     return op
 
 
@@ -146,7 +146,7 @@ def delete_group(state: State, project: str, zone: str, name: str) -> ZoneOperat
     group = get_group(state, project, zone, name)
     group.deleting = True
     op = ZoneOperation.on(project, "zones", zone, "delete", group.path, group.uid, state.now())
-    api._keep(state, op)
+    transitions._keep(state, op)
     for slot in group.slots:
         instance = state.compute.instances.get(group.instance_path(slot))
         if instance is not None and instance.transition != "delete":
@@ -263,11 +263,11 @@ def _make(state: State, group: Group, slot: dict[str, Any]) -> None:
     except ComputeError as e:
         slot["error"] = {"code": "invalid", "message": e.message}
         return
-    quota = api.quota_error(state, instance)
+    quota = transitions.quota_error(state, instance)
     flex = admission.flex(props)
-    error = None if quota or flex else api._capacity_error(state, instance)
+    error = None if quota or flex else transitions._capacity_error(state, instance)
     if quota is not None or error is not None:
-        slot["error"] = quota or {"code": api.STOCKOUT, "message": error}
+        slot["error"] = quota or {"code": transitions.STOCKOUT, "message": error}
         return
     slot["error"], slot["made"] = None, True
     state.compute.instances[instance.path] = instance
@@ -276,7 +276,7 @@ def _make(state: State, group: Group, slot: dict[str, Any]) -> None:
         return
     instance.begin("create", state.now(), state.durations.get("create"))
     if instance.due(state.now()):
-        api._complete(state, instance, state.now())
+        transitions._complete(state, instance, state.now())
     state.changed()
 
 

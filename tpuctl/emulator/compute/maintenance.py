@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpuctl.emulator.compute import api, errors
+from tpuctl.emulator.compute import api, errors, transitions
 from tpuctl.emulator.compute.models import Instance, ZoneOperation
 from tpuctl.emulator.core import maintenance as window
 from tpuctl.emulator.core.state import State
@@ -70,10 +70,10 @@ def _apply(state: State, vm: Instance, now: float) -> None:
             stopped = vm.status == "TERMINATED" and vm.transition is None
             if record.get("took") and stopped and _restarts(vm):
                 # Compute starts it again itself: no operation of anyone's
-                vm.capacity_error = api._capacity_error(state, vm)
+                vm.capacity_error = transitions._capacity_error(state, vm)
                 vm.begin("start", now, state.durations.get("start"))
                 if vm.due(now):
-                    api._complete(state, vm, now)
+                    transitions._complete(state, vm, now)
         state.changed()
         record = vm.maintenance
 
@@ -113,5 +113,5 @@ def perform(state: State, project: str, zone: str, name: str, simulate: bool) ->
     verb = "simulateMaintenanceEvent" if simulate else "performMaintenance"
     op = ZoneOperation.new(vm, verb, now)
     op.succeed(now)
-    api._keep(state, op)
+    transitions._keep(state, op)
     return op

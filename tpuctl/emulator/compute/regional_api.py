@@ -16,7 +16,7 @@ import copy
 import re
 from typing import Any
 
-from tpuctl.emulator.compute import api, catalog, errors, rules
+from tpuctl.emulator.compute import api, catalog, errors, rules, transitions
 from tpuctl.emulator.compute.errors import ComputeError
 from tpuctl.emulator.compute.group_models import Policy, Template
 from tpuctl.emulator.compute.models import ZoneOperation
@@ -54,7 +54,7 @@ def done(
     """A policy's or template's operation: metadata only, DONE at once."""
     op = ZoneOperation.on(project, kind, where, op_type, target, target_id, state.now())
     op.succeed(state.now())
-    api._keep(state, op)
+    transitions._keep(state, op)
     return op
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tpuctl.emulator.compute import api, rules
+from tpuctl.emulator.compute import rules, transitions
 from tpuctl.emulator.compute.models import Instance, ZoneOperation
 from tpuctl.emulator.core.state import State
 
@@ -50,7 +50,7 @@ def grant(state: State, instance: Instance, now: float) -> None:
     instance.status, instance.pending_until = "PROVISIONING", None
     instance.begin("create", now, state.durations.get("create"))
     if instance.due(now):
-        api._complete(state, instance, now)
+        transitions._complete(state, instance, now)
     state.changed()
 
 
@@ -58,7 +58,10 @@ def _expire(state: State, instance: Instance, now: float) -> None:
     for op in state.compute.operations.values():
         if not op.done and op.target == instance.path:
             op.fail(
-                now, api.STOCKOUT, api._stockout(instance.project, instance.zone), api.STOCKOUT_HTTP
+                now,
+                transitions.STOCKOUT,
+                transitions._stockout(instance.project, instance.zone),
+                transitions.STOCKOUT_HTTP,
             )
     del state.compute.instances[instance.path]
     state.changed()
@@ -70,7 +73,7 @@ def tick(state: State, now: float) -> None:
     for instance in list(state.compute.instances.values()):
         waiting = instance.status == "PENDING" and instance.transition is None  # not deleted
         if waiting and instance.group is None:
-            if api._capacity_error(state, instance) is None:
+            if transitions._capacity_error(state, instance) is None:
                 grant(state, instance, now)
             elif instance.pending_until is not None and now >= instance.pending_until:
                 _expire(state, instance, now)
@@ -83,7 +86,7 @@ def tick(state: State, now: float) -> None:
         if instance.status == "PENDING" and instance.transition is None and instance.group:
             groups.setdefault(instance.group, []).append(instance)
     for members in groups.values():
-        free = api.free_chips(state, members[0].zone, members[0].generation)
+        free = transitions.free_chips(state, members[0].zone, members[0].generation)
         if free is None or free >= sum(i.chips for i in members):
             for instance in members:
                 grant(state, instance, now)
@@ -198,7 +201,7 @@ def _preempted(state: State, instance: Instance, at: float) -> None:
     )
     op.status, op.ended = "DONE", at
     state.compute.operations[op.path] = op
-    api._end_run(state, instance, at)
+    transitions._end_run(state, instance, at)
 
 
 def list_operations(state: State, project: str, zone: str, query: dict[str, Any]) -> list[Any]:

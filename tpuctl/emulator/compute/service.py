@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tpuctl.emulator.compute import api, group_api, maintenance, scheduling, urls
+from tpuctl.emulator.compute import group_api, maintenance, scheduling, transitions, urls
 from tpuctl.emulator.compute.models import ComputeState
 from tpuctl.emulator.core.service import Service
 from tpuctl.emulator.core.slots import Slot
@@ -20,6 +20,6 @@ INSTANCES = Slot(
 SERVICE = Service(
     "compute.googleapis.com",
     tuple(urls.ROUTES),
-    (api.tick, scheduling.tick, group_api.tick, maintenance.tick),
+    (transitions.tick, scheduling.tick, group_api.tick, maintenance.tick),
     slots=(INSTANCES,),
 )

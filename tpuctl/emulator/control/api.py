@@ -11,8 +11,8 @@ import re
 from dataclasses import asdict
 from typing import Any
 
-from tpuctl.emulator.compute import api as compute_api
 from tpuctl.emulator.compute import scheduling as compute_scheduling
+from tpuctl.emulator.compute import transitions as compute_transitions
 from tpuctl.emulator.control import maintenance
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
@@ -52,7 +52,10 @@ def advance(state: State, node: str | None = None) -> dict:
         if compute_scheduling.advance(state, state.compute.instances[node]):
             return {"completed": [node]}
         # a host maintenance: its next phase now (control/maintenance.py)
-        return {"completed": maintenance.advance(state, node) or compute_api.advance(state, node)}
+        return {
+            "completed": maintenance.advance(state, node)
+            or compute_transitions.advance(state, node)
+        }
     if node and maintenance.advance(state, node):
         return {"completed": [node]}
     targets = [state.node_by_name(node)] if node else list(state.nodes.values())
@@ -73,7 +76,7 @@ def advance(state: State, node: str | None = None) -> dict:
             for i in list(state.compute.instances.values())
             if compute_scheduling.advance(state, i)
         ]
-        done += compute_api.advance(state, None)
+        done += compute_transitions.advance(state, None)
         done += maintenance.advance(state, None)
     return {"completed": done}
 
