@@ -71,3 +71,9 @@ def test_a_lab_node_is_created_and_runs_a_job_through_its_agent(
     assert emulator.nodes() == []
     r = cli("list", "--zone", Z, "--json")
     assert r.code == 0 and json.loads(r.out) == [], r.err
+
+    # a run that makes its own lab node deletes it when the job ends
+    r = cli("run", str(script), "-a", "lab-8", "--zone", Z)
+    assert r.code == 0, r.err
+    assert r.out.startswith("hello from 0 of 1\nbye\n")
+    assert emulator.nodes() == []
