@@ -16,7 +16,8 @@ def emulator_core_imports_a_service(src: str, dst: str) -> bool:
 
 
 # What the core still imports of the services (module in core, module of a service):
-# this list only shrinks; an entry no longer imported fails the test too.
+# this list only shrinks (a module's code moved whole within the core takes its entries
+# along); an entry no longer imported fails the test too.
 CORE_IMPORTS_LEFT = {
     ("core.backend", "compute.hosts"),
     ("core.backend", "compute.scheduling"),
@@ -46,15 +47,15 @@ CORE_IMPORTS_LEFT = {
     ("core.control_plane", "workers.files"),
     ("core.control_plane", "workers.libtpu_sdk"),
     ("core.errors", "tpu.models"),
+    ("core.http_front", "compute.batch"),
+    ("core.http_front", "control.client"),
+    ("core.http_front", "control.urls"),
+    ("core.http_front", "metadata.server"),
+    ("core.http_front", "tpu.enums"),
     ("core.persistence", "tpu.models"),
-    ("core.server", "compute.batch"),
-    ("core.server", "control.client"),
-    ("core.server", "control.urls"),
-    ("core.server", "metadata.server"),
     ("core.server", "monitoring.grpc_front"),
     ("core.server", "storage.proxy"),
     ("core.server", "storage.server"),
-    ("core.server", "tpu.enums"),
     ("core.server", "tpu.grpc_front"),
     ("core.server", "workers.sandbox"),
     ("core.server", "workers.ssh"),
