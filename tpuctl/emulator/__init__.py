@@ -10,5 +10,5 @@ Laid out the way moto lays out its services, one subpackage per cloud service:
 - monitoring: Cloud Monitoring; quotas: Cloud Quotas and Service Usage;
 - metadata: the workers' metadata server; workers: the TPU VMs' files, sandbox and SSH;
 - control: the control plane, its client, and `tpuctl emulator`'s background process.
-Only `tpuctl emulator` (cli/emulator_cmd.py) and the tests import this package.
+Only `tpuctl emulator` (cli/emulator_cmd/) and the tests import this package.
 """
