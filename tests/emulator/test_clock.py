@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from tests.emulator.test_transitions import Clock
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.services import Backend
 from tpuctl.emulator.tpu.front import TpuFront
 from tpuctl.timestamps import parse_rfc3339
 

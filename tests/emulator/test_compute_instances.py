@@ -254,7 +254,7 @@ def test_beta_paths_are_served(emulator) -> None:
 
 def test_instances_and_operations_outlive_a_restart(tmp_path) -> None:
     from tpuctl.emulator.compute.front import ComputeFront
-    from tpuctl.emulator.core.backend import Backend
+    from tpuctl.emulator.services import Backend
 
     first = Backend(tmp_path)
     first.update_config({"durations": {"create": None}, "capacity": {ZONE: {"v6e": 0}}})

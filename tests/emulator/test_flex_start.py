@@ -8,8 +8,8 @@ import pytest
 
 from tests.emulator.test_gcloud import gcloud, point_at
 from tests.emulator.test_transitions import Clock
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
+from tpuctl.emulator.services import Backend
 from tpuctl.emulator.tpu.front import TpuAlphaFront, TpuFront
 from tpuctl.timestamps import parse_rfc3339
 

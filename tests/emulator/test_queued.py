@@ -133,7 +133,7 @@ def test_a_node_name_taken_is_refused(emulator) -> None:
 
 
 def test_requests_survive_a_restart(tmp_path) -> None:
-    from tpuctl.emulator.core.backend import Backend
+    from tpuctl.emulator.services import Backend
     from tpuctl.emulator.tpu.front import TpuFront
 
     body = {

@@ -11,12 +11,11 @@ import pytest
 
 import tpuctl.emulator
 from tpuctl.emulator import services
-from tpuctl.emulator.core import backend as backend_module
 from tpuctl.emulator.core import urls
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.service import Service
 from tpuctl.emulator.core.slots import Slot
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.services import Backend
 
 PACKAGE = Path(tpuctl.emulator.__file__).parent
 
@@ -44,7 +43,7 @@ def test_a_registered_services_transitions_run_with_the_others(
         seen.append(("new", now))
 
     new = Service("new.googleapis.com", (), (tick,))
-    monkeypatch.setattr(backend_module, "SERVICES", (*services.SERVICES, new))
+    monkeypatch.setattr(services, "SERVICES", (*services.SERVICES, new))
     now = [1000.0]
     backend = Backend(clock=lambda: now[0])
     try:

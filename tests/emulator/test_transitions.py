@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tpuctl.emulator.control.client import EmulatorControl
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.server import EmulatorServer
+from tpuctl.emulator.services import Backend
 from tpuctl.emulator.tpu.front import TpuFront
 
 P, Z = "p", "us-central1-a"

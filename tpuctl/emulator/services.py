@@ -1,19 +1,34 @@
 """The services the emulated cloud serves, in the order a request's path is matched
-against their routes and their transitions are applied. A new API is a package with a
-`service.py` and a line here (`core/service.py` says what a service is)."""
+against their routes and their transitions are applied, and the backend their calls make
+(each service's `calls.py`, a mixin of `core.backend.BackendCore`). A new API is a
+package with a `service.py` and a line here (`core/service.py` says what a service is)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tpuctl.emulator.billing.calls import BillingCalls
 from tpuctl.emulator.billing.service import SERVICE as BILLING
+from tpuctl.emulator.compute.calls import ComputeCalls
 from tpuctl.emulator.compute.service import SERVICE as COMPUTE
+from tpuctl.emulator.control.calls import ControlCalls
 from tpuctl.emulator.core.service import Service
 from tpuctl.emulator.core.slots import Slot
+from tpuctl.emulator.iam.calls import IamCalls
 from tpuctl.emulator.iam.service import SERVICE as IAM
+from tpuctl.emulator.monitoring.calls import MonitoringCalls
 from tpuctl.emulator.monitoring.service import SERVICE as MONITORING
+from tpuctl.emulator.quotas.calls import QuotaCalls
 from tpuctl.emulator.quotas.service import SERVICE as QUOTAS
 from tpuctl.emulator.registry.service import SERVICE as REGISTRY
+from tpuctl.emulator.storage.calls import StorageCalls
 from tpuctl.emulator.storage.service import SERVICE as STORAGE
+from tpuctl.emulator.tpu.calls import TpuCalls
 from tpuctl.emulator.tpu.service import SERVICE as TPU
+from tpuctl.emulator.workers.calls import WorkerCalls
+from tpuctl.emulator.workers.sandbox import Sandbox
 
 SERVICES: tuple[Service, ...] = (TPU, QUOTAS, IAM, MONITORING, COMPUTE, BILLING, STORAGE, REGISTRY)
 
@@ -21,3 +36,29 @@ SERVICES: tuple[Service, ...] = (TPU, QUOTAS, IAM, MONITORING, COMPUTE, BILLING,
 def slots() -> list[Slot]:
     """Every service's slots of the state, in the services' order (`core.state.State`)."""
     return [slot for service in SERVICES for slot in service.slots]
+
+
+class Backend(
+    TpuCalls,
+    QuotaCalls,
+    IamCalls,
+    MonitoringCalls,
+    ComputeCalls,
+    BillingCalls,
+    StorageCalls,
+    WorkerCalls,
+    ControlCalls,
+):
+    """Holds every node and operation of every project and zone, and the rules: the
+    services' calls over one lock (`core/backend.py`)."""
+
+    def __init__(
+        self,
+        state_dir: Path | str | None = None,
+        clock: Callable[[], float] = time.time,
+        sandbox: Sandbox | None = None,
+    ):
+        super().__init__(SERVICES, state_dir, clock)
+        self._start_workers(sandbox)
+        self._load()
+        self._start_monitoring()

@@ -14,8 +14,8 @@ from operator import attrgetter
 from typing import Any
 
 from tpuctl.emulator.core import errors, urls
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.routes import OnFront, OnState, arguments
+from tpuctl.emulator.services import Backend
 
 
 def call(

@@ -24,10 +24,10 @@ from tpuctl.emulator.compute import batch
 from tpuctl.emulator.control import urls as control_urls
 from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core import api_call, browsers, errors
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.http_server import QuietServer
 from tpuctl.emulator.metadata import server as metadata
+from tpuctl.emulator.services import Backend
 from tpuctl.emulator.tpu import enums
 
 

@@ -1,4 +1,4 @@
-"""The backend's lock discipline, shared by its facades (backend.py, control_plane.py):
+"""The backend's lock discipline, shared by every service's calls (backend.py, `*/calls.py`):
 a public method marked `@locked` runs under the lock after the transitions that are due,
 and, if it changed anything, tells the listeners and writes the state."""
 

@@ -13,10 +13,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.http_front import HTTPServer
 from tpuctl.emulator.core.ports import port_free
-from tpuctl.emulator.services import SERVICES
+from tpuctl.emulator.services import SERVICES, Backend
 from tpuctl.emulator.storage.server import StorageServer
 from tpuctl.emulator.workers.sandbox import Sandbox
 

@@ -22,8 +22,8 @@ Tick = Callable[["State", float], None]
 
 
 class Facade(Protocol):
-    """What a service's front reads of the backend (`core/backend.py`), which imports the
-    services: the lock over the state, the state, its change notices, where the HTTP
+    """What a service's front reads of the backend (`services.Backend`, which composes
+    the services' calls): the lock over the state, the state, its change notices, where the HTTP
     server listens, and `apply` (an API function run under the lock). A front's other
     calls name backend methods (`routes.OnFront`)."""
 

@@ -30,9 +30,9 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from tpuctl.emulator.core import api_call
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.grpc_server import GrpcFront
+from tpuctl.emulator.services import Backend
 from tpuctl.emulator.tpu.versions import from_alpha, to_alpha
 
 V2 = "google.cloud.tpu.v2.Tpu"

@@ -14,7 +14,7 @@ Faults (kind, per worker):
 - `no-device`: the worker's TPU device files (/dev/accel* or /dev/vfio/*, files.py)
   vanish, as after a stop/start that did not bring the chips back; commands started
   afterwards see none, and they stay gone until the node is made again (a new folder);
-- `unhealthy` (a TPU API node's, control_plane.py): the node's `health` becomes `health`
+- `unhealthy` (a TPU API node's, workers/calls.py): the node's `health` becomes `health`
   (UNHEALTHY_TENSORFLOW unless given) and its `symptoms` the `symptoms` given (one
   MESH_BUILD_FAIL of this worker unless given). A Compute Engine instance has no
   health or symptoms field (`instances` in compute.v1: its `status` and

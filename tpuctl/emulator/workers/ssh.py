@@ -24,9 +24,9 @@ from typing import Any
 
 import asyncssh
 
-from tpuctl.emulator.core.backend import Backend
 from tpuctl.emulator.core.ports import free_port
 from tpuctl.emulator.iam.oslogin import Login
+from tpuctl.emulator.services import Backend
 from tpuctl.emulator.tpu.models import HOSTKEYS_NAMESPACE, Node
 from tpuctl.emulator.workers.sessions import HomeSftp, Session
 
