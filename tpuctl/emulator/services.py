@@ -57,8 +57,11 @@ class Backend(
         state_dir: Path | str | None = None,
         clock: Callable[[], float] = time.time,
         sandbox: Sandbox | None = None,
+        unconfined: bool | None = None,
     ):
+        """`sandbox`: how the workers' commands run (None: a `Sandbox(unconfined)`, see
+        workers/sandbox.py)."""
         super().__init__(SERVICES, state_dir, clock)
-        self._start_workers(sandbox)
+        self._start_workers(sandbox if sandbox is not None else Sandbox(unconfined=unconfined))
         self._load()
         self._start_monitoring()

@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuctl.emulator.tpu.models import project_number
+from tpuctl.emulator.core.projects import project_number
 
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 RESOURCE_INFO_TYPE = "type.googleapis.com/google.rpc.ResourceInfo"

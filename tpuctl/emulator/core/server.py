@@ -17,7 +17,6 @@ from tpuctl.emulator.core.http_front import HTTPServer
 from tpuctl.emulator.core.ports import port_free
 from tpuctl.emulator.services import SERVICES, Backend
 from tpuctl.emulator.storage.server import StorageServer
-from tpuctl.emulator.workers.sandbox import Sandbox
 
 TICK_SECONDS = 0.1  # how often due transitions are applied between requests
 
@@ -38,7 +37,7 @@ class EmulatorServer:
     ) -> None:
         # unconfined: run worker commands unconfined where bwrap cannot run (None: as
         # TPUCTL_EMULATOR_UNCONFINED says); see workers/sandbox.py
-        self.backend = Backend(state_dir, sandbox=Sandbox(unconfined=unconfined))
+        self.backend = Backend(state_dir, unconfined=unconfined)
         self._state_dir = Path(state_dir) if state_dir else None
         self._host, self._port, self._verbose = host, port, verbose
         # A restarted emulator serves on the ports it had where they are free, as the

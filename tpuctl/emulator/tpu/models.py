@@ -15,6 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpuctl.emulator.core.projects import project_number as project_number
 from tpuctl.emulator.offerings.accelerators import AcceleratorType, parse_accelerator
 
 DEFAULT_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -25,12 +26,6 @@ HOSTKEYS_NAMESPACE = "hostkeys"
 def tpu_vm_name(uid: str, worker: int) -> str:
     """A Cloud TPU API VM's name (its hostname): `t1v-n-<8 hex>-w-<worker>`."""
     return f"t1v-n-{hashlib.sha256(uid.encode()).hexdigest()[:8]}-w-{worker}"
-
-
-def project_number(project: str) -> str:
-    """A stable fake 12-digit project number (the default service account is named by it)."""
-    digest = hashlib.sha256(project.encode()).hexdigest()
-    return str(100000000000 + int(digest, 16) % 900000000000)
 
 
 @dataclass(frozen=True)
