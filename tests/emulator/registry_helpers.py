@@ -1,7 +1,9 @@
 """Images made and pushed here as docker does, for the tests of the emulator's registry
 and of tpuctl's client of it: a one-layer image (a tar.gz layer, a config, an OCI
 manifest), the token dance, a chunked and a monolithic blob upload, a manifest by tag,
-and an index over manifests already pushed."""
+and an index over manifests already pushed; and images a worker's docker can run
+(`layer`, `libraries`: a shell and the programs it calls, with their libraries;
+`push_image`)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,23 @@ import hashlib
 import http.client
 import io
 import json
+import os
+import subprocess
 import tarfile
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tpuctl.emulator.workers.sandbox import Sandbox
 
 PROJECT, REPO = "tpuctl-demo", "images"
 PARENT = f"/v1/projects/{PROJECT}/locations/us/repositories"
 NAME = f"us-docker.pkg.dev/{PROJECT}/{REPO}/trainer"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+# an emulated worker runs containers only in its sandbox
+CONFINED = pytest.mark.skipif(Sandbox().mode != "bwrap", reason="needs bubblewrap")
 
 
 def send(address: str, method: str, path: str, body: bytes = b"", **headers: str):
@@ -68,25 +79,7 @@ def image(text: str, config: dict[str, Any] | None = None) -> tuple[bytes, bytes
             "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         }
     ).encode()
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": digest(config_blob),
-                "size": len(config_blob),
-            },
-            "layers": [
-                {
-                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                    "digest": digest(layer),
-                    "size": len(layer),
-                }
-            ],
-        }
-    ).encode()
-    return layer, config_blob, manifest
+    return layer, config_blob, manifest_of(config_blob, [layer])
 
 
 def token(registry: str, access: str = "ya29.a-user-token", name: str = NAME) -> str:
@@ -190,3 +183,76 @@ def push_index(
         {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": descriptors}
     ).encode()
     return put_manifest(registry, auth, tag, index, OCI_INDEX, name)
+
+
+def layer(files: dict[str, bytes | str | None], gzip: bool = True) -> bytes:
+    """A layer: a path's bytes, a host file's path to copy (str, executable), or None for
+    a FIFO."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz" if gzip else "w") as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            if data is None:
+                info.type = tarfile.FIFOTYPE
+            elif isinstance(data, str):
+                data = Path(data).read_bytes()
+                info.mode = 0o755
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return raw.getvalue()
+
+
+def libraries(*programs: str) -> dict[str, str]:
+    """The programs and the shared libraries `ldd` names for them, by their path (for
+    `layer`: a root in which they run)."""
+    found = {}
+    for program in programs:
+        found[program.lstrip("/")] = os.path.realpath(program)
+        listed = subprocess.run(["ldd", program], capture_output=True, text=True).stdout
+        for line in listed.split("\n"):
+            path = next((w for w in line.split() if w.startswith("/")), None)
+            if path:
+                found[path.lstrip("/")] = os.path.realpath(path)
+    return found
+
+
+def push_image(
+    registry: str, tag: str, layers: list[bytes], config: dict[str, Any], name: str = NAME
+) -> str:
+    """Push an image of `layers` (gzipped or not, as each is) whose image config's
+    `config` is `config`, as `name:tag`, each blob in one POST; its manifest's digest."""
+    auth = {"Authorization": f"Bearer {token(registry, name=name)}"}
+    config_blob = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": config,
+            "rootfs": {"type": "layers", "diff_ids": []},
+        }
+    ).encode()
+    for blob in [*layers, config_blob]:
+        path = f"/v2/{name}/blobs/uploads/?digest={digest(blob)}"
+        assert send(registry, "POST", path, blob, **auth)[0] == 201
+    manifest = manifest_of(config_blob, layers)
+    return put_manifest(registry, auth, tag, manifest, OCI_MANIFEST, name)
+
+
+def manifest_of(config_blob: bytes, layers: list[bytes]) -> bytes:
+    """An OCI image manifest of a config and layers (each gzipped or not, as it is)."""
+    described = [
+        {
+            "mediaType": "application/vnd.oci.image.layer.v1."
+            + ("tar+gzip" if blob[:2] == b"\x1f\x8b" else "tar"),
+            "digest": digest(blob),
+            "size": len(blob),
+        }
+        for blob in layers
+    ]
+    config = {
+        "mediaType": "application/vnd.oci.image.config.v1+json",
+        "digest": digest(config_blob),
+        "size": len(config_blob),
+    }
+    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": config}
+    return json.dumps({**manifest, "layers": described}).encode()

@@ -8,25 +8,19 @@ from __future__ import annotations
 
 import array
 import base64
-import hashlib
-import http.client
-import io
 import json
 import os
 import shlex
 import socket
-import subprocess
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.emulator.registry_helpers import CONFINED, layer, libraries, make_repository, push_image
 from tests.emulator.ssh_helpers import create, delete, mine, user_key, wait_until
 from tests.emulator.test_ssh_workers import run
 from tpuctl.emulator.workers.sandbox import Sandbox
-
-CONFINED = pytest.mark.skipif(Sandbox().mode != "bwrap", reason="needs bubblewrap")
 
 PROJECT, REPO = "tpuctl-demo", "boxes"
 NAME = f"us-docker.pkg.dev/{PROJECT}/{REPO}/tool"
@@ -40,65 +34,11 @@ TOKEN = (
 LOGIN = f"{TOKEN} | docker login -u oauth2accesstoken --password-stdin https://us-docker.pkg.dev"
 
 
-def _send(address: str, method: str, path: str, body: bytes = b"", **headers: str) -> Any:
-    host, port = address.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request(method, path, body=body or None, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _layer(files: dict[str, bytes | str | None], gzip: bool) -> bytes:
-    """A layer: a path's bytes, a host file's path to copy (str), or None for a FIFO."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w:gz" if gzip else "w") as tar:
-        for path, data in files.items():
-            info = tarfile.TarInfo(path)
-            if data is None:
-                info.type = tarfile.FIFOTYPE
-            elif isinstance(data, str):
-                data = Path(data).read_bytes()
-                info.mode = 0o755
-            if data is not None:
-                info.size = len(data)
-            tar.addfile(info, io.BytesIO(data) if data is not None else None)
-    return raw.getvalue()
-
-
-def _libraries(*programs: str) -> dict[str, str]:
-    """The programs and the shared libraries `ldd` names for them, by their path."""
-    found = {}
-    for program in programs:
-        found[program.lstrip("/")] = os.path.realpath(program)
-        for line in subprocess.run(["ldd", program], capture_output=True, text=True).stdout.split(
-            "\n"
-        ):
-            path = next((w for w in line.split() if w.startswith("/")), None)
-            if path:
-                found[path.lstrip("/")] = os.path.realpath(path)
-    return found
-
-
 def _push(registry: str, tag: str) -> str:
     """The test image as NAME:tag; its manifest's digest."""
-    basic = base64.b64encode(b"oauth2accesstoken:ya29.a-user-token").decode()
-    status, body = _send(
-        registry,
-        "GET",
-        f"/v2/token?service={registry}&scope=repository:{NAME}:pull,push",
-        Authorization=f"Basic {basic}",
-    )
-    auth = {"Authorization": f"Bearer {json.loads(body)['token']}"}
-    first = _layer(
+    first = layer(
         {
-            **_libraries("/bin/dash", "/bin/sleep", "/bin/cat"),
+            **libraries("/bin/dash", "/bin/sleep", "/bin/cat"),
             "bin/sh": "/bin/dash",
             "etc/msg": b"from the first layer\n",
             "etc/gone": b"whited out\n",
@@ -107,7 +47,7 @@ def _push(registry: str, tag: str) -> str:
         },
         gzip=True,
     )
-    second = _layer(
+    second = layer(
         {
             "etc/msg": b"from the second layer\n",
             "etc/.wh.gone": b"",
@@ -116,59 +56,15 @@ def _push(registry: str, tag: str) -> str:
         },
         gzip=False,
     )
-    config = json.dumps(
-        {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": {
-                "Cmd": ["cat", "/etc/msg"],
-                "Env": ["FROM_IMAGE=yes"],
-                "WorkingDir": "/data",
-            },
-            "rootfs": {"type": "layers", "diff_ids": []},
-        }
-    ).encode()
-    layers = []
-    for blob, kind in ((first, "tar+gzip"), (second, "tar"), (config, None)):
-        path = f"/v2/{NAME}/blobs/uploads/?digest={_sha(blob)}"
-        assert _send(registry, "POST", path, blob, **auth)[0] == 201
-        if kind:
-            layers.append(
-                {
-                    "mediaType": f"application/vnd.oci.image.layer.v1.{kind}",
-                    "digest": _sha(blob),
-                    "size": len(blob),
-                }
-            )
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": _sha(config),
-                "size": len(config),
-            },
-            "layers": layers,
-        }
-    ).encode()
-    headers = {**auth, "Content-Type": "application/vnd.oci.image.manifest.v1+json"}
-    assert _send(registry, "PUT", f"/v2/{NAME}/manifests/{tag}", manifest, **headers)[0] == 201
-    return _sha(manifest)
+    config = {"Cmd": ["cat", "/etc/msg"], "Env": ["FROM_IMAGE=yes"], "WorkingDir": "/data"}
+    return push_image(registry, tag, [first, second], config, NAME)
 
 
 @pytest.fixture
 def worker(emulator: Any, emulator_server: Any, tmp_path: Path) -> Any:
     """(run a command on worker 0 as alice: its result, the worker's folder, the image's
     digest) of a READY v3-8 whose account is SA."""
-    create_repo = f"/v1/projects/{PROJECT}/locations/us/repositories?repositoryId={REPO}"
-    body = json.dumps({"format": "DOCKER"}).encode()
-    assert (
-        _send(emulator.address, "POST", create_repo, body, **{"Content-Type": "application/json"})[
-            0
-        ]
-        == 200
-    )
+    make_repository(emulator.address, REPO)
     digest = _push(str(emulator.status()["registry_endpoint"]), "v1")
     pub, key = user_key(tmp_path)
     node = create(

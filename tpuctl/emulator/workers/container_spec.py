@@ -118,10 +118,11 @@ _BASIC_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/ur
 
 
 def process(
-    config: dict[str, Any], request: dict[str, Any], root: str
+    config: dict[str, Any], request: dict[str, Any], root: str, mounts: list[str] | None = None
 ) -> tuple[list[str], dict[str, str], str]:
     """(argv, environment, working folder) of the container's main process, as docker
-    makes them from the image's config and `run`'s options."""
+    makes them from the image's config and `run`'s options (`mounts`: `binds`', where
+    the program may be, as runc finds it once the mounts are made)."""
     entrypoint = config.get("Entrypoint") or []
     cmd = config.get("Cmd") or []
     if request.get("entrypoint") is not None:
@@ -139,7 +140,7 @@ def process(
     env.setdefault("HOME", "/root")
     cwd = str(request.get("workdir") or config.get("WorkingDir") or "/")
     os.makedirs(images.resolve(root, cwd, follow_last=True), exist_ok=True)
-    program = _find(root, argv[0], env["PATH"])
+    program = _find(root, argv[0], env["PATH"], cwd, mounts or [])
     oci = _OCI
     if program is None:
         raise Refusal(f'{oci}"{argv[0]}": executable file not found in $PATH: unknown', 127)
@@ -148,10 +149,22 @@ def process(
     return argv, env, cwd
 
 
-def _find(root: str, program: str, path: str) -> str | None:
+def _find(root: str, program: str, path: str, cwd: str, mounts: list[str]) -> str | None:
+    """The machine's path of the program the container runs: by $PATH, or a path (a
+    relative one from the working folder, `./run.sh`), in a bind if one holds it."""
     candidates = [program] if "/" in program else [f"{d or '.'}/{program}" for d in path.split(":")]
     for candidate in candidates:
-        host = images.resolve(root, candidate, follow_last=True)
+        inside = os.path.normpath(os.path.join(cwd, candidate))
+        host = _bound(inside, mounts) or images.resolve(root, inside, follow_last=True)
         if os.path.exists(host):
             return host
+    return None
+
+
+def _bound(path: str, mounts: list[str]) -> str | None:
+    """Where `path` is on the machine when a bind holds it (the last bind wins)."""
+    triples = [mounts[i : i + 3] for i in range(0, len(mounts), 3)]
+    for _, host, dest in reversed(triples):
+        if path == dest or path.startswith(dest.rstrip("/") + "/"):
+            return host + path[len(dest.rstrip("/")) :]
     return None

@@ -243,7 +243,7 @@ class Daemon:
                 ["cp", "-a", str(folder / "rootfs"), root], check=True, capture_output=True
             )
             mounts = binds(self.wdir, request, self.daemons.sandbox.read_only())
-            argv, env, cwd = process(config, request, root)
+            argv, env, cwd = process(config, request, root, mounts)
             with self.daemons.sandbox.container(
                 self.wdir, root, argv, mounts, cwd, request.get("hostname")
             ) as cmd:
