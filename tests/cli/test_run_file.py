@@ -143,8 +143,10 @@ def test_print_spec_names_every_option_given(cli, emulator, repo) -> None:
         "repairs": 2,
     }.items():  # fmt: skip
         assert spec[key] == value, key
-    # all but what was not given (the job file gives outputs, so not --no-outputs)
-    assert set(jobfile.KEYS) - set(spec) == {"node", "zone", "no_outputs", "no_requirements"}
+    # all but what was not given (the job file gives outputs, so not --no-outputs; an
+    # --image goes with none of --setup, --requirements: test_run_image.py)
+    expected = {"node", "zone", "no_outputs", "no_requirements", "image"}
+    assert set(jobfile.KEYS) - set(spec) == expected
 
 
 def test_every_option_of_run_has_a_key() -> None:

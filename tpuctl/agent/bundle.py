@@ -61,6 +61,7 @@ MODULES = (
     "maintenance.py",
     "tpu_health.py",
     "container.py",
+    "launch.py",
     "chips.py",
     "stacks.py",
     "sitehook.py",

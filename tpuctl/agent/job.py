@@ -15,7 +15,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from functools import partial
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import chips, claims, envs, hang, maintenance, protocol, sitehook, target, tpu_health
+from .container import PullFailed
+from .launch import run as launch
 from .metadata import Token, identity
 from .net import HttpError, Json
 from .outputs import Outputs
@@ -374,20 +375,7 @@ class Job(Teardown):
             self.kept.keep(request)
             self.manifests.restore(self.sync)  # none on attempt 1 (outputs.py)
             env = self.env(request)
-            script = request["script"]
-            command = [sys.executable, script] if script.endswith(".py") else [f"./{script}"]
-            code = 0
-            if request.get("environment") and self.may_start("environment"):
-                env, self.python = envs.for_job(self, request["environment"], env)
-                command[0] = self.python if script.endswith(".py") else command[0]
-            if request.get("setup") and self.may_start("setup"):
-                self.say(f"setup: {request['setup']}")
-                shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-                code = self.supervise([shell, "-c", request["setup"]], env, "setup")
-                if code:
-                    self.say(f"the setup failed with exit status {code}")
-            if code == 0 and self.may_start("script"):
-                code = tpu_health.script(self, command + list(request.get("args") or []), env)
+            code = launch(self, request, env)
             if self.signalled:
                 self.check_signal()
             state = protocol.SUCCEEDED if code == 0 else protocol.FAILED
@@ -404,6 +392,10 @@ class Job(Teardown):
         except envs.EnvFailed as e:  # said once, by the worker that met it (envs.py)
             self.say(f"error: {e}")
             self.status.value["message"] = str(e)[:500] if e.here else ""
+            code, exit_status = 1, None  # nothing of the job ran
+        except PullFailed as e:  # the registry's refusal, said by each worker
+            self.say(f"error: {e}")
+            self.status.value["message"] = str(e)[:500]
             code, exit_status = 1, None  # nothing of the job ran
         except Refused as e:  # not what the user submitted: nothing of it runs
             self.say(f"refused: {e}")

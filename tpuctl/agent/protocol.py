@@ -107,7 +107,17 @@ def outputs_prefix(job_id: str, slice_id: int | None = None) -> str:
 # (job.json) only describes the job for the laptop's commands, and the mutable state
 # (statuses, cancel marker) lives in objects of its own.
 REQUEST_VERSION = 2
-REQUEST_KEYS = ("version", "id", "script", "args", "setup", "env", "manifest", "environment")
+REQUEST_KEYS = (
+    "version",
+    "id",
+    "script",
+    "args",
+    "setup",
+    "env",
+    "manifest",
+    "environment",
+    "image",  # `tpuctl run --image`: {"name": by digest, "registry": host} (container.py)
+)
 FILE_MODES = (0o755, 0o644)  # the only modes a code file gets on the VM
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tpuctl.cli import render
 
@@ -33,6 +33,37 @@ def gate_run(root: Path, rel: str, spec: RunSpec, force: bool) -> None:
         raise verdict.failure
     if verdict.forced:
         render.info(f"--force: running despite {verdict.forced} error(s)")
+
+
+def gate_image(factory: Any, spec: RunSpec, project: str, check: bool, force: bool) -> None:
+    """`tpuctl run --image`: the image resolved to its digest (a missing or refused one:
+    one line, nothing created), which `spec` then pulls on every worker; unless --no-check
+    the doctor's findings on it (its TPU runtime; whether the VM's account may pull it),
+    an error stopping the run unless `force`."""
+    from tpuctl.cli.doctor_image import image_lines
+    from tpuctl.cloud.images import parse_image
+    from tpuctl.errors import CheckFailed
+    from tpuctl.services.doctor.gate import summary
+    from tpuctl.services.doctor.image import check_image
+
+    images = factory.images()
+    resolved = images.resolve(parse_image(spec.image or ""))
+    spec.image_pull = {"name": resolved.pinned, "registry": resolved.host}
+    render.info(f"image: {spec.image} is {resolved.pinned}")
+    if not check:
+        return
+    account = spec.node_spec.service_account
+    findings = check_image(images, factory.iam(), resolved, project, account).findings
+    sys.stderr.write(image_lines(findings))
+    errors = [f for f in findings if f.severity == "error"]
+    if errors and not force:
+        raise CheckFailed(
+            f"tpuctl doctor found {summary(findings)} in {spec.image}; nothing was created "
+            f"(first: {errors[0].check})",
+            hint="fix the errors above, or run again with --force (--no-check skips the check)",
+        )
+    if errors:
+        render.info(f"--force: running despite {len(errors)} error(s)")
 
 
 def node_report(report: Report) -> str:

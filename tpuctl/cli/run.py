@@ -70,7 +70,9 @@ def _run(
     if request.print_spec:
         # the script as it was named (a symlinked folder stays as typed), else as found
         named = Path(str(request.script))
-        shown = named if named.is_file() else root / rel
+        shown: Path | str | None = named if named.is_file() else root / rel
+        if request.in_image:  # the command as typed (none: the image's own)
+            shown = request.script
         write_spec(ctx, request, from_file, shown, request.restarts_or_default)
         return 0
     nodes.check_scheduling(spec.node_spec)  # before anything is staged or made
@@ -83,10 +85,14 @@ def _run(
             "environment: the work dir's requirements.txt, built once and cached in the "
             "bucket (--no-requirements: none)"
         )
-    if not request.no_check:  # before anything is created: a mistake found here costs no TPU time
+    # before anything is created: a mistake found here costs no TPU time
+    if not request.no_check and not request.image:
         doctor_gate.gate_run(root, rel, spec, request.force)
     app, json_out = app_of(ctx), request.json_out
     target = request.place(app.target(request.project, request.zone, many_zones=True))
+    if request.image:  # resolved once: every worker pulls this digest
+        check = not request.no_check
+        doctor_gate.gate_image(app.factory, spec, target.project, check, request.force)
     # --bucket, else the config file's `bucket`, else the default: as `jobs` finds it.
     config = load_config_file()
     spec.bucket = staging.bucket_name(request.bucket, config, target.project)

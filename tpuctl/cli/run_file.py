@@ -38,7 +38,11 @@ def merged(
 
 
 def write_spec(
-    ctx: typer.Context, request: RunRequest, from_file: set[str], script: Path, restarts: int
+    ctx: typer.Context,
+    request: RunRequest,
+    from_file: set[str],
+    script: Path | str | None,
+    restarts: int,
 ) -> None:
     """The job file for what was given (flags, and the file read with -f) on stdout."""
     from tpuctl.services.run import jobfile

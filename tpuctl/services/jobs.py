@@ -149,6 +149,7 @@ def list_jobs(
                 "duration": (max(ended) - started) if ended and started else None,
                 "restarts": max((int(s.get("attempt", 1)) - 1 for s in st.values()), default=0),
                 "workers": record.get("workers", 1),
+                **({"image": record["image"]} if record.get("image") else {}),  # by digest
                 **hung(st),
                 "tpuUnhealthy": tpu_unhealthy(st),
                 # the workers' statuses' (agent/envs.py): built, from the bucket, reused

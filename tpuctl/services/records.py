@@ -66,6 +66,7 @@ JOB_RECORD: Schema = {
     "teardown": (bool, _NONE),
     "owner": _MAYBE_TEXT,  # the tpuctl-owner label of the account that ran it
     "accelerator": _MAYBE_TEXT,
+    "image": _MAYBE_TEXT,  # `run --image`: the image by its digest, as every worker ran it
 }
 ANY: Schema = {}  # a record whose fields its reader checks itself
 

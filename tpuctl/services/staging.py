@@ -46,6 +46,7 @@ from tpuctl.services.blob_sender import BlobSender
 from tpuctl.services.workdir import (
     FileEntry,
     Identity,
+    Selection,
     Snapshot,
     select,
 )
@@ -215,6 +216,9 @@ class JobSpec:
     slices: int = 1  # a multislice job: `workers` counts every slice's
     environment: dict[str, Any] | None = None  # the requirement set (run/environment.py)
     owner: str = ""  # the `tpuctl-owner` label of the account that ran it (names.owner_label)
+    # `tpuctl run --image`: {"name": the image by digest, "registry": its host}; `script`
+    # is then "" when `args` is the command to run in the image (no code is staged)
+    image: dict[str, str] | None = None
 
 
 @dataclass
@@ -241,6 +245,7 @@ def job_request(spec: JobSpec, manifest: Mapping[str, FileEntry]) -> dict[str, A
         "env": sorted(spec.env_names),  # names only: values travel over SSH, never stored
         "manifest": {path: entry.to_json() for path, entry in sorted(manifest.items())},
         "environment": spec.environment,
+        "image": spec.image,
     }
 
 
@@ -271,6 +276,7 @@ def job_record(spec: JobSpec, digest: str, workdir: Path) -> dict[str, Any]:
         "bucket": spec.bucket,
         "workdir": str(workdir),
         "request": digest,  # the sha256 of request.json
+        **({"image": spec.image["name"]} if spec.image else {}),
     }
 
 
@@ -292,8 +298,9 @@ def stage_job(
     (`Bucket.ensure`). Returns what was staged and how much was uploaded.
     """
     root = workdir.resolve()
-    chosen = select(root, excludes, omit)
-    if spec.script not in chosen.files:
+    # a command of the image: nothing of here runs, nothing is staged
+    chosen = Selection([], {}) if spec.image and not spec.script else select(root, excludes, omit)
+    if spec.script and spec.script not in chosen.files:
         why = "every file there is ignored" if not chosen.files else f"{spec.script} is not staged"
         raise UsageError(
             f"nothing to run from the work dir {root}: {why}",
@@ -315,7 +322,7 @@ def stage_job(
                     progress(done, len(chosen.files))
             return shot
 
-        with ThreadPoolExecutor(max_workers=min(workers, len(chosen.files))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(chosen.files)))) as pool:
             shots = dict(zip(chosen.files, pool.map(one, chosen.files), strict=True))
     manifest = {relative: shot.entry for relative, shot in shots.items()}
     request = job_request(spec, manifest)

@@ -248,11 +248,18 @@ def merge(params: dict[str, Any], given: set[str], job_file: JobFile) -> set[str
 
 
 def spec_text(
-    params: Mapping[str, Any], given: set[str], from_file: set[str], script: Path, restarts: int
+    params: Mapping[str, Any],
+    given: set[str],
+    from_file: set[str],
+    script: Path | str | None,
+    restarts: int,
 ) -> str:
     """The job file (`--print-spec`) for `run`'s `params`: the options given as flags or
-    by a file read, `ALWAYS` ones, the script and its args."""
-    values: dict[str, Any] = {"script": script, "args": list(params["script_args"] or [])}
+    by a file read, `ALWAYS` ones, the script (a command of an --image: as typed; none:
+    the image's own) and its args."""
+    values: dict[str, Any] = {"args": list(params["script_args"] or [])}
+    if script is not None:
+        values = {"script": script, **values}
     for key in KEYS:
         param = PARAM_OF.get(key, key)
         special = key in ("script", "args", "zone", "zones", "env")

@@ -37,9 +37,15 @@ from tpuctl.services.run.kinds import (
 
 MAX_RESTARTS = 100  # a node recreated more often than this is a loop, not a job
 # the script as named (a job file's, from the file's folder), not made a Path: as typed
-SCRIPT = Kind(
-    PATH.wanted, lambda _, v, base, key: str(PATH.read(v, base, key)), show=kinds.shown_path
-)
+# (a bare name that is no file there, `python3`, is kept as written: with `image`, the
+# command to run in the image)
+SCRIPT = Kind(PATH.wanted, lambda _, v, base, key: _script(v, base, key), show=kinds.shown_path)
+
+
+def _script(value: Any, base: Path, key: str) -> str:
+    path = PATH.read(value, base, key)
+    bare = isinstance(value, str) and "/" not in value
+    return str(value) if bare and not path.exists() else str(path)
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,10 @@ class RunOptions:
 
     script: str | None = option(
         SCRIPT,
-        help="A .py file (run with python3) or an executable (or `script` in -f FILE).",
+        help="A .py file (run with python3) or an executable (or `script` in -f FILE); "
+        "with --image, optional: a file of the work dir runs in the image, anything else "
+        "is the command to run in it (`tpuctl run --image IMAGE -- python3 -c 'print(1)'`), "
+        "none: the image's own ENTRYPOINT/CMD.",
         argument=True,
     )
     script_args: list[str] | None = option(
@@ -110,6 +119,13 @@ class RunOptions:
     name: str | None = option(STRING, help="A name for the job.")
     workdir: Path | None = option(
         PATH, help="Folder to ship (default: the script's).", metavar="DIR"
+    )
+    image: str | None = option(
+        STRING,
+        help="Run in this container image (LOCATION-docker.pkg.dev/PROJECT/REPO/IMAGE"
+        "[:TAG|@sha256:DIGEST]), resolved once to its digest, pulled by every worker with "
+        "the VM's account: the image is the environment (no --requirements, --setup).",
+        metavar="IMAGE",
     )
     exclude: list[str] = option(STRINGS, [], "gitignore-style; repeatable.", metavar="PATTERN")
     setup: str | None = option(STRING, help="Shell command run once per worker first.")

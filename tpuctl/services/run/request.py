@@ -22,7 +22,7 @@ from tpuctl.cloud import registry
 from tpuctl.durations import format_duration
 from tpuctl.errors import Interrupted, TpuctlError, UsageError
 from tpuctl.queueing import check_slices
-from tpuctl.services.run.options import MAX_RESTARTS, OPTIONS, RunOptions
+from tpuctl.services.run.options import BY_NAME, MAX_RESTARTS, OPTIONS, RunOptions
 from tpuctl.services.run.spec import (
     DEFAULT_OUTPUTS,
     HANG_AFTER,
@@ -84,7 +84,9 @@ class RunRequest(RunOptions):
         """The rules between flags; a UsageError naming them (and the job file's line for
         a value that came from the file)."""
         from_file = from_file or set()
-        if self.script is None:
+        if self.image is not None:
+            self._check_image(blame, from_file)
+        elif self.script is None:
             raise UsageError(
                 "no script: give one (tpuctl run SCRIPT) or a job file with `script = ...` "
                 "(-f FILE)"
@@ -131,10 +133,41 @@ class RunRequest(RunOptions):
             with blame("outputs") if "outputs" in from_file else contextlib.nullcontext():
                 _check_outputs(self.outputs)
 
+    def _check_image(self, blame: Blame, from_file: set[str]) -> None:
+        """--image: a reference Artifact Registry can have, and none of the flags that
+        build an environment (the image is the environment)."""
+        from tpuctl.cloud.images import parse_image
+
+        with blame("image") if "image" in from_file else contextlib.nullcontext():
+            parse_image(self.image or "")
+        for name in ("requirements", "rebuild_env", "system_site_packages", "setup"):
+            if getattr(self, name):
+                flag = BY_NAME[name].flag
+                raise UsageError(
+                    f"--image does not go with {flag}: the image is the environment",
+                    hint="install what the job needs in the image (its Dockerfile)",
+                )
+
+    @property
+    def in_image(self) -> bool:
+        """--image with no SCRIPT, or one that names no file here: SCRIPT ARGS are the
+        command to run in the image (none: its own ENTRYPOINT/CMD)."""
+        if self.image is None:
+            return False
+        if self.script is None:
+            return True
+        path = Path(self.script)
+        return not (
+            path.is_file() or (self.workdir is not None and (self.workdir / path).is_file())
+        )
+
     def located(
         self, blame: Blame = no_blame, from_file: set[str] | None = None
     ) -> tuple[Path, str]:
-        """The work dir and the script's path in it."""
+        """The work dir and the script's path in it ("" for a command of the image: the
+        work dir then is not staged)."""
+        if self.in_image:
+            return (self.workdir or Path.cwd()).resolve(), ""
         with blame("script" if "script" in (from_file or set()) else "workdir"):
             return locate(str(self.script), self.workdir)
 
@@ -146,7 +179,7 @@ class RunRequest(RunOptions):
 
         env_spec, by_default = environment.spec_of(
             self.requirements,
-            self.no_requirements,
+            self.no_requirements or self.image is not None,
             root,
             self.rebuild_env,
             self.system_site_packages,
@@ -160,7 +193,7 @@ class RunRequest(RunOptions):
         return RunSpec(
             script=rel,
             workdir=root,
-            args=list(self.script_args or []),
+            args=self.command,
             node=self.node,
             node_spec=CreateSpec(
                 name="",  # the job's node's, given per attempt
@@ -207,7 +240,14 @@ class RunRequest(RunOptions):
             heartbeat_deadline=self.heartbeat_deadline or HEARTBEAT_DEADLINE,
             environment=env_spec,
             environment_by_default=by_default,
+            image=self.image,
         )
+
+    @property
+    def command(self) -> list[str]:
+        """The script's args; for a command of the image, the whole command."""
+        args = list(self.script_args or [])
+        return [self.script, *args] if self.in_image and self.script else args
 
     def place(self, target: Target) -> Target:
         """The zones the job may use: an existing node's is its one zone."""

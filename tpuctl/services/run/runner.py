@@ -103,12 +103,14 @@ class Runner:
     def run(self) -> JobOutcome:
         job, spec = self.job, self.job.spec
         job.marks["begin"] = time.time()
-        if not (spec.workdir / spec.script).is_file():
+        staged = bool(spec.script or not spec.image)  # a command of the image: nothing is
+        if staged and not (spec.workdir / spec.script).is_file():
             raise UsageError(
                 f"script {spec.script} not found in {spec.workdir}",
                 hint="give a file in the work dir (--workdir; default: the script's folder)",
             )
-        if not spec.script.endswith(".py") and not os.access(spec.workdir / spec.script, os.X_OK):
+        runnable = spec.script.endswith(".py") or os.access(spec.workdir / spec.script, os.X_OK)
+        if staged and not runnable:
             # It would fail on every worker (`./SCRIPT`: permission denied) after paying
             # for a node.
             raise UsageError(
@@ -221,6 +223,7 @@ class Runner:
             slices=spec.slices,
             environment=spec.environment,
             owner=spec.node_spec.owner,
+            image=spec.image_pull,
         )
 
     def _attempts(self, workers: int) -> JobOutcome:
