@@ -84,6 +84,7 @@ def test_the_images_command_runs_with_its_outputs_home_and_its_exit_status(
     assert f"image: {IMAGE}:v1 is {IMAGE}@{digest}\n" in r.err
     (row,) = json.loads(cli("jobs", "--json").out)
     assert row["image"] == f"{IMAGE}@{digest}"
+    assert f"\nimage: {IMAGE}@{digest}\n" in cli("jobs", row["id"]).out
 
 
 def test_a_staged_script_runs_in_the_digest_resolved_though_the_tag_moved(

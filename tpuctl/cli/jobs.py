@@ -166,6 +166,8 @@ def jobs(
         from tpuctl.wording import printable
 
         for r in rows:  # as at the end of `run`
+            if r.get("image"):  # `run --image`: by the digest every worker ran
+                sys.stdout.write(f"image: {printable(r['image'])}\n")
             if r["hungSince"]:
                 name = jobs_service.worker_names(b, r["id"])
                 sys.stdout.write(
