@@ -25,11 +25,6 @@ CORE_IMPORTS_LEFT = {
     ("core.http_front", "metadata.server"),
     ("core.http_front", "tpu.enums"),
     ("core.persistence", "tpu.models"),
-    ("core.server", "monitoring.grpc_front"),
-    ("core.server", "storage.proxy"),
-    ("core.server", "storage.server"),
-    ("core.server", "tpu.grpc_front"),
-    ("core.server", "workers.ssh"),
     ("core.state", "tpu.models"),
     ("core.state", "tpu.rules"),
 }

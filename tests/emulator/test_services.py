@@ -31,7 +31,7 @@ def test_every_package_with_routes_is_a_registered_service() -> None:
     assert registered == with_routes
     listed = [s.routes for s in services.SERVICES]
     assert all(s.routes or s.slots for s in services.SERVICES), "a service that does nothing"
-    assert [r for routes in listed for r in routes] == urls.API_ROUTES
+    assert [r for routes in listed for r in routes] == urls.api_routes(services.SERVICES)
 
 
 def test_a_registered_services_transitions_run_with_the_others(

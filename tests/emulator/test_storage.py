@@ -113,8 +113,7 @@ def test_reset_empties_a_bucket_that_a_late_write_refilled(
     client = emulator.storage_client()
     bucket = client.create_bucket("busy")
     bucket.blob("first").upload_from_string(b"x")
-    storage = emulator_server.storage
-    assert storage is not None
+    storage = emulator_server.fronts["storage"]
     call = storage._call
     late = []
 

@@ -14,7 +14,7 @@ from tpuctl.emulator.billing.service import SERVICE as BILLING
 from tpuctl.emulator.compute.calls import ComputeCalls
 from tpuctl.emulator.compute.service import SERVICE as COMPUTE
 from tpuctl.emulator.control.calls import ControlCalls
-from tpuctl.emulator.core.service import Service
+from tpuctl.emulator.core.service import Front, Service
 from tpuctl.emulator.core.slots import Slot
 from tpuctl.emulator.iam.calls import IamCalls
 from tpuctl.emulator.iam.service import SERVICE as IAM
@@ -29,8 +29,20 @@ from tpuctl.emulator.tpu.calls import TpuCalls
 from tpuctl.emulator.tpu.service import SERVICE as TPU
 from tpuctl.emulator.workers.calls import WorkerCalls
 from tpuctl.emulator.workers.sandbox import Sandbox
+from tpuctl.emulator.workers.service import SSH
 
 SERVICES: tuple[Service, ...] = (TPU, QUOTAS, IAM, MONITORING, COMPUTE, BILLING, STORAGE, REGISTRY)
+
+# The services' own ports (`core.service.Front`) in the order the server starts them
+# (`core/server.py`) and the ports file lists them: Cloud Storage under the HTTP server,
+# the gRPC fronts and the registry beside it, the workers' SSH once it serves.
+FRONTS: tuple[Front, ...] = (
+    *STORAGE.fronts,
+    *MONITORING.fronts,
+    *TPU.fronts,
+    *REGISTRY.fronts,
+    SSH,
+)
 
 
 def slots() -> list[Slot]:

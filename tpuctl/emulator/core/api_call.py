@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any
 
-from tpuctl.emulator.core import errors, urls
+from tpuctl.emulator.core import errors
+from tpuctl.emulator.core.backend import BackendCore
 from tpuctl.emulator.core.routes import OnFront, OnState, arguments
-from tpuctl.emulator.services import Backend
 
 
 def call(
-    backend: Backend,
+    backend: BackendCore,
     method: str,
     path: str,
     query: dict[str, str],
@@ -32,7 +32,7 @@ def call(
     rules match; `authorization`: the request's header, whose token may be a VM's, see
     `iam/accounts.py`; `headers`: the request's, by lower-case name); raises
     `errors.ApiError` as the cloud would answer."""
-    verb, fn, spec, match = urls.route(method, path)
+    verb, fn, spec, match = backend.routes.route(method, path)
     backend.requests.count(f"{method} {verb}")
     backend.requests.record(verb, method, path, query, body)
     delay, fault, after, quota = backend.draw_fault(target)

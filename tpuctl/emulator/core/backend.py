@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tpuctl.emulator.core import persistence
+from tpuctl.emulator.core import persistence, urls
 from tpuctl.emulator.core.locking import locked
 from tpuctl.emulator.core.requests import RequestLog
 from tpuctl.emulator.core.service import Service
@@ -42,6 +42,7 @@ class BackendCore:
         clock: Callable[[], float] = time.time,
     ):
         self.services = services  # in order: their ticks run so
+        self.routes = urls.Routes(services)  # their REST routes (`api_call`)
         self.lock = threading.RLock()
         # Notified (under the lock) after every change of the state.
         self.changes = threading.Condition(self.lock)

@@ -38,13 +38,23 @@ class Facade(Protocol):
 @dataclass(frozen=True)
 class Front:
     """A port of a service's own beside the emulator's REST port (the server starts it,
-    `core/server.py`): `start(backend, host, port, state_dir, verbose)` (port 0: a free
-    one; the state dir None: none) answers a started object with `port`, `address`
-    (host:port, which the status shows as `<name>_endpoint`) and `stop()`. The backend
-    holds it as `backend.fronts.<name>` (control routes may name its methods)."""
+    `core/server.py`): `start(backend, host, port, state_dir, verbose)` (port 0: the one
+    it had before where free, else a free one; the state dir None: none) answers a
+    started object with `port`, `address` (host:port) and `stop()`, or None where it
+    serves nothing (what it stands in front of is off). The backend holds it as
+    `backend.fronts.<name>` (control routes and later fronts may name it).
+
+    `phase`: "under" starts before the HTTP server serves and stops after it stopped
+    (what requests reach through it), "beside" starts before it serves and stops before
+    it stops, "after" starts once it serves and stops first. `shown`: the status shows
+    `address` as `<name>_endpoint` (else its start tells the backend where it is).
+    `remember`: the port the ports file keeps for it (None: `port`)."""
 
     name: str
     start: Callable[..., Any]
+    phase: str = "beside"
+    shown: bool = True
+    remember: Callable[[Any], int | None] | None = None
 
 
 @dataclass(frozen=True)

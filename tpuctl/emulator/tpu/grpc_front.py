@@ -30,9 +30,9 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from tpuctl.emulator.core import api_call
+from tpuctl.emulator.core.backend import BackendCore
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.grpc_server import GrpcFront
-from tpuctl.emulator.services import Backend
 from tpuctl.emulator.tpu.versions import from_alpha, to_alpha
 
 V2 = "google.cloud.tpu.v2.Tpu"
@@ -249,7 +249,7 @@ class TpuGrpc(GrpcFront):
 
     thread_prefix = "tpu-grpc"
 
-    def __init__(self, backend: Backend, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, backend: BackendCore, host: str = "127.0.0.1", port: int = 0) -> None:
         super().__init__(host, port)
         self.backend = backend
         self._alpha_ops: set[str] = set()  # operations v2alpha1 calls started

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from tpuctl.emulator.core.service import Service
+from typing import Any
+
+from tpuctl.emulator.core.service import Front, Service
 from tpuctl.emulator.core.state import State
 from tpuctl.emulator.tpu import maintenance, queued, urls
+
+
+def _start_grpc(backend: Any, host: str, port: int, state_dir: Any, verbose: bool) -> Any:
+    """The TPU API over gRPC, beside REST: the status's `tpu_grpc_endpoint`."""
+    from tpuctl.emulator.tpu.grpc_front import TpuGrpc
+
+    grpc = TpuGrpc(backend, host, port).start()
+    backend.tpu_grpc_endpoint = grpc.address
+    return grpc
+
 
 SERVICE = Service(
     "tpu.googleapis.com",
     tuple(urls.ROUTES),
     (State.tick_nodes, queued.tick, maintenance.tick),
+    fronts=(Front("tpu_grpc", _start_grpc, shown=False),),
 )

@@ -20,17 +20,39 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import asyncssh
 
 from tpuctl.emulator.core.ports import free_port
+from tpuctl.emulator.core.state import State
 from tpuctl.emulator.iam.oslogin import Login
-from tpuctl.emulator.services import Backend
 from tpuctl.emulator.tpu.models import HOSTKEYS_NAMESPACE, Node
+from tpuctl.emulator.workers.files import WorkerFiles
 from tpuctl.emulator.workers.sessions import HomeSftp, Session
 
 APPLY_TIMEOUT = 30.0
+
+
+class Backend(Protocol):
+    """What the SSH servers read of the backend (`services.Backend`, which starts them
+    through `workers/service.py`): the nodes and Compute Engine VMs, their logins and
+    environments, under the lock; they follow its changes and tell it their port."""
+
+    lock: Any  # a threading.RLock
+    state: State
+    workers: WorkerFiles
+    ssh_port: int | None
+
+    @property
+    def nodes(self) -> dict[str, Node]: ...
+    @property
+    def compute_hosts(self) -> list[Any]: ...
+    def logins(self, node: Any) -> frozenset[Login]: ...
+    def node_env(self, node: Any, worker: int) -> dict[str, str]: ...
+    def publish(self, node: Node, worker: int, items: list[dict[str, str]]) -> None: ...
+    def follow(self, listener: Callable[[], None]) -> None: ...
+    def unfollow(self, listener: Callable[[], None]) -> None: ...
 
 
 @dataclass
