@@ -14,10 +14,12 @@ from tpuctl.emulator.billing.service import SERVICE as BILLING
 from tpuctl.emulator.compute.calls import ComputeCalls
 from tpuctl.emulator.compute.service import SERVICE as COMPUTE
 from tpuctl.emulator.control.calls import ControlCalls
-from tpuctl.emulator.core.service import Front, Service
+from tpuctl.emulator.control.service import CONTROL
+from tpuctl.emulator.core.service import Front, Prefix, Service
 from tpuctl.emulator.core.slots import Slot
 from tpuctl.emulator.iam.calls import IamCalls
 from tpuctl.emulator.iam.service import SERVICE as IAM
+from tpuctl.emulator.metadata.service import METADATA
 from tpuctl.emulator.monitoring.calls import MonitoringCalls
 from tpuctl.emulator.monitoring.service import SERVICE as MONITORING
 from tpuctl.emulator.quotas.calls import QuotaCalls
@@ -43,6 +45,10 @@ FRONTS: tuple[Front, ...] = (
     *REGISTRY.fronts,
     SSH,
 )
+
+# The paths answered whole (`core.service.Prefix`): the services' own, the workers'
+# metadata server and the emulator's control plane.
+PREFIXES: tuple[Prefix, ...] = (*(p for s in SERVICES for p in s.prefixes), METADATA, CONTROL)
 
 
 def slots() -> list[Slot]:

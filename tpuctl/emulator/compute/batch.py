@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tpuctl.emulator.core import api_call
+from tpuctl.emulator.core.backend import BackendCore as Backend
 from tpuctl.emulator.core.errors import ApiError, invalid_argument
-from tpuctl.emulator.services import Backend
 
 PREFIX = "/batch/compute/"
 

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from tpuctl.emulator.compute import group_api, maintenance, scheduling, transitions, urls
+from typing import Any
+
+from tpuctl.emulator.compute import batch, group_api, maintenance, scheduling, transitions, urls
 from tpuctl.emulator.compute.models import ComputeState
-from tpuctl.emulator.core.service import Service
+from tpuctl.emulator.core.service import Answer, Prefix, Request, Service
 from tpuctl.emulator.core.slots import Slot
 
 # `state.compute`: Compute Engine's TPU VM instances, groups, templates, policies and
@@ -17,9 +19,22 @@ INSTANCES = Slot(
     load=lambda state, config, kept: state.compute.load(kept or {}),
 )
 
+
+def _batch(backend: Any, request: Request) -> Answer:
+    """Compute's batch: gcloud's many calls at once (batch.py)."""
+    content_type, data = batch.respond(
+        backend,
+        request.headers.get("Content-Type", ""),
+        request.raw(),
+        request.headers.get("Authorization"),
+    )
+    return 200, [("Content-Type", content_type)], data
+
+
 SERVICE = Service(
     "compute.googleapis.com",
     tuple(urls.ROUTES),
     (transitions.tick, scheduling.tick, group_api.tick, maintenance.tick),
     slots=(INSTANCES,),
+    prefixes=(Prefix(batch.PREFIX, _batch),),
 )

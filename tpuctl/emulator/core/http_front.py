@@ -1,7 +1,7 @@
 """The emulator's HTTP front: the handler of every call (the APIs on the paths `urls`
-routes, Compute's batch, the control plane, the metadata servers), refusing what a web
-page sends, answering in Google's error shape, and the HTTP server that tracks its
-connections. `server.py` runs it.
+routes, and the paths answered whole, `services.PREFIXES`: Compute's batch, the control
+plane, the metadata servers), refusing what a web page sends, answering in Google's
+error shape, and the HTTP server that tracks its connections. `server.py` runs it.
 
 Standard library only. HTTP/1.1 keep-alive with TCP_NODELAY, so a call costs about a
 millisecond; one daemon thread per connection.
@@ -16,19 +16,14 @@ import sys
 import threading
 import traceback
 from http.server import BaseHTTPRequestHandler
-from operator import attrgetter
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tpuctl.emulator.compute import batch
-from tpuctl.emulator.control import urls as control_urls
-from tpuctl.emulator.control.client import CONTROL_PREFIX
 from tpuctl.emulator.core import api_call, browsers, errors
 from tpuctl.emulator.core.errors import ApiError
 from tpuctl.emulator.core.http_server import QuietServer
-from tpuctl.emulator.metadata import server as metadata
-from tpuctl.emulator.services import Backend
-from tpuctl.emulator.tpu import enums
+from tpuctl.emulator.core.service import Request, json_answer
+from tpuctl.emulator.services import PREFIXES, Backend
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -79,40 +74,19 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raise errors.invalid_argument("Invalid JSON payload received. Expected an object.")
         return body
 
-    def _send(self, status: int, payload: Any, end: bytes = b"") -> None:
-        data = json.dumps(payload).encode() + end
-        self._send_bytes(status, "application/json; charset=UTF-8", data)
+    def _send(self, status: int, payload: Any) -> None:
+        self._answer(*json_answer(status, payload))
 
-    def _send_bytes(self, status: int, content_type: str, data: bytes) -> None:
+    def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
         try:
             self.send_response(status)
-            self.send_header("Content-Type", content_type)
+            for name, value in headers:
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the caller is gone (e.g. a worker's process killed by the node's deletion)
-
-    def _send_metadata(self, path: str, query: dict[str, str]) -> None:
-        try:
-            status, content_type, data, extra = metadata.respond(
-                self.server.backend, path, query, self.headers
-            )
-        except Exception as exc:  # a bug here must still answer
-            traceback.print_exc()
-            status, content_type, data = 500, "text/plain", f"emulator bug: {exc!r}".encode()
-            extra = {}
-        self.send_response(status)
-        self.send_header("Metadata-Flavor", "Google")
-        for name, value in extra.items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        try:
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the guest is gone (a long `wait_for_change` of a worker torn down)
 
     def _handle(self) -> None:
         backend = self.server.backend
@@ -123,31 +97,15 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send(refused[0], ApiError(*refused).to_dict())
             return
-        if url.path.startswith(metadata.PREFIX):
-            self._send_metadata(url.path, query)
-            return
         try:
-            if url.path.startswith(batch.PREFIX):  # Compute's batch: gcloud's many at once
-                content_type, data = batch.respond(
-                    backend,
-                    self.headers.get("Content-Type", ""),
-                    self._raw(),
-                    self.headers.get("Authorization"),
-                )
-                self._send_bytes(200, content_type, data)
-                return
-            body = self._body()
-            if url.path.startswith(CONTROL_PREFIX):
-                name, spec, render = control_urls.control_route(self.command, url.path)
-                args = control_urls.control_arguments(spec, {**query, **body})
-                method = attrgetter(name)(backend)
-                if render is None:
-                    self._send(200, method(*args), b"\n")  # a shell's prompt on its own line
+            for prefix in self.server.prefixes:
+                if url.path.startswith(prefix.path):
+                    request = Request(
+                        self.command, url.path, query, self.headers, self._raw, self._body
+                    )
+                    self._answer(*prefix.respond(backend, request))
                     return
-                with backend.lock:  # rendered as the call left the state
-                    answer = render(method(*args))
-                self._send(200, answer, b"\n")
-                return
+            body = self._body()
             result = api_call.call(
                 backend,
                 self.command,
@@ -158,8 +116,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.headers.get("Authorization"),
                 {k.lower(): v for k, v in self.headers.items()},
             )
-            if enums.wants_numbers(query):  # what Google's REST clients ask for
-                result = enums.as_numbers(self.command, url.path, result)
+            for rewrite in self.server.rewrites:
+                result = rewrite(self.command, url.path, query, result)
             self._send(200, result)
         except ApiError as exc:
             self._send(exc.http, exc.to_dict())
@@ -177,6 +135,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class HTTPServer(QuietServer):
     def __init__(self, address: tuple[str, int], backend: Backend, verbose: bool) -> None:
         self.backend = backend
+        # the paths answered whole, the longest first: the metadata server's are under
+        # the control plane's
+        self.prefixes = sorted(PREFIXES, key=lambda prefix: -len(prefix.path))
+        self.rewrites = [rewrite for service in backend.services for rewrite in service.rewrites]
         self.verbose = verbose
         self.own_host = address[0]
         self._connections: set[socket.socket] = set()

@@ -7,6 +7,7 @@ by name."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,13 +59,54 @@ class Front:
 
 
 @dataclass(frozen=True)
+class Request:
+    """One HTTP request as a `Prefix` reads it: the body is read only when asked for."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: Any  # the request's headers (an email.message.Message: `.get(name)`)
+    raw: Callable[[], bytes]  # its body's bytes
+    body: Callable[[], dict[str, Any]]  # its body as a JSON object (ApiError if it is none)
+
+
+# (HTTP status, headers but Content-Length, which the server adds last, bytes)
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+def json_answer(status: int, payload: Any, end: bytes = b"") -> Answer:
+    """`payload` in JSON, as every REST answer of the emulator is sent."""
+    data = json.dumps(payload).encode() + end
+    return status, [("Content-Type", "application/json; charset=UTF-8")], data
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """Requests whose path starts with `path` that a service answers whole, instead of
+    the REST routes (the HTTP front, `http_front.py`; the longest path that matches
+    wins): `respond(backend, request)` answers an `Answer`, or raises `ApiError`, which
+    goes out in Google's error shape."""
+
+    path: str
+    respond: Callable[[Any, Request], Answer]
+
+
+# A REST answer's rewrite, `(method, path, query, result) -> result`, before it is sent
+Rewrite = Callable[[str, str, dict[str, str], Any], Any]
+
+
+@dataclass(frozen=True)
 class Service:
     """One emulated API. `ticks` run in order, under the backend's lock, before every
     call and between calls (`Backend.tick`): each completes what is due as of `now`.
-    `slots`: what it holds of the state (`Slot`); `fronts`: its own ports (`Front`)."""
+    `slots`: what it holds of the state (`Slot`); `fronts`: its own ports (`Front`);
+    `prefixes`: the paths it answers whole (`Prefix`); `rewrites`: what it changes of
+    every REST answer on the way out, in order (`Rewrite`)."""
 
     name: str
     routes: tuple[Route, ...] = ()
     ticks: tuple[Tick, ...] = ()
     slots: tuple[Slot, ...] = ()
     fronts: tuple[Front, ...] = ()
+    prefixes: tuple[Prefix, ...] = ()
+    rewrites: tuple[Rewrite, ...] = ()

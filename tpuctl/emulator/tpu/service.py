@@ -6,7 +6,7 @@ from typing import Any
 
 from tpuctl.emulator.core.service import Front, Service
 from tpuctl.emulator.core.state import State
-from tpuctl.emulator.tpu import maintenance, queued, urls
+from tpuctl.emulator.tpu import enums, maintenance, queued, urls
 
 
 def _start_grpc(backend: Any, host: str, port: int, state_dir: Any, verbose: bool) -> Any:
@@ -18,9 +18,15 @@ def _start_grpc(backend: Any, host: str, port: int, state_dir: Any, verbose: boo
     return grpc
 
 
+def _numbers(method: str, path: str, query: dict[str, str], result: Any) -> Any:
+    """Enums as numbers, where the call asks for them (what Google's REST clients do)."""
+    return enums.as_numbers(method, path, result) if enums.wants_numbers(query) else result
+
+
 SERVICE = Service(
     "tpu.googleapis.com",
     tuple(urls.ROUTES),
     (State.tick_nodes, queued.tick, maintenance.tick),
     fronts=(Front("tpu_grpc", _start_grpc, shown=False),),
+    rewrites=(_numbers,),
 )
