@@ -10,6 +10,7 @@ import array
 import base64
 import json
 import os
+import secrets
 import shlex
 import socket
 from pathlib import Path
@@ -69,7 +70,7 @@ def worker(emulator: Any, emulator_server: Any, tmp_path: Path) -> Any:
     pub, key = user_key(tmp_path)
     node = create(
         emulator,
-        "docked",
+        f"docked-{secrets.token_hex(4)}",  # no other test's node, nor its docker's images
         "v3-8",
         metadata={"ssh-keys": f"alice:{pub}"},
         service_account={"email": SA},
@@ -161,7 +162,9 @@ def test_docker_refuses_as_docker_does(emulator: Any, worker: Any) -> None:
     assert missing.exit_status == 1
     assert missing.stderr.decode().startswith("Error response from daemon: manifest for ")
     assert "manifest unknown" in missing.stderr.decode()
-    # run pulls what is not here: with no credentials (no DOCKER_CONFIG), refused
+    # run pulls what is not here (a new VM's docker has no image): with no credentials
+    # (no DOCKER_CONFIG), refused
+    assert not list((wdir.parent / f"{wdir.name}-docker").glob("images/*/config.json"))
     anonymous = on_worker(f"docker run --rm {NAME}@{digest} true")
     assert anonymous.exit_status == 125
     assert "Unauthenticated request" in anonymous.stderr.decode()
@@ -203,6 +206,8 @@ def test_no_container_process_outlives_its_worker(emulator: Any, worker: Any) ->
     assert _out(on_worker("docker ps -q --filter name=lon")).strip() != ""
     emulator.tpu_client().delete_node(name=emulator.nodes()[0]["name"]).result()
     wait_until(lambda: not _sleeping(mark), "the container's process to end with its worker")
+    store = wdir.parent / f"{wdir.name}-docker"  # its images go with it
+    wait_until(lambda: not store.exists(), "the worker's docker images to go with it")
 
 
 def test_an_unconfined_worker_runs_no_container(tmp_path: Path) -> None:

@@ -64,11 +64,14 @@ class Daemon:
         self.sock.listen(16)
         threading.Thread(target=self._accept, name="tpuctl-docker", daemon=True).start()
 
-    def close(self) -> None:
+    def close(self, drop: bool = False) -> None:
+        """Stop serving and kill the containers; `drop`: the images too (the VM is gone)."""
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self.kill(signal.SIGKILL)
+        if drop:
+            self.images.drop()
 
     def kill(self, sig: int) -> None:
         with self._lock:
@@ -356,9 +359,10 @@ class Daemons:
         for daemon in found:
             daemon.kill(sig)
 
-    def end(self, which: Callable[[str], bool]) -> None:
-        """Stop the daemons (and containers) of the workers whose folders `which` accepts."""
+    def end(self, which: Callable[[str], bool], drop: bool = False) -> None:
+        """Stop the daemons (and containers) of the workers whose folders `which` accepts;
+        `drop`: their images too (the VMs are deleted)."""
         with self._lock:
             ending = [self._daemons.pop(key) for key in list(self._daemons) if which(key)]
         for daemon in ending:
-            daemon.close()
+            daemon.close(drop)

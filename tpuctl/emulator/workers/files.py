@@ -226,7 +226,8 @@ class WorkerFiles:
         return proc
 
     def remove_node(self, node_dir_name: str) -> None:
-        self.docker.end(lambda wdir: Path(wdir).parent.name == node_dir_name)
+        # the VMs' docker goes with them, images and all: a new VM's starts empty
+        self.docker.end(lambda wdir: Path(wdir).parent.name == node_dir_name, drop=True)
         shutil.rmtree(self.root / node_dir_name, ignore_errors=True)
 
     def node_dir_names(self) -> set[str]:

@@ -223,6 +223,14 @@ class Store:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._lock = threading.Lock()
+        self._dropped = False
+
+    def drop(self) -> None:
+        """Every image gone with the worker's VM, once a pull under way has ended, and none
+        pulled after (a new VM's docker starts empty)."""
+        with self._lock:
+            self._dropped = True
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def _refs(self) -> dict[str, str]:
         try:
@@ -262,6 +270,8 @@ class Store:
             digest, manifest = registry.manifest(chosen[0]["digest"])
         say(f"{ref}: Pulling from {name.split('/', 1)[1]}")
         with self._lock:
+            if self._dropped:  # the VM is being deleted
+                raise ImageError("the daemon is shutting down")
             folder = self.folder / "images" / digest.split(":")[1]
             fresh = not (folder / "config.json").is_file()
             if fresh:
