@@ -98,3 +98,13 @@ def test_a_registered_services_slot_is_held_configured_and_kept_over_a_restart(
         assert again.state.widgets == {"colour": "red"}
     finally:
         again.close()
+
+
+def test_a_slot_kept_over_a_reset_outlives_it() -> None:
+    # the TPU API's address allocator: an address is never handed out twice
+    state = State(slots=services.slots())
+    state.allocator.allocate(2)
+    state.nodes["n"] = object()
+    handed_out = state.allocator.next_index
+    state.clear()
+    assert state.allocator.next_index == handed_out and state.nodes == {}

@@ -13,6 +13,7 @@ import pytest
 from tests.emulator.ssh_helpers import create, delete, user_key
 from tests.emulator.test_ssh_workers import run
 from tpuctl.emulator.control.client import ControlError
+from tpuctl.emulator.tpu import nodes as tpu_nodes
 
 LIST = "ls /dev/accel* /dev/vfio 2>/dev/null; test -f /dev/{0} && echo x > /dev/{0} && echo wrote"
 
@@ -51,7 +52,7 @@ def test_the_device_files_are_at_dev_per_generation_and_a_fault_removes_them(
 
 
 def _node(emulator_server: Any, made: Any) -> Any:
-    return emulator_server.backend.state.node_by_name(made.name)
+    return tpu_nodes.by_name(emulator_server.backend.state, made.name)
 
 
 def test_unhealthy_shows_in_the_nodes_health_and_symptoms(emulator: Any) -> None:

@@ -18,6 +18,7 @@ from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
 from tpuctl.emulator.core.state import State
 from tpuctl.emulator.core.timestamps import proto_timestamp
+from tpuctl.emulator.tpu import nodes as tpu_nodes
 from tpuctl.emulator.tpu import queued
 from tpuctl.emulator.tpu.models import Node
 
@@ -58,13 +59,13 @@ def advance(state: State, node: str | None = None) -> dict:
         }
     if node and maintenance.advance(state, node):
         return {"completed": [node]}
-    targets = [state.node_by_name(node)] if node else list(state.nodes.values())
+    targets = [tpu_nodes.by_name(state, node)] if node else list(state.nodes.values())
     now = state.now()
     done = []
     for target in targets:
         if target.transition is not None:
             done.append(target.name)
-            state.complete(target, now)
+            tpu_nodes.complete(state, target, now)
         elif node and target.state == "READY" and (target.hostkeys_at or 0.0) > now:
             done.append(target.name)
             target.hostkeys_at = now
@@ -87,7 +88,7 @@ def all_nodes(state: State) -> list[Node]:
 
 def set_guest_attributes(state: State, node: str, worker: int, items: list[dict[str, str]]) -> dict:
     """Publish guest attributes (e.g. `hostkeys/ssh-ed25519`) on one worker of a node."""
-    target = state.node_by_name(node)
+    target = tpu_nodes.by_name(state, node)
     if not isinstance(worker, int) or not 0 <= worker < len(target.guest_attributes):
         raise errors.invalid_argument(f"worker {worker} is out of range")
     try:
@@ -137,7 +138,7 @@ def set_node_state(state: State, body: dict[str, Any]) -> Node:
         raise errors.invalid_argument(
             "node-state takes node, state, health, healthDescription, symptoms"
         )
-    target = state.node_by_name(str(body["node"]))
+    target = tpu_nodes.by_name(state, str(body["node"]))
     new_state = body.get("state", target.state)
     health = body.get("health", target.health)
     if new_state not in NODE_STATES:
@@ -167,7 +168,7 @@ def preempt(state: State, node: str, notice: float | None = None) -> Node:
     first (`notice` seconds, the `preempt_notice` duration by default; 0: none), during
     which the node still answers READY, its guest's `instance/preempted` is TRUE and its
     processes get SIGTERM (workers/ssh.py); then PREEMPTED."""
-    target = state.node_by_name(node)
+    target = tpu_nodes.by_name(state, node)
     if not (target.scheduling.get("preemptible") or target.scheduling.get("spot")):
         raise errors.failed_precondition(f"Node {node} is neither spot nor preemptible.")
     if target.state != "READY" or target.transition is not None:
@@ -182,6 +183,6 @@ def preempt(state: State, node: str, notice: float | None = None) -> Node:
     now = state.now()
     target.begin("preempt", now, seconds)
     if target.due(now):
-        state.complete(target, now)
+        tpu_nodes.complete(state, target, now)
     state.changed()
     return target

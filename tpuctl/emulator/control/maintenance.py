@@ -14,6 +14,7 @@ from tpuctl.emulator.core import errors
 from tpuctl.emulator.core import maintenance as window
 from tpuctl.emulator.core.state import State
 from tpuctl.emulator.tpu import maintenance as tpu_maintenance
+from tpuctl.emulator.tpu import nodes as tpu_nodes
 
 KEYS = {"node", "notice", "duration", "worker", "type"}
 _TPU = re.compile(r"projects/[^/]+/locations/[^/]+/nodes/[^/]+")
@@ -38,7 +39,7 @@ def maintenance(state: State, body: dict[str, Any]) -> dict[str, Any]:
     notice, duration = body.get("notice"), body.get("duration")
     window.announce(state.now(), notice, duration, kind)  # checks the numbers
     if _TPU.fullmatch(name):
-        node = state.node_by_name(name)
+        node = tpu_nodes.by_name(state, name)
         return tpu_maintenance.announce(state, node, notice, duration, worker, kind)
     found = _VM.fullmatch(name)
     if found is None:

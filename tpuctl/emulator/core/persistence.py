@@ -1,10 +1,10 @@
 """The state on disk: `STATE_DIR/state.json`, written whole and atomically.
 
 Invariants: a reader never sees a half-written file (write to a temporary file, then
-`os.replace`); the file holds what outlives a restart (nodes, operations, queued
-resources, Compute Engine instances and operations, config, the tokens minted for the
-VMs, the allocator's place) and nothing else: faults and request counts start afresh,
-as after a reset.
+`os.replace`); the file holds what outlives a restart (the config, and what the
+services' slots keep: nodes, operations, queued resources, the allocator's place,
+Compute Engine instances and operations, the tokens minted for the VMs...) and nothing
+else: faults and request counts start afresh, as after a reset.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from tpuctl.emulator.core.state import State
-from tpuctl.emulator.tpu.models import Node, Operation, QueuedResource
 
 STATE_FILE = "state.json"
 VERSION = 1
@@ -26,14 +25,7 @@ def save(state: State, state_dir: Path | None) -> None:
     state.dirty = False
     if state_dir is None:
         return
-    data: dict[str, Any] = {
-        "version": VERSION,
-        "nodes": [n.to_state() for n in state.nodes.values()],
-        "operations": [op.to_state() for op in state.operations.values()],
-        "queued_resources": [q.to_state() for q in state.queued.values()],
-        "config": state.config(),
-        "allocator": {"next_index": state.allocator.next_index},
-    }
+    data: dict[str, Any] = {"version": VERSION, "config": state.config()}
     for slot in state.slots.values():  # what each service keeps (core/service.py's Slot)
         if slot.save is not None:
             data[slot.file_key or slot.name] = slot.save(state)
@@ -51,16 +43,9 @@ def load(state: State, state_dir: Path | None) -> None:
     if path is None or not path.exists():
         return
     data = json.loads(path.read_text())
-    state.nodes = {n.name: n for n in map(Node.from_state, data.get("nodes", []))}
-    ops = map(Operation.from_state, data.get("operations", []))
-    state.operations = {op.name: op for op in ops}
-    items = map(QueuedResource.from_state, data.get("queued_resources", []))
-    state.queued = {q.name: q for q in items}
     config = data.get("config", {})
     state.durations.update(config.get("durations", {}))
     state.defaults.update(config.get("defaults", {}))
     for slot in state.slots.values():
         if slot.load is not None:
             slot.load(state, config, data.get(slot.file_key or slot.name))
-    allocator = data.get("allocator", {})
-    state.allocator.next_index = allocator.get("next_index", state.allocator.next_index)

@@ -28,7 +28,8 @@ class Slot:
     plane shows of it and the state file keeps, under `config_keys`), `validate` (a
     control-plane config body, before any slot applies it; raises INVALID_ARGUMENT) and
     `update` (apply the body); `save` (what of it the state file keeps under `file_key`,
-    JSON; None: nothing) and `load` (from the file's config and that value)."""
+    JSON; None: nothing) and `load` (from the file's config and that value). `reset`:
+    made anew at a reset too (False: kept, as the addresses handed out are)."""
 
     name: str
     new: Callable[[], Any]
@@ -39,6 +40,7 @@ class Slot:
     file_key: str = ""
     save: Callable[[Any], Any] | None = None
     load: Callable[[Any, dict[str, Any], Any], None] | None = None
+    reset: bool = True
 
 
 def configured(name: str, new: Callable[[], Any], config_keys: Any, **hooks: Any) -> Slot:

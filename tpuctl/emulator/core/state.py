@@ -1,18 +1,14 @@
-"""Everything the emulated cloud holds, and how nodes move through their transitions.
+"""Everything the emulated cloud holds: the config (durations, defaults, faults), the
+clock, and each service's part, a slot it registers (`service.Slot`), read as
+`state.<slot name>` (the TPU API's nodes and their transitions: `tpu/nodes.py`).
 
 Invariants:
-- No lock here: the facade (`backend.Backend`) holds one around every call into this
-  state and into the modules that work on it (`tpu.api`, `tpu.queued`, `control.api`).
-- Transitions run on wall-clock deadlines stored on each node and queued resource (so
-  they survive a restart). They are applied by the facade calling `tick_nodes` and
-  `queued.tick` at the start of every call, and by the server's ticker in between; each
-  completes as of its deadline, not of when it was applied, so the state a caller sees
-  depends on the clock alone, never on how often anyone looked.
+- No lock here: the backend (`core/backend.py`) holds one around every call into this
+  state and into the modules that work on it.
 - `dirty` is True whenever something changed since the state was last written; whoever
   changes the state sets it (`changed()`), `persistence.save` clears it.
-- The address allocator outlives `clear()`: an address is never handed out twice.
-- Each service's part of the state is a slot it registers (`service.Slot`), read as
-  `state.<slot name>`; this module names no service's slot.
+- A slot made with `reset=False` outlives `clear()` (the address allocator: an address
+  is never handed out twice); this module names no service's slot.
 """
 
 from __future__ import annotations
@@ -25,8 +21,6 @@ from typing import Any
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.errors import Faults
 from tpuctl.emulator.core.slots import Slot
-from tpuctl.emulator.tpu import rules
-from tpuctl.emulator.tpu.models import AddressAllocator, Node, Operation, QueuedResource
 
 DEFAULT_DURATIONS: dict[str, float | None] = {
     "create": 1.0,
@@ -48,18 +42,16 @@ DEFAULT_DURATIONS: dict[str, float | None] = {
 }
 DEFAULT_PROJECT = "tpuctl-demo"
 DEFAULT_ZONE = "us-central1-a"
-MAX_DONE_OPERATIONS = 500
 OWN_CONFIG_KEYS = frozenset({"durations", "defaults"})  # the others: the slots'
 
 
 class State:
-    """Nodes, operations and queued resources of every project and zone, the config
-    (durations, defaults, faults), the clock, and the services' slots (`slots`: what
-    `service.Slot` each service registers, `emulator/services.py` lists)."""
+    """The config (durations, defaults, faults), the clock, and the services' slots
+    (`slots`: what `service.Slot` each service registers, `emulator/services.py` lists)
+    of every project and zone."""
 
     def __init__(self, clock: Callable[[], float] = time.time, slots: Iterable[Slot] = ()) -> None:
         self.clock = clock
-        self.allocator = AddressAllocator()
         self.slots: dict[str, Slot] = {}
         for slot in slots:
             if slot.name in self.slots:
@@ -83,14 +75,15 @@ class State:
             object.__setattr__(self, name, value)
 
     def clear(self) -> None:
-        """Back to a fresh emulator (the allocator carries on)."""
-        self.nodes: dict[str, Node] = {}
-        self.operations: dict[str, Operation] = {}
-        self.queued: dict[str, QueuedResource] = {}
+        """Back to a fresh emulator (the slots made with `reset=False` carry on)."""
+        kept = self.__dict__.get("held", {})
         self.durations: dict[str, float | None] = dict(DEFAULT_DURATIONS)
         self.defaults = {"project": DEFAULT_PROJECT, "zone": DEFAULT_ZONE}
         self.faults = Faults()
-        self.held: dict[str, Any] = {name: slot.new() for name, slot in self.slots.items()}
+        self.held: dict[str, Any] = {
+            name: kept[name] if name in kept and not slot.reset else slot.new()
+            for name, slot in self.slots.items()
+        }
         self.rng = random.Random()
         self.dirty = True
 
@@ -138,80 +131,3 @@ class State:
         self.defaults.update(defaults)
         self.changed()
         return self.config()
-
-    # -- lookups -------------------------------------------------------------
-    def node(self, project: str, zone: str, node_id: str, permission: str) -> Node:
-        rules.check_zone(project, zone, permission)
-        return self.node_by_name(f"projects/{project}/locations/{zone}/nodes/{node_id}")
-
-    def node_by_name(self, name: str) -> Node:
-        node = self.nodes.get(name)
-        if node is None:
-            raise errors.not_found(name)
-        return node
-
-    # -- node transitions ----------------------------------------------------------
-    def tick_nodes(self, now: float) -> None:
-        """Complete every node transition that is due."""
-        for node in list(self.nodes.values()):
-            if node.due(now):
-                # as of when it was due, not of when someone looked
-                self.complete(node, node.deadline if node.deadline is not None else now)
-
-    def _pending(self, target: str, verb: str | None) -> list[Operation]:
-        return [
-            op
-            for op in self.operations.values()
-            if not op.done and op.target == target and op.verb == verb
-        ]
-
-    def complete(self, node: Node, now: float) -> None:
-        """Complete the node's transition now, and the operations waiting on it."""
-        verb = node.transition
-        if verb in ("create", "start") and node.capacity_error:
-            # The zone ran out: the operation fails with RESOURCE_EXHAUSTED; a create's
-            # node never comes to be, a start's stays STOPPED.
-            for op in self._pending(node.name, verb):
-                op.fail(now, errors.CODES["RESOURCE_EXHAUSTED"], node.capacity_error)
-            if verb == "create":
-                del self.nodes[node.name]
-            else:
-                node.transition, node.deadline, node.capacity_error = None, None, None
-                node.state = "STOPPED"
-            self.dirty = True
-            return
-        gone = node.finish()
-        if gone:
-            del self.nodes[node.name]
-        elif node.state == "READY" and node.hostkeys_at is None:
-            node.hostkeys_at = now + (self.durations["hostkeys"] or 0.0)
-        for op in self._pending(node.name, verb):
-            op.succeed(now, None if gone else node)
-        self.dirty = True
-
-    def begin(self, node: Node, verb: str, at: float | None = None) -> Operation:
-        """Start the transition `verb` (aborting another under way); its operation.
-        `at`: when it began, if before now (a queued resource provisioned while nobody
-        asked), so that it is due as the clock says."""
-        now = self.clock()
-        start = now if at is None else at
-        if node.transition != verb:
-            for op in self._pending(node.name, node.transition):
-                message = f"The {op.verb} operation was aborted: the node is being {verb}d."
-                op.fail(now, errors.CODES["ABORTED"], message)
-            node.begin(verb, start, self.durations[verb])
-        op = Operation.new(node.project, node.zone, node.name, verb, start)
-        self.add_operation(op)
-        if node.due(now):
-            self.complete(node, node.deadline if node.deadline is not None else now)
-        return op
-
-    def add_operation(self, op: Operation) -> None:
-        """Keep `op`; only the newest MAX_DONE_OPERATIONS done ones are kept."""
-        self.operations[op.name] = op
-        done = [o for o in self.operations.values() if o.done]
-        for old in sorted(done, key=lambda o: o.create_time)[
-            : max(0, len(done) - MAX_DONE_OPERATIONS)
-        ]:
-            del self.operations[old.name]
-        self.dirty = True

@@ -11,6 +11,7 @@ from typing import Any
 
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.tpu import nodes as tpu_nodes
 from tpuctl.emulator.tpu import rules
 from tpuctl.emulator.tpu.models import TRANSITIONS, Node, Operation, Page
 
@@ -32,11 +33,11 @@ def create_node(
     node = rules.new_node(project, zone, node_id, body, state.now(), state.allocator)
     node.capacity_error = state.quota.admit(node, state.nodes.values(), _held(state, node))
     state.nodes[name] = node
-    return state.begin(node, "create")
+    return tpu_nodes.begin(state, node, "create")
 
 
 def get_node(state: State, project: str, zone: str, node_id: str) -> Node:
-    return state.node(project, zone, node_id, "tpu.nodes.get")
+    return tpu_nodes.node(state, project, zone, node_id, "tpu.nodes.get")
 
 
 def list_nodes(state: State, project: str, zone: str, page_size: int, page_token: str) -> Page:
@@ -46,8 +47,8 @@ def list_nodes(state: State, project: str, zone: str, page_size: int, page_token
 
 
 def delete_node(state: State, project: str, zone: str, node_id: str) -> Operation:
-    node = state.node(project, zone, node_id, "tpu.nodes.delete")
-    return state.begin(node, "delete")
+    node = tpu_nodes.node(state, project, zone, node_id, "tpu.nodes.delete")
+    return tpu_nodes.begin(state, node, "delete")
 
 
 def power(
@@ -55,7 +56,7 @@ def power(
 ) -> Operation:
     """`stop` or `start` a single-host node. A start needs the zone's capacity again (a
     stopped node holds none): without it, the operation ends with error code 8."""
-    node = state.node(project, zone, node_id, f"tpu.nodes.{verb}")
+    node = tpu_nodes.node(state, project, zone, node_id, f"tpu.nodes.{verb}")
     rules.check_fields(f"{verb.capitalize()}NodeRequest", body, "")
     acc = node.accelerator
     if acc.multi_host:
@@ -73,13 +74,13 @@ def power(
     if verb == "start":
         others = [n for n in state.nodes.values() if n is not node]
         node.capacity_error = state.quota.admit(node, others, _held(state, node))
-    return state.begin(node, verb)
+    return tpu_nodes.begin(state, node, verb)
 
 
 def update_node(
     state: State, project: str, zone: str, node_id: str, update_mask: str, body: dict[str, Any]
 ) -> Operation:
-    node = state.node(project, zone, node_id, "tpu.nodes.update")
+    node = tpu_nodes.node(state, project, zone, node_id, "tpu.nodes.update")
     body = rules.check_fields("Node", body, "node")
     paths = rules.update_paths(update_mask)
     if node.state == "DELETING":
@@ -92,7 +93,7 @@ def update_node(
     now = state.now()
     op = Operation.new(node.project, node.zone, node.name, "update", now)
     op.succeed(now, node)
-    state.add_operation(op)
+    tpu_nodes.add_operation(state, op)
     return op
 
 
@@ -100,7 +101,7 @@ def get_guest_attributes(
     state: State, project: str, zone: str, node_id: str, body: dict[str, Any]
 ) -> tuple[str, list[list[dict[str, str]]]]:
     """The query path, and the entries under it on each worker asked for, in order."""
-    node = state.node(project, zone, node_id, "tpu.nodes.get")
+    node = tpu_nodes.node(state, project, zone, node_id, "tpu.nodes.get")
     body = rules.check_fields("GetGuestAttributesRequest", body, "")
     query_path = str(body.get("queryPath") or "")
     now = state.now()

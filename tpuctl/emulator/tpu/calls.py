@@ -10,6 +10,7 @@ from tpuctl.emulator.core.backend import BackendCore
 from tpuctl.emulator.core.locking import locked
 from tpuctl.emulator.tpu import api as tpu_api
 from tpuctl.emulator.tpu import maintenance as tpu_maintenance
+from tpuctl.emulator.tpu import nodes as tpu_nodes
 from tpuctl.emulator.tpu import queued
 from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
 
@@ -47,7 +48,7 @@ class TpuCalls(BackendCore):
     def guest_view(self, project: str, zone: str, node_id: str) -> tuple[Node, bool]:
         """What a worker's metadata server shows: the node, and whether its preemption
         notice has begun (it still looks READY then)."""
-        node = self.state.node(project, zone, node_id, "tpu.nodes.get")
+        node = tpu_nodes.node(self.state, project, zone, node_id, "tpu.nodes.get")
         return node, node.transition == "preempt" or node.state == "PREEMPTED"
 
     @locked
@@ -72,14 +73,14 @@ class TpuCalls(BackendCore):
 
     @locked
     def perform_maintenance(self, project: str, zone: str, node_id: str) -> Operation:
-        node = self.state.node(project, zone, node_id, "tpu.nodes.update")
+        node = tpu_nodes.node(self.state, project, zone, node_id, "tpu.nodes.update")
         return tpu_maintenance.perform(self.state, node, simulate=False)
 
     @locked
     def simulate_maintenance_event(
         self, project: str, zone: str, node_id: str, body: dict[str, Any] | None = None
     ) -> Operation:
-        node = self.state.node(project, zone, node_id, "tpu.nodes.update")
+        node = tpu_nodes.node(self.state, project, zone, node_id, "tpu.nodes.update")
         return tpu_maintenance.perform(self.state, node, simulate=True)
 
     @locked

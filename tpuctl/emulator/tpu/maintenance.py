@@ -28,6 +28,7 @@ from typing import Any
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core import maintenance as window
 from tpuctl.emulator.core.state import State
+from tpuctl.emulator.tpu import nodes as tpu_nodes
 from tpuctl.emulator.tpu.models import Node, Operation
 
 
@@ -106,5 +107,5 @@ def perform(state: State, node: Node, simulate: bool) -> Operation:
     verb = "simulateMaintenanceEvent" if simulate else "performMaintenance"
     op = Operation.new(node.project, node.zone, node.name, verb, now)
     op.succeed(now, node)
-    state.add_operation(op)
+    tpu_nodes.add_operation(state, op)
     return op

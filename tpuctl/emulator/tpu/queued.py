@@ -22,6 +22,7 @@ from tpuctl.emulator.core.timestamps import proto_timestamp
 from tpuctl.emulator.offerings import quotas as offered
 from tpuctl.emulator.quotas.limits import node_scheduling
 from tpuctl.emulator.tpu import flex, rules
+from tpuctl.emulator.tpu import nodes as tpu_nodes
 from tpuctl.emulator.tpu.models import Node, Operation, Page, QueuedResource
 
 # Without force, a delete is refused unless the request is in one of these (or has no node).
@@ -77,7 +78,7 @@ def create(
     op = Operation.new(project, zone, name, "create", now)
     step(state, qr, now)
     op.succeed(now, qr)  # done at once: the request is made, whether or not it is served
-    state.add_operation(op)
+    tpu_nodes.add_operation(state, op)
     return op
 
 
@@ -244,10 +245,10 @@ def delete(state: State, project: str, zone: str, qr_id: str, force: bool) -> Op
     now = state.now()
     for node in existing:  # the nodes go with the request
         if node.state != "DELETING":
-            state.begin(node, "delete")
+            tpu_nodes.begin(state, node, "delete")
     qr.state, qr.deadline, qr.forced = "DELETING", None, force
     op = Operation.new(qr.project, qr.zone, qr.name, "delete", now)
-    state.add_operation(op)
+    tpu_nodes.add_operation(state, op)
     # The operation is done at once; the request itself goes once its nodes are gone.
     op.succeed(now, None)
     step(state, qr, now)
@@ -331,7 +332,7 @@ def _try_provision(state: State, qr: QueuedResource, now: float, force: bool) ->
         node.queued_resource = qr.name
         node.terminate_at = qr.run_ends
         state.nodes[node.name] = node
-        state.begin(node, "create", at=now)
+        tpu_nodes.begin(state, node, "create", at=now)
 
 
 def _end_run(state: State, qr: QueuedResource, now: float) -> None:
@@ -342,7 +343,7 @@ def _end_run(state: State, qr: QueuedResource, now: float) -> None:
     for name in qr.node_names():
         node = state.nodes.get(name)
         if node is not None and node.state != "DELETING":
-            state.begin(node, "delete", at=qr.run_ends)
+            tpu_nodes.begin(state, node, "delete", at=qr.run_ends)
     qr.run_ends = None
 
 

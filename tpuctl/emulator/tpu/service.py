@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpuctl.emulator.core.service import Front, Service
-from tpuctl.emulator.core.state import State
-from tpuctl.emulator.tpu import enums, maintenance, queued, urls
+from tpuctl.emulator.tpu import enums, maintenance, nodes, queued, urls
 
 
 def _start_grpc(backend: Any, host: str, port: int, state_dir: Any, verbose: bool) -> Any:
@@ -26,7 +25,8 @@ def _numbers(method: str, path: str, query: dict[str, str], result: Any) -> Any:
 SERVICE = Service(
     "tpu.googleapis.com",
     tuple(urls.ROUTES),
-    (State.tick_nodes, queued.tick, maintenance.tick),
+    (nodes.tick, queued.tick, maintenance.tick),
+    slots=nodes.SLOTS,
     fronts=(Front("tpu_grpc", _start_grpc, shown=False),),
     rewrites=(_numbers,),
 )

@@ -12,6 +12,7 @@ from tpuctl.emulator.control import api as control_api
 from tpuctl.emulator.core import errors
 from tpuctl.emulator.core.backend import BackendCore
 from tpuctl.emulator.core.locking import locked
+from tpuctl.emulator.tpu import nodes as tpu_nodes
 from tpuctl.emulator.tpu.models import Node
 from tpuctl.emulator.workers import faults as worker_faults
 from tpuctl.emulator.workers import libtpu_sdk
@@ -60,7 +61,7 @@ class WorkerCalls(BackendCore):
     def worker_env(self, node_name: str, worker: int) -> dict[str, str]:
         """The environment every process on worker `worker` of a node gets (see
         docs/emulator.md): the TPU VM's variables, its home, and its view of the cloud."""
-        node = self.state.node_by_name(node_name)
+        node = tpu_nodes.by_name(self.state, node_name)
         if not 0 <= worker < len(node.addresses):
             raise errors.invalid_argument(f"worker {worker} is out of range")
         return self.node_env(node, worker)
@@ -116,7 +117,7 @@ class WorkerCalls(BackendCore):
         """The TPU API node `name` (a full name), or the Compute Engine TPU VM or slice of
         that name, as the workers see it (compute/hosts.py)."""
         try:
-            return self.state.node_by_name(name)
+            return tpu_nodes.by_name(self.state, name)
         except errors.ApiError:
             parts = name.split("/")
             found = (
