@@ -403,6 +403,17 @@ def _wait_checkpoint(emulator) -> None:  # noqa: ANN001
     wait_for(lambda: any(k.endswith("checkpoint-worker0.npz") for k in bucket_names(emulator)))
 
 
+def wait_in_first_log(emulator_server, text: str) -> None:  # noqa: ANN001
+    """Until worker 0's log of the job's first attempt, on its VM, holds `text`."""
+    root = emulator_server.backend.workers.root
+    wait_for(
+        lambda: any(
+            text in log.read_text(errors="replace")
+            for log in root.glob("*/w0/home/.tpuctl/jobs/*/attempt-1.log")
+        )
+    )
+
+
 def test_a_preempted_spot_job_recovers_and_resumes_from_its_checkpoint(emulator) -> None:
     with _running(
         EXAMPLE,
@@ -443,13 +454,7 @@ def test_a_preemption_notice_is_passed_on_and_the_job_resumes_from_what_it_saved
         "--steps", "400", "--sleep", "0.02", "--checkpoint-every", "1000000",
     ) as proc:  # fmt: skip
         name = _node_name(emulator)
-        root = emulator_server.backend.workers.root
-        wait_for(
-            lambda: any(
-                "step    20 " in log.read_text(errors="replace")
-                for log in root.glob("*/w0/home/.tpuctl/jobs/*/attempt-1.log")
-            )
-        )
+        wait_in_first_log(emulator_server, "step    20 ")
         emulator.preempt(name, notice=30)
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err

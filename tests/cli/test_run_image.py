@@ -30,18 +30,33 @@ echo "worker $TPUCTL_WORKER_ID says $(cat /app/msg)"
 echo "made in the image" > "$TPUCTL_OUTPUT_DIR/from-image-$TPUCTL_WORKER_ID.txt"
 exit "${CODE:-0}"
 """
+# /app/loop.sh: steps until a signal, which it says and saves as its checkpoint; a later
+# attempt that finds the checkpoint resumes from it and ends 5 steps on, exit 0
+LOOP = """\
+ckpt="$TPUCTL_OUTPUT_DIR/step-$TPUCTL_WORKER_ID"
+n=0
+end=1000000000
+if [ -f "$ckpt" ]; then n=$(cat "$ckpt"); end=$((n + 5)); echo "resumed from step $n"; fi
+trap 'echo "$n" > "$ckpt"; echo "SIGTERM at step $n: saved"; exit 143' TERM
+trap 'echo "$n" > "$ckpt"; echo "SIGINT at step $n: saved"; exit 130' INT
+echo "worker $TPUCTL_WORKER_ID looping from step $n"
+while [ "$n" -lt "$end" ]; do n=$((n + 1)); sleep 0.02; done
+echo "finished at step $n"
+"""
 
 
 def shell_image(msg: str) -> list[bytes]:
-    """The layers of an image with a shell and `cat`, /app/msg saying `msg`, /app/run.sh
-    (RUN) and a libtpu in its Python (so the doctor's TPU runtime check passes)."""
+    """The layers of an image with a shell, `cat` and `sleep`, /app/msg saying `msg`,
+    /app/run.sh (RUN), /app/loop.sh (LOOP) and a libtpu in its Python (so the doctor's
+    TPU runtime check passes)."""
     site = "usr/lib/python3/dist-packages"
     return [
-        reg.layer({**reg.libraries("/bin/dash", "/bin/cat"), "bin/sh": "/bin/dash"}),
+        reg.layer({**reg.libraries("/bin/dash", "/bin/cat", "/bin/sleep"), "bin/sh": "/bin/dash"}),
         reg.layer(
             {
                 "app/msg": msg.encode(),
                 "app/run.sh": RUN.encode(),
+                "app/loop.sh": LOOP.encode(),
                 f"{site}/libtpu/__init__.py": b"",
                 f"{site}/libtpu-0.0.1.dist-info/METADATA": b"Name: libtpu\n",
             }
@@ -82,9 +97,13 @@ def test_the_images_command_runs_with_its_outputs_home_and_its_exit_status(
     assert "deleted node tpuctl-" in r.err
     assert emulator.nodes() == []
     assert f"image: {IMAGE}:v1 is {IMAGE}@{digest}\n" in r.err
+    assert "nothing staged (the image's command)" in r.err and " uploaded " not in r.err
+    short = f"receipt: image {IMAGE}@{digest[:19]}\n"  # sha256: and 12 hex digits
+    assert short in r.err
     (row,) = json.loads(cli("jobs", "--json").out)
     assert row["image"] == f"{IMAGE}@{digest}"
-    assert f"\nimage: {IMAGE}@{digest}\n" in cli("jobs", row["id"]).out
+    shown = cli("jobs", row["id"]).out
+    assert f"\nimage: {IMAGE}@{digest}\n" in shown and short in shown
 
 
 def test_a_staged_script_runs_in_the_digest_resolved_though_the_tag_moved(

@@ -53,6 +53,18 @@ def test_a_receipt_from_the_bucket_round_trips_and_junk_is_left_out() -> None:
         assert receipt.from_json(junk) is None, junk
 
 
+def test_an_image_jobs_receipt_names_its_digest_short_and_keeps_it_whole() -> None:
+    r = receipt.of_marks(MARKS, 0.0, 0.0, 8.0, "v3-8")
+    r.image = "us-docker.pkg.dev/p/r/trainer@sha256:" + "ab12" * 16
+    assert r.lines()[-1] == "receipt: image us-docker.pkg.dev/p/r/trainer@sha256:ab12ab12ab12"
+    again = receipt.from_json(r.to_json())
+    assert again is not None and again.image == r.image and again.lines() == r.lines()
+    # the bucket is shared ground: a value that names no digest is left out
+    for junk in (7, "trainer:latest", ["x"]):
+        junked = receipt.from_json({**r.to_json(), "image": junk})
+        assert junked is not None and junked.image == ""
+
+
 STATUSES = {
     0: {"state": "SUCCEEDED", "attempt": 1, "ended": 3875.0, "environment": {"seconds": 20.0}},
     1: {"state": "SUCCEEDED", "attempt": 1, "ended": 3870.0},

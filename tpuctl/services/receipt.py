@@ -50,6 +50,7 @@ class Receipt:
     accelerator: str = ""
     price: str = ""  # the price it is costed at, and from when (cost.Rate.basis)
     restarts: dict[str, int] = field(default_factory=dict)  # reason -> restarts for it
+    image: str = ""  # `run --image`: NAME@sha256:HEX, the digest every worker ran
 
     @property
     def billed(self) -> float:
@@ -101,6 +102,8 @@ class Receipt:
         if self.restarts:
             said = [f"{n} {_restart(why)}{'s' * (n > 1)}" for why, n in self.restarts.items()]
             lines.append(f"receipt: {', '.join(said)}")
+        if self.image:  # the digest's first 12 hex digits, as `docker images` shows an id
+            lines.append(f"receipt: image {self.image[: self.image.find('@sha256:') + 20]}")
         if (advice := self.advice()) is not None:
             lines.append(f"receipt: {advice}")
         return lines
@@ -132,6 +135,7 @@ class Receipt:
             "utilization": self.util,
             "advice": self.advice(),
             **({"restarts": dict(self.restarts)} if self.restarts else {}),
+            **({"image": self.image} if self.image else {}),
         }
 
 
@@ -193,6 +197,7 @@ def from_json(value: Any) -> Receipt | None:
     price = value.get("price")
     restarts = value.get("restarts")
     restarts = restarts if isinstance(restarts, dict) else {}
+    image = value.get("image")
     return Receipt(
         parsed,
         hourly,
@@ -204,6 +209,7 @@ def from_json(value: Any) -> Receipt | None:
             for why, n in list(restarts.items())[:5]
             if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 1000
         },
+        printable(image[:300]) if isinstance(image, str) and "@sha256:" in image else "",
     )
 
 

@@ -194,11 +194,14 @@ class Runner:
         job.digest = record.digest
         provision.record_zone(job)
         provision.warn_cross_region(job)
-        job.ui.info(
-            f"job {job.job_id}: {wording.count(record.files, 'file')}, {record.uploaded} uploaded "
-            f"({wording.size(record.uploaded_bytes)}) to gs://{bucket.name}/"
-            f"{protocol.job_prefix(job.job_id)}"
-        )
+        where = f"gs://{bucket.name}/{protocol.job_prefix(job.job_id)}"
+        if spec.image and not spec.script:  # the image's command: its record, no code
+            job.ui.info(f"job {job.job_id}: nothing staged (the image's command): {where}")
+        else:
+            job.ui.info(
+                f"job {job.job_id}: {wording.count(record.files, 'file')}, {record.uploaded} "
+                f"uploaded ({wording.size(record.uploaded_bytes)}) to {where}"
+            )
         for line in staging.left_out(record):
             job.ui.info(line)
         return node
@@ -365,6 +368,8 @@ class Runner:
             "" if found is None else found.basis,
         )
         outcome.receipt.restarts = dict(job.restarts_for)
+        if spec.image_pull is not None:
+            outcome.receipt.image = spec.image_pull["name"]
 
     def _rate(self) -> cost.Rate | None:
         """The price of one slice of the job's node where it is (None: no public price)."""
