@@ -263,3 +263,35 @@ def test_kill_rm_and_a_device_gone_as_docker_says(emulator: Any, worker: Any) ->
     assert gone.exit_status == 125
     assert 'adding custom device "/dev/accel0": no such file' in gone.stderr.decode()
     assert _out(on_worker(f"docker run --rm {image} sh -c 'echo /dev/accel*'")) == "/dev/accel*\n"
+
+
+@CONFINED
+def test_pid_host_shows_the_workers_pids_and_other_modes_are_refused(worker: Any) -> None:
+    on_worker, wdir, digest = worker
+    image = f"{NAME}@{digest}"
+    mark = str(410000 + os.getpid() % 10000)
+    setup = (
+        f"export DOCKER_CONFIG=$HOME/.dk; {LOGIN} >/dev/null 2>&1 && docker pull {image} >/dev/null"
+    )
+    assert on_worker(setup).exit_status == 0
+    # the container's own pid ($$, then sleep's by exec) is the worker's: its /proc has it
+    script = f"echo $$ > /out/pid; exec sleep {mark}"
+    start = (
+        f"mkdir -p /tmp/p; setsid docker run --rm --name p1 --pid=host -v /tmp/p:/out {image} "
+        f"sh -c {shlex.quote(script)} >/dev/null 2>&1 &"
+    )
+    assert on_worker(start).exit_status == 0
+    pid_file = wdir / "root" / "tmp" / "p" / "pid"
+    wait_until(pid_file.exists, "the container's pid")
+    pid = pid_file.read_text().strip()
+    seen = lambda: _out(on_worker(f"tr '\\0' ' ' < /proc/{pid}/cmdline"))  # noqa: E731
+    wait_until(lambda: seen() == f"sleep {mark} ", "the worker to see the container's sleep")
+    assert _out(on_worker("docker rm -f p1")) == "p1\n"
+    joined = on_worker(f"docker run --rm --pid container:p1 {image} true")
+    assert joined.exit_status == 125, joined.stderr.decode()
+    assert "the emulated docker has only --pid=host" in joined.stderr.decode()
+    bogus = on_worker(f"docker run --rm --pid=bogus {image} true")
+    assert (bogus.exit_status, bogus.stderr.decode()) == (
+        125,
+        "docker: --pid: invalid PID mode.\nSee 'docker run --help'.\n",
+    )

@@ -11,7 +11,8 @@ there): bwrap with a fresh copy of the image's root as `/`, a procfs, a minimal 
 with the worker's TPU device files (as the worker has them now), the `-v` binds (worker
 paths, within the worker's folder only), the machine's network and the worker's
 hostname, the environment docker gives (the image's, then -e), without any capability,
-in the worker's PID namespace: its processes are the worker's, and end with it. The CLI's
+in the worker's PID namespace: its processes are the worker's, and end with it (as
+`--pid=host` has it, with or without the flag; `--pid=container:NAME` is refused). The CLI's
 signals are sent to the container's main process; its status is the CLI's (128+N when
 killed by signal N). Where the workers are not sandboxed (`--unconfined`), `run` is refused.
 """
@@ -215,6 +216,11 @@ class Daemon:
         if request.get("net") not in ("host", None):
             raise Refusal(
                 f"network {request.get('net')} not found (the emulated docker has only --net=host)"
+            )
+        if request.get("pid") not in ("host", None):  # container:NAME
+            raise Refusal(
+                f"cannot join the PID namespace of {str(request['pid'])[10:]!r} (the emulated "
+                "docker has only --pid=host)"
             )
         folder = self.images.image(image)
         if folder is None:

@@ -9,7 +9,7 @@ then the signals the CLI gets, while the daemon writes JSON lines back (`out`, `
 
 Commands: login (-u, -p, --password-stdin, SERVER), pull IMAGE, image inspect --format
 '{{json .Config}}' IMAGE, run (--rm --name --net/--network --privileged --device -e/--env
---env-file -v/--volume -w/--workdir --entrypoint --init --shm-size), kill [-s/--signal],
+--env-file -v/--volume -w/--workdir --entrypoint --init --shm-size --pid), kill [-s/--signal],
 rm [-f/--force], ps [-q/--quiet] [-f/--filter name=...].
 """
 
@@ -41,6 +41,7 @@ _RUN = {
     "--workdir": (True, "workdir"),
     "--entrypoint": (True, "entrypoint"),
     "--shm-size": (True, "shm_size"),
+    "--pid": (True, "pid"),
 }
 _FLAGS = {
     "login": {
@@ -133,7 +134,8 @@ def _send(sock, message, fds=()):
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
         sent = sock.sendmsg([data], rights)
         data = data[sent:]
-    sock.sendall(data)
+    if data:  # none left: a daemon that refused at once may have closed already (EPIPE)
+        sock.sendall(data)
 
 
 def _connect():
@@ -249,12 +251,16 @@ def run(flags, args):
         sys.stderr.write(f"docker: open {exc.filename}: {exc.strerror.lower()}.\n")
         return 125
     env += [e for e in map(_env, flags.get("env", [])) if e is not None]
+    pid = _one(flags, "pid")
+    if pid is not None and pid != "host" and not pid.startswith("container:"):
+        raise Usage("docker: --pid: invalid PID mode.")  # docker's own check of the mode
     request = {
         "op": "run",
         "image": args[0],
         "args": args[1:],
         "name": _one(flags, "name"),
         "net": _one(flags, "net", "host"),
+        "pid": pid,
         "devices": flags.get("device", []),
         "env": env,
         "volumes": flags.get("volume", []),
