@@ -4,7 +4,8 @@ command in it with Docker, as Google documents running a TPU workload in a conta
 (cloud.google.com/tpu/docs/run-in-container: `docker run --net=host --privileged`).
 
 The request's `"image"` is what the client resolved on the laptop:
-`{"name": "us-docker.pkg.dev/P/R/I@sha256:HEX", "registry": "us-docker.pkg.dev"}`.
+`{"name": "us-docker.pkg.dev/P/R/I@sha256:HEX", "registry": "us-docker.pkg.dev"}`, and
+`"pythonpath"` when the image's config sets PYTHONPATH (its Env).
 Every worker runs that digest, never a tag: a tag moved after the client resolved it
 changes nothing that runs.
 
@@ -20,6 +21,12 @@ changes nothing that runs.
   the job's folders mounted at the same paths (TPUCTL_OUTPUT_DIR means the same inside;
   the staged code only when the command names a file of it), and the job's variables
   passed by name (`-e NAME`): their values never appear on a command line.
+  `tpuctl stacks` and `tpuctl profile` work for a Python in the image as for a script
+  (sitehook.py): the job's site, stacks and profile folders are mounted at the same
+  paths, PYTHONPATH is the site folder, then the image's own; and `--pid=host`, so
+  that a process's pid, which names its stacks file, is the VM's, where stacks.py
+  finds the process that holds the file (/proc/PID/fd) and signals it (in a PID
+  namespace of its own the container's first process would be pid 1 for itself).
   Docker's CLI passes the signals it gets to the container's process (its
   `--sig-proxy`, on by default for an attached run), so a cancel, a Ctrl-C or a
   preemption notice reaches the job as for a script.
@@ -37,6 +44,8 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from . import sitehook
 
 DOCKER = "docker"
 USER = "oauth2accesstoken"  # Artifact Registry's user name for an access token
@@ -109,16 +118,22 @@ def command(
     outputs: Path,
     code: Path | None,
     argv: list[str],
+    job_dir: Path,
 ) -> list[str]:
     """The `docker run` argv for one worker's attempt (`env` is the CLI's environment, from
     which `-e NAME` takes each value; `code`: the staged folder, mounted and the working
     directory, when the command names a file of it; `argv` replaces the image's CMD, none:
-    the image's own)."""
+    the image's own; `job_dir`: the job's folder, whose site, stacks and profile folders
+    sitehook.site_env made)."""
     run = [DOCKER, "run", "--rm", "--name", container, "--net=host", "--privileged"]
-    run += ["--shm-size", SHM_SIZE]
+    run += ["--pid=host", "--shm-size", SHM_SIZE]
     for key in passed(env, user_names):
         run += ["-e", key]
-    run += ["-v", f"{outputs}:{outputs}"]
+    site = sitehook.folders(job_dir)
+    path = [str(site[0]), image.get("pythonpath") or ""]
+    run += ["-e", "PYTHONPATH=" + os.pathsep.join(p for p in path if p)]
+    for folder in (*site, outputs):
+        run += ["-v", f"{folder}:{folder}"]
     if code is not None:
         run += ["-v", f"{code}:{code}", "-w", str(code)]
     return [*run, image["name"], *argv]

@@ -56,7 +56,7 @@ def in_container(job: Any, request: Json, env: dict, image: dict) -> int:
     name = container.name(job.args.job_id, job.worker)
     container.remove(name)  # an earlier attempt's, left by an agent killed outright
     argv = container.command(
-        image, name, env, list(request.get("env") or []), job.outputs, code_dir, args
+        image, name, env, list(request.get("env") or []), job.outputs, code_dir, args, job.dir
     )
     try:
         return tpu_health.script(job, argv, env)

@@ -116,7 +116,7 @@ REQUEST_KEYS = (
     "env",
     "manifest",
     "environment",
-    "image",  # `tpuctl run --image`: {"name": by digest, "registry": host} (container.py)
+    "image",  # `run --image`: {"name": by digest, "registry": host[, "pythonpath"]} (container.py)
 )
 FILE_MODES = (0o755, 0o644)  # the only modes a code file gets on the VM
 

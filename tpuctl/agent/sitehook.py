@@ -214,11 +214,16 @@ def start():
 '''
 
 
+def folders(job_dir: Path) -> tuple[Path, Path, Path]:
+    """The job's folders of tpuctl's sitecustomize, of the stacks and of the profiles."""
+    return job_dir / "site", job_dir / "stacks", job_dir / "profile"
+
+
 def site_env(job_dir: Path, env: dict[str, str]) -> dict[str, str]:
     """What the script's environment gets so that its Python processes can be asked for
     their stacks and profiles: tpuctl's sitecustomize first on PYTHONPATH, and the folders
     they write to. Made before the setup and the script run."""
-    site, dumps, profiles = job_dir / "site", job_dir / "stacks", job_dir / "profile"
+    site, dumps, profiles = folders(job_dir)
     for folder in (site, dumps, profiles):
         folder.mkdir(mode=0o700, exist_ok=True)
     (site / "sitecustomize.py").write_text(SITE)

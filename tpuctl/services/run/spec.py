@@ -103,7 +103,7 @@ class RunSpec:
     environment: dict[str, Any] | None = None  # the request's (services/run/environment.py)
     environment_by_default: bool = False  # ...from the work dir's requirements.txt
     # --image as given, and once resolved on the laptop what every worker pulls:
-    # {"name": HOST/P/R/I@sha256:HEX, "registry": HOST} (the request's `image`)
+    # {"name": HOST/P/R/I@sha256:HEX, "registry": HOST[, "pythonpath": the image's]}
     image: str | None = None
     image_pull: dict[str, str] | None = None
 
