@@ -48,6 +48,7 @@ from typing import Any
 from . import sitehook
 
 DOCKER = "docker"
+SOCKET = "/var/run/docker.sock"  # Docker's own: root's, and its group's
 USER = "oauth2accesstoken"  # Artifact Registry's user name for an access token
 SHM_SIZE = "16g"  # huggingface.co/docs/optimum-tpu/howto/installation_inside_a_container
 PULL_TIMEOUT = 3600.0  # seconds: a large image on a slow day, not forever
@@ -58,6 +59,30 @@ PREFIXES = ("TPUCTL_", "MEGASCALE_", "TPU_", "JAX_", "XLA_", "LIBTPU_")
 
 class PullFailed(Exception):
     """The image could not be pulled: Docker's own words (the registry's refusal)."""
+
+
+_prefix: list[str] = []  # docker() found once per agent
+
+
+def docker() -> list[str]:
+    """How this worker's agent runs Docker: `docker` as root or where its user may use
+    Docker's socket (the docker group); else `sudo -n -E docker` where passwordless sudo
+    allows, as TPU VMs give their SSH users (Google's run-in-container guide runs `sudo
+    docker run`; -E keeps DOCKER_CONFIG and the job's variables, which `-e NAME` reads);
+    else `docker`, whose own error then says why. sudo passes on the signals it gets."""
+    if not _prefix:
+        _prefix.append(DOCKER)
+        if os.geteuid() != 0 and not os.access(SOCKET, os.R_OK | os.W_OK):
+            try:
+                quiet = subprocess.DEVNULL
+                done = subprocess.run(
+                    ["sudo", "-n", "true"], stdout=quiet, stderr=quiet, timeout=30
+                )
+            except (OSError, subprocess.SubprocessError):
+                done = None
+            if done is not None and done.returncode == 0:
+                _prefix[:] = ["sudo", "-n", "-E", DOCKER]
+    return list(_prefix)
 
 
 def name(job_id: str, worker: int) -> str:
@@ -88,7 +113,7 @@ def pull(image: dict[str, str], token: str, config_dir: Path, say: Any) -> None:
 def _docker(args: list[str], env: dict[str, str], stdin: str | None, what: str) -> str:
     try:
         done = subprocess.run(
-            [DOCKER, *args],
+            [*docker(), *args],
             input=(stdin or "").encode(),
             capture_output=True,
             env=env,
@@ -125,7 +150,7 @@ def command(
     directory, when the command names a file of it; `argv` replaces the image's CMD, none:
     the image's own; `job_dir`: the job's folder, whose site, stacks and profile folders
     sitehook.site_env made)."""
-    run = [DOCKER, "run", "--rm", "--name", container, "--net=host", "--privileged"]
+    run = [*docker(), "run", "--rm", "--name", container, "--net=host", "--privileged"]
     run += ["--pid=host", "--shm-size", SHM_SIZE]
     for key in passed(env, user_names):
         run += ["-e", key]
@@ -143,7 +168,7 @@ def remove(container: str) -> None:
     """The container gone, whatever ended the run (quietly: it usually is already)."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         subprocess.run(
-            [DOCKER, "rm", "-f", container],
+            [*docker(), "rm", "-f", container],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=60,
