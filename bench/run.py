@@ -142,11 +142,12 @@ def main() -> None:
         tpuctl_list = [py, "-m", "tpuctl", "list", "-p", "tpuctl-bench", "-z", "us-central1-a"]
         # a TAB after `tpuctl describe ... bench-1`, answered from the completion cache
         words = "tpuctl describe -p tpuctl-bench -z us-central1-a bench-1"
-        tab_env = {**env, "_TPUCTL_COMPLETE": "complete_bash", "COMP_WORDS": words,
+        tab_env = {**env, "_TPUCTL_COMPLETE": "bash_complete", "COMP_WORDS": words,
                    "COMP_CWORD": str(len(words.split()) - 1)}  # fmt: skip
         tab = [py, "-m", "tpuctl"]
         offered = subprocess.run(tab, env=tab_env, capture_output=True, text=True, check=True)
-        assert "bench-10" in offered.stdout.split(), offered  # the cache is filled, and right
+        # the cache is filled, and right (click's answer: a `plain,WORD` line each)
+        assert "plain,bench-10" in offered.stdout.split(), offered
         cases: list[tuple[str, list[str], dict[str, str], Callable[[], None]]] = [
             ("python -c pass", [py, "-c", "pass"], env, lambda: None),
             ("tpuctl --help", [py, "-m", "tpuctl", "--help"], env, lambda: None),

@@ -1,5 +1,5 @@
-"""CPU time of a command's heavy imports (Google's clients, asyncssh, rich, typer,
-pydantic: what `tpuctl list` or `run` imports) under Python's default garbage-collection
+"""CPU time of a command's heavy imports (Google's clients, asyncssh, rich, click:
+what `tpuctl list` or `run` imports) under Python's default garbage-collection
 thresholds and under tpuctl's (tpuctl/entry.py, GC_THRESHOLDS): each a fresh
 interpreter, the median of a few."""
 
@@ -19,8 +19,7 @@ from tpuctl.entry import GC_THRESHOLDS  # noqa: E402
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 IMPORTS = (  # what a command that reaches both APIs and the bucket imports
     "google.cloud.tpu_v2, google.cloud.storage, google.cloud.cloudquotas_v1, "
-    "google.cloud.service_usage_v1, asyncssh, rich, typer, "
-    "pydantic"
+    "google.cloud.service_usage_v1, asyncssh, rich, click"
 )
 PROBE = """
 import gc, sys, time

@@ -16,10 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from typer._click import Command, Context  # noqa: E402
-from typer.main import get_command  # noqa: E402
+from click import Command, Context  # noqa: E402
 
 from tpuctl.cli import make_app  # noqa: E402
+from tpuctl.cli.declare import get_command  # noqa: E402
 
 PAGE = ROOT / "docs" / "commands.md"
 COMMAND = "python scripts/commands_reference.py"

@@ -1,10 +1,10 @@
 """`tpuctl --help` from a copy of the last one printed, without loading the command line.
 
-Building the help means importing typer and every command's module and making the
+Building the help means importing click and every command's module and making the
 command tree: about 0.1 s, four times Python's own start-up, every time a user asks what
-tpuctl can do. The text depends only on tpuctl's code, typer's and the terminal's width,
+tpuctl can do. The text depends only on tpuctl's code, click's and the terminal's width,
 so the first `tpuctl --help` keeps what it printed in the state dir, under a key made of
-those (the size and modification time of every module of tpuctl and of typer's
+those (the size and modification time of every module of tpuctl and of click's
 `__init__.py`, the width, Python's version), and the next ones print it back when the key
 matches. Anything else (another width, an edited or upgraded module, an unreadable file)
 builds the help as before. Only the top level is kept: `tpuctl CMD --help` always runs.
@@ -53,8 +53,8 @@ def key() -> str:
             if name.endswith(".py"):
                 st = os.stat(os.path.join(where, name))
                 stats.append(f"{where}/{name}:{st.st_mtime_ns}:{st.st_size}")
-    for entry in sys.path:  # typer's own code, where `import typer` will find it
-        init = os.path.join(entry or ".", "typer", "__init__.py")
+    for entry in sys.path:  # click's own code, where `import click` will find it
+        init = os.path.join(entry or ".", "click", "__init__.py")
         if os.path.isfile(init):
             st = os.stat(init)
             stats.append(f"{init}:{st.st_mtime_ns}:{st.st_size}")

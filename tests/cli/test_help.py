@@ -7,6 +7,7 @@ import re
 import pytest
 
 from tpuctl.cli import app, main
+from tpuctl.cli.declare import get_command
 
 COMMANDS = [
     ["create"], ["list"], ["top"], ["describe"], ["stop"], ["start"], ["delete"], ["keep"],
@@ -44,9 +45,7 @@ def test_examples_of_the_names(capsys, monkeypatch) -> None:
 
 
 def test_every_command_is_checked() -> None:
-    import typer
-
-    group = typer.main.get_command(app)
+    group = get_command(app)
     names = {name for name in group.commands if name not in ("emulator",)}  # type: ignore[attr-defined]
     assert names <= {args[0] for args in COMMANDS}, names - {args[0] for args in COMMANDS}
 
@@ -60,10 +59,8 @@ def _group_lines(text: str) -> list[str]:
     "group", [[], ["quota"], ["emulator"]], ids=lambda g: " ".join(g) or "root"
 )
 def test_every_summary_is_whole_at_80_columns(capsys, monkeypatch, group) -> None:
-    import typer
-
     text = _help(capsys, monkeypatch, group)
-    command = typer.main.get_command(app)
+    command = get_command(app)
     for name in group:
         command = command.commands[name]  # type: ignore[attr-defined]
     lines = _group_lines(text)
@@ -99,9 +96,7 @@ def test_the_hyphenated_words_that_used_to_break_stay_whole(capsys, monkeypatch)
 
 
 def _options() -> list:  # noqa: ANN401
-    import typer
-
-    root = typer.main.get_command(app)
+    root = get_command(app)
     found = []
 
     def walk(command) -> None:  # noqa: ANN001
@@ -143,11 +138,9 @@ def test_every_flag_that_takes_a_time_takes_a_duration() -> None:
     ids=lambda v: v[0] if isinstance(v, list) else "",
 )
 def test_seconds_flags_read_durations_and_bare_numbers(args, seconds_seen) -> None:
-    import typer
-
     from tpuctl.errors import UsageError
 
-    command = typer.main.get_command(app)
+    command = get_command(app)
     words = [a for a in args if not a.startswith("-") and a not in ("n", "x.py")]
     for w in words:
         command = command.commands[w]  # type: ignore[attr-defined]

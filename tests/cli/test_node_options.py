@@ -8,10 +8,10 @@ import typing
 from pathlib import Path
 
 import pytest
-from typer.models import OptionInfo
 
 from tpuctl.cli import create as create_cmd
 from tpuctl.cli import run as run_cmd
+from tpuctl.cli.declare import Argument, Option
 
 CLI = Path(create_cmd.__file__).parent
 ZONE = "us-central1-a"
@@ -19,7 +19,7 @@ CE_ZONE = "us-central1-c"  # where the emulated Compute Engine offers TPU7x
 
 
 def _flags_declared_in(path: Path) -> set[str]:
-    """Every flag a module declares itself: `typer.Option("--x", ...)` written there."""
+    """Every flag a module declares itself: `declare.Option("--x", ...)` written there."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Option":
@@ -31,16 +31,14 @@ def _flags_declared_in(path: Path) -> set[str]:
     return found
 
 
-def _options(command: typing.Any) -> dict[str, OptionInfo]:
-    """flag -> the OptionInfo a command's parameter is declared with."""
+def _options(command: typing.Any) -> dict[str, Option]:
+    """flag -> the Option a command's parameter is declared with."""
     hints = typing.get_type_hints(command, include_extras=True)
     out = {}
     for hint in hints.values():
         for info in getattr(hint, "__metadata__", ()):
-            if isinstance(info, OptionInfo) and info.default is not ...:
-                out[str(info.default)] = info
-            elif isinstance(info, OptionInfo):
-                out.update({str(d): info for d in info.param_decls})
+            if isinstance(info, Option) and not isinstance(info, Argument):
+                out.update({str(d): info for d in info.decls})
     return out
 
 

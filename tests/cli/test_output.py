@@ -170,13 +170,13 @@ def test_generated_names_are_valid_for_any_user() -> None:
 
 def _complete(words: str) -> list[str]:
     """What bash completion offers for the command line `words` (cursor at the end)."""
-    env = {**os.environ, "_TPUCTL_COMPLETE": "complete_bash", "COMP_WORDS": words}
+    env = {**os.environ, "_TPUCTL_COMPLETE": "bash_complete", "COMP_WORDS": words}
     env["COMP_CWORD"] = str(len(words.split()) - (0 if words.endswith(" ") else 1))
     r = subprocess.run(
         [sys.executable, "-m", "tpuctl"], env=env, capture_output=True, text=True, check=False
     )
     assert r.returncode == 0 and r.stderr == "", r.stderr
-    return r.stdout.split()
+    return [line.split(",", 1)[1] for line in r.stdout.splitlines() if line]  # `plain,WORD`
 
 
 def test_completion_offers_nodes_zones_types_and_jobs(cli, emulator, tmp_path) -> None:

@@ -98,12 +98,12 @@ def test_a_reused_node_makes_a_new_venv_from_its_kept_wheels(cli, emulator, proj
 def test_the_venv_is_isolated_unless_asked(cli, emulator, project, index) -> None:
     (project / "job.py").write_text(
         "import sys, importlib.util\n"
-        "print('typer', importlib.util.find_spec('typer') is not None)\n"
+        "print('click', importlib.util.find_spec('click') is not None)\n"
         "print(open(sys.prefix + '/pyvenv.cfg').read().replace(chr(10), ' '))\n"
     )
     alone = run(cli, project, index)
     assert alone.code == 0, alone.err
-    assert "typer False" in alone.out  # the image's packages are not in the venv
+    assert "click False" in alone.out  # the image's packages are not in the venv
     assert "include-system-site-packages = false" in alone.out
     shared = run(cli, project, index, "--system-site-packages")
     assert shared.code == 0, shared.err

@@ -55,18 +55,17 @@ def test_the_command_takes_every_declared_option_and_nothing_else() -> None:
 
 
 def test_a_shared_option_is_named_as_the_other_command_declares_it() -> None:
-    from typer.models import OptionInfo
-
+    from tpuctl.cli.declare import Option
     from tpuctl.cli.run_params import shared
 
     for o in OPTIONS:
         if o.shared:
-            (info,) = [m for m in typing.get_args(shared(o))[1:] if isinstance(m, OptionInfo)]
-            assert o.flag in (info.default, *(info.param_decls or ())), o.name
+            (info,) = [m for m in typing.get_args(shared(o))[1:] if isinstance(m, Option)]
+            assert o.flag in info.decls, o.name
 
 
 def test_no_other_module_declares_a_run_option() -> None:
-    """Outside options.py no module of run's names a flag to typer.Option/Argument (the
+    """Outside options.py no module of run's names a flag to declare.Option/Argument (the
     one that makes them, run_params.py, takes each from its declaration) or keeps a
     table of job-file keys."""
     for path in [*TPUCTL.glob("cli/run*.py"), *TPUCTL.glob("services/run/*.py")]:

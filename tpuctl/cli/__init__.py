@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
-import typer
-
-try:  # typer >= 0.29 vendors click; older releases depend on it
-    from typer._click import exceptions as click_exc
-except ImportError:  # pragma: no cover
-    from click import exceptions as click_exc  # type: ignore[no-redef]
+from click import exceptions as click_exc
 
 from tpuctl import __version__, interrupts
-from tpuctl.cli import argcheck
+from tpuctl.cli import argcheck, complete, declare
 from tpuctl.cli import help as help_mod
 from tpuctl.cli.options import AppEnv
 from tpuctl.errors import ExitCode, TpuctlError
 
 # Every command, in the order the help lists them: (module in tpuctl.cli, function), or
-# (module, its typer app, the group's help). A command's module is imported only when that
+# (module, its declare.App, the group's help). A command's module is imported only when that
 # command runs, or when the whole tree is needed (the help, a name that is no command).
 COMMANDS: dict[str, tuple[str, str] | tuple[str, str, str | None]] = {
     "init": ("init", "init"),
@@ -55,39 +50,55 @@ COMMANDS: dict[str, tuple[str, str] | tuple[str, str, str | None]] = {
 def _version(value: bool) -> None:
     if value:
         print(f"tpuctl {__version__}")
-        raise typer.Exit(0)
+        raise declare.Exit(0)
 
 
 def root(
-    ctx: typer.Context,
+    ctx: declare.Context,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+        bool,
+        declare.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
     debug: Annotated[
-        bool, typer.Option("--debug", help="Tracebacks and an HTTP trace on stderr.")
+        bool, declare.Option("--debug", help="Tracebacks and an HTTP trace on stderr.")
+    ] = False,
+    install_completion: Annotated[
+        bool,
+        declare.Option(
+            "--install-completion",
+            callback=complete.install,
+            is_eager=True,
+            help="Install completion for the current shell.",
+        ),
+    ] = False,
+    show_completion: Annotated[
+        bool,
+        declare.Option(
+            "--show-completion",
+            callback=complete.show,
+            is_eager=True,
+            help="Show completion for the current shell, to copy it or customize the installation.",
+        ),
     ] = False,
 ) -> None:
     """tpuctl: create, run on, watch and tear down Cloud TPU VMs.
 
     Try it with no Google account: `tpuctl emulator start --detach`, then paste the line it prints.
     """
-    # main() hands in its AppEnv; anything else invoking the app (typer's test runner) gets
+    # main() hands in its AppEnv; anything else invoking the app (a test's click.Command.main) gets
     # a fresh one. `--debug` itself is taken out of the arguments by main().
     app_env = ctx.ensure_object(AppEnv)
     app_env.debug = app_env.debug or debug
 
 
-def make_app(only: str | None = None) -> typer.Typer:
-    """tpuctl's typer app: every command, or the command `only` alone (a name of COMMANDS)."""
+def make_app(only: str | None = None) -> declare.App:
+    """tpuctl's app: every command, or the command `only` alone (a name of COMMANDS)."""
     import importlib
 
-    made = help_mod.Typer(
+    made = declare.App(
         name="tpuctl",
         help="Manage the whole life of Google Cloud TPU VMs.",
         no_args_is_help=True,
-        add_completion=True,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,  # plain click help: wraps well at 80 columns, loads no rich
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     made.callback()(root)
@@ -96,18 +107,18 @@ def make_app(only: str | None = None) -> typer.Typer:
             continue
         target = getattr(importlib.import_module(f"tpuctl.cli.{module}"), attribute)
         if group and group[0]:
-            made.add_typer(target, name=name, help=group[0])
+            made.add_group(target, name=name, help=group[0])
         elif group:  # the group's own callback says what it is
-            made.add_typer(target, name=name)
+            made.add_group(target, name=name)
         else:
             made.command(name)(target)
     return made
 
 
-_whole: list[typer.Typer] = []
+_whole: list[declare.App] = []
 
 
-def __getattr__(name: str) -> typer.Typer:
+def __getattr__(name: str) -> declare.App:
     """`tpuctl.cli.app`: the whole app, made on first use."""
     if name != "app":
         raise AttributeError(name)
@@ -121,7 +132,7 @@ def _named(args: list[str]) -> str | None:
     (a shell completion's words are read from its variables); None for the whole tree."""
     words = args
     if any(k.startswith("_TPUCTL_COMPLETE") for k in os.environ):
-        line = os.environ.get("COMP_WORDS") or os.environ.get("_TYPER_COMPLETE_ARGS") or ""
+        line = os.environ.get("COMP_WORDS") or ""
         words = line.split()[1:]
         if len(words) < 2 and not line.endswith(" "):
             return None  # the command's name itself is being completed
@@ -173,6 +184,16 @@ def main(argv: list[str] | None = None, app_env: AppEnv | None = None) -> int:
             sys.modules["tpuctl.services.prices"].forget()
 
 
+def _run(command: Any, args: list[str], app_env: AppEnv) -> Any:
+    """The command line run as click's `Command.main` runs it, leaving every error to
+    `_main` (click's main writes a blank line on stderr for a Ctrl-C); a shell completion
+    goes through click's main, which answers it and exits."""
+    if "_TPUCTL_COMPLETE" in os.environ:
+        return command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
+    with command.make_context("tpuctl", args, obj=app_env) as ctx:
+        return command.invoke(ctx)
+
+
 def _main(argv: list[str] | None, app_env: AppEnv | None) -> int:
     args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     app_env = app_env or AppEnv()
@@ -181,11 +202,11 @@ def _main(argv: list[str] | None, app_env: AppEnv | None) -> int:
     try:
         with interrupts.noting():
             made = make_app(_named(args))
-            command = typer.main.get_command(made)
+            command = declare.get_command(made)
             argcheck.check(command, args)  # `-abc`, `-accelerator`: refused, not misread
-            result = command.main(args=args, prog_name="tpuctl", standalone_mode=False, obj=app_env)
+            result = _run(command, args, app_env)
         if result == ExitCode.INTERRUPTED and interrupts.received:
-            _fail("interrupted")  # typer's word for a Ctrl-C that escaped the command: nothing
+            _fail("interrupted")  # a Ctrl-C that escaped the command: nothing said yet
         return int(result) if isinstance(result, int) else 0
     except TpuctlError as e:
         if debug:
@@ -211,11 +232,14 @@ def _main(argv: list[str] | None, app_env: AppEnv | None) -> int:
         elif where == "tpuctl run" and type(e).__name__ == "NoSuchOption":
             option = getattr(e, "option_name", "") or "--flag"
             hint = f"arguments for your script go after `--`: `tpuctl run SCRIPT -- {option} ...`"
-        _fail(e.format_message(), hint)
+        message = e.format_message()
+        if type(e).__name__ == "NoSuchOption":  # in the same words whatever click's release
+            message = f"No such option: {getattr(e, 'option_name', '')}"
+        _fail(message, hint)
         return int(ExitCode.USAGE)
-    except typer.Exit as e:
+    except declare.Exit as e:
         return int(e.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+    except (declare.Abort, KeyboardInterrupt, EOFError):
         _fail("interrupted")
         return int(ExitCode.INTERRUPTED)
     except click_exc.ClickException as e:

@@ -1,5 +1,5 @@
 """Shell completion (`tpuctl --install-completion`): node names, zones, accelerator
-types and job ids.
+types and job ids, through click's shell completion (bash, zsh and fish).
 
 Zones and types come from tpuctl's catalogue; node names and job ids from the cloud,
 kept for a short while in the state dir so that a TAB stays fast. A completion never
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import typer
+from tpuctl.cli import declare
 
 CACHE_SECONDS = 30.0
 CACHE_FILE = "completion.json"
@@ -33,7 +33,7 @@ def accelerators(incomplete: str) -> list[str]:
     return [n for n in catalog.ACCELERATOR_TYPES if n.startswith(incomplete.lower())]
 
 
-def node_names(ctx: typer.Context, incomplete: str) -> list[str]:
+def node_names(ctx: declare.Context, incomplete: str) -> list[str]:
     """Nodes (and queued requests) in the zone the command line names or resolves to."""
 
     def fetch(project: str | None, zone: str | None) -> list[str]:
@@ -50,7 +50,7 @@ def node_names(ctx: typer.Context, incomplete: str) -> list[str]:
     return _cached("nodes", ctx, incomplete, fetch)
 
 
-def job_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+def job_ids(ctx: declare.Context, incomplete: str) -> list[str]:
     """Job ids in the job bucket, newest first; none from a default bucket another project
     owns (checked as `tpuctl jobs` checks it: two small reads more, once per listing
     kept for CACHE_SECONDS)."""
@@ -86,7 +86,7 @@ def _where(project: str | None, zone: str | None, need_zone: bool) -> tuple[Any,
 
 def _cached(
     kind: str,
-    ctx: typer.Context,
+    ctx: declare.Context,
     incomplete: str,
     fetch: Callable[[str | None, str | None], list[str]],
 ) -> list[str]:
@@ -121,3 +121,52 @@ def _read(path: Any) -> dict[str, Any]:
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+SHELLS = {  # the file each shell reads a completion script from, and a line that loads it
+    "bash": (".bash_completions/tpuctl.sh", ".bashrc", "source ~/.bash_completions/tpuctl.sh"),
+    "zsh": (".zfunc/_tpuctl", ".zshrc", "fpath+=~/.zfunc; autoload -Uz compinit; compinit"),
+    "fish": (".config/fish/completions/tpuctl.fish", None, None),
+}
+
+
+def _script(ctx: declare.Context) -> tuple[str, str]:
+    """The shell tpuctl runs from ($SHELL) and click's completion script for it."""
+    from click.shell_completion import get_completion_class
+
+    shell = os.path.basename(os.environ.get("SHELL", ""))
+    made = get_completion_class(shell) if shell in SHELLS else None
+    if made is None:
+        raise declare.BadParameter(f"no completion for the shell {shell!r}: bash, zsh or fish")
+    root = ctx.find_root()
+    return shell, made(root.command, {}, "tpuctl", "_TPUCTL_COMPLETE").source()
+
+
+def show(ctx: declare.Context, param: Any, value: bool) -> None:
+    """`--show-completion`: print the script."""
+    if value and not ctx.resilient_parsing:
+        declare.echo(_script(ctx)[1])
+        raise declare.Exit(0)
+
+
+def install(ctx: declare.Context, param: Any, value: bool) -> None:
+    """`--install-completion`: write the script where the shell finds it, and the line
+    that loads it into the shell's startup file (once)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from pathlib import Path
+
+    shell, text = _script(ctx)
+    where, rc, line = SHELLS[shell]
+    path = Path.home() / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    if rc and line:
+        startup = Path.home() / rc
+        held = startup.read_text() if startup.exists() else ""
+        if line not in held:
+            with startup.open("a") as out:
+                out.write(f"\n{line}\n")
+    declare.echo(f"{shell} completion installed in {path}")
+    declare.echo("Completion will take effect once you restart the terminal")
+    raise declare.Exit(0)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.jobs import Bucket
 from tpuctl.cli.options import Json, Project, Wide, app_of
 from tpuctl.errors import UsageError
@@ -37,16 +35,18 @@ SUM_COLUMNS = [
 
 
 def cost(
-    ctx: typer.Context,
+    ctx: declare.Context,
     since: Annotated[
         str,
-        typer.Option("--since", help="The period: jobs started this long ago or since (30d, 12h)."),
+        declare.Option(
+            "--since", help="The period: jobs started this long ago or since (30d, 12h)."
+        ),
     ] = "30d",
     owner: Annotated[
         str | None,
-        typer.Option("--owner", help="Jobs of this owner: an account's email, or its label."),
+        declare.Option("--owner", help="Jobs of this owner: an account's email, or its label."),
     ] = None,
-    all_owners: Annotated[bool, typer.Option("--all-owners", help="Everyone's jobs.")] = False,
+    all_owners: Annotated[bool, declare.Option("--all-owners", help="Everyone's jobs.")] = False,
     project: Project = None,
     bucket: Bucket = None,
     json_out: Json = False,

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-import typer
-
 from tpuctl import catalog
 from tpuctl.catalog import DEFAULT_ACCELERATOR
+from tpuctl.cli import declare, render, views
 from tpuctl.cli import node_options as opt
-from tpuctl.cli import render, views
 from tpuctl.cli.options import Accelerator, Api, Json, NoWait, Project, Zones, app_of
 
 if TYPE_CHECKING:
@@ -17,10 +15,10 @@ if TYPE_CHECKING:
 
 
 def create(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: Annotated[
         str | None,
-        typer.Argument(
+        declare.Argument(
             help="Node name: lowercase letters, digits, hyphens (default: made from your "
             "user name and the accelerator, e.g. ada-v3-8-4f1c).",
             show_default=False,
@@ -36,9 +34,9 @@ def create(
     reservation: opt.Reservation = None,
     labels: opt.Labels = [],  # noqa: B006
     metadata: Annotated[
-        list[str], typer.Option("--metadata", help="k=v[,k=v...]; repeatable.")
+        list[str], declare.Option("--metadata", help="k=v[,k=v...]; repeatable.")
     ] = [],  # noqa: B006
-    description: Annotated[str, typer.Option("--description")] = "",
+    description: Annotated[str, declare.Option("--description")] = "",
     network: opt.Network = None,
     subnetwork: opt.Subnetwork = None,
     service_account: opt.ServiceAccount = None,
@@ -48,35 +46,38 @@ def create(
     ttl: opt.Ttl = None,
     max_cost: opt.MaxCost = None,
     idle_timeout: Annotated[
-        str | None, typer.Option("--idle-timeout", help="Delete after idling this long (e.g. 30m).")
+        str | None,
+        declare.Option("--idle-timeout", help="Delete after idling this long (e.g. 30m)."),
     ] = None,
     idle_action: Annotated[
         str,
-        typer.Option(
+        declare.Option(
             "--idle-action", help="With --idle-timeout: delete, or stop (single-host only)."
         ),
     ] = "delete",
     no_wait: NoWait = False,
     wait_ssh: Annotated[
-        bool, typer.Option("--wait-ssh", help="Also wait until SSH answers on every worker.")
+        bool, declare.Option("--wait-ssh", help="Also wait until SSH answers on every worker.")
     ] = False,
     json_out: Json = False,
     queued: opt.Queued = False,
     valid_until: opt.ValidUntil = None,
     valid_until_time: Annotated[
         str | None,
-        typer.Option("--valid-until-time", help="With --queued: give up at this time (ISO 8601)."),
+        declare.Option(
+            "--valid-until-time", help="With --queued: give up at this time (ISO 8601)."
+        ),
     ] = None,
     keep_request: Annotated[
         bool,
-        typer.Option(
+        declare.Option(
             "--keep-request",
             help="With --queued or --flex-start: leave the request waiting on Ctrl-C or timeout.",
         ),
     ] = False,
     timeout: Annotated[
         str | None,
-        typer.Option(
+        declare.Option(
             "--timeout",
             help="With --queued or --flex-start: stop waiting after this long (default 24h).",
         ),

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Annotated
 
-import typer
-
-from tpuctl.cli import complete, render
+from tpuctl.cli import complete, declare, render
 from tpuctl.cli.options import Json, NoWait, Project, Zone, app_of
 from tpuctl.cloud import registry
 from tpuctl.errors import DeleteFailed, Interrupted, NotFoundError, UsageError
@@ -17,16 +15,18 @@ if TYPE_CHECKING:
 
 
 def delete(
-    ctx: typer.Context,
+    ctx: declare.Context,
     names: Annotated[
         list[str],
-        typer.Argument(help="One or more node names.", autocompletion=complete.node_names),
+        declare.Argument(help="One or more node names.", autocompletion=complete.node_names),
     ],
     zone: Zone = None,
     project: Project = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: Annotated[
+        bool, declare.Option("--yes", "-y", help="Do not ask for confirmation.")
+    ] = False,
     missing_ok: Annotated[
-        bool, typer.Option("--missing-ok", help="A node that does not exist is not an error.")
+        bool, declare.Option("--missing-ok", help="A node that does not exist is not an error.")
     ] = False,
     no_wait: NoWait = False,
     json_out: Json = False,
@@ -138,7 +138,7 @@ def _confirm(doomed: Doomed, tty: bool) -> None:
         )
     if not render.confirm(f"Delete {_what(doomed)}?", default=False):
         render.info("nothing deleted")
-        raise typer.Exit(1)
+        raise declare.Exit(1)
 
 
 def _what(doomed: Doomed) -> str:

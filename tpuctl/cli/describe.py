@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import typer
-
-from tpuctl.cli import render, views
+from tpuctl.cli import declare, render, views
 from tpuctl.cli.options import Json, NodeName, Project, Zone, app_of
 
 
 def describe(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: NodeName,
     zone: Zone = None,
     project: Project = None,

@@ -11,9 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.doctor_gate import lines
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import UsageError
@@ -57,58 +55,60 @@ def is_node(target: str, workdir: Path | None, node_flag: bool) -> bool:
 
 
 def doctor(
-    ctx: typer.Context,
+    ctx: declare.Context,
     target: Annotated[
-        str | None, typer.Argument(help="A training script (.py), or a node name.")
+        str | None, declare.Argument(help="A training script (.py), or a node name.")
     ] = None,
     accelerator: Annotated[
-        str, typer.Option("--accelerator", "-a", help="Script: the slice it will run on.")
+        str, declare.Option("--accelerator", "-a", help="Script: the slice it will run on.")
     ] = "v3-8",
     workdir: Annotated[
         Path | None,
-        typer.Option("--workdir", help="Script: the folder shipped (default: its own)."),
+        declare.Option("--workdir", help="Script: the folder shipped (default: its own)."),
     ] = None,
     version: Annotated[
         str | None,
-        typer.Option("--version", help="Script: the runtime version (default: the base image)."),
+        declare.Option("--version", help="Script: the runtime version (default: the base image)."),
     ] = None,
     setup: Annotated[
-        str | None, typer.Option("--setup", help="Script: the --setup command the run will use.")
+        str | None, declare.Option("--setup", help="Script: the --setup command the run will use.")
     ] = None,
     requirements: Annotated[
         Path | None,
-        typer.Option(
+        declare.Option(
             "--requirements",
             help="Script: the run's --requirements (default: the work dir's requirements.txt).",
         ),
     ] = None,
     no_requirements: Annotated[
-        bool, typer.Option("--no-requirements", help="Script: the run has no environment.")
+        bool, declare.Option("--no-requirements", help="Script: the run has no environment.")
     ] = False,
     node_flag: Annotated[
-        bool, typer.Option("--node", help="TARGET is a node name (when a file has its name).")
+        bool, declare.Option("--node", help="TARGET is a node name (when a file has its name).")
     ] = False,
     zone: Zone = None,
     project: Project = None,
     bucket: Annotated[
         str | None,
-        typer.Option("--bucket", help="Node: the job bucket (default gs://PROJECT-tpuctl)."),
+        declare.Option("--bucket", help="Node: the job bucket (default gs://PROJECT-tpuctl)."),
     ] = None,
     paths: Annotated[
         list[str] | None,
-        typer.Option("--path", help="Node: a gs:// path the VM must read (repeatable)."),
+        declare.Option("--path", help="Node: a gs:// path the VM must read (repeatable)."),
     ] = None,
     fix: Annotated[
-        bool, typer.Option("--fix", help="Node: repair what is safe; ask before the rest.")
+        bool, declare.Option("--fix", help="Node: repair what is safe; ask before the rest.")
     ] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Node: agree to every repair.")] = False,
+    yes: Annotated[
+        bool, declare.Option("--yes", "-y", help="Node: agree to every repair.")
+    ] = False,
     image: Annotated[
         str | None,
-        typer.Option("--image", help="Check a container image (Artifact Registry) instead."),
+        declare.Option("--image", help="Check a container image (Artifact Registry) instead."),
     ] = None,
     service_account: Annotated[
         str | None,
-        typer.Option(
+        declare.Option(
             "--service-account",
             help="Image: the nodes' service account (default: the project's compute account).",
         ),
@@ -159,11 +159,11 @@ def doctor(
 
         render.info(f"{shown(rel)} on a {acc.name}: {summary(findings)}")
     if any(f.severity == "error" for f in findings):
-        raise typer.Exit(1)
+        raise declare.Exit(1)
 
 
 def _node(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: str,
     zone: str | None,
     project: str | None,
@@ -228,7 +228,7 @@ def _node(
     for question in asked:
         render.info(f"not done (no terminal to ask; --yes agrees): {question}")
     if report.failed:
-        raise typer.Exit(1)
+        raise declare.Exit(1)
 
 
 def _as_typed(root: Path, typed: str) -> Callable[[str], str]:

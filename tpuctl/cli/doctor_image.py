@@ -7,9 +7,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 
 if TYPE_CHECKING:
     from tpuctl.cli.options import AppEnv
@@ -65,4 +63,4 @@ def doctor_image(
             f"{ref} ({resolved.digest}): {has or 'no TPU framework'}; {summary(report.findings)}"
         )
     if any(f.severity == "error" for f in report.findings):
-        raise typer.Exit(1)
+        raise declare.Exit(1)

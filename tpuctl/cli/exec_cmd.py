@@ -5,8 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Annotated
 
-import typer
-
+from tpuctl.cli import declare
 from tpuctl.cli.options import NodeName, Project, Zone, app_of
 from tpuctl.cli.ssh import (
     ConnectTimeout,
@@ -20,10 +19,10 @@ from tpuctl.cli.ssh import (
 
 
 def exec_command(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: NodeName,
     command: Annotated[
-        list[str], typer.Argument(help="After `--`: the program and its arguments.")
+        list[str], declare.Argument(help="After `--`: the program and its arguments.")
     ],
     worker: Workers = "all",
     internal_ip: InternalIp = False,
@@ -50,4 +49,4 @@ def exec_command(
     code = run_everywhere(
         ssh_api, plan, shlex.join(command), max_parallel, output_dir, connect_timeout
     )
-    raise typer.Exit(code)
+    raise declare.Exit(code)

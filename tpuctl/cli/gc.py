@@ -5,10 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
 from tpuctl import wording
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.options import Json, Project, Zone, app_of
 from tpuctl.errors import GcFailed, UsageError
 
@@ -19,29 +17,29 @@ if TYPE_CHECKING:
 
 
 def gc(
-    ctx: typer.Context,
+    ctx: declare.Context,
     idle: Annotated[
         str | None,
-        typer.Option(
+        declare.Option(
             "--idle", help="Also delete nodes idle this long (e.g. 30m); confirmed on the node."
         ),
     ] = None,
     zone: Zone = None,
     all_zones: Annotated[
-        bool, typer.Option("--all-zones", help="Every zone (the default).")
+        bool, declare.Option("--all-zones", help="Every zone (the default).")
     ] = False,
     project: Project = None,
     owner: Annotated[
         str | None,
-        typer.Option(
+        declare.Option(
             "--owner",
             help="Nodes of this owner: an account's email, or its tpuctl-owner label.",
         ),
     ] = None,
-    all_owners: Annotated[bool, typer.Option("--all-owners", help="Everyone's nodes.")] = False,
+    all_owners: Annotated[bool, declare.Option("--all-owners", help="Everyone's nodes.")] = False,
     envs_unused: Annotated[
         str | None,
-        typer.Option(
+        declare.Option(
             "--envs-unused",
             help="Also delete the cached environments (tpuctl/envs/ in the bucket) no job "
             "used for this long (e.g. 30d).",
@@ -49,12 +47,14 @@ def gc(
     ] = None,
     bucket: Annotated[
         str | None,
-        typer.Option("--bucket", help="With --envs-unused: gs://BUCKET (default: run's)."),
+        declare.Option("--bucket", help="With --envs-unused: gs://BUCKET (default: run's)."),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show what would go; delete nothing.")
+        bool, declare.Option("--dry-run", help="Show what would go; delete nothing.")
     ] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking (cron).")] = False,
+    yes: Annotated[
+        bool, declare.Option("--yes", "-y", help="Delete without asking (cron).")
+    ] = False,
     json_out: Json = False,
 ) -> None:
     """Delete expired, idle or preempted nodes that tpuctl made.
@@ -246,7 +246,7 @@ def _confirm(total: int, tty: bool) -> None:
         )
     if not render.confirm(f"Delete {total} resource(s)?", default=False):
         render.info("nothing deleted")
-        raise typer.Exit(1)
+        raise declare.Exit(1)
 
 
 def _line(d: Decision, verb: str) -> str:

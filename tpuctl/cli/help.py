@@ -1,21 +1,19 @@
 """Help that reads like a CLI's: `--zone ZONE`, `--ttl DURATION`, `Usage: tpuctl create
-[OPTIONS] [NAME]`, through typer's and click's public extension points.
+[OPTIONS] [NAME]`, through click's public extension points.
 
-Typer 0.29 shows a Python type for every value (`--zone <str>`, `--labels <list[str]>`,
-`name <str>`) and wraps required arguments in braces in the usage line (`{script}`).
-tpuctl's commands are made of the classes below (`Typer` passes them as typer's `cls=`):
-each parameter that has no metavar of its own gets the name gcloud and click would show
-(the option's name in capitals, or what it takes: DURATION, KEY=VALUE), arguments are
-shown by their names alone, a command's summary in its group's list is whole, and help
-never breaks a word at its hyphens.
+tpuctl's commands are made of the classes below (tpuctl/cli/declare.py): each parameter
+that has no metavar of its own gets the name gcloud would show (the option's name in
+capitals, or what it takes: DURATION, KEY=VALUE, N), arguments are shown by their names
+alone and listed with their help, the commands of a group in the order they were added, a
+command's summary in its group's list is whole, and help never breaks a word at its
+hyphens.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import typer
-from typer.core import TyperCommand, TyperGroup
+import click
 
 # option dest -> what it takes, where its own name would not say it (run's options say
 # it in their declarations: tpuctl/services/run/options.py)
@@ -39,7 +37,7 @@ _TAKES = {
 _HYPHEN = "\ue000"  # stands for "-" while a text is wrapped: a letter to the wrapper
 
 
-class WholeWordsFormatter(typer.Context.formatter_class):  # type: ignore[misc, valid-type]
+class WholeWordsFormatter(click.HelpFormatter):
     """Help never wraps inside a word at its hyphens (`us-` / `west4-a`, `--keep-` /
     `request`), so what is shown can be copied: a line breaks at spaces only. The wrapper
     sees each hyphen as a letter; `getvalue` gives them back."""
@@ -61,14 +59,12 @@ def _held(text: str) -> str:
     return text.replace("-", _HYPHEN)
 
 
-class HelpContext(typer.Context):
+class HelpContext(click.Context):
     formatter_class = WholeWordsFormatter
 
 
 def name_values(command: Any) -> Any:
-    """Set the metavar of every parameter of `command` that has none (a click command, as
-    typer makes it: typer 0.29 carries a click of its own, so nothing here names click's
-    classes)."""
+    """Set the metavar of every parameter of `command` that has none."""
     for param in command.params:
         if param.metavar is not None:
             continue
@@ -80,9 +76,7 @@ def name_values(command: Any) -> Any:
 
 
 def _number(param: Any) -> str | None:
-    described = getattr(param, "type_descriptor", None)  # typer 0.29
-    kind = described.annotation if described is not None else getattr(param.type, "name", "")
-    return "N" if kind in (int, "integer") else None
+    return "N" if getattr(param.type, "name", "").startswith("integer") else None
 
 
 def _upper(param: Any) -> str:
@@ -95,11 +89,11 @@ def _summary(command: Any, limit: int) -> str:
     cuts a summary that does not fit with "..."; the summaries are written to fit 80
     columns, and at a narrower terminal they wrap instead)."""
     if command.short_help or not command.help:
-        return str(TyperCommand.get_short_help_str(command, limit))
+        return str(click.Command.get_short_help_str(command, limit))
     return " ".join(command.help.split("\n\n", 1)[0].split())
 
 
-class Command(TyperCommand):
+class Command(click.Command):
     """A tpuctl command: values named, arguments plain (bare when required in the usage
     line, `SCRIPT` not `{SCRIPT}`, in brackets when optional, no Python type after the
     name in the list of arguments), hyphens whole."""
@@ -120,6 +114,10 @@ class Command(TyperCommand):
             pieces.append(name if param.required else f"[{name}]")
         return pieces
 
+    def format_arguments(self, ctx: Any, formatter: Any) -> None:
+        """Nothing: the arguments are listed with the options (click 8.5's own section
+        would say them twice)."""
+
     def format_options(self, ctx: Any, formatter: Any) -> None:
         arguments, options = [], []
         for param in self.get_params(ctx):
@@ -139,9 +137,9 @@ class Command(TyperCommand):
         return _summary(self, limit)
 
 
-class Group(TyperGroup):
-    """A group of tpuctl's commands: its options named as a command's, each command's
-    summary whole."""
+class Group(click.Group):
+    """A group of tpuctl's commands: its options named as a command's, its commands in
+    the order they were added, each command's summary whole."""
 
     context_class = HelpContext
 
@@ -152,18 +150,20 @@ class Group(TyperGroup):
     def get_short_help_str(self, limit: int = 45) -> str:
         return _summary(self, limit)
 
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
 
-class Typer(typer.Typer):
-    """typer's app whose group and commands are tpuctl's `Group` and `Command`."""
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """A misspelt command's name is refused with the likeliest one, as click 8.2 on
+        says it, whatever the release (8.1 names none)."""
+        import difflib
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("cls", Group)
-        super().__init__(*args, **kwargs)
-
-    def command(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("cls") is None:
-            kwargs["cls"] = Command
-        return super().command(*args, **kwargs)
+        name = args[0] if args else ""
+        if name not in self.commands and not name.startswith("-") and not ctx.resilient_parsing:
+            like = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            if like:
+                ctx.fail(f"No such command {name!r}. Did you mean {like[0]!r}?")
+        return super().resolve_command(ctx, args)
 
 
 def misspelt(error: Any, strict: bool = False) -> str | None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Annotated
 
-import typer
-
 from tpuctl import catalog
 from tpuctl.catalog import canonical_accelerator
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.options import Json, Project, Zone, app_of
 
 if TYPE_CHECKING:
@@ -36,7 +34,7 @@ def _retention(value: str | None) -> int | None:
         return 0
     match = re.fullmatch(r"(\d{1,5})d?", text)
     if not match or not 1 <= int(match.group(1)) <= MAX_RETENTION_DAYS:
-        raise typer.BadParameter(
+        raise declare.BadParameter(
             f"{value!r}: whole days from 1 to {MAX_RETENTION_DAYS} (e.g. 30 or 30d), "
             "or 0 to offer no rule",
             param_hint="'--job-retention'",
@@ -45,10 +43,10 @@ def _retention(value: str | None) -> int | None:
 
 
 def init(
-    ctx: typer.Context,
+    ctx: declare.Context,
     accelerator: Annotated[
         str | None,
-        typer.Option(
+        declare.Option(
             "--accelerator",
             "-a",
             callback=lambda v: canonical_accelerator(v) if v else v,
@@ -59,11 +57,11 @@ def init(
     project: Project = None,
     email: Annotated[
         str | None,
-        typer.Option("--email", help="Contact for a quota increase request (default: you)."),
+        declare.Option("--email", help="Contact for a quota increase request (default: you)."),
     ] = None,
     service_account: Annotated[
         str | None,
-        typer.Option(
+        declare.Option(
             "--service-account",
             help="The service account your TPU VMs will run as (default: the project's "
             "default compute account), checked in step 4.",
@@ -71,7 +69,7 @@ def init(
     ] = None,
     job_retention: Annotated[
         int | None,
-        typer.Option(
+        declare.Option(
             "--job-retention",
             metavar="DAYS",
             parser=_retention,
@@ -81,7 +79,7 @@ def init(
         ),
     ] = None,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Make every change without asking.")
+        bool, declare.Option("--yes", "-y", help="Make every change without asking.")
     ] = False,
     json_out: Json = False,
 ) -> None:
@@ -140,7 +138,7 @@ def init(
     else:
         _summary(report, yes)
     if report.blocked:
-        raise typer.Exit(1)
+        raise declare.Exit(1)
 
 
 def _print(step: Step) -> None:

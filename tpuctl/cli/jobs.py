@@ -7,9 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
-
-from tpuctl.cli import complete, render
+from tpuctl.cli import complete, declare, render
 from tpuctl.cli.options import (
     AppEnv,
     Filter,
@@ -24,7 +22,7 @@ from tpuctl.cli.options import (
 )
 
 Bucket = Annotated[
-    str | None, typer.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
+    str | None, declare.Option("--bucket", help="gs://BUCKET (default gs://PROJECT-tpuctl).")
 ]
 
 
@@ -66,7 +64,7 @@ JOB_COLUMNS = [
 
 OneJob = Annotated[
     str | None,
-    typer.Argument(
+    declare.Argument(
         help="Only this job (id or --name), with its environment.",
         autocompletion=complete.job_ids,
         show_default=False,
@@ -75,7 +73,7 @@ OneJob = Annotated[
 
 
 def jobs(
-    ctx: typer.Context,
+    ctx: declare.Context,
     job: OneJob = None,
     project: Project = None,
     bucket: Bucket = None,
@@ -192,17 +190,19 @@ def _hung_for(row: dict[str, Any]) -> str:
 
 
 def logs(
-    ctx: typer.Context,
+    ctx: declare.Context,
     job: JobRef,
     follow: Annotated[
         bool,
-        typer.Option(
+        declare.Option(
             "--follow",
             "-f",
             help="Keep printing until the job ends: live from the VMs while it runs.",
         ),
     ] = False,
-    worker: Annotated[int | None, typer.Option("--worker", "-w", help="Only this worker.")] = None,
+    worker: Annotated[
+        int | None, declare.Option("--worker", "-w", help="Only this worker.")
+    ] = None,
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:
@@ -288,7 +288,7 @@ class _Lines:
 
 
 def cancel(
-    ctx: typer.Context,
+    ctx: declare.Context,
     job: JobRef,
     project: Project = None,
     bucket: Bucket = None,
@@ -318,17 +318,17 @@ def cancel(
 
 
 def outputs(
-    ctx: typer.Context,
+    ctx: declare.Context,
     job: JobRef,
     dest: Annotated[
         Path | None,
-        typer.Argument(help="Folder to download into (default outputs/JOB).", show_default=False),
+        declare.Argument(help="Folder to download into (default outputs/JOB).", show_default=False),
     ] = None,
     project: Project = None,
     bucket: Bucket = None,
     unverified: Annotated[
         bool,
-        typer.Option(
+        declare.Option(
             "--unverified",
             help="Download every file in the job's outputs folder, also those no agent of "
             "the job uploaded (anyone who can write the bucket may have put them there).",
@@ -362,9 +362,11 @@ def outputs(
 
 
 def stacks(
-    ctx: typer.Context,
+    ctx: declare.Context,
     job: JobRef,
-    worker: Annotated[int | None, typer.Option("--worker", "-w", help="Only this worker.")] = None,
+    worker: Annotated[
+        int | None, declare.Option("--worker", "-w", help="Only this worker.")
+    ] = None,
     project: Project = None,
     bucket: Bucket = None,
 ) -> None:

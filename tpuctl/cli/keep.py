@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.options import NodeName, Project, Zone, app_of
 
 
 def keep(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: NodeName,
-    off: Annotated[bool, typer.Option("--off", help="Make the node collectable again.")] = False,
+    off: Annotated[bool, declare.Option("--off", help="Make the node collectable again.")] = False,
     zone: Zone = None,
     project: Project = None,
     all_owners: Annotated[
-        bool, typer.Option("--all-owners", help="Also a node another account made.")
+        bool, declare.Option("--all-owners", help="Also a node another account made.")
     ] = False,
 ) -> None:
     """Exempt a node from `tpuctl gc` and idle autodown.

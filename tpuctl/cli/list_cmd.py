@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
-
-from tpuctl.cli import render, views
+from tpuctl.cli import declare, render, views
 from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Wide, Zone, app_of
 from tpuctl.cloud import registry
 from tpuctl.errors import TpuctlError
 
 
 def list_nodes(
-    ctx: typer.Context,
+    ctx: declare.Context,
     zone: Zone = None,
     project: Project = None,
     all_zones: Annotated[
-        bool, typer.Option("--all-zones", help="Every zone, in one call.")
+        bool, declare.Option("--all-zones", help="Every zone, in one call.")
     ] = False,
     json_out: Json = False,
     wide: Wide = False,

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
-from tpuctl.cli import render, views
+from tpuctl.cli import declare, render, views
 from tpuctl.cli.options import Json, NodeName, Project, Zone, app_of
 
 
 def maintain(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: NodeName,
     zone: Zone = None,
     project: Project = None,
     now: Annotated[
         bool,
-        typer.Option("--now", help="Start the pending maintenance now, instead of showing it."),
+        declare.Option("--now", help="Start the pending maintenance now, instead of showing it."),
     ] = False,
     json_out: Json = False,
 ) -> None:

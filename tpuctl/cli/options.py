@@ -10,10 +10,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
 from tpuctl.catalog import canonical_accelerator
-from tpuctl.cli import complete
+from tpuctl.cli import complete, declare
 from tpuctl.cloud import registry
 from tpuctl.errors import UsageError
 
@@ -24,17 +22,17 @@ if TYPE_CHECKING:
 
 Project = Annotated[
     str | None,
-    typer.Option(
+    declare.Option(
         "--project", "-p", help="Google Cloud project (default: see docs/configuration.md)."
     ),
 ]
 Zone = Annotated[
     str | None,
-    typer.Option("--zone", "-z", help="Zone, e.g. us-central1-a.", autocompletion=complete.zones),
+    declare.Option("--zone", "-z", help="Zone, e.g. us-central1-a.", autocompletion=complete.zones),
 ]
 Zones = Annotated[
     str | None,
-    typer.Option(
+    declare.Option(
         "--zone",
         "-z",
         help="Zone, or zones to try in order when one has no capacity or quota left: "
@@ -42,10 +40,10 @@ Zones = Annotated[
         autocompletion=complete.zones,
     ),
 ]
-Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+Json = Annotated[bool, declare.Option("--json", help="Print machine-readable JSON on stdout.")]
 Accelerator = Annotated[
     str,
-    typer.Option(
+    declare.Option(
         "--accelerator",
         "-a",
         "--accelerator-type",
@@ -55,14 +53,14 @@ Accelerator = Annotated[
     ),
 ]
 NodeName = Annotated[
-    str, typer.Argument(help="Node name.", autocompletion=complete.node_names, show_default=False)
+    str, declare.Argument(help="Node name.", autocompletion=complete.node_names, show_default=False)
 ]
 JobRef = Annotated[
     str,
-    typer.Argument(help="Job id or --name (see `tpuctl jobs`).", autocompletion=complete.job_ids),
+    declare.Argument(help="Job id or --name (see `tpuctl jobs`).", autocompletion=complete.job_ids),
 ]
 NoWait = Annotated[
-    bool, typer.Option("--no-wait", help="Return once the cloud accepted the request.")
+    bool, declare.Option("--no-wait", help="Return once the cloud accepted the request.")
 ]
 
 
@@ -124,7 +122,7 @@ class AppEnv:
         return self.factory.backends()
 
 
-def app_of(ctx: typer.Context) -> AppEnv:
+def app_of(ctx: declare.Context) -> AppEnv:
     """The invocation's AppEnv, which the root callback put in the click context."""
     return ctx.ensure_object(AppEnv)
 
@@ -132,7 +130,7 @@ def app_of(ctx: typer.Context) -> AppEnv:
 # A list's table without dropping columns to fit the terminal (identifiers are never cut)
 Wide = Annotated[
     bool,
-    typer.Option("--wide", help="Every column, even where the terminal is narrow."),
+    declare.Option("--wide", help="Every column, even where the terminal is narrow."),
 ]
 
 
@@ -158,7 +156,7 @@ def _run_api(value: str | None) -> str | None:
 # `run`'s: also auto, either API, zone by zone (docs/compute-engine.md, "Capacity hunting")
 RunApi = Annotated[
     str | None,
-    typer.Option(
+    declare.Option(
         "--api",
         metavar="|".join((*registry.known(), registry.AUTO)),
         help=f"The API: {registry.choices(auto=True)} (in each zone the default API, then "
@@ -171,7 +169,7 @@ RunApi = Annotated[
 # Which TPU API: the Cloud TPU API or Compute Engine (docs/compute-engine.md)
 Api = Annotated[
     str | None,
-    typer.Option(
+    declare.Option(
         "--api",
         metavar="|".join(registry.known()),
         help=f"The API: {registry.choices()} (default: the one that offers the type; v6e and "
@@ -200,7 +198,7 @@ MAX_COUNT = 10**9  # a bound for counts typed on the command line (--limit, --va
 
 def whole_number(flag: str, minimum: int, maximum: int) -> Any:
     """A callback for an option that takes a whole number from `minimum` to `maximum`,
-    refused in those words (not typer's) otherwise."""
+    refused in those words (not click's) otherwise."""
 
     def convert(value: str | int | None) -> int | None:
         if value is None or isinstance(value, int):
@@ -230,7 +228,7 @@ def _checked(module: str, parser: str) -> Any:
 # gcloud's list flags (docs/commands.md, "Output, filters and sorting")
 Format = Annotated[
     str | None,
-    typer.Option(
+    declare.Option(
         "--format",
         metavar="FORMAT",
         callback=_checked("tpuctl.cli.projection", "parse_format"),
@@ -239,7 +237,7 @@ Format = Annotated[
 ]
 Filter = Annotated[
     str | None,
-    typer.Option(
+    declare.Option(
         "--filter",
         metavar="EXPRESSION",
         callback=_checked("tpuctl.cli.filters", "parse_filter"),
@@ -248,7 +246,7 @@ Filter = Annotated[
 ]
 SortBy = Annotated[
     str | None,
-    typer.Option(
+    declare.Option(
         "--sort-by",
         metavar="KEY,~KEY",
         callback=_checked("tpuctl.cli.projection", "parse_sort_by"),
@@ -257,7 +255,7 @@ SortBy = Annotated[
 ]
 Limit = Annotated[
     int | None,
-    typer.Option(
+    declare.Option(
         "--limit", metavar="N", parser=whole_number("--limit", 1, MAX_COUNT), help="At most N rows."
     ),
 ]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.options import AppEnv, Json, NodeName, NoWait, Project, Zone, app_of
 
 
@@ -37,7 +35,7 @@ def _change(
 
 
 def stop(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: NodeName,
     zone: Zone = None,
     project: Project = None,
@@ -54,7 +52,7 @@ def stop(
 
 
 def start(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: NodeName,
     zone: Zone = None,
     project: Project = None,

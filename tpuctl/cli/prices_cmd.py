@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.options import Json
 from tpuctl.errors import UsageError
 
@@ -17,18 +15,18 @@ ANY = "any"  # the region of a price of your own
 def prices(
     accelerator: Annotated[
         str | None,
-        typer.Argument(
+        declare.Argument(
             help="A TPU type (v5litepod-8, v6e-16, tpu7x-8) or a generation (v4); "
             "default: every generation, per chip.",
             show_default=False,
         ),
     ] = None,
     region: Annotated[
-        str | None, typer.Option("--region", "-r", help="Only this region, e.g. us-east5.")
+        str | None, declare.Option("--region", "-r", help="Only this region, e.g. us-east5.")
     ] = None,
     refresh: Annotated[
         bool,
-        typer.Option("--refresh", help="Read Google's price catalog again (kept a day)."),
+        declare.Option("--refresh", help="Read Google's price catalog again (kept a day)."),
     ] = False,
     json_out: Json = False,
 ) -> None:

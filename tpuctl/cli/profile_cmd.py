@@ -7,9 +7,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.jobs import Bucket, job_bucket
 from tpuctl.cli.options import JobRef, Json, Project, app_of
 from tpuctl.errors import TpuctlError, UsageError
@@ -31,21 +29,23 @@ def seconds_of(text: str, most: float) -> float:
 
 
 def profile(
-    ctx: typer.Context,
+    ctx: declare.Context,
     job: JobRef,
     seconds: Annotated[
-        str, typer.Option("--seconds", "-s", help="How long to trace, in seconds (at most 300).")
+        str, declare.Option("--seconds", "-s", help="How long to trace, in seconds (at most 300).")
     ] = "3",
     dest: Annotated[
         Path | None,
-        typer.Option(
+        declare.Option(
             "--dest",
             metavar="DIR",
             help="Folder to bring the profile to (default outputs/JOB/profile).",
             show_default=False,
         ),
     ] = None,
-    worker: Annotated[int | None, typer.Option("--worker", "-w", help="Only this worker.")] = None,
+    worker: Annotated[
+        int | None, declare.Option("--worker", "-w", help="Only this worker.")
+    ] = None,
     project: Project = None,
     bucket: Bucket = None,
     json_out: Json = False,

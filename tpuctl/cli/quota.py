@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-import typer
-
-from tpuctl.cli import quota_request, render
-from tpuctl.cli.help import Typer
+from tpuctl.cli import declare, quota_request, render
+from tpuctl.cli.declare import App
 from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Zone, app_of
 from tpuctl.errors import UsageError
 
@@ -19,19 +17,19 @@ if TYPE_CHECKING:
     from tpuctl.quota_pool import QuotaPool
     from tpuctl.services.quota import QuotaReport, QuotaRow
 
-app = Typer(rich_markup_mode=None, no_args_is_help=False)
+app = App()
 app.command("request")(quota_request.request)
 
 
 @app.callback(invoke_without_command=True)
 def quota(
-    ctx: typer.Context,
+    ctx: declare.Context,
     zone: Zone = None,
     region: Annotated[
-        str | None, typer.Option("--region", "-r", help="A region, e.g. us-east5.")
+        str | None, declare.Option("--region", "-r", help="A region, e.g. us-east5.")
     ] = None,
     all_regions: Annotated[
-        bool, typer.Option("--all-regions", help="Every region with TPUs, quota or nodes.")
+        bool, declare.Option("--all-regions", help="Every region with TPUs, quota or nodes.")
     ] = False,
     project: Project = None,
     json_out: Json = False,

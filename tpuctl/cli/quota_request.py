@@ -4,38 +4,36 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.options import MAX_COUNT, Json, Project, Zone, app_of, whole_number
 from tpuctl.errors import UsageError
 
 
 def request(
-    ctx: typer.Context,
+    ctx: declare.Context,
     quota_id: Annotated[
-        str, typer.Argument(help="The quota, e.g. TPUV6EPerProjectPerRegionForTPUAPI.")
+        str, declare.Argument(help="The quota, e.g. TPUV6EPerProjectPerRegionForTPUAPI.")
     ],
     value: Annotated[
         int,
-        typer.Option(
+        declare.Option(
             "--value", parser=whole_number("--value", 1, MAX_COUNT), help="The limit you ask for."
         ),
     ],
     region: Annotated[
-        str | None, typer.Option("--region", "-r", help="For a regional quota: the region.")
+        str | None, declare.Option("--region", "-r", help="For a regional quota: the region.")
     ] = None,
     zone: Zone = None,
     justification: Annotated[
-        str, typer.Option("--justification", help="Why you need it (Google reads it).")
+        str, declare.Option("--justification", help="Why you need it (Google reads it).")
     ] = "",
     email: Annotated[
         str | None,
-        typer.Option("--email", help="Who Google may contact about it (default: you)."),
+        declare.Option("--email", help="Who Google may contact about it (default: you)."),
     ] = None,
     allow_decrease: Annotated[
         bool,
-        typer.Option("--allow-decrease", help="Let --value lower a limit that is higher now."),
+        declare.Option("--allow-decrease", help="Let --value lower a limit that is higher now."),
     ] = False,
     project: Project = None,
     json_out: Json = False,

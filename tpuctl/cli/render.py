@@ -12,8 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import typer
-
+from tpuctl.cli import declare
 from tpuctl.durations import format_duration
 
 if TYPE_CHECKING:
@@ -88,7 +87,7 @@ def info(message: str) -> None:
 def confirm(question: str, default: bool) -> bool:
     """A yes/no question, all of it on stderr, the answer read from stdin.
 
-    Not `typer.confirm(err=True)`: click writes the prompt's last character with
+    Not `declare.confirm(err=True)`: click writes the prompt's last character with
     `input()`, which goes to stdout, so a stdout redirected to a file or a pipe (`--json`,
     a plan kept by `tpuctl gc > plan.txt`) would get a stray space. Ctrl-C or the end of
     stdin aborts, as click's does."""
@@ -99,9 +98,9 @@ def confirm(question: str, default: bool) -> bool:
         try:
             line = sys.stdin.readline()
         except KeyboardInterrupt:
-            raise typer.Abort() from None
+            raise declare.Abort() from None
         if not line:
-            raise typer.Abort()
+            raise declare.Abort()
         answer = line.strip().lower()
         if answer in ("y", "yes"):
             return True

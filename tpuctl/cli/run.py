@@ -6,10 +6,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
-
 from tpuctl import interrupts, redact
-from tpuctl.cli import doctor_gate, render
+from tpuctl.cli import declare, doctor_gate, render
 from tpuctl.cli.options import app_of
 from tpuctl.cli.run_params import with_run_options
 from tpuctl.errors import TpuctlError
@@ -20,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @with_run_options  # its parameters: every option of tpuctl/services/run/options.py
-def run(ctx: typer.Context, **given: Any) -> None:
+def run(ctx: declare.Context, **given: Any) -> None:
     """Run a script on a TPU VM: stage, run, stream logs, tear down.
 
     The script runs on every worker of the node.
@@ -43,11 +41,11 @@ def run(ctx: typer.Context, **given: Any) -> None:
     if isinstance(ending, TpuctlError):
         raise ending
     if ending:
-        raise typer.Exit(ending)
+        raise declare.Exit(ending)
 
 
 def _run(
-    ctx: typer.Context,
+    ctx: declare.Context,
     request: RunRequest,
     job_file: JobFile | None,
     from_file: set[str],

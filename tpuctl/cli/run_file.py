@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
+from tpuctl.cli import declare
 
 if TYPE_CHECKING:
     from tpuctl.services.run.jobfile import JobFile
@@ -16,14 +16,14 @@ if TYPE_CHECKING:
 _GIVEN = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")  # click's ParameterSource names
 
 
-def given_flag(ctx: typer.Context, param: str) -> bool:
+def given_flag(ctx: declare.Context, param: str) -> bool:
     """Whether the user gave this parameter (not its default), as click knows it."""
     source = ctx.get_parameter_source(param)
     return source is not None and source.name in _GIVEN
 
 
 def merged(
-    ctx: typer.Context, file: Path | None
+    ctx: declare.Context, file: Path | None
 ) -> tuple[dict[str, Any], JobFile | None, set[str]]:
     """run()'s parameters with a job file's values under the flags the user gave; the
     file, and the keys it gave."""
@@ -38,7 +38,7 @@ def merged(
 
 
 def write_spec(
-    ctx: typer.Context,
+    ctx: declare.Context,
     request: RunRequest,
     from_file: set[str],
     script: Path | str | None,

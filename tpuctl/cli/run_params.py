@@ -1,5 +1,5 @@
 """`tpuctl run`'s parameters, made from its options' declarations
-(tpuctl/services/run/options.py): typer reads a command's parameters from its signature,
+(tpuctl/services/run/options.py): declare.py reads a command's parameters from its signature,
 so the command's signature is built from the declarations, each an `Annotated` parameter
 as one would write by hand. An option `create` shares is the one tpuctl/cli declares for
 both (node_options.py, options.py), named by the declaration's `shared`.
@@ -12,9 +12,7 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-import typer
-
-from tpuctl.cli import node_options
+from tpuctl.cli import declare, node_options
 from tpuctl.cli import options as cli_options
 from tpuctl.services.run.options import OPTIONS, RunOption, RunOptions
 
@@ -22,7 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def shared(o: RunOption) -> Any:
-    """The `Annotated` alias of a shared option (its type and typer's Option)."""
+    """The `Annotated` alias of a shared option (its type and its Option)."""
     alias = getattr(cli_options, o.shared or "", None) or getattr(node_options, o.shared or "")
     return alias
 
@@ -38,9 +36,9 @@ def _annotation(o: RunOption, hint: Any) -> Any:
     if o.shared:
         return shared(o)
     if o.argument:
-        return Annotated[hint, typer.Argument(help=o.help, show_default=False)]
+        return Annotated[hint, declare.Argument(help=o.help, show_default=False)]
     parser = _parser(o)
-    info = typer.Option(
+    info = declare.Option(
         *(o.flags or (o.flag,)),
         help=o.help,
         metavar=o.metavar or o.kind.metavar,
@@ -67,7 +65,7 @@ def parameters() -> list[inspect.Parameter]:
 def with_run_options(command: F) -> F:
     """`command(ctx, **options)` with the signature of ctx and every declared option."""
     ctx = inspect.Parameter(
-        "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
+        "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=declare.Context
     )
     params = [ctx, *parameters()]
     command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]

@@ -6,9 +6,7 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.options import Project, Zone, app_of
 from tpuctl.cli.ssh import ConnectTimeout, InternalIp, MaxParallel, Workers, make_plan, report
 from tpuctl.errors import UsageError
@@ -29,9 +27,9 @@ def _remote(arg: str) -> tuple[str, str] | None:
 
 
 def scp(
-    ctx: typer.Context,
-    paths: Annotated[list[str], typer.Argument(help="SRC... DST; NAME:path names a node's.")],
-    recurse: Annotated[bool, typer.Option("-r", "--recurse", help="Copy folders.")] = False,
+    ctx: declare.Context,
+    paths: Annotated[list[str], declare.Argument(help="SRC... DST; NAME:path names a node's.")],
+    recurse: Annotated[bool, declare.Option("-r", "--recurse", help="Copy folders.")] = False,
     worker: Workers = "all",
     internal_ip: InternalIp = False,
     max_parallel: MaxParallel = 0,
@@ -102,4 +100,4 @@ def scp(
     code = report(results)
     if code == 0:
         render.info(done)
-    raise typer.Exit(code)
+    raise declare.Exit(code)

@@ -14,9 +14,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
 
-import typer
-
-from tpuctl.cli import render
+from tpuctl.cli import declare, render
 from tpuctl.cli.options import AppEnv, NodeName, Project, Zone, app_of, seconds
 from tpuctl.errors import ConfigError, TpuctlError
 
@@ -26,21 +24,21 @@ if TYPE_CHECKING:
     from tpuctl.services.ssh import Plan
 
 Workers = Annotated[
-    str, typer.Option("--worker", "-w", help="all, N, a list (0,2) or a range (1-3).")
+    str, declare.Option("--worker", "-w", help="all, N, a list (0,2) or a range (1-3).")
 ]
 InternalIp = Annotated[
-    bool, typer.Option("--internal-ip", help="Connect to internal IPs (from inside the VPC).")
+    bool, declare.Option("--internal-ip", help="Connect to internal IPs (from inside the VPC).")
 ]
 MaxParallel = Annotated[
-    int, typer.Option("--max-parallel", help="At most this many workers at once (0: all).")
+    int, declare.Option("--max-parallel", help="At most this many workers at once (0: all).")
 ]
 OutputDir = Annotated[
     Path | None,
-    typer.Option("--output-dir", help="Write each worker's output to DIR/w<K>.log instead."),
+    declare.Option("--output-dir", help="Write each worker's output to DIR/w<K>.log instead."),
 ]
 ConnectTimeout = Annotated[
     float,
-    typer.Option(
+    declare.Option(
         "--connect-timeout",
         parser=seconds("--connect-timeout"),
         show_default=False,
@@ -171,23 +169,23 @@ def run_everywhere(
 
 
 def ssh(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: NodeName,
     openssh_args: Annotated[
         list[str] | None,
-        typer.Argument(help="After `--`: OpenSSH options (and a command) for the shell."),
+        declare.Argument(help="After `--`: OpenSSH options (and a command) for the shell."),
     ] = None,
     worker: Workers = "0",
     command: Annotated[
         str | None,
-        typer.Option("--command", help="Run this shell command line on the chosen workers."),
+        declare.Option("--command", help="Run this shell command line on the chosen workers."),
     ] = None,
     internal_ip: InternalIp = False,
     max_parallel: MaxParallel = 0,
     output_dir: OutputDir = None,
     connect_timeout: ConnectTimeout = 60.0,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the OpenSSH command line instead.")
+        bool, declare.Option("--dry-run", help="Print the OpenSSH command line instead.")
     ] = False,
     zone: Zone = None,
     project: Project = None,
@@ -203,7 +201,7 @@ def ssh(
     )
     if command is not None:
         code = run_everywhere(ssh_api, plan, command, max_parallel, output_dir, connect_timeout)
-        raise typer.Exit(code)
+        raise declare.Exit(code)
     if len(plan.endpoints) != 1:
         raise TpuctlError(
             f"an interactive shell needs one worker, not {len(plan.endpoints)}",

@@ -5,9 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
-from tpuctl.cli import render, views
+from tpuctl.cli import declare, render, views
 from tpuctl.cli.options import Filter, Format, Json, Limit, Project, SortBy, Zone, app_of, seconds
 
 if TYPE_CHECKING:
@@ -41,15 +39,16 @@ def percent(value: float | None) -> str:
 
 
 def top(
-    ctx: typer.Context,
+    ctx: declare.Context,
     zone: Zone = None,
     project: Project = None,
     sort: Annotated[
-        str, typer.Option("--sort", help="cost, util, idle, age, name or zone (keys c u i a n z).")
+        str,
+        declare.Option("--sort", help="cost, util, idle, age, name or zone (keys c u i a n z)."),
     ] = "cost",
     interval: Annotated[
         float,
-        typer.Option(
+        declare.Option(
             "--interval",
             parser=seconds("--interval", 0.5),
             show_default=False,

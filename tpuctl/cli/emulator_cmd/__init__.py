@@ -14,21 +14,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
+from tpuctl.cli import declare
+from tpuctl.cli.declare import App
 from tpuctl.cli.emulator_cmd import events
-from tpuctl.cli.help import Typer
 from tpuctl.errors import ConfigError, TpuctlError, UsageError
 
 # tpuctl.emulator is imported in the commands: other commands never load it.
 
-app = Typer(
-    help="Run a local emulator of the Cloud TPU API.", no_args_is_help=True, rich_markup_mode=None
-)
+app = App(help="Run a local emulator of the Cloud TPU API.", no_args_is_help=True)
 
 StateDir = Annotated[
     Path | None,
-    typer.Option(
+    declare.Option(
         "--state-dir",
         help="Where the emulator keeps its state "
         "(default: $TPUCTL_STATE_DIR/emulator or ~/.local/state/tpuctl/emulator).",
@@ -50,21 +47,23 @@ def _export_line(address: str) -> str:
 
 def _port(value: int | None) -> int | None:
     if value is not None and not 0 < value < 65536:
-        raise typer.BadParameter(f"{value} is not a TCP port: use 1 to 65535")
+        raise declare.BadParameter(f"{value} is not a TCP port: use 1 to 65535")
     return value
 
 
 @app.command()
 def start(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", callback=_port, help="Port to listen on.")] = 8470,
+    host: Annotated[str, declare.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, declare.Option("--port", callback=_port, help="Port to listen on.")
+    ] = 8470,
     state_dir: StateDir = None,
     detach: Annotated[
-        bool, typer.Option("--detach", help="Run in the background and return once it answers.")
+        bool, declare.Option("--detach", help="Run in the background and return once it answers.")
     ] = False,
     ssh_port: Annotated[
         int | None,
-        typer.Option(
+        declare.Option(
             "--ssh-port",
             callback=_port,
             help="Port of the workers' SSH servers (default: a free one).",
@@ -72,7 +71,7 @@ def start(
     ] = None,
     unconfined: Annotated[
         bool,
-        typer.Option(
+        declare.Option(
             "--unconfined",
             help="Where bubblewrap cannot run, run worker commands as plain local processes, "
             "and where Cloud Storage's server cannot have a network of its own, serve it on "
@@ -81,7 +80,7 @@ def start(
     ] = False,
     fresh: Annotated[
         bool,
-        typer.Option("--fresh", help="Start from nothing: forget the state kept from before."),
+        declare.Option("--fresh", help="Start from nothing: forget the state kept from before."),
     ] = False,
 ) -> None:
     """Start the emulator and print the line that points tpuctl at it.
@@ -100,25 +99,25 @@ def start(
             daemon.wait_until_answering(record, directory / daemon.LOG)
             if fresh:
                 _reset(record.address)
-            typer.echo(_export_line(record.address))
+            declare.echo(_export_line(record.address))
             return
         if fresh:
             daemon.forget_state(directory)
         daemon.prepare_start(directory, host, port)
         warning = daemon.sandbox_warning(unconfined)
         if warning:
-            typer.echo(warning, err=True)
+            declare.echo(warning, err=True)
         if detach:
             record = daemon.start_detached(directory, host, port, ssh_port, unconfined)
-            typer.echo(_export_line(record.address))
+            declare.echo(_export_line(record.address))
             return
 
         def ready() -> None:
-            typer.echo(_export_line(f"{host}:{port}"))
-            typer.echo(f"serving with state in {directory}; Ctrl-C stops it", err=True)
+            declare.echo(_export_line(f"{host}:{port}"))
+            declare.echo(f"serving with state in {directory}; Ctrl-C stops it", err=True)
 
         daemon.serve(directory, host, port, ssh_port, ready, unconfined)
-        typer.echo("emulator stopped", err=True)
+        declare.echo("emulator stopped", err=True)
 
 
 @contextmanager
@@ -143,7 +142,7 @@ def _reset(address: str) -> None:
             f"cannot reach the emulator at {address}: {exc}",
             hint="start it with `tpuctl emulator start --detach`",
         ) from None
-    typer.echo(
+    declare.echo(
         f"reset the emulator at {address}: no nodes, queued requests, instances or buckets; "
         "quotas, capacity and settings as at a first start",
         err=True,
@@ -185,15 +184,15 @@ def stop(state_dir: StateDir = None) -> None:
     directory = _state_dir(state_dir)
     record = daemon.stop(directory)
     if record is None:
-        typer.echo(f"the emulator is not running (state dir {directory})")
+        declare.echo(f"the emulator is not running (state dir {directory})")
     else:
-        typer.echo(f"stopped the emulator at {record.address} (pid {record.pid})")
+        declare.echo(f"stopped the emulator at {record.address} (pid {record.pid})")
 
 
 @app.command()
 def status(
     state_dir: StateDir = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
+    as_json: Annotated[bool, declare.Option("--json", help="Print JSON on stdout.")] = False,
 ) -> None:
     """Say whether the emulator runs, where, and what it holds.
 
@@ -225,27 +224,27 @@ def status(
             "registry_endpoint": info.get("registry_endpoint") if info else None,
             "state_dir": str(directory),
         }
-        typer.echo(json.dumps(report))
+        declare.echo(json.dumps(report))
     elif running and info:
         who = f"pid {record.pid}" if record else "TPUCTL_EMULATOR_HOST"
-        typer.echo(
+        declare.echo(
             f"running at {address} ({who}): {info['nodes']} nodes, "
             f"Cloud Storage at {info.get('storage_endpoint') or 'none'}, "
             f"TPU API over gRPC at {info.get('tpu_grpc_endpoint') or 'none'}"
             + (f", state in {directory}" if record else "")
         )
-        typer.echo(
+        declare.echo(
             "its nodes, requests, instances, buckets and settings are kept across a restart; "
             "`tpuctl emulator reset` forgets them"
         )
     elif record:
-        typer.echo(f"not answering: pid {record.pid} should serve {address}")
+        declare.echo(f"not answering: pid {record.pid} should serve {address}")
     elif address:
-        typer.echo(f"not running: nothing answers at {address} (TPUCTL_EMULATOR_HOST)")
+        declare.echo(f"not running: nothing answers at {address} (TPUCTL_EMULATOR_HOST)")
     else:
-        typer.echo(f"not running (state dir {directory})")
+        declare.echo(f"not running (state dir {directory})")
     if not running:
-        raise typer.Exit(1)
+        raise declare.Exit(1)
 
 
 # the cloud's events on a node, after the emulator's own commands in `--help`

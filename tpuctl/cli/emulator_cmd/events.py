@@ -6,18 +6,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import typer
-
+from tpuctl.cli import declare
 from tpuctl.cli.options import app_of, seconds
 from tpuctl.errors import TpuctlError, UsageError
 
-Zone = Annotated[str | None, typer.Option("--zone", "-z")]
+Zone = Annotated[str | None, declare.Option("--zone", "-z")]
 
 
-Project = Annotated[str | None, typer.Option("--project", "-p")]
+Project = Annotated[str | None, declare.Option("--project", "-p")]
 
 
-def _emulator(ctx: typer.Context, command: str) -> tuple[Any, str]:
+def _emulator(ctx: declare.Context, command: str) -> tuple[Any, str]:
     """The app's environment and the emulator's address (bad usage when none is set)."""
     app_env = app_of(ctx)
     address = app_env.factory.emulator_address
@@ -30,10 +29,10 @@ def _emulator(ctx: typer.Context, command: str) -> tuple[Any, str]:
 
 
 def preempt(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: Annotated[
         str,
-        typer.Argument(
+        declare.Argument(
             help="A spot or preemptible node, on either API, or a Compute Engine slice's VM "
             "by its own name (as `gcloud compute instances list` shows it)."
         ),
@@ -42,7 +41,7 @@ def preempt(
     project: Project = None,
     notice: Annotated[
         float | None,
-        typer.Option(
+        declare.Option(
             "--notice",
             parser=seconds("--notice", 0, 3600),
             help="Notice (instance/preempted TRUE, SIGTERM to the processes) before the "
@@ -52,7 +51,7 @@ def preempt(
     ] = None,
     worker: Annotated[
         int | None,
-        typer.Option(
+        declare.Option(
             "--worker",
             min=0,
             help="On a Compute Engine slice: the worker whose VM is preempted (Compute "
@@ -87,9 +86,9 @@ def preempt(
     if node.get("slice"):  # a slice's VM, named as itself
         what = f"VM {name} (worker {node.get('worker')} of {node['slice']})"
     if node.get("state") in ("PREEMPTED", "TERMINATED", "GONE"):
-        typer.echo(f"preempted {what} in {target.zone}", err=True)
+        declare.echo(f"preempted {what} in {target.zone}", err=True)
     else:
-        typer.echo(f"preempting {what} in {target.zone}: its notice has begun", err=True)
+        declare.echo(f"preempting {what} in {target.zone}: its notice has begun", err=True)
 
 
 def _preempt_node(control: Any, path: str, notice: float | None) -> dict[str, Any] | None:
@@ -129,10 +128,10 @@ WEEK = 7 * 86400.0
 
 
 def maintenance(
-    ctx: typer.Context,
+    ctx: declare.Context,
     name: Annotated[
         str,
-        typer.Argument(
+        declare.Argument(
             help="A node on either API, or a Compute Engine slice's VM by its own name "
             "(as `gcloud compute instances list` shows it)."
         ),
@@ -141,7 +140,7 @@ def maintenance(
     project: Project = None,
     notice: Annotated[
         float | None,
-        typer.Option(
+        declare.Option(
             "--notice",
             parser=seconds("--notice", 0, WEEK),
             help="How long before the window starts (upcomingMaintenance PENDING), e.g. "
@@ -150,7 +149,7 @@ def maintenance(
     ] = None,
     duration: Annotated[
         float | None,
-        typer.Option(
+        declare.Option(
             "--duration",
             parser=seconds("--duration", 0, WEEK),
             help="How long the window lasts (the VM is down for it). Default: 60s.",
@@ -158,7 +157,7 @@ def maintenance(
     ] = None,
     worker: Annotated[
         int | None,
-        typer.Option(
+        declare.Option(
             "--worker",
             min=0,
             help="On a slice: the worker whose VM the maintenance is on (default: all). "
@@ -205,7 +204,7 @@ def maintenance(
         raise TpuctlError(f"cannot reach the emulator at {address}: {exc}") from None
     window = shown["upcomingMaintenance"]
     what = name if worker is None else f"worker {worker} of {name}"
-    typer.echo(
+    declare.echo(
         f"maintenance of {what} in {target.zone}: {window['maintenanceStatus']}, window "
         f"{window['windowStartTime']} to {window['windowEndTime']}",
         err=True,

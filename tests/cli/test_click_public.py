@@ -1,5 +1,5 @@
-"""typer and click are used as published: nothing in tpuctl/ assigns to a name of theirs
-(a module's attribute, a class of theirs, a private attribute of anything of theirs)."""
+"""click is used as published: nothing in tpuctl/ assigns to a name of its own (a module's
+attribute, a class of click's, a private attribute of anything of click's)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "tpuctl"
-FRAMEWORKS = ("typer", "click")
+FRAMEWORKS = ("click",)
 
 
 def _theirs(tree: ast.AST) -> set[str]:
-    """The names a module binds to typer's or click's modules and objects."""
+    """The names a module binds to click's modules and objects."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -30,9 +30,9 @@ def _root(node: ast.expr) -> str | None:
 
 
 def assignments_to_frameworks(source: str) -> list[int]:
-    """Lines of `source` that assign to an attribute of typer or click (`typer.x = `,
+    """Lines of `source` that assign to an attribute of click (`click.x = `,
     `core.build = `, `setattr(click, ...)`) or to a private attribute of anything reached
-    from them (`TyperArgument._name = `)."""
+    from them (`Argument._name = `)."""
     tree = ast.parse(source)
     theirs = _theirs(tree)
     found = []
@@ -72,7 +72,7 @@ def assignments_to_frameworks(source: str) -> list[int]:
     return sorted(set(found))
 
 
-def test_nothing_in_tpuctl_assigns_to_typer_or_click() -> None:
+def test_nothing_in_tpuctl_assigns_to_click() -> None:
     offenders = [
         f"{path.relative_to(ROOT.parent)}:{line}"
         for path in sorted(ROOT.rglob("*.py"))
@@ -83,19 +83,20 @@ def test_nothing_in_tpuctl_assigns_to_typer_or_click() -> None:
 
 def test_the_check_sees_each_form_of_patching() -> None:
     patched = [
-        "import typer\ntyper.core.TyperArgument._usage_display_name = f\n",
-        "from typer import core\ncore.build_runtime_param = f\n",
-        "from typer._click import _textwrap\n_textwrap.TextWrapper = W\n",
+        "import click\nclick.core.Argument.make_metavar = f\n",
+        "from click import core\ncore._check_iter = f\n",
+        "from click import formatting\nformatting.TextWrapper = W\n",
         "import click\nsetattr(click.core, 'x', 1)\n",
-        "from typer.core import TyperArgument\nTyperArgument.display_type_rich = f\n",
-        "import typer as t\nt.main.x += 1\n",
+        "from click.core import Option\nOption.get_help_record = f\n",
+        "import click as c\nc.core.x += 1\n",
+        "from click import Context\ndef f(ctx):\n    Context._meta = {}\n",
     ]
     for source in patched:
         assert assignments_to_frameworks(source), source
     fine = [
-        "import typer\napp = typer.Typer()\n",
-        "import typer\nclass C(typer.core.TyperCommand):\n    context_class = X\n",
-        "import typer\ndef f(param):\n    param.metavar = 'X'\n",
+        "import click\ngroup = click.Group()\n",
+        "import click\nclass C(click.Command):\n    context_class = X\n",
+        "import click\ndef f(param):\n    param.metavar = 'X'\n",
         "self_x = 1\nclass A:\n    def f(self):\n        self._x = 1\n",
     ]
     for source in fine:
