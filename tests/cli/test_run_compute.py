@@ -181,7 +181,10 @@ def test_a_detached_slice_job_is_followed_cancelled_and_torn_down_with_no_client
     r = cli("run", str(project / "job.py"), *SLICE, "--detach", "--json", "--env", "NAP=60")
     assert r.code == 0, r.err
     job = json.loads(r.out)["job"]
-    wait_for(lambda: "RUNNING" in cli("jobs").out)
+    # every worker's script has started (`jobs` says RUNNING once one worker does): a
+    # cancel before that is a worker that never ran it, and never says its line
+    lines = [f"[w{k}] worker {k} of 4 job {job}" for k in range(4)]
+    wait_for(lambda: all(line in cli("logs", job).out for line in lines))
     assert cli("cancel", job).code == 0
     logs = cli("logs", job, "-f")
     assert logs.code == 0, logs.err
