@@ -48,11 +48,7 @@ def gate_image(factory: Any, spec: RunSpec, project: str, check: bool, force: bo
 
     images = factory.images()
     resolved = images.resolve(parse_image(spec.image or ""))
-    spec.image_pull = {"name": resolved.pinned, "registry": resolved.host}
-    # the image's own PYTHONPATH, which the worker puts after tpuctl's site (agent/container.py)
-    paths = [e.split("=", 1)[1] for e in resolved.env if e.startswith("PYTHONPATH=")]
-    if paths and paths[-1]:
-        spec.image_pull["pythonpath"] = paths[-1]
+    spec.image_pull = resolved.pull
     render.info(f"image: {spec.image} is {resolved.pinned}")
     if not check:
         return

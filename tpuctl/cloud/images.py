@@ -107,6 +107,17 @@ class ResolvedImage:
         """`HOST/PROJECT/REPOSITORY/IMAGE@sha256:HEX`: the image by its digest."""
         return f"{self.host}/{self.repository}@{self.digest}"
 
+    @property
+    def pull(self) -> dict[str, str]:
+        """What every worker pulls and runs (agent/container.py): the pinned name, its
+        registry's host and, when the image's Env sets one, its PYTHONPATH (the last
+        value), which the worker puts after tpuctl's own site folder."""
+        found = {"name": self.pinned, "registry": self.host}
+        paths = [e.split("=", 1)[1] for e in self.env if e.startswith("PYTHONPATH=")]
+        if paths and paths[-1]:
+            found["pythonpath"] = paths[-1]
+        return found
+
 
 def parse_image(text: str, what: str = "--image") -> ImageRef:
     """The image `text` names; a UsageError naming it and what is allowed for anything
