@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tpuctl import redact
 
 # What a real trace would carry, shaped as Google's are.
@@ -17,8 +19,11 @@ ENV_SECRET = "hf_SeCrEtHuggingFaceTokenValue42"
 
 PROGRAM = textwrap.dedent(
     f"""
-    import http.server, json, threading, logging
-    from google.auth.transport.requests import AuthorizedSession
+    import http.server, json, sys, threading, logging
+    if sys.argv[1] == "tpuctl":  # the session tpuctl's REST calls go through
+        from tpuctl.cloud.session import AuthorizedSession
+    else:  # google-auth's, which the Cloud Storage client's calls go through
+        from google.auth.transport.requests import AuthorizedSession
     from google.oauth2.credentials import Credentials
     from tpuctl import redact
     from tpuctl.cli import _set_debug
@@ -56,9 +61,10 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def test_a_debug_trace_names_each_call_and_no_credential() -> None:
+@pytest.mark.parametrize("session", ["tpuctl", "google-auth"])
+def test_a_debug_trace_names_each_call_and_no_credential(session: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", PROGRAM, session], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     trace = done.stderr

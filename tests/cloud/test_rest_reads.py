@@ -1,6 +1,7 @@
-"""The reads `tpuctl list` makes over REST through google-auth's session (the TPU API's node
-and queued-resource lists, Cloud Monitoring's time series) give what Google's own clients
-read from the same emulator; and `list` loads neither those clients nor grpc."""
+"""The reads `tpuctl list` makes over REST through the credentials' session (the TPU API's
+node and queued-resource lists, Cloud Monitoring's time series) give what Google's own
+clients read from the same emulator; and `list` loads neither those clients nor grpc, nor
+requests (cloud/session.py)."""
 
 from __future__ import annotations
 
@@ -137,14 +138,15 @@ def test_rest_series_are_what_google_cloud_monitoring_reads(
         delete(emulator, node.name)
 
 
-def test_list_loads_neither_google_cloud_tpu_nor_grpc(emulator: Any) -> None:
+def test_list_loads_neither_google_cloud_tpu_nor_grpc_nor_requests(emulator: Any) -> None:
     create(emulator, "seen", "v3-8")
     code = (
         "import sys\n"
         "from tpuctl.cli import main\n"
         "code = main(['list', '-p', 'tpuctl-demo', '-z', 'us-central1-a'])\n"
         "heavy = sorted(m for m in sys.modules if m.startswith(\n"
-        "    ('grpc', 'google.cloud.tpu', 'google.cloud.monitoring', 'google.cloud.compute')))\n"
+        "    ('grpc', 'google.cloud.tpu', 'google.cloud.monitoring', 'google.cloud.compute',\n"
+        "     'requests', 'urllib3', 'google.auth.transport.requests', 'cryptography')))\n"
         "print('HEAVY=' + ','.join(heavy), code)\n"
     )
     try:

@@ -177,14 +177,9 @@ class ClientFactory(Endpoints):
         project's service accounts): Google's endpoints, or the emulator's subsets."""
         from tpuctl.cloud.iam import IamApi
 
-        def session() -> Any:
-            from google.auth.transport.requests import AuthorizedSession
-
-            return AuthorizedSession(self.credentials)
-
         emulated = f"http://{self._emulator}" if self._emulator else None
         return IamApi(
-            session,
+            self._authorized_session,
             emulated or "https://cloudresourcemanager.googleapis.com",
             emulated or "https://iam.googleapis.com",
             emulated or "https://policytroubleshooter.googleapis.com",

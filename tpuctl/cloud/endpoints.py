@@ -162,7 +162,8 @@ class Endpoints:
         credentials: Any = self.credentials
         if not credentials.valid:
             from google.auth.exceptions import RefreshError
-            from google.auth.transport.requests import Request
+
+            from tpuctl.cloud.session import Request
 
             try:
                 credentials.refresh(Request())
@@ -315,8 +316,8 @@ class Endpoints:
         return self.required_account("OS Login")
 
     def _authorized_session(self) -> Any:
-        """google-auth's AuthorizedSession with these credentials (made on use)."""
-        from google.auth.transport.requests import AuthorizedSession
+        """A session that calls with these credentials (made on use; cloud/session.py)."""
+        from tpuctl.cloud.session import AuthorizedSession
 
         return AuthorizedSession(self.credentials)
 

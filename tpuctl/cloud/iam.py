@@ -4,9 +4,9 @@ and `projects.get` (v1), IAM's `projects.serviceAccounts.get`, and the Policy
 Troubleshooter's `iam.troubleshoot` (v1; gcloud's `policy-troubleshoot iam` sends the
 same body to v2alpha1).
 
-Plain REST calls through google-auth's `AuthorizedSession`, as compute.py makes its one
-call: no Resource Manager or IAM client library is installed, and three small calls do
-not justify one. Errors go through the shared translation (`cloud/errors.py`), as
+Plain REST calls through the credentials' session (cloud/session.py), as compute.py
+makes its one call: no Resource Manager or IAM client library is installed, and three
+small calls do not justify one. Errors go through the shared translation (`cloud/errors.py`), as
 google-api-core builds them from the HTTP answer.
 """
 
@@ -29,7 +29,7 @@ class IamApi:
         where: str = "the Cloud Resource Manager API",
         unreachable_hint: str = "",
     ) -> None:
-        self._session = session  # made on first use: an AuthorizedSession
+        self._session = session  # made on first use (cloud/session.py)
         self._crm = resource_manager.rstrip("/")  # https://cloudresourcemanager.googleapis.com
         self._iam = iam.rstrip("/")  # https://iam.googleapis.com
         self._troubleshooter = troubleshooter.rstrip("/")

@@ -42,8 +42,8 @@ def email_of(
     translated: Callable[[BaseException], BaseException],
 ) -> str | None:
     """The account's email the credentials act as, or None when they do not tell.
-    `session`: an AuthorizedSession with them; `tokeninfo`: the endpoint's URL;
-    `translated`: Google's exceptions as tpuctl's (a refresh that fails is the
+    `session`: makes a session that calls with them (cloud/session.py); `tokeninfo`: the
+    endpoint's URL; `translated`: Google's exceptions as tpuctl's (a refresh that fails is the
     credentials' problem, said as every call would say it)."""
     from tpuctl.cloud import retry
 
@@ -51,7 +51,7 @@ def email_of(
     if email:
         return email
     if not credentials.valid:  # a VM's names its account, a user's gets its ID token
-        from google.auth.transport.requests import Request
+        from tpuctl.cloud.session import Request
 
         retry.call(lambda: credentials.refresh(Request()), translated)
         email = _email(getattr(credentials, "service_account_email", None))

@@ -1,5 +1,5 @@
-"""One REST call through google-auth's `AuthorizedSession`, for the Google APIs tpuctl reads
-without a client library (Compute Engine, Resource Manager, IAM, and the reads `tpuctl
+"""One REST call through the credentials' session (cloud/session.py), for the Google APIs
+tpuctl reads without a client library (Compute Engine, Resource Manager, IAM, and the reads `tpuctl
 list` makes: the TPU API's lists and Cloud Monitoring's time series): the answer's JSON,
 or google-api-core's exception built from the HTTP answer, retried and translated as
 every adapter's calls are (`cloud/retry.py`, `cloud/errors.py`)."""
@@ -36,10 +36,10 @@ def call(
 
 def send(session: Callable[[], Any], method: str, url: str, **kw: Any) -> Any:
     """One request, not retried: its JSON answer ({} if empty), or google-api-core's
-    exception for an HTTP error."""
+    exception for any answer but a 2xx (a redirect included: never followed)."""
     kw.setdefault("timeout", TIMEOUT)
     response = session().request(method, url, **kw)
-    if response.status_code >= 400:
+    if not 200 <= response.status_code < 300:
         # on a failure only: google-api-core's exceptions load grpc (~70 ms)
         from google.api_core import exceptions as gx
 

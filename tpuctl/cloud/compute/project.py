@@ -1,10 +1,9 @@
 """ProjectMetadataApi: Compute Engine's `projects.get`, for the project's metadata
 (`commonInstanceMetadata`), where `enable-oslogin` may be set for every VM.
 
-A plain REST GET through google-auth's `AuthorizedSession` (already installed: google-auth
-and requests come with the other clients) rather than google-cloud-compute, a large
-library for one read. Errors go through the shared translation (`cloud/errors.py`), as
-google-api-core builds them from the HTTP answer.
+A plain REST GET through the credentials' session (cloud/session.py) rather than
+google-cloud-compute, a large library for one read. Errors go through the shared
+translation (`cloud/errors.py`), as google-api-core builds them from the HTTP answer.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ class ProjectMetadataApi:
         where: str = "the Compute Engine API",
         unreachable_hint: str = "",
     ) -> None:
-        self._session = session  # made on first use: an AuthorizedSession
+        self._session = session  # made on first use (cloud/session.py)
         self._endpoint = endpoint.rstrip("/")  # .../compute/v1
         self._where = where
         self._hint = unreachable_hint

@@ -106,17 +106,20 @@ class TpuTransport:
         flex-start fields exist only there, and google-cloud-tpu's v2alpha1 messages
         (gRPC only) do not have them. Its operation is read back through v2 as any
         other: operations are one store for both versions."""
-        from google.api_core import exceptions as gx
+        from tpuctl.cloud import rest
 
         if self._session is None:
             raise CloudError("flex-start needs the TPU API's REST endpoint; none was given")
         url = f"{self._endpoint}/v2alpha1/{parent}/queuedResources"
-        response = self._session().post(
-            url, params={"queuedResourceId": qr_id}, json=body, timeout=TIMEOUT
+        answer = rest.send(
+            self._session,
+            "POST",
+            url,
+            params={"queuedResourceId": qr_id},
+            json=body,
+            timeout=TIMEOUT,
         )
-        if response.status_code >= 400:
-            raise gx.from_http_response(response)
-        return str(response.json().get("name", ""))
+        return str(answer.get("name", ""))
 
     def _get_operation(self, name: str) -> dict[str, Any]:
         """The operation as JSON ({name, done, error?, ...}); over REST when a session is
