@@ -48,11 +48,6 @@ class Series:
         return self.resource.get("zone", "")
 
     @property
-    def instance_id(self) -> str:
-        """The Compute Engine VM's id, on a `gce_instance` series ("" on `tpu_worker`)."""
-        return self.resource.get("instance_id", "")
-
-    @property
     def worker(self) -> int:
         return int(self.resource.get("worker_id") or 0)
 

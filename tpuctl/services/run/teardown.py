@@ -151,7 +151,7 @@ def _node_left(job: Job, wait_for_agent: float, update: Progress) -> Node | None
     def check() -> tuple[bool | None, str]:
         node = current()
         # a node that cannot run (preempted; a slice whose group is gone with its VMs,
-        # its template and policy left: compute_slice.leftovers) has no agent to delete it
+        # its template and policy left: cloud/compute/slice_state.py) has no agent to delete it
         if node is None or node.state == "DELETING" or node.state in NODE_DEAD:
             return True, "DELETING"
         return None, node.state
