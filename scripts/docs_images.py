@@ -8,7 +8,10 @@ emulator it starts on 127.0.0.1 and stops at the end.
 
 To keep the images small: a spinner's frames collapse to its last one per label (what
 the terminal showed last), and the SVG drops rich's web-font declarations (an SVG shown
-through <img>, as GitHub does, loads no external font) and its per-line clip paths.
+through <img>, as GitHub does, loads no external font), its per-line clip paths, the
+indentation and blank lines of its markup, and writes each no-break space as the character
+itself instead of `&#160;` (the same document to an XML parser). Its ids are the capture's
+name instead of a hash (an SVG shown through <img> shares no ids with the page).
 """
 
 from __future__ import annotations
@@ -51,10 +54,12 @@ def collapse_spinners(output: str) -> str:
 
 
 NEWLINES = re.compile(r"<text [^>]*>\n</text>")  # rich draws each line's newline too
+LAYOUT = re.compile(r" *\n[ \n]*")  # markup's indentation, trailing spaces, blank lines
 
 
 def small_svg(svg: str) -> str:
-    return NEWLINES.sub("", LINE_CLIPS.sub("", svg))
+    svg = NEWLINES.sub("", LINE_CLIPS.sub("", svg))
+    return LAYOUT.sub("\n", svg).replace("&#160;", "\u00a0")
 
 
 def main() -> int:
@@ -100,7 +105,7 @@ def main() -> int:
                 console.print(Text.from_ansi(tpuctl(*args, width=width).rstrip()))
             OUT.mkdir(parents=True, exist_ok=True)
             svg = console.export_svg(
-                title=title, code_format=FONT_FACES.sub("", CONSOLE_SVG_FORMAT)
+                title=title, code_format=FONT_FACES.sub("", CONSOLE_SVG_FORMAT), unique_id=name
             )
             (OUT / f"{name}.svg").write_text(small_svg(svg), encoding="utf-8")
             print(f"wrote docs/images/{name}.svg", file=sys.stderr)
