@@ -29,12 +29,17 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
-from typing import Any
+from collections.abc import Iterator
+
+TYPE_CHECKING = False  # `typing` costs 3 ms of `tpuctl --help`, which imports this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import Any, TypeAlias
+
+    Handler: TypeAlias = Callable[[int, FrameType | None], Any] | int | None
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-Handler = Callable[[int, FrameType | None], Any] | int | None
 
 _depth = 0  # how many `deferred()` blocks the main thread is in
 _pending: int | None = None  # a signal that arrived in one

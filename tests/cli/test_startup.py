@@ -79,6 +79,17 @@ def test_the_key_follows_every_module_of_tpuctl(tmp_path: Path, monkeypatch) -> 
     assert "width 61 " in quick_help.key()
 
 
+def test_the_width_in_the_key_is_the_one_click_and_rich_will_use(monkeypatch) -> None:
+    import shutil
+
+    for columns in ("61", "0", "-3", "wide", None):  # set, not positive, not a number, unset
+        if columns is None:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        else:
+            monkeypatch.setenv("COLUMNS", columns)
+        assert quick_help._columns() == shutil.get_terminal_size().columns, columns
+
+
 def test_only_the_top_level_help_is_kept(isolated_env) -> None:
     assert not quick_help.wanted(["list", "--help"])
     assert not quick_help.wanted(["--help", "--debug"])
