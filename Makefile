@@ -11,7 +11,8 @@ LOW_STAMP := $(LOW)/.installed-stamp
 SMOKE     := tests/cli/test_help.py tests/cli/test_list_describe.py tests/cli/test_create.py \
              tests/cli/test_quota.py tests/cli/test_top.py tests/cli/test_projection.py \
              tests/cli/test_run.py::test_example_trains_downloads_outputs_and_tears_down \
-             tests/cli/test_ssh.py::test_a_command_on_every_worker_is_attributed_and_combined
+             tests/cli/test_ssh.py::test_a_command_on_every_worker_is_attributed_and_combined \
+             tests/cloud/test_session.py tests/cli/test_debug_trace.py
 
 .PHONY: install test test-lowest test-live lint demo bench chaos clean tools docs-images docs-reference
 
