@@ -180,7 +180,9 @@ def test_an_answer_over_the_bound_is_refused_naming_the_url(serve: Any, monkeypa
         f"the answer from {api.url('/v2/big')} is over 0 MiB; tpuctl reads no more of it"
     )
     small = serve(lambda h: _json(200, {"items": ["x"] * 10}))
-    assert session.AuthorizedSession(Credentials(token="t")).get(small.url("/")).json()
+    monkeypatch.setattr(session, "MAX_ANSWER", len(_json(200, {"items": ["x"] * 10})[2]))
+    answer = session.AuthorizedSession(Credentials(token="t")).get(small.url("/"))
+    assert answer.json() == {"items": ["x"] * 10}  # an answer of exactly the bound is whole
 
 
 def test_no_answer_is_a_transport_fault_retried_and_then_said_in_one_line(serve: Any) -> None:

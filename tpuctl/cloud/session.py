@@ -109,13 +109,19 @@ class Response:
 
 
 def _read(stream: Any, url: str) -> bytes:
-    body = stream.read(MAX_ANSWER + 1)
-    if len(body) > MAX_ANSWER:
-        raise CloudError(
-            f"the answer from {url.split('?')[0]} is over {MAX_ANSWER // 2**20} MiB; "
-            "tpuctl reads no more of it"
-        )
-    return bytes(body)
+    """The whole body, a MiB at a time (a read of the whole bound at once would allocate
+    it up front for an answer of no stated length), refused past MAX_ANSWER."""
+    parts: list[bytes] = []
+    size = 0
+    while chunk := stream.read(min(2**20, MAX_ANSWER + 1 - size)):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > MAX_ANSWER:
+            raise CloudError(
+                f"the answer from {url.split('?')[0]} is over {MAX_ANSWER // 2**20} MiB; "
+                "tpuctl reads no more of it"
+            )
+    return b"".join(parts)
 
 
 def send(
