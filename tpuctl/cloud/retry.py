@@ -32,25 +32,25 @@ def is_rate_limit(exc: BaseException) -> bool:
 
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: the same call may well succeed in a moment."""
+    import sys
+
     from google.api_core import exceptions as gx
     from google.auth import exceptions as auth_x
-    from requests import exceptions as rx
 
-    if isinstance(
-        exc,
-        (
-            gx.InternalServerError,
-            gx.BadGateway,
-            gx.ServiceUnavailable,
-            gx.GatewayTimeout,
-            gx.DeadlineExceeded,
-            rx.ConnectionError,
-            rx.Timeout,
-            rx.ChunkedEncodingError,
-            ConnectionResetError,
-            auth_x.TransportError,
-        ),
-    ):
+    transient: tuple[type[BaseException], ...] = (
+        gx.InternalServerError,
+        gx.BadGateway,
+        gx.ServiceUnavailable,
+        gx.GatewayTimeout,
+        gx.DeadlineExceeded,
+        ConnectionResetError,
+        auth_x.TransportError,
+    )
+    # requests' faults, from the client libraries that use it (Cloud Storage's): none can
+    # be raised by a process that has not loaded it, and importing it costs ~50 ms
+    if (rx := sys.modules.get("requests.exceptions")) is not None:
+        transient += (rx.ConnectionError, rx.Timeout, rx.ChunkedEncodingError)
+    if isinstance(exc, transient):
         return True
     if isinstance(exc, (gx.TooManyRequests, gx.ResourceExhausted)):
         return is_rate_limit(exc)
