@@ -19,6 +19,7 @@ from google.api_core import exceptions as gx
 from google.auth import exceptions as auth_x
 from google.oauth2.credentials import Credentials
 
+import tpuctl
 from tpuctl.cloud import rest, session
 from tpuctl.cloud.errors import translate
 from tpuctl.cloud.retry import is_transient
@@ -105,6 +106,7 @@ def test_a_call_carries_the_credentials_headers_its_params_and_its_json(serve: A
     assert headers["authorization"] == "Bearer ya29.token"
     assert headers["x-goog-user-project"] == "billed-here"  # the quota project, as gcloud's
     assert headers["content-type"] == "application/json"
+    assert headers["user-agent"] == f"tpuctl/{tpuctl.__version__}"
     assert json.loads(body) == {"labels": {"a": "b"}}
 
 

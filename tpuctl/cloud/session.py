@@ -40,6 +40,7 @@ from typing import Any
 from google.auth import exceptions as auth_x
 from google.auth import transport
 
+from tpuctl import __version__
 from tpuctl.errors import CloudError
 
 log = logging.getLogger("tpuctl.http")
@@ -48,7 +49,7 @@ MAX_ANSWER = 64 * 1024 * 1024  # a page of a list (the billing catalog's are the
 TIMEOUT = 120.0  # google-auth's default for a call that names none
 _REFRESH_STATUS = 401
 _MAX_REFRESHES = 2  # google.auth.transport.DEFAULT_MAX_REFRESH_ATTEMPTS
-_USER_AGENT = "tpuctl (python urllib)"
+_USER_AGENT = f"tpuctl/{__version__}"  # what the API's audit and error logs name
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
