@@ -13,7 +13,8 @@ prices come from"):
 - Units: v2 and v3 are priced per 8 TensorCores (one `-8` device, 4 chips); later
   generations per chip. Commitment, reservation and other special SKUs are left out.
 The price is `units + nanos / 1e9` of the first tier of the first pricing info.
-Read over REST with google-auth's session, as the other reads `list` makes.
+Read over REST with the credentials' session (cloud/session.py), as the other reads `list`
+makes.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def rate_of(sku: dict[str, Any]) -> TpuRate | None:
 
 class CatalogApi:
     """The TPU prices of Google's catalog, as the caller's credentials may read them
-    (REST through google-auth's session: no gRPC loaded, so `list` stays quick)."""
+    (REST through the credentials' session: no gRPC loaded, so `list` stays quick)."""
 
     def __init__(
         self, session: Callable[[], Any], endpoint: str, where: str, unreachable_hint: str = ""

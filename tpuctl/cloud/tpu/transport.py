@@ -1,6 +1,6 @@
 """The Cloud TPU API's plumbing under `TpuApi`: google-cloud-tpu's client (made on first
 use), `_call`, the one seam that retries transient faults and translates Google's
-exceptions into tpuctl's errors, REST through google-auth's session (the lists, page by
+exceptions into tpuctl's errors, REST through the credentials' session (the lists, page by
 page, and the v2alpha1 fields google-cloud-tpu's messages lack), and operations read back.
 """
 
@@ -59,7 +59,7 @@ class TpuTransport:
         self._make = client if callable(client) else None
         self._where = where
         self._hint = unreachable_hint
-        # REST through google-auth's session: the lists, and v2alpha1 for the fields
+        # REST through the credentials' session: the lists, and v2alpha1 for the fields
         # google-cloud-tpu's messages lack (flex-start)
         self._session = session
         self._endpoint = endpoint.rstrip("/")
