@@ -5,6 +5,7 @@ as told; the adapter is made with its address as the factory would pass it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -48,7 +49,9 @@ class _Lying(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        # the client stops reading an answer over its bound, as it should
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(body)
 
 
 @pytest.fixture
