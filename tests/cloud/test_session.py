@@ -23,7 +23,7 @@ import tpuctl
 from tpuctl.cloud import rest, session
 from tpuctl.cloud.errors import translate
 from tpuctl.cloud.retry import is_transient
-from tpuctl.errors import CloudError
+from tpuctl.errors import CloudError, ConfigError
 
 Answer = tuple[int, dict[str, str], bytes]
 
@@ -273,3 +273,11 @@ def test_tls_is_verified_against_the_environments_bundle_and_never_retried_when_
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))
     monkeypatch.setattr(session, "_context", None)
     assert session.send("GET", api.url("/v2/nodes", "https")).json() == {"secure": True}
+    for bad, why in ((tmp_path / "none.pem", "No such file or directory"), (key, "")):
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bad))  # missing, or not certificates
+        monkeypatch.setattr(session, "_context", None)
+        with pytest.raises(ConfigError) as refused:  # one line at once, never retried
+            session.send("GET", api.url("/v2/nodes", "https"))
+        assert refused.value.message.startswith(
+            f"cannot load the CA certificates of REQUESTS_CA_BUNDLE={bad}: {why}"
+        )

@@ -41,7 +41,7 @@ from google.auth import exceptions as auth_x
 from google.auth import transport
 
 from tpuctl import __version__
-from tpuctl.errors import CloudError
+from tpuctl.errors import CloudError, ConfigError
 
 log = logging.getLogger("tpuctl.http")
 
@@ -66,12 +66,21 @@ def _tls() -> ssl.SSLContext:
     global _context
     with _context_lock:
         if _context is None:
-            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-            if not bundle:
+            named = [v for v in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE") if os.environ.get(v)]
+            if named:
+                bundle = os.environ[named[0]]
+            else:
                 import certifi
 
                 bundle = certifi.where()
-            _context = ssl.create_default_context(cafile=bundle)
+            try:
+                _context = ssl.create_default_context(cafile=bundle)
+            except (OSError, ssl.SSLError) as e:  # ssl.SSLError: not PEM certificates
+                told = f"{named[0]}={bundle}" if named else f"certifi's bundle {bundle}"
+                raise ConfigError(
+                    f"cannot load the CA certificates of {told}: {e.strerror or e}",
+                    hint="name a readable PEM file of CA certificates, or unset it",
+                ) from e
         return _context
 
 
@@ -96,7 +105,6 @@ class Response:
 
     def __init__(self, method: str, url: str, status: int, headers: Any, content: bytes) -> None:
         self.request = _Sent(method, url)
-        self.url = url
         self.status_code = status
         self.headers: Mapping[str, str] = headers
         self.content = content
@@ -219,7 +227,6 @@ class AuthorizedSession:
         *,
         params: Mapping[str, Any] | None = None,
         json: Any = None,
-        data: bytes | str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Response:
@@ -229,7 +236,7 @@ class AuthorizedSession:
             )
             url = f"{url}{'&' if '?' in url else '?'}{query}" if query else url
         sent = dict(headers or {})
-        body = data.encode() if isinstance(data, str) else data
+        body = None
         if json is not None:
             body = jsonlib.dumps(json).encode()
             sent.setdefault("Content-Type", "application/json")
@@ -245,6 +252,3 @@ class AuthorizedSession:
 
     def get(self, url: str, **kw: Any) -> Response:
         return self.request("GET", url, **kw)
-
-    def post(self, url: str, **kw: Any) -> Response:
-        return self.request("POST", url, **kw)
